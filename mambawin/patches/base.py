@@ -1,0 +1,149 @@
+"""What a patch is: data (id, what it prevents, versions, why) plus a transform over a staged tree.
+
+Transforms never touch the disk. They read and stage edits through a Tree; the engine writes the
+staged files only after every selected patch succeeded, so a failure leaves every byte as it was.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from mambawin.archs import Arch
+from mambawin.errors import PatchError
+
+Outcome = Literal["applied", "already-applied", "not-applicable"]
+
+
+@dataclass(frozen=True)
+class PatchOptions:
+    """What the user chose that changes the patched source."""
+
+    archs: tuple[Arch, ...] = ()
+    nvcc_threads: int | None = None
+    keep_complex: bool = False
+
+
+@dataclass(frozen=True)
+class PatchContext:
+    """What a transform may look at besides the files."""
+
+    version: Version
+    options: PatchOptions
+    patch_id: str = ""
+
+    def drift(self, path: str, anchor: str) -> PatchError:
+        """The error for a missing anchor: names the patch, file, upstream version and anchor."""
+        msg = (f"patch {self.patch_id!r} cannot apply to {path} of upstream {self.version}: "
+               f"anchor not found: {anchor.strip()!r}. Upstream changed this code; pin --ref to a "
+               "known release or report it so the patch set can learn this version")
+        return PatchError(msg)
+
+
+@dataclass
+class _Entry:
+    original: bytes | None
+    text: str | None
+    eol: str
+    final_newline: bool
+
+
+@dataclass
+class Tree:
+    """A staged view of an upstream source tree with line-ending-agnostic text access.
+
+    read() returns text with LF line endings whatever the file uses on disk (a Windows checkout
+    with core.autocrlf=true has CRLF); write() stores the text back in the file's own style.
+    """
+
+    root: Path
+    _files: dict[str, _Entry] = field(default_factory=dict)
+
+    def exists(self, rel: str) -> bool:
+        entry = self._files.get(rel)
+        if entry is not None:
+            return entry.text is not None
+        return (self.root / rel).is_file()
+
+    def read(self, rel: str) -> str:
+        """The current (possibly already staged) text of rel, LF-normalised."""
+        entry = self._load(rel)
+        if entry.text is None:
+            raise FileNotFoundError(rel)
+        return entry.text
+
+    def write(self, rel: str, text: str) -> None:
+        """Stage new LF text for rel; it is written in the file's own EOL style on commit."""
+        entry = self._load(rel)
+        entry.text = text
+
+    def delete(self, rel: str) -> None:
+        """Stage the removal of rel."""
+        self._load(rel).text = None
+
+    def changed(self) -> dict[str, bytes | None]:
+        """Every staged file whose bytes differ from disk: new bytes, or None for a deletion."""
+        out: dict[str, bytes | None] = {}
+        for rel, entry in sorted(self._files.items()):
+            new = self._encode(entry)
+            if new != entry.original:
+                out[rel] = new
+        return out
+
+    def original(self, rel: str) -> bytes | None:
+        return self._load(rel).original
+
+    def _load(self, rel: str) -> _Entry:
+        entry = self._files.get(rel)
+        if entry is None:
+            path = self.root / rel
+            data = path.read_bytes() if path.is_file() else None
+            entry = _Entry(data, None, "\n", True)
+            if data is not None:
+                raw = data.decode("utf-8")
+                entry.eol = "\r\n" if "\r\n" in raw else "\n"
+                entry.final_newline = raw.endswith("\n")
+                entry.text = raw.replace("\r\n", "\n")
+            self._files[rel] = entry
+        return entry
+
+    @staticmethod
+    def _encode(entry: _Entry) -> bytes | None:
+        if entry.text is None:
+            return None
+        text = entry.text
+        # Keep upstream's missing final newline (every selective_scan .cu has none).
+        if not entry.final_newline and text.endswith("\n") and entry.original is not None:
+            text = text[:-1]
+        return text.replace("\n", entry.eol).encode("utf-8")
+
+
+Transform = Callable[[Tree, PatchContext], Outcome]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One versioned Windows fix for upstream mamba."""
+
+    id: str
+    summary: str
+    prevents: str  # the error text a Windows user sees without this patch
+    versions: SpecifierSet  # upstream versions this patch knows; open-ended ranges try newer ones
+    why: str  # upstream issue / PR behind the fix
+    files: tuple[str, ...]  # files the transform may touch (for --export and the catalogue)
+    transform: Transform
+
+    def applies_to(self, version: Version) -> bool:
+        return self.versions.contains(version, prereleases=True)
+
+
+def find_line(text: str, pattern: str | re.Pattern[str]) -> re.Match[str] | None:
+    """First line matching pattern (a regex matched per line, MULTILINE)."""
+    regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, re.MULTILINE)
+    return regex.search(text)

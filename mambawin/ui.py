@@ -1,0 +1,25 @@
+"""Narration for people: everything here goes to stderr; results go to stdout."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+
+console = Console(stderr=True, highlight=False)
+
+OK, WARN, FAIL, SKIP = "[green]✓[/]", "[yellow]⚠[/]", "[red]✗[/]", "[dim]-[/]"
+
+
+@contextmanager
+def step(name: str) -> Iterator[None]:
+    """Show one named pipeline step with ✓/✗ and how long it took."""
+    start = time.monotonic()
+    try:
+        yield
+    except BaseException:
+        console.print(f"{FAIL} {name} [dim]({time.monotonic() - start:.1f}s)[/]")
+        raise
+    console.print(f"{OK} {name} [dim]({time.monotonic() - start:.1f}s)[/]")

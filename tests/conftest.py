@@ -1,0 +1,35 @@
+"""Shared fixtures. Unit tests never run a real build: the guard below makes one fail loudly."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED_WINDOWS = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "windows"
+
+
+def recorded(name: str) -> str:
+    """The body of a recorded Windows tool output from shared/fixtures/windows (header removed)."""
+    text = (SHARED_WINDOWS / name).read_text(encoding="utf-8")
+    for sep in ("# ---\n", "# ---\r\n"):
+        if sep in text:
+            return text.split(sep, 1)[1]
+    raise AssertionError(f"{name} has no '# ---' header separator")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own cache folder, so nothing touches the user's real cache."""
+    monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture
+def upstream_repo() -> Path:
+    """The real upstream mirror named by MAMBAWIN_TEST_UPSTREAM; the test is skipped without it."""
+    value = os.environ.get("MAMBAWIN_TEST_UPSTREAM")
+    if not value:
+        pytest.skip("MAMBAWIN_TEST_UPSTREAM is not set (path to a state-spaces/mamba git repo)")
+    return Path(value)
