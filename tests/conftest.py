@@ -26,6 +26,18 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
+@pytest.fixture(autouse=True)
+def _forbid_real_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside `slow` tests a real setup.py build raises instead of compiling for minutes.
+
+    mambawin.buildsteps.compile checks MAMBAWIN_FORBID_REAL_BUILD right before it starts
+    setup.py; only a hand-written fake upstream (it has a MAMBAWIN_FAKE_UPSTREAM file) may
+    then be built.
+    """
+    if request.node.get_closest_marker("slow") is None:
+        monkeypatch.setenv("MAMBAWIN_FORBID_REAL_BUILD", "1")
+
+
 @pytest.fixture
 def upstream_repo() -> Path:
     """The real upstream mirror named by MAMBAWIN_TEST_UPSTREAM; the test is skipped without it."""

@@ -99,6 +99,14 @@ class Tree:
     def original(self, rel: str) -> bytes | None:
         return self._load(rel).original
 
+    def loaded(self) -> tuple[str, ...]:
+        """Every file read or staged so far (the engine diffs these per patch)."""
+        return tuple(sorted(self._files))
+
+    def render(self, rel: str) -> bytes | None:
+        """The bytes rel would have on disk if the staged edits were written now."""
+        return self._encode(self._load(rel))
+
     def _load(self, rel: str) -> _Entry:
         entry = self._files.get(rel)
         if entry is None:
@@ -138,6 +146,9 @@ class Patch:
     why: str  # upstream issue / PR behind the fix
     files: tuple[str, ...]  # files the transform may touch (for --export and the catalogue)
     transform: Transform
+    # Why the user's options turn this patch off (e.g. no --arch, --keep-complex), or None: the
+    # engine then reports it `skipped` with that reason and never calls the transform.
+    skip_reason: Callable[[PatchOptions], str | None] | None = None
 
     def applies_to(self, version: Version) -> bool:
         return self.versions.contains(version, prereleases=True)
@@ -147,3 +158,26 @@ def find_line(text: str, pattern: str | re.Pattern[str]) -> re.Match[str] | None
     """First line matching pattern (a regex matched per line, MULTILINE)."""
     regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, re.MULTILINE)
     return regex.search(text)
+
+
+MARK_BEGIN = ">>> mambawin"
+MARK_END = "<<< mambawin"
+
+
+def marked_block(text: str, patch_id: str, comment: str = "#") -> re.Match[str] | None:
+    """The block a patch inserted earlier, from its `>>> mambawin ID` line to `<<< mambawin ID`."""
+    begin = re.escape(f"{comment} {MARK_BEGIN} {patch_id}")
+    end = re.escape(f"{comment} {MARK_END} {patch_id}")
+    return re.search(rf"^[ \t]*{begin}\b.*?^[ \t]*{end}[^\n]*\n", text, re.MULTILINE | re.DOTALL)
+
+
+def upsert_block(text: str, block: str, patch_id: str,
+                 anchor: re.Match[str]) -> tuple[str, Outcome]:
+    """Insert block before anchor's line or replace an earlier one (equal: already-applied)."""
+    old = marked_block(text, patch_id)
+    if old is not None:
+        if old.group(0) == block:
+            return text, "already-applied"
+        return text[: old.start()] + block + text[old.end():], "applied"
+    start = text.rfind("\n", 0, anchor.start()) + 1
+    return text[:start] + block + text[start:], "applied"

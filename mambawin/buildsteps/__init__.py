@@ -1,0 +1,1 @@
+"""The pieces of `mambawin build`: build key, workspace, environment, compile."""

@@ -1,0 +1,57 @@
+"""The build key: a hash of everything that determines the compiled binary, and nothing else.
+
+Two builds with the same key produce the same objects, so they share one build folder and ninja
+reuses its objects; anything that changes the binary (upstream source, a patch, an arch, torch,
+CUDA, the host compiler, Python) gives a new key and a new folder, never a stale object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# Build products and VCS data inside a source tree: never part of what gets compiled.
+_IGNORED_DIRS = frozenset({".git", "build", "dist", "__pycache__", ".mambawin"})
+
+
+@dataclass(frozen=True)
+class KeyInputs:
+    """What decides the binary. `tree` is the digest of the patched source tree."""
+
+    commit: str
+    patches: tuple[str, ...]
+    tree: str
+    archs: str
+    torch: str
+    cuda: str
+    compiler: str
+    python: str
+    platform: str
+    keep_complex: bool
+
+
+def build_key(inputs: KeyInputs) -> str:
+    """A short, stable hex key for inputs (16 hex digits of a sha256)."""
+    payload = json.dumps(asdict(inputs), sort_keys=True).encode("utf-8")
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over every source file's relative path and bytes (build products excluded)."""
+    digest = hashlib.sha256()
+    for path in sorted(_source_files(root)):
+        digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _source_files(root: Path) -> Iterator[Path]:
+    for path in root.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            if path.name not in _IGNORED_DIRS and not path.name.endswith(".egg-info"):
+                yield from _source_files(path)
+        elif path.is_file():
+            yield path

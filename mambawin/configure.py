@@ -1,0 +1,107 @@
+"""Configure-only run of upstream's setup.py: what it WOULD compile, without compiling anything.
+
+setup.py decides its flags by running code (nvcc -V, torch headers, patched blocks), so reading it
+is not enough: a small runner, passed to the same Python with -c, replaces `setuptools.setup` with
+a recorder before executing setup.py, then prints the CUDA extension's kwargs as one JSON line.
+MAMBA_FORCE_BUILD/MAMBA_KEEP_CUDA_BUILD=TRUE make every tag declare its extension (main builds
+none by default) and nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mambawin import proc
+from mambawin.errors import BuildError, CommandError
+
+MARKER = "MAMBAWIN_CONFIGURE_JSON:"
+TIMEOUT_S = 300
+
+# Runs inside the user's Python with setup.py's folder as cwd. Kept tiny and dependency-free.
+RUNNER = f"""
+import json, os, runpy, sys
+import setuptools
+_seen = {{}}
+def _record(**kwargs):
+    _seen.update(kwargs)
+setuptools.setup = _record
+sys.argv = ["setup.py", "bdist_wheel"]
+sys.path.insert(0, os.getcwd())
+runpy.run_path("setup.py", run_name="__main__")
+def _ext(e):
+    return {{"name": e.name, "sources": [str(s) for s in e.sources],
+             "extra_compile_args": e.extra_compile_args}}
+print("{MARKER}" + json.dumps({{"version": str(_seen.get("version")),
+                               "ext_modules": [_ext(e) for e in _seen.get("ext_modules") or []]}}))
+"""
+
+
+@dataclass(frozen=True)
+class SetupConfig:
+    """The extension setup.py declares: name, sources, compiler flags, gencode pairs, version."""
+
+    ext_name: str
+    sources: tuple[str, ...]
+    nvcc_flags: tuple[str, ...]
+    cxx_flags: tuple[str, ...]
+    gencode: tuple[str, ...]  # e.g. ("arch=compute_86,code=sm_86", ...)
+    version: str
+
+
+def configure(source: Path, env: Mapping[str, str] | None = None) -> SetupConfig:
+    """Run source/setup.py with setup() intercepted and return its CUDA extension's settings."""
+    argv = [sys.executable, "-c", RUNNER]
+    try:
+        done = proc.run(argv, cwd=Path(source), env=configure_env(env), timeout=TIMEOUT_S)
+    except CommandError as exc:
+        msg = (f"configure-only run of {Path(source) / 'setup.py'} failed: {_last_line(exc)}; "
+               "check that torch imports with CUDA and CUDA_HOME names the toolkit")
+        raise BuildError(msg) from None
+    return parse_output(done.stdout, Path(source))
+
+
+def configure_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment for the run: the caller's (or ours) with the build switches forced on."""
+    merged = dict(os.environ if env is None else env)
+    merged.update(MAMBA_FORCE_BUILD="TRUE", MAMBA_KEEP_CUDA_BUILD="TRUE",
+                  MAMBA_SKIP_CUDA_BUILD="FALSE")
+    return merged
+
+
+def parse_output(stdout: str, source: Path) -> SetupConfig:
+    """The SetupConfig from the runner's JSON line; BuildError if setup.py declared no extension."""
+    line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith(MARKER)), None)
+    data: dict[str, Any] = json.loads(line[len(MARKER):]) if line else {}
+    exts = data.get("ext_modules") or []
+    if not exts:
+        msg = (f"{source / 'setup.py'} declared no CUDA extension: check MAMBA_SKIP_CUDA_BUILD is "
+               "unset and that this is a mamba source tree")
+        raise BuildError(msg)
+    ext = exts[0]
+    args = ext["extra_compile_args"] if isinstance(ext["extra_compile_args"], dict) else {}
+    nvcc = tuple(str(f) for f in args.get("nvcc", ()))
+    return SetupConfig(ext["name"], tuple(ext["sources"]), nvcc,
+                       tuple(str(f) for f in args.get("cxx", ())), gencode_pairs(nvcc),
+                       data["version"])
+
+
+def gencode_pairs(nvcc_flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The values of `-gencode X` and `-gencode=X` flags, in order."""
+    pairs: list[str] = []
+    for i, flag in enumerate(nvcc_flags):
+        if flag == "-gencode" and i + 1 < len(nvcc_flags):
+            pairs.append(nvcc_flags[i + 1])
+        elif flag.startswith("-gencode="):
+            pairs.append(flag.split("=", 1)[1])
+    return tuple(pairs)
+
+
+def _last_line(exc: CommandError) -> str:
+    lines = [ln.strip() for ln in exc.tail.splitlines() if ln.strip()]
+    return lines[-1] if lines else str(exc)

@@ -1,0 +1,1 @@
+"""The versioned Windows patch set for upstream mamba: one module per patch, ordered in registry."""

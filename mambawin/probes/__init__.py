@@ -1,0 +1,1 @@
+"""Toolchain probes behind `mambawin doctor`; mambawin.env is the public entry point."""

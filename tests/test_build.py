@@ -1,0 +1,315 @@
+"""The build pipeline end to end on a FAKE upstream (tests/fixtures/fake_upstream): no compiler.
+
+The fake setup.py prints torch-style `[N/M]` ninja lines, keeps "objects" between runs, fails on
+demand (FAKE_FAIL=1) and dumps the environment it saw (FAKE_ENV_DUMP); setuptools makes a real
+tiny wheel from it. The doctor is replaced by a recorded report, so nothing here needs CUDA.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import git
+import pytest
+from typer.testing import CliRunner
+
+from mambawin import build as core
+from mambawin.archs import parse_archs
+from mambawin.buildsteps.compile import CompileFailed, compile_wheel
+from mambawin.buildsteps.workspace import Workspace, builds_root
+from mambawin.cli import app
+from mambawin.env import Check, DoctorReport, Status, Toolchain
+from mambawin.errors import BuildError, ToolchainError, UsageError
+from mambawin.metadata import read_provenance, requirements
+from mambawin.progress import NinjaStatus
+
+FAKE = Path(__file__).parent / "fixtures" / "fake_upstream"
+STEPS = ["doctor", "fetch", "patch", "build", "metadata", "record"]
+TOOLCHAIN = Toolchain(
+    python_version="3.11.7", torch_version="2.15.0+cu132", torch_cuda="13.2",
+    torch_cxx_std="201703", nvcc="/fake/cuda/bin/nvcc", cuda_version="13.0",
+    cuda_home="/fake/cuda", host_compiler="gcc", host_compiler_version="12.2.0",
+    msvc_toolset=None, ninja="/usr/bin/ninja",
+)
+
+
+class Recorder:
+    """A reporter that remembers what the pipeline told it."""
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+        self.notes: list[str] = []
+        self.statuses: list[NinjaStatus] = []
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        self.steps.append(name)
+        yield
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def progress(self, status: NinjaStatus) -> None:
+        self.statuses.append(status)
+
+
+@pytest.fixture
+def fake_repo(tmp_path: Path) -> Path:
+    """The fake upstream as a git repository with a v0.1.0 tag."""
+    root = tmp_path / "upstream"
+    shutil.copytree(FAKE, root)
+    repo = git.Repo.init(root)
+    repo.index.add([p.relative_to(root).as_posix() for p in root.rglob("*")
+                    if p.is_file() and ".git" not in p.parts])
+    actor = git.Actor("test", "test@example.invalid")
+    repo.index.commit("fake upstream", author=actor, committer=actor)
+    repo.create_tag("v0.1.0")
+    return root
+
+
+@pytest.fixture
+def doctor(monkeypatch: pytest.MonkeyPatch) -> list[DoctorReport]:
+    """Replace the doctor's probes with a recorded report; tests may edit reports[0]."""
+    reports = [DoctorReport((), True, parse_archs("90"), 2, TOOLCHAIN)]
+    monkeypatch.setattr(core, "_run_checks", lambda archs: reports[0])
+    return reports
+
+
+def _options(repo: Path, out: Path, **changes: object) -> core.BuildOptions:
+    options = core.BuildOptions(repo=str(repo), ref="v0.1.0", out=out)
+    return replace(options, **changes)
+
+
+def _record_matches(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as archive:
+        record_name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
+        for row in archive.read(record_name).decode().splitlines():
+            name, digest, _size = row.rsplit(",", 2)
+            if not digest:
+                continue
+            algorithm, expected = digest.split("=", 1)
+            actual = base64.urlsafe_b64encode(
+                hashlib.new(algorithm, archive.read(name)).digest()).rstrip(b"=").decode()
+            if actual != expected:
+                return False
+    return True
+
+
+def test_build_puts_a_fixed_wheel_in_out(fake_repo: Path, tmp_path: Path,
+                                         doctor: list[DoctorReport]) -> None:
+    recorder = Recorder()
+    result = core.build(_options(fake_repo, tmp_path / "out"), recorder)
+
+    assert result.wheel == tmp_path / "out" / "mamba_ssm-0.1.0+cu130torch2.15-cp311-cp311-" \
+        f"{result.wheel.name.rsplit('-', 1)[1]}"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [result.wheel.name]
+    assert result.size == result.wheel.stat().st_size
+    assert result.sha256 == hashlib.sha256(result.wheel.read_bytes()).hexdigest()
+    assert result.archs == "90"
+    assert "triton" not in " ".join(requirements(result.wheel))
+    assert _record_matches(result.wheel)
+    provenance = read_provenance(result.wheel)
+    assert provenance is not None
+    assert provenance["commit"] == git.Repo(fake_repo).head.commit.hexsha
+    assert provenance["archs"] == ["90"] and provenance["torch_version"] == "2.15.0+cu132"
+    assert recorder.steps == STEPS
+    assert recorder.statuses[-1] == NinjaStatus(3, 3, "selective_scan_bwd_fp32_real.cu")
+    assert "[1/3] /fake/cuda/bin/nvcc" in result.log.read_text()
+    assert (result.units_compiled, result.reused_objects) == (3, False)
+
+
+def test_setup_py_sees_the_build_environment(fake_repo: Path, tmp_path: Path,
+                                             doctor: list[DoctorReport],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    dump = tmp_path / "env.json"
+    monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
+    monkeypatch.setenv("MAMBA_SKIP_CUDA_BUILD", "TRUE")  # a stale shell setting must not leak
+    monkeypatch.setenv("MAMBA_LOCAL_VERSION", "stale")
+    options = _options(fake_repo, tmp_path / "out", archs=parse_archs("86;90+PTX"), jobs=3,
+                       nvcc_threads=2)
+    result = core.build(options, Recorder())
+
+    seen = json.loads(dump.read_text())
+    assert seen["MAMBA_FORCE_BUILD"] == "TRUE" and seen["MAMBA_KEEP_CUDA_BUILD"] == "TRUE"
+    assert "MAMBA_SKIP_CUDA_BUILD" not in seen and "MAMBA_LOCAL_VERSION" not in seen
+    assert (seen["MAX_JOBS"], seen["NVCC_THREADS"]) == ("3", "2")
+    assert seen["TORCH_CUDA_ARCH_LIST"] == "8.6;9.0+PTX"
+    assert seen["CUDA_HOME"] == "/fake/cuda"
+    assert Path(seen["DIST_EXTRA_CONFIG"]).parent == result.build_dir
+    # The build folder setuptools used is the workspace's, so objects outlive the run.
+    assert (result.build_dir / "build").is_dir()
+
+
+def test_jobs_default_to_the_doctors_advice(fake_repo: Path, tmp_path: Path,
+                                            doctor: list[DoctorReport],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    dump = tmp_path / "env.json"
+    monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
+    doctor[0] = replace(doctor[0], recommended_jobs=5)
+    core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    seen = json.loads(dump.read_text())
+    assert (seen["MAX_JOBS"], seen["NVCC_THREADS"]) == ("5", "1")
+
+
+def test_identical_second_build_reuses_every_object(fake_repo: Path, tmp_path: Path,
+                                                    doctor: list[DoctorReport]) -> None:
+    first = core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    recorder = Recorder()
+    second = core.build(_options(fake_repo, tmp_path / "out"), recorder)
+
+    assert (second.key, second.build_dir) == (first.key, first.build_dir)
+    assert (second.units_compiled, second.reused_objects) == (0, True)
+    log = second.log.read_text()
+    assert "ninja: no work to do." in log and "[1/" not in log
+    assert recorder.statuses == []
+    assert any("reusing" in note for note in recorder.notes)
+
+
+def test_interrupted_build_resumes_where_it_stopped(fake_repo: Path, tmp_path: Path,
+                                                    doctor: list[DoctorReport],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_FAIL", "1")  # unit 1 is compiled, unit 2 fails
+    with pytest.raises(BuildError):
+        core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    monkeypatch.delenv("FAKE_FAIL")
+    result = core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    assert result.units_compiled == 2
+
+
+def test_failed_build_names_the_error_and_keeps_the_previous_wheel(
+        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    previous = core.build(_options(fake_repo, out), Recorder()).wheel
+    before = previous.read_bytes()
+    monkeypatch.setenv("FAKE_FAIL", "1")
+    recorder = Recorder()
+    # Another arch: a new build folder, the same wheel name in --out.
+    with pytest.raises(CompileFailed) as failure:
+        core.build(_options(fake_repo, out, archs=parse_archs("89")), recorder)
+
+    error = failure.value
+    assert error.exit_code == 6
+    assert error.diagnostic is not None and error.diagnostic.code == "C2975"
+    assert "selective_scan_fwd_fp32.cu(493): error C2975: 'kIsEvenLen_'" in str(error)
+    assert str(error.log) in str(error) and error.log.is_file()
+    assert recorder.steps == ["doctor", "fetch", "patch", "build"]
+    assert sorted(p.name for p in out.iterdir()) == [previous.name]
+    assert previous.read_bytes() == before
+    assert not [p for p in builds_root().iterdir() if p.name.startswith(".")]
+
+
+def test_build_key_follows_what_decides_the_binary(fake_repo: Path, tmp_path: Path,
+                                                   doctor: list[DoctorReport]) -> None:
+    base = core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).key
+    other_arch = core.plan(_options(fake_repo, tmp_path / "out", archs=parse_archs("89")))
+    complex_kept = core.plan(_options(fake_repo, tmp_path / "out", keep_complex=True))
+    doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, torch_version="2.16.0+cu132"))
+    other_torch = core.plan(_options(fake_repo, tmp_path / "out"))
+    doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, host_compiler_version="13.1"))
+    other_compiler = core.plan(_options(fake_repo, tmp_path / "out"))
+    doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, cuda_version="13.1"))
+    other_cuda = core.plan(_options(fake_repo, tmp_path / "out"))
+    keys = {base, other_arch.key, complex_kept.key, other_torch.key, other_compiler.key,
+            other_cuda.key}
+    assert len(keys) == 6
+    # Jobs, threads and the output folder do not change the binary, so not the key either.
+    doctor[0] = replace(doctor[0], toolchain=TOOLCHAIN)
+    same = core.plan(_options(fake_repo, tmp_path / "elsewhere", jobs=7, nvcc_threads=3))
+    assert same.key == base
+
+
+def test_source_folder_is_copied_and_its_edits_change_the_key(
+        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    first = core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo))
+    unit = fake_repo / "csrc" / "selective_scan" / "selective_scan.cpp"
+    unit.write_text(unit.read_text() + "// a local edit\n")
+    second = core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo))
+    assert first.key != second.key
+    assert not (fake_repo / ".mambawin").exists()  # the user's tree is never patched in place
+
+
+def test_plan_reads_the_patched_setup_py_and_compiles_nothing(
+        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    recorder = Recorder()
+    plan = core.plan(_options(fake_repo, tmp_path / "out", jobs=4), recorder)
+
+    assert recorder.steps == ["doctor", "fetch", "patch", "configure"]
+    assert plan.upstream["version"] == "0.1.0" and plan.upstream["tag"] == "v0.1.0"
+    assert plan.ext_name == "selective_scan_cuda"
+    assert [Path(u).name for u in plan.units] == [
+        "selective_scan.cpp", "selective_scan_fwd_fp32.cu", "selective_scan_bwd_fp32_real.cu"]
+    assert plan.gencode == ["arch=compute_75,code=sm_75", "arch=compute_80,code=sm_80"]
+    assert {p["status"] for p in plan.patches} <= {"not-applicable", "skipped"}
+    assert (plan.jobs, plan.local_version, plan.reuses_objects) == (4, "cu130torch2.15", False)
+    assert not (tmp_path / "out").exists()
+    assert not plan.build_dir.exists()
+    assert json.loads(json.dumps(plan.to_json()))["key"] == plan.key
+
+
+def test_no_arch_and_no_gpu_asks_for_arch(fake_repo: Path, tmp_path: Path,
+                                          doctor: list[DoctorReport]) -> None:
+    doctor[0] = replace(doctor[0], recommended_archs=())
+    with pytest.raises(UsageError, match="pass --arch"):
+        core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+
+
+def test_failed_blocking_check_stops_the_build_unless_forced(
+        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    broken = Check("ninja", Status.FAIL, hint="pip install ninja", blocking=True)
+    doctor[0] = replace(doctor[0], checks=(broken,), ready=False)
+    recorder = Recorder()
+    with pytest.raises(ToolchainError, match="ninja failed: pip install ninja"):
+        core.build(_options(fake_repo, tmp_path / "out"), recorder)
+    assert recorder.steps == ["doctor"]
+    result = core.build(_options(fake_repo, tmp_path / "out", force=True), Recorder())
+    assert result.wheel.is_file()
+
+
+@pytest.mark.parametrize(("choice", "version"), [
+    ("none", "0.1.0"), ("mine.2", "0.1.0+mine.2"), ("+cu130", "0.1.0+cu130")])
+def test_local_version_choices(fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport],
+                               choice: str, version: str) -> None:
+    result = core.build(_options(fake_repo, tmp_path / "out", local_version=choice), Recorder())
+    assert result.wheel.name.startswith(f"mamba_ssm-{version}-")
+
+
+def test_invalid_local_version_fails_before_any_work(fake_repo: Path, tmp_path: Path,
+                                                     doctor: list[DoctorReport]) -> None:
+    recorder = Recorder()
+    with pytest.raises(UsageError, match="--local-version"):
+        core.build(_options(fake_repo, tmp_path / "out", local_version="cu 13!"), recorder)
+    assert recorder.steps == []
+
+
+def test_guard_refuses_a_real_upstream_tree(tmp_path: Path) -> None:
+    src = tmp_path / "ws" / "src"
+    shutil.copytree(FAKE, src)
+    (src / "MAMBAWIN_FAKE_UPSTREAM").unlink()  # now it looks like a real tree
+    with pytest.raises(RuntimeError, match="mark the test @pytest.mark.slow"):
+        compile_wheel(Workspace(tmp_path / "ws"), {}, lambda status: None)
+    assert not (tmp_path / "ws" / "logs").exists()  # nothing was started
+
+
+def test_cli_plan_json_and_failure_exit_code(fake_repo: Path, tmp_path: Path,
+                                             doctor: list[DoctorReport],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = CliRunner()
+    args = ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--arch", "8.6",
+            "--out", str(tmp_path / "out")]
+    planned = runner.invoke(app, [*args, "--plan", "--json"])
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(planned.stdout)["archs"] == "86"
+
+    monkeypatch.setenv("FAKE_FAIL", "1")
+    failed = runner.invoke(app, args)
+    assert failed.exit_code == 6
+    assert "error C2975" in failed.output

@@ -1,0 +1,68 @@
+"""configure(): setup.py runs with setup() intercepted; a fake setup.py stands in for upstream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mambawin.configure import configure, configure_env, gencode_pairs
+from mambawin.errors import BuildError
+
+FAKE_SETUP = '''
+import os
+from setuptools import Extension, setup
+
+assert os.environ["MAMBA_FORCE_BUILD"] == "TRUE", "configure must force the build"
+ext_modules = []
+if os.getenv("MAMBA_KEEP_CUDA_BUILD", "FALSE") == "TRUE":
+    ext = Extension("selective_scan_cuda", sources=["csrc/a.cpp", "csrc/b.cu"])
+    ext.extra_compile_args = {
+        "cxx": ["-O3"],
+        "nvcc": ["-O3", "-gencode", "arch=compute_86,code=sm_86",
+                 "-gencode=arch=compute_89,code=compute_89",
+                 "--threads", os.getenv("NVCC_THREADS") or "4"],
+    }
+    ext_modules.append(ext)
+print("chatter on stdout, like upstream's torch.__version__ banner")
+setup(name="mamba_ssm", version="2.2.6", ext_modules=ext_modules)
+'''
+
+
+def write_setup(tmp_path: Path, body: str) -> Path:
+    (tmp_path / "setup.py").write_text(body)
+    return tmp_path
+
+
+def test_configure_reads_the_extension_without_building(tmp_path: Path) -> None:
+    source = write_setup(tmp_path, FAKE_SETUP)
+    config = configure(source, env={"NVCC_THREADS": "3", "PATH": "/usr/bin:/bin"})
+    assert config.ext_name == "selective_scan_cuda"
+    assert config.sources == ("csrc/a.cpp", "csrc/b.cu")
+    assert config.gencode == ("arch=compute_86,code=sm_86", "arch=compute_89,code=compute_89")
+    assert config.nvcc_flags[-2:] == ("--threads", "3")
+    assert (config.cxx_flags, config.version) == (("-O3",), "2.2.6")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["setup.py"]  # nothing built
+
+
+def test_configure_failure_is_a_build_error_with_the_cause(tmp_path: Path) -> None:
+    source = write_setup(tmp_path, "raise RuntimeError('only supported on CUDA 11.6')\n")
+    with pytest.raises(BuildError, match=r"only supported on CUDA 11\.6"):
+        configure(source)
+
+
+def test_no_extension_is_a_build_error(tmp_path: Path) -> None:
+    source = write_setup(tmp_path, "from setuptools import setup\nsetup(name='x', version='1')\n")
+    with pytest.raises(BuildError, match="declared no CUDA extension"):
+        configure(source)
+
+
+def test_env_forces_the_cuda_build_on() -> None:
+    env = configure_env({"MAMBA_SKIP_CUDA_BUILD": "TRUE", "KEEP": "1"})
+    assert (env["MAMBA_FORCE_BUILD"], env["MAMBA_KEEP_CUDA_BUILD"]) == ("TRUE", "TRUE")
+    assert (env["MAMBA_SKIP_CUDA_BUILD"], env["KEEP"]) == ("FALSE", "1")
+
+
+def test_gencode_pairs_both_spellings() -> None:
+    flags = ("-O3", "-gencode", "arch=compute_75,code=sm_75", "-gencode=arch=compute_90,code=sm_90")
+    assert gencode_pairs(flags) == ("arch=compute_75,code=sm_75", "arch=compute_90,code=sm_90")

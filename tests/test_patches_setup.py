@@ -1,0 +1,340 @@
+"""The setup.py patches on hand-written setup.py shapes A1..A6 and main (tests/fixtures/setup_py).
+
+Static checks (applies, idempotent, drift, CRLF) plus behaviour: the patched file is executed with
+stand-ins for torch/CUDAExtension/setup and the flags it would hand to nvcc are asserted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from mambawin.archs import parse_archs
+from mambawin.errors import PatchError
+from mambawin.patches import arch_list, compiler_flags
+from mambawin.patches.base import PatchOptions
+from mambawin.patches.engine import RECORD, apply_patches
+
+FIXTURES = Path(__file__).parent / "fixtures" / "setup_py"
+SETUP_IDS = ("arch-list", "cached-wheels", "nvcc-threads", "compiler-flags", "keep-cuda-build")
+SHAPES = {"a1": "1.1.3", "a2": "2.0.4", "a3": "2.2.4", "a4": "2.2.5", "a5": "2.3.1",
+          "a6": "2.3.2", "main": "2.3.2.post1"}
+ARCHS = PatchOptions(archs=parse_archs("86;89"))
+
+
+def make_tree(root: Path, shape: str, eol: str = "\n") -> Path:
+    """A minimal mamba tree: the shape's setup.py and a mamba_ssm/__init__.py with its version."""
+    (root / "mamba_ssm").mkdir(parents=True)
+    text = (FIXTURES / f"{shape}.py").read_text(encoding="utf-8")
+    (root / "setup.py").write_bytes(text.replace("\n", eol).encode())
+    init = f'__version__ = "{SHAPES[shape]}"\n'.replace("\n", eol)
+    (root / "mamba_ssm" / "__init__.py").write_bytes(init.encode())
+    return root
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """sha256 of every file under root, so 'nothing changed' covers files not named by a patch."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def patch(root: Path, options: PatchOptions = ARCHS, **kw: Any) -> dict[str, str]:
+    report = apply_patches(root, options, only=SETUP_IDS, **kw)
+    return {r.id: r.status for r in report.results}
+
+
+class _Ext:
+    def __init__(self, name: str, sources: list[str], extra_compile_args: dict[str, list[str]],
+                 **_: Any) -> None:
+        self.name, self.sources, self.extra_compile_args = name, sources, extra_compile_args
+
+
+def run_setup(root: Path, *, hip: bool = False, nvcc: str = "12.8",
+              torch_include: Path | None = None) -> dict[str, Any]:
+    """Execute root/setup.py with stand-ins; return what it passed to setup() plus its globals."""
+    seen: dict[str, Any] = {}
+
+    class BdistWheel:
+        def run(self) -> None:
+            seen["built_from_source"] = True
+
+    def no_download() -> tuple[str, str]:
+        raise AssertionError("get_wheel_url() called: the build would download a wheel")
+
+    torch_file = (torch_include or root / "no-torch") / "__init__.py"
+    namespace = {
+        "__name__": "__main__",
+        "torch": types.SimpleNamespace(version=types.SimpleNamespace(hip="6.0" if hip else None,
+                                                                     cuda=nvcc),
+                                       _C=types.SimpleNamespace(), __file__=str(torch_file)),
+        "CUDA_HOME": "/cuda", "CUDAExtension": _Ext, "_bdist_wheel": BdistWheel,
+        "get_cuda_bare_metal_version": lambda _home: ("", Version(nvcc)),
+        "get_wheel_url": no_download, "setup": lambda **kw: seen.update(kw),
+    }
+    exec(compile((root / "setup.py").read_text(), "setup.py", "exec"), namespace)
+    seen["globals"] = namespace
+    return seen
+
+
+def nvcc_flags(seen: dict[str, Any]) -> list[str]:
+    return list(seen["ext_modules"][0].extra_compile_args["nvcc"])
+
+
+def gencode(flags: list[str]) -> list[str]:
+    return [flags[i + 1] for i, f in enumerate(flags) if f == "-gencode"]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_setup_patch_applies_to_each_shape(tmp_path: Path, shape: str) -> None:
+    root = make_tree(tmp_path, shape)
+    statuses = patch(root)
+    expected_keep = "applied" if shape == "main" else "not-applicable"
+    assert statuses == {"arch-list": "applied", "cached-wheels": "applied",
+                        "nvcc-threads": "applied", "compiler-flags": "applied",
+                        "keep-cuda-build": expected_keep}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_patched_setup_builds_exactly_the_chosen_archs(tmp_path: Path, shape: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_tree(tmp_path, shape)
+    patch(root, PatchOptions(archs=parse_archs("86;8.9+PTX")))
+    monkeypatch.setenv("MAMBA_KEEP_CUDA_BUILD", "TRUE")
+    flags = nvcc_flags(run_setup(root, nvcc="13.0"))
+    assert gencode(flags) == ["arch=compute_86,code=sm_86", "arch=compute_89,code=sm_89",
+                              "arch=compute_89,code=compute_89"]
+
+
+@pytest.mark.parametrize("shape", ["a3", "a6", "main"])
+def test_hip_build_keeps_its_flags_and_gets_no_gencode(tmp_path: Path, shape: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_tree(tmp_path, shape)
+    patch(root)
+    monkeypatch.setenv("MAMBA_KEEP_CUDA_BUILD", "TRUE")
+    flags = nvcc_flags(run_setup(root, hip=True))
+    assert "-DBUILD_PYTHON_PACKAGE" in flags
+    assert gencode(flags) == []
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_second_run_is_already_applied_and_changes_no_byte(tmp_path: Path, shape: str) -> None:
+    root = make_tree(tmp_path, shape)
+    patch(root)
+    before = snapshot(root)
+    statuses = patch(root)
+    assert snapshot(root) == before
+    assert set(statuses.values()) <= {"already-applied", "not-applicable"}
+    assert statuses["arch-list"] == "already-applied"
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_crlf_checkout_is_patched_and_stays_crlf(tmp_path: Path, shape: str) -> None:
+    root = make_tree(tmp_path, shape, eol="\r\n")
+    assert patch(root)["arch-list"] == "applied"
+    data = (root / "setup.py").read_bytes()
+    assert b"mambawin arch-list" in data
+    assert data.count(b"\n") == data.count(b"\r\n")  # no bare LF slipped in
+    before = snapshot(root)
+    assert patch(root)["compiler-flags"] == "already-applied"
+    assert snapshot(root) == before
+
+
+DRIFTS = {
+    "arch-list": ("    # HACK: The compiler flag", "    # HACKED: The compiler flag"),
+    "cached-wheels": ("        if FORCE_BUILD", "        if FORCE_BUILD_NOW"),
+    "nvcc-threads": ('["--threads", "4"]', '["--threads", "2"]'),
+    "compiler-flags": ("\nsetup(\n", "\nsetuptools.setup(\n"),
+    "keep-cuda-build": ('"MAMBA_KEEP_CUDA_BUILD", "FALSE")', '"MAMBA_KEEP_CUDA_BUILD", "NO")'),
+}
+
+
+@pytest.mark.parametrize("patch_id", sorted(DRIFTS))
+def test_drift_fails_naming_the_patch_and_writes_nothing(tmp_path: Path, patch_id: str) -> None:
+    root = make_tree(tmp_path, "main")
+    setup = root / "setup.py"
+    old, new = DRIFTS[patch_id]
+    assert old in setup.read_text()
+    setup.write_text(setup.read_text().replace(old, new))
+    before = snapshot(root)
+    with pytest.raises(PatchError, match=rf"patch '{patch_id}' cannot apply to setup\.py"):
+        patch(root)
+    assert snapshot(root) == before
+    assert not (root / RECORD).exists()
+
+
+def test_new_archs_replace_the_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_tree(tmp_path, "a5")
+    patch(root)
+    statuses = patch(root, PatchOptions(archs=parse_archs("120")))
+    assert statuses["arch-list"] == "applied"
+    text = (root / "setup.py").read_text()
+    assert text.count(">>> mambawin arch-list") == 1
+    assert gencode(nvcc_flags(run_setup(root))) == ["arch=compute_120,code=sm_120"]
+
+
+def test_no_arch_given_skips_arch_list_and_keeps_upstream_list(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "a1")
+    report = apply_patches(root, PatchOptions(), only=SETUP_IDS)
+    result = next(r for r in report.results if r.id == "arch-list")
+    assert (result.status, "no --arch" in result.reason) == ("skipped", True)
+    assert gencode(nvcc_flags(run_setup(root))) == [
+        "arch=compute_70,code=sm_70", "arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90"]
+
+
+def test_arch_block_is_inserted_before_the_hack_anchor() -> None:
+    text = (FIXTURES / "a3.py").read_text()
+    block = arch_list.block(parse_archs("86"))
+    assert block.startswith("    # >>> mambawin arch-list") and block.endswith("arch-list\n")
+    assert arch_list.ANCHOR.search(text) is not None
+
+
+@pytest.mark.parametrize(("env", "option", "expected"),
+                         [(None, None, "4"), ("2", None, "2"), (None, 8, "8"), ("", 8, "8"),
+                          ("16", 8, "16")])
+def test_nvcc_threads_follow_env_then_option_then_4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    env: str | None, option: int | None,
+                                                    expected: str) -> None:
+    root = make_tree(tmp_path, "a2")
+    patch(root, PatchOptions(archs=parse_archs("86"), nvcc_threads=option))
+    if env is None:
+        monkeypatch.delenv("NVCC_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("NVCC_THREADS", env)
+    flags = nvcc_flags(run_setup(root))
+    assert flags[flags.index("--threads") + 1] == expected
+
+
+def test_changing_nvcc_threads_option_rewrites_the_default(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "a1")
+    patch(root, PatchOptions(nvcc_threads=2))
+    assert patch(root, PatchOptions(nvcc_threads=6))["nvcc-threads"] == "applied"
+    assert 'os.getenv("NVCC_THREADS") or "6"' in (root / "setup.py").read_text()
+
+
+@pytest.mark.parametrize("shape", ["a1", "main"])
+@pytest.mark.parametrize("force", [None, "TRUE", "true"])
+def test_cached_wheels_always_builds_from_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 shape: str, force: str | None) -> None:
+    root = make_tree(tmp_path, shape)
+    patch(root)
+    monkeypatch.delenv("MAMBA_FORCE_BUILD", raising=False)
+    if force is not None:
+        monkeypatch.setenv("MAMBA_FORCE_BUILD", force)
+    seen = run_setup(root)
+    seen["globals"]["CachedWheelsCommand"]().run()  # get_wheel_url() would raise
+    assert seen["built_from_source"] is True
+
+
+def test_unpatched_cached_wheels_would_download(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in harness can see the bug the patch removes (so the test above can fail)."""
+    root = make_tree(tmp_path, "a1")
+    monkeypatch.delenv("MAMBA_FORCE_BUILD", raising=False)
+    seen = run_setup(root)
+    with pytest.raises(AssertionError, match="download"):
+        seen["globals"]["CachedWheelsCommand"]().run()
+
+
+@pytest.mark.parametrize(("env", "builds"), [(None, True), ("TRUE", True), ("FALSE", False)])
+def test_keep_cuda_build_defaults_to_true_on_main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  env: str | None, builds: bool) -> None:
+    root = make_tree(tmp_path, "main")
+    patch(root)
+    monkeypatch.delenv("MAMBA_KEEP_CUDA_BUILD", raising=False)
+    if env is not None:
+        monkeypatch.setenv("MAMBA_KEEP_CUDA_BUILD", env)
+    assert bool(run_setup(root)["ext_modules"]) is builds
+
+
+def test_keep_cuda_build_is_not_applicable_before_its_version(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "main")
+    (root / "mamba_ssm" / "__init__.py").write_text('__version__ = "2.2.6"\n')
+    assert patch(root)["keep-cuda-build"] == "not-applicable"
+    assert 'MAMBA_KEEP_CUDA_BUILD", "FALSE")' in (root / "setup.py").read_text()
+
+
+# ---- compiler-flags: the injected block is executed with stand-ins ------------------------------
+
+
+def torch_headers(root: Path, check: str | None) -> Path:
+    """A fake torch package folder whose ATen/ATen.h holds the given __cplusplus check."""
+    aten = root / "torch" / "include" / "ATen"
+    aten.mkdir(parents=True)
+    if check is not None:
+        (aten / "ATen.h").write_text(f"#pragma once\n#if {check}\n#error C++ too old\n#endif\n")
+    return root / "torch"
+
+
+def run_flags_block(torch_dir: Path, *, platform: str, nvcc: str | None,
+                    hip: bool = False) -> dict[str, list[str]]:
+    ext = _Ext("selective_scan_cuda", [], {"cxx": ["-O3", "-std=c++17"],
+                                           "nvcc": ["-O3", "-std=c++17", "--threads", "4"]})
+    namespace: dict[str, Any] = {
+        "os": os, "re": __import__("re"), "Version": Version, "ext_modules": [ext],
+        "sys": types.SimpleNamespace(platform=platform),
+        "torch": types.SimpleNamespace(__file__=str(torch_dir / "__init__.py"),
+                                       version=types.SimpleNamespace(hip="6.0" if hip else None)),
+        "CUDA_HOME": "/cuda" if nvcc else None,
+        "get_cuda_bare_metal_version": lambda _home: ("", Version(nvcc or "0")),
+    }
+    exec(compiler_flags.BLOCK, namespace)
+    return ext.extra_compile_args
+
+
+CXX20_CHECK = "(defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || __cplusplus < 202002L"
+
+
+def test_torch_requiring_cxx20_gets_cxx20_on_linux(tmp_path: Path) -> None:
+    args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="linux", nvcc="13.0")
+    assert args["cxx"] == ["-O3", "-std=c++20"]
+    assert args["nvcc"] == ["-O3", "--threads", "4", "-std=c++20"]
+
+
+@pytest.mark.parametrize("check", ["!defined(_MSC_VER) && __cplusplus < 201703L", None])
+def test_older_torch_keeps_cxx17(tmp_path: Path, check: str | None) -> None:
+    args = run_flags_block(torch_headers(tmp_path, check), platform="linux", nvcc="12.4")
+    assert [f for f in args["cxx"] + args["nvcc"] if "std" in f] == ["-std=c++17", "-std=c++17"]
+
+
+def test_windows_gets_msvc_spellings_and_zc_preprocessor_from_cuda_13_2(tmp_path: Path) -> None:
+    args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="win32", nvcc="13.2")
+    assert args["cxx"] == ["/O2", "/std:c++20", "/Zc:preprocessor"]
+    assert args["nvcc"] == ["-O3", "--threads", "4", "-std=c++20", "-Xcompiler", "/std:c++20",
+                            "-Xcompiler", "/Zc:preprocessor"]
+
+
+def test_windows_before_cuda_13_2_has_no_zc_preprocessor(tmp_path: Path) -> None:
+    args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="win32", nvcc="13.0")
+    assert "/Zc:preprocessor" not in args["cxx"] + args["nvcc"]
+    assert "/std:c++20" in args["cxx"]
+
+
+def test_hip_flags_are_left_alone(tmp_path: Path) -> None:
+    args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="linux", nvcc=None,
+                           hip=True)
+    assert args["cxx"] == ["-O3", "-std=c++17"]
+
+
+def test_injected_code_needs_no_mambawin() -> None:
+    assert "mambawin" not in "".join(
+        line for line in compiler_flags.BLOCK.splitlines() if not line.lstrip().startswith("#")
+    ).replace("_mambawin_", "")
+    assert "import" not in compiler_flags.BLOCK
+
+
+def test_patched_setup_runs_with_real_windows_flags(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole patched file (not just the block) yields MSVC flags when sys.platform is win32."""
+    root = make_tree(tmp_path / "src", "a6")
+    patch(root)
+    monkeypatch.setattr(sys, "platform", "win32")
+    seen = run_setup(root, nvcc="13.2", torch_include=torch_headers(tmp_path, CXX20_CHECK))
+    cxx = seen["ext_modules"][0].extra_compile_args["cxx"]
+    assert cxx == ["/O2", "/std:c++20", "/Zc:preprocessor"]

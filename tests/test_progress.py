@@ -1,0 +1,78 @@
+"""ninja `[N/M]` lines → progress with the file being compiled (REAL recorded Windows lines)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from conftest import recorded
+from mambawin import ui
+from mambawin.progress import ConsoleReporter, NinjaStatus, compiled_unit, parse_status
+
+
+def _status_lines(fixture: str) -> list[NinjaStatus]:
+    found = (parse_status(line) for line in recorded(fixture).splitlines())
+    return [status for status in found if status is not None]
+
+
+def test_msvc_cl_line_cut_before_its_input() -> None:
+    # The stored line ends inside the include flags: no -c, no /Fo; the compiler is shown.
+    assert _status_lines("ninja-progress-win-cl-line-flashattn-issue1017.txt") == [
+        NinjaStatus(1, 49, "cl")]
+
+
+def test_hard_wrapped_nvcc_line_names_the_object_from_dependency_output() -> None:
+    assert _status_lines("ninja-progress-win-nvcc-line-hardwrapped-sparseinst-issue129.txt") == [
+        NinjaStatus(2, 6, "deform_conv_cuda_kernel.obj")]
+
+
+def test_status_after_a_prefix_and_an_unquoted_path_with_spaces() -> None:
+    # torch JIT: "Error building extension 'x': [1/6] C:\Program Files\...\nvcc ..."
+    assert _status_lines("ninja-progress-win-nvcc-line-torch-jit-comfyui3dpack-issue282.txt") == [
+        NinjaStatus(1, 6, "antialias.cuda.o")]
+
+
+def test_linux_nvcc_line_names_the_source_after_dash_c() -> None:
+    line = ("[3/10] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile "
+            "--dependency-output /b/temp/csrc/selective_scan/selective_scan_fwd_fp16.o.d "
+            "-I/src/csrc/selective_scan -c /src/csrc/selective_scan/selective_scan_fwd_fp16.cu "
+            "-o /b/temp/csrc/selective_scan/selective_scan_fwd_fp16.o -O3 --threads 1")
+    status = parse_status(line)
+    assert status == NinjaStatus(3, 10, "selective_scan_fwd_fp16.cu")
+    assert status.fraction == pytest.approx(0.3)
+
+
+def test_windows_cl_line_with_quoted_input() -> None:
+    line = ('[1/10] cl /showIncludes /nologo /O2 -c "C:\\mw\\src\\csrc\\selective_scan\\'
+            'selective_scan.cpp" /FoC:\\mw\\build\\selective_scan.obj /MD')
+    assert parse_status(line) == NinjaStatus(1, 10, "selective_scan.cpp")
+
+
+def test_msvc_output_flag_when_there_is_no_dash_c() -> None:
+    assert compiled_unit("cl /c x /FoC:\\b\\selective_scan.obj") == "selective_scan.obj"
+
+
+@pytest.mark.parametrize("line", [
+    "ninja: no work to do.",
+    "[WinError 2] The system cannot find the file specified",
+    "[stderr:",
+    "[5/3] impossible",
+    "building 'selective_scan_cuda' extension",
+    "",
+])
+def test_other_lines_are_not_status(line: str) -> None:
+    assert parse_status(line) is None
+
+
+def test_console_reporter_shows_steps_and_closes_the_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = io.StringIO()
+    monkeypatch.setattr(ui, "console", Console(file=sink, width=120, force_terminal=False))
+    reporter = ConsoleReporter()
+    with reporter.step("build"):
+        reporter.progress(NinjaStatus(1, 2, "a.cu"))
+        reporter.progress(NinjaStatus(2, 2, "b.cu"))
+        assert reporter._bar is not None
+    assert reporter._bar is None
+    assert "✓ build" in sink.getvalue()

@@ -1,0 +1,237 @@
+"""verify: static checks, the fit rule, the install step (real venv) and the CLI, without a GPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.tags import sys_tags
+from typer.testing import CliRunner
+from wheel.wheelfile import WheelFile
+
+from mambawin import verify as v
+from mambawin.archs import parse_arch
+from mambawin.cli import app
+from mambawin.fatbin import GpuCode
+from mambawin.metadata import PROVENANCE_NAME
+
+H100 = v.Target("2.8.0+cu128", "12.8", "NVIDIA H100", (9, 0))
+PROVENANCE = {"schema": 1, "ref": "v2.2.6", "commit": "0123456789abcdef", "archs": ["80"],
+              "torch_version": "2.8.0", "cuda_version": "12.8"}
+STANDIN = "import sys\nprint('stand-in loaded', file=sys.stderr)\n"
+
+
+def make_wheel(folder: Path, *, tag: str = "py3-none-any", requires: tuple[str, ...] = ("torch",),
+               provenance: dict | None = PROVENANCE, files: dict[str, str] | None = None) -> Path:
+    """A small real wheel (RECORD written by `wheel`) holding just what a test needs."""
+    path = folder / f"mamba_ssm-2.2.6-{tag}.whl"
+    dist = "mamba_ssm-2.2.6.dist-info"
+    metadata = "Metadata-Version: 2.1\nName: mamba_ssm\nVersion: 2.2.6\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires)
+    wheel_file = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n"
+    with WheelFile(path, "w") as archive:
+        for name, text in (files or {"mamba_ssm/__init__.py": ""}).items():
+            archive.writestr(name, text)
+        archive.writestr(f"{dist}/METADATA", metadata)
+        archive.writestr(f"{dist}/WHEEL", wheel_file)
+        if provenance is not None:
+            archive.writestr(f"{dist}/{PROVENANCE_NAME}", json.dumps(provenance))
+    return path
+
+
+def code(*names: str) -> GpuCode:
+    return GpuCode(tuple(n for n in names if n.startswith("sm_")),
+                   tuple(n for n in names if n.startswith("compute_")), "fatbin")
+
+
+# ---- fit rule ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("arch", "cc", "runs"), [
+    ("sm_86", (8, 6), True), ("sm_86", (8, 9), True), ("sm_86", (9, 0), False),
+    ("sm_80", (8, 6), True), ("sm_89", (8, 6), False), ("sm_90a", (9, 0), True),
+    ("sm_90a", (10, 0), False), ("compute_80", (9, 0), True), ("compute_80", (12, 0), True),
+    ("compute_90", (8, 9), False),
+])
+def test_runs_on(arch, cc, runs):
+    parsed = v._as_arch(arch, ptx=arch.startswith("compute_"))
+    assert v.runs_on(parsed, cc) is runs
+
+
+def test_sm80_only_wheel_fails_on_a_90_gpu_before_any_kernel():
+    result = v.fit_step(code("sm_80"), PROVENANCE, H100)
+    assert result.status == "fail"
+    assert "rebuild with --arch 90" in result.summary
+    assert "mambawin build --arch 90" in result.summary
+    assert "sm_80" in result.summary
+
+
+def test_sm86_sass_fits_an_89_gpu():
+    target = v.Target("2.8.0", "12.8", "RTX 4090", (8, 9))
+    result = v.fit_step(code("sm_80", "sm_86"), PROVENANCE, target)
+    assert result.status == "ok"
+    assert "SASS sm_86" in result.summary
+
+
+def test_ptx_80_fits_a_90_gpu_by_jit():
+    result = v.fit_step(code("sm_80", "compute_80"), PROVENANCE, H100)
+    assert result.status == "ok"
+    assert "PTX compute_80" in result.summary and "JIT" in result.summary
+
+
+def test_archs_fall_back_to_the_provenance_record():
+    prov = dict(PROVENANCE, archs=["80", "90"])
+    result = v.fit_step(None, prov, H100)
+    assert result.status == "ok"
+    assert result.details["archs"]["source"] == "the provenance record"
+
+
+def test_no_gpu_skips_the_arch_check_with_a_reason():
+    result = v.fit_step(code("sm_80"), PROVENANCE, v.Target("2.8.1", "12.8"))
+    assert result.status == "skip"
+    assert "no CUDA GPU" in result.summary
+
+
+@pytest.mark.parametrize(("torch_version", "cuda", "fragment"), [
+    ("2.9.0+cu128", "12.8", "built for torch 2.8"),
+    ("2.8.0+cu130", "13.0", "built for CUDA 12"),
+    ("2.8.0+cpu", None, "CPU-only"),
+    (None, None, "not importable"),
+])
+def test_torch_mismatch_fails(torch_version, cuda, fragment):
+    target = v.Target(torch_version, cuda, "NVIDIA H100", (9, 0))
+    result = v.fit_step(code("sm_90"), PROVENANCE, target)
+    assert result.status == "fail"
+    assert fragment in result.summary
+
+
+def test_torch_patch_and_cuda_minor_differences_are_fine():
+    ok, message = v.check_torch(PROVENANCE, v.Target("2.8.1+cu126", "12.6"))
+    assert ok, message
+
+
+# ---- static checks ------------------------------------------------------------------------------
+
+def test_tags_must_fit_this_python(tmp_path):
+    here = str(next(iter(sys_tags())))
+    assert v.check_tags(make_wheel(tmp_path, tag=here))[0]
+    ok, message = v.check_tags(make_wheel(tmp_path, tag="cp27-cp27m-win32"))
+    assert not ok and "do not fit this Python" in message
+
+
+def test_triton_requirement_fails(tmp_path):
+    ok, message = v.check_requirements(make_wheel(tmp_path, requires=("torch", "triton>=3.0")))
+    assert not ok and "triton" in message
+    other = tmp_path / "other"
+    other.mkdir()
+    assert v.check_requirements(make_wheel(other, requires=("torch", "einops")))[0]
+
+
+def test_static_step_reports_every_check(tmp_path, monkeypatch):
+    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": ""})
+    monkeypatch.setattr("mambawin.fatbin.gpu_code_in_wheel",
+                        lambda w: {"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so":
+                                   code("sm_90")})
+    result, found, provenance = v.static_step(v.VerifyOptions(wheel=wheel), H100)
+    assert result.status == "ok", result.summary
+    assert found.sass == ("sm_90",) and provenance["ref"] == "v2.2.6"
+    assert set(result.details) == {"tags", "metadata", "provenance", "gpu_code"}
+
+
+def test_static_step_fails_without_provenance_or_extension(tmp_path):
+    wheel = make_wheel(tmp_path, provenance=None)
+    result, found, _ = v.static_step(v.VerifyOptions(wheel=wheel), H100)
+    assert result.status == "fail"
+    assert "no mambawin provenance" in result.summary
+    assert "no compiled selective_scan_cuda" in result.summary
+    assert found is None
+
+
+# ---- install step: a real venv with a pure-Python stand-in extension ---------------------------
+
+def test_install_step_imports_the_wheel_in_a_fresh_venv(tmp_path):
+    pytest.importorskip("torch")  # the venv must see this environment's torch
+    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
+    options = v.VerifyOptions(wheel=wheel)
+    result, env = v.install_step(options, tmp_path / "scratch")
+    assert result.status == "ok", result.summary
+    assert env is not None and env.venv is not None
+    assert Path(result.details["extension"]).resolve().is_relative_to(env.venv.resolve())
+    # The venv also runs mambawin's own modules (the smoke runner needs this).
+    done = v.proc.run([env.python, "-c", "import mambawin.smoke"], env=env.env)
+    assert done.returncode == 0
+
+
+def test_install_step_reports_a_wheel_pip_refuses(tmp_path):
+    wheel = make_wheel(tmp_path, tag="cp27-cp27m-win32", files={"selective_scan_cuda.py": ""})
+    result, env = v.install_step(v.VerifyOptions(wheel=wheel), tmp_path / "scratch")
+    assert result.status == "fail" and env is None
+    assert "pip could not install" in result.summary
+
+
+def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
+    monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_90"), "GPU code sm_90"))
+    target = v.Target("2.8.0", "12.8")
+    seen: list[str] = []
+    report = v.verify(v.VerifyOptions(wheel=wheel, target=target, bench=True),
+                      on_step=lambda s: seen.append(s.name))
+    assert seen == ["static", "fit", "install", "smoke", "bench"]
+    assert report.passed and not report.gpu_verified
+    assert "not verified on a GPU" in report.summary()
+    assert [s.status for s in report.steps] == ["ok", "skip", "ok", "skip", "skip"]
+    assert json.loads(json.dumps(report.to_json()))["passed"] is True
+
+
+def test_smoke_never_runs_when_the_wheel_does_not_fit(tmp_path, monkeypatch):
+    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
+    monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_80"), "GPU code sm_80"))
+    monkeypatch.setattr(v, "install_step", lambda o, s: (v.StepResult("install", "ok", ""),
+                                                         v.InstallEnv(sys.executable, None)))
+    monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
+    report = v.verify(v.VerifyOptions(wheel=wheel, target=H100))
+    assert not report.passed
+    assert report.step("smoke").status == "skip"
+    assert report.summary().startswith("FAILED at fit")
+
+
+def test_smoke_failure_fails_verify(tmp_path, monkeypatch):
+    monkeypatch.setattr(v, "run_module", lambda *a: {
+        "passed": False, "seed": 5, "device": "H100",
+        "per_dtype": {"float32": {"cases": 1, "failed": 1, "max_abs": 1.0, "max_rel": 1.0,
+                                  "worst_ratio": 99.0}},
+        "cases": [{"name": "float32 L=7 fixB fixC", "passed": False, "error": None,
+                   "errors": {"out": {"max_abs": 1.0, "max_rel": 1.0, "ratio": 99.0}}}],
+        "block": {"status": "skip", "reason": "no mamba_ssm"}})
+    fit = v.StepResult("fit", "ok", "")
+    install = v.StepResult("install", "ok", "")
+    result = v.smoke_step(v.VerifyOptions(wheel=tmp_path), H100, fit, install,
+                          v.InstallEnv(sys.executable, None))
+    assert result.status == "fail"
+    assert "1 of 1 cases failed" in result.summary and "out off by" in result.summary
+
+
+# ---- CLI ------------------------------------------------------------------------------------------
+
+def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
+    wheel = make_wheel(tmp_path, provenance=None, files={"mamba_ssm/__init__.py": ""})
+    monkeypatch.setattr(v, "probe_target", lambda python: v.Target("2.8.0", "12.8"))
+    monkeypatch.setattr(v, "install_step", lambda o, s: (v.StepResult("install", "ok", "x"),
+                                                         v.InstallEnv(sys.executable, None)))
+    result = CliRunner().invoke(app, ["verify", str(wheel), "--json"])
+    assert result.exit_code == 8
+    data = json.loads(result.stdout)
+    assert data["passed"] is False
+    assert [s["name"] for s in data["steps"]] == ["static", "fit", "install", "smoke"]
+
+
+def test_cli_verify_needs_a_wheel_or_installed():
+    result = CliRunner().invoke(app, ["verify"])
+    assert result.exit_code == 2
+
+
+def test_parse_arch_accepts_fatbin_names():
+    assert v._as_arch("sm_90a", ptx=False) == parse_arch("90a")
+    assert v._as_arch("compute_80", ptx=True).ptx
