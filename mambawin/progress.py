@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 # `[3/10] cmd` at the start of a line, or after a prefix such as torch JIT's
 # "Error building extension 'x': [1/6] ...".
+COMPILE_STEP = "build"  # the pipeline step whose output carries ninja's status lines
 _STATUS = re.compile(r"(?:^|\s)\[(?P<done>\d+)/(?P<total>\d+)\]\s+(?P<command>\S.*)$")
 _COMPILE_INPUT = re.compile(r"""(?:^|\s)-c\s+(?:"(?P<quoted>[^"]+)"|(?P<bare>\S+))""")
 _DEP_OUTPUT = re.compile(r"--dependency-output\s+(?P<path>\S+?)\.d(?:\s|$)")
@@ -86,6 +87,9 @@ class ConsoleReporter:
     def step(self, name: str) -> Iterator[None]:
         """One named step; the compile bar lives inside it and disappears when it ends."""
         with ui.step(name):
+            if name == COMPILE_STEP:
+                # ninja reports a unit when it finishes (minutes), so show the bar at once.
+                self._open_bar(None, "ninja reports each unit as it finishes")
             try:
                 yield
             finally:
@@ -97,12 +101,16 @@ class ConsoleReporter:
 
     def progress(self, status: NinjaStatus) -> None:
         """Advance the compile bar to status (created on the first ninja line)."""
-        if self._bar is None:
-            self._bar = _new_bar()
-            self._bar.start()
-            self._task = self._bar.add_task("compile", total=status.total, unit="")
-        assert self._task is not None
-        self._bar.update(self._task, completed=status.done, total=status.total, unit=status.unit)
+        if self._bar is None or self._task is None:
+            self._open_bar(status.total, "")
+        assert self._bar is not None and self._task is not None
+        self._bar.update(self._task, completed=status.done, total=status.total,
+                         unit=f"done: {status.unit}")
+
+    def _open_bar(self, total: int | None, unit: str) -> None:
+        self._bar = _new_bar()
+        self._bar.start()
+        self._task = self._bar.add_task("compile", total=total, unit=unit)
 
     def summary(self, result: BuildPlan | BuildResult) -> None:
         """The closing summary of a build (wheel, size, sha256, archs, log) or of a --plan."""

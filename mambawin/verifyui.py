@@ -36,10 +36,10 @@ def smoke_table(details: dict[str, Any] | Any) -> Table:
 
 
 def render_verify(report: VerifyReport) -> None:
-    """The closing summary line (steps were shown as they finished)."""
-    color = "green" if report.passed and report.gpu_verified else (
-        "yellow" if report.passed else "red")
-    console.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
+    """The closing summary line; a failure's line comes from the CLI's error handler instead."""
+    if report.passed:
+        color = "green" if report.gpu_verified else "yellow"
+        console.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
     bench = report.step("bench")
     if bench and bench.status == "ok":
         from mambawin.bench import BenchReport

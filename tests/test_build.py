@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import git
 import pytest
@@ -83,7 +84,7 @@ def doctor(monkeypatch: pytest.MonkeyPatch) -> list[DoctorReport]:
     return reports
 
 
-def _options(repo: Path, out: Path, **changes: object) -> core.BuildOptions:
+def _options(repo: Path, out: Path, **changes: Any) -> core.BuildOptions:
     options = core.BuildOptions(repo=str(repo), ref="v0.1.0", out=out)
     return replace(options, **changes)
 
@@ -294,7 +295,7 @@ def test_guard_refuses_a_real_upstream_tree(tmp_path: Path) -> None:
     src = tmp_path / "ws" / "src"
     shutil.copytree(FAKE, src)
     (src / "MAMBAWIN_FAKE_UPSTREAM").unlink()  # now it looks like a real tree
-    with pytest.raises(RuntimeError, match="mark the test @pytest.mark.slow"):
+    with pytest.raises(RuntimeError, match=r"mark the test @pytest\.mark\.slow"):
         compile_wheel(Workspace(tmp_path / "ws"), {}, lambda status: None)
     assert not (tmp_path / "ws" / "logs").exists()  # nothing was started
 

@@ -60,7 +60,7 @@ def check(report: DoctorReport, name: str) -> Check:
     return found[0]
 
 
-# ---- parsers on recorded outputs ------------------------------------------------------------------
+# ---- parsers on recorded outputs --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("text", "version"), [
@@ -106,11 +106,11 @@ def test_arch_coverage_follows_cuda_binary_compatibility(arch: Arch, cap: tuple[
     assert gpu_probe.covers(arch, cap) is runs
 
 
-# ---- torch facts are read without importing torch --------------------------------------------------
+# ---- torch facts are read without importing torch ---------------------------------------------
 
 
-def test_torch_facts_come_from_its_files_without_importing_it(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_facts_come_from_its_files_without_importing_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pkg = tmp_path / "torch"
     (pkg / "include" / "ATen").mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise RuntimeError('torch must not be imported')\n")
@@ -126,7 +126,7 @@ def test_torch_facts_come_from_its_files_without_importing_it(tmp_path: Path,
     assert facts.cpu_only
 
 
-# ---- verdicts ----------------------------------------------------------------------------------------
+# ---- verdicts ---------------------------------------------------------------------------------
 
 
 def test_cpu_only_torch_is_not_ready_and_names_the_cuda_torch_to_install(tmp_path: Path) -> None:
@@ -271,4 +271,5 @@ def test_json_document_has_the_documented_shape(tmp_path: Path) -> None:
     data = doctor(world(tmp_path), archs="86").to_json()
     assert set(data) == {"ready", "checks", "recommended"}
     assert set(data["checks"][0]) == {"name", "status", "found", "version", "required", "hint"}
-    assert set(data["recommended"]) == {"arch", "jobs"} and isinstance(data["recommended"]["jobs"], int)
+    assert set(data["recommended"]) == {"arch", "jobs"}
+    assert isinstance(data["recommended"]["jobs"], int)

@@ -1,4 +1,4 @@
-"""Windows-only doctor probes, run on Linux with platform="win32", fake tools and a fake registry."""
+"""Windows-only doctor probes, on Linux with platform="win32", fake tools and a fake registry."""
 
 from __future__ import annotations
 
@@ -129,7 +129,8 @@ def test_a_32_bit_hosted_developer_prompt_warns(tmp_path: Path) -> None:
 
 def test_an_activated_prompt_with_a_toolset_nvcc_rejects_warns(tmp_path: Path) -> None:
     env = box(tmp_path)
-    make_tool(tmp_path / "bin" / "cl", stdout=recorded("cl-banner-19.41-en-x64-with-d9002-vcpkg-issue41139.txt"))
+    banner = recorded("cl-banner-19.41-en-x64-with-d9002-vcpkg-issue41139.txt")
+    make_tool(tmp_path / "bin" / "cl", stdout=banner)
     env.update({"VSCMD_ARG_TGT_ARCH": "x64", "VSCMD_ARG_HOST_ARCH": "x64",
                 "VCToolsVersion": "14.50.35717"})
     prompt = check(doctor(env), "developer prompt")
@@ -188,3 +189,8 @@ def test_setuptools_that_breaks_torchs_msvc_activation_warns_on_windows(version:
     linux = next(c for c in tool_checks(ToolFacts(setuptools=version, wheel="1"), windows=False)
                  if c.name == "setuptools")
     assert linux.status is Status.OK
+
+
+def test_vswhere_printing_junk_is_a_failed_check_not_a_crash(tmp_path: Path) -> None:
+    vs = check(doctor(box(tmp_path, vswhere="this is not json")), "Visual Studio")
+    assert vs.stops_build and "vswhere failed" in vs.found

@@ -158,7 +158,6 @@ def test_the_data_folder_is_renamed_with_the_dist_info(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path)
     data = tmp_path / "with-data"
     data.mkdir()
-    members = {}
     with zipfile.ZipFile(wheel) as archive:
         members = {n: archive.read(n) for n in archive.namelist() if not n.endswith("RECORD")}
     members["mamba_ssm-2.2.6.data/scripts/mamba-bench"] = b"#!python\n"

@@ -30,7 +30,8 @@ NVCC_126 = "nvcc-version-win-12.6.85.txt"
 
 def test_vswhere_json_lists_every_instance_with_its_product() -> None:
     multi = msvc.parse_vswhere_json(recorded(VSWHERE_MULTI))
-    assert [i.name for i in multi] == ["Visual Studio Community 2019", "Visual Studio Community 2017"]
+    assert [i.name for i in multi] == ["Visual Studio Community 2019",
+                                       "Visual Studio Community 2017"]
     assert multi[0].path.endswith(r"2019\Community")
     build_tools = msvc.parse_vswhere_json(recorded(VSWHERE_NO_VC))
     assert build_tools[0].product == "Microsoft.VisualStudio.Product.BuildTools"
@@ -119,7 +120,8 @@ def test_merge_is_case_insensitive_and_sets_distutils_use_sdk() -> None:
 
 
 def test_a_utf16_set_dump_is_parsed_and_hidden_drive_variables_dropped(tmp_path: Path) -> None:
-    cl_dir = make_vs_instance(tmp_path / "vs", ["14.44.35207"]) / "VC/Tools/MSVC/14.44.35207/bin/Hostx64/x64"
+    root = make_vs_instance(tmp_path / "vs", ["14.44.35207"])
+    cl_dir = root / "VC/Tools/MSVC/14.44.35207/bin/Hostx64/x64"
     captured = msvc.parse_set_dump(set_dump(cl_dir))
     assert captured["VSCMD_ARG_TGT_ARCH"] == "x64"
     assert captured["VCToolsVersion"] == "14.44.35207"
@@ -157,8 +159,9 @@ def _env(box: dict[str, Path], cmd: Path) -> dict[str, str]:
 
 def test_capture_picks_a_toolset_nvcc_accepts_and_returns_the_merged_env(
         windows_box: dict[str, Path]) -> None:
+    banner = "[vcvarsall.bat] Environment initialized for: 'x64'\r\n".encode("utf-16-le")
     cmd = make_cmd(windows_box["root"] / "cmd.exe", env_dump=set_dump(windows_box["cl_dir"]),
-                   stdout="[vcvarsall.bat] Environment initialized for: 'x64'\r\n".encode("utf-16-le"))
+                   stdout=banner)
     env = msvc.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
     bat = Path(str(cmd) + ".last.bat").read_text(encoding="utf-8")
     assert "-vcvars_ver=14.44.35207" in bat and "vcvars64.bat" in bat
@@ -188,7 +191,8 @@ def test_capture_fails_when_vcvars_exits_nonzero(windows_box: dict[str, Path]) -
 def test_capture_names_the_toolset_to_install_when_none_fits(tmp_path: Path) -> None:
     vs = make_vs_instance(tmp_path / "VS" / "18" / "Community", ["14.50.35717"])
     make_vswhere(tmp_path / "PF86", vswhere_json(recorded(VSWHERE_2022), [vs]))
-    cuda = make_cuda(tmp_path / "cuda", recorded(NVCC_126), "", host_config=recorded(HOST_CONFIG_126))
+    cuda = make_cuda(tmp_path / "cuda", recorded(NVCC_126), "",
+                     host_config=recorded(HOST_CONFIG_126))
     env = {"PATH": os.environ["PATH"], "ProgramFiles(x86)": str(tmp_path / "PF86")}
     with pytest.raises(ToolchainError, match=r"found 14\.50\.35717.*v14\.44"):
         msvc.capture_msvc_environment(cuda, env=env)
@@ -205,7 +209,8 @@ def test_vswhere_is_asked_for_every_product_and_the_vc_component(tmp_path: Path)
     script = make_tool(tmp_path / "PF86" / "Microsoft Visual Studio" / "Installer" / "vswhere.exe",
                        stdout="[]")
     script.write_text(script.read_text().replace(
-        "import sys, time\n", f"import sys, time\nopen({str(log)!r}, 'w').write(' '.join(sys.argv[1:]))\n"))
+        "import sys, time\n",
+        f"import sys, time\nopen({str(log)!r}, 'w').write(' '.join(sys.argv[1:]))\n"))
     env = {"PATH": os.environ["PATH"], "ProgramFiles(x86)": str(tmp_path / "PF86")}
     assert msvc.list_instances(env) == []
     argv = log.read_text()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 import pytest
+from conftest import recorded
 from rich.console import Console
 
-from conftest import recorded
 from mambawin import ui
 from mambawin.progress import ConsoleReporter, NinjaStatus, compiled_unit, parse_status
 

@@ -110,7 +110,7 @@ def test_reference_backward_gradcheck(combo):
     leaves = [x[k].clone().requires_grad_() for k in names]
 
     def fn(*args):
-        return selective_scan_ref(**dict(zip(names, args)), delta_softplus=softplus)
+        return selective_scan_ref(**dict(zip(names, args, strict=True)), delta_softplus=softplus)
 
     assert torch.autograd.gradcheck(fn, leaves)
 

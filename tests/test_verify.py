@@ -213,7 +213,7 @@ def test_smoke_failure_fails_verify(tmp_path, monkeypatch):
     assert "1 of 1 cases failed" in result.summary and "out off by" in result.summary
 
 
-# ---- CLI ------------------------------------------------------------------------------------------
+# ---- CLI -------------------------------------------------------------------------------------
 
 def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, provenance=None, files={"mamba_ssm/__init__.py": ""})

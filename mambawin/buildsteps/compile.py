@@ -114,6 +114,7 @@ class _Watcher:
 
     def __call__(self, line: str) -> None:
         self.handle.write(line + "\n")
+        self.handle.flush()  # `tail -f` works, and a killed build leaves a complete log
         status = parse_status(line)
         if status is not None:
             self.units += 1

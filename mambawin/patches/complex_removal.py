@@ -7,7 +7,7 @@ mamba#12 build log dies in `selective_scan_bwd_bf16_complex.cu`). Dropping only 
 leave `selective_scan_bwd_cuda<*, c10::complex<float>>` unresolved at link time
 (error LNK2001: unresolved external symbol), so the C++ dispatch loses its complex branch too and
 rejects complex weights with a message that names `--keep-complex`. With `keep_complex` the
-transform returns not-applicable and the stock sources are kept.
+engine reports the patch skipped (skip_reason) and the stock sources are kept.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.patches.base import Outcome, Patch, PatchContext, Tree
+from mambawin.patches.base import Outcome, Patch, PatchContext, PatchOptions, Tree
 
 KERNELS = "csrc/selective_scan"
 SETUP = "setup.py"
@@ -99,6 +99,11 @@ def _drop_fwd_instantiation(tree: Tree, ctx: PatchContext, path: str) -> bool:
     raise ctx.drift(path, anchor)
 
 
+def skip_reason(options: PatchOptions) -> str | None:
+    """The engine reports the patch as skipped when the user keeps the complex kernels."""
+    return "--keep-complex keeps the complex<float> kernels" if options.keep_complex else None
+
+
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     """Drop complex sources, dispatch and instantiations unless the user keeps complex."""
     if ctx.options.keep_complex:
@@ -118,4 +123,5 @@ PATCH = Patch(
          "of the bwd compile (upstream-map §3 P6); --keep-complex keeps them"),
     files=(SETUP, CPP, *FWD_SOURCES),
     transform=transform,
+    skip_reason=skip_reason,
 )

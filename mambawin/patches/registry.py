@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from mambawin.patches import (
     arch_list,
+    bool_switch,
     cached_wheels,
     compiler_flags,
+    complex_removal,
+    cuda13_cub,
     keep_cuda_build,
+    math_defines,
     nvcc_threads,
 )
 from mambawin.patches.base import Patch
@@ -20,11 +24,11 @@ PATCHES: tuple[Patch, ...] = (
     arch_list.PATCH,  # arch-list
     cached_wheels.PATCH,  # cached-wheels
     nvcc_threads.PATCH,  # nvcc-threads
-    # bool_switch.PATCH,  # bool-switch (teammate B)
-    # math_defines.PATCH,  # math-defines (teammate B)
-    # complex_removal.PATCH,  # complex-removal (teammate B)
+    bool_switch.PATCH,  # bool-switch
+    math_defines.PATCH,  # math-defines
+    complex_removal.PATCH,  # complex-removal
     compiler_flags.PATCH,  # compiler-flags
-    # cuda13_cub.PATCH,  # cuda13-cub (teammate B)
+    cuda13_cub.PATCH,  # cuda13-cub
     keep_cuda_build.PATCH,  # keep-cuda-build
 )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from mambawin import msvc
+from mambawin.errors import MambawinError
 from mambawin.probes.base import Check, ProbeContext, Status, output_of, version_of
 from mambawin.probes.cuda import CudaFacts
 
@@ -57,7 +58,10 @@ def _gather_msvc(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
     active = _active_prompt(ctx)
     if msvc.find_vswhere(ctx.env) is None:
         return HostFacts("msvc", window=window, active=active, error="vswhere.exe not found")
-    instances = msvc.list_instances(ctx.env, requires_vc=False, timeout=ctx.timeout * 3)
+    try:
+        instances = msvc.list_instances(ctx.env, requires_vc=False, timeout=ctx.timeout * 3)
+    except (MambawinError, ValueError) as exc:
+        return HostFacts("msvc", window=window, active=active, error=f"vswhere failed: {exc}")
     toolsets = [t for inst in instances for t in msvc.list_toolsets(inst)]
     verdicts = tuple(msvc.judge(t, window, cuda.version) for t in toolsets)
     chosen = msvc.choose_toolset(toolsets, window, cuda.version)

@@ -62,7 +62,8 @@ def make_cuda(root: Path, version_text: str, codes_text: str, *, host_config: st
 
 
 # A hand-written stand-in for the gcc part of host_config.h (the #if line nvcc 13.0 has).
-GCC_GATE_15 = "#if defined(__GNUC__)\n#if __GNUC__ > 15\n#error -- unsupported GNU version!\n#endif\n#endif\n"
+GCC_GATE_15 = ("#if defined(__GNUC__)\n#if __GNUC__ > 15\n#error -- unsupported GNU version!\n"
+               "#endif\n#endif\n")
 
 
 class FakeSystem:
@@ -93,7 +94,8 @@ def torch_facts(version: str = "2.9.0+cu130", cuda: str | None = "13.0", cxx_std
 # ---- Visual Studio -------------------------------------------------------------------------------
 
 
-def make_vs_instance(root: Path, toolsets: Iterable[str], *, stl_cuda: Mapping[str, str] | None = None,
+def make_vs_instance(root: Path, toolsets: Iterable[str], *,
+                     stl_cuda: Mapping[str, str] | None = None,
                      x64: bool = True) -> Path:
     """An instance folder with VC\\Tools\\MSVC\\<ver>\\bin\\Hostx64\\x64\\cl.exe per toolset."""
     for version in toolsets:
@@ -107,7 +109,8 @@ def make_vs_instance(root: Path, toolsets: Iterable[str], *, stl_cuda: Mapping[s
             (tools / "include").mkdir(exist_ok=True)
             # Hand-written: just the STL1002 line of yvals_core.h that the probe anchors on.
             (tools / "include" / "yvals_core.h").write_text(
-                f'_EMIT_STL_ERROR(STL1002, "Unexpected compiler version, expected CUDA {need} or newer.");\n',
+                f'_EMIT_STL_ERROR(STL1002, "Unexpected compiler version, '
+                f'expected CUDA {need} or newer.");\n',
                 encoding="utf-8")
     build = root / "VC" / "Auxiliary" / "Build"
     build.mkdir(parents=True, exist_ok=True)
@@ -141,7 +144,8 @@ def set_dump(cl_dir: Path, *, extra: Mapping[str, str] | None = None,
         "CommandPromptType": "Native",
         "DevEnvDir": r"C:\Program Files\Microsoft Visual Studio\2022\Community\Common7\IDE" + "\\",
         "Framework40Version": "v4.0",
-        "INCLUDE": r"C:\VS\VC\Tools\MSVC\14.44.35207\include;C:\VS\VC\Tools\MSVC\14.44.35207\include",
+        "INCLUDE": r"C:\VS\VC\Tools\MSVC\14.44.35207\include;C:\VS\VC\Tools\MSVC\14.44.35207"
+                   r"\include",
         "LIB": r"C:\VS\VC\Tools\MSVC\14.44.35207\lib\x64",
         "Path": os.pathsep.join([str(cl_dir), str(cl_dir), r"C:\Windows\system32"]).replace(
             os.pathsep, ";"),
