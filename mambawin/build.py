@@ -171,7 +171,7 @@ class BuildResult:
 def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     steps = _Steps(reporter or QuietReporter())
-    label_choice = _check_local_version(options.local_version)
+    label_choice = _check_options(options)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging)
         with steps("build"):
@@ -187,7 +187,7 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
 def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
     """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
     steps = _Steps(reporter or QuietReporter())
-    label_choice = _check_local_version(options.local_version)
+    label_choice = _check_options(options)
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared = _prepare(options, steps, staging)
         with steps("configure"):
@@ -215,6 +215,8 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
     with steps("fetch"):
         checkout = _fetch(options, staging / "src")
     steps.note(f"upstream {checkout.version} at {(checkout.commit or 'local tree')[:10]}")
+    for warning in checkout.warnings:
+        steps.note(warning)
     with steps("patch"):
         patches = _patch(checkout.path, archs, options.keep_complex)
         key = _key(checkout, patches, archs, toolchain, options.keep_complex)
@@ -351,6 +353,15 @@ def toolchain_of(report: DoctorReport) -> Toolchain:
         compiler=compiler,
         cuda_home=tools.cuda_home,
     )
+
+
+def _check_options(options: BuildOptions) -> str | None:
+    """Reject contradictory options before any work; return the checked local-version choice."""
+    if options.source is not None and options.ref is not None:
+        msg = ("--source and --ref both name the upstream code: pass --source DIR for a folder "
+               "you have, or --ref REF (with --repo) to fetch one")
+        raise UsageError(msg)
+    return _check_local_version(options.local_version)
 
 
 def _check_local_version(choice: str) -> str | None:

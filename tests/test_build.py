@@ -230,10 +230,10 @@ def test_build_key_follows_what_decides_the_binary(fake_repo: Path, tmp_path: Pa
 
 def test_source_folder_is_copied_and_its_edits_change_the_key(
         fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
-    first = core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo))
+    first = core.plan(_options(fake_repo, tmp_path / "out", ref=None, source=fake_repo))
     unit = fake_repo / "csrc" / "selective_scan" / "selective_scan.cpp"
     unit.write_text(unit.read_text() + "// a local edit\n")
-    second = core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo))
+    second = core.plan(_options(fake_repo, tmp_path / "out", ref=None, source=fake_repo))
     assert first.key != second.key
     assert not (fake_repo / ".mambawin").exists()  # the user's tree is never patched in place
 
@@ -289,6 +289,12 @@ def test_invalid_local_version_fails_before_any_work(fake_repo: Path, tmp_path: 
     with pytest.raises(UsageError, match="--local-version"):
         core.build(_options(fake_repo, tmp_path / "out", local_version="cu 13!"), recorder)
     assert recorder.steps == []
+
+
+def test_source_and_ref_together_are_refused(fake_repo: Path, tmp_path: Path,
+                                             doctor: list[DoctorReport]) -> None:
+    with pytest.raises(UsageError, match="--source and --ref"):
+        core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo))
 
 
 def test_guard_refuses_a_real_upstream_tree(tmp_path: Path) -> None:

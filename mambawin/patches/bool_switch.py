@@ -57,10 +57,9 @@ def _function(name: str) -> re.Pattern[str]:
     )
 
 
-def find_launcher(text: str, name: str) -> tuple[re.Match[str] | None, str]:
-    """The launcher's match (or None) and its inner text."""
-    match = _function(name).search(text)
-    return match, (match.group("inner") if match else "")
+def find_launcher(text: str, name: str) -> re.Match[str] | None:
+    """The launcher `name` from its `template<...>` line through its column-0 `}`."""
+    return _function(name).search(text)
 
 
 def parse_launcher(match: re.Match[str], name: str) -> Launcher | None:
@@ -69,23 +68,27 @@ def parse_launcher(match: re.Match[str], name: str) -> Launcher | None:
     first = next((i for i, line in enumerate(lines) if "BOOL_SWITCH(" in line), None)
     if first is None or not all(_PREAMBLE_OK.match(line) for line in lines[:first]):
         return None
-    switches = []
-    index = first
-    while index < len(lines) and (sw := _SWITCH.match(lines[index])):
+    chain = _split_chain(lines[first:])
+    if chain is None:
+        return None
+    switches, body = chain
+    return Launcher(name, match.group("tparams").strip(), match.group("params").strip(),
+                    tuple(lines[:first]), switches, body, match.span())
+
+
+def _split_chain(lines: list[str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None:
+    """(switches, innermost body) of a fully nested BOOL_SWITCH chain, or None."""
+    switches: list[tuple[str, str]] = []
+    while len(switches) < len(lines) and (sw := _SWITCH.match(lines[len(switches)])):
         switches.append((sw.group("cond").strip(), sw.group("name")))
-        index += 1
-    if not switches:
-        return None
-    rest = _strip_blank_tail(lines[index:])
+    rest = _strip_blank_tail(lines[len(switches):])
     depth = len(switches)
-    body, closers = rest[:-depth], rest[-depth:]
-    if len(closers) != depth or any(line.strip() != "});" for line in closers):
+    if not depth or len(rest) < depth or any(line.strip() != "});" for line in rest[-depth:]):
         return None
+    body = rest[:-depth]
     if any("BOOL_SWITCH(" in line for line in body):
         return None
-    return Launcher(name, match.group("tparams").strip(),
-                    match.group("params").strip(), tuple(lines[:first]), tuple(switches),
-                    tuple(body), match.span())
+    return tuple(switches), tuple(body)
 
 
 def _strip_blank_tail(lines: list[str]) -> list[str]:
@@ -148,10 +151,10 @@ def _rewrite_launcher(tree: Tree, ctx: PatchContext, path: str) -> bool:
     if not tree.exists(path):
         raise ctx.drift(path, anchor)
     text = tree.read(path)
-    match, inner = find_launcher(text, name)
+    match = find_launcher(text, name)
     if match is None:
         raise ctx.drift(path, anchor)
-    if "BOOL_SWITCH(" not in inner and f"void {name}_body(" in text:
+    if "BOOL_SWITCH(" not in match.group("inner") and f"void {name}_body(" in text:
         return False
     launcher = parse_launcher(match, name)
     if launcher is None:
