@@ -8,8 +8,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -44,12 +45,15 @@ def _root(
                         format="%(levelname)s %(name)s: %(message)s")
 
 
-def command(name: str | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def command(name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
     """Register a command whose MambawinError becomes one red line and that error's exit code."""
 
-    def register(fn):  # type: ignore[no-untyped-def]
+    def register(fn: F) -> F:
         @functools.wraps(fn)
-        def wrapper(*args, **kw):  # type: ignore[no-untyped-def]
+        def wrapper(*args: Any, **kw: Any) -> Any:
             try:
                 return fn(*args, **kw)
             except MambawinError as exc:
@@ -58,7 +62,7 @@ def command(name: str | None = None, **kwargs: object):  # type: ignore[no-untyp
                 console.print(f"[red]error:[/] {exc}", soft_wrap=True)
                 raise typer.Exit(exc.exit_code) from None
 
-        app.command(name, **kwargs)(wrapper)  # type: ignore[arg-type]
+        app.command(name, **kwargs)(wrapper)
         return fn
 
     return register

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -121,6 +122,8 @@ def test_torch_facts_come_from_its_files_without_importing_it(
         "#if !defined(_MSVC_LANG) && __cplusplus < 202002L\n#error C++20 or later compatible "
         "compiler is required to use ATen.\n#endif\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    # Another test may have imported the real torch; find_spec would then answer from sys.modules.
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
     facts = pytorch.read_torch_facts()
     assert (facts.installed, facts.version, facts.cuda, facts.cxx_std) == (True, "2.11.0", None, 20)
     assert facts.cpu_only
