@@ -7,6 +7,7 @@ the four patches to every upstream tag and main and check what a Windows build r
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 from pathlib import Path
@@ -341,7 +342,7 @@ def test_every_upstream_ref_patches_cleanly(upstream_repo: Path, tmp_path: Path)
         assert apply_kernel_patches(upstream_clone) == again, ref
         for source, header in PREPROCESS.items():
             digest = hashlib.sha256(read(upstream_clone, header).encode()).hexdigest()
-            if digest not in preprocessed:  # one nvcc -E per distinct patched launcher
+            if digest not in preprocessed:  # one g++ -E per distinct patched launcher
                 preprocessed.add(digest)
                 assert_preprocesses(upstream_clone, source, tmp_path / f"{ref}-{source}.ii")
     assert len(preprocessed) >= 4  # B1, B2 and B3 launch shapes give distinct headers
@@ -366,15 +367,26 @@ _SWITCH_LOCAL = re.compile(r"(?<!static )constexpr bool kIsEvenLen = (true|false
 
 
 def assert_preprocesses(root: Path, source: str, out: Path) -> None:
-    """nvcc -E: every include resolves, every #if balances, no BOOL_SWITCH expansion is left."""
-    nvcc = proc.which("nvcc")
-    if nvcc is None:
+    """g++ -E as the host pass sees it: includes resolve, #ifs balance, no BOOL_SWITCH is left."""
+    gxx, nvcc = proc.which("g++"), proc.which("nvcc")
+    if gxx is None or nvcc is None:
         return
-    proc.run([nvcc, "-E", *torch_nvcc_flags(), "-I", root / KERNELS, root / KERNELS / source,
-              "-o", out], timeout=900)
+    proc.run([gxx, "-E", "-x", "c++", *torch_nvcc_flags(), *nvcc_includes(nvcc),
+              "-I", root / KERNELS, root / KERNELS / source, "-o", out], timeout=300)
     expanded = out.read_text(encoding="utf-8", errors="replace")
     assert f"{bool_switch.LAUNCHERS[PREPROCESS[source]]}_body" in expanded, source
     assert not _SWITCH_LOCAL.search(expanded), source
+
+
+def nvcc_includes(nvcc: str) -> list[str]:
+    """The CUDA and CCCL include folders nvcc itself passes (it may be a wrapper script)."""
+    dry = proc.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], timeout=60)
+    lines = [line for line in (dry.stdout + dry.stderr).splitlines()
+             if re.match(r"#\$ (SYSTEM_)?INCLUDES=", line)]
+    quoted = [found for line in lines for found in re.findall(r'"(?:-I)?([^"]+)"', line)]
+    folders = [folder for folder in quoted if folder != "-isystem"]
+    assert folders, "nvcc --dryrun printed no include folders"
+    return [f"-I{folder}" for folder in folders]
 
 
 def torch_nvcc_flags() -> list[str]:
