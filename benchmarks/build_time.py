@@ -43,6 +43,8 @@ STOCK_ENV = {"MAMBA_FORCE_BUILD": "TRUE", "MAMBA_KEEP_CUDA_BUILD": "TRUE"}
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run one measurement, merge it into the result file."""
     args = _parser().parse_args(argv)
+    if Path(args.repo).exists():  # the builds run in other folders: a relative path must not break
+        args.repo = str(Path(args.repo).resolve())
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     measure = {"mambawin": _mambawin, "rebuild": _rebuild, "stock": _stock}[args.what]

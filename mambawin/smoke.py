@@ -220,11 +220,22 @@ def kernel_forward_backward(kernel: Any, x: dict[str, Any], dout: Any,
     grads = kernel.bwd(u, delta, A, B, C, D, z, bias, dout, scan,
                        out if z is not None else None, None, softplus, False)
     du, ddelta, dA, dB, dC, dD, dbias, *more = grads
-    result = {"out": final, "last_state": scan[:, :, -1, 1::2], "du": du, "ddelta": ddelta,
+    result = {"out": final, "last_state": kernel_last_state(scan, B), "du": du, "ddelta": ddelta,
               "dA": dA, "dB": dB, "dC": dC}
     optional = {"dD": (D, dD), "ddelta_bias": (bias, dbias), "dz": (z, more[0] if more else None)}
     result.update({k: g for k, (given, g) in optional.items() if given is not None})
     return result
+
+
+def kernel_last_state(scan: Any, B: Any) -> Any:
+    """The final SSM state from the kernel's saved chunk prefixes (batch, dim, n_chunks, 2*dstate).
+
+    With a fixed (dim, dstate) B the forward kernel scans delta*u and folds B into the readout
+    (selective_scan_fwd_kernel.cuh: `!kIsVariableB ? delta_u_vals : B_vals * delta_u_vals`), so its
+    stored state lacks the B factor; upstream's `return_last_state` returns it unscaled.
+    """
+    state = scan[:, :, -1, 1::2]
+    return state * B.to(state.dtype) if B.dim() == 2 else state
 
 
 def reference_forward_backward(x: dict[str, Any], dout: Any, softplus: bool) -> dict[str, Any]:
