@@ -72,7 +72,8 @@ def parse_arch(token: str) -> Arch:
         major, minor = int(match["major"]), int(match["minor"])
     ptx = bool(match["ptx"]) or (match["prefix"] or "").lower() == "compute_"
     if not 3 <= major <= 20:
-        msg = f"invalid CUDA arch {token!r} in --arch: compute capability {major}.{minor} does not exist"
+        msg = (f"invalid CUDA arch {token!r} in --arch: compute capability {major}.{minor} "
+               "does not exist")
         raise UsageError(msg)
     return Arch(major, minor, match["suffix"].lower(), ptx)
 

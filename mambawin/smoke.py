@@ -295,14 +295,21 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, float]]:
     return table
 
 
+def block_skip_reason(exc: BaseException) -> str:
+    """Why the Mamba block was not run; the triton hint only when triton is what is missing."""
+    reason = f"import mamba_ssm failed ({type(exc).__name__}: {exc})".splitlines()[0]
+    if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "triton":
+        reason += (" (v2.x imports triton at package import; on Windows"
+                   " `pip install triton-windows`)")
+    return reason
+
+
 def block_test(device: str, seed: int) -> dict[str, str]:
     """Mamba block forward and backward, when `import mamba_ssm` works here."""
     try:
         from mamba_ssm import Mamba  # v2.x imports triton at package import
     except Exception as exc:
-        reason = f"import mamba_ssm failed ({type(exc).__name__}: {exc})".splitlines()[0]
-        hint = " (v2.x imports triton at package import; on Windows `pip install triton-windows`)"
-        return {"status": "skip", "reason": reason + hint}
+        return {"status": "skip", "reason": block_skip_reason(exc)}
     import torch
 
     torch.manual_seed(seed)

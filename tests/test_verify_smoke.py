@@ -112,4 +112,15 @@ def test_block_test_says_why_it_skipped(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "mamba_ssm", None)  # makes `import mamba_ssm` fail
     result = smoke.block_test("cpu", 0)
-    assert result["status"] == "skip" and "triton" in result["reason"]
+    assert result["status"] == "skip" and "import mamba_ssm failed" in result["reason"]
+
+
+def test_block_skip_blames_triton_only_when_triton_is_missing() -> None:
+    from mambawin.smoke import block_skip_reason
+
+    missing = ModuleNotFoundError("No module named 'triton'", name="triton")
+    assert "triton-windows" in block_skip_reason(missing)
+    other = ImportError("cannot import name 'GreedySearchDecoderOnlyOutput'",
+                        name="transformers.generation")
+    reason = block_skip_reason(other)
+    assert "GreedySearchDecoderOnlyOutput" in reason and "triton" not in reason
