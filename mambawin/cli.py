@@ -71,53 +71,25 @@ def command(name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
 # ---- commands are added below, one block per command; keep each one thin -----------------------
 
 
-@command("verify")
-def verify_command(
-    wheel: Annotated[Path | None, typer.Argument(
-        help="The wheel to verify (installed into a throwaway venv).")] = None,
-    installed: Annotated[bool, typer.Option(
-        "--installed", help="Verify the mamba-ssm installed in this environment.")] = False,
-    bench: Annotated[bool, typer.Option("--bench", help="Also benchmark the kernel.")] = False,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+@command("doctor")
+def doctor_command(
+    arch: Annotated[str | None, typer.Option(
+        "--arch", help="CUDA archs you will build for, e.g. '86;89' (checked by nvcc).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Check a wheel: tags/METADATA/GPU code, fit to this GPU and torch, install, GPU smoke."""
-    from mambawin import verify as core
-    from mambawin.errors import VerifyError
-    from mambawin.verifyui import render_step, render_verify
+    """Check torch, CUDA, the host compiler, build tools, GPU and disk; say how to fix each."""
+    from mambawin.archs import parse_archs
+    from mambawin.doctor_view import render_report
+    from mambawin.env import DoctorOptions, run_checks
 
-    options = core.VerifyOptions(
-        wheel=wheel, installed=installed, bench=bench, seed=seed,
-        smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
-        bench_args=("--quick",) if quick else ())
-    report = core.verify(options, on_step=render_step)
-    render_verify(report)
+    options = DoctorOptions(archs=parse_archs(arch) if arch else ())
+    report = run_checks(options.archs, options.build_dir)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
-    if not report.passed:
-        raise VerifyError(report.summary())
-
-
-@command("bench")
-def bench_command(
-    wheel: Annotated[Path | None, typer.Argument(help="The wheel to benchmark.")] = None,
-    installed: Annotated[bool, typer.Option(
-        "--installed", help="Benchmark the mamba-ssm installed here.")] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here.")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="One small shape only.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-) -> None:
-    """Time the compiled selective scan against an eager torch scan on this GPU."""
-    from mambawin import bench as core
-    from mambawin.verifyui import bench_table
-
-    report = core.bench(core.BenchOptions(wheel=wheel, installed=installed, quick=quick))
-    console.print(bench_table(report))
-    if plot is not None and core.plot(report, plot) is None:
-        console.print("[yellow]matplotlib is not installed: no plot written[/]")
-    if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        render_report(report)
+    if not report.ready:
+        raise typer.Exit(1)
 
 
 @command("build")
@@ -294,25 +266,53 @@ def metadata_command(
     typer.echo(str(written))
 
 
-@command("doctor")
-def doctor_command(
-    arch: Annotated[str | None, typer.Option(
-        "--arch", help="CUDA archs you will build for, e.g. '86;89' (checked by nvcc).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+@command("verify")
+def verify_command(
+    wheel: Annotated[Path | None, typer.Argument(
+        help="The wheel to verify (installed into a throwaway venv).")] = None,
+    installed: Annotated[bool, typer.Option(
+        "--installed", help="Verify the mamba-ssm installed in this environment.")] = False,
+    bench: Annotated[bool, typer.Option("--bench", help="Also benchmark the kernel.")] = False,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Check torch, CUDA, the host compiler, build tools, GPU and disk; say how to fix each."""
-    from mambawin.archs import parse_archs
-    from mambawin.doctor_view import render_report
-    from mambawin.env import DoctorOptions, run_checks
+    """Check a wheel: tags/METADATA/GPU code, fit to this GPU and torch, install, GPU smoke."""
+    from mambawin import verify as core
+    from mambawin.errors import VerifyError
+    from mambawin.verifyui import render_step, render_verify
 
-    options = DoctorOptions(archs=parse_archs(arch) if arch else ())
-    report = run_checks(options.archs, options.build_dir)
+    options = core.VerifyOptions(
+        wheel=wheel, installed=installed, bench=bench, seed=seed,
+        smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
+        bench_args=("--quick",) if quick else ())
+    report = core.verify(options, on_step=render_step)
+    render_verify(report)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
-    else:
-        render_report(report)
-    if not report.ready:
-        raise typer.Exit(1)
+    if not report.passed:
+        raise VerifyError(report.summary())
+
+
+@command("bench")
+def bench_command(
+    wheel: Annotated[Path | None, typer.Argument(help="The wheel to benchmark.")] = None,
+    installed: Annotated[bool, typer.Option(
+        "--installed", help="Benchmark the mamba-ssm installed here.")] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="One small shape only.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Time the compiled selective scan against an eager torch scan on this GPU."""
+    from mambawin import bench as core
+    from mambawin.verifyui import bench_table
+
+    report = core.bench(core.BenchOptions(wheel=wheel, installed=installed, quick=quick))
+    console.print(bench_table(report))
+    if plot is not None and core.plot(report, plot) is None:
+        console.print("[yellow]matplotlib is not installed: no plot written[/]")
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
 
 
 def main() -> None:
