@@ -51,6 +51,19 @@ class Arch:
             flags.append(f"arch={self.compute},code={self.compute}")
         return flags
 
+    def runs_on(self, capability: tuple[int, int]) -> bool:
+        """Whether this code runs on a GPU of compute capability (major, minor).
+
+        SASS sm_XY runs on X.Z for Z >= Y (same major); sm_XYa only on X.Y exactly; family code
+        sm_XYf on the same major from X.Y up. PTX compute_XY is JIT-compiled by the driver for
+        any GPU >= X.Y; arch-specific PTX (a/f) never leaves its family.
+        """
+        if self.suffix == "a":
+            return self.capability == capability
+        if not self.ptx or self.suffix == "f":
+            return self.major == capability[0] and self.minor <= capability[1]
+        return self.capability <= capability
+
     def torch_spec(self) -> str:
         """The TORCH_CUDA_ARCH_LIST spelling, e.g. '8.6' or '9.0a+PTX'."""
         return f"{self.major}.{self.minor}{self.suffix}{'+PTX' if self.ptx else ''}"

@@ -326,18 +326,8 @@ def _describe_code(code: Any) -> tuple[Any, str]:
 
 
 def runs_on(arch: Arch, capability: tuple[int, int]) -> bool:
-    """Whether code for `arch` runs on a GPU of `capability`.
-
-    SASS sm_XY runs on X.Z for Z >= Y (same major); sm_XYa only on X.Y exactly. PTX compute_XY
-    is JIT-compiled by the driver for any GPU >= X.Y; arch-specific PTX (a/f) never leaves its
-    family.
-    """
-    major, minor = capability
-    if arch.suffix == "a":
-        return arch.capability == capability
-    if not arch.ptx or arch.suffix == "f":
-        return arch.major == major and arch.minor <= minor
-    return arch.capability <= capability
+    """Whether code for `arch` runs on a GPU of `capability` (the one rule, in Arch.runs_on)."""
+    return arch.runs_on(capability)
 
 
 def code_archs(code: Any) -> tuple[Arch, ...]:

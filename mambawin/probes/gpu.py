@@ -61,14 +61,8 @@ def gather_gpus(ctx: ProbeContext, torch: TorchFacts) -> GpuFacts:
 
 
 def covers(arch: Arch, capability: tuple[int, int]) -> bool:
-    """SASS runs on the same major with equal or higher minor; PTX JIT-compiles forward.
-
-    Arch-specific targets (sm_90a, sm_100f) are not portable, so they only cover their own GPU.
-    """
-    if arch.suffix:
-        return arch.capability == capability
-    same_major = arch.major == capability[0] and arch.minor <= capability[1]
-    return same_major or (arch.ptx and arch.capability <= capability)
+    """Whether code built for arch runs on this GPU (the one rule, in Arch.runs_on)."""
+    return arch.runs_on(capability)
 
 
 def recommend(gpus: Iterable[Gpu], cuda: CudaFacts) -> tuple[Arch, ...]:
