@@ -32,9 +32,9 @@ from typing import Any
 from packaging.version import Version
 
 from mambawin import proc
-from mambawin.patches.base import PatchOptions
-from mambawin.patches.engine import apply_patches
-from mambawin.upstream import checkout
+from mambawin.fetch.upstream import checkout
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.engine import apply_patches
 
 STOCK_PATCHES = ("compiler-flags",)
 STOCK_ENV = {"MAMBA_FORCE_BUILD": "TRUE", "MAMBA_KEEP_CUDA_BUILD": "TRUE"}

@@ -6,7 +6,7 @@ To benchmark a wheel file in a throwaway venv instead, use `mambawin bench WHEEL
 
 from __future__ import annotations
 
-from mambawin.bench import main
+from mambawin.verify.runners.bench import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mambawin import bench
+from mambawin.verify.runners import bench
 
 
 def _row(**kw):
@@ -65,6 +65,7 @@ def test_plot_writes_png_or_says_no(tmp_path):
 
 def test_bench_needs_a_wheel_or_installed():
     from mambawin.errors import UsageError
+    from mambawin.verify import bench as host
 
     with pytest.raises(UsageError):
-        bench.bench(bench.BenchOptions())
+        host.bench(host.BenchOptions())

@@ -22,15 +22,15 @@ import git
 import pytest
 from typer.testing import CliRunner
 
-from mambawin import build as core
 from mambawin.archs import parse_archs
-from mambawin.buildsteps.compile import CompileFailed, compile_wheel
-from mambawin.buildsteps.workspace import Workspace, builds_root
+from mambawin.build import pipeline as core
+from mambawin.build.compile import CompileFailed, compile_wheel
+from mambawin.build.ninja import NinjaStatus
+from mambawin.build.workspace import Workspace, builds_root
 from mambawin.cli import app
-from mambawin.env import Check, DoctorReport, Status, Toolchain
+from mambawin.doctor.checks import Check, DoctorReport, Status, Toolchain
 from mambawin.errors import BuildError, ToolchainError, UsageError
-from mambawin.metadata import read_provenance, requirements
-from mambawin.progress import NinjaStatus
+from mambawin.wheel.metadata import read_provenance, requirements
 
 FAKE = Path(__file__).parent / "fixtures" / "fake_upstream"
 STEPS = ["doctor", "fetch", "patch", "build", "metadata", "record"]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from mambawin import build as core
 from mambawin.archs import parse_archs
-from mambawin.fatbin import list_gpu_code
-from mambawin.metadata import read_provenance, requirements
+from mambawin.build import pipeline as core
+from mambawin.wheel.gpucode import list_gpu_code
+from mambawin.wheel.metadata import read_provenance, requirements
 
 
 @pytest.mark.slow

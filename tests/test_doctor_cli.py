@@ -10,7 +10,7 @@ from fakes.toolchain import GCC_GATE_15, fixture, make_cuda, make_tool, torch_fa
 from typer.testing import CliRunner
 
 from mambawin.cli import app
-from mambawin.probes import cuda as cuda_probe
+from mambawin.doctor.probes import cuda as cuda_probe
 
 runner = CliRunner()
 
@@ -26,12 +26,12 @@ def fake_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_HOME", str(cuda))
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setattr(cuda_probe, "default_toolkits", lambda ctx: [])
-    monkeypatch.setattr("mambawin.probes.tools._in_scripts", lambda name, platform: None)
+    monkeypatch.setattr("mambawin.doctor.probes.tools._in_scripts", lambda name, platform: None)
 
 
 def use_torch(monkeypatch: pytest.MonkeyPatch, cuda: str | None) -> None:
     facts = torch_facts("2.9.0+cu130" if cuda else "2.9.0", cuda)
-    monkeypatch.setattr("mambawin.env.read_torch_facts", lambda: facts)
+    monkeypatch.setattr("mambawin.doctor.checks.read_torch_facts", lambda: facts)
 
 
 @pytest.mark.usefixtures("fake_machine")

@@ -18,10 +18,10 @@ from fakes.toolchain import (
 )
 
 from mambawin.archs import Arch, parse_archs
-from mambawin.env import Check, DoctorReport, Gpu, Status, TorchFacts, run_checks
-from mambawin.probes import cuda as cuda_probe
-from mambawin.probes import gpu as gpu_probe
-from mambawin.probes import pytorch, system
+from mambawin.doctor.checks import Check, DoctorReport, Gpu, Status, TorchFacts, run_checks
+from mambawin.doctor.probes import cuda as cuda_probe
+from mambawin.doctor.probes import gpu as gpu_probe
+from mambawin.doctor.probes import pytorch, system
 
 NVIDIA_SMI_CSV = "nvidia-smi-query-gpu-csv-win-rtx2080super-591.86.txt"
 NVCC_13 = ("nvcc-version-linux-13.0.88.txt", "nvcc-list-gpu-code-13.0.txt")
@@ -216,7 +216,7 @@ def test_a_gcc_newer_than_nvcc_allows_blocks(tmp_path: Path) -> None:
 
 def test_missing_ninja_blocks_and_missing_cmake_does_not(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("mambawin.probes.tools._in_scripts", lambda name, platform: None)
+    monkeypatch.setattr("mambawin.doctor.probes.tools._in_scripts", lambda name, platform: None)
     report = doctor(world(tmp_path, tools=("git",)))
     assert check(report, "ninja").stops_build and "pip install ninja" in check(report, "ninja").hint
     assert check(report, "cmake").status is Status.SKIP and not check(report, "cmake").blocking

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from wheel.wheelfile import WheelFile
 
-from mambawin import fatbin, proc
+from mambawin import proc
 from mambawin.errors import ToolchainError, WheelError
-from mambawin.fatbin import GpuCode, gpu_code_in_wheel, list_gpu_code, parse_cuobjdump
+from mambawin.wheel import gpucode as fatbin
+from mambawin.wheel.gpucode import GpuCode, gpu_code_in_wheel, list_gpu_code, parse_cuobjdump
 
 KERNEL = """
 __global__ void add(float* x, float v) { x[threadIdx.x] += v; }

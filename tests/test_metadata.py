@@ -17,10 +17,10 @@ from packaging.version import Version
 from typer.testing import CliRunner
 from wheel.wheelfile import WheelFile
 
-from mambawin import metadata
 from mambawin.cli import app
 from mambawin.errors import UsageError, WheelError
-from mambawin.metadata import (
+from mambawin.wheel import metadata
+from mambawin.wheel.metadata import (
     GUARD_BEGIN,
     PROVENANCE_NAME,
     Provenance,

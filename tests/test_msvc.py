@@ -18,7 +18,7 @@ from fakes.toolchain import (
 )
 from packaging.version import Version
 
-from mambawin import msvc
+from mambawin.doctor import msvc
 from mambawin.errors import ToolchainError
 
 VSWHERE_2022 = "vswhere-2022-community-17.5-requires-vctools-flutter.json.txt"

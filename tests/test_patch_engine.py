@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from mambawin import proc
 from mambawin.cli import app
 from mambawin.errors import PatchError, UsageError
-from mambawin.patches import engine
-from mambawin.patches.base import Outcome, Patch, PatchContext, PatchOptions, Tree
-from mambawin.patches.engine import RECORD, apply_patches, export_patches, unified_diff
+from mambawin.patch import engine
+from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
+from mambawin.patch.engine import RECORD, apply_patches, export_patches, unified_diff
 
 runner = CliRunner()
 

@@ -17,9 +17,9 @@ from packaging.version import Version
 
 from mambawin import proc
 from mambawin.errors import PatchError
-from mambawin.patches import bool_switch, complex_removal, cuda13_cub, math_defines
-from mambawin.patches.base import Patch, PatchContext, PatchOptions, Tree
-from mambawin.patches.engine import apply_patches
+from mambawin.patch.base import Patch, PatchContext, PatchOptions, Tree
+from mambawin.patch.engine import apply_patches
+from mambawin.patch.mamba import bool_switch, complex_removal, cuda13_cub, math_defines
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kernels"
 KERNELS = "csrc/selective_scan"

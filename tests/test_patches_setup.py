@@ -18,9 +18,9 @@ from packaging.version import Version
 
 from mambawin.archs import parse_archs
 from mambawin.errors import PatchError
-from mambawin.patches import arch_list, compiler_flags
-from mambawin.patches.base import PatchOptions
-from mambawin.patches.engine import RECORD, apply_patches
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.engine import RECORD, apply_patches
+from mambawin.patch.mamba import arch_list, compiler_flags
 
 FIXTURES = Path(__file__).parent / "fixtures" / "setup_py"
 SETUP_IDS = ("arch-list", "cached-wheels", "nvcc-threads", "compiler-flags", "keep-cuda-build")

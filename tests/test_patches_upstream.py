@@ -15,11 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin import proc
+from mambawin.build.configure import configure
 from mambawin.cli import app
-from mambawin.configure import configure
-from mambawin.patches.engine import RECORD
-from mambawin.patches.registry import patch_ids
-from mambawin.upstream import release_version
+from mambawin.fetch.upstream import release_version
+from mambawin.patch.engine import RECORD
+from mambawin.patch.registry import patch_ids
 
 pytestmark = pytest.mark.upstream
 runner = CliRunner()

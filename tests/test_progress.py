@@ -8,8 +8,9 @@ import pytest
 from conftest import recorded
 from rich.console import Console
 
-from mambawin import ui
-from mambawin.progress import ConsoleReporter, NinjaStatus, compiled_unit, parse_status
+from mambawin.build.ninja import NinjaStatus, compiled_unit, parse_status
+from mambawin.ui import console as ui
+from mambawin.ui.progress import ConsoleReporter
 
 
 def _status_lines(fixture: str) -> list[NinjaStatus]:

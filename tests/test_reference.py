@@ -1,4 +1,4 @@
-"""mambawin.reference against a naive per-timestep, per-element Python loop (CPU, float64)."""
+"""verify.runners.reference against a naive per-timestep, per-element loop (CPU, float64)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mambawin.reference import selective_scan_parallel, selective_scan_ref  # noqa: E402
+from mambawin.verify.runners.reference import selective_scan_parallel, selective_scan_ref  # noqa: E402
 
 F64 = torch.float64
 

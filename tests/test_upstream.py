@@ -10,10 +10,10 @@ import git
 import pytest
 from typer.testing import CliRunner
 
-from mambawin import upstream
 from mambawin.cache import cache_dir
 from mambawin.cli import app
 from mambawin.errors import UpstreamError
+from mambawin.fetch import upstream
 
 runner = CliRunner()
 

@@ -11,11 +11,11 @@ from packaging.tags import sys_tags
 from typer.testing import CliRunner
 from wheel.wheelfile import WheelFile
 
-from mambawin import verify as v
 from mambawin.archs import parse_arch
 from mambawin.cli import app
-from mambawin.fatbin import GpuCode
-from mambawin.metadata import PROVENANCE_NAME
+from mambawin.verify import pipeline as v
+from mambawin.wheel.gpucode import GpuCode
+from mambawin.wheel.metadata import PROVENANCE_NAME
 
 H100 = v.Target("2.8.0+cu128", "12.8", "NVIDIA H100", (9, 0))
 PROVENANCE = {"schema": 1, "ref": "v2.2.6", "commit": "0123456789abcdef", "archs": ["80"],
@@ -130,7 +130,7 @@ def test_triton_requirement_fails(tmp_path):
 
 def test_static_step_reports_every_check(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": ""})
-    monkeypatch.setattr("mambawin.fatbin.gpu_code_in_wheel",
+    monkeypatch.setattr("mambawin.wheel.gpucode.gpu_code_in_wheel",
                         lambda w: {"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so":
                                    code("sm_90")})
     result, found, provenance = v.static_step(v.VerifyOptions(wheel=wheel), H100)
@@ -159,7 +159,7 @@ def test_install_step_imports_the_wheel_in_a_fresh_venv(tmp_path):
     assert env is not None and env.venv is not None
     assert Path(result.details["extension"]).resolve().is_relative_to(env.venv.resolve())
     # The venv also runs mambawin's own modules (the smoke runner needs this).
-    done = v.proc.run([env.python, "-c", "import mambawin.smoke"], env=env.env)
+    done = v.proc.run([env.python, "-c", "import mambawin.verify.runners.smoke"], env=env.env)
     assert done.returncode == 0
 
 

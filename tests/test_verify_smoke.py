@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mambawin import smoke
+from mambawin.verify.runners import smoke
 
 FAKE = Path(__file__).parent / "fixtures" / "verify" / "fake_selective_scan_cuda.py"
 
@@ -116,7 +116,7 @@ def test_block_test_says_why_it_skipped(monkeypatch):
 
 
 def test_block_skip_blames_triton_only_when_triton_is_missing() -> None:
-    from mambawin.smoke import block_skip_reason
+    from mambawin.verify.runners.smoke import block_skip_reason
 
     missing = ModuleNotFoundError("No module named 'triton'", name="triton")
     assert "triton-windows" in block_skip_reason(missing)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from mambawin.env import Gpu, TorchFacts
+from mambawin.doctor.checks import Gpu, TorchFacts
 
 TOOLCHAIN_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "toolchain"
 GIB = 1024**3

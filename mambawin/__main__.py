@@ -1,0 +1,5 @@
+"""`python -m mambawin ...`."""
+
+from mambawin.cli import main
+
+main()

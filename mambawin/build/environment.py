@@ -1,0 +1,97 @@
+"""The environment upstream's setup.py runs in: what it reads, set explicitly, nothing inherited by
+accident (a stale MAMBA_SKIP_CUDA_BUILD in the user's shell would give a wheel with no kernels).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mambawin.archs import Arch
+from mambawin.errors import ToolchainError
+
+# Read by upstream setup.py but wrong for us: SKIP builds no extension at all; LOCAL_VERSION is
+# set on the finished wheel by metadata.rewrite_wheel instead (so it never changes the build key).
+_SCRUBBED = ("MAMBA_SKIP_CUDA_BUILD", "MAMBA_LOCAL_VERSION", "MAMBA_FORCE_CXX11_ABI")
+
+MsvcCapture = Callable[[str, str | None, Mapping[str, str]], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class EnvRequest:
+    """What the build environment is made from."""
+
+    archs: tuple[Arch, ...]
+    jobs: int
+    nvcc_threads: int
+    cuda_home: str | None = None
+    cuda_version: str | None = None
+    windows: bool = sys.platform == "win32"
+
+
+def build_environment(request: EnvRequest, base: Mapping[str, str] | None = None,
+                      msvc: MsvcCapture | None = None) -> dict[str, str]:
+    """base (os.environ) plus the MSVC environment on Windows plus the variables mamba reads."""
+    env = dict(os.environ if base is None else base)
+    if request.windows:
+        env = _with_msvc(env, request, msvc)
+    for name in _SCRUBBED:
+        env.pop(name, None)
+    env.update(_mamba_variables(request))
+    env["PATH"] = _scripts_first(env.get("PATH", ""))
+    return env
+
+
+def _mamba_variables(request: EnvRequest) -> dict[str, str]:
+    names = {
+        # Exact-case "TRUE": every tag compares with == "TRUE". FORCE skips the prebuilt-wheel
+        # download (CachedWheelsCommand, which 404s or fails offline on Windows); KEEP is what
+        # main (upstream #977) needs to compile the extension at all.
+        "MAMBA_FORCE_BUILD": "TRUE",
+        "MAMBA_KEEP_CUDA_BUILD": "TRUE",
+        "MAX_JOBS": str(request.jobs),  # torch's BuildExtension passes it to ninja -j
+        "NVCC_THREADS": str(request.nvcc_threads),  # read by the nvcc-threads patch
+        # The arch-list patch bakes the list into setup.py; this keeps torch's own view in line.
+        "TORCH_CUDA_ARCH_LIST": ";".join(arch.torch_spec() for arch in request.archs),
+        "PYTHONUNBUFFERED": "1",  # setuptools' lines arrive in order with ninja's, not at exit
+    }
+    if request.cuda_home:
+        # torch guesses CUDA_HOME from `which nvcc`; a wrapper script in /usr/local/bin makes it
+        # guess /usr/local, so say which toolkit the doctor checked.
+        names["CUDA_HOME"] = request.cuda_home
+    return names
+
+
+def _with_msvc(env: dict[str, str], request: EnvRequest,
+               msvc: MsvcCapture | None) -> dict[str, str]:
+    if msvc is None:
+        msvc = _capture_msvc
+    if not request.cuda_home:
+        msg = ("no CUDA toolkit to build with, so no MSVC toolset can be matched to it: install "
+               "CUDA or set CUDA_HOME, then run `mambawin doctor`")
+        raise ToolchainError(msg)
+    merged = msvc(request.cuda_home, request.cuda_version, env)
+    # torch only trusts an activated prompt with DISTUTILS_USE_SDK=1; without it setuptools
+    # re-runs vcvarsall (broken in setuptools 75.9-78.0: "no attribute '_get_vc_env'").
+    merged["DISTUTILS_USE_SDK"] = "1"
+    return merged
+
+
+def _capture_msvc(cuda_home: str, cuda_version: str | None,
+                  env: Mapping[str, str]) -> dict[str, str]:
+    from mambawin.doctor.msvc import capture_msvc_environment  # Windows-only work; import when needed
+
+    return capture_msvc_environment(cuda_home, cuda_version=cuda_version, env=env)
+
+
+def _scripts_first(path: str) -> str:
+    # ninja from `pip install ninja` lives next to this Python; torch finds it only on PATH.
+    scripts = sysconfig.get_path("scripts")
+    parts = [p for p in path.split(os.pathsep) if p]
+    if scripts and Path(scripts).is_dir() and scripts not in parts:
+        parts.insert(0, scripts)
+    return os.pathsep.join(parts)

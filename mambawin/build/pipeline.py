@@ -1,0 +1,404 @@
+"""`mambawin build`: upstream ref → patched tree → compiled wheel → fixed wheel in --out.
+
+The pipeline reads as its steps: doctor → fetch → patch → build → metadata → record. Each step is
+a short function below; the reporter shows them (✓/✗ + duration) and the compile progress, so
+this module never prints. A failed step leaves --out as it was: the wheel is built into a
+workspace under the cache and moved into --out with one rename at the very end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from packaging.version import InvalidVersion, Version
+
+from mambawin import __version__
+from mambawin.archs import Arch, format_archs
+from mambawin.build.compile import CompileResult, compile_wheel
+from mambawin.build.environment import EnvRequest, build_environment
+from mambawin.build.key import KeyInputs, build_key, tree_digest
+from mambawin.build.workspace import (
+    Workspace,
+    adopt_source,
+    builds_root,
+    publish,
+    sha256_of,
+    staging_dir,
+    workspace_for,
+)
+from mambawin.errors import ToolchainError, UsageError
+from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
+from mambawin.build.reporter import QuietReporter, Reporter
+from mambawin.fetch.upstream import DEFAULT_REPO, Checkout
+
+if TYPE_CHECKING:
+    from mambawin.doctor.checks import DoctorReport
+    from mambawin.patch.engine import PatchReport
+
+DROP = ("triton",)  # no win_amd64 wheel exists; upstream-map §3 P7
+RECORD_NAME = "build.json"
+_IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
+_COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What the user asked `mambawin build` for."""
+
+    repo: str = DEFAULT_REPO
+    ref: str | None = None  # None: upstream's newest release
+    source: Path | None = None  # an existing source folder instead of repo + ref
+    archs: tuple[Arch, ...] = ()  # empty: the doctor's recommendation (the local GPU)
+    out: Path = Path("dist")
+    jobs: int | None = None
+    nvcc_threads: int | None = None
+    keep_complex: bool = False
+    local_version: str = "auto"  # auto | none | a PEP 440 local label
+    force: bool = False  # go on past failed blocking doctor checks
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The toolchain facts that decide the binary (and the wheel's local version)."""
+
+    torch: str
+    cuda: str
+    compiler: str
+    cuda_home: str | None = None
+    python: str = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    platform: str = sysconfig.get_platform()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A patched tree and everything decided about its build (shared by plan and build)."""
+
+    checkout: Checkout
+    patches: PatchReport
+    archs: tuple[Arch, ...]
+    toolchain: Toolchain
+    jobs: int
+    nvcc_threads: int
+    key: str
+
+    @property
+    def workspace(self) -> Workspace:
+        return workspace_for(self.checkout.version, self.key)
+
+    def env_request(self, windows: bool = sys.platform == "win32") -> EnvRequest:
+        return EnvRequest(self.archs, self.jobs, self.nvcc_threads, self.toolchain.cuda_home,
+                          self.toolchain.cuda, windows)
+
+    def applied(self) -> list[dict[str, str]]:
+        """The patches that changed (or had already changed) the tree, as id/status pairs."""
+        return [{"id": r.id, "status": r.status} for r in self.patches.results
+                if r.status in _IN_EFFECT]
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """What `build` would do, found without compiling anything (`--plan`)."""
+
+    upstream: dict[str, Any]
+    patches: list[dict[str, Any]]
+    archs: str
+    ext_name: str
+    units: list[str]
+    gencode: list[str]
+    nvcc_flags: list[str]
+    jobs: int
+    nvcc_threads: int
+    key: str
+    build_dir: Path
+    reuses_objects: bool
+    local_version: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `build --plan --json` form."""
+        data = dict(self.__dict__)
+        data["build_dir"] = str(self.build_dir)
+        return data
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """The finished wheel and how it was made."""
+
+    wheel: Path
+    size: int
+    sha256: str
+    archs: str
+    log: Path
+    version: str
+    commit: str | None
+    key: str
+    build_dir: Path
+    units_compiled: int
+    reused_objects: bool
+    steps: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `build --json` form."""
+        data = dict(self.__dict__)
+        for name in ("wheel", "log", "build_dir"):
+            data[name] = str(data[name])
+        return data
+
+
+# ---- the pipeline ------------------------------------------------------------------------------
+
+
+def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResult:
+    """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
+    steps = _Steps(reporter or QuietReporter())
+    label_choice = _check_options(options)
+    with staging_dir(builds_root(), ".fetch-") as staging:
+        prepared = _prepare(options, steps, staging)
+        with steps("build"):
+            compiled = _compile(prepared, steps.reporter)
+    options.out.mkdir(parents=True, exist_ok=True)
+    with staging_dir(options.out, ".mambawin-") as out_staging:
+        with steps("metadata"):
+            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice)
+        with steps("record"):
+            return _record(fixed, options.out, prepared, compiled, steps.durations)
+
+
+def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
+    """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
+    steps = _Steps(reporter or QuietReporter())
+    label_choice = _check_options(options)
+    with staging_dir(builds_root(), ".plan-") as staging:
+        prepared = _prepare(options, steps, staging)
+        with steps("configure"):
+            config = _configure(prepared)
+    return BuildPlan(
+        upstream=_upstream_json(prepared.checkout),
+        patches=[_patch_json(r) for r in prepared.patches.results],
+        archs=format_archs(prepared.archs),
+        ext_name=config.ext_name,
+        units=list(config.sources),
+        gencode=list(config.gencode),
+        nvcc_flags=list(config.nvcc_flags),
+        jobs=prepared.jobs,
+        nvcc_threads=prepared.nvcc_threads,
+        key=prepared.key,
+        build_dir=prepared.workspace.root,
+        reuses_objects=prepared.workspace.build_base.is_dir(),
+        local_version=_label(label_choice, prepared),
+    )
+
+
+def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
+    with steps("doctor"):
+        toolchain, archs, jobs = _doctor(options, steps)
+    with steps("fetch"):
+        checkout = _fetch(options, staging / "src")
+    steps.note(f"upstream {checkout.version} at {(checkout.commit or 'local tree')[:10]}")
+    for warning in checkout.warnings:
+        steps.note(warning)
+    with steps("patch"):
+        patches = _patch(checkout.path, archs, options.keep_complex)
+        key = _key(checkout, patches, archs, toolchain, options.keep_complex)
+    threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
+    return Prepared(checkout, patches, archs, toolchain, jobs, threads, key)
+
+
+# ---- steps -------------------------------------------------------------------------------------
+
+
+def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch, ...], int]:
+    """Run the doctor's probes; stop on a failed blocking check unless --force."""
+    report = _run_checks(options.archs)
+    for check in report.blocking:
+        if not options.force:
+            msg = (f"doctor: {check.name} failed: {check.hint or check.found}; fix it (see "
+                   "`mambawin doctor`) or pass --force to build anyway")
+            raise ToolchainError(msg)
+        steps.note(f"--force: ignoring failed check {check.name}: {check.hint}")
+    archs = options.archs or tuple(report.recommended_archs)
+    if not archs:
+        msg = ("no CUDA GPU found to build for: pass --arch with your GPU's compute capability, "
+               "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx)")
+        raise UsageError(msg)
+    jobs = options.jobs or report.recommended_jobs or os.cpu_count() or 1
+    return toolchain_of(report), tuple(archs), jobs
+
+
+def _fetch(options: BuildOptions, dest: Path) -> Checkout:
+    """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
+    from mambawin.fetch import upstream
+    if options.source is None:
+        return upstream.checkout(options.repo, options.ref, dest)
+    described = upstream.describe(options.source)
+    shutil.copytree(options.source, dest, ignore=_COPY_IGNORE)
+    return upstream.Checkout(dest, described.repo, described.ref, described.commit,
+                             described.version, described.tag, described.warnings)
+
+
+def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool) -> PatchReport:
+    """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
+    from mambawin.patch.base import PatchOptions
+    from mambawin.patch.engine import apply_patches
+
+    return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex))
+
+
+def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
+         toolchain: Toolchain, keep_complex: bool) -> str:
+    """The build key of this patched tree and toolchain (see buildsteps/key.py)."""
+    inputs = KeyInputs(
+        commit=checkout.commit or "",
+        patches=tuple(sorted(r.id for r in patches.results if r.status in _IN_EFFECT)),
+        tree=tree_digest(checkout.path),
+        archs=format_archs(archs),
+        torch=toolchain.torch,
+        cuda=toolchain.cuda,
+        compiler=toolchain.compiler,
+        python=toolchain.python,
+        platform=toolchain.platform,
+        keep_complex=keep_complex,
+    )
+    return build_key(inputs)
+
+
+def _compile(prepared: Prepared, reporter: Reporter) -> CompileResult:
+    """Move the patched tree into its key's workspace (unless there) and build the wheel there."""
+    if adopt_source(prepared.checkout.path, prepared.workspace):
+        reporter.note(f"same build key as before: reusing {prepared.workspace.root}")
+    env = build_environment(prepared.env_request())
+    result = compile_wheel(prepared.workspace, env, reporter.progress)
+    if result.reused:
+        reporter.note("every object was up to date (ninja: no work to do): only linked")
+    else:
+        reporter.note(f"compiled {result.units} units in {result.seconds:.0f}s")
+    return result
+
+
+def _configure(prepared: Prepared) -> Any:
+    from mambawin.build.configure import configure
+
+    env = build_environment(prepared.env_request(windows=False))
+    return configure(prepared.checkout.path, env)
+
+
+def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None) -> Path:
+    """Drop triton, set the local version, add provenance: a new wheel, the input untouched."""
+    checkout, tools = prepared.checkout, prepared.toolchain
+    provenance = Provenance(
+        upstream_repo=checkout.repo, ref=checkout.ref or "", commit=checkout.commit or "",
+        version=checkout.version, patches=tuple(prepared.applied()),
+        archs=tuple(format_archs(prepared.archs).split(";")), torch_version=tools.torch,
+        cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
+    )
+    return rewrite_wheel(wheel, out_dir, drop=DROP, local_version=_label(label_choice, prepared),
+                         provenance=provenance)
+
+
+def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileResult,
+            durations: dict[str, float]) -> BuildResult:
+    """Write the build record next to the objects, then move the wheel into --out (last)."""
+    result = BuildResult(
+        wheel=out_dir / wheel.name, size=wheel.stat().st_size, sha256=sha256_of(wheel),
+        archs=format_archs(prepared.archs), log=compiled.log, version=prepared.checkout.version,
+        commit=prepared.checkout.commit, key=prepared.key, build_dir=prepared.workspace.root,
+        units_compiled=compiled.units, reused_objects=compiled.reused, steps=durations,
+    )
+    record = prepared.workspace.root / RECORD_NAME
+    record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    publish(wheel, out_dir)
+    return result
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+
+def _run_checks(archs: tuple[Arch, ...]) -> DoctorReport:
+    """The doctor's probes (a seam: tests replace it with a recorded report)."""
+    from mambawin.doctor.checks import run_checks
+
+    return run_checks(archs, builds_root())
+
+
+def toolchain_of(report: DoctorReport) -> Toolchain:
+    """The facts build needs from the doctor's toolchain."""
+    tools = report.toolchain
+    compiler = " ".join(p for p in (tools.host_compiler, tools.host_compiler_version,
+                                    tools.msvc_toolset) if p)
+    return Toolchain(
+        torch=tools.torch_version or "",
+        # The nvcc that compiles decides the cuXY label; torch's CUDA only if nvcc is unknown.
+        cuda=tools.cuda_version or tools.torch_cuda or "",
+        compiler=compiler,
+        cuda_home=tools.cuda_home,
+    )
+
+
+def _check_options(options: BuildOptions) -> str | None:
+    """Reject contradictory options before any work; return the checked local-version choice."""
+    if options.source is not None and options.ref is not None:
+        msg = ("--source and --ref both name the upstream code: pass --source DIR for a folder "
+               "you have, or --ref REF (with --repo) to fetch one")
+        raise UsageError(msg)
+    return _check_local_version(options.local_version)
+
+
+def _check_local_version(choice: str) -> str | None:
+    """'auto' stays 'auto', 'none' → None, anything else must be a valid PEP 440 local label."""
+    text = choice.strip()
+    if text.lower() in ("auto", "none"):
+        return text.lower() if text.lower() == "auto" else None
+    try:
+        Version(f"0+{text.removeprefix('+')}")
+    except InvalidVersion:
+        msg = (f"invalid --local-version {choice!r}: use auto, none, or letters/digits/dots "
+               "like cu129torch2.8")
+        raise UsageError(msg) from None
+    return text.removeprefix("+")
+
+
+def _label(choice: str | None, prepared: Prepared) -> str | None:
+    if choice != "auto":
+        return choice
+    tools = prepared.toolchain
+    return local_version_label(tools.cuda, tools.torch) if tools.cuda and tools.torch else None
+
+
+def _upstream_json(checkout: Checkout) -> dict[str, Any]:
+    return {"repo": checkout.repo, "ref": checkout.ref, "commit": checkout.commit,
+            "version": checkout.version, "tag": checkout.tag}
+
+
+def _patch_json(result: Any) -> dict[str, Any]:
+    return {"id": result.id, "status": result.status, "files": list(result.files)}
+
+
+class _Steps:
+    """Runs named steps through the reporter and remembers how long each took."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+        self.durations: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            with self.reporter.step(name):
+                yield
+        finally:
+            spent = time.monotonic() - start
+            self.durations[name] = round(self.durations.get(name, 0.0) + spent, 1)
+
+    def note(self, text: str) -> None:
+        self.reporter.note(text)

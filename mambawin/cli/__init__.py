@@ -1,0 +1,17 @@
+"""The typer layer: parse options, call one core function, map errors to exit codes.
+
+Core modules never import typer or print results; the modules here render what they return.
+Each command module registers itself on `app` when imported.
+"""
+
+from __future__ import annotations
+
+from mambawin.cli import build, doctor, patch, verify, wheel  # noqa: F401  (registers commands)
+from mambawin.cli.app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

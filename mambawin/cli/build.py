@@ -1,0 +1,77 @@
+"""`mambawin build` and `mambawin fetch`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mambawin.cli.app import command
+from mambawin.ui.console import console
+
+
+@command("build")
+def build_command(
+    ref: Annotated[str | None, typer.Option(
+        "--ref", help="Upstream tag, branch or commit [default: the newest release].")] = None,
+    repo: Annotated[str | None, typer.Option(
+        "--repo", help="Upstream URL or local path [default: state-spaces/mamba].")] = None,
+    source: Annotated[Path | None, typer.Option(
+        "--source", help="Build this existing source folder (copied, never edited).")] = None,
+    arch: Annotated[str | None, typer.Option(
+        "--arch", help="CUDA archs, e.g. '86', '86;89' or '8.9+PTX' [default: this GPU].")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for the finished wheel.")] = Path(
+        "dist"),
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", min=1, help="Parallel compile jobs, MAX_JOBS [default: doctor's].")] = None,
+    nvcc_threads: Annotated[int | None, typer.Option(
+        "--nvcc-threads", min=1, help="nvcc --threads per job [default: #archs, max 4].")] = None,
+    keep_complex: Annotated[bool, typer.Option(
+        "--keep-complex", help="Keep the complex-weight kernels (slower build).")] = False,
+    local_version: Annotated[str, typer.Option(
+        "--local-version", help="auto (e.g. +cu130torch2.10), none, or a label.")] = "auto",
+    plan_only: Annotated[bool, typer.Option(
+        "--plan", help="Show what would be built; compile nothing.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Build even when a blocking doctor check fails.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Build a mamba-ssm wheel: doctor, fetch, patch, build, metadata, record."""
+    from mambawin.archs import parse_archs
+    from mambawin.build import pipeline as core
+    from mambawin.ui.progress import ConsoleReporter
+
+    options = core.BuildOptions(
+        repo=repo or core.DEFAULT_REPO, ref=ref, source=source,
+        archs=parse_archs(arch) if arch else (), out=out, jobs=jobs, nvcc_threads=nvcc_threads,
+        keep_complex=keep_complex, local_version=local_version, force=force)
+    reporter = ConsoleReporter()
+    result = core.plan(options, reporter) if plan_only else core.build(options, reporter)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        reporter.summary(result)
+
+
+@command("fetch")
+def fetch_command(
+    ref: Annotated[str | None, typer.Option(
+        "--ref", help="Tag, branch or commit [default: the newest vX.Y.Z[.postN] tag]")] = None,
+    repo: Annotated[str | None, typer.Option(
+        "--repo", help="Upstream URL, file:// URL or local path [default: GitHub's]")] = None,
+    dest: Annotated[Path | None, typer.Option(
+        "--dest", help="Checkout folder (default: a short path in the mambawin cache).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Check out upstream mamba from a cached mirror (offline when the ref is cached)."""
+    from mambawin.fetch import upstream
+    result = upstream.checkout(repo or upstream.DEFAULT_REPO, ref, dest)
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    console.print(f"mamba {result.version} ({result.tag or result.ref}, {result.commit})")
+    typer.echo(str(result.path))

@@ -1,0 +1,31 @@
+"""`mambawin doctor`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from mambawin.cli.app import command
+
+
+@command("doctor")
+def doctor_command(
+    arch: Annotated[str | None, typer.Option(
+        "--arch", help="CUDA archs you will build for, e.g. '86;89' (checked by nvcc).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check torch, CUDA, the host compiler, build tools, GPU and disk; say how to fix each."""
+    from mambawin.archs import parse_archs
+    from mambawin.doctor.checks import DoctorOptions, run_checks
+    from mambawin.ui.doctor import render_report
+
+    options = DoctorOptions(archs=parse_archs(arch) if arch else ())
+    report = run_checks(options.archs, options.build_dir)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        render_report(report)
+    if not report.ready:
+        raise typer.Exit(1)

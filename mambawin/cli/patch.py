@@ -1,0 +1,78 @@
+"""`mambawin patch` and `mambawin patches`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mambawin.cli.app import command, print_table
+from mambawin.ui.console import console
+
+
+def _ids(values: list[str] | None) -> tuple[str, ...]:
+    """Patch ids from repeatable and comma-separated --only/--skip values."""
+    return tuple(i.strip() for v in values or () for i in v.split(",") if i.strip())
+
+
+@command("patch")
+def patch_command(
+    source: Annotated[Path, typer.Argument(help="Root of a mamba checkout (`mambawin fetch`).")],
+    arch: Annotated[str | None, typer.Option(
+        "--arch", help="CUDA archs to bake into setup.py, e.g. '86;89' or '8.9+PTX'.")] = None,
+    nvcc_threads: Annotated[int | None, typer.Option(
+        "--nvcc-threads", min=1, help="Default of NVCC_THREADS in the patched setup.py.")] = None,
+    keep_complex: Annotated[bool, typer.Option(
+        "--keep-complex", help="Keep the complex-weight kernels.")] = False,
+    only: Annotated[list[str] | None, typer.Option(
+        "--only", help="Apply only this patch id (repeatable).")] = None,
+    skip: Annotated[list[str] | None, typer.Option(
+        "--skip", help="Do not apply this patch id (repeatable).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the unified diff and write nothing.")] = False,
+    export: Annotated[Path | None, typer.Option(
+        "--export", help="Also write NNNN-<id>.patch files for `git apply` here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Apply the versioned Windows patch set to SOURCE: all patches or none."""
+    from mambawin.archs import parse_archs
+    from mambawin.patch.base import PatchOptions
+    from mambawin.patch.engine import apply_patches, export_patches
+
+    options = PatchOptions(parse_archs(arch) if arch else (), nvcc_threads, keep_complex)
+    report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run)
+    exported = export_patches(report, export) if export is not None else []
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    elif dry_run:
+        typer.echo(report.diff, nl=False)
+    title = (f"mamba {report.version} {(report.commit or 'not a git checkout')[:10]}"
+             + (" (dry run: nothing written)" if dry_run else ""))
+    print_table(title, ("patch", "status", "files / reason"),
+                 [(r.id, _STATUS_STYLE[r.status].format(r.status), ", ".join(r.files) or r.reason)
+                  for r in report.results])
+    for path in exported:
+        console.print(f"exported {path}")
+
+
+_STATUS_STYLE = {"applied": "[green]{}[/]", "already-applied": "[cyan]{}[/]",
+                 "skipped": "[yellow]{}[/]", "not-applicable": "[dim]{}[/]"}
+
+
+@command("patches")
+def patches_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON.")] = False,
+) -> None:
+    """List the patch catalogue: what each patch fixes, for which upstream versions, and why."""
+    from mambawin.patch.registry import PATCHES
+
+    rows = [{"id": p.id, "summary": p.summary, "prevents": p.prevents,
+             "versions": str(p.versions), "why": p.why, "files": list(p.files)} for p in PATCHES]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    columns = ("id", "summary", "prevents", "versions", "why")
+    print_table("mambawin patch catalogue (apply order)", columns,
+                 [tuple(str(row[c]) for c in columns) for row in rows])

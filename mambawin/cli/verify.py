@@ -1,0 +1,62 @@
+"""`mambawin verify` and `mambawin bench`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mambawin.cli.app import command
+from mambawin.ui.console import console
+
+
+@command("verify")
+def verify_command(
+    wheel: Annotated[Path | None, typer.Argument(
+        help="The wheel to verify (installed into a throwaway venv).")] = None,
+    installed: Annotated[bool, typer.Option(
+        "--installed", help="Verify the mamba-ssm installed in this environment.")] = False,
+    bench: Annotated[bool, typer.Option("--bench", help="Also benchmark the kernel.")] = False,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Check a wheel: tags/METADATA/GPU code, fit to this GPU and torch, install, GPU smoke."""
+    from mambawin.errors import VerifyError
+    from mambawin.ui.verify import render_step, render_verify
+    from mambawin.verify import pipeline as core
+
+    options = core.VerifyOptions(
+        wheel=wheel, installed=installed, bench=bench, seed=seed,
+        smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
+        bench_args=("--quick",) if quick else ())
+    report = core.verify(options, on_step=render_step)
+    render_verify(report)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    if not report.passed:
+        raise VerifyError(report.summary())
+
+
+@command("bench")
+def bench_command(
+    wheel: Annotated[Path | None, typer.Argument(help="The wheel to benchmark.")] = None,
+    installed: Annotated[bool, typer.Option(
+        "--installed", help="Benchmark the mamba-ssm installed here.")] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="One small shape only.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Time the compiled selective scan against an eager torch scan on this GPU."""
+    from mambawin.ui.verify import bench_table
+    from mambawin.verify import bench as core
+    from mambawin.verify.runners.bench import plot as plot_report
+
+    report = core.bench(core.BenchOptions(wheel=wheel, installed=installed, quick=quick))
+    console.print(bench_table(report))
+    if plot is not None and plot_report(report, plot) is None:
+        console.print("[yellow]matplotlib is not installed: no plot written[/]")
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))

@@ -1,0 +1,220 @@
+"""`mambawin doctor`: every toolchain probe, run together; `build` runs the same before building.
+
+Probes never raise: a missing, failing or hung tool becomes a check with a status and a fix.
+The probes live in mambawin.doctor.probes; this module is the public entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mambawin.archs import Arch, format_archs
+from mambawin.doctor.probes.base import (
+    TOOL_TIMEOUT,
+    Check,
+    ProbeContext,
+    Status,
+    crashed,
+    never_raises,
+)
+from mambawin.doctor.probes.compiler import HostFacts, cxx_std_check, gather_host, host_checks
+from mambawin.doctor.probes.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
+from mambawin.doctor.probes.gpu import GpuFacts, gather_gpus, gpu_checks, recommend
+from mambawin.doctor.probes.pytorch import (
+    Gpu,
+    TorchFacts,
+    TorchFactsProvider,
+    python_checks,
+    read_torch_facts,
+    torch_checks,
+)
+from mambawin.doctor.probes.system import (
+    LocalSystem,
+    SystemFacts,
+    SystemInfo,
+    gather_system,
+    recommended_jobs,
+    system_checks,
+)
+from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
+from mambawin.doctor.winreg import RegistryReader, default_registry
+
+__all__ = [
+    "Check", "DoctorOptions", "DoctorReport", "Gpu", "Status", "Toolchain", "TorchFacts",
+    "run_checks", "summary",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The facts a build depends on (part of its cache key and provenance)."""
+
+    python_version: str
+    torch_version: str | None
+    torch_cuda: str | None
+    torch_cxx_std: str | None
+    nvcc: str | None
+    cuda_version: str | None
+    cuda_home: str | None
+    host_compiler: str | None
+    host_compiler_version: str | None
+    msvc_toolset: str | None
+    ninja: str | None
+    platform: str = sys.platform
+
+    @property
+    def torch(self) -> str | None:
+        return self.torch_version
+
+    @property
+    def cuda(self) -> str | None:
+        """The CUDA the extension is compiled with (nvcc's version)."""
+        return self.cuda_version
+
+    @property
+    def python(self) -> str:
+        return self.python_version
+
+    @property
+    def compiler(self) -> str | None:
+        """e.g. 'msvc 19.44.35207 (toolset 14.44.35207)' or 'gcc 12.2.0'."""
+        if not self.host_compiler:
+            return None
+        toolset = f" (toolset {self.msvc_toolset})" if self.msvc_toolset else ""
+        return f"{self.host_compiler} {self.host_compiler_version or '?'}{toolset}"
+
+    def to_json(self) -> dict[str, str | None]:
+        """A flat dict, for build keys and provenance records."""
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """What `mambawin doctor` was asked to check."""
+
+    archs: tuple[Arch, ...] = ()
+    build_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """All checks, whether a build can run, and what to build with."""
+
+    checks: tuple[Check, ...]
+    ready: bool
+    recommended_archs: tuple[Arch, ...]
+    recommended_jobs: int
+    toolchain: Toolchain
+
+    @property
+    def blocking(self) -> tuple[Check, ...]:
+        """The failed checks that stop a build."""
+        return tuple(c for c in self.checks if c.stops_build)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `doctor --json` document."""
+        return {"ready": self.ready, "checks": [c.to_json() for c in self.checks],
+                "recommended": {"arch": [a.number + ("+PTX" if a.ptx else "")
+                                         for a in self.recommended_archs],
+                                "jobs": self.recommended_jobs}}
+
+
+@dataclass(frozen=True)
+class _Facts:
+    torch: TorchFacts
+    cuda: CudaFacts
+    host: HostFacts
+    gpus: GpuFacts
+    tools: ToolFacts
+    system: SystemFacts
+
+
+def run_checks(archs: Iterable[Arch] = (), build_dir: Path | None = None, *,
+               platform: str = sys.platform, registry: RegistryReader | None = None,
+               env: Mapping[str, str] | None = None, torch_facts: TorchFactsProvider | None = None,
+               system: SystemInfo | None = None, timeout: float = TOOL_TIMEOUT) -> DoctorReport:
+    """Run every probe (tools in parallel, each with a timeout) and judge the results."""
+    ctx = ProbeContext(platform, dict(os.environ if env is None else env),
+                       registry or default_registry(platform), tuple(archs), build_dir, timeout)
+    facts = _gather(ctx, torch_facts or read_torch_facts, system or LocalSystem())
+    checks = _judge(ctx, facts)
+    recommended = recommend(facts.gpus.gpus, facts.cuda)
+    jobs = recommended_jobs(facts.system.memory, facts.system.cpus, len(ctx.archs or recommended))
+    checks += system_checks(facts.system, jobs, len(ctx.archs or recommended), ctx.windows)
+    checks += gpu_checks(facts.gpus, ctx.archs, facts.cuda, recommended)
+    return DoctorReport(tuple(checks), not any(c.stops_build for c in checks), recommended, jobs,
+                        _toolchain(facts, ctx.platform))
+
+
+def _gather(ctx: ProbeContext, torch_facts: TorchFactsProvider, system: SystemInfo) -> _Facts:
+    """Independent probes run at once, so doctor takes as long as its slowest tool."""
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe") as pool:
+        torch = pool.submit(_safe("torch", torch_facts, lambda e: TorchFacts(error=e)))
+        cuda = pool.submit(_safe("cuda", lambda: gather_cuda(ctx), lambda e: CudaFacts(error=e)))
+        tools = pool.submit(_safe("tools", lambda: gather_tools(ctx), lambda e: ToolFacts(error=e)))
+        sysf = pool.submit(_safe("system", lambda: gather_system(ctx, system),
+                                 lambda e: SystemFacts(ctx.build_dir or Path("."), error=e)))
+        host = pool.submit(_after(cuda, lambda c: gather_host(ctx, c), "host compiler",
+                                  lambda e: HostFacts(error=e)))
+        gpus = pool.submit(_after(torch, lambda t: gather_gpus(ctx, t), "gpu",
+                                  lambda e: GpuFacts(error=e)))
+        return _Facts(torch.result(), cuda.result(), host.result(), gpus.result(), tools.result(),
+                      sysf.result())
+
+
+def _safe(name: str, fn: Callable[[], T], fallback: Callable[[str], T]) -> Callable[[], T]:
+    """fn, with any exception turned into fallback('<what broke and how to report it>')."""
+    return never_raises(name, lambda n, exc: fallback(crashed(n, exc)[0].hint))(fn)
+
+
+def _after(first: Future[Any], then: Callable[[Any], T], name: str,
+           fallback: Callable[[str], T]) -> Callable[[], T]:
+    return _safe(name, lambda: then(first.result()), fallback)
+
+
+def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
+    torch_cuda = facts.torch.cuda
+    checks = [*python_checks(), *torch_checks(facts.torch, facts.cuda.version),
+              *cuda_checks(facts.cuda, torch_cuda)]
+    if facts.cuda.version is not None:
+        checks.append(arch_check(facts.cuda, ctx.archs))
+    checks += _host(ctx, facts)
+    checks.append(cxx_std_check(facts.torch.cxx_std, facts.cuda, facts.host))
+    checks += tool_checks(facts.tools, ctx.windows)
+    return checks
+
+
+def _host(ctx: ProbeContext, facts: _Facts) -> list[Check]:
+    if facts.host.error and facts.host.name != "msvc":
+        return [Check("host compiler", Status.FAIL, hint=facts.host.error, blocking=True)]
+    return host_checks(facts.host, ctx, facts.cuda)
+
+
+def _toolchain(facts: _Facts, platform: str) -> Toolchain:
+    torch, cuda, host = facts.torch, facts.cuda, facts.host
+    return Toolchain(
+        python_version=".".join(str(v) for v in sys.version_info[:3]),
+        torch_version=torch.version or None, torch_cuda=torch.cuda,
+        torch_cxx_std=f"c++{torch.cxx_std}" if torch.cxx_std else None,
+        nvcc=cuda.nvcc, cuda_version=cuda.version.public if cuda.version else None,
+        cuda_home=cuda.home, host_compiler=host.name or None,
+        host_compiler_version=host.version or None,
+        msvc_toolset=host.chosen.toolset.version if host.chosen else None,
+        ninja=facts.tools.ninja.path, platform=platform)
+
+
+def summary(report: DoctorReport) -> str:
+    """The last line doctor prints."""
+    if report.ready:
+        archs = format_archs(report.recommended_archs) or "(none)"
+        return f"ready to build: --arch {archs}, MAX_JOBS={report.recommended_jobs}"
+    names = ", ".join(c.name for c in report.blocking)
+    return f"not ready: fix {names} first"

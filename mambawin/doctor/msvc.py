@@ -1,0 +1,391 @@
+"""Visual Studio discovery (vswhere) and the captured vcvars64 environment nvcc needs on Windows.
+
+torch activates MSVC itself with a 32-bit-hosted compiler (`x86_amd64`), which runs out of heap on
+these kernels (C1060), and that activation broke outright with setuptools 75.9.0 to 78.1.0
+(pytorch#148877). So mambawin activates a native x64 toolset that the installed nvcc accepts,
+captures the environment, and sets DISTUTILS_USE_SDK=1 so that distutils and torch trust it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from mambawin import proc
+from mambawin.errors import CommandError, ToolchainError
+
+VC_TOOLS = "Microsoft.VisualStudio.Component.VC.Tools.x86.x64"
+PATH_LIKE = frozenset({"PATH", "INCLUDE", "LIB", "LIBPATH"})
+VSWHERE_TIMEOUT = 30.0
+VCVARS_TIMEOUT = 300.0
+
+_MSC_WINDOW = re.compile(r"_MSC_VER\s*<\s*(\d{4})\s*\|\|\s*_MSC_VER\s*>=\s*(\d{4})")
+_STL_CUDA = re.compile(r"STL1002.*?expected CUDA (\d+)\.(\d+)")
+_CL_VERSION = re.compile(r"(?<![\d.])(19\.\d{2}\.\d{5})(?:\.\d+)?")
+_TOOLSET_DIR = re.compile(r"^14\.(\d{2})\.\d{5}$")
+
+# STL1002 minimum CUDA by _MSC_VER, from microsoft/STL yvals_core.h at its release tags; used only
+# when the toolset's own yvals_core.h cannot be read. (first _MSC_VER, minimum CUDA)
+_STL_TABLE = ((1929, "10.1"), (1934, "11.6"), (1941, "12.4"), (1951, "13.2"), (1952, "13.3"))
+
+
+@dataclass(frozen=True)
+class VsInstance:
+    """One Visual Studio or Build Tools installation as vswhere reports it."""
+
+    path: str
+    version: str
+    name: str
+    product: str = ""
+    prerelease: bool = False
+
+    @property
+    def vcvars64(self) -> Path:
+        """The script that sets up the native x64 toolchain of this instance."""
+        return Path(self.path, "VC", "Auxiliary", "Build", "vcvars64.bat")
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """One MSVC toolset folder (VC\\Tools\\MSVC\\14.XX.BBBBB) inside an instance."""
+
+    instance: VsInstance
+    version: str
+
+    @property
+    def msc_ver(self) -> int:
+        """_MSC_VER of its cl.exe: toolset 14.XX pairs with 19XX (14.44 -> 1944, 14.50 -> 1950)."""
+        return 1900 + int(self.version.split(".")[1])
+
+    @property
+    def cl_version(self) -> str:
+        """cl.exe's version: toolset 14.XX.BBBBB ships cl 19.XX.BBBBB."""
+        return "19." + self.version.split(".", 1)[1]
+
+    @property
+    def root(self) -> Path:
+        return Path(self.instance.path, "VC", "Tools", "MSVC", self.version)
+
+    @property
+    def cl_x64(self) -> Path:
+        """The x64-hosted compiler; a toolset without it only has the 32-bit-hosted one."""
+        return self.root / "bin" / "Hostx64" / "x64" / "cl.exe"
+
+
+@dataclass(frozen=True)
+class MscWindow:
+    """The _MSC_VER range nvcc accepts, read from host_config.h: low <= _MSC_VER < high."""
+
+    low: int
+    high: int
+
+    def accepts(self, msc_ver: int) -> bool:
+        return self.low <= msc_ver < self.high
+
+    def __str__(self) -> str:
+        return f"{self.low} <= _MSC_VER < {self.high}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether nvcc accepts a toolset (host_config.h) and its STL accepts nvcc (STL1002)."""
+
+    toolset: Toolset
+    nvcc_ok: bool | None
+    stl_min_cuda: Version | None
+    stl_ok: bool | None
+    x64_host: bool
+
+    @property
+    def usable(self) -> bool:
+        return self.x64_host and self.nvcc_ok is not False and self.stl_ok is not False
+
+
+# ---- vswhere --------------------------------------------------------------------------------
+
+
+def find_vswhere(env: Mapping[str, str] | None = None) -> str | None:
+    """vswhere.exe at the fixed location VS 2017 15.2+ installs it to, else on PATH."""
+    env = os.environ if env is None else env
+    for var in ("ProgramFiles(x86)", "ProgramFiles"):
+        base = env.get(var)
+        if base:
+            candidate = Path(base, "Microsoft Visual Studio", "Installer", "vswhere.exe")
+            if candidate.is_file():
+                return str(candidate)
+    return proc.which("vswhere", path=env.get("PATH"))
+
+
+def parse_vswhere_json(text: str) -> list[VsInstance]:
+    """Instances from `vswhere -format json`; a non-list or junk yields ValueError."""
+    data = json.loads(text or "[]")
+    if not isinstance(data, list):
+        raise ValueError("vswhere JSON is not a list")
+    return [_instance(i) for i in data if isinstance(i, dict) and "installationPath" in i]
+
+
+def _instance(item: Mapping[str, object]) -> VsInstance:
+    return VsInstance(path=str(item["installationPath"]),
+                      version=str(item.get("installationVersion", "")),
+                      name=str(item.get("displayName", item.get("productId", "Visual Studio"))),
+                      product=str(item.get("productId", "")),
+                      prerelease=bool(item.get("isPrerelease", False)))
+
+
+def list_instances(env: Mapping[str, str] | None = None, *, requires_vc: bool = True,
+                   timeout: float = VSWHERE_TIMEOUT) -> list[VsInstance]:
+    """Every VS / Build Tools instance (`-products *`: without it Build Tools are invisible)."""
+    vswhere = find_vswhere(env)
+    if vswhere is None:
+        msg = ("vswhere.exe not found: install Visual Studio 2022 Build Tools with the "
+               "'Desktop development with C++' workload (https://aka.ms/vs/17/release/vs_BuildTools.exe)")
+        raise ToolchainError(msg)
+    argv = [vswhere, "-products", "*", "-prerelease", "-format", "json", "-utf8", "-sort"]
+    if requires_vc:
+        argv[3:3] = ["-requires", VC_TOOLS]
+    done = proc.run(argv, env=env, timeout=timeout, encoding="utf-8")
+    return parse_vswhere_json(done.stdout)
+
+
+def list_toolsets(instance: VsInstance) -> list[Toolset]:
+    """The MSVC toolsets installed in an instance, newest first (side-by-side 14.xx folders)."""
+    folder = Path(instance.path, "VC", "Tools", "MSVC")
+    try:
+        names = [p.name for p in folder.iterdir() if p.is_dir() and _TOOLSET_DIR.match(p.name)]
+    except OSError:
+        return []
+    return sorted((Toolset(instance, n) for n in names), key=lambda t: Version(t.version),
+                  reverse=True)
+
+
+# ---- the two gates: nvcc's host_config.h and the STL's STL1002 --------------------------------
+
+
+def parse_msc_window(text: str) -> MscWindow | None:
+    """The accepted _MSC_VER range in a host_config.h text, or None when it has no such check."""
+    match = _MSC_WINDOW.search(text)
+    return MscWindow(int(match[1]), int(match[2])) if match else None
+
+
+def read_msc_window(cuda_home: str | Path) -> MscWindow | None:
+    """The window of the installed CUDA's include/crt/host_config.h (not a hard-coded table)."""
+    try:
+        text = Path(cuda_home, "include", "crt", "host_config.h").read_text("utf-8", "replace")
+    except OSError:
+        return None
+    return parse_msc_window(text)
+
+
+def parse_stl_min_cuda(text: str) -> Version | None:
+    """The CUDA version yvals_core.h's STL1002 check asks for, e.g. 12.4."""
+    match = _STL_CUDA.search(text)
+    return Version(f"{match[1]}.{match[2]}") if match else None
+
+
+def stl_min_cuda(toolset: Toolset) -> Version | None:
+    """Minimum CUDA this toolset's STL accepts: from its yvals_core.h, else the STL tag table."""
+    try:
+        text = (toolset.root / "include" / "yvals_core.h").read_text("utf-8", "replace")
+    except OSError:
+        text = ""
+    found = parse_stl_min_cuda(text)
+    if found is not None:
+        return found
+    floor = [Version(cuda) for first, cuda in _STL_TABLE if toolset.msc_ver >= first]
+    return floor[-1] if floor else None
+
+
+def judge(toolset: Toolset, window: MscWindow | None, cuda: Version | None) -> Verdict:
+    """Both gates for one toolset; None where the answer is unknown (no header, no nvcc)."""
+    stl_min = stl_min_cuda(toolset)
+    nvcc_ok = window.accepts(toolset.msc_ver) if window else None
+    stl_ok = None if stl_min is None or cuda is None else _release(cuda) >= stl_min
+    return Verdict(toolset, nvcc_ok, stl_min, stl_ok, toolset.cl_x64.is_file())
+
+
+def choose_toolset(toolsets: Iterable[Toolset], window: MscWindow | None, cuda: Version | None,
+                   wanted: str | None = None) -> Verdict | None:
+    """The newest x64-hosted toolset both gates accept (if given, one starting with `wanted`)."""
+    verdicts = [judge(t, window, cuda) for t in toolsets
+                if not wanted or t.version == wanted or t.version.startswith(wanted + ".")]
+    usable = [v for v in verdicts if v.usable]
+    return max(usable, key=lambda v: Version(v.toolset.version), default=None)
+
+
+def parse_cl_version(banner: str) -> str | None:
+    """cl's version from its banner in any language ('19.41.34120'; 'versione 19.23.28106.4')."""
+    match = _CL_VERSION.search(banner)
+    return match[1] if match else None
+
+
+def _release(version: Version) -> Version:
+    return Version(".".join(str(p) for p in version.release[:2]))
+
+
+# ---- capturing the environment ----------------------------------------------------------------
+
+
+def capture_msvc_environment(cuda_home: str | Path, *, cuda_version: str | None = None,
+                             toolset: str | None = None, env: Mapping[str, str] | None = None,
+                             timeout: float = VCVARS_TIMEOUT) -> dict[str, str]:
+    """os.environ (or env) merged with vcvars64 of a toolset nvcc accepts; DISTUTILS_USE_SDK=1."""
+    base = dict(os.environ if env is None else env)
+    cuda = _cuda_version(cuda_home, cuda_version, base)
+    window = read_msc_window(cuda_home)
+    instances = list_instances(base, requires_vc=True, timeout=VSWHERE_TIMEOUT)
+    toolsets = [t for inst in instances for t in list_toolsets(inst)]
+    chosen = choose_toolset(toolsets, window, cuda, toolset)
+    if chosen is None:
+        raise ToolchainError(_no_toolset_message(toolsets, window, cuda, toolset))
+    captured = run_vcvars(chosen.toolset, base, timeout=timeout)
+    return merge_environment(base, captured)
+
+
+def _cuda_version(cuda_home: str | Path, given: str | None,
+                  env: Mapping[str, str]) -> Version | None:
+    if given:
+        try:
+            return Version(given)
+        except InvalidVersion:
+            return None
+    from mambawin.doctor.probes.cuda import (
+        nvcc_version,  # late: probes import this module's siblings
+    )
+
+    return nvcc_version(cuda_home, env)
+
+
+def _no_toolset_message(toolsets: Sequence[Toolset], window: MscWindow | None,
+                        cuda: Version | None, wanted: str | None) -> str:
+    if not toolsets:
+        return ("no MSVC toolset found: install Visual Studio 2022 Build Tools with "
+                "'Desktop development with C++' (MSVC v143 x64/x86 build tools)")
+    found = ", ".join(sorted({t.version for t in toolsets}))
+    limit = f" (nvcc {cuda} accepts {window})" if window else ""
+    which = f"matching {wanted!r} " if wanted else ""
+    return (f"no installed MSVC toolset {which}works with this CUDA{limit}; found {found}: add "
+            "'MSVC v143 - VS 2022 C++ x64/x86 build tools (v14.44)' in the VS Installer")
+
+
+def vcvars_script(toolset: Toolset) -> str:
+    """The batch file run under `cmd /d /u /c`: vcvars output to stdout, `set` to env.txt."""
+    call = f'call "{toolset.instance.vcvars64}" -vcvars_ver={toolset.version}'
+    # The set dump goes to a file: with /u it is pure UTF-16LE there, while stdout may mix in
+    # OEM-code-page bytes from programs vcvars runs.
+    return "\r\n".join(["@echo off", f"{call} 2>&1", "if errorlevel 1 exit /b %errorlevel%",
+                        'set > "%~dp0env.txt"', ""])
+
+
+def run_vcvars(toolset: Toolset, env: Mapping[str, str], *,
+               timeout: float = VCVARS_TIMEOUT) -> dict[str, str]:
+    """Run vcvars64.bat for the toolset and return the environment it produced."""
+    comspec = env.get("COMSPEC") or env.get("ComSpec") or "cmd.exe"
+    with tempfile.TemporaryDirectory(prefix="mw-vc-") as tmp:
+        bat = Path(tmp, "capture.bat")
+        bat.write_text(vcvars_script(toolset), encoding=_BAT_ENCODING, newline="")
+        try:
+            # latin-1 keeps every byte, so the mixed UTF-16/OEM output can be decoded below.
+            done = proc.run([comspec, "/d", "/u", "/c", str(bat)], env=env, timeout=timeout,
+                            check=False, encoding="latin-1")
+        except CommandError as exc:
+            raise ToolchainError(f"could not run {toolset.instance.vcvars64}: {exc}") from exc
+        output = decode_cmd_output((done.stdout + done.stderr).encode("latin-1"))
+        dump = Path(tmp, "env.txt")
+        data = dump.read_bytes() if dump.is_file() else b""
+    check_vcvars_output(output, done.returncode, toolset)
+    return parse_set_dump(data, toolset)
+
+
+_BAT_ENCODING = "oem" if sys.platform == "win32" else "utf-8"
+
+
+def decode_cmd_output(data: bytes) -> str:
+    """Text from `cmd /u` output: UTF-16LE when it has NUL bytes, else the console code page."""
+    if data.startswith(b"\xff\xfe"):
+        data = data[2:]
+    if b"\x00" in data:
+        return data.decode("utf-16-le", errors="replace")
+    return proc.decode(data, "oem" if sys.platform == "win32" else None)
+
+
+def check_vcvars_output(output: str, returncode: int, toolset: Toolset) -> None:
+    """Fail on a nonzero exit or any [ERROR: line: vcvarsall can print errors and still exit 0."""
+    errors = [line.strip() for line in output.splitlines() if line.lstrip().startswith("[ERROR:")]
+    if errors:
+        msg = (f"vcvars64.bat -vcvars_ver={toolset.version} failed: {errors[0]}; repair the "
+               "toolset in the Visual Studio Installer or install another MSVC toolset")
+        raise ToolchainError(msg)
+    if returncode != 0:
+        msg = (f"vcvars64.bat -vcvars_ver={toolset.version} exited with code {returncode}: run it "
+               "in a cmd window to see why, or repair Visual Studio in its Installer")
+        raise ToolchainError(msg)
+
+
+def parse_set_dump(data: bytes, toolset: Toolset | None = None) -> dict[str, str]:
+    """KEY=VALUE lines of a UTF-16LE `set` dump; it must describe a working x64 toolchain."""
+    text = decode_cmd_output(data)
+    captured: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key and not key.startswith("="):
+            captured[key] = value
+    _validate_captured(captured, toolset)
+    return captured
+
+
+def _validate_captured(captured: Mapping[str, str], toolset: Toolset | None) -> None:
+    upper = {k.upper(): v for k, v in captured.items()}
+    where = f" for {toolset.version}" if toolset else ""
+    if upper.get("VSCMD_ARG_TGT_ARCH", "").lower() != "x64":
+        msg = (f"vcvars64.bat{where} did not set up an x64 environment (no VSCMD_ARG_TGT_ARCH=x64):"
+               " repair the 'MSVC x64/x86 build tools' in the Visual Studio Installer")
+        raise ToolchainError(msg)
+    if find_on_path("cl.exe", upper.get("PATH", "")) is None:
+        msg = (f"vcvars64.bat{where} ran but cl.exe is not on its PATH: repair the "
+               "'MSVC x64/x86 build tools' in the Visual Studio Installer")
+        raise ToolchainError(msg)
+
+
+def find_on_path(filename: str, path_value: str, sep: str = ";") -> Path | None:
+    """The first folder of a Windows PATH value holding filename."""
+    for folder in path_value.split(sep):
+        if folder and Path(folder, filename).is_file():
+            return Path(folder, filename)
+    return None
+
+
+def dedupe_path_list(value: str, sep: str = ";") -> str:
+    """Drop empty and repeated entries (case- and trailing-slash-insensitive), keeping the first.
+
+    Each vcvars call prepends its folders again; left alone, PATH outgrows cmd's 8191 limit.
+    """
+    seen: set[str] = set()
+    kept: list[str] = []
+    for entry in value.split(sep):
+        norm = entry.strip().rstrip("\\/").lower()
+        if norm and norm not in seen:
+            seen.add(norm)
+            kept.append(entry.strip())
+    return sep.join(kept)
+
+
+def merge_environment(base: Mapping[str, str], captured: Mapping[str, str]) -> dict[str, str]:
+    """base updated with captured, keys compared case-insensitively (as Windows does)."""
+    merged = dict(base)
+    names = {key.upper(): key for key in merged}
+    updates = dict(captured)
+    # torch's _check_abi raises in an activated prompt unless DISTUTILS_USE_SDK is set, and with it
+    # distutils trusts this environment instead of running its own (x86-hosted) activation.
+    updates.update({"DISTUTILS_USE_SDK": "1", "MSSdk": "1"})
+    for key, value in updates.items():
+        name = names.setdefault(key.upper(), key)
+        merged[name] = dedupe_path_list(value) if key.upper() in PATH_LIKE else value
+    return merged

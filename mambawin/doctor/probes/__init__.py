@@ -1,0 +1,1 @@
+"""Toolchain probes behind `mambawin doctor`; mambawin.doctor.checks is the public entry point."""

@@ -1,0 +1,104 @@
+"""compiler-flags: the C++ standard and MSVC flag spellings are decided when setup.py runs.
+
+Why: every tag passes gcc-style `-std=c++17` (v1.0.1+) and `-O3` to both compilers. torch 2.10+
+headers then stop the build with "#error C++20 or later compatible compiler is required to use
+ATen" (ATen/ATen.h checks `__cplusplus` / `_MSVC_LANG < 202002L`), and cl.exe ignores the gcc
+spellings ("cl : Command line warning D9002 : ignoring unknown option '-std=c++17'"). CUDA 13.2's
+CCCL headers need MSVC's conforming preprocessor (/Zc:preprocessor, pytorch#148317). The standard
+is read from the installed torch's own headers, not a version table, so a torch that moves to
+C++23 keeps working. The injected code is self-contained (no `import mambawin`): exported .patch
+files are applied and built without mambawin. `_USE_MATH_DEFINES` is the math-defines patch's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.specifiers import SpecifierSet
+
+from mambawin.patch.base import (
+    MARK_BEGIN,
+    MARK_END,
+    Outcome,
+    Patch,
+    PatchContext,
+    Tree,
+    find_line,
+    upsert_block,
+)
+
+ID = "compiler-flags"
+SETUP = "setup.py"
+# The module-level setup( call, column 0, in every tag; ext_modules is complete by then.
+ANCHOR = re.compile(r"^setup\($", re.MULTILINE)
+
+BLOCK = f'''\
+# {MARK_BEGIN} {ID}: C++ standard and MSVC flags, decided from the torch and nvcc present
+# torch 2.10+ headers "#error C++20 or later compatible compiler is required to use ATen" under
+# upstream's -std=c++17; cl.exe ignores gcc-style -O3/-std= (D9002); CUDA 13.2's CCCL needs
+# MSVC's conforming preprocessor (pytorch#148317). Self-contained: needs no mambawin installed.
+def _mambawin_torch_cxx_std():
+    """The C++ standard the installed torch headers demand: 17 unless they check for newer."""
+    header = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "ATen.h")
+    try:
+        with open(header, encoding="utf-8", errors="replace") as f:
+            found = re.findall(r"(?:__cplusplus|_MSVC_LANG)\\s*<\\s*(\\d{{4}})\\d{{2}}L", f.read())
+    except OSError:
+        found = []
+    return max([17] + [int(year[2:]) for year in found])
+
+
+def _mambawin_nvcc_version():
+    try:
+        return get_cuda_bare_metal_version(CUDA_HOME)[1] if CUDA_HOME else None
+    except Exception:
+        return None
+
+
+def _mambawin_compile_args(args):
+    std = _mambawin_torch_cxx_std()
+    cxx = [f for f in args.get("cxx", []) if not f.startswith(("-std=", "/std:"))]
+    nvcc = [f for f in args.get("nvcc", []) if not f.startswith("-std=")]
+    if sys.platform != "win32":
+        return {{**args, "cxx": cxx + [f"-std=c++{{std}}"], "nvcc": nvcc + [f"-std=c++{{std}}"]}}
+    cxx = ["/O2" if f == "-O3" else f for f in cxx] + [f"/std:c++{{std}}"]
+    nvcc = nvcc + [f"-std=c++{{std}}", "-Xcompiler", f"/std:c++{{std}}"]
+    nvcc_version = _mambawin_nvcc_version()
+    if nvcc_version is not None and nvcc_version >= Version("13.2"):
+        cxx.append("/Zc:preprocessor")
+        nvcc += ["-Xcompiler", "/Zc:preprocessor"]
+    return {{**args, "cxx": cxx, "nvcc": nvcc}}
+
+
+if not getattr(torch.version, "hip", None):
+    for _mambawin_ext in ext_modules:
+        if isinstance(_mambawin_ext.extra_compile_args, dict):
+            _mambawin_ext.extra_compile_args = _mambawin_compile_args(
+                _mambawin_ext.extra_compile_args
+            )
+# {MARK_END} {ID}
+'''
+
+
+def transform(tree: Tree, ctx: PatchContext) -> Outcome:
+    """Insert the run-time flag fixer just before setup.py's `setup(` call."""
+    text = tree.read(SETUP)
+    anchor = find_line(text, ANCHOR)
+    if anchor is None:
+        raise ctx.drift(SETUP, "setup(")
+    new, outcome = upsert_block(text, BLOCK, ID, anchor)
+    tree.write(SETUP, new)
+    return outcome
+
+
+PATCH = Patch(
+    id=ID,
+    summary="Pick -std/ /std: from the installed torch headers; MSVC spellings, /Zc:preprocessor.",
+    prevents="#error C++20 or later compatible compiler is required to use ATen; cl warning D9002 "
+    "ignoring unknown option '-std=c++17'; CCCL preprocessor errors with CUDA 13.2 + MSVC",
+    versions=SpecifierSet(">=1.0.0"),
+    why="upstream hard-codes gcc-style -std=c++17/-O3 in every tag; torch 2.10+ needs C++20; "
+    "pytorch#148317 (/Zc:preprocessor)",
+    files=(SETUP,),
+    transform=transform,
+)

@@ -1,1 +1,0 @@
-"""Toolchain probes behind `mambawin doctor`; mambawin.env is the public entry point."""

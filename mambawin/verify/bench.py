@@ -1,0 +1,35 @@
+"""`mambawin bench`: run the GPU benchmark runner in a throwaway environment holding the wheel."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mambawin.errors import UsageError
+from mambawin.verify.runners.bench import BenchReport
+from mambawin.verify.sandbox import import_check, prepare_env, run_module
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """`mambawin bench`: which wheel (or --installed) and which grid."""
+
+    wheel: Path | None = None
+    installed: bool = False
+    quick: bool = False
+    python: str = sys.executable
+    timeout: float = 1800.0
+
+
+def bench(options: BenchOptions) -> BenchReport:
+    """Install the wheel in a throwaway venv (or use this env) and run the grid there."""
+    if options.wheel is None and not options.installed:
+        raise UsageError("nothing to benchmark: pass a WHEEL path, or --installed")
+    with tempfile.TemporaryDirectory(prefix="mambawin-bench-") as scratch:
+        env = prepare_env(options.wheel, options.python, Path(scratch))
+        import_check(env)
+        args = ["--json", *(["--quick"] if options.quick else [])]
+        data = run_module(env, "mambawin.verify.runners.bench", args, options.timeout)
+        return BenchReport.from_json(data)

@@ -1,0 +1,508 @@
+"""`mambawin verify`: trust a wheel in steps (static, fit, install, GPU smoke, bench).
+
+Each step returns ok / fail / skip with a one-line reason. The fit step decides from the wheel's
+GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in a
+child process (`python -m mambawin.verify.runners.smoke`) inside the install environment
+(`verify.sandbox`), so a crash in the extension is reported instead of killing mambawin.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from mambawin import proc
+from mambawin.archs import Arch, parse_arch
+from mambawin.errors import MambawinError, UsageError
+from mambawin.verify.sandbox import EXTENSION, InstallEnv, import_check, prepare_env, run_module
+
+Status = Literal["ok", "fail", "skip"]
+_PROBE = """
+import importlib.util, json
+r = {}
+try:
+    import torch
+    r["torch"], r["cuda"] = torch.__version__, torch.version.cuda
+    if torch.cuda.is_available():
+        r["gpu"] = torch.cuda.get_device_name(0)
+        r["capability"] = list(torch.cuda.get_device_capability(0))
+except Exception as exc:
+    r["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+spec = importlib.util.find_spec("selective_scan_cuda")
+r["extension"] = spec.origin if spec else None
+try:
+    import importlib.metadata as md
+    r["provenance"] = json.loads(md.distribution("mamba_ssm").read_text(%r) or "null")
+except Exception:
+    r["provenance"] = None
+print(json.dumps(r))
+"""
+
+@dataclass(frozen=True)
+class Target:
+    """What a wheel must run on here: the torch the install env sees, and its GPU."""
+
+    torch_version: str | None = None
+    torch_cuda: str | None = None
+    gpu_name: str | None = None
+    capability: tuple[int, int] | None = None
+    error: str | None = None
+    installed_extension: str | None = None  # selective_scan_cuda already importable here
+    installed_provenance: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What to verify and how; `target` injects the GPU/torch facts (tests), else probed."""
+
+    wheel: Path | None = None
+    installed: bool = False
+    bench: bool = False
+    target: Target | None = None
+    seed: int | None = None
+    smoke_args: tuple[str, ...] = ()
+    bench_args: tuple[str, ...] = ()
+    python: str = sys.executable
+    timeout: float = 1800.0
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step's outcome: ok / fail / skip, a one-line summary, and machine-readable details."""
+
+    name: str
+    status: Status
+    summary: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """Every step of one verification, in order."""
+
+    wheel: str | None
+    target: Target
+    steps: tuple[StepResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        """No step failed (skipped steps say why in their summary)."""
+        return all(step.status != "fail" for step in self.steps)
+
+    @property
+    def gpu_verified(self) -> bool:
+        """The kernels really ran on a GPU and matched the reference."""
+        return any(s.name == "smoke" and s.status == "ok" for s in self.steps)
+
+    def step(self, name: str) -> StepResult | None:
+        """The step called `name`, if it ran."""
+        return next((s for s in self.steps if s.name == name), None)
+
+    def summary(self) -> str:
+        """One line: the first failure, or whether a GPU really ran the kernels."""
+        failed = [s for s in self.steps if s.status == "fail"]
+        if failed:
+            return f"FAILED at {failed[0].name}: {failed[0].summary}"
+        if self.gpu_verified:
+            return f"verified on {self.target.gpu_name} ({_cc(self.target.capability)})"
+        smoke = self.step("smoke")
+        return f"passed, but not verified on a GPU: {smoke.summary if smoke else 'no GPU step'}"
+
+    def to_json(self) -> dict[str, Any]:
+        """A stable JSON object: wheel, target, passed, gpu_verified, summary, steps."""
+        return _finite({"wheel": self.wheel, "target": asdict(self.target), "passed": self.passed,
+                        "gpu_verified": self.gpu_verified, "summary": self.summary(),
+                        "steps": [asdict(s) for s in self.steps]})
+
+
+def verify(options: VerifyOptions,
+           on_step: Callable[[StepResult], None] | None = None) -> VerifyReport:
+    """Run every step in order; on_step sees each result as soon as it is known."""
+    _check_options(options)
+    target = options.target or probe_target(options.python)
+    steps: list[StepResult] = []
+
+    def record(result: StepResult) -> StepResult:
+        steps.append(result)
+        if on_step:
+            on_step(result)
+        return result
+
+    with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
+        static, code, provenance = static_step(options, target)
+        record(static)
+        fit = record(fit_step(code, provenance, target))
+        install, env = install_step(options, Path(scratch))
+        record(install)
+        smoke = record(smoke_step(options, target, fit, install, env))
+        if options.bench:
+            record(bench_step(options, smoke, env))
+    return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
+
+
+def _check_options(options: VerifyOptions) -> None:
+    if options.wheel is None and not options.installed:
+        raise UsageError("nothing to verify: pass a WHEEL path, or --installed for the current env")
+    if options.wheel is not None and not Path(options.wheel).is_file():
+        msg = f"{options.wheel} does not exist: pass the path of a built .whl (`mambawin build`)"
+        raise UsageError(msg)
+
+
+# ---- probing the target ---------------------------------------------------------------------
+
+
+def probe_target(python: str = sys.executable) -> Target:
+    """Ask `python` for its torch, CUDA and GPU in a child process; never raises."""
+    from mambawin.wheel.metadata import PROVENANCE_NAME
+
+    try:
+        done = proc.run([python, "-c", _PROBE % PROVENANCE_NAME], timeout=180)
+        data = json.loads(done.stdout.strip().splitlines()[-1])
+    except (MambawinError, ValueError, IndexError) as exc:
+        return Target(error=f"could not probe torch with {python}: {exc}")
+    capability = tuple(data["capability"]) if data.get("capability") else None
+    return Target(data.get("torch"), data.get("cuda"), data.get("gpu"),
+                  capability,
+                  data.get("error"), data.get("extension"), data.get("provenance"))
+
+
+# ---- step 1: static checks ------------------------------------------------------------------
+
+
+def static_step(options: VerifyOptions, target: Target,
+                ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+    """Wheel name/tags, METADATA, provenance and GPU code; (result, GpuCode or None, provenance)."""
+    if options.wheel is None:
+        return _static_installed(target)
+    wheel = Path(options.wheel)
+    checks: list[tuple[str, bool, str]] = []
+    tags_ok, tags_msg = check_tags(wheel)
+    checks.append(("tags", tags_ok, tags_msg))
+    checks.append(("metadata", *check_requirements(wheel)))
+    provenance, prov_msg = _read_provenance(wheel)
+    checks.append(("provenance", provenance is not None, prov_msg))
+    code, code_msg = _wheel_gpu_code(wheel)
+    checks.append(("gpu_code", code is not None, code_msg))
+    return _checks_result("static", checks, code), code, provenance
+
+
+def _static_installed(target: Target) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+    if not target.installed_extension:
+        msg = (f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
+               "its WHEEL path instead of --installed")
+        return StepResult("static", "fail", msg), None, None
+    code, code_msg = _binary_gpu_code(Path(target.installed_extension))
+    checks = [("provenance", target.installed_provenance is not None,
+               _provenance_message(target.installed_provenance)),
+              ("gpu_code", code is not None, code_msg)]
+    return _checks_result("static", checks, code), code, target.installed_provenance
+
+
+def _checks_result(name: str, checks: list[tuple[str, bool, str]], code: Any) -> StepResult:
+    details = {check: {"ok": ok, "message": msg} for check, ok, msg in checks}
+    if code is not None:
+        details["gpu_code"]["code"] = code.to_json()
+    failed = [msg for _, ok, msg in checks if not ok]
+    if failed:
+        return StepResult(name, "fail", "; ".join(failed), details)
+    return StepResult(name, "ok", "; ".join(msg for _, _, msg in checks), details)
+
+
+def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, str]:
+    """Whether the wheel's file-name tags fit this interpreter (packaging.tags.sys_tags())."""
+    from packaging.tags import sys_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        _, _, _, wheel_tags = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename as exc:
+        return False, f"{wheel.name} is not a wheel file name ({exc}): rebuild it"
+    supported = set(tags) if tags is not None else {str(t) for t in sys_tags()}
+    names = sorted(str(t) for t in wheel_tags)
+    if not supported.intersection(names):
+        here = next(iter(sys_tags()))
+        return False, (f"wheel tags {', '.join(names)} do not fit this Python ({here}): build "
+                       "the wheel with the Python and platform that will use it")
+    return True, f"tags {', '.join(names)} fit this Python"
+
+
+def check_requirements(wheel: Path) -> tuple[bool, str]:
+    """METADATA must not require triton (no Windows wheel; mambawin drops it)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from mambawin.wheel.metadata import requirements
+
+    try:
+        reqs = requirements(wheel)
+    except MambawinError as exc:
+        return False, str(exc)
+    names = []
+    for text in reqs:
+        try:
+            names.append(canonicalize_name(Requirement(text).name))
+        except InvalidRequirement:
+            return False, f"METADATA has an unparsable Requires-Dist {text!r}: rebuild the wheel"
+    if "triton" in names:
+        return False, ("METADATA requires triton, which has no Windows wheel: rewrite it with "
+                       "`mambawin build` (it drops triton)")
+    return True, f"METADATA requires {', '.join(names) or 'nothing'} (no triton)"
+
+
+def _read_provenance(wheel: Path) -> tuple[Mapping[str, Any] | None, str]:
+    from mambawin.wheel.metadata import read_provenance
+
+    try:
+        provenance = read_provenance(wheel)
+    except MambawinError as exc:
+        return None, f"provenance unreadable: {exc}"
+    return provenance, _provenance_message(provenance)
+
+
+def _provenance_message(provenance: Mapping[str, Any] | None) -> str:
+    if provenance is None:
+        return ("no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
+                "CUDA and archs are recorded")
+    ref = provenance.get("ref") or provenance.get("version") or "?"
+    commit = str(provenance.get("commit") or "")[:10]
+    return (f"provenance: mamba {ref} {commit} for torch {provenance.get('torch_version') or '?'}"
+            f", CUDA {provenance.get('cuda_version') or '?'}").replace("  ", " ")
+
+
+def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
+    from mambawin.wheel.gpucode import gpu_code_in_wheel
+
+    try:
+        found = gpu_code_in_wheel(wheel)
+    except MambawinError as exc:
+        return None, f"GPU code unreadable: {exc}"
+    members = [m for m in found if Path(m).name.startswith(EXTENSION)]
+    if not members:
+        return None, (f"the wheel has no compiled {EXTENSION} extension: rebuild it (on upstream "
+                      "main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)")
+    return _describe_code(found[members[0]])
+
+
+def _binary_gpu_code(binary: Path) -> tuple[Any, str]:
+    from mambawin.wheel.gpucode import list_gpu_code
+
+    try:
+        return _describe_code(list_gpu_code(binary))
+    except MambawinError as exc:
+        return None, f"GPU code unreadable: {exc}"
+
+
+def _describe_code(code: Any) -> tuple[Any, str]:
+    if not code.sass and not code.ptx:
+        return None, f"{EXTENSION} holds no GPU code: rebuild with `mambawin build --arch ...`"
+    listed = ", ".join([*code.sass, *code.ptx])
+    return code, f"GPU code {listed} (read with {code.method})"
+
+
+# ---- step 2: fit ----------------------------------------------------------------------------
+
+
+def runs_on(arch: Arch, capability: tuple[int, int]) -> bool:
+    """Whether code for `arch` runs on a GPU of `capability` (the one rule, in Arch.runs_on)."""
+    return arch.runs_on(capability)
+
+
+def code_archs(code: Any) -> tuple[Arch, ...]:
+    """Arch objects for GpuCode's 'sm_90' (SASS) and 'compute_80' (PTX) names."""
+    sass = [_as_arch(name, ptx=False) for name in code.sass]
+    ptx = [_as_arch(name, ptx=True) for name in code.ptx]
+    return tuple(a for a in sass + ptx if a is not None)
+
+
+def _as_arch(name: str, *, ptx: bool) -> Arch | None:
+    try:
+        arch = parse_arch(str(name).replace("compute_", "sm_"))
+    except UsageError:
+        return None
+    return Arch(arch.major, arch.minor, arch.suffix, ptx)
+
+
+def fit_step(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> StepResult:
+    """Torch/CUDA the wheel was built for vs the installed torch; GPU code vs this GPU."""
+    torch_ok, torch_msg = check_torch(provenance, target)
+    details: dict[str, Any] = {"torch": {"ok": torch_ok, "message": torch_msg}}
+    if not torch_ok:
+        return StepResult("fit", "fail", torch_msg, details)
+    if target.capability is None:
+        reason = f"no CUDA GPU visible to torch {target.torch_version}; {torch_msg}"
+        return StepResult("fit", "skip", reason, details)
+    archs, source = _known_archs(code, provenance)
+    if not archs:
+        return StepResult("fit", "skip", f"GPU code unknown ({source}); {torch_msg}", details)
+    arch_ok, arch_msg = check_archs(archs, target)
+    details["archs"] = {"ok": arch_ok, "message": arch_msg, "source": source}
+    return StepResult("fit", "ok" if arch_ok else "fail",
+                      f"{arch_msg}; {torch_msg}" if arch_ok else arch_msg, details)
+
+
+def _known_archs(code: Any, provenance: Mapping[str, Any] | None) -> tuple[tuple[Arch, ...], str]:
+    if code is not None:
+        return code_archs(code), "the extension's fatbin"
+    recorded = (provenance or {}).get("archs") or ()
+    archs = [_as_arch(str(a).replace("+PTX", ""), ptx=False) for a in recorded]
+    ptx = [_as_arch(str(a).replace("+PTX", ""), ptx=True) for a in recorded if "+PTX" in str(a)]
+    found = tuple(a for a in archs + ptx if a is not None)
+    return found, "the provenance record" if found else "no readable fatbin or provenance archs"
+
+
+def check_archs(archs: Sequence[Arch], target: Target) -> tuple[bool, str]:
+    """Whether any SASS or PTX in `archs` runs on the target GPU; the fix names the arch."""
+    assert target.capability is not None
+    cc = target.capability
+    gpu = f"{target.gpu_name or 'this GPU'} (compute capability {cc[0]}.{cc[1]})"
+    sass = [a for a in archs if not a.ptx and runs_on(a, cc)]
+    if sass:
+        return True, f"SASS {sass[-1].sm} runs on {gpu}"
+    ptx = [a for a in archs if a.ptx and runs_on(a, cc)]
+    if ptx:
+        return True, f"PTX {ptx[-1].compute} is JIT-compiled for {gpu} (slow first launch)"
+    has = ", ".join(a.compute if a.ptx else a.sm for a in archs)
+    return False, (f"no GPU code in the wheel runs on {gpu}: it has {has}; rebuild with "
+                   f"--arch {cc[0]}{cc[1]} (`mambawin build --arch {cc[0]}{cc[1]}`)")
+
+
+def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[bool, str]:
+    """Installed torch: a CUDA build of the major.minor and CUDA major the wheel was built for."""
+    if target.torch_version is None:
+        why = target.error or "not installed"
+        return False, f"torch is not importable ({why}): install the CUDA torch the wheel needs"
+    if target.torch_cuda is None:
+        return False, (f"torch {target.torch_version} is a CPU-only build: install a CUDA build "
+                       "from https://download.pytorch.org/whl/cuXXX")
+    built_torch = str((provenance or {}).get("torch_version") or "")
+    built_cuda = str((provenance or {}).get("cuda_version") or "")
+    here = f"torch {target.torch_version} (CUDA {target.torch_cuda})"
+    if not built_torch or not built_cuda:
+        return True, f"{here} installed; the wheel does not record what it was built for"
+    # The extension links against torch's C++ API, which changes between minor releases
+    # ("undefined symbol" / "DLL load failed ... procedure could not be found").
+    if _release(built_torch, 2) != _release(target.torch_version, 2):
+        return False, (f"wheel built for torch {_dotted(built_torch, 2)} but {here} is installed: "
+                       f"install torch {_dotted(built_torch, 2)} or rebuild with `mambawin build`")
+    if _release(built_cuda, 1) != _release(target.torch_cuda, 1):
+        return False, (f"wheel built for CUDA {_dotted(built_cuda, 1)} but {here} is installed: "
+                       f"install a torch cu{_dotted(built_cuda, 1)}x build or rebuild")
+    return True, f"{here} matches the build (torch {_dotted(built_torch, 2)}, CUDA {built_cuda})"
+
+
+def _release(version: str, parts: int) -> tuple[int, ...]:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release[:parts]
+    except InvalidVersion:
+        return tuple(int(p) for p in version.split("+")[0].split(".")[:parts] if p.isdigit())
+
+
+def _dotted(version: str, parts: int) -> str:
+    return ".".join(map(str, _release(version, parts)))
+
+
+def _cc(capability: tuple[int, int] | None) -> str:
+    return f"sm_{capability[0]}{capability[1]}" if capability else "no GPU"
+
+
+# ---- step 3: install ------------------------------------------------------------------------
+
+
+def install_step(options: VerifyOptions, scratch: Path) -> tuple[StepResult, InstallEnv | None]:
+    """Install into a throwaway venv (or use this env with --installed) and import the kernel."""
+    try:
+        wheel = None if options.installed and options.wheel is None else options.wheel
+        env = prepare_env(wheel, options.python, scratch)
+        found = import_check(env)
+    except MambawinError as exc:
+        return StepResult("install", "fail", str(exc), _error_details(exc)), None
+    where = "a throwaway venv" if env.venv else "the current environment"
+    summary = f"{EXTENSION} imports in {where} from {found['extension']} (torch {found['torch']})"
+    return StepResult("install", "ok", summary, found), env
+
+
+def _error_details(exc: MambawinError) -> dict[str, Any]:
+    tail = getattr(exc, "tail", "")
+    return {"error": str(exc), "tail": tail} if tail else {"error": str(exc)}
+
+
+# ---- steps 4 and 5: kernels on the GPU ------------------------------------------------------
+
+
+def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
+               env: InstallEnv | None) -> StepResult:
+    """Run the smoke runner in the install env, unless an earlier step rules it out."""
+    reason = _gpu_blocker(target, fit, install)
+    if reason or env is None:
+        return StepResult("smoke", "skip", reason or "install failed")
+    args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
+            *options.smoke_args]
+    try:
+        report = run_module(env, "mambawin.verify.runners.smoke", args, options.timeout)
+    except MambawinError as exc:
+        return StepResult("smoke", "fail", f"smoke runner failed: {exc}", _error_details(exc))
+    return StepResult("smoke", "ok" if report["passed"] else "fail", smoke_summary(report), report)
+
+
+def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
+    if target.capability is None:
+        return "no CUDA GPU visible: kernels not run (not verified on a GPU)"
+    if fit.status == "fail":
+        return "the wheel does not fit this GPU/torch (see fit): kernels not run"
+    if install.status != "ok":
+        return "install failed: kernels not run"
+    return None
+
+
+def smoke_summary(report: Mapping[str, Any]) -> str:
+    """'36 cases (seed 123): float32 max abs 1e-05 ...' plus the first failures."""
+    cases = report.get("cases", [])
+    parts = [f"{len(cases)} cases on {report.get('device')} (seed {report.get('seed')})"]
+    for dtype, row in report.get("per_dtype", {}).items():
+        parts.append(f"{dtype} max abs {row['max_abs']:.2g} rel {row['max_rel']:.2g}")
+    failed = [c for c in cases if not c["passed"]]
+    if failed:
+        first = failed[0]
+        why = first.get("error") or _worst_tensor(first)
+        parts.insert(0, f"{len(failed)} of {len(cases)} cases failed, first {first['name']}: {why}")
+    block = report.get("block", {})
+    parts.append(f"Mamba block {block.get('status')}: {block.get('reason')}")
+    return "; ".join(parts)
+
+
+def _worst_tensor(case: Mapping[str, Any]) -> str:
+    name, err = max(case["errors"].items(), key=lambda kv: kv[1]["ratio"])
+    return f"{name} off by {err['max_abs']:.3g} ({err['ratio']:.3g}x tolerance)"
+
+
+def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None) -> StepResult:
+    """Benchmark in the install env once the smoke test passed."""
+    if smoke.status != "ok" or env is None:
+        return StepResult("bench", "skip", f"smoke did not pass ({smoke.summary.split(';')[0]})")
+    try:
+        data = run_module(env, "mambawin.verify.runners.bench", ["--json", *options.bench_args],
+                          options.timeout)
+    except MambawinError as exc:
+        return StepResult("bench", "fail", f"benchmark failed: {exc}", _error_details(exc))
+    from mambawin.verify.runners.bench import BenchReport
+
+    return StepResult("bench", "ok", BenchReport.from_json(data).headline(), data)
+
+
+def _finite(value: Any) -> Any:
+    """Replace inf/nan (a kernel that produced garbage) with None: JSON has no infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
