@@ -63,15 +63,20 @@ def fetch_command(
         "--repo", help="Upstream URL, file:// URL or local path [default: GitHub's]")] = None,
     dest: Annotated[Path | None, typer.Option(
         "--dest", help="Checkout folder (default: a short path in the mambawin cache).")] = None,
+    package: Annotated[str, typer.Option(
+        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Check out upstream mamba from a cached mirror (offline when the ref is cached)."""
+    """Check out upstream mamba-ssm or causal-conv1d from a cached mirror (offline if cached)."""
     from mambawin.fetch import upstream
-    result = upstream.checkout(repo or upstream.DEFAULT_REPO, ref, dest)
+    from mambawin.packages import get_package
+
+    chosen = get_package(package)
+    result = upstream.checkout(repo or chosen.default_repo, ref, dest, chosen)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
-    console.print(f"mamba {result.version} ({result.tag or result.ref}, {result.commit})")
+    console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {result.commit})")
     typer.echo(str(result.path))

@@ -17,9 +17,13 @@ def _ids(values: list[str] | None) -> tuple[str, ...]:
     return tuple(i.strip() for v in values or () for i in v.split(",") if i.strip())
 
 
+PACKAGE_HELP = "mamba-ssm or causal-conv1d [default: what SOURCE is]."
+
+
 @command("patch")
 def patch_command(
-    source: Annotated[Path, typer.Argument(help="Root of a mamba checkout (`mambawin fetch`).")],
+    source: Annotated[Path, typer.Argument(
+        help="Root of a mamba-ssm or causal-conv1d checkout (`mambawin fetch`).")],
     arch: Annotated[str | None, typer.Option(
         "--arch", help="CUDA archs to bake into setup.py, e.g. '86;89' or '8.9+PTX'.")] = None,
     nvcc_threads: Annotated[int | None, typer.Option(
@@ -34,21 +38,24 @@ def patch_command(
         "--dry-run", help="Print the unified diff and write nothing.")] = False,
     export: Annotated[Path | None, typer.Option(
         "--export", help="Also write NNNN-<id>.patch files for `git apply` here.")] = None,
+    package: Annotated[str | None, typer.Option("--package", help=PACKAGE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Apply the versioned Windows patch set to SOURCE: all patches or none."""
     from mambawin.archs import parse_archs
+    from mambawin.packages import get_package
     from mambawin.patch.base import PatchOptions
     from mambawin.patch.engine import apply_patches, export_patches
 
     options = PatchOptions(parse_archs(arch) if arch else (), nvcc_threads, keep_complex)
-    report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run)
+    report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run,
+                           package=get_package(package) if package else None)
     exported = export_patches(report, export) if export is not None else []
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     elif dry_run:
         typer.echo(report.diff, nl=False)
-    title = (f"mamba {report.version} {(report.commit or 'not a git checkout')[:10]}"
+    title = (f"{report.package} {report.version} {(report.commit or 'not a git checkout')[:10]}"
              + (" (dry run: nothing written)" if dry_run else ""))
     print_table(title, ("patch", "status", "files / reason"),
                  [(r.id, _STATUS_STYLE[r.status].format(r.status), ", ".join(r.files) or r.reason)
@@ -63,16 +70,21 @@ _STATUS_STYLE = {"applied": "[green]{}[/]", "already-applied": "[cyan]{}[/]",
 
 @command("patches")
 def patches_command(
+    package: Annotated[str, typer.Option(
+        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON.")] = False,
 ) -> None:
     """List the patch catalogue: what each patch fixes, for which upstream versions, and why."""
-    from mambawin.patch.registry import PATCHES
+    from mambawin.packages import get_package
+    from mambawin.patch.registry import patches_for
 
+    chosen = get_package(package)
     rows = [{"id": p.id, "summary": p.summary, "prevents": p.prevents,
-             "versions": str(p.versions), "why": p.why, "files": list(p.files)} for p in PATCHES]
+             "versions": str(p.versions), "why": p.why, "files": list(p.files)}
+            for p in patches_for(chosen)]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     columns = ("id", "summary", "prevents", "versions", "why")
-    print_table("mambawin patch catalogue (apply order)", columns,
+    print_table(f"mambawin patch catalogue for {chosen.name} (apply order)", columns,
                  [tuple(str(row[c]) for c in columns) for row in rows])

@@ -22,9 +22,10 @@ from packaging.version import Version
 from mambawin import __version__
 from mambawin.archs import format_archs, parse_archs
 from mambawin.errors import PatchError, UsageError
-from mambawin.fetch.upstream import describe
+from mambawin.fetch.upstream import describe, detect_package
+from mambawin.packages import MAMBA, Package, get_package
 from mambawin.patch.base import Patch, PatchContext, PatchOptions, Tree
-from mambawin.patch.registry import PATCHES, patch_ids
+from mambawin.patch.registry import PATCHES, patches_for
 
 RECORD = ".mambawin/patches.json"
 Status = Literal["applied", "already-applied", "not-applicable", "skipped"]
@@ -53,10 +54,12 @@ class PatchReport:
     results: tuple[PatchResult, ...]
     diff: str  # every change against the files on disk before the run
     dry_run: bool = False
+    package: str = MAMBA.name
 
     def to_json(self) -> dict[str, Any]:
         """The stable --json shape of `mambawin patch`."""
         return {
+            "package": self.package,
             "upstream": {"version": self.version, "commit": self.commit},
             "patches": [{"id": r.id, "status": r.status, "files": list(r.files)}
                         for r in self.results],
@@ -64,35 +67,65 @@ class PatchReport:
 
 
 def apply_patches(root: Path, options: PatchOptions, *, only: Sequence[str] = (),
-                  skip: Sequence[str] = (), dry_run: bool = False) -> PatchReport:
-    """Apply the registry's patches to root, all or nothing; dry_run computes the diff only."""
-    check_ids(only, skip)
+                  skip: Sequence[str] = (), dry_run: bool = False,
+                  package: Package | None = None) -> PatchReport:
+    """Apply package's patch set to root, all or nothing; dry_run computes the diff only.
+
+    Without package, the tree's own version file says which package it is (mamba-ssm if none).
+    """
     root = Path(root)
-    upstream = describe(root)
+    package = resolve_package(root, package)
+    patches = patch_set(package)
+    check_ids(only, skip, package)
+    upstream = describe(root, package)
     version = Version(upstream.version)
     tree = Tree(root)
-    results = tuple(_run_one(p, tree, version, options, only, skip) for p in PATCHES)
+    results = tuple(_run_one(p, tree, version, options, only, skip, package) for p in patches)
     changes = tree.changed()
     diff = "".join(unified_diff(rel, tree.original(rel), new) for rel, new in changes.items())
-    record = _record_bytes(tree, upstream.version, upstream.commit, options, results)
+    record = _record_bytes(tree, upstream.version, upstream.commit, options, results, package)
     if tree.original(RECORD) != record:
         changes[RECORD] = record
     if not dry_run:
         write_atomically(root, changes)
-    return PatchReport(root, upstream.version, upstream.commit, options, results, diff, dry_run)
+    return PatchReport(root, upstream.version, upstream.commit, options, results, diff, dry_run,
+                       package.name)
 
 
-def check_ids(only: Iterable[str], skip: Iterable[str]) -> None:
-    """UsageError naming every id in --only/--skip that is not in the catalogue."""
-    unknown = sorted((set(only) | set(skip)) - set(patch_ids()))
+def patch_set(package: Package = MAMBA) -> tuple[Patch, ...]:
+    """The ordered patches of package (mamba's through this module's PATCHES, which tests swap)."""
+    return PATCHES if package == MAMBA else patches_for(package)
+
+
+def resolve_package(root: Path, package: Package | None) -> Package:
+    """package, checked against the tree; the tree's own package when None (mamba-ssm if unknown).
+
+    A causal-conv1d tree patched with mamba's set would fail on the first anchor with a drift
+    message that hides the real mistake, so a mismatch is a usage error naming --package.
+    """
+    found = detect_package(root)
+    if package is None:
+        return found or MAMBA
+    if found is not None and found != package:
+        msg = (f"{root} is a {found.name} source tree, not {package.name}: pass "
+               f"--package {found.name} (or leave --package out to detect it)")
+        raise UsageError(msg)
+    return package
+
+
+def check_ids(only: Iterable[str], skip: Iterable[str], package: Package = MAMBA) -> None:
+    """UsageError naming every id in --only/--skip that is not in the package's catalogue."""
+    known = tuple(p.id for p in patch_set(package))
+    unknown = sorted((set(only) | set(skip)) - set(known))
     if unknown:
         msg = (f"unknown patch id {', '.join(unknown)} in --only/--skip: use one of "
-               f"{', '.join(patch_ids())} (see `mambawin patches`)")
+               f"{', '.join(known)} for {package.name} (see `mambawin patches --package "
+               f"{package.name}`)")
         raise UsageError(msg)
 
 
 def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
-             only: Sequence[str], skip: Sequence[str]) -> PatchResult:
+             only: Sequence[str], skip: Sequence[str], package: Package) -> PatchResult:
     gate = _gate(patch, version, options, only, skip)
     if gate is not None:
         return PatchResult(patch.id, gate[0], reason=gate[1])
@@ -101,8 +134,9 @@ def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
     try:
         outcome = patch.transform(tree, ctx)
     except FileNotFoundError as exc:
-        msg = (f"patch {patch.id!r} cannot apply to upstream {version}: {exc.args[0]} is missing; "
-               "pass the root of a complete mamba checkout or pin --ref to a known release")
+        msg = (f"patch {patch.id!r} cannot apply to {package.name} {version}: {exc.args[0]} is "
+               f"missing; pass the root of a complete {package.name} checkout or pin --ref to a "
+               "known release")
         raise PatchError(msg) from None
     changed = [rel for rel in tree.loaded()
                if tree.render(rel) != before.get(rel, tree.original(rel))]
@@ -129,16 +163,18 @@ def _gate(patch: Patch, version: Version, options: PatchOptions, only: Sequence[
 
 
 def _record_bytes(tree: Tree, version: str, commit: str | None, options: PatchOptions,
-                  results: tuple[PatchResult, ...]) -> bytes:
+                  results: tuple[PatchResult, ...], package: Package = MAMBA) -> bytes:
     """The deterministic record: upstream, options, patches in effect, sha256 of their files."""
     in_effect = _in_effect(tree.root, results)
-    files = sorted({f for p in PATCHES if p.id in in_effect for f in p.files})
+    patches = patch_set(package)
+    files = sorted({f for p in patches if p.id in in_effect for f in p.files})
     record = {
         "tool": f"mambawin {__version__}",
+        **({} if package == MAMBA else {"package": package.name}),
         "upstream": {"version": version, "commit": commit},
         "options": {"archs": format_archs(options.archs), "nvcc_threads": options.nvcc_threads,
                     "keep_complex": options.keep_complex},
-        "patches": [p.id for p in PATCHES if p.id in in_effect],
+        "patches": [p.id for p in patches if p.id in in_effect],
         "files": {rel: _sha256(tree.render(rel) if tree.exists(rel) else None) for rel in files},
     }
     return (json.dumps(record, indent=2) + "\n").encode("utf-8")
@@ -271,7 +307,7 @@ def _dry_run_for_export(root: Path) -> PatchReport:
     saved = record.get("options", {})
     archs = parse_archs(saved["archs"]) if saved.get("archs") else ()
     options = PatchOptions(archs, saved.get("nvcc_threads"), bool(saved.get("keep_complex")))
-    report = apply_patches(root, options, dry_run=True)
+    report = apply_patches(root, options, dry_run=True, package=detect_package(root))
     if not any(r.diff for r in report.results):
         msg = (f"nothing to export from {root}: every patch is already applied; export from a "
                "clean checkout (`mambawin patch SRC --dry-run --export DIR`)")
@@ -281,8 +317,9 @@ def _dry_run_for_export(root: Path) -> PatchReport:
 
 def _patch_header(patch_id: str, report: PatchReport) -> str:
     """Free text before the first `diff --git` line; git apply skips it like a mail header."""
-    patch = next(p for p in PATCHES if p.id == patch_id)
-    lines = [f"mambawin patch {patch.id} for mamba {report.version}: {patch.summary}",
+    patch = next(p for p in patch_set(get_package(report.package)) if p.id == patch_id)
+    name = "mamba" if report.package == MAMBA.name else report.package
+    lines = [f"mambawin patch {patch.id} for {name} {report.version}: {patch.summary}",
              f"Prevents: {patch.prevents}", f"Why: {patch.why}",
              f"Options: archs={format_archs(report.options.archs) or 'upstream'}, "
              f"nvcc_threads={report.options.nvcc_threads}, "
