@@ -1,5 +1,8 @@
 """`mambawin build`: upstream ref → patched tree → compiled wheel → fixed wheel in --out.
 
+One package per run (mamba-ssm or causal-conv1d, BuildOptions.package); build/pair.py runs it
+twice for the mamba-ssm + causal-conv1d pair.
+
 The pipeline reads as its steps: doctor → fetch → patch → build → metadata → record. Each step is
 a short function below; the reporter shows them (✓/✗ + duration) and the compile progress, so
 this module never prints. A failed step leaves --out as it was: the wheel is built into a
@@ -38,14 +41,15 @@ from mambawin.build.workspace import (
     workspace_for,
 )
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.fetch.upstream import DEFAULT_REPO, Checkout
+from mambawin.fetch.upstream import Checkout
+from mambawin.packages import MAMBA, Package
 from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
 
 if TYPE_CHECKING:
     from mambawin.doctor.checks import DoctorReport
     from mambawin.patch.engine import PatchReport
 
-DROP = ("triton",)  # no win_amd64 wheel exists; upstream-map §3 P7
+DROP = MAMBA.drop  # mamba's; each package says what it drops (packages.py)
 RECORD_NAME = "build.json"
 _IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
@@ -55,7 +59,7 @@ _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__
 class BuildOptions:
     """What the user asked `mambawin build` for."""
 
-    repo: str = DEFAULT_REPO
+    repo: str | None = None  # None: the package's own upstream (DEFAULT_REPO for mamba-ssm)
     ref: str | None = None  # None: upstream's newest release
     source: Path | None = None  # an existing source folder instead of repo + ref
     archs: tuple[Arch, ...] = ()  # empty: the doctor's recommendation (the local GPU)
@@ -65,6 +69,12 @@ class BuildOptions:
     keep_complex: bool = False
     local_version: str = "auto"  # auto | none | a PEP 440 local label
     force: bool = False  # go on past failed blocking doctor checks
+    package: Package = MAMBA
+
+    @property
+    def upstream_repo(self) -> str:
+        """The repository to fetch from: --repo, else the package's upstream."""
+        return self.repo or self.package.default_repo
 
 
 @dataclass(frozen=True)
@@ -90,14 +100,15 @@ class Prepared:
     jobs: int
     nvcc_threads: int
     key: str
+    package: Package = MAMBA
 
     @property
     def workspace(self) -> Workspace:
-        return workspace_for(self.checkout.version, self.key)
+        return workspace_for(self.checkout.version, self.key, self.package.short)
 
     def env_request(self, windows: bool = sys.platform == "win32") -> EnvRequest:
         return EnvRequest(self.archs, self.jobs, self.nvcc_threads, self.toolchain.cuda_home,
-                          self.toolchain.cuda, windows)
+                          self.toolchain.cuda, windows, self.package)
 
     def applied(self) -> list[dict[str, str]]:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
@@ -122,6 +133,7 @@ class BuildPlan:
     build_dir: Path
     reuses_objects: bool
     local_version: str | None
+    package: str = MAMBA.name
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --plan --json` form."""
@@ -146,6 +158,7 @@ class BuildResult:
     units_compiled: int
     reused_objects: bool
     steps: dict[str, float] = field(default_factory=dict)
+    package: str = MAMBA.name
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --json` form."""
@@ -196,6 +209,7 @@ def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
         build_dir=prepared.workspace.root,
         reuses_objects=prepared.workspace.build_base.is_dir(),
         local_version=_label(label_choice, prepared),
+        package=prepared.package.name,
     )
 
 
@@ -204,14 +218,15 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
         toolchain, archs, jobs = _doctor(options, steps)
     with steps("fetch"):
         checkout = _fetch(options, staging / "src")
-    steps.note(f"upstream {checkout.version} at {(checkout.commit or 'local tree')[:10]}")
+    steps.note(f"{options.package.name} {checkout.version} at "
+               f"{(checkout.commit or 'local tree')[:10]}")
     for warning in checkout.warnings:
         steps.note(warning)
     with steps("patch"):
-        patches = _patch(checkout.path, archs, options.keep_complex)
-        key = _key(checkout, patches, archs, toolchain, options.keep_complex)
+        patches = _patch(checkout.path, archs, options.keep_complex, options.package)
+        key = _key(checkout, patches, archs, toolchain, options)
     threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
-    return Prepared(checkout, patches, archs, toolchain, jobs, threads, key)
+    return Prepared(checkout, patches, archs, toolchain, jobs, threads, key, options.package)
 
 
 # ---- steps -------------------------------------------------------------------------------------
@@ -239,23 +254,26 @@ def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
     from mambawin.fetch import upstream
     if options.source is None:
-        return upstream.checkout(options.repo, options.ref, dest)
-    described = upstream.describe(options.source)
+        return upstream.checkout(options.upstream_repo, options.ref, dest, options.package)
+    described = upstream.describe(options.source, options.package)
     shutil.copytree(options.source, dest, ignore=_COPY_IGNORE)
     return upstream.Checkout(dest, described.repo, described.ref, described.commit,
-                             described.version, described.tag, described.warnings)
+                             described.version, described.tag, described.warnings,
+                             described.package)
 
 
-def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool) -> PatchReport:
+def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool,
+           package: Package) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
     from mambawin.patch.base import PatchOptions
     from mambawin.patch.engine import apply_patches
 
-    return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex))
+    return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex),
+                         package=package)
 
 
 def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
-         toolchain: Toolchain, keep_complex: bool) -> str:
+         toolchain: Toolchain, options: BuildOptions) -> str:
     """The build key of this patched tree and toolchain (see buildsteps/key.py)."""
     inputs = KeyInputs(
         commit=checkout.commit or "",
@@ -267,7 +285,8 @@ def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
         compiler=toolchain.compiler,
         python=toolchain.python,
         platform=toolchain.platform,
-        keep_complex=keep_complex,
+        keep_complex=options.keep_complex,
+        package=options.package.name,
     )
     return build_key(inputs)
 
@@ -289,11 +308,11 @@ def _configure(prepared: Prepared) -> Any:
     from mambawin.build.configure import configure
 
     env = build_environment(prepared.env_request(windows=False))
-    return configure(prepared.checkout.path, env)
+    return configure(prepared.checkout.path, env, prepared.package)
 
 
 def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None) -> Path:
-    """Drop triton, set the local version, add provenance: a new wheel, the input untouched."""
+    """Drop what the package drops, set the local version, add provenance: a new wheel."""
     checkout, tools = prepared.checkout, prepared.toolchain
     provenance = Provenance(
         upstream_repo=checkout.repo, ref=checkout.ref or "", commit=checkout.commit or "",
@@ -301,8 +320,8 @@ def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str |
         archs=tuple(format_archs(prepared.archs).split(";")), torch_version=tools.torch,
         cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
     )
-    return rewrite_wheel(wheel, out_dir, drop=DROP, local_version=_label(label_choice, prepared),
-                         provenance=provenance)
+    return rewrite_wheel(wheel, out_dir, drop=prepared.package.drop,
+                         local_version=_label(label_choice, prepared), provenance=provenance)
 
 
 def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileResult,
@@ -313,6 +332,7 @@ def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileRes
         archs=format_archs(prepared.archs), log=compiled.log, version=prepared.checkout.version,
         commit=prepared.checkout.commit, key=prepared.key, build_dir=prepared.workspace.root,
         units_compiled=compiled.units, reused_objects=compiled.reused, steps=durations,
+        package=prepared.package.name,
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -349,6 +369,10 @@ def _check_options(options: BuildOptions) -> str | None:
     if options.source is not None and options.ref is not None:
         msg = ("--source and --ref both name the upstream code: pass --source DIR for a folder "
                "you have, or --ref REF (with --repo) to fetch one")
+        raise UsageError(msg)
+    if options.keep_complex and options.package != MAMBA:
+        msg = (f"--keep-complex keeps mamba-ssm's complex kernels; {options.package.name} has "
+               "none: drop --keep-complex")
         raise UsageError(msg)
     return _check_local_version(options.local_version)
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mambawin.cli.app import command
+from mambawin.errors import UsageError
+
+if TYPE_CHECKING:
+    from mambawin.build.reporter import Reporter
 from mambawin.ui.console import console
 
 
@@ -17,7 +22,14 @@ def build_command(
     ref: Annotated[str | None, typer.Option(
         "--ref", help="Upstream tag, branch or commit [default: the newest release].")] = None,
     repo: Annotated[str | None, typer.Option(
-        "--repo", help="Upstream URL or local path [default: state-spaces/mamba].")] = None,
+        "--repo", help="Upstream URL or local path [default: the package's GitHub repo].")] = None,
+    package: Annotated[str, typer.Option(
+        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
+    with_: Annotated[str | None, typer.Option(
+        "--with", help="Also build causal-conv1d[==REF] into --out [default REF: the newest "
+        "release that fits the mamba-ssm version].")] = None,
+    with_repo: Annotated[str | None, typer.Option(
+        "--with-repo", help="URL or local path of causal-conv1d for --with.")] = None,
     source: Annotated[Path | None, typer.Option(
         "--source", help="Build this existing source folder (copied, never edited).")] = None,
     arch: Annotated[str | None, typer.Option(
@@ -38,20 +50,30 @@ def build_command(
         "--force", help="Build even when a blocking doctor check fails.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Build a mamba-ssm wheel: doctor, fetch, patch, build, metadata, record."""
+    """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
     from mambawin.archs import parse_archs
+    from mambawin.build import pair
     from mambawin.build import pipeline as core
+    from mambawin.packages import get_package
     from mambawin.ui.progress import ConsoleReporter
 
     options = core.BuildOptions(
-        repo=repo or core.DEFAULT_REPO, ref=ref, source=source,
+        repo=repo, ref=ref, source=source,
         archs=parse_archs(arch) if arch else (), out=out, jobs=jobs, nvcc_threads=nvcc_threads,
-        keep_complex=keep_complex, local_version=local_version, force=force)
+        keep_complex=keep_complex, local_version=local_version, force=force,
+        package=get_package(package))
     reporter = ConsoleReporter()
-    result = core.plan(options, reporter) if plan_only else core.build(options, reporter)
+    run: Callable[[core.BuildOptions, Reporter], core.BuildPlan | core.BuildResult] = (
+        core.plan if plan_only else core.build)
+    if with_ is None and with_repo is not None:
+        raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
+    results = ([run(options, reporter)] if with_ is None else
+               pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run))
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
-    else:
+        data = results[0].to_json() if with_ is None else pair.pair_json(results)
+        typer.echo(json.dumps(data, indent=2))
+        return
+    for result in results:
         reporter.summary(result)
 
 
