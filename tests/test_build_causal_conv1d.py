@@ -193,3 +193,15 @@ def test_the_build_key_separates_packages() -> None:
                        "linux-x86_64", False)
     other = KeyInputs(*list(inputs.__dict__.values())[:-1], package="causal-conv1d")
     assert build_key(inputs) != build_key(other)
+
+
+def test_pair_plan_shows_both_packages(tmp_path: Path, doctor: None) -> None:
+    mamba, conv = fake(tmp_path, "fake_upstream"), fake(tmp_path, "fake_causal_conv1d")
+    result = runner.invoke(app, ["build", "--repo", str(mamba), "--ref", "v0.1.0", "--plan",
+                                 "--with", "causal-conv1d==v0.1.0", "--with-repo", str(conv),
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.stdout)["builds"]
+    assert [(p["package"], p["ext_name"]) for p in plans] == [
+        ("mamba-ssm", "selective_scan_cuda"), ("causal-conv1d", "causal_conv1d_cuda")]
+    assert plans[1]["upstream"]["ref"] == "v0.1.0"
