@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from mambawin.doctor.checks import DoctorReport
     from mambawin.patch.engine import PatchReport
 
-DROP = MAMBA.drop  # mamba's; each package says what it drops (packages.py)
 RECORD_NAME = "build.json"
 _IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
