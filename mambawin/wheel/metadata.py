@@ -27,7 +27,13 @@ from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
 from mambawin import __version__
 from mambawin.errors import UsageError, WheelError
-from mambawin.wheel.info import WheelInfo, open_wheel, read_member, read_message
+from mambawin.wheel.info import (
+    WheelInfo,
+    open_wheel,
+    read_member,
+    read_message,
+    read_text_member,
+)
 
 PROVENANCE_NAME = "mambawin-provenance.json"
 # triton has no Windows wheel on PyPI, so `pip install mamba_ssm-*.whl` fails to resolve
@@ -131,7 +137,7 @@ def local_version_label(cuda_version: str, torch_version: str, extra: str = "") 
 def requirements(wheel: Path) -> list[str]:
     """The wheel's Requires-Dist values, in METADATA order."""
     with open_wheel(Path(wheel)) as (archive, info):
-        metadata = read_message(read_member(info.path, archive, info.metadata_path))
+        metadata = read_message(read_text_member(info.path, archive, info.metadata_path))
     return [str(value).strip() for value in metadata.get_all("Requires-Dist") or ()]
 
 
@@ -192,7 +198,7 @@ def _existing_provenance(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str,
     if member not in info.members:
         return None
     try:
-        data = json.loads(read_member(info.path, archive, member))
+        data = json.loads(read_text_member(info.path, archive, member))
     except ValueError:
         data = None
     if not isinstance(data, dict):
