@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_static_step_reports_every_check(tmp_path, monkeypatch):
     result, found, provenance = v.static_step(v.VerifyOptions(wheel=wheel), H100)
     assert result.status == "ok", result.summary
     assert found.sass == ("sm_90",) and provenance["ref"] == "v2.2.6"
-    assert set(result.details) == {"tags", "metadata", "provenance", "gpu_code"}
+    assert set(result.details) == {"integrity", "tags", "metadata", "provenance", "gpu_code"}
 
 
 def test_static_step_fails_without_provenance_or_extension(tmp_path):
@@ -146,6 +147,35 @@ def test_static_step_fails_without_provenance_or_extension(tmp_path):
     assert "no mambawin provenance" in result.summary
     assert "no compiled selective_scan_cuda" in result.summary
     assert found is None
+
+
+def tamper(wheel: Path, how: str) -> Path:
+    """The same wheel with one member's bytes changed behind RECORD, or an extra escaping path."""
+    with zipfile.ZipFile(wheel) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    if how == "hash":
+        members["mamba_ssm/__init__.py"] = b"import os; os.system('evil')\n"
+    else:
+        members["../../evil.py"] = b"import os\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return wheel
+
+
+@pytest.mark.parametrize(("how", "reason"), [("hash", "does not match its RECORD hash"),
+                                             ("escape", "unsafe path '../../evil.py'")])
+def test_a_tampered_wheel_is_never_installed(tmp_path, monkeypatch, how, reason):
+    wheel = tamper(make_wheel(tmp_path, files={"mamba_ssm/__init__.py": "",
+                                               "selective_scan_cuda.py": STANDIN}), how)
+    monkeypatch.setattr(v, "prepare_env", lambda *a: pytest.fail("pip was asked to install it"))
+    monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
+    report = v.verify(v.VerifyOptions(wheel=wheel, target=H100, bench=True))
+    assert [(s.name, s.status) for s in report.steps] == [
+        ("static", "fail"), ("fit", "skip"), ("install", "skip"), ("smoke", "skip"),
+        ("bench", "skip")]
+    assert reason in report.step("static").summary
+    assert report.summary().startswith("FAILED at static")
 
 
 # ---- install step: a real venv with a pure-Python stand-in extension ---------------------------

@@ -134,9 +134,15 @@ def verify(options: VerifyOptions,
             on_step(result)
         return result
 
+    static, code, provenance = static_step(options, target)
+    record(static)
+    if tampered(static):
+        # A wheel whose bytes disagree with its RECORD, or that writes outside site-packages,
+        # never reaches pip: installing it could run or overwrite anything.
+        for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
+            record(StepResult(name, "skip", TAMPERED))
+        return VerifyReport(str(options.wheel), target, tuple(steps))
     with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
-        static, code, provenance = static_step(options, target)
-        record(static)
         fit = record(fit_step(code, provenance, target))
         install, env = install_step(options, Path(scratch))
         record(install)
@@ -144,6 +150,14 @@ def verify(options: VerifyOptions,
         if options.bench:
             record(bench_step(options, smoke, env))
     return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
+
+
+TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
+
+
+def tampered(static: StepResult) -> bool:
+    """Whether the static step found the wheel altered or unsafe (bad RECORD, path escape)."""
+    return not static.details.get("integrity", {}).get("ok", True)
 
 
 def _check_options(options: VerifyOptions) -> None:
@@ -181,7 +195,10 @@ def static_step(options: VerifyOptions, target: Target,
     if options.wheel is None:
         return _static_installed(target)
     wheel = Path(options.wheel)
-    checks: list[tuple[str, bool, str]] = []
+    integrity = ("integrity", *check_integrity(wheel))
+    if not integrity[1]:
+        return _checks_result("static", [integrity], None), None, None
+    checks: list[tuple[str, bool, str]] = [integrity]
     tags_ok, tags_msg = check_tags(wheel)
     checks.append(("tags", tags_ok, tags_msg))
     checks.append(("metadata", *check_requirements(wheel)))
@@ -212,6 +229,17 @@ def _checks_result(name: str, checks: list[tuple[str, bool, str]], code: Any) ->
     if failed:
         return StepResult(name, "fail", "; ".join(failed), details)
     return StepResult(name, "ok", "; ".join(msg for _, _, msg in checks), details)
+
+
+def check_integrity(wheel: Path) -> tuple[bool, str]:
+    """Zip, member paths, names and every RECORD hash and size (wheel.info.open_wheel)."""
+    from mambawin.wheel.info import read_wheel
+
+    try:
+        info = read_wheel(wheel)
+    except MambawinError as exc:
+        return False, str(exc)
+    return True, f"{len(info.members)} members match RECORD; no path leaves the install folder"
 
 
 def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, str]:
