@@ -395,6 +395,16 @@ def test_cli_rewrites_and_reports_json(tmp_path: Path) -> None:
     assert Path(report["wheel"]).name.startswith("mamba_ssm-2.2.6+cu129torch2.8-")
 
 
+@pytest.mark.parametrize("out", ["notes.txt", "notes.txt/sub"])
+def test_cli_out_that_is_a_file_is_one_line(tmp_path: Path, out: str) -> None:
+    wheel = make_wheel(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(app, ["metadata", str(wheel), "--out", str(tmp_path / out)])
+    assert result.exit_code == UsageError.exit_code
+    assert "is a file, not a folder" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 def test_cli_maps_a_corrupt_wheel_to_exit_code_7(tmp_path: Path) -> None:
     path = tmp_path / f"mamba_ssm-2.2.6-{TAG}.whl"
     path.write_bytes(b"PK\x03\x04 not really")

@@ -158,6 +158,7 @@ def rewrite_wheel(
 ) -> Path:
     """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring)."""
     source_date_epoch()  # fail before any work when it is malformed
+    _check_out_dir(Path(out_dir))
     label = normalize_local_label(local_version) if local_version else None
     dropped = frozenset(canonicalize_name(name) for name in drop)
     with open_wheel(Path(wheel)) as (archive, info):
@@ -166,6 +167,14 @@ def rewrite_wheel(
         versions = _guard_versions(record) if guard and record else None
         entries = _entries(archive, plan, dropped, record, versions)
         return _write_atomically(entries, plan.target)
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """UsageError when out_dir, or the nearest of its parents that exists, is not a folder."""
+    existing = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        msg = f"--out {out_dir}: {existing} is a file, not a folder: pass a folder for the wheel"
+        raise UsageError(msg)
 
 
 def _release(text: str, what: str) -> tuple[int, int]:
