@@ -240,6 +240,9 @@ def test_describe_plain_folder_and_non_mamba(tmp_path: Path) -> None:
     assert (plain.version, plain.commit, plain.tag) == ("2.2.4", None, None)
     with pytest.raises(UpstreamError, match="not a mamba source tree"):
         upstream.describe(tmp_path / "mamba_ssm")
+    (tmp_path / "mamba_ssm" / "__init__.py").write_bytes(b'# caf\xe9\n__version__ = "2.2.4"\n')
+    with pytest.raises(UpstreamError, match=r"__init__\.py is not UTF-8 text"):
+        upstream.describe(tmp_path)
 
 
 def test_mirror_name_is_readable_and_url_specific() -> None:

@@ -43,12 +43,13 @@ def git_env() -> dict[str, str]:
 
 
 def run(args: Sequence[str | Path], *, what: str, cwd: Path | None = None,
-        network: bool = False, hint: str = NETWORK_HINT) -> proc.Completed:
+        network: bool = False, hint: str = NETWORK_HINT,
+        encoding: str | None = None) -> proc.Completed:
     """Run `git args`; UpstreamError '<what>: <git's reason>; <hint>' when it fails."""
     timeout = NETWORK_TIMEOUT if network else LOCAL_TIMEOUT
     argv = ["git", *(_NETWORK_CONFIG if network else ()), *args]
     try:
-        return proc.run(argv, cwd=cwd, env=git_env(), timeout=timeout)
+        return proc.run(argv, cwd=cwd, env=git_env(), timeout=timeout, encoding=encoding)
     except ToolNotFound:
         msg = f"{what}: git is not on PATH; install Git (Git for Windows) and put it on PATH"
         raise UpstreamError(msg) from None

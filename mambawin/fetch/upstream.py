@@ -95,7 +95,11 @@ def describe(path: Path) -> Checkout:
 def read_file_version(path: Path) -> str:
     """`__version__` from mamba_ssm/__init__.py; UpstreamError when path is no mamba tree."""
     init = Path(path) / INIT
-    match = _VERSION_LINE.search(init.read_text(encoding="utf-8")) if init.is_file() else None
+    try:
+        match = _VERSION_LINE.search(init.read_text(encoding="utf-8")) if init.is_file() else None
+    except UnicodeDecodeError:
+        msg = f"{path}/{INIT} is not UTF-8 text: restore upstream's file or re-fetch the checkout"
+        raise UpstreamError(msg) from None
     if match is None or not (Path(path) / "setup.py").is_file():
         msg = (f"{path} is not a mamba source tree (no setup.py or no __version__ in {INIT}): "
                "pass the root of a state-spaces/mamba checkout, or run `mambawin fetch`")
@@ -275,6 +279,24 @@ def _head(path: Path) -> str | None:
     if not (Path(path) / ".git").exists():
         return None
     return git.query(["-C", path, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"]) or None
+
+
+def committed_files(path: Path, rels: Iterable[str]) -> dict[str, bytes | None]:
+    """Each rel byte for byte as committed at HEAD of the checkout at path (None: not in HEAD)."""
+    rels = list(rels)
+    listing = git.query(["-C", path, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *rels])
+    present = set((listing or "").split("\0"))
+    found: dict[str, bytes | None] = {}
+    for rel in rels:
+        if rel not in present:
+            found[rel] = None
+            continue
+        # latin-1 maps every byte to one character and back, so the bytes survive proc's text.
+        done = git.run(["-C", path, "cat-file", "blob", f"HEAD:{rel}"], encoding="latin-1",
+                       what=f"cannot read {rel} as committed in {path}",
+                       hint="check the checkout with `git status`")
+        found[rel] = done.stdout.encode("latin-1")
+    return found
 
 
 def _force_remove(func: Callable[[str], object], path: str, _exc: object) -> None:
