@@ -420,7 +420,7 @@ def install_step(options: VerifyOptions, scratch: Path) -> tuple[StepResult, Ins
     """Install into a throwaway venv (or use this env with --installed) and import the kernel."""
     try:
         wheel = None if options.installed and options.wheel is None else options.wheel
-        env = prepare_env(wheel, options.python, scratch)
+        env = prepare_env([wheel] if wheel is not None else [], options.python, scratch)
         found = import_check(env)
     except MambawinError as exc:
         return StepResult("install", "fail", str(exc), _error_details(exc)), None
