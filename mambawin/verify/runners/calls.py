@@ -5,8 +5,9 @@ wrapper, calls the public function (`selective_scan_fn`, `mamba_inner_fn`, `caus
 `causal_conv1d_update`) forward and backward, and fails when an entry point was never called: a
 wheel whose Python silently routes to a pure-torch reference would otherwise pass every accuracy
 check while running none of its CUDA code. Upstream's Python looks the entry points up on the
-module object at call time (`selective_scan_cuda.fwd(...)`, `causal_conv1d_cuda.causal_conv1d_fwd(...)`
-in every tag, also behind causal-conv1d's torch.library custom ops), so the wrapper sees each call.
+module object at call time (`selective_scan_cuda.fwd(...)`,
+`causal_conv1d_cuda.causal_conv1d_fwd(...)` in every tag, also behind causal-conv1d's
+torch.library custom ops), so the wrapper sees each call.
 
 Run inside the install environment: `python -m mambawin.verify.runners.calls --json`.
 """
@@ -156,7 +157,8 @@ def run_probe(probe: Probe, device: str) -> dict[str, Any]:
         with counting(probe.kernels) as counts:
             out = probe.run(fn, device)
     except Exception as exc:  # a kernel error is a finding, not a crash of the runner
-        return {**result, "status": "fail", "reason": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return {**result, "status": "fail", "reason": reason}
     return {**result, **_verdict(probe, dict(counts), out)}
 
 
