@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from mambawin.verify.runners import calls
-from tests.fakes.kernels import install_fakes
+from tests.fakes.kernels import forget_packages, install_fakes
 
 torch = pytest.importorskip("torch")
 
@@ -17,9 +17,7 @@ torch = pytest.importorskip("torch")
 def fakes(monkeypatch):
     found = install_fakes(monkeypatch)
     yield found
-    for name in ("mamba_ssm", "mamba_ssm.ops", "mamba_ssm.ops.selective_scan_interface",
-                 "causal_conv1d"):
-        sys.modules.pop(name, None)
+    forget_packages()
 
 
 def test_every_api_reaches_its_kernels(fakes):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from mambawin.verify.runners import conv
-from tests.fakes.kernels import install_fakes
+from tests.fakes.kernels import forget_packages, install_fakes
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def fake(monkeypatch):
     pytest.importorskip("torch")
     found = install_fakes(monkeypatch)
     yield importlib.import_module("causal_conv1d"), found["causal_conv1d_cuda"]
-    sys.modules.pop("causal_conv1d", None)
+    forget_packages()
 
 
 def _config(**kw):

@@ -16,6 +16,7 @@ import pytest
 
 VERIFY = Path(__file__).resolve().parents[1] / "fixtures" / "verify"
 _PACKAGES = ("mamba_ssm", "mamba_ssm.ops", "mamba_ssm.ops.selective_scan_interface",
+             "mamba_ssm.modules", "mamba_ssm.modules.mamba_simple", "mamba_ssm.modules.mamba2",
              "causal_conv1d")
 
 
@@ -40,7 +41,7 @@ def install_fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
     return fakes
 
 
-def without_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+def forget_packages() -> None:
     """Forget the fake packages imported during a test (monkeypatch restores only what it set)."""
     for name in _PACKAGES:
-        monkeypatch.delitem(sys.modules, name, raising=False)
+        sys.modules.pop(name, None)
