@@ -4,7 +4,6 @@ stand-in package and kernel (tests/fixtures/verify)."""
 from __future__ import annotations
 
 import importlib
-import sys
 
 import pytest
 
