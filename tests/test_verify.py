@@ -178,17 +178,18 @@ def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
     seen: list[str] = []
     report = v.verify(v.VerifyOptions(wheel=wheel, target=target, bench=True),
                       on_step=lambda s: seen.append(s.name))
-    assert seen == ["static", "fit", "install", "smoke", "bench"]
+    assert seen == ["static", "fit", "install", "smoke", "calls", "blocks", "bench"]
     assert report.passed and not report.gpu_verified
     assert "not verified on a GPU" in report.summary()
-    assert [s.status for s in report.steps] == ["ok", "skip", "ok", "skip", "skip"]
+    assert [s.status for s in report.steps] == ["ok", "skip", "ok", "skip", "skip", "skip",
+                                                "skip"]
     assert json.loads(json.dumps(report.to_json()))["passed"] is True
 
 
 def test_smoke_never_runs_when_the_wheel_does_not_fit(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_80"), "GPU code sm_80"))
-    monkeypatch.setattr(v, "install_step", lambda o, s: (v.StepResult("install", "ok", ""),
+    monkeypatch.setattr(v, "install_step", lambda o, s, *p: (v.StepResult("install", "ok", ""),
                                                          v.InstallEnv(sys.executable, None)))
     monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
     report = v.verify(v.VerifyOptions(wheel=wheel, target=H100))
@@ -218,13 +219,14 @@ def test_smoke_failure_fails_verify(tmp_path, monkeypatch):
 def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, provenance=None, files={"mamba_ssm/__init__.py": ""})
     monkeypatch.setattr(v, "probe_target", lambda python: v.Target("2.8.0", "12.8"))
-    monkeypatch.setattr(v, "install_step", lambda o, s: (v.StepResult("install", "ok", "x"),
+    monkeypatch.setattr(v, "install_step", lambda o, s, *p: (v.StepResult("install", "ok", "x"),
                                                          v.InstallEnv(sys.executable, None)))
     result = CliRunner().invoke(app, ["verify", str(wheel), "--json"])
     assert result.exit_code == 8
     data = json.loads(result.stdout)
     assert data["passed"] is False
-    assert [s["name"] for s in data["steps"]] == ["static", "fit", "install", "smoke"]
+    assert [s["name"] for s in data["steps"]] == ["static", "fit", "install", "smoke", "calls",
+                                                  "blocks"]
 
 
 def test_cli_verify_needs_a_wheel_or_installed():
