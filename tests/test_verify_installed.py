@@ -31,16 +31,17 @@ class cuda:
 """
 
 
-def fake_wheel(folder: Path, marker: str, version: str = "2.2.6") -> Path:
-    """A mamba_ssm wheel whose selective_scan_cuda.py says which copy it is (RECORD by `wheel`)."""
+def fake_wheel(folder: Path, marker: str, version: str = "2.2.6", name: str = "mamba_ssm",
+               extension: str = "selective_scan_cuda") -> Path:
+    """A wheel whose pure-Python stand-in extension says which copy it is (RECORD by `wheel`)."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"mamba_ssm-{version}-py3-none-any.whl"
-    dist = f"mamba_ssm-{version}.dist-info"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    dist = f"{name}-{version}.dist-info"
     with WheelFile(path, "w") as archive:
-        archive.writestr("mamba_ssm/__init__.py", f"WHO = {marker!r}\n")
-        archive.writestr("selective_scan_cuda.py", f"WHO = {marker!r}\n")
+        archive.writestr(f"{name}/__init__.py", f"WHO = {marker!r}\n")
+        archive.writestr(f"{extension}.py", f"WHO = {marker!r}\n")
         archive.writestr(f"{dist}/METADATA",
-                         f"Metadata-Version: 2.1\nName: mamba_ssm\nVersion: {version}\n")
+                         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
         archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
                          "Root-Is-Purelib: true\nTag: py3-none-any\n")
     return path
@@ -73,11 +74,12 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return python, purelib
 
 
-def _verify(python: Path, cwd: Path, *args: str) -> dict:
+def _verify(python: Path, cwd: Path, *args: str, code: int | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([python, "-m", "mambawin", "verify", *args, "--json"], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.stdout.strip(), done.stderr
+    assert code is None or done.returncode == code, done.stderr
     return json.loads(done.stdout)
 
 
@@ -102,3 +104,34 @@ def test_verify_installed_uses_the_host_copy(host, tmp_path):
     assert step["status"] == "ok", step["summary"]
     assert Path(step["details"]["extension"]) == purelib / "selective_scan_cuda.py"
     assert "current environment" in step["summary"]
+
+
+def _wheelhouse(folder: Path, conv_version: str) -> Path:
+    fake_wheel(folder, "under test", version="2.3.2")
+    fake_wheel(folder, "conv under test", conv_version, "causal_conv1d", "causal_conv1d_cuda")
+    return folder
+
+
+def test_a_wheelhouse_installs_both_wheels_into_one_venv(host, tmp_path):
+    python, purelib = host
+    report = _verify(python, tmp_path, str(_wheelhouse(tmp_path / "house", "1.6.1")))
+    names = [s["name"] for s in report["steps"]]
+    assert names[:6] == ["static", "fit", "static causal_conv1d", "fit causal_conv1d", "pair",
+                         "install"]
+    assert {"smoke", "conv", "calls", "blocks"} <= set(names)
+    install = _install_step(report)
+    assert install["status"] == "ok", install["summary"]
+    found = {k: Path(v) for k, v in install["details"]["extensions"].items()}
+    assert set(found) == {"selective_scan_cuda", "causal_conv1d_cuda"}
+    assert found["selective_scan_cuda"].parent == found["causal_conv1d_cuda"].parent
+    assert purelib not in found["selective_scan_cuda"].parents
+    pair = next(s for s in report["steps"] if s["name"] == "pair")
+    assert pair["status"] == "ok", pair["summary"]
+
+
+def test_a_wheelhouse_with_an_old_causal_conv1d_fails_the_pair(host, tmp_path):
+    python, _ = host
+    report = _verify(python, tmp_path, str(_wheelhouse(tmp_path / "house", "1.2.0")), code=8)
+    pair = next(s for s in report["steps"] if s["name"] == "pair")
+    assert pair["status"] == "fail"
+    assert "mamba_ssm 2.3.2 needs causal_conv1d>=1.4.0, found 1.2.0" in pair["summary"]
