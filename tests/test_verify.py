@@ -237,3 +237,60 @@ def test_cli_verify_needs_a_wheel_or_installed():
 def test_parse_arch_accepts_fatbin_names():
     assert v._as_arch("sm_90a", ptx=False) == parse_arch("90a")
     assert v._as_arch("compute_80", ptx=True).ptx
+
+
+# ---- GPU steps after install (runner output recorded, no GPU needed) ------------------------
+
+def _env():
+    return v.InstallEnv(sys.executable, None)
+
+
+def test_calls_step_fails_when_an_api_bypasses_its_kernel(monkeypatch):
+    monkeypatch.setattr(v, "run_module", lambda *a: {"passed": False, "probes": [
+        {"api": "selective_scan_fn", "status": "fail",
+         "reason": "selective_scan_fn ran without calling selective_scan_cuda.fwd"},
+        {"api": "causal_conv1d_fn", "status": "skip", "reason": "not installed"}]})
+    step = v.runner_step("calls", v.VerifyOptions(wheel=Path("x")), None, _env())
+    assert step.status == "fail" and "ran without calling selective_scan_cuda.fwd" in step.summary
+
+
+def test_blocks_step_skips_when_every_block_skipped(monkeypatch):
+    monkeypatch.setattr(v, "run_module", lambda *a: {"passed": True, "blocks": [
+        {"block": "Mamba", "status": "skip", "reason": "no triton"},
+        {"block": "Mamba2", "status": "skip", "reason": "no triton"}]})
+    step = v.runner_step("blocks", v.VerifyOptions(wheel=Path("x")), None, _env())
+    assert step.status == "skip" and "Mamba skip: no triton" in step.summary
+    blocked = v.runner_step("blocks", v.VerifyOptions(wheel=Path("x")), "no CUDA GPU", _env())
+    assert blocked.status == "skip" and blocked.summary == "no CUDA GPU"
+
+
+def test_upstream_tests_step_reports_each_package(monkeypatch, tmp_path):
+    from mambawin.verify import upstream_tests as ut
+
+    runs = [ut.TestRun("mamba-ssm", ut.TEST_FILES["mamba-ssm"], "v2.3.2.post1", passed=12,
+                       expected_failures=8, complex_removed=True),
+            ut.TestRun("causal-conv1d", ut.TEST_FILES["causal-conv1d"], "v1.6.1.post4",
+                       passed=3, failed=1, failures=["test_x[a]: AssertionError"])]
+    monkeypatch.setattr(ut, "run_all", lambda *a, **k: runs)
+    options = v.VerifyOptions(wheel=tmp_path, upstream_tests=True)
+    step = v.upstream_tests_step(options, None, _env(), [], tmp_path)
+    assert step.status == "fail"
+    assert "12 passed, 0 failed, 0 skipped, 8 expected failures (complex cases" in step.summary
+    assert "causal_conv1d tests/test_causal_conv1d.py @ v1.6.1.post4: 3 passed, 1 failed" in (
+        step.summary)
+    assert step.details["mamba-ssm"]["ok"] is True
+
+
+def test_cli_passes_upstream_tests_and_k(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_verify(options, on_step=None):
+        seen["options"] = options
+        return v.VerifyReport(None, v.Target(), ())
+
+    monkeypatch.setattr(v, "verify", fake_verify)
+    result = CliRunner().invoke(app, ["verify", "--installed", "--upstream-tests", "-k",
+                                      "test_selective_scan and 128"])
+    assert result.exit_code == 0, result.output
+    assert seen["options"].upstream_tests
+    assert seen["options"].test_keyword == "test_selective_scan and 128"
