@@ -51,7 +51,9 @@ def prepare_env(wheels: Sequence[Path], python: str, scratch: Path) -> InstallEn
     venv = scratch / "venv"
     venv_python = create_venv(venv, python)
     install_wheels(python, venv_python, [Path(w) for w in wheels])
-    return InstallEnv(venv_python, child, venv)
+    # site.py puts the user site-packages *before* a venv's own; a `pip install --user` copy
+    # would shadow the wheel. The .pth still appends the user site, after the venv.
+    return InstallEnv(venv_python, {**child, "PYTHONNOUSERSITE": "1"}, venv)
 
 
 def stage_runtime(scratch: Path) -> Path:
