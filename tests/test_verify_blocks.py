@@ -57,3 +57,14 @@ def test_the_reference_swap_is_undone(fakes):
 def test_mamba2_without_triton_is_skipped_with_the_fix(fakes):
     mamba2 = _run(names=["Mamba2"])["blocks"][0]
     assert mamba2["status"] == "skip" and "triton-windows" in mamba2["reason"]
+
+
+def test_an_import_that_needs_something_else_fails(fakes, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mamba_ssm.modules.mamba_simple", None)  # ImportError
+    mamba = _run(names=["Mamba"])["blocks"][0]
+    assert mamba["status"] == "skip" and "this mamba_ssm has no Mamba" in mamba["reason"]
+    broken = blocks._import_failure(blocks.BLOCKS[0], ModuleNotFoundError(
+        "No module named 'tilelang'", name="tilelang"))
+    assert broken["status"] == "fail" and "tilelang" in broken["reason"]

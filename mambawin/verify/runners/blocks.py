@@ -13,8 +13,9 @@ of the output, the input gradient and the worst parameter gradient per dtype.
   (`mamba_split_conv1d_scan_combined`); reference = upstream's unfused path
   (`use_mem_eff_path=False`) with torch's Conv1d. Its chunked scan is triton code in both paths.
 
-A block whose module cannot be imported (no triton, no Mamba2 before v2.0) is skipped with the
-reason. Run `python -m mambawin.verify.runners.blocks --json` inside the install environment.
+A block whose module is absent (Mamba2 before v2.0) or needs a missing triton is skipped with the
+reason; any other import failure fails. Run `python -m mambawin.verify.runners.blocks --json`
+inside the install environment.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def run_block(block: Block, dtypes: Sequence[str], device: str, seed: int,
         module = importlib.import_module(block.module)
         cls = getattr(module, block.name)
     except Exception as exc:
-        return {"block": block.name, "status": "skip", "reason": _import_reason(block, exc)}
+        return {"block": block.name, **_import_failure(block, exc)}
     fused, fast = fast_path(block, module)
     rows = {}
     for dtype in dtypes:
@@ -112,11 +113,16 @@ def run_block(block: Block, dtypes: Sequence[str], device: str, seed: int,
             "per_dtype": rows}
 
 
-def _import_reason(block: Block, exc: BaseException) -> str:
+def _import_failure(block: Block, exc: BaseException) -> dict[str, str]:
+    """skip when triton or the block's module itself is absent (Mamba2 before v2.0), else fail:
+    the package must import with what it requires (issue: tilelang/quack pulled in at import)."""
     reason = f"import {block.module} failed ({type(exc).__name__}: {exc})".splitlines()[0]
-    if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "triton":
-        reason += " (on Windows `pip install triton-windows`)"
-    return reason
+    missing = (exc.name or "") if isinstance(exc, ImportError) else ""
+    if missing.split(".")[0] == "triton":
+        return {"status": "skip", "reason": reason + " (on Windows `pip install triton-windows`)"}
+    if missing == block.module:
+        return {"status": "skip", "reason": f"this mamba_ssm has no {block.name} ({reason})"}
+    return {"status": "fail", "reason": reason}
 
 
 def compare_paths(block: Block, module: Any, cls: Any, dtype: str, device: str, seed: int,
