@@ -45,7 +45,8 @@ class Cell:
     version: str | None  # the wheel's public version; None when it cannot be known yet
     wheel: str | None  # the file name the build will produce
     status: str = TODO  # todo | built | indexed | impossible
-    reason: str = ""  # why impossible, or a note on how the version was found
+    reason: str = ""  # why impossible
+    note: str = ""  # how the version was found, when it is a guess
 
     @property
     def id(self) -> str:
@@ -65,7 +66,7 @@ class Cell:
             "torch": self.torch.version, "cuda": self.torch.cuda, "variant": self.torch.variant,
             "torch_index": self.torch.index, "platform": self.platform,
             "archs": format_archs(self.archs), "keep_complex": self.keep_complex,
-            "wheel": self.wheel, "status": self.status, "reason": self.reason,
+            "wheel": self.wheel, "status": self.status, "reason": self.reason, "note": self.note,
         }
 
 
@@ -100,7 +101,7 @@ def _cell(spec: Spec, package: PackageSpec, python: str, torch: TorchSpec, platf
           version: str | None, note: str) -> Cell:
     wheel = wheel_name(package, version, python, torch, platform) if version else None
     return Cell(package, python, torch, platform, spec.archs, spec.options.keep_complex,
-                version, wheel, TODO, note)
+                version, wheel, note=note)
 
 
 def _mark(cell: Cell, spec: Spec, versions: dict[str, tuple[str | None, str]],
@@ -110,7 +111,7 @@ def _mark(cell: Cell, spec: Spec, versions: dict[str, tuple[str | None, str]],
     if reason:
         return _replace(cell, IMPOSSIBLE, reason)
     if cell.wheel and cell.wheel in existing:
-        return _replace(cell, existing[cell.wheel], cell.reason)
+        return _replace(cell, existing[cell.wheel], "")
     return cell
 
 
