@@ -50,3 +50,24 @@ def matrix_command(
         typer.echo(json.dumps([cell.to_json() for cell in cells], indent=2))
         return
     render_matrix(cells)
+
+
+@command("index")
+def index_command(
+    wheelhouse: Annotated[Path, typer.Argument(help="Folder of wheels to add to the index.")],
+    out: Annotated[Path, typer.Option("--out", help="The index folder (created or updated).")],
+    title: Annotated[str, typer.Option("--title", help="Title of the index page.")] = (
+        "mambawin wheels"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Write (or update) a static PEP 503 index of WHEELHOUSE in OUT, per CUDA variant."""
+    from mambawin.index.simple import build_index
+
+    result = build_index(wheelhouse, out, title=title)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    console.print(f"{len(result.added)} wheel(s) added, {len(result.wheels)} in the index; "
+                  f"variants: {', '.join(result.variants) or 'none'}")
+    for root in result.to_json()["simple"]:
+        typer.echo(root)
