@@ -173,3 +173,36 @@ def test_cli_exit_code_and_conflicting_options(fakes: Path, tmp_path: Path,
     assert "cells failed" in result.output
     conflict = CliRunner().invoke(app, ["build", "--spec", str(spec), "--ref", "v2.3.0"])
     assert conflict.exit_code == 2 and "drop --ref" in conflict.output
+
+
+@pytest.mark.slow
+def test_real_venv_and_pip_install_torch_from_the_spec_index(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A real environment (venv + pip, uv hidden) whose torch comes from the spec's index only."""
+    import subprocess
+
+    from wheel.wheelfile import WheelFile
+
+    from mambawin.index.simple import build_index
+    from mambawin.team.spec import TorchSpec
+
+    monkeypatch.setattr(envs.proc, "which", lambda name, path=None: None if name == "uv"
+                        else __import__("shutil").which(name, path=path))
+    house = tmp_path / "torch-wheels"
+    house.mkdir()
+    with WheelFile(house / "torch-2.11.0+cu130-py3-none-any.whl", "w") as wheel:
+        wheel.writestr("torch/__init__.py", '__version__ = "2.11.0+cu130"\n')
+        wheel.writestr("torch-2.11.0+cu130.dist-info/METADATA",
+                       "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n\n")
+        wheel.writestr("torch-2.11.0+cu130.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\n"
+                       "Root-Is-Purelib: true\nTag: py3-none-any\n")
+    build_index(house, tmp_path / "idx")
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    torch = TorchSpec("2.11.0", "13.0", (tmp_path / "idx" / "cu130" / "simple").as_uri())
+    env = envs.ensure_env(python, torch, root=tmp_path / "envs")
+    assert env.tool == "venv+pip"
+    done = subprocess.run([str(env.python), "-c", "import torch, mambawin, ninja; "
+                           "print(torch.__version__)"], capture_output=True, text=True,
+                          check=True, env=envs.child_environ(env))
+    assert done.stdout.strip() == "2.11.0+cu130"
