@@ -31,15 +31,17 @@ OTHER_PLATFORM = "win_amd64" if HERE != "win_amd64" else "linux_x86_64"
 
 
 def fake_wheel(folder: Path, version: str, python: str, platform: str, *,
-               requires_python: str = ">=3.10", provenance: dict | None = None) -> Path:
+               requires_python: str = ">=3.10", provenance: dict | None = None,
+               project: str = "team_demo") -> Path:
     """A valid wheel of project 'team-demo' whose module says which build it is."""
     tag = f"{python}-{python}-{platform}" if python != "py3" else "py3-none-any"
-    path = folder / f"team_demo-{version}-{tag}.whl"
-    dist_info = f"team_demo-{version}.dist-info"
+    path = folder / f"{project}-{version}-{tag}.whl"
+    dist_info = f"{project}-{version}.dist-info"
     folder.mkdir(parents=True, exist_ok=True)
     with WheelFile(path, "w") as wheel:
         wheel.writestr("team_demo/__init__.py", f'TAG = "{version} {tag}"\n')
-        wheel.writestr(f"{dist_info}/METADATA", "Metadata-Version: 2.1\nName: team-demo\n"
+        wheel.writestr(f"{dist_info}/METADATA", "Metadata-Version: 2.1\n"
+                       f"Name: {project.replace('_', '-')}\n"
                        f"Version: {version}\nRequires-Python: {requires_python}\n\n")
         wheel.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
                        f"Root-Is-Purelib: false\nTag: {tag}\n")
@@ -188,3 +190,20 @@ def test_human_page_shows_provenance_and_verify(tmp_path: Path) -> None:
     assert "&lt;cl&gt; 19.44" in page  # escaped
     assert "passed</span>: verified on NVIDIA H100 (sm_90)" in page
     assert f'href="files/{wheel.name}"' in page
+
+
+def test_matrix_marks_cells_served_by_an_http_index(tmp_path: Path,
+                                                    http_server: tuple[Path, str]) -> None:
+    from mambawin.team.matrix import INDEXED, TODO, expand
+    from mambawin.team.spec import parse_spec
+
+    site, url = http_server
+    built = fake_wheel(tmp_path / "wh", "2.2.6+cu130torch2.11", "cp312", "win_amd64",
+                       project="mamba_ssm")
+    build_index(built.parent, site)
+    spec = parse_spec(f'index = "{url}/cu130/simple"\npython = ["3.11", "3.12"]\narchs = "90"\n'
+                      '[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
+                      '[[torch]]\nversion = "2.11.0"\ncuda = "13.0"\n', tmp_path / "t.toml")
+    cells = expand(spec, resolve=lambda p: ("2.2.6", ""))
+    assert [(c.python, c.status) for c in cells] == [("3.11", TODO), ("3.12", INDEXED)]
+

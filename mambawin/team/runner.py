@@ -9,6 +9,7 @@ environment's torch. A failed cell (or environment) is recorded and the next one
 from __future__ import annotations
 
 import dataclasses
+import re
 import sysconfig
 import time
 from dataclasses import dataclass
@@ -174,7 +175,8 @@ def _build_has(name: str) -> bool:
 def _log_path(cell: Cell) -> Path:
     folder = cache_dir() / "team-logs"
     folder.mkdir(parents=True, exist_ok=True)
-    return folder / time.strftime(f"{cell.id}-%Y%m%d-%H%M%S.log")
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "-", cell.id)  # a branch ref may hold '/'
+    return folder / time.strftime(f"{name}-%Y%m%d-%H%M%S.log")
 
 
 def _wheels(folder: Path) -> dict[str, float]:
