@@ -20,7 +20,7 @@ from mambawin import proc
 from mambawin.archs import format_archs
 from mambawin.cache import cache_dir
 from mambawin.errors import MambawinError
-from mambawin.team import envs
+from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
 from mambawin.team.spec import Options, Spec
 from mambawin.wheel.metadata import local_version_label
@@ -96,8 +96,13 @@ def _not_built(cell: Cell, options: RunOptions) -> CellResult | None:
 
 def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
                reporter: RunReporter) -> list[CellResult]:
-    """Make the group's environment once, then build each cell in it."""
+    """Find the group's CUDA toolkit, make its environment once, then build each cell in it."""
     first = cells[0]
+    toolkit, note = toolkits.find_toolkit(first.torch.cuda, envs.clean_environ())
+    if toolkit is None:
+        return [CellResult(c, FAILED, detail=note) for c in cells]
+    if note:
+        reporter.line(f"note: {note}")
     start = time.monotonic()
     try:
         env = envs.ensure_env(first.python, first.torch, root=options.envs_root,
@@ -105,11 +110,12 @@ def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
     except MambawinError as exc:
         spent = time.monotonic() - start
         return [CellResult(c, FAILED, seconds=spent, detail=f"environment: {exc}") for c in cells]
-    return [_build_cell(cell, env, spec, options, reporter) for cell in cells]
+    environ = toolkits.toolkit_environ(toolkit, envs.child_environ(env))
+    return [_build_cell(cell, env, environ, spec, options, reporter) for cell in cells]
 
 
-def _build_cell(cell: Cell, env: envs.BuildEnv, spec: Spec, options: RunOptions,
-                reporter: RunReporter) -> CellResult:
+def _build_cell(cell: Cell, env: envs.BuildEnv, environ: dict[str, str], spec: Spec,
+                options: RunOptions, reporter: RunReporter) -> CellResult:
     """Run the build pipeline for one cell in env; the wheel must appear in the wheelhouse."""
     reporter.cell_started(cell, str(env.root))
     log = _log_path(cell)
@@ -122,7 +128,7 @@ def _build_cell(cell: Cell, env: envs.BuildEnv, spec: Spec, options: RunOptions,
 
         try:
             done = proc.run(build_argv(cell, env.python, spec, options), timeout=CELL_TIMEOUT,
-                            check=False, env=envs.child_environ(env), on_line=on_line)
+                            check=False, env=environ, on_line=on_line)
         except MambawinError as exc:
             return CellResult(cell, FAILED, None, time.monotonic() - start, str(exc), log)
     spent = time.monotonic() - start
