@@ -6,6 +6,7 @@ each carrying a TAG saying which it is, so the test sees which one pip picked.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import subprocess
@@ -96,9 +97,10 @@ def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    log = (tmp_path / "http.log").open("w")
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
                                "127.0.0.1", "--directory", str(site)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -111,6 +113,7 @@ def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+        log.close()
 
 
 def test_http_index_installs_the_right_wheel(wheelhouse: Path, tmp_path: Path,
@@ -121,6 +124,9 @@ def test_http_index_installs_the_right_wheel(wheelhouse: Path, tmp_path: Path,
         f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}")
     # The all-variants index serves every wheel too (pip sorts the local labels: cu130 > cu128).
     assert pip_install(["--index-url", f"{url}/simple"], tmp_path / "u").startswith("1.0+cu")
+    # pip read METADATA from the PEP 658 file before it downloaded the wheel it chose.
+    requests = (tmp_path / "http.log").read_text()
+    assert f"GET /files/team_demo-1.0%2Bcu130torch2.11-{PY}-{PY}-{HERE}.whl.metadata" in requests
 
 
 def test_find_links_on_the_wheelhouse(wheelhouse: Path, tmp_path: Path) -> None:
@@ -135,6 +141,10 @@ def test_pages_follow_pep_503(wheelhouse: Path, tmp_path: Path) -> None:
     assert '<meta name="pypi:repository-version" content="1.0">' in page
     assert 'data-requires-python="&gt;=3.99"' in page  # escaped
     assert "#sha256=" in page and "cu128" not in page
+    name = f"team_demo-1.0+cu130torch2.11-{PY}-{PY}-{HERE}.whl"
+    metadata = (tmp_path / "site" / "files" / (name + ".metadata")).read_bytes()
+    assert metadata.startswith(b"Metadata-Version: 2.1\nName: team-demo\n")
+    assert f'data-core-metadata="sha256={hashlib.sha256(metadata).hexdigest()}"' in page
     root = (tmp_path / "site" / "simple" / "index.html").read_text()
     assert '<a href="team-demo/">team-demo</a>' in root  # the normalised name
     data = json.loads((tmp_path / "site" / "simple" / "team-demo" / "index.json").read_text())

@@ -36,7 +36,10 @@ from mambawin.wheel.metadata import read_provenance
 FILES = "files"
 SIMPLE = "simple"
 MARKER = ".mambawin-index.json"
-VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
+VERIFY_SUFFIX = ".verify.json"
+# PEP 658: the wheel's METADATA beside it, so pip's resolver reads requirements without
+# downloading a wheel of hundreds of megabytes.
+METADATA_SUFFIX = ".metadata"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
 _VARIANT = re.compile(r"^(cu\d{2,3}|rocm[\d.]+|cpu)")
 _CHUNK = 1 << 20
 
@@ -52,7 +55,8 @@ class IndexedWheel:
     sha256: str
     size: int
     requires_python: str | None
-    variant: str | None  # cu130, ... from provenance or the local version label
+    variant: str | None  # cu130, ... from the local version label or provenance
+    metadata_sha256: str = ""  # of files/<wheel>.metadata (PEP 658), "" when not written
     provenance: Mapping[str, Any] | None = None
     verify: Mapping[str, Any] | None = None
 
@@ -60,6 +64,7 @@ class IndexedWheel:
         return {"file": self.file, "project": self.project, "version": self.version,
                 "tags": list(self.tags), "sha256": self.sha256, "size": self.size,
                 "requires_python": self.requires_python, "variant": self.variant,
+                "metadata_sha256": self.metadata_sha256,
                 "provenance": dict(self.provenance) if self.provenance else None,
                 "verify": dict(self.verify) if self.verify else None}
 
@@ -114,32 +119,39 @@ def _wheel_files(folder: Path) -> list[Path]:
 
 
 def describe(path: Path) -> IndexedWheel:
-    """Read what the pages need from one wheel (its name, METADATA, provenance, verify record)."""
+    """What the pages need from one wheel in files/ (name, METADATA, provenance, verify record);
+    writes its PEP 658 `.metadata` file beside it when missing."""
     try:
         name, version, _, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         msg = f"{path.name} is not a valid wheel file name ({exc}): rename or remove it"
         raise WheelError(msg) from None
     with open_wheel(path) as (archive, info):
-        metadata = read_message(read_member(path, archive, info.metadata_path))
+        raw = read_member(path, archive, info.metadata_path)
+    metadata = read_message(raw)
     provenance = read_provenance(path)
+    sidecar = path.with_name(path.name + METADATA_SUFFIX)
+    if not sidecar.is_file() or sidecar.read_bytes() != raw:
+        write_atomic_bytes(sidecar, raw)
     requires = metadata.get("Requires-Python")
     return IndexedWheel(
         file=path.name, project=canonicalize_name(name), version=str(version),
         tags=tuple(sorted(str(t) for t in tags)), sha256=sha256_file(path),
         size=path.stat().st_size, requires_python=str(requires).strip() if requires else None,
         variant=_variant(provenance, version.local), provenance=provenance,
-        verify=_verify_record(path))
+        verify=_verify_record(path), metadata_sha256=hashlib.sha256(raw).hexdigest())
 
 
 def _variant(provenance: Mapping[str, Any] | None, local: str | None) -> str | None:
-    """cu130 from the provenance's CUDA version, else from the local label (+cu130torch2.11)."""
-    cuda = str((provenance or {}).get("cuda_version") or "")
-    parts = cuda.split(".")
+    """cu130 from the local label (+cu130torch2.11: torch's variant, which users pick an index
+    by), else from the provenance's CUDA version (the nvcc that compiled it)."""
+    match = _VARIANT.match(local or "")
+    if match:
+        return match[1]
+    parts = str((provenance or {}).get("cuda_version") or "").split(".")
     if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
         return f"cu{parts[0]}{parts[1]}"
-    match = _VARIANT.match(local or "")
-    return match[1] if match else None
+    return None
 
 
 def _verify_record(path: Path) -> Mapping[str, Any] | None:
@@ -215,11 +227,16 @@ def _write_simple(root: Path, wheels: Iterable[IndexedWheel], *, depth: int) -> 
 
 def write_atomic(path: Path, text: str) -> Path:
     """Write text through a temp file in the same folder and os.replace it into place."""
+    return write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: Path, data: bytes) -> Path:
+    """Write bytes through a temp file in the same folder and os.replace it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
