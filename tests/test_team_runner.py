@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin.cli import app
-from mambawin.team import envs
+from mambawin.team import envs, runner
 from mambawin.team.runner import BUILT, ELSEWHERE, FAILED, SKIPPED, RunOptions, run_spec
 from mambawin.team.spec import parse_spec
 
@@ -77,6 +77,13 @@ elif any(a.startswith("torch==") for a in args) and "py3.12" in args[args.index(
     print("error: No solution found when resolving dependencies: torch==2.11.0 for cp312")
     sys.exit(1)
 '''
+
+
+@pytest.fixture(autouse=True)
+def _build_takes_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As once `mambawin build --package` lands (BuildOptions.package): both packages build."""
+    real = runner._build_has
+    monkeypatch.setattr(runner, "_build_has", lambda name: name == "package" or real(name))
 
 
 @pytest.fixture
@@ -181,6 +188,32 @@ def test_a_cuda_variant_without_its_toolkit_fails_before_any_environment(
     assert {r.outcome for r in results} == {FAILED}
     assert results[0].detail.startswith("no CUDA 10.x toolkit found for torch's cu102")
     assert not calls(fakes)  # no environment was made for cells that cannot build
+
+
+def test_package_and_requirement_flags_follow_what_build_takes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from mambawin.team.spec import Options
+
+    assert runner.package_args("causal-conv1d") == ["--package", "causal-conv1d"]
+    assert runner.package_args("mamba-ssm") == []
+    monkeypatch.setattr(runner, "_build_has", lambda name: False)
+    assert runner.package_args("causal-conv1d") == []
+    assert runner.requirement_args(Options(drop=("triton", "tilelang"), keep=("x",))) == []
+    assert len(runner.option_notes(Options(drop=("tilelang",), keep=("x",)))) == 2
+    monkeypatch.setattr(runner, "_build_has", lambda name: True)
+    assert runner.requirement_args(Options(drop=("tilelang",), keep=("x",))) == [
+        "--drop", "tilelang", "--keep", "x"]
+
+
+def test_without_build_package_other_packages_fail_with_why(fakes: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.setattr(runner, "_build_has", lambda name: False)
+    spec = parse_spec(SPEC.replace(', "3.12"', ""), tmp_path / "team.toml")
+    options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs")
+    conv = next(r for r in run_spec(spec, options, Collect())
+                if r.cell.package.name == "causal-conv1d" and r.cell.platform == "win_amd64")
+    assert conv.outcome == FAILED and "needs a mambawin whose build takes --package" in conv.detail
 
 
 def test_cli_exit_code_and_conflicting_options(fakes: Path, tmp_path: Path,

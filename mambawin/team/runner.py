@@ -70,6 +70,8 @@ class RunReporter(Protocol):
 def run_spec(spec: Spec, options: RunOptions, reporter: RunReporter) -> list[CellResult]:
     """Build the cells this machine can; one result per cell of the matrix, in matrix order."""
     cells = expand(spec)
+    for note in option_notes(spec.options):
+        reporter.line(f"note: {note}")
     results: dict[str, CellResult] = {c.id: r for c in cells if (r := _not_built(c, options))}
     groups: dict[tuple[str, str], list[Cell]] = {}
     for cell in cells:
@@ -91,6 +93,9 @@ def _not_built(cell: Cell, options: RunOptions) -> CellResult | None:
     if cell.platform != options.platform:
         return CellResult(cell, ELSEWHERE, detail=f"needs a {cell.platform} machine "
                           f"(this one is {options.platform})")
+    if cell.package.name != "mamba-ssm" and not _build_has("package"):
+        return CellResult(cell, FAILED, detail=f"this mambawin builds only mamba-ssm: "
+                          f"{cell.package.name} needs a mambawin whose build takes --package")
     return None
 
 
@@ -169,6 +174,17 @@ def requirement_args(options: Options) -> list[str]:
     if _build_has("keep"):
         args += [arg for name in options.keep for arg in ("--keep", name)]
     return args
+
+
+def option_notes(options: Options) -> list[str]:
+    """What the spec asks of requirements that this mambawin's build cannot do yet."""
+    notes = []
+    if options.drop != Options().drop and not _build_has("drop"):
+        notes.append("options.drop is not applied: this mambawin's build has no --drop "
+                     "(it drops its own list)")
+    if options.keep and not _build_has("keep"):
+        notes.append("options.keep is not applied: this mambawin's build has no --keep")
+    return notes
 
 
 def _build_has(name: str) -> bool:
