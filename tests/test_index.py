@@ -173,6 +173,18 @@ def test_a_published_wheel_never_changes(wheelhouse: Path, tmp_path: Path) -> No
     assert (site / "files" / clash.name).read_bytes() == before
 
 
+def test_a_broken_wheel_changes_nothing(wheelhouse: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    before = sorted(p.relative_to(site) for p in site.rglob("*"))
+    later = fake_wheel(tmp_path / "later", "1.1+cu130torch2.11", PY, HERE)
+    (later.parent / "team_demo-1.2-py3-none-any.whl").write_bytes(b"not a zip")
+    result = CliRunner().invoke(app, ["index", str(later.parent), "--out", str(site)])
+    assert result.exit_code == 7 and "team_demo-1.2-py3-none-any.whl" in result.output
+    assert sorted(p.relative_to(site) for p in site.rglob("*")) == before
+    assert not list(later.parent.glob("*.metadata"))  # nothing written into the wheelhouse
+
+
 def test_refuses_a_folder_that_is_not_an_index(wheelhouse: Path, tmp_path: Path) -> None:
     mine = tmp_path / "docs"
     mine.mkdir()

@@ -30,7 +30,7 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from mambawin.errors import UsageError, WheelError
-from mambawin.wheel.info import open_wheel, read_member, read_message
+from mambawin.wheel.info import open_wheel, read_member, read_message, read_wheel
 from mambawin.wheel.metadata import read_provenance
 
 FILES = "files"
@@ -92,12 +92,14 @@ def build_index(wheelhouse: Path, out: Path, *, title: str = "mambawin wheels") 
     from mambawin.index.page import render_page
 
     sources = _wheel_files(Path(wheelhouse))
+    for path in sources:  # a broken wheel stops the run before the index changes at all
+        read_wheel(path)
     out = Path(out)
     _claim(out)
     added = tuple(name for name in (_place(path, out / FILES) for path in sources) if name)
     for path in sources:
         _copy_verify_record(path, out / FILES)
-    wheels = tuple(describe(path) for path in _wheel_files(out / FILES))
+    wheels = tuple(_entry(path) for path in _wheel_files(out / FILES))
     variants = tuple(sorted({w.variant for w in wheels if w.variant}))
     pages = [*_write_simple(out / SIMPLE, wheels, depth=2)]
     for variant in variants:
@@ -118,7 +120,7 @@ def _wheel_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.whl") if p.is_file())
 
 
-def describe(path: Path) -> IndexedWheel:
+def _entry(path: Path) -> IndexedWheel:
     """What the pages need from one wheel in files/ (name, METADATA, provenance, verify record);
     writes its PEP 658 `.metadata` file beside it when missing."""
     try:
@@ -249,6 +251,9 @@ def write_atomic_bytes(path: Path, data: bytes) -> Path:
 
 def _claim(out: Path) -> None:
     """Refuse a non-empty folder that is not a mambawin index: its files are not ours to change."""
+    if out.exists() and not out.is_dir():
+        msg = f"{out} is a file, not a folder: pass a folder for the index as --out"
+        raise UsageError(msg)
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         msg = (f"{out} is not empty and holds no mambawin index ({MARKER} missing): pass a new or "
                "empty --out folder, or the folder of an earlier `mambawin index` run")
