@@ -163,6 +163,21 @@ def test_adding_wheels_updates_in_place(wheelhouse: Path, tmp_path: Path) -> Non
     assert not [p for p in site.rglob(".*") if p.name != MARKER]  # no temp files left
 
 
+def test_unchanged_wheels_are_not_read_again(wheelhouse: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from mambawin.index import simple
+
+    site = tmp_path / "site"
+    first = build_index(wheelhouse, site)
+    read: list[str] = []
+    real = simple._entry
+    monkeypatch.setattr(simple, "_entry", lambda path: read.append(path.name) or real(path))
+    later = fake_wheel(tmp_path / "later", "1.1+cu130torch2.11", PY, HERE)
+    second = build_index(later.parent, site)
+    assert read == [later.name]
+    assert [w for w in second.wheels if w.file != later.name] == list(first.wheels)
+
+
 def test_a_published_wheel_never_changes(wheelhouse: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     build_index(wheelhouse, site)

@@ -99,7 +99,7 @@ def build_index(wheelhouse: Path, out: Path, *, title: str = "mambawin wheels") 
     added = tuple(name for name in (_place(path, out / FILES) for path in sources) if name)
     for path in sources:
         _copy_verify_record(path, out / FILES)
-    wheels = tuple(_entry(path) for path in _wheel_files(out / FILES))
+    wheels = _entries(out / FILES, _cached(out))
     variants = tuple(sorted({w.variant for w in wheels if w.variant}))
     pages = [*_write_simple(out / SIMPLE, wheels, depth=2)]
     for variant in variants:
@@ -118,6 +118,30 @@ def _wheel_files(folder: Path) -> list[Path]:
         msg = f"{folder} is not a folder of wheels: pass the wheelhouse that holds your .whl files"
         raise UsageError(msg)
     return sorted(p for p in folder.glob("*.whl") if p.is_file())
+
+
+def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]:
+    """Every wheel in files/; one unchanged since the last run (same size and mtime) is taken
+    from the marker instead of being read again (a wheel is hundreds of megabytes)."""
+    entries = []
+    for path in _wheel_files(files):
+        old = cached.get(path.name)
+        info = path.stat()
+        if (isinstance(old, dict) and old.get("size") == info.st_size
+                and old.get("mtime_ns") == info.st_mtime_ns
+                and path.with_name(path.name + METADATA_SUFFIX).is_file()):
+            entries.append(_from_json(old, _verify_record(path)))
+        else:
+            entries.append(_entry(path))
+    return tuple(entries)
+
+
+def _from_json(data: Mapping[str, Any], verify: Mapping[str, Any] | None) -> IndexedWheel:
+    return IndexedWheel(
+        file=data["file"], project=data["project"], version=data["version"],
+        tags=tuple(data["tags"]), sha256=data["sha256"], size=data["size"],
+        requires_python=data["requires_python"], variant=data["variant"],
+        metadata_sha256=data["metadata_sha256"], provenance=data["provenance"], verify=verify)
 
 
 def _entry(path: Path) -> IndexedWheel:
@@ -262,5 +286,22 @@ def _claim(out: Path) -> None:
 
 
 def _record(out: Path, wheels: Iterable[IndexedWheel]) -> None:
-    data = {"schema": 1, "wheels": {w.file: w.sha256 for w in wheels}}
-    write_atomic(out / MARKER, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    """The marker: this folder is a mambawin index, and what each wheel said (see _entries)."""
+    entries = {}
+    for wheel in wheels:
+        data = wheel.to_json()
+        del data["verify"]  # read again each run: a later `verify` may replace it
+        data["mtime_ns"] = (out / FILES / wheel.file).stat().st_mtime_ns
+        entries[wheel.file] = data
+    text = json.dumps({"schema": 1, "wheels": entries}, indent=2, sort_keys=True) + "\n"
+    write_atomic(out / MARKER, text)
+
+
+def _cached(out: Path) -> Mapping[str, Any]:
+    """The wheels the marker describes; empty when it is missing or unreadable (all re-read)."""
+    try:
+        data = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        wheels = data.get("wheels") if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        wheels = None
+    return wheels if isinstance(wheels, dict) else {}
