@@ -130,13 +130,17 @@ def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]
         if (isinstance(old, dict) and old.get("size") == info.st_size
                 and old.get("mtime_ns") == info.st_mtime_ns
                 and path.with_name(path.name + METADATA_SUFFIX).is_file()):
-            entries.append(_from_json(old, _verify_record(path)))
-        else:
-            entries.append(_entry(path))
+            try:
+                entries.append(_from_json(old, _verify_record(path)))
+                continue
+            except (KeyError, TypeError):
+                pass  # an entry in another shape: read the wheel itself
+        entries.append(_entry(path))
     return tuple(entries)
 
 
 def _from_json(data: Mapping[str, Any], verify: Mapping[str, Any] | None) -> IndexedWheel:
+    """The marker's entry as read back; KeyError/TypeError when it was edited into another shape."""
     return IndexedWheel(
         file=data["file"], project=data["project"], version=data["version"],
         tags=tuple(data["tags"]), sha256=data["sha256"], size=data["size"],
