@@ -320,3 +320,18 @@ def test_cli_plan_json_and_failure_exit_code(fake_repo: Path, tmp_path: Path,
     failed = runner.invoke(app, args)
     assert failed.exit_code == 6
     assert "error C2975" in failed.output
+
+
+def test_a_second_build_into_the_same_build_folder_fails_clearly(
+        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    options = _options(fake_repo, tmp_path / "out")
+    build_dir = core.plan(options, Recorder()).build_dir
+    build_dir.mkdir(parents=True)
+    (build_dir / core.LOCK_NAME).write_text("pid 4242 on elsewhere\n")  # a build in progress
+    with pytest.raises(BuildError, match=r"is in use by another mambawin run \(pid 4242"):
+        core.build(options, Recorder())
+    assert (build_dir / core.LOCK_NAME).exists()  # not ours to remove
+    assert not (build_dir / "src").exists() and not (tmp_path / "out").exists()
+    (build_dir / core.LOCK_NAME).unlink()
+    core.build(options, Recorder())
+    assert not (build_dir / core.LOCK_NAME).exists()  # the build removed its own lock

@@ -40,8 +40,9 @@ from mambawin.build.workspace import (
     staging_dir,
     workspace_for,
 )
-from mambawin.errors import ToolchainError, UsageError
+from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch.upstream import Checkout
+from mambawin.lock import hold
 from mambawin.packages import MAMBA, Package
 from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from mambawin.patch.engine import PatchReport
 
 RECORD_NAME = "build.json"
+LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 _IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
 
@@ -176,8 +178,17 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     label_choice = _check_options(options)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging)
-        with steps("build"):
-            compiled = _compile(prepared, steps.reporter)
+        # One build per build folder: a second one would share its objects, wheel and record.
+        with hold(prepared.workspace.root / LOCK_NAME, f"build folder {prepared.workspace.root}",
+                  BuildError):
+            with steps("build"):
+                compiled = _compile(prepared, steps.reporter)
+            return _finish(options, prepared, compiled, label_choice, steps)
+
+
+def _finish(options: BuildOptions, prepared: Prepared, compiled: CompileResult,
+            label_choice: str | None, steps: _Steps) -> BuildResult:
+    """Rewrite the wheel's metadata, write the record, and move the wheel into --out."""
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):

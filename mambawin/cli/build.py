@@ -11,10 +11,10 @@ import typer
 
 from mambawin.cli.app import command
 from mambawin.errors import UsageError
+from mambawin.ui.console import console
 
 if TYPE_CHECKING:
     from mambawin.build.reporter import Reporter
-from mambawin.ui.console import console
 
 
 @command("build")
@@ -49,6 +49,8 @@ def build_command(
     force: Annotated[bool, typer.Option(
         "--force", help="Build even when a blocking doctor check fails.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    spec: Annotated[Path | None, typer.Option(
+        "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
 ) -> None:
     """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
     from mambawin.archs import parse_archs
@@ -56,6 +58,14 @@ def build_command(
     from mambawin.build import pipeline as core
     from mambawin.packages import get_package
     from mambawin.ui.progress import ConsoleReporter
+
+    if spec is not None:
+        from mambawin.cli.team import build_spec
+
+        given = {"--ref": ref, "--repo": repo, "--source": source, "--arch": arch}
+        build_spec(spec, jobs=jobs, force=force, as_json=as_json,
+                   conflicts=[name for name, value in given.items() if value])
+        return
 
     options = core.BuildOptions(
         repo=repo, ref=ref, source=source,

@@ -45,9 +45,12 @@ def patch_command(
     from mambawin.archs import parse_archs
     from mambawin.packages import get_package
     from mambawin.patch.base import PatchOptions
-    from mambawin.patch.engine import apply_patches, export_patches
+    from mambawin.patch.engine import apply_patches
+    from mambawin.patch.export import check_export_dest, export_patches
 
     options = PatchOptions(parse_archs(arch) if arch else (), nvcc_threads, keep_complex)
+    if export is not None:
+        check_export_dest(export)  # before anything is patched
     report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run,
                            package=get_package(package) if package else None)
     exported = export_patches(report, export) if export is not None else []

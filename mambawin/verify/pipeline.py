@@ -1,4 +1,9 @@
-"""`mambawin verify`: trust a wheel in steps (static, fit, install, GPU smoke, bench).
+"""`mambawin verify`: trust a wheel, or a wheelhouse, in steps.
+
+static and fit per wheel, pair (mamba-ssm with causal-conv1d), install (all wheels into one
+throwaway venv), then on the GPU: smoke (selective scan vs float64), conv (causal-conv1d vs
+float64), calls (the public API reaches the compiled kernels), blocks (Mamba/Mamba2 fast vs
+reference path), bench, and upstream-tests (the packages' own tests from their upstream commit).
 
 Each step returns ok / fail / skip with a one-line reason. The fit step decides from the wheel's
 GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in a
@@ -12,14 +17,15 @@ import json
 import math
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from mambawin import proc
 from mambawin.archs import Arch, parse_arch
 from mambawin.errors import MambawinError, UsageError
+from mambawin.verify.packages import CONV, EXTENSIONS, MAMBA, WheelRef, find_wheels, pair_problems
 from mambawin.verify.sandbox import EXTENSION, InstallEnv, import_check, prepare_env, run_module
 
 Status = Literal["ok", "fail", "skip"]
@@ -34,13 +40,21 @@ try:
         r["capability"] = list(torch.cuda.get_device_capability(0))
 except Exception as exc:
     r["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-spec = importlib.util.find_spec("selective_scan_cuda")
-r["extension"] = spec.origin if spec else None
-try:
-    import importlib.metadata as md
-    r["provenance"] = json.loads(md.distribution("mamba_ssm").read_text(%r) or "null")
-except Exception:
-    r["provenance"] = None
+import importlib.metadata as md
+r["packages"] = {}
+for dist, ext in %r:
+    spec = importlib.util.find_spec(ext)
+    if spec is None:
+        continue
+    row = {"extension": spec.origin, "version": None, "provenance": None}
+    try:
+        row["version"] = md.version(dist)
+        row["provenance"] = json.loads(md.distribution(dist).read_text(%r) or "null")
+    except Exception:
+        pass
+    r["packages"][dist] = row
+mamba = r["packages"].get("mamba-ssm", {})
+r["extension"], r["provenance"] = mamba.get("extension"), mamba.get("provenance")
 print(json.dumps(r))
 """
 
@@ -55,6 +69,8 @@ class Target:
     error: str | None = None
     installed_extension: str | None = None  # selective_scan_cuda already importable here
     installed_provenance: Mapping[str, Any] | None = None
+    # Every package importable here, by project: {"extension", "version", "provenance"}.
+    installed_packages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,7 +83,10 @@ class VerifyOptions:
     target: Target | None = None
     seed: int | None = None
     smoke_args: tuple[str, ...] = ()
+    conv_args: tuple[str, ...] = ()
     bench_args: tuple[str, ...] = ()
+    upstream_tests: bool = False
+    test_keyword: str | None = None  # pytest -k for --upstream-tests
     python: str = sys.executable
     timeout: float = 1800.0
 
@@ -98,7 +117,7 @@ class VerifyReport:
     @property
     def gpu_verified(self) -> bool:
         """The kernels really ran on a GPU and matched the reference."""
-        return any(s.name == "smoke" and s.status == "ok" for s in self.steps)
+        return any(s.name in ("smoke", "conv") and s.status == "ok" for s in self.steps)
 
     def step(self, name: str) -> StepResult | None:
         """The step called `name`, if it ran."""
@@ -111,7 +130,7 @@ class VerifyReport:
             return f"FAILED at {failed[0].name}: {failed[0].summary}"
         if self.gpu_verified:
             return f"verified on {self.target.gpu_name} ({_cc(self.target.capability)})"
-        smoke = self.step("smoke")
+        smoke = self.step("smoke") or self.step("conv")
         return f"passed, but not verified on a GPU: {smoke.summary if smoke else 'no GPU step'}"
 
     def to_json(self) -> dict[str, Any]:
@@ -124,7 +143,7 @@ class VerifyReport:
 def verify(options: VerifyOptions,
            on_step: Callable[[StepResult], None] | None = None) -> VerifyReport:
     """Run every step in order; on_step sees each result as soon as it is known."""
-    _check_options(options)
+    wheels = _check_options(options)
     target = options.target or probe_target(options.python)
     steps: list[StepResult] = []
 
@@ -135,23 +154,55 @@ def verify(options: VerifyOptions,
         return result
 
     with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
-        static, code, provenance = static_step(options, target)
-        record(static)
-        fit = record(fit_step(code, provenance, target))
-        install, env = install_step(options, Path(scratch))
+        packages, fits = [], []
+        for project, version, static, code, provenance in _static_steps(options, target, wheels):
+            record(static)
+            if tampered(static):
+                # A wheel whose bytes disagree with its RECORD, or that writes outside
+                # site-packages, never reaches pip: installing it could run or overwrite anything.
+                for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
+                    record(StepResult(name, "skip", TAMPERED))
+                return VerifyReport(str(options.wheel), target, tuple(steps))
+            fits.append(record(fit_step(code, provenance, target, project)))
+            packages.append((project, provenance, version))
+        if len(packages) == 2:
+            record(pair_step(packages))
+        install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
         record(install)
-        smoke = record(smoke_step(options, target, fit, install, env))
-        if options.bench:
-            record(bench_step(options, smoke, env))
+        for step in _gpu_steps(options, target, _worst(fits), install, env, packages,
+                               Path(scratch)):
+            record(step)
     return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
 
 
-def _check_options(options: VerifyOptions) -> None:
+TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
+
+
+def tampered(static: StepResult) -> bool:
+    """Whether the static step found the wheel altered or unsafe (bad RECORD, path escape)."""
+    return not static.details.get("integrity", {}).get("ok", True)
+
+
+def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to verify: pass a WHEEL path, or --installed for the current env")
-    if options.wheel is not None and not Path(options.wheel).is_file():
-        msg = f"{options.wheel} does not exist: pass the path of a built .whl (`mambawin build`)"
-        raise UsageError(msg)
+    if options.wheel is None:
+        return ()
+    return find_wheels(Path(options.wheel))
+
+
+def _worst(fits: Sequence[StepResult]) -> StepResult:
+    """The fit verdict of all wheels together: a failure wins, then a skip."""
+    for status in ("fail", "skip"):
+        found = next((f for f in fits if f.status == status), None)
+        if found:
+            return found
+    return fits[0] if fits else StepResult("fit", "skip", "nothing to fit")
+
+
+def _named(step: str, project: str) -> str:
+    """'static' for mamba-ssm (as before the wheelhouse), 'static causal_conv1d' otherwise."""
+    return step if project == MAMBA else f"{step} {project.replace('-', '_')}"
 
 
 # ---- probing the target ---------------------------------------------------------------------
@@ -162,46 +213,67 @@ def probe_target(python: str = sys.executable) -> Target:
     from mambawin.wheel.metadata import PROVENANCE_NAME
 
     try:
-        done = proc.run([python, "-c", _PROBE % PROVENANCE_NAME], timeout=180)
+        probe = _PROBE % (tuple(EXTENSIONS.items()), PROVENANCE_NAME)
+        done = proc.run([python, "-c", probe], timeout=180)
         data = json.loads(done.stdout.strip().splitlines()[-1])
     except (MambawinError, ValueError, IndexError) as exc:
         return Target(error=f"could not probe torch with {python}: {exc}")
     capability = tuple(data["capability"]) if data.get("capability") else None
-    return Target(data.get("torch"), data.get("cuda"), data.get("gpu"),
-                  capability,
-                  data.get("error"), data.get("extension"), data.get("provenance"))
+    return Target(data.get("torch"), data.get("cuda"), data.get("gpu"), capability,
+                  data.get("error"), data.get("extension"), data.get("provenance"),
+                  data.get("packages") or {})
 
 
 # ---- step 1: static checks ------------------------------------------------------------------
 
 
-def static_step(options: VerifyOptions, target: Target,
+def _static_steps(options: VerifyOptions, target: Target, wheels: Sequence[WheelRef],
+                  ) -> list[tuple[str, str | None, StepResult, Any, Mapping[str, Any] | None]]:
+    """(project, version, static result, GPU code, provenance) per wheel or installed package."""
+    if wheels:
+        return [(ref.project, ref.version, *static_step(options, target, ref)) for ref in wheels]
+    installed = {p: row for p, row in target.installed_packages.items() if p in EXTENSIONS}
+    if not installed:
+        return [(MAMBA, None, *_static_installed(target))]
+    return [(p, installed[p].get("version"), *_static_installed(target, p))
+            for p in EXTENSIONS if p in installed]
+
+
+def static_step(options: VerifyOptions, target: Target, ref: WheelRef | None = None,
                 ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
     """Wheel name/tags, METADATA, provenance and GPU code; (result, GpuCode or None, provenance)."""
     if options.wheel is None:
         return _static_installed(target)
-    wheel = Path(options.wheel)
-    checks: list[tuple[str, bool, str]] = []
+    wheel = ref.path if ref is not None else Path(options.wheel)
+    project = ref.project if ref is not None else MAMBA
+    integrity = ("integrity", *check_integrity(wheel))
+    if not integrity[1]:
+        return _checks_result(_named("static", project), [integrity], None), None, None
+    checks: list[tuple[str, bool, str]] = [integrity]
     tags_ok, tags_msg = check_tags(wheel)
     checks.append(("tags", tags_ok, tags_msg))
     checks.append(("metadata", *check_requirements(wheel)))
-    provenance, prov_msg = _read_provenance(wheel)
+    provenance, prov_msg = _read_provenance(wheel, project)
     checks.append(("provenance", provenance is not None, prov_msg))
     code, code_msg = _wheel_gpu_code(wheel)
     checks.append(("gpu_code", code is not None, code_msg))
-    return _checks_result("static", checks, code), code, provenance
+    return _checks_result(_named("static", project), checks, code), code, provenance
 
 
-def _static_installed(target: Target) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
-    if not target.installed_extension:
+def _static_installed(target: Target, project: str = MAMBA,
+                      ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+    row = target.installed_packages.get(project) or {}
+    extension = row.get("extension") or (target.installed_extension if project == MAMBA else None)
+    provenance = row.get("provenance") or (target.installed_provenance if project == MAMBA
+                                           else None)
+    if not extension:
         msg = (f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
                "its WHEEL path instead of --installed")
         return StepResult("static", "fail", msg), None, None
-    code, code_msg = _binary_gpu_code(Path(target.installed_extension))
-    checks = [("provenance", target.installed_provenance is not None,
-               _provenance_message(target.installed_provenance)),
+    code, code_msg = _binary_gpu_code(Path(extension), EXTENSIONS[project])
+    checks = [("provenance", provenance is not None, _provenance_message(provenance, project)),
               ("gpu_code", code is not None, code_msg)]
-    return _checks_result("static", checks, code), code, target.installed_provenance
+    return _checks_result(_named("static", project), checks, code), code, provenance
 
 
 def _checks_result(name: str, checks: list[tuple[str, bool, str]], code: Any) -> StepResult:
@@ -212,6 +284,17 @@ def _checks_result(name: str, checks: list[tuple[str, bool, str]], code: Any) ->
     if failed:
         return StepResult(name, "fail", "; ".join(failed), details)
     return StepResult(name, "ok", "; ".join(msg for _, _, msg in checks), details)
+
+
+def check_integrity(wheel: Path) -> tuple[bool, str]:
+    """Zip, member paths, names and every RECORD hash and size (wheel.info.open_wheel)."""
+    from mambawin.wheel.info import read_wheel
+
+    try:
+        info = read_wheel(wheel)
+    except MambawinError as exc:
+        return False, str(exc)
+    return True, f"{len(info.members)} members match RECORD; no path leaves the install folder"
 
 
 def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, str]:
@@ -255,52 +338,60 @@ def check_requirements(wheel: Path) -> tuple[bool, str]:
     return True, f"METADATA requires {', '.join(names) or 'nothing'} (no triton)"
 
 
-def _read_provenance(wheel: Path) -> tuple[Mapping[str, Any] | None, str]:
+def _read_provenance(wheel: Path, project: str = MAMBA,
+                     ) -> tuple[Mapping[str, Any] | None, str]:
     from mambawin.wheel.metadata import read_provenance
 
     try:
         provenance = read_provenance(wheel)
     except MambawinError as exc:
         return None, f"provenance unreadable: {exc}"
-    return provenance, _provenance_message(provenance)
+    return provenance, _provenance_message(provenance, project)
 
 
-def _provenance_message(provenance: Mapping[str, Any] | None) -> str:
+def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAMBA) -> str:
     if provenance is None:
         return ("no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
                 "CUDA and archs are recorded")
     ref = provenance.get("ref") or provenance.get("version") or "?"
     commit = str(provenance.get("commit") or "")[:10]
-    return (f"provenance: mamba {ref} {commit} for torch {provenance.get('torch_version') or '?'}"
-            f", CUDA {provenance.get('cuda_version') or '?'}").replace("  ", " ")
+    what = "mamba" if project == MAMBA else project
+    return (f"provenance: {what} {ref} {commit} for torch "
+            f"{provenance.get('torch_version') or '?'}, CUDA "
+            f"{provenance.get('cuda_version') or '?'}").replace("  ", " ")
 
 
 def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
-    from mambawin.wheel.gpucode import gpu_code_in_wheel
+    from packaging.utils import canonicalize_name
 
+    from mambawin.wheel.gpucode import gpu_code_in_wheel
+    from mambawin.wheel.info import parse_file_name
+
+    extension = EXTENSIONS.get(canonicalize_name(parse_file_name(wheel.name).name), EXTENSION)
     try:
         found = gpu_code_in_wheel(wheel)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
-    members = [m for m in found if Path(m).name.startswith(EXTENSION)]
+    members = [m for m in found if Path(m).name.startswith(extension)]
     if not members:
-        return None, (f"the wheel has no compiled {EXTENSION} extension: rebuild it (on upstream "
-                      "main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)")
-    return _describe_code(found[members[0]])
+        hint = (" (on upstream main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)"
+                if extension == EXTENSION else "")
+        return None, f"the wheel has no compiled {extension} extension: rebuild it{hint}"
+    return _describe_code(found[members[0]], extension)
 
 
-def _binary_gpu_code(binary: Path) -> tuple[Any, str]:
+def _binary_gpu_code(binary: Path, extension: str = EXTENSION) -> tuple[Any, str]:
     from mambawin.wheel.gpucode import list_gpu_code
 
     try:
-        return _describe_code(list_gpu_code(binary))
+        return _describe_code(list_gpu_code(binary), extension)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
 
 
-def _describe_code(code: Any) -> tuple[Any, str]:
+def _describe_code(code: Any, extension: str = EXTENSION) -> tuple[Any, str]:
     if not code.sass and not code.ptx:
-        return None, f"{EXTENSION} holds no GPU code: rebuild with `mambawin build --arch ...`"
+        return None, f"{extension} holds no GPU code: rebuild with `mambawin build --arch ...`"
     listed = ", ".join([*code.sass, *code.ptx])
     return code, f"GPU code {listed} (read with {code.method})"
 
@@ -328,8 +419,14 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
     return Arch(arch.major, arch.minor, arch.suffix, ptx)
 
 
-def fit_step(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> StepResult:
+def fit_step(code: Any, provenance: Mapping[str, Any] | None, target: Target,
+             project: str = MAMBA) -> StepResult:
     """Torch/CUDA the wheel was built for vs the installed torch; GPU code vs this GPU."""
+    result = _fit(code, provenance, target)
+    return replace(result, name=_named("fit", project))
+
+
+def _fit(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> StepResult:
     torch_ok, torch_msg = check_torch(provenance, target)
     details: dict[str, Any] = {"torch": {"ok": torch_ok, "message": torch_msg}}
     if not torch_ok:
@@ -413,19 +510,35 @@ def _cc(capability: tuple[int, int] | None) -> str:
     return f"sm_{capability[0]}{capability[1]}" if capability else "no GPU"
 
 
-# ---- step 3: install ------------------------------------------------------------------------
+# ---- pair and install ------------------------------------------------------------------------
 
 
-def install_step(options: VerifyOptions, scratch: Path) -> tuple[StepResult, InstallEnv | None]:
-    """Install into a throwaway venv (or use this env with --installed) and import the kernel."""
+def pair_step(packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None]]) -> StepResult:
+    """mamba-ssm and causal-conv1d belong together: versions, local labels, torch and CUDA."""
+    found = {project: (version or "", provenance) for project, provenance, version in packages}
+    if not found.get(MAMBA, ("", None))[0] or not found.get(CONV, ("", None))[0]:
+        return StepResult("pair", "skip", "versions unknown: pair compatibility not checked")
+    problems = pair_problems(found[MAMBA], found[CONV])
+    names = f"mamba_ssm {found[MAMBA][0]} with causal_conv1d {found[CONV][0]}"
+    if problems:
+        return StepResult("pair", "fail", f"{names}: " + "; ".join(problems),
+                          {"problems": problems})
+    return StepResult("pair", "ok", f"{names}: compatible (versions, torch, CUDA)")
+
+
+def install_step(options: VerifyOptions, scratch: Path, projects: Sequence[str] = (MAMBA,),
+                 ) -> tuple[StepResult, InstallEnv | None]:
+    """Install every wheel into one throwaway venv (or use this env) and import the kernels."""
+    modules = [EXTENSIONS[p] for p in projects if p in EXTENSIONS] or [EXTENSION]
     try:
-        wheel = None if options.installed and options.wheel is None else options.wheel
-        env = prepare_env(wheel, options.python, scratch)
-        found = import_check(env)
+        wheels = [r.path for r in find_wheels(Path(options.wheel))] if options.wheel else []
+        env = prepare_env(wheels, options.python, scratch)
+        found = import_check(env, modules)
     except MambawinError as exc:
         return StepResult("install", "fail", str(exc), _error_details(exc)), None
     where = "a throwaway venv" if env.venv else "the current environment"
-    summary = f"{EXTENSION} imports in {where} from {found['extension']} (torch {found['torch']})"
+    imported = ", ".join(f"{name} from {origin}" for name, origin in found["extensions"].items())
+    summary = f"{imported} import in {where} (torch {found['torch']})"
     return StepResult("install", "ok", summary, found), env
 
 
@@ -434,7 +547,30 @@ def _error_details(exc: MambawinError) -> dict[str, Any]:
     return {"error": str(exc), "tail": tail} if tail else {"error": str(exc)}
 
 
-# ---- steps 4 and 5: kernels on the GPU ------------------------------------------------------
+# ---- kernels on the GPU ----------------------------------------------------------------------
+
+
+def _gpu_steps(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
+               env: InstallEnv | None, packages: Sequence[tuple[str, Any, Any]],
+               scratch: Path) -> Iterator[StepResult]:
+    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks (mamba-ssm), bench, tests."""
+    projects = [project for project, _, _ in packages]
+    smoke = None
+    if MAMBA in projects:
+        smoke = smoke_step(options, target, fit, install, env)
+        yield smoke
+    if CONV in projects:
+        yield conv_step(options, target, fit, install, env)
+    yield runner_step("calls", options, _gpu_blocker(target, fit, install), env)
+    if MAMBA in projects:
+        yield runner_step("blocks", options, _gpu_blocker(target, fit, install), env)
+    if options.bench and smoke is not None:
+        yield bench_step(options, smoke, env)
+    if options.upstream_tests:
+        yield upstream_tests_step(options, _gpu_blocker(target, fit, install), env,
+                                  [(p, prov) for p, prov, _ in packages], scratch)
+
+
 
 
 def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
@@ -495,6 +631,77 @@ def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None
     from mambawin.verify.runners.bench import BenchReport
 
     return StepResult("bench", "ok", BenchReport.from_json(data).headline(), data)
+
+
+def conv_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
+              env: InstallEnv | None) -> StepResult:
+    """causal-conv1d's kernels against the float64 reference, in the install env."""
+    reason = _gpu_blocker(target, fit, install)
+    if reason or env is None:
+        return StepResult("conv", "skip", reason or "install failed")
+    args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
+            *options.conv_args]
+    try:
+        report = run_module(env, "mambawin.verify.runners.conv", args, options.timeout)
+    except MambawinError as exc:
+        return StepResult("conv", "fail", f"conv runner failed: {exc}", _error_details(exc))
+    return StepResult("conv", "ok" if report["passed"] else "fail", conv_summary(report), report)
+
+
+def conv_summary(report: Mapping[str, Any]) -> str:
+    """'45 cases on H100 (seed 1; modes plain, ...): float32 max abs ...' plus the first failure."""
+    cases = report.get("cases", [])
+    modes = ", ".join(report.get("modes", []))
+    parts = [f"{len(cases)} cases on {report.get('device')} (seed {report.get('seed')}; "
+             f"modes {modes}, update)"]
+    for dtype, row in report.get("per_dtype", {}).items():
+        parts.append(f"{dtype} max abs {row['max_abs']:.2g} rel {row['max_rel']:.2g}")
+    failed = [c for c in cases if not c["passed"]]
+    if failed:
+        first = failed[0]
+        why = first.get("error") or _worst_tensor(first)
+        parts.insert(0, f"{len(failed)} of {len(cases)} cases failed, first {first['name']}: {why}")
+    return "; ".join(parts)
+
+
+_RUNNER_ITEMS = {"calls": ("probes", "api"), "blocks": ("blocks", "block")}
+
+
+def runner_step(name: str, options: VerifyOptions, blocker: str | None,
+                env: InstallEnv | None) -> StepResult:
+    """The calls or blocks runner: ok / fail per item, skip when every item was skipped."""
+    if blocker or env is None:
+        return StepResult(name, "skip", blocker or "install failed")
+    try:
+        report = run_module(env, f"mambawin.verify.runners.{name}", ["--json"], options.timeout)
+    except MambawinError as exc:
+        return StepResult(name, "fail", f"{name} runner failed: {exc}", _error_details(exc))
+    key, label = _RUNNER_ITEMS[name]
+    items = report.get(key, [])
+    summary = "; ".join(f"{i[label]} {i['status']}: {i['reason']}" for i in items)
+    if not report.get("passed"):
+        return StepResult(name, "fail", summary, report)
+    status: Status = "ok" if any(i["status"] == "ok" for i in items) else "skip"
+    return StepResult(name, status, summary or "nothing to run", report)
+
+
+def upstream_tests_step(options: VerifyOptions, blocker: str | None, env: InstallEnv | None,
+                        packages: Sequence[tuple[str, Mapping[str, Any] | None]],
+                        scratch: Path) -> StepResult:
+    """The packages' own upstream tests against the installed wheels (pytest, junit XML)."""
+    from mambawin.verify.upstream_tests import run_all
+
+    if blocker or env is None:
+        return StepResult("upstream-tests", "skip", blocker or "install failed")
+    try:
+        runs = run_all(env, packages, scratch / "upstream-tests", keyword=options.test_keyword,
+                       timeout=options.timeout)
+    except MambawinError as exc:
+        return StepResult("upstream-tests", "fail", str(exc), _error_details(exc))
+    details = {run.project: run.to_json() for run in runs}
+    summary = "; ".join(run.summary() + (f" ({run.note})" if run.note else "") for run in runs)
+    return StepResult("upstream-tests", "ok" if all(r.ok for r in runs) else "fail", summary,
+                      details)
 
 
 def _finite(value: Any) -> Any:

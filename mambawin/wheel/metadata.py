@@ -27,7 +27,13 @@ from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
 from mambawin import __version__
 from mambawin.errors import UsageError, WheelError
-from mambawin.wheel.info import WheelInfo, open_wheel, read_member, read_message
+from mambawin.wheel.info import (
+    WheelInfo,
+    open_wheel,
+    read_member,
+    read_message,
+    read_text_member,
+)
 
 PROVENANCE_NAME = "mambawin-provenance.json"
 # triton has no Windows wheel on PyPI, so `pip install mamba_ssm-*.whl` fails to resolve
@@ -131,7 +137,7 @@ def local_version_label(cuda_version: str, torch_version: str, extra: str = "") 
 def requirements(wheel: Path) -> list[str]:
     """The wheel's Requires-Dist values, in METADATA order."""
     with open_wheel(Path(wheel)) as (archive, info):
-        metadata = read_message(read_member(info.path, archive, info.metadata_path))
+        metadata = read_message(read_text_member(info.path, archive, info.metadata_path))
     return [str(value).strip() for value in metadata.get_all("Requires-Dist") or ()]
 
 
@@ -152,6 +158,7 @@ def rewrite_wheel(
 ) -> Path:
     """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring)."""
     source_date_epoch()  # fail before any work when it is malformed
+    _check_out_dir(Path(out_dir))
     label = normalize_local_label(local_version) if local_version else None
     dropped = frozenset(canonicalize_name(name) for name in drop)
     with open_wheel(Path(wheel)) as (archive, info):
@@ -160,6 +167,14 @@ def rewrite_wheel(
         versions = _guard_versions(record) if guard and record else None
         entries = _entries(archive, plan, dropped, record, versions)
         return _write_atomically(entries, plan.target)
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """UsageError when out_dir, or the nearest of its parents that exists, is not a folder."""
+    existing = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        msg = f"--out {out_dir}: {existing} is a file, not a folder: pass a folder for the wheel"
+        raise UsageError(msg)
 
 
 def _release(text: str, what: str) -> tuple[int, int]:
@@ -192,7 +207,7 @@ def _existing_provenance(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str,
     if member not in info.members:
         return None
     try:
-        data = json.loads(read_member(info.path, archive, member))
+        data = json.loads(read_text_member(info.path, archive, member))
     except ValueError:
         data = None
     if not isinstance(data, dict):
