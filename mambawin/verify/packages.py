@@ -15,12 +15,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mambawin.errors import UsageError, WheelError
-from mambawin.packages import pair_rule
+from mambawin.packages import PACKAGES, pair_rule
 from mambawin.wheel.info import parse_file_name
 
 MAMBA, CONV = "mamba-ssm", "causal-conv1d"
 # The compiled module each package ships, by canonical distribution name.
-EXTENSIONS: Mapping[str, str] = {MAMBA: "selective_scan_cuda", CONV: "causal_conv1d_cuda"}
+EXTENSIONS: Mapping[str, str] = {p.name: p.extensions[0] for p in PACKAGES}
 # Which causal-conv1d a mamba-ssm release needs: one table for build, verify and team specs,
 # mambawin.packages.PAIR_RULES.
 
