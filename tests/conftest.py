@@ -39,6 +39,16 @@ def _forbid_real_build(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
         monkeypatch.setenv("MAMBAWIN_FORBID_REAL_BUILD", "1")
 
 
+@pytest.fixture(autouse=True)
+def _offline_unless_network(request: pytest.FixtureRequest,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only `network` tests ask the package index: verify's pip step is skipped everywhere else."""
+    if request.node.get_closest_marker("network") is None:
+        monkeypatch.setenv("MAMBAWIN_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("MAMBAWIN_OFFLINE", raising=False)
+
+
 @pytest.fixture
 def upstream_repo() -> Path:
     """The real upstream mirror named by MAMBAWIN_TEST_UPSTREAM; the test is skipped without it."""

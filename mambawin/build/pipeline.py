@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from mambawin.doctor.checks import DoctorReport
     from mambawin.patch.engine import PatchReport
 
-DROP = ("triton",)  # no win_amd64 wheel exists; upstream-map §3 P7
 RECORD_NAME = "build.json"
 _IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
@@ -65,6 +64,8 @@ class BuildOptions:
     keep_complex: bool = False
     local_version: str = "auto"  # auto | none | a PEP 440 local label
     force: bool = False  # go on past failed blocking doctor checks
+    drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
+    keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,7 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):
-            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice)
+            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice, options)
         with steps("record"):
             return _record(fixed, options.out, prepared, compiled, steps.durations)
 
@@ -292,8 +293,9 @@ def _configure(prepared: Prepared) -> Any:
     return configure(prepared.checkout.path, env)
 
 
-def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None) -> Path:
-    """Drop triton, set the local version, add provenance: a new wheel, the input untouched."""
+def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None,
+             options: BuildOptions) -> Path:
+    """Requirements for the wheel's platform, local version, provenance: a new wheel."""
     checkout, tools = prepared.checkout, prepared.toolchain
     provenance = Provenance(
         upstream_repo=checkout.repo, ref=checkout.ref or "", commit=checkout.commit or "",
@@ -301,8 +303,8 @@ def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str |
         archs=tuple(format_archs(prepared.archs).split(";")), torch_version=tools.torch,
         cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
     )
-    return rewrite_wheel(wheel, out_dir, drop=DROP, local_version=_label(label_choice, prepared),
-                         provenance=provenance)
+    return rewrite_wheel(wheel, out_dir, drop=options.drop, keep=options.keep,
+                         local_version=_label(label_choice, prepared), provenance=provenance)
 
 
 def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileResult,

@@ -36,6 +36,10 @@ def build_command(
         "--plan", help="Show what would be built; compile nothing.")] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Build even when a blocking doctor check fails.")] = False,
+    drop: Annotated[list[str] | None, typer.Option(
+        "--drop", help="Also drop this requirement from METADATA (repeatable).")] = None,
+    keep: Annotated[list[str] | None, typer.Option(
+        "--keep", help="Keep this requirement as upstream has it (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Build a mamba-ssm wheel: doctor, fetch, patch, build, metadata, record."""
@@ -46,7 +50,8 @@ def build_command(
     options = core.BuildOptions(
         repo=repo or core.DEFAULT_REPO, ref=ref, source=source,
         archs=parse_archs(arch) if arch else (), out=out, jobs=jobs, nvcc_threads=nvcc_threads,
-        keep_complex=keep_complex, local_version=local_version, force=force)
+        keep_complex=keep_complex, local_version=local_version, force=force,
+        drop=tuple(drop or ()), keep=tuple(keep or ()))
     reporter = ConsoleReporter()
     result = core.plan(options, reporter) if plan_only else core.build(options, reporter)
     if as_json:

@@ -1,4 +1,4 @@
-"""`mambawin verify`: trust a wheel in steps (static, fit, install, GPU smoke, bench).
+"""`mambawin verify`: trust a wheel in steps (static, requirements, fit, install, smoke, bench).
 
 Each step returns ok / fail / skip with a one-line reason. The fit step decides from the wheel's
 GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in a
@@ -137,6 +137,7 @@ def verify(options: VerifyOptions,
     with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
         static, code, provenance = static_step(options, target)
         record(static)
+        record(requirements_step(options))
         fit = record(fit_step(code, provenance, target))
         install, env = install_step(options, Path(scratch))
         record(install)
@@ -233,26 +234,44 @@ def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, st
 
 
 def check_requirements(wheel: Path) -> tuple[bool, str]:
-    """METADATA must not require triton (no Windows wheel; mambawin drops it)."""
+    """METADATA parses and is already rewritten for the wheel's platform (wheel.requirements)."""
     from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
 
-    from mambawin.wheel.metadata import requirements
+    from mambawin.wheel.metadata import requirement_plan, requirements
 
     try:
-        reqs = requirements(wheel)
+        reqs, pending = requirements(wheel), requirement_plan(wheel)
     except MambawinError as exc:
         return False, str(exc)
-    names = []
     for text in reqs:
         try:
-            names.append(canonicalize_name(Requirement(text).name))
+            Requirement(text)
         except InvalidRequirement:
             return False, f"METADATA has an unparsable Requires-Dist {text!r}: rebuild the wheel"
-    if "triton" in names:
-        return False, ("METADATA requires triton, which has no Windows wheel: rewrite it with "
-                       "`mambawin build` (it drops triton)")
-    return True, f"METADATA requires {', '.join(names) or 'nothing'} (no triton)"
+    if pending.changes:
+        listed = "; ".join(f"{c.before} ({c.reason})" for c in pending.changes)
+        return False, (f"METADATA is not rewritten for its platform: {listed}; rewrite it with "
+                       "`mambawin metadata` or build it with `mambawin build`")
+    return True, f"METADATA requires {', '.join(reqs) or 'nothing'}"
+
+
+# ---- step 2: requirements resolve on the wheel's platform -----------------------------------
+
+
+def requirements_step(options: VerifyOptions) -> StepResult:
+    """pip's resolver over the wheel's requirements for its own tags (online; torch excluded)."""
+    if options.wheel is None:
+        return StepResult("requirements", "skip", "an installed package: pip already resolved "
+                          "its requirements when it was installed")
+    from mambawin.verify.resolve import resolve_wheel
+
+    try:
+        result = resolve_wheel(Path(options.wheel), python=options.python)
+    except MambawinError as exc:
+        return StepResult("requirements", "fail", str(exc), _error_details(exc))
+    details = {"target": result.target, "installs": list(result.installs),
+               "missing": [asdict(m) for m in result.missing], **result.details}
+    return StepResult("requirements", result.status, result.summary, details)
 
 
 def _read_provenance(wheel: Path) -> tuple[Mapping[str, Any] | None, str]:
@@ -305,7 +324,7 @@ def _describe_code(code: Any) -> tuple[Any, str]:
     return code, f"GPU code {listed} (read with {code.method})"
 
 
-# ---- step 2: fit ----------------------------------------------------------------------------
+# ---- step 3: fit ----------------------------------------------------------------------------
 
 
 def runs_on(arch: Arch, capability: tuple[int, int]) -> bool:
@@ -413,7 +432,7 @@ def _cc(capability: tuple[int, int] | None) -> str:
     return f"sm_{capability[0]}{capability[1]}" if capability else "no GPU"
 
 
-# ---- step 3: install ------------------------------------------------------------------------
+# ---- step 4: install ------------------------------------------------------------------------
 
 
 def install_step(options: VerifyOptions, scratch: Path) -> tuple[StepResult, InstallEnv | None]:
@@ -434,7 +453,7 @@ def _error_details(exc: MambawinError) -> dict[str, Any]:
     return {"error": str(exc), "tail": tail} if tail else {"error": str(exc)}
 
 
-# ---- steps 4 and 5: kernels on the GPU ------------------------------------------------------
+# ---- steps 5 and 6: kernels on the GPU ------------------------------------------------------
 
 
 def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,

@@ -1,7 +1,9 @@
-"""Rewrite a built wheel so Windows can install and trust it; the input is never modified.
+"""Rewrite a built wheel so its platform can install and trust it; the input is never modified.
 
-Drops requirements with no Windows wheel (triton), sets a local version that says what the wheel was
-built for, records provenance in the .dist-info and adds a torch/CUDA import guard to the package.
+Rewrites requirements for the wheel's platform tag (`wheel.requirements`: on Windows triton becomes
+triton-windows and Mamba3-only requirements move to an extra), sets a local version that says what
+the wheel was built for, records provenance (with every requirement change) in the .dist-info and
+adds a torch/CUDA import guard to the package.
 The new wheel is written through `wheel.wheelfile.WheelFile`, so RECORD is regenerated.
 """
 
@@ -28,11 +30,9 @@ from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 from mambawin import __version__
 from mambawin.errors import UsageError, WheelError
 from mambawin.wheel.info import WheelInfo, open_wheel, read_member, read_message
+from mambawin.wheel.requirements import Plan, plan
 
 PROVENANCE_NAME = "mambawin-provenance.json"
-# triton has no Windows wheel on PyPI, so `pip install mamba_ssm-*.whl` fails to resolve
-# (state-spaces/mamba issues #12, #55); mamba-ssm imports it lazily and works without it.
-DEFAULT_DROP = ("triton",)
 SKIP_GUARD_ENV = "MAMBAWIN_SKIP_TORCH_CHECK"
 GUARD_BEGIN = "# >>> mambawin torch guard"
 GUARD_END = "# <<< mambawin torch guard"
@@ -53,6 +53,8 @@ class Provenance:
     commit: str = ""
     version: str = ""
     patches: tuple[Mapping[str, str], ...] = ()  # {"id": ..., "status": ...} per patch applied
+    # {"from", "to", "reason"} per Requires-Dist the rewrite changed (filled in by rewrite_wheel)
+    requirements: tuple[Mapping[str, str | None], ...] = ()
     archs: tuple[str, ...] = ()
     torch_version: str = ""
     cuda_version: str = ""
@@ -64,6 +66,7 @@ class Provenance:
         """The JSON-ready form, with the build date filled in."""
         data = asdict(self)
         data["patches"] = [dict(patch) for patch in self.patches]
+        data["requirements"] = [dict(change) for change in self.requirements]
         data["archs"] = list(self.archs)
         data["build_date"] = self.build_date or build_date()
         return {"schema": 1, **data}
@@ -141,11 +144,18 @@ def read_provenance(wheel: Path) -> dict[str, object] | None:
         return _existing_provenance(archive, info)
 
 
+def requirement_plan(wheel: Path, *, drop: Iterable[str] = (), keep: Iterable[str] = ()) -> Plan:
+    """What `rewrite_wheel` would change in the wheel's Requires-Dist, for its platform tag."""
+    with open_wheel(Path(wheel)) as (archive, info):
+        return _requirement_plan(archive, info, drop, keep)
+
+
 def rewrite_wheel(
     wheel: Path,
     out_dir: Path,
     *,
-    drop: Iterable[str] = DEFAULT_DROP,
+    drop: Iterable[str] = (),
+    keep: Iterable[str] = (),
     local_version: str | None = None,
     provenance: Provenance | Mapping[str, object] | None = None,
     guard: bool = True,
@@ -153,13 +163,21 @@ def rewrite_wheel(
     """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring)."""
     source_date_epoch()  # fail before any work when it is malformed
     label = normalize_local_label(local_version) if local_version else None
-    dropped = frozenset(canonicalize_name(name) for name in drop)
     with open_wheel(Path(wheel)) as (archive, info):
         plan = _plan(info, label, Path(out_dir))
+        changes = _requirement_plan(archive, info, drop, keep)
         record = _provenance_dict(archive, info, provenance)
+        if record is not None and changes.changes:
+            record["requirements"] = [change.to_json() for change in changes.changes]
         versions = _guard_versions(record) if guard and record else None
-        entries = _entries(archive, plan, dropped, record, versions)
+        entries = _entries(archive, plan, changes, record, versions)
         return _write_atomically(entries, plan.target)
+
+
+def _requirement_plan(archive: zipfile.ZipFile, info: WheelInfo, drop: Iterable[str],
+                      keep: Iterable[str]) -> Plan:
+    raw = read_member(info.path, archive, info.metadata_path)
+    return plan(info.name, info.file.platform, requires_dist(raw), drop=drop, keep=keep)
 
 
 def _release(text: str, what: str) -> tuple[int, int]:
@@ -221,7 +239,7 @@ def _guard_versions(record: Mapping[str, object]) -> tuple[str, str] | None:
     return f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0])
 
 
-def _entries(archive: zipfile.ZipFile, plan: _Plan, dropped: frozenset[str],
+def _entries(archive: zipfile.ZipFile, plan: _Plan, changes: Plan,
              record: dict[str, object] | None,
              versions: tuple[str, str] | None) -> Iterator[Entry]:
     """(new name, bytes, original entry) for every member of the new wheel, RECORD excluded."""
@@ -233,7 +251,7 @@ def _entries(archive: zipfile.ZipFile, plan: _Plan, dropped: frozenset[str],
             continue
         data = read_member(info.path, archive, entry.filename)
         if entry.filename == info.metadata_path:
-            data = edit_metadata(data, dropped, plan.version)
+            data = edit_metadata(data, changes, plan.version)
         elif entry.filename == guard_target:
             data = set_guard(data, versions, info.name)
         yield plan.rename(entry.filename), data, entry
@@ -254,20 +272,55 @@ def _guard_target(info: WheelInfo, *, needed: bool) -> str | None:
     return None
 
 
-def edit_metadata(raw: bytes, drop: frozenset[str], version: str | None) -> bytes:
-    """METADATA minus dropped Requires-Dist lines, with a new Version; all else byte for byte."""
-    match = _HEADER_END.search(raw)
-    cut = match.start(1) if match else len(raw)
+def requires_dist(raw: bytes) -> list[str]:
+    """The Requires-Dist values of raw METADATA bytes, unfolded, in order."""
+    values = []
+    for header in _logical_headers(raw[:_header_cut(raw)]):
+        name, _, value = header.partition(b":")
+        if name.strip().lower() == b"requires-dist":
+            values.append(_unfold(value))
+    return values
+
+
+def edit_metadata(raw: bytes, changes: Plan, version: str | None) -> bytes:
+    """METADATA with the plan's Requires-Dist changes and extras, and a new Version.
+
+    Every other byte stays as it was; a new `Provides-Extra` goes before the first Requires-Dist.
+    """
+    cut = _header_cut(raw)
+    replacements = changes.replacements()
+    extras = _missing_extras(raw[:cut], changes.extras)
     kept: list[bytes] = []
     for header in _logical_headers(raw[:cut]):
         name, _, value = header.partition(b":")
-        key = name.strip().lower()
-        if key == b"requires-dist" and requirement_name(_unfold(value)) in drop:
-            continue
-        if key == b"version" and version is not None:
-            header = b"Version: " + version.encode("ascii") + _line_end(header)
+        key, end = name.strip().lower(), _line_end(header)
+        if key == b"requires-dist" and extras:
+            kept += [_header("Provides-Extra", extra, end or b"\n") for extra in extras]
+            extras = []
+        if key == b"requires-dist" and _unfold(value) in replacements:
+            new = replacements[_unfold(value)]
+            header = b"" if new is None else _header("Requires-Dist", new, end)
+        elif key == b"version" and version is not None:
+            header = _header("Version", version, end)
         kept.append(header)
     return b"".join(kept) + raw[cut:]
+
+
+def _header_cut(raw: bytes) -> int:
+    match = _HEADER_END.search(raw)
+    return match.start(1) if match else len(raw)
+
+
+def _header(name: str, value: str, end: bytes) -> bytes:
+    return f"{name}: {value}".encode() + end
+
+
+def _missing_extras(head: bytes, extras: Iterable[str]) -> list[str]:
+    """The extras the METADATA does not provide yet (a second rewrite adds none)."""
+    provided = {canonicalize_name(_unfold(header.partition(b":")[2]))
+                for header in _logical_headers(head)
+                if header.partition(b":")[0].strip().lower() == b"provides-extra"}
+    return [extra for extra in extras if canonicalize_name(extra) not in provided]
 
 
 def requirement_name(text: str) -> str:
