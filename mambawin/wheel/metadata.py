@@ -177,7 +177,8 @@ def rewrite_wheel(
 def _requirement_plan(archive: zipfile.ZipFile, info: WheelInfo, drop: Iterable[str],
                       keep: Iterable[str]) -> Plan:
     raw = read_member(info.path, archive, info.metadata_path)
-    return plan(info.name, info.file.platform, requires_dist(raw), drop=drop, keep=keep)
+    return plan(info.name, info.file.platform, requires_dist(raw), version=info.version,
+                drop=drop, keep=keep)
 
 
 def _release(text: str, what: str) -> tuple[int, int]:
@@ -270,6 +271,15 @@ def _guard_target(info: WheelInfo, *, needed: bool) -> str | None:
                "rewrite it with guard=False (--no-guard)")
         raise WheelError(msg)
     return None
+
+
+def rewrite_requirements(raw: bytes, project: str, platform_tag: str, *, drop: Iterable[str] = (),
+                         keep: Iterable[str] = ()) -> tuple[bytes, Plan]:
+    """METADATA bytes with requirements for `platform_tag` (what rewrite_wheel writes), and why."""
+    version = read_message(raw).get("Version")
+    changes = plan(project, platform_tag, requires_dist(raw), version=version and str(version),
+                   drop=drop, keep=keep)
+    return edit_metadata(raw, changes, None), changes
 
 
 def requires_dist(raw: bytes) -> list[str]:

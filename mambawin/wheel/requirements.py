@@ -20,7 +20,9 @@ from typing import Literal
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 Family = Literal["windows", "linux", "other"]
 MAMBA3_EXTRA = "mamba3"
@@ -28,13 +30,20 @@ MAMBA3_EXTRA = "mamba3"
 
 @dataclass(frozen=True)
 class Rule:
-    """One table entry: on `family`, `project` is renamed to `target` or moved to extra `target`."""
+    """One table entry: on `family` ("any": every platform) and for the upstream `versions`,
+    `project` is renamed to `target`, moved to extra `target`, or capped by specifier `target`."""
 
     project: str  # canonical name of the requirement it matches
-    family: Family
-    action: Literal["rename", "extra"]
-    target: str  # the new project name (rename) or the extra's name (extra)
+    family: Family | Literal["any"]
+    action: Literal["rename", "extra", "cap"]
+    target: str  # new project name (rename), the extra's name (extra), a specifier (cap)
     reason: str
+    versions: SpecifierSet = SpecifierSet()  # upstream versions it applies to; empty: all
+
+    def applies(self, family: Family, version: Version | None) -> bool:
+        if self.family not in (family, "any"):
+            return False
+        return not self.versions or (version is not None and version in self.versions)
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,10 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
         Rule("apache-tvm-ffi", "windows", "extra", MAMBA3_EXTRA,
              "never imported by mamba_ssm; tilelang and the CuTe decode step use it; a mismatched "
              "install breaks `import mamba_ssm` with an AttributeError (state-spaces/mamba#986)"),
+        Rule("transformers", "any", "cap", "<5",
+             "utils/generation.py imports GreedySearchDecoderOnlyOutput, which transformers 5 "
+             "removed, so `import mamba_ssm` fails with ImportError (upstream fixed it in PR #807, "
+             "v2.3.0)", SpecifierSet("<2.3.0")),
     ),
     # causal-conv1d requires torch, packaging and ninja: all resolve on Windows.
     "causal-conv1d": (),
@@ -98,14 +111,15 @@ def platform_family(platform_tag: str) -> Family:
     return "other"
 
 
-def plan(project: str, platform_tag: str, requires: Sequence[str], *,
+def plan(project: str, platform_tag: str, requires: Sequence[str], *, version: str | None = None,
          drop: Iterable[str] = (), keep: Iterable[str] = ()) -> Plan:
     """The changes the table (and the user's drop/keep) make to `requires` for this platform."""
     family = platform_family(platform_tag)
     kept: set[str] = {str(canonicalize_name(name)) for name in keep}
     dropped: set[str] = {str(canonicalize_name(name)) for name in drop} - kept
+    release = _version(version)
     rules = {rule.project: rule for rule in RULES.get(canonicalize_name(project), ())
-             if rule.family == family and rule.project not in kept}
+             if rule.applies(family, release) and rule.project not in kept}
     changes = [change for text in requires
                if (change := _change(text, rules, dropped)) is not None]
     reasons = {change.reason for change in changes}
@@ -128,10 +142,22 @@ def _change(text: str, rules: Mapping[str, Rule], dropped: set[str]) -> Change |
     if rule.action == "rename":
         requirement.name = rule.target
         return Change(text, str(requirement), rule.reason)
+    if rule.action == "cap":
+        if set(SpecifierSet(rule.target)) <= set(requirement.specifier):
+            return None  # already capped (a second rewrite)
+        requirement.specifier &= SpecifierSet(rule.target)
+        return Change(text, str(requirement), rule.reason)
     if _extras_of(requirement.marker):
         return None  # already optional: an extra is not installed by default
     requirement.marker = _with_extra(requirement.marker, rule.target)
     return Change(text, str(requirement), rule.reason)
+
+
+def _version(text: str | None) -> Version | None:
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None
 
 
 def _extras_of(marker: Marker | None) -> bool:
