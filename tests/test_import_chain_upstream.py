@@ -33,22 +33,33 @@ from mambawin.patch.engine import apply_patches
 pytestmark = pytest.mark.upstream
 BLOCKED = ("tilelang", "quack", "cutlass", "tvm_ffi")
 CHILD = r'''
-import importlib.util, json, sys, types
+import importlib.machinery, importlib.util, json, sys, types
 mode, blocked = sys.argv[1], set(sys.argv[2].split(","))
+forced = set(filter(None, sys.argv[3].split(",")))
+
+class Broken:
+    """A loader for a found-but-unloadable module: tvm-ffi's AttributeError (mamba#986)."""
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        raise AttributeError(f"module {module.__name__!r} has no attribute '_LIB' "
+                             "(simulated broken install)")
 
 class Refuse:
-    """Import hook: the Mamba3-only stack is absent (mode 'absent') or installed but broken."""
+    """Import hook: the Mamba3-only stack is absent; in mode 'broken' tvm_ffi and tilelang are
+    found but fail to load (torch itself probes cutlass with find_spec, so that stays absent)."""
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] not in blocked:
+        top = name.split(".")[0]
+        if top not in blocked:
             return None
-        if mode == "absent":
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
-        raise AttributeError(f"module {name!r} has no attribute '_LIB' (simulated broken install)")
+        if mode == "broken" and top in ("tvm_ffi", "tilelang"):
+            return importlib.machinery.ModuleSpec(name, Broken())
+        raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
 
 sys.meta_path.insert(0, Refuse())
 stubbed = []
 for name in ("einops", "transformers"):
-    if importlib.util.find_spec(name) is None:
+    if name in forced or importlib.util.find_spec(name) is None:
         stubbed.append(name)   # pure-Python libraries: a permissive stand-in
         class Any(types.ModuleType):
             def __getattr__(self, attr):
@@ -63,7 +74,8 @@ from mamba_ssm import Mamba, Mamba2
 Mamba(d_model=16)
 Mamba2(d_model=64, headdim=16)
 out = {"triton": "triton" in sys.modules, "stubbed": stubbed,
-       "loaded": sorted(m for m in sys.modules if m.split(".")[0] in blocked)}
+       "loaded": sorted(m for m in sys.modules
+                        if m.split(".")[0] in blocked and sys.modules[m] is not None)}
 try:
     from mamba_ssm import Mamba3
     from mamba_ssm.modules import mamba3
@@ -105,13 +117,31 @@ def export(repo: Path, ref: str, dest: Path, *, patched: bool) -> Path:
     return dest
 
 
+def transformers_stub(python: str, root: Path) -> str:
+    """'transformers' when this ref needs a name transformers 5 removed and 5 is installed.
+
+    Before v2.3.0 mamba_ssm imports GreedySearchDecoderOnlyOutput; mambawin caps such wheels at
+    transformers<5 (test_requirements proves the cap); here the child then gets a stand-in.
+    """
+    generation = (root / "mamba_ssm/utils/generation.py").read_text(encoding="utf-8")
+    if "GreedySearchDecoderOnlyOutput" not in generation:
+        return ""
+    probe = "import transformers.generation as g; print(hasattr(g, 'GreedySearchDecoderOnlyOutput'))"
+    try:
+        has = proc.run([python, "-c", probe], timeout=300).stdout.strip().endswith("True")
+    except CommandError:
+        return ""  # not installed: the child stubs it anyway
+    return "" if has else "transformers"
+
+
 def import_in_child(python: str, root: Path, mode: str) -> dict | str:
     """The child's RESULT record, or the last line of its traceback when the import failed."""
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONNOUSERSITE": "1",
            "CUDA_VISIBLE_DEVICES": ""}
+    forced = transformers_stub(python, root)
     try:
-        done = proc.run([python, "-c", CHILD, mode, ",".join(BLOCKED)], cwd=root, env=env,
-                        timeout=600)
+        done = proc.run([python, "-c", CHILD, mode, ",".join(BLOCKED), forced], cwd=root,
+                        env=env, timeout=600)
     except CommandError as exc:
         return exc.tail.strip().splitlines()[-1]
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
