@@ -126,7 +126,8 @@ def transformers_stub(python: str, root: Path) -> str:
     generation = (root / "mamba_ssm/utils/generation.py").read_text(encoding="utf-8")
     if "GreedySearchDecoderOnlyOutput" not in generation:
         return ""
-    probe = "import transformers.generation as g; print(hasattr(g, 'GreedySearchDecoderOnlyOutput'))"
+    probe = ("import transformers.generation as g; "
+             "print(hasattr(g, 'GreedySearchDecoderOnlyOutput'))")
     try:
         has = proc.run([python, "-c", probe], timeout=300).stdout.strip().endswith("True")
     except CommandError:

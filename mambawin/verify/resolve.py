@@ -215,12 +215,13 @@ class _Pip:
 
     def missing(self, wanted: list[str]) -> tuple[Missing, ...]:
         """Each requirement that fails alone (pip stops at the first one it cannot find)."""
-        found = []
-        for text in wanted:
-            ok, output = self.run([text])
-            if not ok:
-                found.append(Missing(text, _errors(output)))
-        return tuple(found)
+        from concurrent.futures import ThreadPoolExecutor
+
+        # Separate pip processes, each mostly waiting on the index: run a few at once.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            verdicts = list(pool.map(lambda text: self.run([text]), wanted))
+        return tuple(Missing(text, _errors(output))
+                     for text, (ok, output) in zip(wanted, verdicts, strict=True) if not ok)
 
     def run(self, requires: Iterable[str]) -> tuple[bool, str]:
         argv = [self.python, "-m", "pip", "install", "--dry-run", "--ignore-installed",

@@ -38,12 +38,14 @@ class Rule:
     action: Literal["rename", "extra", "cap"]
     target: str  # new project name (rename), the extra's name (extra), a specifier (cap)
     reason: str
-    versions: SpecifierSet = SpecifierSet()  # upstream versions it applies to; empty: all
+    versions: str = ""  # upstream versions it applies to, a specifier; empty: all
 
     def applies(self, family: Family, version: Version | None) -> bool:
         if self.family not in (family, "any"):
             return False
-        return not self.versions or (version is not None and version in self.versions)
+        if not self.versions:
+            return True
+        return version is not None and version in SpecifierSet(self.versions)
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
         Rule("transformers", "any", "cap", "<5",
              "utils/generation.py imports GreedySearchDecoderOnlyOutput, which transformers 5 "
              "removed, so `import mamba_ssm` fails with ImportError (upstream fixed it in PR #807, "
-             "v2.3.0)", SpecifierSet("<2.3.0")),
+             "v2.3.0)", versions="<2.3.0"),
     ),
     # causal-conv1d requires torch, packaging and ninja: all resolve on Windows.
     "causal-conv1d": (),

@@ -25,8 +25,8 @@ ANCHOR = "except ImportError:  (after the tilelang and cute mamba3 imports)"
 MARK = "# mambawin mamba3-imports: a broken tilelang/tvm-ffi/CuTe install must not break Mamba"
 _GUARDS = ("tilelang", "cute")
 _GUARD = re.compile(
-    r"^(try:\n    from mamba_ssm\.ops\.(tilelang|cute)\.mamba3\.[^\n]+\n)except ImportError:[ \t]*$",
-    re.MULTILINE)
+    r"^(try:\n    from mamba_ssm\.ops\.(tilelang|cute)\.mamba3\.[^\n]+\n)"
+    r"except ImportError:[ \t]*$", re.MULTILINE)
 _PATCHED = re.compile(
     r"^try:\n    from mamba_ssm\.ops\.(tilelang|cute)\.mamba3\.[^\n]+\nexcept Exception:  "
     + re.escape(MARK) + "$", re.MULTILINE)
