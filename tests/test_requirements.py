@@ -54,8 +54,9 @@ def test_windows_v2_3_2_post1_keeps_only_what_mamba_and_mamba2_need() -> None:
         "torch", 'tilelang==0.1.8; extra == "mamba3"', 'apache-tvm-ffi<=0.1.9; extra == "mamba3"',
         'quack-kernels>=0.3.4; extra == "mamba3"', "triton-windows>=3.5.0", "ninja", "einops",
         "transformers", "packaging", "setuptools>=61.0.0",
-        'causal-conv1d>=1.2.0; extra == "causal-conv1d"']
-    assert b"Provides-Extra: causal-conv1d\nProvides-Extra: mamba3\nRequires-Dist: torch\n" in raw
+        'causal-conv1d>=1.2.0; extra == "causal-conv1d"', 'pytest; extra == "dev"']
+    assert (b"Provides-Extra: causal-conv1d\nProvides-Extra: dev\nProvides-Extra: mamba3\n"
+            b"Requires-Dist: torch\n") in raw
 
 
 @pytest.mark.parametrize("ref", ["v2.3.2.post1", "main"])
@@ -182,3 +183,39 @@ def test_the_linux_metadata_resolves_on_linux_x86_64(ref: str) -> None:
     result = pip_verdict(written(ref, LINUX), LINUX)
     assert result.status == "ok", result.summary
     assert any(item.lower().startswith("triton==") for item in result.installs)
+
+
+# ---- upstream's own requirement lists, read from the mirror -----------------------------------
+
+
+def mirror_metadata(repo: Path, ref: str) -> bytes:
+    """METADATA as setuptools writes it from the ref's pyproject.toml [project] table."""
+    tomllib = pytest.importorskip("tomllib")
+    from mambawin import proc
+
+    text = proc.run(["git", "--git-dir", str(repo), "show", f"{ref}:pyproject.toml"]).stdout
+    project = tomllib.loads(text)["project"]
+    lines = list(project["dependencies"])
+    for extra, extra_lines in project.get("optional-dependencies", {}).items():
+        lines += [f'{line}; extra == "{extra}"' for line in extra_lines]
+    init = proc.run(["git", "--git-dir", str(repo), "show", f"{ref}:mamba_ssm/__init__.py"]).stdout
+    version = init.split('"')[1]
+    return metadata_for(lines, version=version)
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("ref", ["v2.2.6", "v2.3.2.post1", "main"])
+def test_the_fixture_lines_are_upstreams(upstream_repo: Path, ref: str) -> None:
+    assert requires_dist(mirror_metadata(upstream_repo, ref)) == upstream_lines(ref)
+
+
+@pytest.mark.upstream
+@pytest.mark.network
+@pytest.mark.parametrize("tag", [WIN, LINUX])
+@pytest.mark.parametrize("ref", ["v2.2.6", "v2.3.2.post1", "main"])
+def test_the_metadata_mambawin_writes_from_upstream_resolves(
+        upstream_repo: Path, ref: str, tag: str) -> None:
+    raw, _ = rewrite_requirements(mirror_metadata(upstream_repo, ref), "mamba-ssm",
+                                  tag.split("-")[2])
+    result = pip_verdict(raw, tag)
+    assert result.status == "ok", result.summary
