@@ -86,13 +86,23 @@ print("RESULT " + json.dumps(out))
 '''
 
 
-def _refs() -> list[str]:
+# Upstream releases whose own package does not import, whatever the platform.
+BROKEN_UPSTREAM = {
+    "v2.0.0": "imports `src.distributed` (No module named 'src'), fixed in v2.0.1 (mamba#345)",
+    "v2.0.1": "ssd_combined imports ops/triton/k_activations, which the release lacks",
+    "v2.0.2": "ships k_activation.py but imports k_activations; renamed in v2.0.3",
+}
+
+
+def _refs() -> list[object]:
     path = os.environ.get("MAMBAWIN_TEST_UPSTREAM")
     if not path:
         return ["main"]
     tags = [t.name for t in git.Repo(path).tags
             if (v := release_version(t.name)) is not None and v.major >= 2]
-    return [*sorted(tags, key=lambda t: release_version(t) or 0), "main"]
+    ordered = [*sorted(tags, key=lambda t: release_version(t) or 0), "main"]
+    return [pytest.param(ref, marks=pytest.mark.xfail(strict=True, reason=BROKEN_UPSTREAM[ref]))
+            if ref in BROKEN_UPSTREAM else ref for ref in ordered]
 
 
 @pytest.fixture(scope="module")
