@@ -219,3 +219,82 @@ def test_the_metadata_mambawin_writes_from_upstream_resolves(
                                   tag.split("-")[2])
     result = pip_verdict(raw, tag)
     assert result.status == "ok", result.summary
+
+
+# ---- the verify step, with a recorded-pip stand-in ---------------------------------------------
+
+FAKE_PIP = r'''#!/usr/bin/env python3
+import json, sys
+args = sys.argv[1:]
+assert args[:4] == ["-m", "pip", "install", "--dry-run"], args
+mode = open(__file__ + ".mode").read().strip()
+if mode == "offline":
+    sys.stderr.write("WARNING: Retrying ... NewConnectionError('<pip._vendor.urllib3.connection."
+                     "HTTPSConnection>: Failed to establish a new connection')\n")
+    sys.exit(1)
+bad = [a for a in args if a.startswith(("tilelang", "triton>"))]
+if bad:
+    sys.stderr.write(f"ERROR: Could not find a version that satisfies the requirement {bad[0]} "
+                     "(from versions: 0.1.10, 0.1.11)\n"
+                     f"ERROR: No matching distribution found for {bad[0]}\n")
+    sys.exit(1)
+print(json.dumps({"install": [{"metadata": {"name": "einops", "version": "0.8.2"}},
+                              {"metadata": {"name": "torch", "version": "2.9.0+x"}}]}))
+'''
+
+
+def fake_python(tmp_path: Path, mode: str) -> str:
+    path = tmp_path / "python"
+    path.write_text(FAKE_PIP)
+    path.chmod(0o755)
+    (tmp_path / "python.mode").write_text(mode)
+    return str(path)
+
+
+@pytest.fixture
+def online(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(resolve.OFFLINE_ENV, raising=False)
+
+
+@pytest.mark.usefixtures("online")
+def test_each_requirement_without_a_wheel_is_named(tmp_path: Path) -> None:
+    raw = upstream_metadata("v2.3.2.post1")
+    result = resolve.resolve_metadata(raw, WIN, python=fake_python(tmp_path, "index"))
+    assert result.status == "fail"
+    assert [m.requirement for m in result.missing] == ["tilelang==0.1.8", "triton>=3.5.0"]
+    assert "versions with one: 0.1.10, 0.1.11" in result.missing[0].reason
+    assert result.summary.startswith("no win_amd64 wheel (pip --only-binary=:all:) for: ")
+    ok = resolve.resolve_metadata(written("v2.3.2.post1", WIN), WIN,
+                                  python=fake_python(tmp_path, "index"))
+    assert (ok.status, ok.installs) == ("ok", ("einops==0.8.2",))
+
+
+@pytest.mark.usefixtures("online")
+def test_unreachable_index_is_one_skip_line(tmp_path: Path) -> None:
+    result = resolve.resolve_metadata(written("main", WIN), WIN,
+                                      python=fake_python(tmp_path, "offline"))
+    assert result.status == "skip"
+    assert result.summary.startswith("offline: pip could not reach the package index")
+
+
+@pytest.mark.usefixtures("online")
+def test_verify_runs_the_requirements_step_on_the_wheels_own_tags(tmp_path: Path) -> None:
+    from wheel.wheelfile import WheelFile
+
+    from mambawin.verify import pipeline
+
+    src = tmp_path / "src"
+    dist = src / "mamba_ssm-2.3.2.post1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_bytes(upstream_metadata("v2.3.2.post1"))
+    (dist / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {WIN}\n")
+    wheel = tmp_path / f"mamba_ssm-2.3.2.post1-{WIN}.whl"
+    with WheelFile(wheel, "w") as out:
+        out.write_files(str(src))
+    options = pipeline.VerifyOptions(wheel=wheel, python=fake_python(tmp_path, "index"))
+    step = pipeline.requirements_step(options)
+    assert step.status == "fail"
+    assert [m["requirement"] for m in step.details["missing"]] == [
+        "tilelang==0.1.8", "triton>=3.5.0"]
+    installed = pipeline.requirements_step(pipeline.VerifyOptions(installed=True))
+    assert installed.status == "skip"
