@@ -298,3 +298,13 @@ def test_verify_runs_the_requirements_step_on_the_wheels_own_tags(tmp_path: Path
         "tilelang==0.1.8", "triton>=3.5.0"]
     installed = pipeline.requirements_step(pipeline.VerifyOptions(installed=True))
     assert installed.status == "skip"
+
+
+@pytest.mark.usefixtures("online")
+def test_a_python_without_pip_is_one_clear_failure(tmp_path: Path) -> None:
+    script = tmp_path / "nopip"
+    script.write_text("#!/bin/sh\necho \"$0: No module named pip\" >&2\nexit 1\n")
+    script.chmod(0o755)
+    result = resolve.resolve_metadata(written("main", WIN), WIN, python=str(script))
+    assert result.status == "fail" and result.missing == ()
+    assert "No module named pip" in result.summary and "pip >= 22.2" in result.summary

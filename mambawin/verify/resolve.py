@@ -33,6 +33,9 @@ _OFFLINE = re.compile(
 _NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
 _FROM_VERSIONS = re.compile(r"Could not find a version that satisfies the requirement (\S+) "
                             r"\(from versions: ([^)]*)\)")
+# pip reached a verdict about the requirements (rather than failing to run at all).
+_RESOLVER_VERDICT = re.compile(r"No matching distribution|ResolutionImpossible|conflicting "
+                               r"dependencies|Could not find a version")
 _TORCH = "torch"
 _STANDIN_LOCAL = "mambawin.standin"
 
@@ -208,10 +211,17 @@ class _Pip:
         if offline:
             return Resolution("skip", f"offline: pip could not reach the package index "
                               f"({offline.group(0)}): requirements not checked", where)
-        missing = self.missing(wanted) or (Missing(" ".join(wanted), _errors(output)),)
+        details: dict[str, object] = {"pip": output[-4000:]}
+        if not _RESOLVER_VERDICT.search(output):
+            return Resolution("fail", f"pip could not run the check with {self.python}: "
+                              f"{_errors(output)} (it needs pip >= 22.2)", where, details=details)
+        missing = self.missing(wanted)
+        if not missing:
+            return Resolution("fail", f"pip finds no set of versions for {where} that fits "
+                              f"together: {_errors(output)}", where, details=details)
         names = "; ".join(f"{m.requirement} ({m.reason})" for m in missing)
         return Resolution("fail", f"no {where} wheel (pip --only-binary=:all:) for: {names}",
-                          where, missing=missing, details={"pip": output[-4000:]})
+                          where, missing=missing, details=details)
 
     def missing(self, wanted: list[str]) -> tuple[Missing, ...]:
         """Each requirement that fails alone (pip stops at the first one it cannot find)."""
@@ -283,7 +293,8 @@ def _errors(output: str) -> str:
         return f"no matching distribution for {missing.group(1)}"
     errors = [line.removeprefix("ERROR: ").strip() for line in output.splitlines()
               if line.startswith("ERROR:")]
-    return errors[-1] if errors else "pip failed without an ERROR line"
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return errors[-1] if errors else (lines[-1] if lines else "pip printed nothing")
 
 
 def _name(text: str) -> str:
