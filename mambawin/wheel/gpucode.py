@@ -3,7 +3,7 @@
 cuobjdump is asked first when it can be found (PATH, CUDA_HOME/CUDA_PATH, or the
 `nvidia-cuda-cuobjdump` pip package). Without it the fatbin headers are read in pure Python from the
 ELF section `.nv_fatbin` (Linux .so) or the PE section `.nv_fatb` (Windows .pyd; PE section names
-are cut to 8 characters). The layout is reverse-engineered (docs/windows-toolchain.md §5.2), so
+are cut to 8 characters). The layout is reverse-engineered (docs/windows.md, "Fatbin layout"), so
 cuobjdump wins whenever both are available.
 """
 
