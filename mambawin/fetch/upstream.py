@@ -15,8 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from mambawin.cache import cache_dir
+from mambawin.cache import cache_dir, remove_tree
 from mambawin.errors import UpstreamError
 
 if TYPE_CHECKING:
@@ -211,8 +209,7 @@ def _atomic_dir(target: Path, fill: Callable[[Path], object], what: str) -> None
     except _git().GitCommandError as exc:
         raise UpstreamError(_git_failure(what, exc)) from None
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, onerror=_force_remove)
+        remove_tree(tmp)
 
 
 def _reusable(target: Path, commit: str) -> bool:
@@ -259,9 +256,3 @@ def _git_failure(what: str, exc: Exception) -> str:
     lines = [ln.strip() for ln in str(getattr(exc, "stderr", "") or exc).splitlines() if ln.strip()]
     detail = lines[-1].strip("'\" ") if lines else "git failed"
     return f"{what}: {detail}; check the URL and network, or pass --repo PATH of a local clone"
-
-
-def _force_remove(func: Callable[[str], object], path: str, _exc: object) -> None:
-    # git marks pack files read-only; Windows refuses to delete them (WinError 5) until cleared.
-    os.chmod(path, stat.S_IWRITE)
-    func(path)

@@ -90,8 +90,8 @@ def install_wheel(base_python: str, venv_python: str, wheel: Path) -> None:
 
 
 def _pip_error(exc: CommandError, wheel: Path) -> CommandError:
-    last = [line for line in exc.tail.splitlines() if line.strip()][-1:] or [str(exc)]
-    msg = f"pip could not install {wheel.name}: {last[0].strip()} (check the wheel's tags)"
+    last = proc.last_line(exc.tail) or str(exc)
+    msg = f"pip could not install {wheel.name}: {last} (check the wheel's tags)"
     return CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail)
 
 
@@ -100,8 +100,8 @@ def import_check(env: InstallEnv) -> dict[str, Any]:
     try:
         done = proc.run([env.python, "-c", _IMPORT], env=env.env, timeout=300)
     except CommandError as exc:
-        last = [ln for ln in exc.tail.splitlines() if ln.strip()][-1:] or [str(exc)]
-        msg = (f"import {EXTENSION} failed: {last[0].strip()} (torch or CUDA runtime mismatch? "
+        last = proc.last_line(exc.tail) or str(exc)
+        msg = (f"import {EXTENSION} failed: {last} (torch or CUDA runtime mismatch? "
                "run `mambawin doctor`)")
         raise CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail) from None
     found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
