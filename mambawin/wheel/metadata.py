@@ -30,8 +30,9 @@ from mambawin.errors import UsageError, WheelError
 from mambawin.wheel.info import WheelInfo, open_wheel, read_member, read_message
 
 PROVENANCE_NAME = "mambawin-provenance.json"
-# triton has no Windows wheel on PyPI, so `pip install mamba_ssm-*.whl` fails to resolve
-# (state-spaces/mamba issues #12, #55); mamba-ssm imports it lazily and works without it.
+# Requirements with no win_amd64 wheel: `pip install mamba_ssm-*.whl` cannot resolve them
+# (state-spaces/mamba issues #12, #55). The module itself can come from triton-windows
+# (docs/upstream-map.md §4). The one drop list: build, metadata and verify all use it.
 DEFAULT_DROP = ("triton",)
 SKIP_GUARD_ENV = "MAMBAWIN_SKIP_TORCH_CHECK"
 GUARD_BEGIN = "# >>> mambawin torch guard"
