@@ -15,14 +15,23 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import sys_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from mambawin import proc
 from mambawin.archs import Arch, parse_arch
+from mambawin.doctor.probes.base import Status
 from mambawin.errors import MambawinError, UsageError
+from mambawin.verify.runners.bench import BenchReport
 from mambawin.verify.sandbox import EXTENSION, InstallEnv, import_check, prepare_env, run_module
+from mambawin.versions import release
+from mambawin.wheel import gpucode
+from mambawin.wheel.gpucode import GpuCode
+from mambawin.wheel.metadata import DEFAULT_DROP, PROVENANCE_NAME, read_provenance, requirements
 
-Status = Literal["ok", "fail", "skip"]
 _PROBE = """
 import importlib.util, json
 r = {}
@@ -77,9 +86,13 @@ class StepResult:
     """One step's outcome: ok / fail / skip, a one-line summary, and machine-readable details."""
 
     name: str
-    status: Status
+    status: Status  # ok / fail / skip (the doctor's check outcomes; never warn)
     summary: str
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Accept the plain strings too ("ok"), as JSON and older callers spell them.
+        object.__setattr__(self, "status", Status(self.status))
 
 
 @dataclass(frozen=True)
@@ -93,12 +106,12 @@ class VerifyReport:
     @property
     def passed(self) -> bool:
         """No step failed (skipped steps say why in their summary)."""
-        return all(step.status != "fail" for step in self.steps)
+        return all(step.status is not Status.FAIL for step in self.steps)
 
     @property
     def gpu_verified(self) -> bool:
         """The kernels really ran on a GPU and matched the reference."""
-        return any(s.name == "smoke" and s.status == "ok" for s in self.steps)
+        return any(s.name == "smoke" and s.status is Status.OK for s in self.steps)
 
     def step(self, name: str) -> StepResult | None:
         """The step called `name`, if it ran."""
@@ -106,7 +119,7 @@ class VerifyReport:
 
     def summary(self) -> str:
         """One line: the first failure, or whether a GPU really ran the kernels."""
-        failed = [s for s in self.steps if s.status == "fail"]
+        failed = [s for s in self.steps if s.status is Status.FAIL]
         if failed:
             return f"FAILED at {failed[0].name}: {failed[0].summary}"
         if self.gpu_verified:
@@ -118,7 +131,7 @@ class VerifyReport:
         """A stable JSON object: wheel, target, passed, gpu_verified, summary, steps."""
         return _finite({"wheel": self.wheel, "target": asdict(self.target), "passed": self.passed,
                         "gpu_verified": self.gpu_verified, "summary": self.summary(),
-                        "steps": [asdict(s) for s in self.steps]})
+                        "steps": [{**asdict(s), "status": s.status.value} for s in self.steps]})
 
 
 def verify(options: VerifyOptions,
@@ -159,8 +172,6 @@ def _check_options(options: VerifyOptions) -> None:
 
 def probe_target(python: str = sys.executable) -> Target:
     """Ask `python` for its torch, CUDA and GPU in a child process; never raises."""
-    from mambawin.wheel.metadata import PROVENANCE_NAME
-
     try:
         done = proc.run([python, "-c", _PROBE % PROVENANCE_NAME], timeout=180)
         data = json.loads(done.stdout.strip().splitlines()[-1])
@@ -176,7 +187,7 @@ def probe_target(python: str = sys.executable) -> Target:
 
 
 def static_step(options: VerifyOptions, target: Target,
-                ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+                ) -> tuple[StepResult, GpuCode | None, Mapping[str, Any] | None]:
     """Wheel name/tags, METADATA, provenance and GPU code; (result, GpuCode or None, provenance)."""
     if options.wheel is None:
         return _static_installed(target)
@@ -192,11 +203,12 @@ def static_step(options: VerifyOptions, target: Target,
     return _checks_result("static", checks, code), code, provenance
 
 
-def _static_installed(target: Target) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+def _static_installed(target: Target,
+                      ) -> tuple[StepResult, GpuCode | None, Mapping[str, Any] | None]:
     if not target.installed_extension:
         msg = (f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
                "its WHEEL path instead of --installed")
-        return StepResult("static", "fail", msg), None, None
+        return StepResult("static", Status.FAIL, msg), None, None
     code, code_msg = _binary_gpu_code(Path(target.installed_extension))
     checks = [("provenance", target.installed_provenance is not None,
                _provenance_message(target.installed_provenance)),
@@ -204,21 +216,19 @@ def _static_installed(target: Target) -> tuple[StepResult, Any, Mapping[str, Any
     return _checks_result("static", checks, code), code, target.installed_provenance
 
 
-def _checks_result(name: str, checks: list[tuple[str, bool, str]], code: Any) -> StepResult:
+def _checks_result(name: str, checks: list[tuple[str, bool, str]],
+                   code: GpuCode | None) -> StepResult:
     details = {check: {"ok": ok, "message": msg} for check, ok, msg in checks}
     if code is not None:
         details["gpu_code"]["code"] = code.to_json()
     failed = [msg for _, ok, msg in checks if not ok]
     if failed:
-        return StepResult(name, "fail", "; ".join(failed), details)
-    return StepResult(name, "ok", "; ".join(msg for _, _, msg in checks), details)
+        return StepResult(name, Status.FAIL, "; ".join(failed), details)
+    return StepResult(name, Status.OK, "; ".join(msg for _, _, msg in checks), details)
 
 
 def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, str]:
     """Whether the wheel's file-name tags fit this interpreter (packaging.tags.sys_tags())."""
-    from packaging.tags import sys_tags
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     try:
         _, _, _, wheel_tags = parse_wheel_filename(wheel.name)
     except InvalidWheelFilename as exc:
@@ -233,12 +243,7 @@ def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, st
 
 
 def check_requirements(wheel: Path) -> tuple[bool, str]:
-    """METADATA must not require triton (no Windows wheel; mambawin drops it)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    from mambawin.wheel.metadata import requirements
-
+    """METADATA must not require what mambawin drops (triton: no Windows wheel)."""
     try:
         reqs = requirements(wheel)
     except MambawinError as exc:
@@ -249,15 +254,14 @@ def check_requirements(wheel: Path) -> tuple[bool, str]:
             names.append(canonicalize_name(Requirement(text).name))
         except InvalidRequirement:
             return False, f"METADATA has an unparsable Requires-Dist {text!r}: rebuild the wheel"
-    if "triton" in names:
-        return False, ("METADATA requires triton, which has no Windows wheel: rewrite it with "
-                       "`mambawin build` (it drops triton)")
-    return True, f"METADATA requires {', '.join(names) or 'nothing'} (no triton)"
+    kept = [name for name in DEFAULT_DROP if name in names]
+    if kept:
+        return False, (f"METADATA requires {kept[0]}, which has no Windows wheel: rewrite it with "
+                       f"`mambawin build` (it drops {kept[0]})")
+    return True, f"METADATA requires {', '.join(names) or 'nothing'} (no {', '.join(DEFAULT_DROP)})"
 
 
 def _read_provenance(wheel: Path) -> tuple[Mapping[str, Any] | None, str]:
-    from mambawin.wheel.metadata import read_provenance
-
     try:
         provenance = read_provenance(wheel)
     except MambawinError as exc:
@@ -275,11 +279,9 @@ def _provenance_message(provenance: Mapping[str, Any] | None) -> str:
             f", CUDA {provenance.get('cuda_version') or '?'}").replace("  ", " ")
 
 
-def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
-    from mambawin.wheel.gpucode import gpu_code_in_wheel
-
+def _wheel_gpu_code(wheel: Path) -> tuple[GpuCode | None, str]:
     try:
-        found = gpu_code_in_wheel(wheel)
+        found = gpucode.gpu_code_in_wheel(wheel)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
     members = [m for m in found if Path(m).name.startswith(EXTENSION)]
@@ -289,16 +291,14 @@ def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
     return _describe_code(found[members[0]])
 
 
-def _binary_gpu_code(binary: Path) -> tuple[Any, str]:
-    from mambawin.wheel.gpucode import list_gpu_code
-
+def _binary_gpu_code(binary: Path) -> tuple[GpuCode | None, str]:
     try:
-        return _describe_code(list_gpu_code(binary))
+        return _describe_code(gpucode.list_gpu_code(binary))
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
 
 
-def _describe_code(code: Any) -> tuple[Any, str]:
+def _describe_code(code: GpuCode) -> tuple[GpuCode | None, str]:
     if not code.sass and not code.ptx:
         return None, f"{EXTENSION} holds no GPU code: rebuild with `mambawin build --arch ...`"
     listed = ", ".join([*code.sass, *code.ptx])
@@ -313,7 +313,7 @@ def runs_on(arch: Arch, capability: tuple[int, int]) -> bool:
     return arch.runs_on(capability)
 
 
-def code_archs(code: Any) -> tuple[Arch, ...]:
+def code_archs(code: GpuCode) -> tuple[Arch, ...]:
     """Arch objects for GpuCode's 'sm_90' (SASS) and 'compute_80' (PTX) names."""
     sass = [_as_arch(name, ptx=False) for name in code.sass]
     ptx = [_as_arch(name, ptx=True) for name in code.ptx]
@@ -328,25 +328,27 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
     return Arch(arch.major, arch.minor, arch.suffix, ptx)
 
 
-def fit_step(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> StepResult:
+def fit_step(code: GpuCode | None, provenance: Mapping[str, Any] | None,
+             target: Target) -> StepResult:
     """Torch/CUDA the wheel was built for vs the installed torch; GPU code vs this GPU."""
     torch_ok, torch_msg = check_torch(provenance, target)
     details: dict[str, Any] = {"torch": {"ok": torch_ok, "message": torch_msg}}
     if not torch_ok:
-        return StepResult("fit", "fail", torch_msg, details)
+        return StepResult("fit", Status.FAIL, torch_msg, details)
     if target.capability is None:
         reason = f"no CUDA GPU visible to torch {target.torch_version}; {torch_msg}"
-        return StepResult("fit", "skip", reason, details)
+        return StepResult("fit", Status.SKIP, reason, details)
     archs, source = _known_archs(code, provenance)
     if not archs:
-        return StepResult("fit", "skip", f"GPU code unknown ({source}); {torch_msg}", details)
+        return StepResult("fit", Status.SKIP, f"GPU code unknown ({source}); {torch_msg}", details)
     arch_ok, arch_msg = check_archs(archs, target)
     details["archs"] = {"ok": arch_ok, "message": arch_msg, "source": source}
-    return StepResult("fit", "ok" if arch_ok else "fail",
+    return StepResult("fit", Status.OK if arch_ok else Status.FAIL,
                       f"{arch_msg}; {torch_msg}" if arch_ok else arch_msg, details)
 
 
-def _known_archs(code: Any, provenance: Mapping[str, Any] | None) -> tuple[tuple[Arch, ...], str]:
+def _known_archs(code: GpuCode | None,
+                 provenance: Mapping[str, Any] | None) -> tuple[tuple[Arch, ...], str]:
     if code is not None:
         return code_archs(code), "the extension's fatbin"
     recorded = (provenance or {}).get("archs") or ()
@@ -387,26 +389,17 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
         return True, f"{here} installed; the wheel does not record what it was built for"
     # The extension links against torch's C++ API, which changes between minor releases
     # ("undefined symbol" / "DLL load failed ... procedure could not be found").
-    if _release(built_torch, 2) != _release(target.torch_version, 2):
+    if release(built_torch, 2) != release(target.torch_version, 2):
         return False, (f"wheel built for torch {_dotted(built_torch, 2)} but {here} is installed: "
                        f"install torch {_dotted(built_torch, 2)} or rebuild with `mambawin build`")
-    if _release(built_cuda, 1) != _release(target.torch_cuda, 1):
+    if release(built_cuda, 1) != release(target.torch_cuda, 1):
         return False, (f"wheel built for CUDA {_dotted(built_cuda, 1)} but {here} is installed: "
                        f"install a torch cu{_dotted(built_cuda, 1)}x build or rebuild")
     return True, f"{here} matches the build (torch {_dotted(built_torch, 2)}, CUDA {built_cuda})"
 
 
-def _release(version: str, parts: int) -> tuple[int, ...]:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version).release[:parts]
-    except InvalidVersion:
-        return tuple(int(p) for p in version.split("+")[0].split(".")[:parts] if p.isdigit())
-
-
 def _dotted(version: str, parts: int) -> str:
-    return ".".join(map(str, _release(version, parts)))
+    return ".".join(map(str, release(version, parts)))
 
 
 def _cc(capability: tuple[int, int] | None) -> str:
@@ -423,10 +416,10 @@ def install_step(options: VerifyOptions, scratch: Path) -> tuple[StepResult, Ins
         env = prepare_env(wheel, options.python, scratch)
         found = import_check(env)
     except MambawinError as exc:
-        return StepResult("install", "fail", str(exc), _error_details(exc)), None
+        return StepResult("install", Status.FAIL, str(exc), _error_details(exc)), None
     where = "a throwaway venv" if env.venv else "the current environment"
     summary = f"{EXTENSION} imports in {where} from {found['extension']} (torch {found['torch']})"
-    return StepResult("install", "ok", summary, found), env
+    return StepResult("install", Status.OK, summary, found), env
 
 
 def _error_details(exc: MambawinError) -> dict[str, Any]:
@@ -442,22 +435,23 @@ def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install:
     """Run the smoke runner in the install env, unless an earlier step rules it out."""
     reason = _gpu_blocker(target, fit, install)
     if reason or env is None:
-        return StepResult("smoke", "skip", reason or "install failed")
+        return StepResult("smoke", Status.SKIP, reason or "install failed")
     args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
             *options.smoke_args]
     try:
         report = run_module(env, "mambawin.verify.runners.smoke", args, options.timeout)
     except MambawinError as exc:
-        return StepResult("smoke", "fail", f"smoke runner failed: {exc}", _error_details(exc))
-    return StepResult("smoke", "ok" if report["passed"] else "fail", smoke_summary(report), report)
+        return StepResult("smoke", Status.FAIL, f"smoke runner failed: {exc}", _error_details(exc))
+    status = Status.OK if report["passed"] else Status.FAIL
+    return StepResult("smoke", status, smoke_summary(report), report)
 
 
 def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
     if target.capability is None:
         return "no CUDA GPU visible: kernels not run (not verified on a GPU)"
-    if fit.status == "fail":
+    if fit.status is Status.FAIL:
         return "the wheel does not fit this GPU/torch (see fit): kernels not run"
-    if install.status != "ok":
+    if install.status is not Status.OK:
         return "install failed: kernels not run"
     return None
 
@@ -485,16 +479,15 @@ def _worst_tensor(case: Mapping[str, Any]) -> str:
 
 def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None) -> StepResult:
     """Benchmark in the install env once the smoke test passed."""
-    if smoke.status != "ok" or env is None:
-        return StepResult("bench", "skip", f"smoke did not pass ({smoke.summary.split(';')[0]})")
+    if smoke.status is not Status.OK or env is None:
+        reason = f"smoke did not pass ({smoke.summary.split(';')[0]})"
+        return StepResult("bench", Status.SKIP, reason)
     try:
         data = run_module(env, "mambawin.verify.runners.bench", ["--json", *options.bench_args],
                           options.timeout)
     except MambawinError as exc:
-        return StepResult("bench", "fail", f"benchmark failed: {exc}", _error_details(exc))
-    from mambawin.verify.runners.bench import BenchReport
-
-    return StepResult("bench", "ok", BenchReport.from_json(data).headline(), data)
+        return StepResult("bench", Status.FAIL, f"benchmark failed: {exc}", _error_details(exc))
+    return StepResult("bench", Status.OK, BenchReport.from_json(data).headline(), data)
 
 
 def _finite(value: Any) -> Any:

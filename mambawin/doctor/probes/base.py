@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 class Status(str, enum.Enum):
-    """How a check came out."""
+    """How a check came out: doctor's checks and verify's steps (the one status vocabulary)."""
 
     OK = "ok"
     WARN = "warn"
