@@ -20,6 +20,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from mambawin import proc
+from mambawin.doctor.probes.cuda import nvcc_version
 from mambawin.errors import CommandError, ToolchainError
 from mambawin.versions import release
 
@@ -253,10 +254,6 @@ def _cuda_version(cuda_home: str | Path, given: str | None,
             return Version(given)
         except InvalidVersion:
             return None
-    from mambawin.doctor.probes.cuda import (
-        nvcc_version,  # late: probes import this module's siblings
-    )
-
     return nvcc_version(cuda_home, env)
 
 

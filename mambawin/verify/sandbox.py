@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mambawin
 from mambawin import proc
 from mambawin.errors import CommandError
 
@@ -68,8 +69,6 @@ def _parent_pth() -> str:
 
 
 def _mambawin_root() -> Path:
-    import mambawin
-
     return Path(mambawin.__file__).resolve().parent.parent
 
 
