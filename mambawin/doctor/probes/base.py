@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -41,6 +41,7 @@ class Check:
 
     name: str
     status: Status
+    _: KW_ONLY  # the rest by keyword: a positional `..., hint, True` hides which field is True
     found: str = ""
     version: str = ""
     required: str = ""
