@@ -174,7 +174,7 @@ def probe_target(python: str = sys.executable) -> Target:
     """Ask `python` for its torch, CUDA and GPU in a child process; never raises."""
     try:
         done = proc.run([python, "-c", _PROBE % PROVENANCE_NAME], timeout=180)
-        data = json.loads(done.stdout.strip().splitlines()[-1])
+        data = json.loads(proc.last_line(done.stdout))
     except (MambawinError, ValueError, IndexError) as exc:
         return Target(error=f"could not probe torch with {python}: {exc}")
     capability = tuple(data["capability"]) if data.get("capability") else None

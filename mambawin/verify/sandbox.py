@@ -103,7 +103,7 @@ def import_check(env: InstallEnv) -> dict[str, Any]:
         msg = (f"import {EXTENSION} failed: {last} (torch or CUDA runtime mismatch? "
                "run `mambawin doctor`)")
         raise CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail) from None
-    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    found: dict[str, Any] = json.loads(proc.last_line(done.stdout))
     if env.venv and not _inside(Path(found["extension"]), env.venv):
         msg = (f"{EXTENSION} was imported from {found['extension']}, not from the wheel under "
                "test: unset PYTHONPATH entries that hold another copy")
@@ -132,10 +132,9 @@ def run_module(env: InstallEnv, module: str, args: Sequence[str], timeout: float
                ) -> dict[str, Any]:
     """Run `python -m module args` in the env; its last stdout line is a JSON object."""
     done = proc.run([env.python, "-m", module, *args], env=env.env, timeout=timeout)
-    lines = done.stdout.strip().splitlines()
     try:
-        data: dict[str, Any] = json.loads(lines[-1])
-    except (IndexError, ValueError):
+        data: dict[str, Any] = json.loads(proc.last_line(done.stdout))
+    except ValueError:
         msg = f"{module} printed no JSON result: run `{env.python} -m {module}` to see why"
         raise CommandError(msg, argv=done.argv, tail=done.stderr) from None
     return data
