@@ -27,6 +27,7 @@ from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
 from mambawin import __version__
 from mambawin.errors import UsageError, WheelError
+from mambawin.versions import release
 from mambawin.wheel.info import (
     WheelInfo,
     open_wheel,
@@ -36,8 +37,9 @@ from mambawin.wheel.info import (
 )
 
 PROVENANCE_NAME = "mambawin-provenance.json"
-# triton has no Windows wheel on PyPI, so `pip install mamba_ssm-*.whl` fails to resolve
-# (state-spaces/mamba issues #12, #55); mamba-ssm imports it lazily and works without it.
+# Requirements with no win_amd64 wheel: `pip install mamba_ssm-*.whl` cannot resolve them
+# (state-spaces/mamba issues #12, #55). The module itself can come from triton-windows
+# (docs/upstream-map.md §4). The one drop list: build, metadata and verify all use it.
 DEFAULT_DROP = ("triton",)
 SKIP_GUARD_ENV = "MAMBAWIN_SKIP_TORCH_CHECK"
 GUARD_BEGIN = "# >>> mambawin torch guard"
@@ -129,8 +131,8 @@ def normalize_local_label(text: str) -> str:
 
 def local_version_label(cuda_version: str, torch_version: str, extra: str = "") -> str:
     """The label saying what a wheel was built for: ('12.9', '2.8.0') → 'cu129torch2.8'."""
-    cuda = _release(cuda_version, "CUDA")
-    torch = _release(torch_version, "torch")
+    cuda = _major_minor(cuda_version, "CUDA")
+    torch = _major_minor(torch_version, "torch")
     return normalize_local_label(f"cu{cuda[0]}{cuda[1]}torch{torch[0]}.{torch[1]}{extra}")
 
 
@@ -177,15 +179,16 @@ def _check_out_dir(out_dir: Path) -> None:
         raise UsageError(msg)
 
 
-def _release(text: str, what: str) -> tuple[int, int]:
+def _major_minor(text: str, what: str) -> tuple[int, int]:
+    """(major, minor) of a version the user gave; anything but PEP 440 is a UsageError."""
     try:
-        release = Version(text).release
+        numbers = release(Version(text), 2)
     except InvalidVersion:
-        release = ()
-    if not release:
+        numbers = ()
+    if not numbers:
         msg = f"invalid {what} version {text!r}: give it like 12.9 or 2.8.0"
         raise UsageError(msg)
-    return release[0], (release[1] if len(release) > 1 else 0)
+    return numbers[0], (numbers[1] if len(numbers) > 1 else 0)
 
 
 def _plan(info: WheelInfo, label: str | None, out_dir: Path) -> _Plan:
@@ -232,7 +235,7 @@ def _guard_versions(record: Mapping[str, object]) -> tuple[str, str] | None:
     torch, cuda = record.get("torch_version"), record.get("cuda_version")
     if not torch or not cuda:
         return None
-    torch_release, cuda_release = _release(str(torch), "torch"), _release(str(cuda), "CUDA")
+    torch_release, cuda_release = _major_minor(str(torch), "torch"), _major_minor(str(cuda), "CUDA")
     return f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0])
 
 
