@@ -15,18 +15,20 @@ import sys
 import sysconfig
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
 from mambawin.build.compile import CompileResult, compile_wheel
+from mambawin.build.configure import SetupConfig, configure
 from mambawin.build.environment import EnvRequest, build_environment
 from mambawin.build.key import KeyInputs, build_key, tree_digest
+from mambawin.build.reporter import QuietReporter, Reporter
 from mambawin.build.workspace import (
     Workspace,
     adopt_source,
@@ -36,17 +38,17 @@ from mambawin.build.workspace import (
     staging_dir,
     workspace_for,
 )
-from mambawin.errors import ToolchainError, UsageError
-from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
-from mambawin.build.reporter import QuietReporter, Reporter
+from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
+from mambawin.errors import BuildError, ToolchainError, UsageError
+from mambawin.fetch import upstream
 from mambawin.fetch.upstream import DEFAULT_REPO, Checkout
-
-if TYPE_CHECKING:
-    from mambawin.doctor.checks import DoctorReport
-    from mambawin.patch.engine import PatchReport
+from mambawin.lock import hold
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.engine import IN_EFFECT, PatchReport, PatchResult, apply_patches
+from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
 
 RECORD_NAME = "build.json"
-_IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
+LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
 
 
@@ -66,18 +68,6 @@ class BuildOptions:
     force: bool = False  # go on past failed blocking doctor checks
     drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
     keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """The toolchain facts that decide the binary (and the wheel's local version)."""
-
-    torch: str
-    cuda: str
-    compiler: str
-    cuda_home: str | None = None
-    python: str = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    platform: str = sysconfig.get_platform()
 
 
 @dataclass(frozen=True)
@@ -103,7 +93,7 @@ class Prepared:
     def applied(self) -> list[dict[str, str]]:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
         return [{"id": r.id, "status": r.status} for r in self.patches.results
-                if r.status in _IN_EFFECT]
+                if r.status in IN_EFFECT]
 
 
 @dataclass(frozen=True)
@@ -165,8 +155,17 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     label_choice = _check_options(options)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging)
-        with steps("build"):
-            compiled = _compile(prepared, steps.reporter)
+        # One build per build folder: a second one would share its objects, wheel and record.
+        with hold(prepared.workspace.root / LOCK_NAME, f"build folder {prepared.workspace.root}",
+                  BuildError):
+            with steps("build"):
+                compiled = _compile(prepared, steps.reporter)
+            return _finish(options, prepared, compiled, label_choice, steps)
+
+
+def _finish(options: BuildOptions, prepared: Prepared, compiled: CompileResult,
+            label_choice: str | None, steps: _Steps) -> BuildResult:
+    """Rewrite the wheel's metadata, write the record, and move the wheel into --out."""
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):
@@ -233,12 +232,11 @@ def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch
                "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx)")
         raise UsageError(msg)
     jobs = options.jobs or report.recommended_jobs or os.cpu_count() or 1
-    return toolchain_of(report), tuple(archs), jobs
+    return report.toolchain, tuple(archs), jobs
 
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
-    from mambawin.fetch import upstream
     if options.source is None:
         return upstream.checkout(options.repo, options.ref, dest)
     described = upstream.describe(options.source)
@@ -249,25 +247,22 @@ def _fetch(options: BuildOptions, dest: Path) -> Checkout:
 
 def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    from mambawin.patch.base import PatchOptions
-    from mambawin.patch.engine import apply_patches
-
     return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex))
 
 
 def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
          toolchain: Toolchain, keep_complex: bool) -> str:
-    """The build key of this patched tree and toolchain (see buildsteps/key.py)."""
+    """The build key of this patched tree, its toolchain and this Python (see build/key.py)."""
     inputs = KeyInputs(
         commit=checkout.commit or "",
-        patches=tuple(sorted(r.id for r in patches.results if r.status in _IN_EFFECT)),
+        patches=tuple(sorted(r.id for r in patches.results if r.status in IN_EFFECT)),
         tree=tree_digest(checkout.path),
         archs=format_archs(archs),
         torch=toolchain.torch,
         cuda=toolchain.cuda,
         compiler=toolchain.compiler,
-        python=toolchain.python,
-        platform=toolchain.platform,
+        python=f"cp{sys.version_info[0]}{sys.version_info[1]}",
+        platform=sysconfig.get_platform(),
         keep_complex=keep_complex,
     )
     return build_key(inputs)
@@ -286,9 +281,7 @@ def _compile(prepared: Prepared, reporter: Reporter) -> CompileResult:
     return result
 
 
-def _configure(prepared: Prepared) -> Any:
-    from mambawin.build.configure import configure
-
+def _configure(prepared: Prepared) -> SetupConfig:
     env = build_environment(prepared.env_request(windows=False))
     return configure(prepared.checkout.path, env)
 
@@ -327,23 +320,7 @@ def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileRes
 
 def _run_checks(archs: tuple[Arch, ...]) -> DoctorReport:
     """The doctor's probes (a seam: tests replace it with a recorded report)."""
-    from mambawin.doctor.checks import run_checks
-
     return run_checks(archs, builds_root())
-
-
-def toolchain_of(report: DoctorReport) -> Toolchain:
-    """The facts build needs from the doctor's toolchain."""
-    tools = report.toolchain
-    compiler = " ".join(p for p in (tools.host_compiler, tools.host_compiler_version,
-                                    tools.msvc_toolset) if p)
-    return Toolchain(
-        torch=tools.torch_version or "",
-        # The nvcc that compiles decides the cuXY label; torch's CUDA only if nvcc is unknown.
-        cuda=tools.cuda_version or tools.torch_cuda or "",
-        compiler=compiler,
-        cuda_home=tools.cuda_home,
-    )
 
 
 def _check_options(options: BuildOptions) -> str | None:
@@ -381,7 +358,7 @@ def _upstream_json(checkout: Checkout) -> dict[str, Any]:
             "version": checkout.version, "tag": checkout.tag}
 
 
-def _patch_json(result: Any) -> dict[str, Any]:
+def _patch_json(result: PatchResult) -> dict[str, Any]:
     return {"id": result.id, "status": result.status, "files": list(result.files)}
 
 

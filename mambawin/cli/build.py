@@ -41,11 +41,21 @@ def build_command(
     keep: Annotated[list[str] | None, typer.Option(
         "--keep", help="Keep this requirement as upstream has it (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    spec: Annotated[Path | None, typer.Option(
+        "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
 ) -> None:
     """Build a mamba-ssm wheel: doctor, fetch, patch, build, metadata, record."""
     from mambawin.archs import parse_archs
     from mambawin.build import pipeline as core
     from mambawin.ui.progress import ConsoleReporter
+
+    if spec is not None:
+        from mambawin.cli.team import build_spec
+
+        given = {"--ref": ref, "--repo": repo, "--source": source, "--arch": arch}
+        build_spec(spec, jobs=jobs, force=force, as_json=as_json,
+                   conflicts=[name for name, value in given.items() if value])
+        return
 
     options = core.BuildOptions(
         repo=repo or core.DEFAULT_REPO, ref=ref, source=source,

@@ -39,9 +39,12 @@ def patch_command(
     """Apply the versioned Windows patch set to SOURCE: all patches or none."""
     from mambawin.archs import parse_archs
     from mambawin.patch.base import PatchOptions
-    from mambawin.patch.engine import apply_patches, export_patches
+    from mambawin.patch.engine import apply_patches
+    from mambawin.patch.export import check_export_dest, export_patches
 
     options = PatchOptions(parse_archs(arch) if arch else (), nvcc_threads, keep_complex)
+    if export is not None:
+        check_export_dest(export)  # before anything is patched
     report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run)
     exported = export_patches(report, export) if export is not None else []
     if as_json:

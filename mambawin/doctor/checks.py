@@ -71,29 +71,20 @@ class Toolchain:
     platform: str = sys.platform
 
     @property
-    def torch(self) -> str | None:
-        return self.torch_version
+    def torch(self) -> str:
+        """torch's version ('' when torch is missing): build key, provenance, local version."""
+        return self.torch_version or ""
 
     @property
-    def cuda(self) -> str | None:
-        """The CUDA the extension is compiled with (nvcc's version)."""
-        return self.cuda_version
+    def cuda(self) -> str:
+        """The CUDA the extension is compiled with: nvcc's, else torch's when nvcc is unknown."""
+        return self.cuda_version or self.torch_cuda or ""
 
     @property
-    def python(self) -> str:
-        return self.python_version
-
-    @property
-    def compiler(self) -> str | None:
-        """e.g. 'msvc 19.44.35207 (toolset 14.44.35207)' or 'gcc 12.2.0'."""
-        if not self.host_compiler:
-            return None
-        toolset = f" (toolset {self.msvc_toolset})" if self.msvc_toolset else ""
-        return f"{self.host_compiler} {self.host_compiler_version or '?'}{toolset}"
-
-    def to_json(self) -> dict[str, str | None]:
-        """A flat dict, for build keys and provenance records."""
-        return dict(vars(self))
+    def compiler(self) -> str:
+        """e.g. 'msvc 19.44.35207 14.44.35207' or 'gcc 12.2.0': build key and provenance."""
+        parts = (self.host_compiler, self.host_compiler_version, self.msvc_toolset)
+        return " ".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)

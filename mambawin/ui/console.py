@@ -8,9 +8,12 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
+from mambawin.doctor.probes.base import Status
+
 console = Console(stderr=True, highlight=False)
 
 OK, WARN, FAIL, SKIP = "[green]✓[/]", "[yellow]⚠[/]", "[red]✗[/]", "[dim]-[/]"
+MARKS = {Status.OK: OK, Status.WARN: WARN, Status.FAIL: FAIL, Status.SKIP: SKIP}
 
 
 @contextmanager

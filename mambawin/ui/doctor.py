@@ -5,9 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from mambawin.doctor.checks import DoctorReport, Status, summary
-from mambawin.ui.console import FAIL, OK, SKIP, WARN, console
-
-MARKS = {Status.OK: OK, Status.WARN: WARN, Status.FAIL: FAIL, Status.SKIP: SKIP}
+from mambawin.ui.console import MARKS, console
 
 
 def render_report(report: DoctorReport) -> None:

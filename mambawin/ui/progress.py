@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.progress import (
     BarColumn,
@@ -22,12 +21,12 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 
 from mambawin.build.ninja import COMPILE_STEP, NinjaStatus
+from mambawin.build.pipeline import BuildPlan, BuildResult
 from mambawin.ui import console as ui
 
-if TYPE_CHECKING:
-    from mambawin.build.pipeline import BuildPlan, BuildResult
 
 class ConsoleReporter:
     """Shows build steps with ✓/✗ and durations, and compile progress as a bar with an ETA."""
@@ -67,8 +66,6 @@ class ConsoleReporter:
 
     def summary(self, result: BuildPlan | BuildResult) -> None:
         """The closing summary of a build (wheel, size, sha256, archs, log) or of a --plan."""
-        from mambawin.build.pipeline import BuildPlan
-
         if isinstance(result, BuildPlan):
             _show_plan(result)
         else:
@@ -104,8 +101,6 @@ def _show_build(result: BuildResult) -> None:
 
 
 def _show_plan(plan: BuildPlan) -> None:
-    from rich.table import Table
-
     up = plan.upstream
     ui.console.print(f"[bold]mamba {up['version']}[/] from {up['repo']} "
                      f"{up['ref'] or ''} at {up['commit'] or '(no git commit)'}", soft_wrap=True)

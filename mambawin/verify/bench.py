@@ -28,7 +28,8 @@ def bench(options: BenchOptions) -> BenchReport:
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to benchmark: pass a WHEEL path, or --installed")
     with tempfile.TemporaryDirectory(prefix="mambawin-bench-") as scratch:
-        env = prepare_env(options.wheel, options.python, Path(scratch))
+        wheels = [options.wheel] if options.wheel is not None else []
+        env = prepare_env(wheels, options.python, Path(scratch))
         import_check(env)
         args = ["--json", *(["--quick"] if options.quick else [])]
         data = run_module(env, "mambawin.verify.runners.bench", args, options.timeout)

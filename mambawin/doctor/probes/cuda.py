@@ -179,15 +179,17 @@ def cuda_checks(cuda: CudaFacts, torch_cuda: str | None) -> list[Check]:
             if cuda.torch_home else ""
         hint = (f"{where}install the CUDA toolkit ({want}, {CUDA_DOWNLOAD}) "
                 "or set CUDA_HOME to its folder")
-        return [Check("nvcc", Status.FAIL, "not found", required=want, hint=hint, blocking=True)]
+        return [Check("nvcc", Status.FAIL, found="not found", required=want, hint=hint,
+                      blocking=True)]
     if cuda.version is None:
         hint = f"{cuda.nvcc} --version did not run or printed no release: reinstall the toolkit"
-        return [Check("nvcc", Status.FAIL, cuda.nvcc or "", "", want, hint, True)]
+        return [Check("nvcc", Status.FAIL, found=cuda.nvcc or "", required=want, hint=hint,
+                      blocking=True)]
     found = f"{cuda.nvcc} (CUDA_HOME={cuda.home}, from {cuda.source or 'a default folder'})"
-    checks = [Check("nvcc", Status.OK, found, cuda.version.public, want)]
+    checks = [Check("nvcc", Status.OK, found=found, version=cuda.version.public, required=want)]
     if cuda.notes:
         hint = "; ".join(cuda.notes) + ": set CUDA_HOME and CUDA_PATH to the same toolkit"
-        checks.append(Check("CUDA_HOME", Status.WARN, cuda.home, hint=hint))
+        checks.append(Check("CUDA_HOME", Status.WARN, found=cuda.home, hint=hint))
     return checks
 
 
@@ -203,9 +205,11 @@ def arch_check(cuda: CudaFacts, archs: tuple[Arch, ...]) -> Check:
     missing = [a for a in archs if f"sm_{a.major}{a.minor}" not in cuda.gpu_codes]
     if not missing:
         found = ", ".join(str(a) for a in archs) if archs else f"can compile {listed}"
-        return Check("nvcc archs", Status.OK, found, cuda.version.public, listed)
-    return Check("nvcc archs", Status.FAIL, ", ".join(a.sm for a in missing), cuda.version.public,
-                 listed, _arch_hint(cuda, missing), True)
+        return Check("nvcc archs", Status.OK, found=found, version=cuda.version.public,
+                     required=listed)
+    return Check("nvcc archs", Status.FAIL, found=", ".join(a.sm for a in missing),
+                 version=cuda.version.public, required=listed, hint=_arch_hint(cuda, missing),
+                 blocking=True)
 
 
 def _arch_hint(cuda: CudaFacts, missing: list[Arch]) -> str:

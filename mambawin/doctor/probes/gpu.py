@@ -87,15 +87,15 @@ def gpu_checks(facts: GpuFacts, archs: tuple[Arch, ...], cuda: CudaFacts,
         return [Check("GPU", Status.WARN, hint=facts.error)]
     if not facts.gpus:
         hint = f"no NVIDIA GPU visible (no nvidia-smi or driver); building for --arch {suggestion}"
-        return [Check("GPU", Status.SKIP, "none", hint=hint if suggestion else "")]
+        return [Check("GPU", Status.SKIP, found="none", hint=hint if suggestion else "")]
     names = ", ".join(f"{g.name} ({g.capability[0]}.{g.capability[1]})" for g in facts.gpus)
-    checks = [Check("GPU", Status.OK, f"{names} via {facts.source}",
+    checks = [Check("GPU", Status.OK, found=f"{names} via {facts.source}",
                     required=f"--arch {suggestion}")]
     unsupported = [g for g in facts.gpus if not any(covers(a, g.capability) for a in recommended)]
     if cuda.gpu_codes and unsupported:
         hint = (f"CUDA {cuda.version} cannot target {unsupported[0].sm} "
                 f"(it compiles {cuda.gpu_codes[0]}+): install CUDA 12.x for this GPU")
-        checks.append(Check("GPU arch", Status.WARN, unsupported[0].name, hint=hint))
+        checks.append(Check("GPU arch", Status.WARN, found=unsupported[0].name, hint=hint))
     elif archs:
         checks.append(_coverage(facts.gpus, archs))
     return checks
@@ -105,8 +105,9 @@ def _coverage(gpus: tuple[Gpu, ...], archs: tuple[Arch, ...]) -> Check:
     missed = [g for g in gpus if not any(covers(a, g.capability) for a in archs)]
     wanted = format_archs(archs)
     if not missed:
-        return Check("GPU arch", Status.OK, f"--arch {wanted} runs on this GPU", required=wanted)
+        return Check("GPU arch", Status.OK, found=f"--arch {wanted} runs on this GPU",
+                     required=wanted)
     gpu = missed[0]
     hint = (f"a wheel for --arch {wanted} will not run on {gpu.name} ({gpu.sm}): "
             f"add {gpu.capability[0]}{gpu.capability[1]} to --arch")
-    return Check("GPU arch", Status.WARN, gpu.name, required=wanted, hint=hint)
+    return Check("GPU arch", Status.WARN, found=gpu.name, required=wanted, hint=hint)
