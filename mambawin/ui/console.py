@@ -1,4 +1,4 @@
-"""Narration for people: everything here goes to stderr; results go to stdout."""
+"""Where output goes: `out` (stdout) for results a user pipes, `console` (stderr) for narration."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from rich.console import Console
 
 console = Console(stderr=True, highlight=False)
+# Results: tables and reports that `mambawin doctor > report.txt` or `| less` should capture.
+out = Console(highlight=False)
 
 OK, WARN, FAIL, SKIP = "[green]✓[/]", "[yellow]⚠[/]", "[red]✗[/]", "[dim]-[/]"
 

@@ -1,4 +1,4 @@
-"""Rich rendering of verify and bench results for people (stderr); the CLI calls these."""
+"""Rich rendering of verify and bench for people: steps on stderr, the results on stdout."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from mambawin.ui.console import FAIL, OK, SKIP, console
+from mambawin.ui.console import FAIL, OK, SKIP, console, out
 
 if TYPE_CHECKING:
     from mambawin.verify.pipeline import StepResult, VerifyReport
@@ -39,12 +39,12 @@ def render_verify(report: VerifyReport) -> None:
     """The closing summary line; a failure's line comes from the CLI's error handler instead."""
     if report.passed:
         color = "green" if report.gpu_verified else "yellow"
-        console.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
+        out.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
     bench = report.step("bench")
     if bench and bench.status == "ok":
         from mambawin.verify.runners.bench import BenchReport
 
-        console.print(bench_table(BenchReport.from_json(dict(bench.details))))
+        out.print(bench_table(BenchReport.from_json(dict(bench.details))))
 
 
 def bench_table(report: BenchReport) -> Table:
