@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import shutil
+import sys
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,7 +110,8 @@ def test_build_puts_a_fixed_wheel_in_out(fake_repo: Path, tmp_path: Path,
     recorder = Recorder()
     result = core.build(_options(fake_repo, tmp_path / "out"), recorder)
 
-    assert result.wheel == tmp_path / "out" / "mamba_ssm-0.1.0+cu130torch2.15-cp311-cp311-" \
+    python = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the interpreter that built it
+    assert result.wheel == tmp_path / "out" / f"mamba_ssm-0.1.0+cu130torch2.15-{python}-{python}-" \
         f"{result.wheel.name.rsplit('-', 1)[1]}"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [result.wheel.name]
     assert result.size == result.wheel.stat().st_size
