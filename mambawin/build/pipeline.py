@@ -15,10 +15,10 @@ import sys
 import sysconfig
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -27,6 +27,7 @@ from mambawin.archs import Arch, format_archs
 from mambawin.build.compile import CompileResult, compile_wheel
 from mambawin.build.environment import EnvRequest, build_environment
 from mambawin.build.key import KeyInputs, build_key, tree_digest
+from mambawin.build.reporter import QuietReporter, Reporter
 from mambawin.build.workspace import (
     Workspace,
     adopt_source,
@@ -37,15 +38,14 @@ from mambawin.build.workspace import (
     workspace_for,
 )
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
-from mambawin.build.reporter import QuietReporter, Reporter
 from mambawin.fetch.upstream import DEFAULT_REPO, Checkout
+from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
 
 if TYPE_CHECKING:
     from mambawin.doctor.checks import DoctorReport
     from mambawin.patch.engine import PatchReport
 
-DROP = ("triton",)  # no win_amd64 wheel exists; upstream-map §3 P7
+DROP = ("triton",)  # no win_amd64 wheel exists; docs/upstream-map.md §4
 RECORD_NAME = "build.json"
 _IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
