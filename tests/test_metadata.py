@@ -435,6 +435,22 @@ def test_cli_out_that_is_a_file_is_one_line(tmp_path: Path, out: str) -> None:
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.parametrize("none", ["none", "None"])
+def test_cli_local_version_none_drops_the_label_as_build_does(tmp_path: Path, none: str) -> None:
+    wheel = make_wheel(tmp_path, ["torch"], version="2.2.6+cu129torch2.8")
+    result = CliRunner().invoke(app, ["metadata", str(wheel), "--local-version", none,
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    written = Path(result.stdout.strip())  # the new wheel's path is the result, on stdout
+    assert written.name == f"mamba_ssm-2.2.6-{TAG}.whl"
+    assert b"\nVersion: 2.2.6\n" in member(written, "METADATA")
+
+
+def test_an_empty_local_version_is_refused_not_ignored(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="PEP 440"):
+        rewrite_wheel(make_wheel(tmp_path), tmp_path / "out", local_version="")
+
+
 def test_cli_maps_a_corrupt_wheel_to_exit_code_7(tmp_path: Path) -> None:
     path = tmp_path / f"mamba_ssm-2.2.6-{TAG}.whl"
     path.write_bytes(b"PK\x03\x04 not really")

@@ -260,8 +260,8 @@ def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
                                                          v.InstallEnv(sys.executable, None)))
     result = CliRunner().invoke(app, ["verify", str(wheel), "--json"])
     assert result.exit_code == 8
-    data = json.loads(result.stdout)
-    assert data["passed"] is False
+    data = json.loads(result.stdout)  # one document: the report, with the error and exit code
+    assert data["passed"] is False and data["exit_code"] == 8 and "FAILED at" in data["error"]
     assert [s["name"] for s in data["steps"]] == [
         "static", "fit", "requirements", "install", "smoke", "calls", "blocks"]
 

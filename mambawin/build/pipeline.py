@@ -226,10 +226,12 @@ def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch
                    "`mambawin doctor`) or pass --force to build anyway")
             raise ToolchainError(msg)
         steps.note(f"--force: ignoring failed check {check.name}: {check.hint}")
-    archs = options.archs or tuple(report.recommended_archs)
+    archs = options.archs or report.recommended_archs
     if not archs:
-        msg = ("no CUDA GPU found to build for: pass --arch with your GPU's compute capability, "
-               "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx)")
+        # Never a silent many-arch build: PyTorch's 7-arch list takes hours, a user may want one.
+        msg = ("no CUDA GPU visible to build for: pass --arch with the GPUs the wheel is for, "
+               "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx); `mambawin doctor` suggests "
+               "a list for every recent GPU")
         raise UsageError(msg)
     jobs = options.jobs or report.recommended_jobs or os.cpu_count() or 1
     return report.toolchain, tuple(archs), jobs

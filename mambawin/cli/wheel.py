@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command
+from mambawin.cli.app import command, print_json
 from mambawin.ui.console import console
 
 
@@ -20,7 +19,8 @@ def metadata_command(
     keep: Annotated[list[str] | None, typer.Option(
         "--keep", help="Keep this requirement as upstream has it (repeatable).")] = None,
     local_version: Annotated[str | None, typer.Option(
-        "--local-version", help="Local version label, e.g. cu129torch2.8.")] = None,
+        "--local-version", help="Local version label, e.g. cu129torch2.8; none drops the label.",
+        show_default="the wheel's own")] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for the new wheel.")] = Path(
         "wheelhouse"),
     no_guard: Annotated[bool, typer.Option(
@@ -33,10 +33,9 @@ def metadata_command(
     written = metadata.rewrite_wheel(wheel, out, drop=drop or (), keep=keep or (),
                                      local_version=local_version, guard=not no_guard)
     if as_json:
-        typer.echo(json.dumps({
-            "wheel": str(written), "changes": [c.to_json() for c in plan.changes],
-            "dropped": [c.before for c in plan.changes if c.after is None],
-            "provenance": metadata.read_provenance(written)}, indent=2))
+        print_json({"wheel": str(written), "changes": [c.to_json() for c in plan.changes],
+                    "dropped": [c.before for c in plan.changes if c.after is None],
+                    "provenance": metadata.read_provenance(written)})
         return
     for change in plan.changes:
         console.print(f"Requires-Dist: {change.before} -> {change.after or '(dropped)'}: "

@@ -1,4 +1,4 @@
-"""Narration for people: everything here goes to stderr; results go to stdout."""
+"""Where output goes: `out` (stdout) for results a user pipes, `console` (stderr) for narration."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from rich.console import Console
 from mambawin.doctor.probes.base import Status
 
 console = Console(stderr=True, highlight=False)
+# Results: tables and reports that `mambawin doctor > report.txt` or `| less` should capture.
+out = Console(highlight=False)
 
 OK, WARN, FAIL, SKIP = "[green]✓[/]", "[yellow]⚠[/]", "[red]✗[/]", "[dim]-[/]"
 MARKS = {Status.OK: OK, Status.WARN: WARN, Status.FAIL: FAIL, Status.SKIP: SKIP}

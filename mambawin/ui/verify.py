@@ -1,4 +1,4 @@
-"""Rich rendering of verify and bench results for people (stderr); the CLI calls these."""
+"""Rich rendering of verify and bench for people: steps on stderr, the results on stdout."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from mambawin.doctor.probes.base import Status
-from mambawin.ui.console import MARKS, console
+from mambawin.ui.console import MARKS, console, out
 from mambawin.verify.pipeline import StepResult, VerifyReport
 from mambawin.verify.runners.bench import BenchReport
 
@@ -79,10 +79,10 @@ def render_verify(report: VerifyReport) -> None:
     """The closing summary line; a failure's line comes from the CLI's error handler instead."""
     if report.passed:
         color = "green" if report.gpu_verified else "yellow"
-        console.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
+        out.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
     bench = report.step("bench")
     if bench and bench.status is Status.OK:
-        console.print(bench_table(BenchReport.from_json(dict(bench.details))))
+        out.print(bench_table(BenchReport.from_json(dict(bench.details))))
 
 
 def bench_table(report: BenchReport) -> Table:

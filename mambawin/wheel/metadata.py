@@ -40,6 +40,7 @@ from mambawin.wheel.info import (
 from mambawin.wheel.requirements import Plan, plan
 
 PROVENANCE_NAME = "mambawin-provenance.json"
+NO_LABEL = "none"  # --local-version none: the public version, no +label
 SKIP_GUARD_ENV = "MAMBAWIN_SKIP_TORCH_CHECK"
 GUARD_BEGIN = "# >>> mambawin torch guard"
 GUARD_END = "# <<< mambawin torch guard"
@@ -170,7 +171,7 @@ def rewrite_wheel(
     """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring)."""
     source_date_epoch()  # fail before any work when it is malformed
     _check_out_dir(Path(out_dir))
-    label = normalize_local_label(local_version) if local_version else None
+    label = _label_of(local_version)
     with open_wheel(Path(wheel)) as (archive, info):
         plan = _plan(info, label, Path(out_dir))
         changes = _requirement_plan(archive, info, drop, keep)
@@ -197,6 +198,15 @@ def _check_out_dir(out_dir: Path) -> None:
         raise UsageError(msg)
 
 
+def _label_of(local_version: str | None) -> str | None:
+    """None keeps the wheel's version; 'none' drops its label, as `build --local-version none`."""
+    if local_version is None:
+        return None
+    if local_version.strip().lower() == NO_LABEL:
+        return ""
+    return normalize_local_label(local_version)
+
+
 def _major_minor(text: str, what: str) -> tuple[int, int]:
     """(major, minor) of a version the user gave; anything but PEP 440 is a UsageError."""
     try:
@@ -210,7 +220,8 @@ def _major_minor(text: str, what: str) -> tuple[int, int]:
 
 
 def _plan(info: WheelInfo, label: str | None, out_dir: Path) -> _Plan:
-    version = f"{Version(info.version).public}+{label}" if label else None
+    public = Version(info.version).public
+    version = None if label is None else (f"{public}+{label}" if label else public)
     file_version = version.replace("-", "_") if version else info.file.version
     # WheelFile puts RECORD under `<name>-<version>.dist-info` from the file name, so the folder
     # must be named exactly like that or RECORD would land in a second .dist-info.
