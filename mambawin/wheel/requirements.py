@@ -171,18 +171,3 @@ def _with_extra(marker: Marker | None, extra: str) -> Marker:
         return Marker(f'extra == "{extra}"')
     return Marker(f'({marker}) and extra == "{extra}"')
 
-
-def base_requirements(requires: Sequence[str], *, exclude: Iterable[str] = ()) -> list[str]:
-    """The requirements pip installs by default (no `extra ==` marker), minus `exclude` names."""
-    skipped = {canonicalize_name(name) for name in exclude}
-    out = []
-    for text in requires:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            out.append(text)  # let pip say what is wrong with it
-            continue
-        if canonicalize_name(requirement.name) in skipped or _extras_of(requirement.marker):
-            continue
-        out.append(text)
-    return out
