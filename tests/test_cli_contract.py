@@ -24,7 +24,7 @@ BAD_INPUTS = [
     (["doctor", "--arch", "86a"], UsageError.exit_code, "no sm_86a exists"),
     (["doctor", "--arch", ""], UsageError.exit_code, "empty --arch"),
     (["fetch", "--repo", "{tmp}/no-such-repo"], UpstreamError.exit_code, "neither a URL"),
-    (["patch", "{tmp}/no-such-tree"], UpstreamError.exit_code, "not a mamba source tree"),
+    (["patch", "{tmp}/no-such-tree"], UpstreamError.exit_code, "not a mamba-ssm source tree"),
     (["patch", "{fake}", "--arch", ""], UsageError.exit_code, "empty --arch"),
     (["patches", "--bogus"], 2, "No such option: --bogus"),
     (["build", "--arch", ""], UsageError.exit_code, "empty --arch"),
@@ -96,7 +96,7 @@ def test_patch_table_goes_to_stdout_and_the_dry_run_diff_owns_it(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("command", "defaults"), [
-    ("build", ["the newest release", "state-spaces/mamba", "this GPU", "doctor's",
+    ("build", ["the newest release", "the package's GitHub repo", "this GPU", "doctor's",
                "#archs, max 4", "dist", "auto"]),
     ("fetch", ["the newest vX.Y.Z[.postN] tag", "GitHub's", "a short path in the mambawin cache"]),
     ("metadata", ["wheelhouse", "the wheel's own"]),

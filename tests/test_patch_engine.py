@@ -416,7 +416,8 @@ def test_cli_patch_json_shape_and_exit_codes(tmp_path: Path, fake_registry: list
     result = runner.invoke(app, ["patch", str(root), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"upstream", "patches"}
+    assert set(data) == {"package", "upstream", "patches"}
+    assert data["package"] == "mamba-ssm"
     assert set(data["upstream"]) == {"version", "commit"}
     assert data["patches"][0] == {"id": "one", "status": "applied", "files": ["csrc/a.cu"]}
     assert all(set(p) == {"id", "status", "files"} for p in data["patches"])

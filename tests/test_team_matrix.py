@@ -79,8 +79,8 @@ def test_old_causal_conv1d_with_mamba_2_is_impossible(tmp_path: Path) -> None:
     cells = cells_of(text, tmp_path)
     conv = [c for c in cells if c.package.name == "causal-conv1d"]
     assert conv and all(c.status == IMPOSSIBLE for c in conv)
-    assert "mamba-ssm 2.2.6 needs causal-conv1d >= 1.4.0" in conv[0].reason
-    fixed = cells_of(text.replace("v1.2.0", "v1.4.0"), tmp_path)
+    assert "mamba-ssm 2.2.6 needs causal-conv1d>=1.5.1" in conv[0].reason
+    fixed = cells_of(text.replace("v1.2.0", "v1.5.2"), tmp_path)
     assert {c.status for c in fixed} == {TODO}
 
 

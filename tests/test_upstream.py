@@ -238,7 +238,7 @@ def test_describe_plain_folder_and_non_mamba(tmp_path: Path) -> None:
     (tmp_path / "mamba_ssm" / "__init__.py").write_text('__version__ = "2.2.4"\n')
     plain = upstream.describe(tmp_path)
     assert (plain.version, plain.commit, plain.tag) == ("2.2.4", None, None)
-    with pytest.raises(UpstreamError, match="not a mamba source tree"):
+    with pytest.raises(UpstreamError, match="not a mamba-ssm source tree"):
         upstream.describe(tmp_path / "mamba_ssm")
     (tmp_path / "mamba_ssm" / "__init__.py").write_bytes(b'# caf\xe9\n__version__ = "2.2.4"\n')
     with pytest.raises(UpstreamError, match=r"__init__\.py is not UTF-8 text"):
@@ -257,7 +257,7 @@ def test_cli_fetch_json(fake_upstream: Path) -> None:
                                  "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"path", "repo", "ref", "commit", "version", "tag", "warnings"}
+    assert set(data) == {"package", "path", "repo", "ref", "commit", "version", "tag", "warnings"}
     assert (data["version"], data["tag"], len(data["commit"])) == ("2.3.2", "v2.3.2", 40)
     bad = runner.invoke(app, ["fetch", "--repo", str(fake_upstream), "--ref", "nope"])
     assert bad.exit_code == 3

@@ -134,4 +134,4 @@ def test_a_wheelhouse_with_an_old_causal_conv1d_fails_the_pair(host, tmp_path):
     report = _verify(python, tmp_path, str(_wheelhouse(tmp_path / "house", "1.2.0")), code=8)
     pair = next(s for s in report["steps"] if s["name"] == "pair")
     assert pair["status"] == "fail"
-    assert "mamba_ssm 2.3.2 needs causal_conv1d>=1.4.0, found 1.2.0" in pair["summary"]
+    assert "mamba_ssm 2.3.2 needs causal_conv1d>=1.5.1, found 1.2.0" in pair["summary"]

@@ -56,7 +56,8 @@ def test_the_pair_rule():
     assert pair_problems(("2.3.2.post1+cu130torch2.11", same),
                          ("1.6.1.post4+cu130torch2.11", same)) == []
     old = pair_problems(("2.2.6", None), ("1.2.0.post2", None))
-    assert len(old) == 1 and "needs causal_conv1d>=1.4.0, found 1.2.0.post2" in old[0]
+    assert len(old) == 1 and "needs causal_conv1d>=1.5.1, found 1.2.0.post2" in old[0]
+    assert pair_problems(("2.1.0", None), ("1.4.0", None)) == []
     assert pair_problems(("1.2.2", None), ("1.2.0", None)) == []
     labels = pair_problems(("2.3.2+cu130torch2.11", None), ("1.6.1+cu128torch2.8", None))
     assert len(labels) == 1 and "local labels differ" in labels[0]

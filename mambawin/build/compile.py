@@ -31,6 +31,7 @@ from mambawin.build.triage import Diagnostic, first_error
 from mambawin.build.workspace import Workspace
 from mambawin.cache import remove_tree
 from mambawin.errors import BuildError
+from mambawin.packages import PACKAGES
 
 # Unit tests must never start a real build (minutes of nvcc). tests/conftest.py sets this variable
 # for every test not marked slow; only a hand-written fake upstream, which carries the marker
@@ -130,8 +131,9 @@ class _Watcher:
 
 
 def _write_header(handle: TextIO, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
-    shown = ("MAMBA_FORCE_BUILD", "MAMBA_KEEP_CUDA_BUILD", "MAX_JOBS", "NVCC_THREADS",
-             "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "DISTUTILS_USE_SDK", "DIST_EXTRA_CONFIG")
+    shown = (*(name for package in PACKAGES for name in package.force_vars), "MAX_JOBS",
+             "NVCC_THREADS", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "DISTUTILS_USE_SDK",
+             "DIST_EXTRA_CONFIG")
     handle.write(f"# mambawin build: {' '.join(argv)}\n# cwd: {cwd}\n")
     for name in shown:
         if name in env:

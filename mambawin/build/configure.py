@@ -3,8 +3,9 @@
 setup.py decides its flags by running code (nvcc -V, torch headers, patched blocks), so reading it
 is not enough: a small runner, passed to the same Python with -c, replaces `setuptools.setup` with
 a recorder before executing setup.py, then prints the CUDA extension's kwargs as one JSON line.
-MAMBA_FORCE_BUILD/MAMBA_KEEP_CUDA_BUILD=TRUE make every tag declare its extension (main builds
-none by default) and nothing is downloaded.
+The package's force variables (MAMBA_FORCE_BUILD/MAMBA_KEEP_CUDA_BUILD, CAUSAL_CONV1D_FORCE_BUILD)
+are set to TRUE so every tag declares its extension (mamba main builds none by default) and
+nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 from mambawin import proc
 from mambawin.errors import BuildError, CommandError
+from mambawin.fetch.upstream import detect_package
+from mambawin.packages import MAMBA, Package
 
 MARKER = "MAMBAWIN_CONFIGURE_JSON:"
 TIMEOUT_S = 300
@@ -54,35 +57,42 @@ class SetupConfig:
     version: str
 
 
-def configure(source: Path, env: Mapping[str, str] | None = None) -> SetupConfig:
-    """Run source/setup.py with setup() intercepted and return its CUDA extension's settings."""
+def configure(source: Path, env: Mapping[str, str] | None = None,
+              package: Package | None = None) -> SetupConfig:
+    """Run source/setup.py with setup() intercepted and return its CUDA extension's settings.
+
+    Without package, the tree's own version file says which package it is.
+    """
+    package = package or detect_package(Path(source)) or MAMBA
     argv = [sys.executable, "-c", RUNNER]
     try:
-        done = proc.run(argv, cwd=Path(source), env=configure_env(env), timeout=TIMEOUT_S)
+        done = proc.run(argv, cwd=Path(source), env=configure_env(env, package),
+                        timeout=TIMEOUT_S)
     except CommandError as exc:
         reason = proc.last_line(exc.tail) or exc
         msg = (f"configure-only run of {Path(source) / 'setup.py'} failed: {reason}; "
                "check that torch imports with CUDA and CUDA_HOME names the toolkit")
         raise BuildError(msg) from None
-    return parse_output(done.stdout, Path(source))
+    return parse_output(done.stdout, Path(source), package)
 
 
-def configure_env(env: Mapping[str, str] | None) -> dict[str, str]:
+def configure_env(env: Mapping[str, str] | None, package: Package = MAMBA) -> dict[str, str]:
     """The environment for the run: the caller's (or ours) with the build switches forced on."""
     merged = dict(os.environ if env is None else env)
-    merged.update(MAMBA_FORCE_BUILD="TRUE", MAMBA_KEEP_CUDA_BUILD="TRUE",
-                  MAMBA_SKIP_CUDA_BUILD="FALSE")
+    merged.update(dict.fromkeys(package.force_vars, "TRUE"))
+    merged[f"{package.env_prefix}_SKIP_CUDA_BUILD"] = "FALSE"
     return merged
 
 
-def parse_output(stdout: str, source: Path) -> SetupConfig:
+def parse_output(stdout: str, source: Path, package: Package = MAMBA) -> SetupConfig:
     """The SetupConfig from the runner's JSON line; BuildError if setup.py declared no extension."""
     line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith(MARKER)), None)
     data: dict[str, Any] = json.loads(line[len(MARKER):]) if line else {}
     exts = data.get("ext_modules") or []
     if not exts:
-        msg = (f"{source / 'setup.py'} declared no CUDA extension: check MAMBA_SKIP_CUDA_BUILD is "
-               "unset and that this is a mamba source tree")
+        msg = (f"{source / 'setup.py'} declared no CUDA extension: check "
+               f"{package.env_prefix}_SKIP_CUDA_BUILD is unset and that this is a {package.name} "
+               "source tree")
         raise BuildError(msg)
     ext = exts[0]
     args = ext["extra_compile_args"] if isinstance(ext["extra_compile_args"], dict) else {}

@@ -1,5 +1,6 @@
 """The environment upstream's setup.py runs in: what it reads, set explicitly, nothing inherited by
-accident (a stale MAMBA_SKIP_CUDA_BUILD in the user's shell would give a wheel with no kernels).
+accident (a stale MAMBA_SKIP_CUDA_BUILD or CAUSAL_CONV1D_SKIP_CUDA_BUILD in the user's shell would
+give a wheel with no kernels).
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ from pathlib import Path
 from mambawin.archs import Arch
 from mambawin.doctor import msvc
 from mambawin.errors import ToolchainError
-
-# Read by upstream setup.py but wrong for us: SKIP builds no extension at all; LOCAL_VERSION is
-# set on the finished wheel by metadata.rewrite_wheel instead (so it never changes the build key).
-_SCRUBBED = ("MAMBA_SKIP_CUDA_BUILD", "MAMBA_LOCAL_VERSION", "MAMBA_FORCE_CXX11_ABI")
+from mambawin.packages import MAMBA, Package
 
 MsvcCapture = Callable[[str, str | None, Mapping[str, str]], dict[str, str]]
 
@@ -32,6 +30,7 @@ class EnvRequest:
     cuda_home: str | None = None
     cuda_version: str | None = None
     windows: bool = sys.platform == "win32"
+    package: Package = MAMBA
 
 
 def build_environment(request: EnvRequest, base: Mapping[str, str] | None = None,
@@ -40,20 +39,21 @@ def build_environment(request: EnvRequest, base: Mapping[str, str] | None = None
     env = dict(os.environ if base is None else base)
     if request.windows:
         env = _with_msvc(env, request, msvc)
-    for name in _SCRUBBED:
+    # Read by upstream setup.py but wrong for us: SKIP builds no extension at all; LOCAL_VERSION is
+    # set on the finished wheel by metadata.rewrite_wheel (so it never changes the build key).
+    for name in request.package.scrubbed_vars:
         env.pop(name, None)
-    env.update(_mamba_variables(request))
+    env.update(_package_variables(request))
     env["PATH"] = _scripts_first(env.get("PATH", ""))
     return env
 
 
-def _mamba_variables(request: EnvRequest) -> dict[str, str]:
+def _package_variables(request: EnvRequest) -> dict[str, str]:
+    # Exact-case "TRUE": every tag compares with == "TRUE". FORCE skips the prebuilt-wheel
+    # download (CachedWheelsCommand, which 404s or fails offline on Windows); mamba's KEEP is
+    # what its main (upstream #977) needs to compile the extension at all.
     names = {
-        # Exact-case "TRUE": every tag compares with == "TRUE". FORCE skips the prebuilt-wheel
-        # download (CachedWheelsCommand, which 404s or fails offline on Windows); KEEP is what
-        # main (upstream #977) needs to compile the extension at all.
-        "MAMBA_FORCE_BUILD": "TRUE",
-        "MAMBA_KEEP_CUDA_BUILD": "TRUE",
+        **dict.fromkeys(request.package.force_vars, "TRUE"),
         "MAX_JOBS": str(request.jobs),  # torch's BuildExtension passes it to ninja -j
         "NVCC_THREADS": str(request.nvcc_threads),  # read by the nvcc-threads patch
         # The arch-list patch bakes the list into setup.py; this keeps torch's own view in line.

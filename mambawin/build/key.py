@@ -31,6 +31,7 @@ class KeyInputs:
     python: str
     platform: str
     keep_complex: bool
+    package: str = "mamba-ssm"  # two packages never share objects, even from one commit
 
 
 def build_key(inputs: KeyInputs) -> str:

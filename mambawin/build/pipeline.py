@@ -1,5 +1,8 @@
 """`mambawin build`: upstream ref → patched tree → compiled wheel → fixed wheel in --out.
 
+One package per run (mamba-ssm or causal-conv1d, BuildOptions.package); build/pair.py runs it
+twice for the mamba-ssm + causal-conv1d pair.
+
 The pipeline reads as its steps: doctor → fetch → patch → build → metadata → record. Each step is
 a short function below; the reporter shows them (✓/✗ + duration) and the compile progress, so
 this module never prints. A failed step leaves --out as it was: the wheel is built into a
@@ -41,8 +44,9 @@ from mambawin.build.workspace import (
 from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
-from mambawin.fetch.upstream import DEFAULT_REPO, Checkout
+from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
+from mambawin.packages import MAMBA, Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import IN_EFFECT, PatchReport, PatchResult, apply_patches
 from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
@@ -56,7 +60,7 @@ _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__
 class BuildOptions:
     """What the user asked `mambawin build` for."""
 
-    repo: str = DEFAULT_REPO
+    repo: str | None = None  # None: the package's own upstream (DEFAULT_REPO for mamba-ssm)
     ref: str | None = None  # None: upstream's newest release
     source: Path | None = None  # an existing source folder instead of repo + ref
     archs: tuple[Arch, ...] = ()  # empty: the doctor's recommendation (the local GPU)
@@ -68,6 +72,12 @@ class BuildOptions:
     force: bool = False  # go on past failed blocking doctor checks
     drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
     keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
+    package: Package = MAMBA
+
+    @property
+    def upstream_repo(self) -> str:
+        """The repository to fetch from: --repo, else the package's upstream."""
+        return self.repo or self.package.default_repo
 
 
 @dataclass(frozen=True)
@@ -81,14 +91,15 @@ class Prepared:
     jobs: int
     nvcc_threads: int
     key: str
+    package: Package = MAMBA
 
     @property
     def workspace(self) -> Workspace:
-        return workspace_for(self.checkout.version, self.key)
+        return workspace_for(self.checkout.version, self.key, self.package.short)
 
     def env_request(self, windows: bool = sys.platform == "win32") -> EnvRequest:
         return EnvRequest(self.archs, self.jobs, self.nvcc_threads, self.toolchain.cuda_home,
-                          self.toolchain.cuda, windows)
+                          self.toolchain.cuda, windows, self.package)
 
     def applied(self) -> list[dict[str, str]]:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
@@ -113,6 +124,7 @@ class BuildPlan:
     build_dir: Path
     reuses_objects: bool
     local_version: str | None
+    package: str = MAMBA.name
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --plan --json` form."""
@@ -137,6 +149,7 @@ class BuildResult:
     units_compiled: int
     reused_objects: bool
     steps: dict[str, float] = field(default_factory=dict)
+    package: str = MAMBA.name
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --json` form."""
@@ -196,6 +209,7 @@ def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
         build_dir=prepared.workspace.root,
         reuses_objects=prepared.workspace.build_base.is_dir(),
         local_version=_label(label_choice, prepared),
+        package=prepared.package.name,
     )
 
 
@@ -204,14 +218,15 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
         toolchain, archs, jobs = _doctor(options, steps)
     with steps("fetch"):
         checkout = _fetch(options, staging / "src")
-    steps.note(f"upstream {checkout.version} at {(checkout.commit or 'local tree')[:10]}")
+    steps.note(f"{options.package.name} {checkout.version} at "
+               f"{(checkout.commit or 'local tree')[:10]}")
     for warning in checkout.warnings:
         steps.note(warning)
     with steps("patch"):
-        patches = _patch(checkout.path, archs, options.keep_complex)
-        key = _key(checkout, patches, archs, toolchain, options.keep_complex)
+        patches = _patch(checkout.path, archs, options.keep_complex, options.package)
+        key = _key(checkout, patches, archs, toolchain, options)
     threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
-    return Prepared(checkout, patches, archs, toolchain, jobs, threads, key)
+    return Prepared(checkout, patches, archs, toolchain, jobs, threads, key, options.package)
 
 
 # ---- steps -------------------------------------------------------------------------------------
@@ -240,20 +255,23 @@ def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
     if options.source is None:
-        return upstream.checkout(options.repo, options.ref, dest)
-    described = upstream.describe(options.source)
+        return upstream.checkout(options.upstream_repo, options.ref, dest, options.package)
+    described = upstream.describe(options.source, options.package)
     shutil.copytree(options.source, dest, ignore=_COPY_IGNORE)
     return upstream.Checkout(dest, described.repo, described.ref, described.commit,
-                             described.version, described.tag, described.warnings)
+                             described.version, described.tag, described.warnings,
+                             described.package)
 
 
-def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool) -> PatchReport:
+def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool,
+           package: Package) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex))
+    return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex),
+                         package=package)
 
 
 def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
-         toolchain: Toolchain, keep_complex: bool) -> str:
+         toolchain: Toolchain, options: BuildOptions) -> str:
     """The build key of this patched tree, its toolchain and this Python (see build/key.py)."""
     inputs = KeyInputs(
         commit=checkout.commit or "",
@@ -265,7 +283,8 @@ def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
         compiler=toolchain.compiler,
         python=f"cp{sys.version_info[0]}{sys.version_info[1]}",
         platform=sysconfig.get_platform(),
-        keep_complex=keep_complex,
+        keep_complex=options.keep_complex,
+        package=options.package.name,
     )
     return build_key(inputs)
 
@@ -285,7 +304,7 @@ def _compile(prepared: Prepared, reporter: Reporter) -> CompileResult:
 
 def _configure(prepared: Prepared) -> SetupConfig:
     env = build_environment(prepared.env_request(windows=False))
-    return configure(prepared.checkout.path, env)
+    return configure(prepared.checkout.path, env, prepared.package)
 
 
 def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None,
@@ -310,6 +329,7 @@ def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileRes
         archs=format_archs(prepared.archs), log=compiled.log, version=prepared.checkout.version,
         commit=prepared.checkout.commit, key=prepared.key, build_dir=prepared.workspace.root,
         units_compiled=compiled.units, reused_objects=compiled.reused, steps=durations,
+        package=prepared.package.name,
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -330,6 +350,10 @@ def _check_options(options: BuildOptions) -> str | None:
     if options.source is not None and options.ref is not None:
         msg = ("--source and --ref both name the upstream code: pass --source DIR for a folder "
                "you have, or --ref REF (with --repo) to fetch one")
+        raise UsageError(msg)
+    if options.keep_complex and options.package != MAMBA:
+        msg = (f"--keep-complex keeps mamba-ssm's complex kernels; {options.package.name} has "
+               "none: drop --keep-complex")
         raise UsageError(msg)
     return _check_local_version(options.local_version)
 

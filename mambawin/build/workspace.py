@@ -1,8 +1,8 @@
 """Where a build happens and how its wheel reaches --out without ever leaving half a file there.
 
-Layout under the cache: `builds/<version>-<key>/src` (the patched tree, at a path that stays the
-same between runs, because ninja's build.ninja holds absolute source paths: a new path would mean
-a full rebuild), `build/` (setuptools' build base: ninja objects), `dist/`, `logs/`.
+Layout under the cache: `builds/<package>-<version>-<key>/src` (the patched tree, at a path that
+stays the same between runs, because ninja's build.ninja holds absolute source paths: a new path
+would mean a full rebuild), `build/` (setuptools' build base: ninja objects), `dist/`, `logs/`.
 Folder names stay short on purpose: Windows' 260-character MAX_PATH (C1081 "file name too long").
 """
 
@@ -53,9 +53,9 @@ def builds_root() -> Path:
     return cache_dir() / "builds"
 
 
-def workspace_for(version: str, key: str) -> Workspace:
-    """The workspace of one build key (not created)."""
-    return Workspace(builds_root() / f"{version}-{key}")
+def workspace_for(version: str, key: str, package: str = "mamba") -> Workspace:
+    """The workspace of one build key of one package (its short name; not created)."""
+    return Workspace(builds_root() / f"{package}-{version}-{key}")
 
 
 @contextmanager

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mambawin.cli.app import command, print_json
+from mambawin.errors import UsageError
 from mambawin.ui.console import console
+
+if TYPE_CHECKING:
+    from mambawin.build.reporter import Reporter
 
 
 @command("build")
@@ -16,7 +21,15 @@ def build_command(
     ref: Annotated[str | None, typer.Option(
         "--ref", help="Upstream tag, branch or commit.", show_default="the newest release")] = None,
     repo: Annotated[str | None, typer.Option(
-        "--repo", help="Upstream URL or local path.", show_default="state-spaces/mamba")] = None,
+        "--repo", help="Upstream URL or local path.",
+        show_default="the package's GitHub repo")] = None,
+    package: Annotated[str, typer.Option(
+        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
+    with_: Annotated[str | None, typer.Option(
+        "--with", help="Also build causal-conv1d[==REF] into --out.",
+        show_default="REF: the newest release that fits the mamba-ssm version")] = None,
+    with_repo: Annotated[str | None, typer.Option(
+        "--with-repo", help="URL or local path of causal-conv1d for --with.")] = None,
     source: Annotated[Path | None, typer.Option(
         "--source", help="Build this existing source folder (copied, never edited).")] = None,
     arch: Annotated[str | None, typer.Option(
@@ -45,9 +58,11 @@ def build_command(
     spec: Annotated[Path | None, typer.Option(
         "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
 ) -> None:
-    """Build a mamba-ssm wheel: doctor, fetch, patch, build, metadata, record."""
+    """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
     from mambawin.archs import parse_archs
+    from mambawin.build import pair
     from mambawin.build import pipeline as core
+    from mambawin.packages import get_package
     from mambawin.ui.progress import ConsoleReporter
 
     if spec is not None:
@@ -59,15 +74,23 @@ def build_command(
         return
 
     options = core.BuildOptions(
-        repo=repo or core.DEFAULT_REPO, ref=ref, source=source,
+        repo=repo, ref=ref, source=source,
         archs=parse_archs(arch) if arch is not None else (), out=out, jobs=jobs,
         nvcc_threads=nvcc_threads, keep_complex=keep_complex, local_version=local_version,
-        force=force, drop=tuple(drop or ()), keep=tuple(keep or ()))
+        force=force, drop=tuple(drop or ()), keep=tuple(keep or ()),
+        package=get_package(package))
     reporter = ConsoleReporter()
-    result = core.plan(options, reporter) if plan_only else core.build(options, reporter)
+    run: Callable[[core.BuildOptions, Reporter], core.BuildPlan | core.BuildResult] = (
+        core.plan if plan_only else core.build)
+    if with_ is None and with_repo is not None:
+        raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
+    results = ([run(options, reporter)] if with_ is None else
+               pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run))
     if as_json:
-        print_json(result.to_json())
-    else:
+        data = results[0].to_json() if with_ is None else pair.pair_json(results)
+        print_json(data)
+        return
+    for result in results:
         reporter.summary(result)
 
 
@@ -81,15 +104,20 @@ def fetch_command(
     dest: Annotated[Path | None, typer.Option(
         "--dest", help="Checkout folder.",
         show_default="a short path in the mambawin cache")] = None,
+    package: Annotated[str, typer.Option(
+        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Check out upstream mamba from a cached mirror (offline when the ref is cached)."""
+    """Check out upstream mamba-ssm or causal-conv1d from a cached mirror (offline if cached)."""
     from mambawin.fetch import upstream
-    result = upstream.checkout(repo or upstream.DEFAULT_REPO, ref, dest)
+    from mambawin.packages import get_package
+
+    chosen = get_package(package)
+    result = upstream.checkout(repo or chosen.default_repo, ref, dest, chosen)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if as_json:
         print_json(result.to_json())
         return
-    console.print(f"mamba {result.version} ({result.tag or result.ref}, {result.commit})")
+    console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {result.commit})")
     typer.echo(str(result.path))

@@ -19,9 +19,13 @@ def _ids(values: list[str] | None) -> tuple[str, ...]:
     return tuple(i.strip() for v in values or () for i in v.split(",") if i.strip())
 
 
+PACKAGE_HELP = "mamba-ssm or causal-conv1d [default: what SOURCE is]."
+
+
 @command("patch")
 def patch_command(
-    source: Annotated[Path, typer.Argument(help="Root of a mamba checkout (`mambawin fetch`).")],
+    source: Annotated[Path, typer.Argument(
+        help="Root of a mamba-ssm or causal-conv1d checkout (`mambawin fetch`).")],
     arch: Annotated[str | None, typer.Option(
         "--arch", help="CUDA archs to bake into setup.py, e.g. '86;89' or '8.9+PTX'.")] = None,
     nvcc_threads: Annotated[int | None, typer.Option(
@@ -36,10 +40,12 @@ def patch_command(
         "--dry-run", help="Print the unified diff and write nothing.")] = False,
     export: Annotated[Path | None, typer.Option(
         "--export", help="Also write NNNN-<id>.patch files for `git apply` here.")] = None,
+    package: Annotated[str | None, typer.Option("--package", help=PACKAGE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Apply the versioned Windows patch set to SOURCE: all patches or none."""
     from mambawin.archs import parse_archs
+    from mambawin.packages import get_package
     from mambawin.patch.base import PatchOptions
     from mambawin.patch.engine import apply_patches
     from mambawin.patch.export import check_export_dest, export_patches
@@ -48,7 +54,8 @@ def patch_command(
     options = PatchOptions(archs, nvcc_threads, keep_complex)
     if export is not None:
         check_export_dest(export)  # before anything is patched
-    report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run)
+    report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run,
+                           package=get_package(package) if package else None)
     exported = export_patches(report, export) if export is not None else []
     for path in exported:
         console.print(f"exported {path}")
@@ -63,7 +70,7 @@ def patch_command(
 
 
 def _title(report: PatchReport, dry_run: bool) -> str:
-    return (f"mamba {report.version} {(report.commit or 'not a git checkout')[:10]}"
+    return (f"{report.package} {report.version} {(report.commit or 'not a git checkout')[:10]}"
             + (" (dry run: nothing written)" if dry_run else ""))
 
 
@@ -78,16 +85,21 @@ _STATUS_STYLE = {"applied": "[green]{}[/]", "already-applied": "[cyan]{}[/]",
 
 @command("patches")
 def patches_command(
+    package: Annotated[str, typer.Option(
+        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON.")] = False,
 ) -> None:
     """List the patch catalogue: what each patch fixes, for which upstream versions, and why."""
-    from mambawin.patch.registry import PATCHES
+    from mambawin.packages import get_package
+    from mambawin.patch.registry import patches_for
 
+    chosen = get_package(package)
     rows = [{"id": p.id, "summary": p.summary, "prevents": p.prevents,
-             "versions": str(p.versions), "why": p.why, "files": list(p.files)} for p in PATCHES]
+             "versions": str(p.versions), "why": p.why, "files": list(p.files)}
+            for p in patches_for(chosen)]
     if as_json:
         print_json(rows)
         return
     columns = ("id", "summary", "prevents", "versions", "why")
-    print_table("mambawin patch catalogue (apply order)", columns,
+    print_table(f"mambawin patch catalogue for {chosen.name} (apply order)", columns,
                  [tuple(str(row[c]) for c in columns) for row in rows])

@@ -1,4 +1,4 @@
-"""Upstream checkout: a cached bare mirror of state-spaces/mamba and short-path checkouts from it.
+"""Upstream checkout: a cached bare mirror of an upstream package and short-path checkouts from it.
 
 The mirror lives in `cache_dir()/mirrors/<name>-<hash>` and is fetched from the network only when
 the requested ref is missing from it or is a branch (branches move), so a cached tag or commit works
@@ -8,9 +8,10 @@ through `fetch.git` (proc.run, time limits, git's own reason in every error). Ch
 `cache_dir()/src/<commit prefix>` by default: a short path, because Windows' MAX_PATH (260) bites
 deep build folders.
 
-Version rule: a release tag (`vX.Y.Z[.postN]`) is trusted over `mamba_ssm/__init__.py` when the two
-disagree (v2.3.2's file says 2.3.1, v1.0.0.post1's says 1.0.0), with a warning in
-`Checkout.warnings`; for a branch or a commit without a release tag, the file is the version.
+Version rule: a release tag (`vX.Y.Z[.postN]`) is trusted over the package's version file
+(`mamba_ssm/__init__.py`, `causal_conv1d/__init__.py`) when the two disagree (mamba v2.3.2's file
+says 2.3.1, causal-conv1d v1.6.1.post4's says 1.6.1), with a warning in `Checkout.warnings`; for a
+branch or a commit without a release tag, the file is the version.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from packaging.version import InvalidVersion, Version
 from mambawin.cache import cache_dir, remove_tree
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
+from mambawin.packages import MAMBA, PACKAGES, Package
 
-DEFAULT_REPO = "https://github.com/state-spaces/mamba"
-INIT = "mamba_ssm/__init__.py"
+DEFAULT_REPO = MAMBA.default_repo
+INIT = MAMBA.version_file
 _RELEASE_TAG = re.compile(r"^v(\d+\.\d+\.\d+(?:\.post\d+)?)$")
 _VERSION_LINE = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
 # Keeps upstream bytes as committed (LF) and lets git write paths over 260 chars on Windows.
@@ -49,16 +51,17 @@ class Checkout:
     version: str
     tag: str | None
     warnings: tuple[str, ...] = ()
+    package: str = MAMBA.name
 
     def to_json(self) -> dict[str, Any]:
         """The --json shape of `mambawin fetch`."""
-        return {"path": str(self.path), "repo": self.repo, "ref": self.ref,
-                "commit": self.commit, "version": self.version, "tag": self.tag,
+        return {"package": self.package, "path": str(self.path), "repo": self.repo,
+                "ref": self.ref, "commit": self.commit, "version": self.version, "tag": self.tag,
                 "warnings": list(self.warnings)}
 
 
 def checkout(repo: str = DEFAULT_REPO, ref: str | None = None,
-             dest: Path | None = None) -> Checkout:
+             dest: Path | None = None, package: Package = MAMBA) -> Checkout:
     """Check out repo at ref (default: newest release) into dest (default: a short cache path)."""
     _check_dest(dest)
     url = normalize_repo(repo)
@@ -67,45 +70,83 @@ def checkout(repo: str = DEFAULT_REPO, ref: str | None = None,
         msg = f"{url} is an empty repository (no branch or tag): check --repo"
         raise UpstreamError(msg)
     ref = ref or newest_release(_tag_names(mirror), url)
-    commit = _resolve(mirror, ref)
-    if commit is None:
-        msg = (f"ref {ref!r} not found in {url}: check the spelling (`git ls-remote --tags {url}` "
-               "lists tags) or omit --ref for the newest release")
-        raise UpstreamError(msg)
+    commit = _resolve_or_fail(mirror, url, ref)
     target = dest if dest is not None else cache_dir() / "src" / commit[:10]
     if not _reusable(target, commit):
         _checkout_into(mirror, url, commit, target)
-    found = _describe_checkout(target, url, ref, commit, _tags_at(["--git-dir", mirror], commit))
+    found = _describe_checkout(target, url, ref, commit, _tags_at(["--git-dir", mirror], commit),
+                               package)
     return replace(found, warnings=(*warnings, *found.warnings))
 
 
-def describe(path: Path) -> Checkout:
-    """Describe an existing mamba source folder (a git checkout or a plain copy)."""
+def release_tags(repo: str) -> list[str]:
+    """Every release tag (vX.Y.Z[.postN]) of repo's cached mirror, cloned when absent."""
+    mirror, _ = ensure_mirror(normalize_repo(repo), None)
+    return [tag for tag in _tag_names(mirror) if release_version(tag) is not None]
+
+
+def version_at(repo: str, ref: str, package: Package = MAMBA) -> Version:
+    """The upstream version of ref, read from the mirror without a checkout (same rule as fetch)."""
+    url = normalize_repo(repo)
+    mirror, _ = ensure_mirror(url, ref)
+    commit = _resolve_or_fail(mirror, url, ref)
+    text = git.query(["--git-dir", mirror, "show", f"{commit}:{package.version_file}"]) or ""
+    file_version = parse_file_version(text, f"{url}@{ref}", package)
+    tag = _pick_tag(ref, _tags_at(["--git-dir", mirror], commit), file_version)
+    return Version(choose_version(file_version, tag, package)[0])
+
+
+def describe(path: Path, package: Package | None = None) -> Checkout:
+    """Describe an existing source folder (a git checkout or a plain copy) of package.
+
+    Without package, the folder's own version file says which package it is.
+    """
     path = Path(path)
-    file_version = read_file_version(path)
+    package = package or detect_package(path) or MAMBA
+    file_version = read_file_version(path, package)
     commit = _head(path)
     if commit is None:  # a plain copy, or a git repository without a commit
-        return Checkout(path, str(path), None, None, file_version, None)
+        return Checkout(path, str(path), None, None, file_version, None, package=package.name)
     origin = git.query(["-C", path, "config", "--get", "remote.origin.url"]) or str(path)
-    return _describe_checkout(path, origin, None, commit, _tags_at(["-C", path], commit))
+    return _describe_checkout(path, origin, None, commit, _tags_at(["-C", path], commit),
+                              package)
 
 
-def read_file_version(path: Path) -> str:
-    """`__version__` from mamba_ssm/__init__.py; UpstreamError when path is no mamba tree."""
-    init = Path(path) / INIT
+def detect_package(path: Path) -> Package | None:
+    """The package whose setup.py and version file path holds, None when it holds neither."""
+    path = Path(path)
+    if not (path / "setup.py").is_file():
+        return None
+    return next((p for p in PACKAGES if (path / p.version_file).is_file()), None)
+
+
+def read_file_version(path: Path, package: Package = MAMBA) -> str:
+    """`__version__` from the package's version file; UpstreamError when path is no such tree."""
+    init = Path(path) / package.version_file
     try:
-        match = _VERSION_LINE.search(init.read_text(encoding="utf-8")) if init.is_file() else None
+        text = init.read_text(encoding="utf-8") if init.is_file() else ""
     except UnicodeDecodeError:
-        msg = f"{path}/{INIT} is not UTF-8 text: restore upstream's file or re-fetch the checkout"
+        msg = (f"{path}/{package.version_file} is not UTF-8 text: restore upstream's file or "
+               "re-fetch the checkout")
         raise UpstreamError(msg) from None
-    if match is None or not (Path(path) / "setup.py").is_file():
-        msg = (f"{path} is not a mamba source tree (no setup.py or no __version__ in {INIT}): "
-               "pass the root of a state-spaces/mamba checkout, or run `mambawin fetch`")
+    if not (Path(path) / "setup.py").is_file():
+        text = ""
+    return parse_file_version(text, str(path), package)
+
+
+def parse_file_version(text: str, where: str, package: Package = MAMBA) -> str:
+    """The normalised `__version__` in text (the version file of package found at where)."""
+    match = _VERSION_LINE.search(text)
+    if match is None:
+        msg = (f"{where} is not a {package.name} source tree (no setup.py or no __version__ in "
+               f"{package.version_file}): pass the root of a {package.default_repo} checkout "
+               "(--package picks mamba-ssm or causal-conv1d), or run `mambawin fetch`")
         raise UpstreamError(msg)
     try:
         return str(Version(match[1]))
     except InvalidVersion:
-        msg = f"{path}/{INIT} has an unreadable __version__ {match[1]!r}: fix the file or re-fetch"
+        msg = (f"{where}/{package.version_file} has an unreadable __version__ {match[1]!r}: "
+               "fix the file or re-fetch")
         raise UpstreamError(msg) from None
 
 
@@ -124,12 +165,14 @@ def newest_release(tags: Iterable[str], repo: str = DEFAULT_REPO) -> str:
     return max(releases)[1]
 
 
-def choose_version(file_version: str, tag: str | None) -> tuple[str, tuple[str, ...]]:
+def choose_version(file_version: str, tag: str | None,
+                   package: Package = MAMBA) -> tuple[str, tuple[str, ...]]:
     """Trust a release tag over the file when they differ, and say so in a warning."""
     tag_version = release_version(tag) if tag else None
     if tag_version is None or str(tag_version) == file_version:
         return file_version, ()
-    warning = (f"{INIT} says {file_version} but the release tag is {tag}: using {tag_version} "
+    warning = (f"{package.version_file} says {file_version} but the release tag is {tag}: using "
+               f"{tag_version} "
                "(upstream did not bump __version__; the wheel's own version comes from the file)")
     return str(tag_version), (warning,)
 
@@ -196,11 +239,20 @@ def _is_branch(mirror: Path, ref: str) -> bool:
 
 
 def _describe_checkout(path: Path, repo: str, ref: str | None, commit: str,
-                       tags: list[str]) -> Checkout:
-    file_version = read_file_version(path)
+                       tags: list[str], package: Package = MAMBA) -> Checkout:
+    file_version = read_file_version(path, package)
     tag = _pick_tag(ref, tags, file_version)
-    version, warnings = choose_version(file_version, tag)
-    return Checkout(path, repo, ref, commit, version, tag, warnings)
+    version, warnings = choose_version(file_version, tag, package)
+    return Checkout(path, repo, ref, commit, version, tag, warnings, package.name)
+
+
+def _resolve_or_fail(mirror: Path, url: str, ref: str) -> str:
+    commit = _resolve(mirror, ref)
+    if commit is None:
+        msg = (f"ref {ref!r} not found in {url}: check the spelling (`git ls-remote --tags {url}` "
+               "lists tags) or omit --ref for the newest release")
+        raise UpstreamError(msg)
+    return commit
 
 
 def _pick_tag(ref: str | None, tags: list[str], file_version: str) -> str | None:

@@ -28,10 +28,11 @@ from packaging.version import Version
 from mambawin import __version__
 from mambawin.archs import format_archs, parse_archs
 from mambawin.errors import MambawinError, PatchError, UsageError
-from mambawin.fetch.upstream import Checkout, committed_files, describe
+from mambawin.fetch.upstream import Checkout, committed_files, describe, detect_package
 from mambawin.lock import hold
+from mambawin.packages import MAMBA, Package
 from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
-from mambawin.patch.registry import PATCHES, patch_ids
+from mambawin.patch.registry import PATCHES, patch_ids, patches_for
 
 RECORD = ".mambawin/patches.json"
 LOCK = ".mambawin/patch.lock"
@@ -65,10 +66,12 @@ class PatchReport:
     # Each result's diff starts from upstream's files (no patch was in effect before this run, or
     # the run started again from HEAD), so --export can write them as they are.
     from_upstream: bool = True
+    package: str = MAMBA.name
 
     def to_json(self) -> dict[str, Any]:
         """The stable --json shape of `mambawin patch`."""
         return {
+            "package": self.package,
             "upstream": {"version": self.version, "commit": self.commit},
             "patches": [{"id": r.id, "status": r.status, "files": list(r.files)}
                         for r in self.results],
@@ -76,47 +79,77 @@ class PatchReport:
 
 
 def apply_patches(root: Path, options: PatchOptions, *, only: Sequence[str] = (),
-                  skip: Sequence[str] = (), dry_run: bool = False) -> PatchReport:
-    """Apply the registry's patches to root, all or nothing; dry_run computes the diff only."""
-    check_ids(only, skip)
+                  skip: Sequence[str] = (), dry_run: bool = False,
+                  package: Package | None = None) -> PatchReport:
+    """Apply package's patch set to root, all or nothing; dry_run computes the diff only.
+
+    Without package, the tree's own version file says which package it is (mamba-ssm if none).
+    """
     root = Path(root)
-    upstream = describe(root)
+    package = resolve_package(root, package)
+    check_ids(only, skip, package)
+    upstream = describe(root, package)
     lock = nullcontext() if dry_run else hold(root / LOCK, f"source tree {root}", PatchError)
     with lock:
-        report, changes = _plan(root, upstream, options, only, skip, dry_run)
+        report, changes = _plan(root, upstream, options, only, skip, dry_run, package)
         if not dry_run:
             write_atomically(root, changes)
     return report
 
 
 def _plan(root: Path, upstream: Checkout, options: PatchOptions, only: Sequence[str],
-          skip: Sequence[str], dry_run: bool) -> tuple[PatchReport, dict[str, bytes | None]]:
+          skip: Sequence[str], dry_run: bool,
+          package: Package) -> tuple[PatchReport, dict[str, bytes | None]]:
     """The report of this run and every file it changes (the record included)."""
     record = read_record(root)
     rebase = _undoes_a_patch(options, record)
     base: dict[str, bytes | None] = {}
     if rebase:
         options = _with_recorded_options(options, record)
-        base = pristine_sources(root, upstream.commit, record, _NO_RESTORE.format(root=root))
-    tree, results = stage(root, base, Version(upstream.version), options, only, skip)
+        base = pristine_sources(root, upstream.commit, record, _NO_RESTORE.format(root=root),
+                                package=package)
+    tree, results = stage(root, base, Version(upstream.version), options, only, skip, package)
     in_effect = _in_effect(results, {} if rebase else record)
     changes = tree.changed()
     diff = "".join(unified_diff(rel, tree.original(rel), new) for rel, new in changes.items())
-    record_bytes = _record_bytes(tree, upstream, options, results, in_effect, record)
+    record_bytes = _record_bytes(tree, upstream, options, results, in_effect, record, package)
     if tree.original(RECORD) != record_bytes:
         changes[RECORD] = record_bytes
     fresh = rebase or in_effect == {r.id for r in results if r.status == "applied"}
     return PatchReport(root, upstream.version, upstream.commit, options, results, diff, dry_run,
-                       from_upstream=fresh), changes
+                       from_upstream=fresh, package=package.name), changes
 
 
 def stage(root: Path, base: Mapping[str, bytes | None], version: Version, options: PatchOptions,
-          only: Sequence[str], skip: Sequence[str]) -> tuple[Tree, tuple[PatchResult, ...]]:
+          only: Sequence[str], skip: Sequence[str],
+          package: Package = MAMBA) -> tuple[Tree, tuple[PatchResult, ...]]:
     """Run every patch on a staged Tree (nothing written); base's files start from base."""
     tree = Tree(root, base=base)
     for rel in base:  # a rebase resets these even when no patch of this run touches them
         tree.start(rel)
-    return tree, tuple(_run_one(p, tree, version, options, only, skip) for p in PATCHES)
+    return tree, tuple(_run_one(p, tree, version, options, only, skip, package)
+                       for p in patch_set(package))
+
+
+def patch_set(package: Package = MAMBA) -> tuple[Patch, ...]:
+    """The ordered patches of package (mamba's through this module's PATCHES, which tests swap)."""
+    return PATCHES if package == MAMBA else patches_for(package)
+
+
+def resolve_package(root: Path, package: Package | None) -> Package:
+    """package, checked against the tree; the tree's own package when None (mamba-ssm if unknown).
+
+    A causal-conv1d tree patched with mamba's set would fail on the first anchor with a drift
+    message that hides the real mistake, so a mismatch is a usage error naming --package.
+    """
+    found = detect_package(root)
+    if package is None:
+        return found or MAMBA
+    if found is not None and found != package:
+        msg = (f"{root} is a {found.name} source tree, not {package.name}: pass "
+               f"--package {found.name} (or leave --package out to detect it)")
+        raise UsageError(msg)
+    return package
 
 
 # --keep-complex restores what complex-removal deleted: only upstream's own files can.
@@ -131,12 +164,13 @@ def _undoes_a_patch(options: PatchOptions, record: Mapping[str, Any]) -> bool:
 
 
 def pristine_sources(root: Path, commit: str | None, record: Mapping[str, Any], not_git: str,
-                     error: type[MambawinError] = PatchError) -> dict[str, bytes | None]:
+                     error: type[MambawinError] = PatchError,
+                     package: Package = MAMBA) -> dict[str, bytes | None]:
     """Every file a patch may touch, as committed at HEAD; error when the tree is no git
     checkout (not_git says why that matters) or a file changed since mambawin wrote it."""
     if commit is None:
         raise error(not_git)
-    files = sorted({f for p in PATCHES for f in p.files})
+    files = sorted({f for p in patch_set(package) for f in p.files})
     committed = committed_files(root, files)
     recorded = record.get("files", {})
     for rel in files:
@@ -163,17 +197,19 @@ def recorded_options(record: Mapping[str, Any]) -> PatchOptions:
     return PatchOptions(archs, saved.get("nvcc_threads"), bool(saved.get("keep_complex")))
 
 
-def check_ids(only: Iterable[str], skip: Iterable[str]) -> None:
-    """UsageError naming every id in --only/--skip that is not in the catalogue."""
-    unknown = sorted((set(only) | set(skip)) - set(patch_ids()))
+def check_ids(only: Iterable[str], skip: Iterable[str], package: Package = MAMBA) -> None:
+    """UsageError naming every id in --only/--skip that is not in the package's catalogue."""
+    known = patch_ids() if package == MAMBA else tuple(p.id for p in patch_set(package))
+    unknown = sorted((set(only) | set(skip)) - set(known))
     if unknown:
         msg = (f"unknown patch id {', '.join(unknown)} in --only/--skip: use one of "
-               f"{', '.join(patch_ids())} (see `mambawin patches`)")
+               f"{', '.join(known)} for {package.name} (see `mambawin patches --package "
+               f"{package.name}`)")
         raise UsageError(msg)
 
 
 def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
-             only: Sequence[str], skip: Sequence[str]) -> PatchResult:
+             only: Sequence[str], skip: Sequence[str], package: Package = MAMBA) -> PatchResult:
     gate = _gate(patch, version, options, only, skip)
     if gate is not None:
         return PatchResult(patch.id, gate[0], reason=gate[1])
@@ -182,8 +218,9 @@ def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
     try:
         outcome = patch.transform(tree, ctx)
     except FileNotFoundError as exc:
-        msg = (f"patch {patch.id!r} cannot apply to upstream {version}: {exc.args[0]} is missing; "
-               "pass the root of a complete mamba checkout or pin --ref to a known release")
+        msg = (f"patch {patch.id!r} cannot apply to {package.name} {version}: {exc.args[0]} is "
+               f"missing; pass the root of a complete {package.name} checkout or pin --ref to a "
+               "known release")
         raise PatchError(msg) from None
     changed = [rel for rel in tree.loaded()
                if tree.render(rel) != before.get(rel, tree.start(rel))]
@@ -211,14 +248,16 @@ def _gate(patch: Patch, version: Version, options: PatchOptions, only: Sequence[
 
 def _record_bytes(tree: Tree, upstream: Checkout, options: PatchOptions,
                   results: tuple[PatchResult, ...], in_effect: set[str],
-                  old: Mapping[str, Any]) -> bytes:
+                  old: Mapping[str, Any], package: Package = MAMBA) -> bytes:
     """The deterministic record: upstream, options, patches in effect, sha256 of their files."""
-    files = sorted({f for p in PATCHES if p.id in in_effect for f in p.files})
+    patches = patch_set(package)
+    files = sorted({f for p in patches if p.id in in_effect for f in p.files})
     record = {
         "tool": f"mambawin {__version__}",
+        **({} if package == MAMBA else {"package": package.name}),
         "upstream": {"version": upstream.version, "commit": upstream.commit},
         "options": _record_options(options, results, in_effect, old),
-        "patches": [p.id for p in PATCHES if p.id in in_effect],
+        "patches": [p.id for p in patches if p.id in in_effect],
         "files": {rel: _sha256(tree.render(rel) if tree.exists(rel) else None) for rel in files},
     }
     return (json.dumps(record, indent=2) + "\n").encode("utf-8")

@@ -19,6 +19,7 @@ from packaging.version import Version
 from mambawin.archs import format_archs
 from mambawin.errors import UsageError
 from mambawin.fetch.upstream import describe
+from mambawin.packages import MAMBA, get_package
 from mambawin.patch import engine
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import (
@@ -66,7 +67,7 @@ def export_patches(report_or_root: PatchReport | Path, dest: Path) -> list[Path]
     written: list[Path] = []
     for result in (r for r in results if r.diff):
         path = dest / f"{len(written) + 1:04d}-{result.id}.patch"
-        header = _patch_header(result.id, report.version, options)
+        header = _patch_header(result.id, report.version, options, report.package)
         path.write_bytes(_with_checksum(header, result.diff))
         written.append(path)
     return written
@@ -80,14 +81,15 @@ def _report_for(root: Path) -> PatchReport:
 def _replayed(root: Path) -> tuple[tuple[PatchResult, ...], PatchOptions]:
     """The recorded patches, with the recorded options, replayed on HEAD's files."""
     record = read_record(root)
-    upstream = describe(root)
+    package = engine.resolve_package(root, None)
+    upstream = describe(root, package)
     not_git = (f"cannot export the patches of {root}: it was patched before and is not a git "
                "checkout, so its unpatched files are gone; export from a clean copy "
                "(`mambawin patch CLEAN --dry-run --export DIR`)")
-    base = pristine_sources(root, upstream.commit, record, not_git, UsageError)
+    base = pristine_sources(root, upstream.commit, record, not_git, UsageError, package)
     options = recorded_options(record)
     tree, results = stage(root, base, Version(upstream.version), options,
-                          tuple(record.get("patches", ())), ())
+                          tuple(record.get("patches", ())), (), package)
     differs = sorted(tree.changed())
     if differs:
         msg = (f"cannot export the patches of {root}: {differs[0]} is not what its recorded "
@@ -113,10 +115,12 @@ def _with_checksum(header: str, diff: str) -> bytes:
     return line + body
 
 
-def _patch_header(patch_id: str, version: str, options: PatchOptions) -> str:
+def _patch_header(patch_id: str, version: str, options: PatchOptions,
+                  package: str = MAMBA.name) -> str:
     """Free text before the first `diff --git` line; git apply skips it like a mail header."""
-    patch = next(p for p in engine.PATCHES if p.id == patch_id)
-    lines = [f"mambawin patch {patch.id} for mamba {version}: {patch.summary}",
+    patch = next(p for p in engine.patch_set(get_package(package)) if p.id == patch_id)
+    name = "mamba" if package == MAMBA.name else package
+    lines = [f"mambawin patch {patch.id} for {name} {version}: {patch.summary}",
              f"Prevents: {patch.prevents}", f"Why: {patch.why}",
              f"Options: archs={format_archs(options.archs) or 'upstream'}, "
              f"nvcc_threads={options.nvcc_threads}, keep_complex={options.keep_complex}", "", ""]

@@ -1,12 +1,15 @@
-"""The ordered patch catalogue: applied in this order, and --export numbers them in it.
+"""The ordered patch catalogues, one per upstream package: applied in this order, and --export
+numbers them in it.
 
 Order matters only where two patches touch the same file (setup.py): each later patch anchors on
 upstream lines that earlier ones leave in place. Teammates add a patch by importing its module
-here and listing its PATCH at its place in the order below.
+here and listing its PATCH at its place in its package's order below.
 """
 
 from __future__ import annotations
 
+from mambawin.packages import CAUSAL_CONV1D, MAMBA, Package
+from mambawin.patch import causal_conv1d as conv
 from mambawin.patch.base import Patch
 from mambawin.patch.mamba import (
     arch_list,
@@ -34,12 +37,31 @@ PATCHES: tuple[Patch, ...] = (
     mamba3_imports.PATCH,  # mamba3-imports
 )
 
+CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (
+    conv.arch_list.PATCH,  # arch-list
+    conv.cached_wheels.PATCH,  # cached-wheels
+    conv.nvcc_threads.PATCH,  # nvcc-threads
+    conv.alt_tokens.PATCH,  # alt-tokens
+    conv.rocm_directives.PATCH,  # rocm-directives
+    conv.compiler_flags.PATCH,  # compiler-flags
+)
 
-def patch_ids() -> tuple[str, ...]:
-    """Every known patch id, in apply order."""
-    return tuple(patch.id for patch in PATCHES)
+PATCH_SETS: dict[str, tuple[Patch, ...]] = {
+    MAMBA.name: PATCHES,
+    CAUSAL_CONV1D.name: CAUSAL_CONV1D_PATCHES,
+}
 
 
-def get(patch_id: str) -> Patch | None:
-    """The patch with this id, or None."""
-    return next((patch for patch in PATCHES if patch.id == patch_id), None)
+def patches_for(package: Package = MAMBA) -> tuple[Patch, ...]:
+    """The ordered patch set of package."""
+    return PATCH_SETS[package.name]
+
+
+def patch_ids(package: Package = MAMBA) -> tuple[str, ...]:
+    """Every known patch id of package, in apply order."""
+    return tuple(patch.id for patch in patches_for(package))
+
+
+def get(patch_id: str, package: Package = MAMBA) -> Patch | None:
+    """The patch of package with this id, or None."""
+    return next((patch for patch in patches_for(package) if patch.id == patch_id), None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from mambawin.archs import Arch
+from mambawin.packages import pair_rule
 
 # torch minor → (lowest, highest) CPython 3.x minor with a wheel. Source: `pip index versions
 # torch --python-version 3.N --platform win_amd64 --only-binary=:all:` against PyPI for
@@ -45,14 +46,6 @@ ARCH_CUDA: dict[str, tuple[str, str | None]] = {
 }
 FAMILY_CUDA = "12.9"  # sm_XYf family-specific targets came with CUDA 12.9
 
-# mamba-ssm version → the oldest causal-conv1d it works with: the `causal_conv1d>=X` line of
-# mamba's setup.py at each tag (commented out upstream, so pip never enforces it). From v2.2.0
-# mamba imports causal_conv1d.causal_conv1d_varlen, which causal-conv1d added in v1.4.0.
-MAMBA_NEEDS_CONV: tuple[tuple[Version, Version], ...] = (
-    (Version("2.2.0"), Version("1.4.0")),
-    (Version("1.2.0"), Version("1.2.0")),
-    (Version("1.1.0"), Version("1.1.0")),
-)
 
 
 def torch_python(torch: str, python: str, platform: str) -> str:
@@ -91,8 +84,9 @@ def pair(mamba: str | None, conv: str | None) -> str:
     """Why this mamba-ssm version cannot use this causal-conv1d version, or ''."""
     if mamba is None or conv is None:
         return ""
-    needed = next((c for m, c in MAMBA_NEEDS_CONV if Version(mamba) >= m), None)
-    if needed is None or Version(conv) >= needed:
+    # One table for build, verify and team specs: mambawin.packages.PAIR_RULES.
+    rule = pair_rule(Version(mamba))
+    if rule is None or rule.causal_conv1d.contains(Version(conv), prereleases=True):
         return ""
-    return (f"mamba-ssm {mamba} needs causal-conv1d >= {needed}, the spec has {conv}: "
-            f"use causal-conv1d v{needed} or newer")
+    return (f"mamba-ssm {mamba} needs causal-conv1d{rule.causal_conv1d}, the spec has {conv}: "
+            f"{rule.why}")

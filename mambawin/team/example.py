@@ -38,7 +38,7 @@ ref = "v2.2.6"
 
 [[package]]
 name = "causal-conv1d"
-ref = "v1.5.2"   # mamba-ssm 2.2+ needs causal-conv1d 1.4.0 or newer
+ref = "v1.5.2"   # mamba-ssm 2.2.5+ needs causal-conv1d 1.5.1 or newer (2.x: 1.4.0)
 
 # One [[torch]] per torch build: its version, its CUDA variant, and the index it comes from.
 # The wheels' local version says both, e.g. mamba_ssm-2.2.6+cu130torch2.10-...

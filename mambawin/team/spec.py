@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin.archs import Arch, parse_archs
 from mambawin.errors import SpecError, UsageError
+from mambawin.packages import PACKAGES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,12 +49,8 @@ class Upstream:
         return self.name.replace("-", "_")
 
 
-UPSTREAMS = {
-    "mamba-ssm": Upstream("mamba-ssm", "https://github.com/state-spaces/mamba",
-                          "mamba_ssm/__init__.py"),
-    "causal-conv1d": Upstream("causal-conv1d", "https://github.com/Dao-AILab/causal-conv1d",
-                              "causal_conv1d/__init__.py"),
-}
+# From mambawin.packages, the one description of each package mambawin builds.
+UPSTREAMS = {p.name: Upstream(p.name, p.default_repo, p.version_file) for p in PACKAGES}
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,14 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mambawin.errors import UsageError, WheelError
+from mambawin.packages import PACKAGES, pair_rule
 from mambawin.wheel.info import parse_file_name
 
 MAMBA, CONV = "mamba-ssm", "causal-conv1d"
 # The compiled module each package ships, by canonical distribution name.
-EXTENSIONS: Mapping[str, str] = {MAMBA: "selective_scan_cuda", CONV: "causal_conv1d_cuda"}
-# mamba-ssm release -> the causal-conv1d it needs: upstream setup.py names ">=1.4.0" from v2.2
-# (">=1.2.0" before), and every v2.x Mamba/Mamba2 fast path calls causal_conv1d.cpp_functions or
-# the 1.4 binding (seq_idx, initial_states); issue 9 asks for >= 1.4.0 with any v2.x.
-CONV_FOR_MAMBA = ((SpecifierSet(">=2.0"), SpecifierSet(">=1.4.0")),
-                  (SpecifierSet("<2.0"), SpecifierSet(">=1.2.0")))
+EXTENSIONS: Mapping[str, str] = {p.name: p.extensions[0] for p in PACKAGES}
+# Which causal-conv1d a mamba-ssm release needs: one table for build, verify and team specs,
+# mambawin.packages.PAIR_RULES.
 
 
 @dataclass(frozen=True)
@@ -113,8 +111,11 @@ def pair_problems(mamba: tuple[str, Mapping[str, Any] | None],
 
 
 def _conv_needed(mamba_version: str) -> SpecifierSet | None:
-    public = _public(mamba_version)
-    return next((need for spec, need in CONV_FOR_MAMBA if spec.contains(public, True)), None)
+    try:
+        rule = pair_rule(Version(_public(mamba_version)))
+    except InvalidVersion:
+        return None
+    return rule.causal_conv1d if rule else None
 
 
 def _public(version: str) -> str:

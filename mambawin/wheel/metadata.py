@@ -290,7 +290,7 @@ def _entries(archive: zipfile.ZipFile, plan: _Plan, changes: Plan,
 
 
 def _guard_target(info: WheelInfo, *, needed: bool) -> str | None:
-    """`<package>/__init__.py` of the distribution: mamba_ssm imports it before any extension."""
+    """`<package>/__init__.py` of the distribution (mamba_ssm, causal_conv1d): imported first."""
     target = canonicalize_name(info.name).replace("-", "_") + "/__init__.py"
     if target in info.members:
         return target
@@ -457,7 +457,8 @@ def _mambawin_torch_guard():
             "{project} was built for torch " + built_torch + " with CUDA " + built_cuda
             + ".x, but torch " + torch.__version__ + " with CUDA "
             + str(torch.version.cuda) + " is installed: install torch " + built_torch
-            + " for CUDA " + built_cuda + ".x, or rebuild {project} with `mambawin build`"
+            + " for CUDA " + built_cuda + ".x, or rebuild it with"
+            + " `mambawin build --package {canonicalize_name(project)}`"
             + " (set {SKIP_GUARD_ENV}=1 to import anyway)"
         )
 

@@ -1,0 +1,114 @@
+"""`mambawin build --with causal-conv1d[==REF]`: the mamba-ssm wheel and a causal-conv1d that fits.
+
+The pair is checked before anything is built: both versions are read from the upstream mirrors
+(no checkout), and a causal-conv1d that the mamba-ssm version cannot use is refused with one line
+naming the rule (packages.PAIR_RULES). Without ==REF the newest causal-conv1d release that fits
+is chosen. Then the same pipeline runs twice, mamba-ssm first, into the same --out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from packaging.version import Version
+
+from mambawin.build.pipeline import BuildOptions
+from mambawin.build.reporter import Reporter
+from mambawin.errors import UpstreamError, UsageError
+from mambawin.fetch import upstream
+from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem, pair_rule
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Companion:
+    """The second package of `--with NAME[==REF]`, and where it comes from (--with-repo)."""
+
+    ref: str | None = None  # None: the newest release that fits the mamba-ssm version
+    repo: str | None = None  # None: causal-conv1d's upstream
+
+
+@dataclass(frozen=True)
+class PairChoice:
+    """The two versions decided before building, and the causal-conv1d ref to build."""
+
+    mamba_version: Version
+    conv_ref: str
+    conv_version: Version
+
+
+def parse_with(spec: str, repo: str | None = None) -> Companion:
+    """`causal-conv1d` or `causal-conv1d==REF` (REF: a tag, branch or commit, like --ref)."""
+    name, sep, ref = spec.partition("==")
+    package = get_package(name)
+    if package != CAUSAL_CONV1D or (sep and not ref.strip()):
+        msg = (f"--with {spec!r}: only causal-conv1d can be built with mamba-ssm; write "
+               "--with causal-conv1d or --with causal-conv1d==v1.6.1.post4")
+        raise UsageError(msg)
+    return Companion(ref.strip() or None, repo)
+
+
+def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
+    """The mamba-ssm version and a causal-conv1d ref that fits it; UsageError for a bad pair."""
+    if options.package != MAMBA:
+        msg = "--with builds causal-conv1d next to mamba-ssm: drop --package or drop --with"
+        raise UsageError(msg)
+    mamba_version = _mamba_version(options)
+    conv_repo = companion.repo or CAUSAL_CONV1D.default_repo
+    if companion.ref is not None:
+        conv_version = upstream.version_at(conv_repo, companion.ref, CAUSAL_CONV1D)
+        problem = pair_problem(mamba_version, conv_version)
+        if problem:
+            raise UsageError(problem)
+        return PairChoice(mamba_version, companion.ref, conv_version)
+    conv_ref = newest_fitting(upstream.release_tags(conv_repo), mamba_version)
+    version = upstream.release_version(conv_ref) or Version("0")
+    return PairChoice(mamba_version, conv_ref, version)
+
+
+def newest_fitting(tags: list[str], mamba_version: Version) -> str:
+    """The newest causal-conv1d release tag the mamba-ssm version can use."""
+    rule = pair_rule(mamba_version)
+    fitting = [(version, tag) for tag in tags
+               if (version := upstream.release_version(tag)) is not None
+               and (rule is None or rule.causal_conv1d.contains(version, prereleases=True))]
+    if not fitting:
+        wanted = f"causal-conv1d{rule.causal_conv1d}" if rule else "a causal-conv1d release"
+        msg = (f"no causal-conv1d release fits mamba-ssm {mamba_version} (needs {wanted}): "
+               "pass --with causal-conv1d==REF or --with-repo with a newer mirror")
+        raise UpstreamError(msg)
+    return max(fitting)[1]
+
+
+def companion_options(options: BuildOptions, companion: Companion,
+                      choice: PairChoice) -> BuildOptions:
+    """The causal-conv1d build: the same archs, jobs, --out and labels as mamba-ssm's."""
+    return replace(options, package=CAUSAL_CONV1D, repo=companion.repo, ref=choice.conv_ref,
+                   source=None, keep_complex=False)
+
+
+def run_pair(options: BuildOptions, companion: Companion, reporter: Reporter,
+             run: Callable[[BuildOptions, Reporter], T]) -> list[T]:
+    """Check the pair, then run `run` (pipeline.build or .plan): mamba-ssm, then causal-conv1d."""
+    choice = choose_pair(options, companion)
+    reporter.note(f"pair: mamba-ssm {choice.mamba_version} + causal-conv1d {choice.conv_version} "
+                  f"({choice.conv_ref})")
+    first = run(options, reporter)
+    second = run(companion_options(options, companion, choice), reporter)
+    return [first, second]
+
+
+def pair_json(results: list[Any]) -> dict[str, Any]:
+    """The `build --with --json` form: one entry per package, mamba-ssm first."""
+    return {"builds": [result.to_json() for result in results]}
+
+
+def _mamba_version(options: BuildOptions) -> Version:
+    if options.source is not None:
+        return Version(upstream.describe(options.source, MAMBA).version)
+    repo = options.upstream_repo
+    ref = options.ref or upstream.newest_release(upstream.release_tags(repo), repo)
+    return upstream.version_at(repo, ref, MAMBA)

@@ -1,0 +1,18 @@
+"""causal-conv1d's patch set: one module per patch, ordered in patch/registry.py.
+
+setup.py has the same shape as mamba's in every tag (arch block before `# HACK:`, `--threads 4`,
+CachedWheelsCommand, a module-level `setup(`), so those four patches reuse mamba's transforms with
+causal-conv1d's own versions and reasons. The kernels need what upstream PR #93 fixed in v1.6.1.
+"""
+
+from mambawin.patch.causal_conv1d import (
+    alt_tokens,
+    arch_list,
+    cached_wheels,
+    compiler_flags,
+    nvcc_threads,
+    rocm_directives,
+)
+
+__all__ = ["alt_tokens", "arch_list", "cached_wheels", "compiler_flags", "nvcc_threads",
+           "rocm_directives"]
