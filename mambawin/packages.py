@@ -27,7 +27,6 @@ class Package:
     env_prefix: str  # setup.py reads <PREFIX>_FORCE_BUILD, <PREFIX>_SKIP_CUDA_BUILD, ...
     # Variables every build sets to "TRUE" (exact case: every tag compares with == "TRUE").
     force_vars: tuple[str, ...]
-    drop: tuple[str, ...] = ()  # requirements removed from the wheel's METADATA by default
 
     @property
     def version_file(self) -> str:
@@ -51,7 +50,6 @@ MAMBA = Package(
     # FORCE skips the prebuilt-wheel download; KEEP is what main (upstream #977) needs to
     # compile the extension at all.
     force_vars=("MAMBA_FORCE_BUILD", "MAMBA_KEEP_CUDA_BUILD"),
-    drop=("triton",),  # no win_amd64 wheel on PyPI; upstream-map §3 P7
 )
 
 CAUSAL_CONV1D = Package(

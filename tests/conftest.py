@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SHARED_WINDOWS = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "windows"
+WINDOWS = FIXTURES / "windows"
 
 
 def recorded(name: str) -> str:
-    """The body of a recorded Windows tool output from shared/fixtures/windows (header removed)."""
-    text = (SHARED_WINDOWS / name).read_text(encoding="utf-8")
+    """The body of a recorded Windows tool output from tests/fixtures/windows (header removed)."""
+    text = (WINDOWS / name).read_text(encoding="utf-8")
     for sep in ("# ---\n", "# ---\r\n"):
         if sep in text:
             return text.split(sep, 1)[1]
@@ -37,6 +37,16 @@ def _forbid_real_build(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     """
     if request.node.get_closest_marker("slow") is None:
         monkeypatch.setenv("MAMBAWIN_FORBID_REAL_BUILD", "1")
+
+
+@pytest.fixture(autouse=True)
+def _offline_unless_network(request: pytest.FixtureRequest,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only `network` tests ask the package index: verify's pip step is skipped everywhere else."""
+    if request.node.get_closest_marker("network") is None:
+        monkeypatch.setenv("MAMBAWIN_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("MAMBAWIN_OFFLINE", raising=False)
 
 
 @pytest.fixture

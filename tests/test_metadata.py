@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from typer.testing import CliRunner
@@ -31,6 +32,7 @@ from mambawin.wheel.metadata import (
 )
 
 TAG = "cp311-cp311-linux_x86_64"
+WIN = "cp311-cp311-win_amd64"
 SO = "selective_scan_cuda.cpython-311-x86_64-linux-gnu.so"
 INIT = '"""Mamba."""\n\nfrom __future__ import annotations\n\n__version__ = "2.2.6"\n'
 
@@ -98,11 +100,25 @@ def member(wheel: Path, suffix: str) -> bytes:
     "triton (>=2.0)", 'triton; extra == "dev"', "TRITON==3.1.0",
     "triton (>=2.0) ; python_version >= '3.8'",
 ])
-def test_triton_is_dropped_however_it_is_spelled(tmp_path: Path, spelling: str) -> None:
-    keep = ["torch", "tritonclient>=2", "pytorch-triton", "triton-nightly", "einops"]
-    wheel = make_wheel(tmp_path, ["torch", spelling, *keep[1:]])
-    out = rewrite_wheel(wheel, tmp_path / "out")
-    assert requirements(out) == keep
+def test_on_windows_triton_becomes_triton_windows_however_it_is_spelled(
+        tmp_path: Path, spelling: str) -> None:
+    others = ["tritonclient>=2", "pytorch-triton", "triton-nightly", "einops"]
+    wheel = make_wheel(tmp_path, ["torch", spelling, *others], tag=WIN)
+    out = requirements(rewrite_wheel(wheel, tmp_path / "out"))
+    renamed = Requirement(out[1])
+    original = Requirement(spelling)
+    assert renamed.name == "triton-windows"
+    assert (renamed.specifier, renamed.marker, renamed.extras) == (
+        original.specifier, original.marker, original.extras)
+    assert [out[0], *out[2:]] == ["torch", *others]
+
+
+@pytest.mark.parametrize("spelling", ["triton", "triton>=3.5.0", "Triton (>=2.0)"])
+def test_on_linux_triton_stays_unless_dropped(tmp_path: Path, spelling: str) -> None:
+    wheel = make_wheel(tmp_path, ["torch", spelling, "einops"])
+    assert requirements(rewrite_wheel(wheel, tmp_path / "a")) == ["torch", spelling, "einops"]
+    dropped = rewrite_wheel(wheel, tmp_path / "b", drop=("TRITON",))
+    assert requirements(dropped) == ["torch", "einops"]
 
 
 def test_every_other_metadata_byte_stays_as_it_was(tmp_path: Path) -> None:
@@ -113,13 +129,14 @@ def test_every_other_metadata_byte_stays_as_it_was(tmp_path: Path) -> None:
     tail = (b"Requires-Dist: transformers ; extra == \"x\"\r\nProvides-Extra: x\r\n\r\n"
             b"Body text mentions\r\nRequires-Dist: triton\r\nand stays.\r\n")
     wheel = make_wheel(tmp_path, raw_metadata=head + triton + tail)
-    out = rewrite_wheel(wheel, tmp_path / "out")
+    out = rewrite_wheel(wheel, tmp_path / "out", drop=("triton",), keep=("transformers",))
     assert member(out, ".dist-info/METADATA") == head + tail
 
 
-def test_other_projects_are_dropped_only_on_request(tmp_path: Path) -> None:
+def test_on_linux_upstreams_set_stays_and_projects_go_only_on_request(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, ["torch", "tilelang==0.1.8", "triton"])
-    assert requirements(rewrite_wheel(wheel, tmp_path / "a")) == ["torch", "tilelang==0.1.8"]
+    assert requirements(rewrite_wheel(wheel, tmp_path / "a")) == [
+        "torch", "tilelang==0.1.8", "triton"]
     dropped = rewrite_wheel(wheel, tmp_path / "b", drop=("triton", "TileLang"))
     assert requirements(dropped) == ["torch"]
 
@@ -291,7 +308,7 @@ def test_existing_output_is_replaced_whole(tmp_path: Path) -> None:
     target = tmp_path / "out" / wheel.name
     target.parent.mkdir()
     target.write_bytes(b"an older wheel")
-    assert rewrite_wheel(wheel, tmp_path / "out") == target
+    assert rewrite_wheel(wheel, tmp_path / "out", drop=("triton",)) == target
     assert requirements(target) == []
     assert sorted(p.name for p in target.parent.iterdir()) == [wheel.name]
 
@@ -390,9 +407,22 @@ def test_cli_rewrites_and_reports_json(tmp_path: Path) -> None:
                                       "--out", str(tmp_path / "out"), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["dropped"] == ["triton>=3", "tilelang==0.1.8"]
-    assert requirements(Path(report["wheel"])) == ["torch"]
+    assert report["dropped"] == ["tilelang==0.1.8"]
+    assert requirements(Path(report["wheel"])) == ["torch", "triton>=3"]
     assert Path(report["wheel"]).name.startswith("mamba_ssm-2.2.6+cu129torch2.8-")
+
+
+def test_cli_windows_wheel_reports_each_change_with_its_reason(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, ["torch", "triton>=3.5.0", "tilelang==0.1.8"], tag=WIN)
+    result = CliRunner().invoke(app, ["metadata", str(wheel), "--keep", "tilelang",
+                                      "--out", str(tmp_path / "out"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [(c["from"], c["to"]) for c in report["changes"]] == [
+        ("triton>=3.5.0", "triton-windows>=3.5.0")]
+    assert "triton-windows provides the `triton` module" in report["changes"][0]["reason"]
+    assert requirements(Path(report["wheel"])) == [
+        "torch", "triton-windows>=3.5.0", "tilelang==0.1.8"]
 
 
 @pytest.mark.parametrize("out", ["notes.txt", "notes.txt/sub"])
@@ -403,6 +433,22 @@ def test_cli_out_that_is_a_file_is_one_line(tmp_path: Path, out: str) -> None:
     assert result.exit_code == UsageError.exit_code
     assert "is a file, not a folder" in result.stderr and len(result.stderr.splitlines()) == 1
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("none", ["none", "None"])
+def test_cli_local_version_none_drops_the_label_as_build_does(tmp_path: Path, none: str) -> None:
+    wheel = make_wheel(tmp_path, ["torch"], version="2.2.6+cu129torch2.8")
+    result = CliRunner().invoke(app, ["metadata", str(wheel), "--local-version", none,
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    written = Path(result.stdout.strip())  # the new wheel's path is the result, on stdout
+    assert written.name == f"mamba_ssm-2.2.6-{TAG}.whl"
+    assert b"\nVersion: 2.2.6\n" in member(written, "METADATA")
+
+
+def test_an_empty_local_version_is_refused_not_ignored(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="PEP 440"):
+        rewrite_wheel(make_wheel(tmp_path), tmp_path / "out", local_version="")
 
 
 def test_cli_maps_a_corrupt_wheel_to_exit_code_7(tmp_path: Path) -> None:

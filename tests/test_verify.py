@@ -121,12 +121,19 @@ def test_tags_must_fit_this_python(tmp_path):
     assert not ok and "do not fit this Python" in message
 
 
-def test_triton_requirement_fails(tmp_path):
-    ok, message = v.check_requirements(make_wheel(tmp_path, requires=("torch", "triton>=3.0")))
-    assert not ok and "triton" in message
+def test_a_windows_wheel_still_requiring_triton_fails(tmp_path):
+    wheel = make_wheel(tmp_path, requires=("torch", "triton>=3.0"), tag="cp311-cp311-win_amd64")
+    ok, message = v.check_requirements(wheel)
+    assert not ok and "triton>=3.0 (triton publishes no Windows wheel" in message
+    assert "mambawin metadata" in message
     other = tmp_path / "other"
     other.mkdir()
-    assert v.check_requirements(make_wheel(other, requires=("torch", "einops")))[0]
+    assert v.check_requirements(make_wheel(other, requires=("torch", "triton-windows>=3.0"),
+                                           tag="cp311-cp311-win_amd64"))[0]
+    linux = tmp_path / "linux"
+    linux.mkdir()
+    assert v.check_requirements(make_wheel(linux, requires=("torch", "triton>=3.0"),
+                                           tag="cp311-cp311-linux_x86_64"))[0]
 
 
 def test_static_step_reports_every_check(tmp_path, monkeypatch):
@@ -253,10 +260,10 @@ def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
                                                          v.InstallEnv(sys.executable, None)))
     result = CliRunner().invoke(app, ["verify", str(wheel), "--json"])
     assert result.exit_code == 8
-    data = json.loads(result.stdout)
-    assert data["passed"] is False
-    assert [s["name"] for s in data["steps"]] == ["static", "fit", "install", "smoke", "calls",
-                                                  "blocks"]
+    data = json.loads(result.stdout)  # one document: the report, with the error and exit code
+    assert data["passed"] is False and data["exit_code"] == 8 and "FAILED at" in data["error"]
+    assert [s["name"] for s in data["steps"]] == [
+        "static", "fit", "requirements", "install", "smoke", "calls", "blocks"]
 
 
 def test_cli_verify_needs_a_wheel_or_installed():

@@ -116,8 +116,8 @@ def test_a_wheelhouse_installs_both_wheels_into_one_venv(host, tmp_path):
     python, purelib = host
     report = _verify(python, tmp_path, str(_wheelhouse(tmp_path / "house", "1.6.1")))
     names = [s["name"] for s in report["steps"]]
-    assert names[:6] == ["static", "fit", "static causal_conv1d", "fit causal_conv1d", "pair",
-                         "install"]
+    assert names[:8] == ["static", "fit", "static causal_conv1d", "fit causal_conv1d",
+                         "requirements", "requirements causal_conv1d", "pair", "install"]
     assert {"smoke", "conv", "calls", "blocks"} <= set(names)
     install = _install_step(report)
     assert install["status"] == "ok", install["summary"]

@@ -21,13 +21,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
 from mambawin.build.compile import CompileResult, compile_wheel
+from mambawin.build.configure import SetupConfig, configure
 from mambawin.build.environment import EnvRequest, build_environment
 from mambawin.build.key import KeyInputs, build_key, tree_digest
 from mambawin.build.reporter import QuietReporter, Reporter
@@ -40,19 +41,18 @@ from mambawin.build.workspace import (
     staging_dir,
     workspace_for,
 )
+from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
+from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
 from mambawin.packages import MAMBA, Package
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.engine import IN_EFFECT, PatchReport, PatchResult, apply_patches
 from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
-
-if TYPE_CHECKING:
-    from mambawin.doctor.checks import DoctorReport
-    from mambawin.patch.engine import PatchReport
 
 RECORD_NAME = "build.json"
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
-_IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
 
 
@@ -70,24 +70,14 @@ class BuildOptions:
     keep_complex: bool = False
     local_version: str = "auto"  # auto | none | a PEP 440 local label
     force: bool = False  # go on past failed blocking doctor checks
+    drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
+    keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
     package: Package = MAMBA
 
     @property
     def upstream_repo(self) -> str:
         """The repository to fetch from: --repo, else the package's upstream."""
         return self.repo or self.package.default_repo
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """The toolchain facts that decide the binary (and the wheel's local version)."""
-
-    torch: str
-    cuda: str
-    compiler: str
-    cuda_home: str | None = None
-    python: str = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    platform: str = sysconfig.get_platform()
 
 
 @dataclass(frozen=True)
@@ -114,7 +104,7 @@ class Prepared:
     def applied(self) -> list[dict[str, str]]:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
         return [{"id": r.id, "status": r.status} for r in self.patches.results
-                if r.status in _IN_EFFECT]
+                if r.status in IN_EFFECT]
 
 
 @dataclass(frozen=True)
@@ -192,7 +182,7 @@ def _finish(options: BuildOptions, prepared: Prepared, compiled: CompileResult,
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):
-            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice)
+            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice, options)
         with steps("record"):
             return _record(fixed, options.out, prepared, compiled, steps.durations)
 
@@ -251,18 +241,19 @@ def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch
                    "`mambawin doctor`) or pass --force to build anyway")
             raise ToolchainError(msg)
         steps.note(f"--force: ignoring failed check {check.name}: {check.hint}")
-    archs = options.archs or tuple(report.recommended_archs)
+    archs = options.archs or report.recommended_archs
     if not archs:
-        msg = ("no CUDA GPU found to build for: pass --arch with your GPU's compute capability, "
-               "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx)")
+        # Never a silent many-arch build: PyTorch's 7-arch list takes hours, a user may want one.
+        msg = ("no CUDA GPU visible to build for: pass --arch with the GPUs the wheel is for, "
+               "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx); `mambawin doctor` suggests "
+               "a list for every recent GPU")
         raise UsageError(msg)
     jobs = options.jobs or report.recommended_jobs or os.cpu_count() or 1
-    return toolchain_of(report), tuple(archs), jobs
+    return report.toolchain, tuple(archs), jobs
 
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
-    from mambawin.fetch import upstream
     if options.source is None:
         return upstream.checkout(options.upstream_repo, options.ref, dest, options.package)
     described = upstream.describe(options.source, options.package)
@@ -275,26 +266,23 @@ def _fetch(options: BuildOptions, dest: Path) -> Checkout:
 def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool,
            package: Package) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    from mambawin.patch.base import PatchOptions
-    from mambawin.patch.engine import apply_patches
-
     return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex),
                          package=package)
 
 
 def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
          toolchain: Toolchain, options: BuildOptions) -> str:
-    """The build key of this patched tree and toolchain (see buildsteps/key.py)."""
+    """The build key of this patched tree, its toolchain and this Python (see build/key.py)."""
     inputs = KeyInputs(
         commit=checkout.commit or "",
-        patches=tuple(sorted(r.id for r in patches.results if r.status in _IN_EFFECT)),
+        patches=tuple(sorted(r.id for r in patches.results if r.status in IN_EFFECT)),
         tree=tree_digest(checkout.path),
         archs=format_archs(archs),
         torch=toolchain.torch,
         cuda=toolchain.cuda,
         compiler=toolchain.compiler,
-        python=toolchain.python,
-        platform=toolchain.platform,
+        python=f"cp{sys.version_info[0]}{sys.version_info[1]}",
+        platform=sysconfig.get_platform(),
         keep_complex=options.keep_complex,
         package=options.package.name,
     )
@@ -314,15 +302,14 @@ def _compile(prepared: Prepared, reporter: Reporter) -> CompileResult:
     return result
 
 
-def _configure(prepared: Prepared) -> Any:
-    from mambawin.build.configure import configure
-
+def _configure(prepared: Prepared) -> SetupConfig:
     env = build_environment(prepared.env_request(windows=False))
     return configure(prepared.checkout.path, env, prepared.package)
 
 
-def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None) -> Path:
-    """Drop what the package drops, set the local version, add provenance: a new wheel."""
+def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None,
+             options: BuildOptions) -> Path:
+    """Requirements for the wheel's platform, local version, provenance: a new wheel."""
     checkout, tools = prepared.checkout, prepared.toolchain
     provenance = Provenance(
         upstream_repo=checkout.repo, ref=checkout.ref or "", commit=checkout.commit or "",
@@ -330,7 +317,7 @@ def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str |
         archs=tuple(format_archs(prepared.archs).split(";")), torch_version=tools.torch,
         cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
     )
-    return rewrite_wheel(wheel, out_dir, drop=prepared.package.drop,
+    return rewrite_wheel(wheel, out_dir, drop=options.drop, keep=options.keep,
                          local_version=_label(label_choice, prepared), provenance=provenance)
 
 
@@ -355,23 +342,7 @@ def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileRes
 
 def _run_checks(archs: tuple[Arch, ...]) -> DoctorReport:
     """The doctor's probes (a seam: tests replace it with a recorded report)."""
-    from mambawin.doctor.checks import run_checks
-
     return run_checks(archs, builds_root())
-
-
-def toolchain_of(report: DoctorReport) -> Toolchain:
-    """The facts build needs from the doctor's toolchain."""
-    tools = report.toolchain
-    compiler = " ".join(p for p in (tools.host_compiler, tools.host_compiler_version,
-                                    tools.msvc_toolset) if p)
-    return Toolchain(
-        torch=tools.torch_version or "",
-        # The nvcc that compiles decides the cuXY label; torch's CUDA only if nvcc is unknown.
-        cuda=tools.cuda_version or tools.torch_cuda or "",
-        compiler=compiler,
-        cuda_home=tools.cuda_home,
-    )
 
 
 def _check_options(options: BuildOptions) -> str | None:
@@ -413,7 +384,7 @@ def _upstream_json(checkout: Checkout) -> dict[str, Any]:
             "version": checkout.version, "tag": checkout.tag}
 
 
-def _patch_json(result: Any) -> dict[str, Any]:
+def _patch_json(result: PatchResult) -> dict[str, Any]:
     return {"id": result.id, "status": result.status, "files": list(result.files)}
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import command
+from mambawin.cli.app import command, print_json
 from mambawin.errors import UsageError
 from mambawin.ui.console import console
 
@@ -20,26 +19,29 @@ if TYPE_CHECKING:
 @command("build")
 def build_command(
     ref: Annotated[str | None, typer.Option(
-        "--ref", help="Upstream tag, branch or commit [default: the newest release].")] = None,
+        "--ref", help="Upstream tag, branch or commit.", show_default="the newest release")] = None,
     repo: Annotated[str | None, typer.Option(
-        "--repo", help="Upstream URL or local path [default: the package's GitHub repo].")] = None,
+        "--repo", help="Upstream URL or local path.",
+        show_default="the package's GitHub repo")] = None,
     package: Annotated[str, typer.Option(
         "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
     with_: Annotated[str | None, typer.Option(
-        "--with", help="Also build causal-conv1d[==REF] into --out [default REF: the newest "
-        "release that fits the mamba-ssm version].")] = None,
+        "--with", help="Also build causal-conv1d[==REF] into --out.",
+        show_default="REF: the newest release that fits the mamba-ssm version")] = None,
     with_repo: Annotated[str | None, typer.Option(
         "--with-repo", help="URL or local path of causal-conv1d for --with.")] = None,
     source: Annotated[Path | None, typer.Option(
         "--source", help="Build this existing source folder (copied, never edited).")] = None,
     arch: Annotated[str | None, typer.Option(
-        "--arch", help="CUDA archs, e.g. '86', '86;89' or '8.9+PTX' [default: this GPU].")] = None,
+        "--arch", help="CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.",
+        show_default="this GPU")] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for the finished wheel.")] = Path(
         "dist"),
     jobs: Annotated[int | None, typer.Option(
-        "--jobs", min=1, help="Parallel compile jobs, MAX_JOBS [default: doctor's].")] = None,
+        "--jobs", min=1, help="Parallel compile jobs, MAX_JOBS.", show_default="doctor's")] = None,
     nvcc_threads: Annotated[int | None, typer.Option(
-        "--nvcc-threads", min=1, help="nvcc --threads per job [default: #archs, max 4].")] = None,
+        "--nvcc-threads", min=1, help="nvcc --threads per job.",
+        show_default="#archs, max 4")] = None,
     keep_complex: Annotated[bool, typer.Option(
         "--keep-complex", help="Keep the complex-weight kernels (slower build).")] = False,
     local_version: Annotated[str, typer.Option(
@@ -48,6 +50,10 @@ def build_command(
         "--plan", help="Show what would be built; compile nothing.")] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Build even when a blocking doctor check fails.")] = False,
+    drop: Annotated[list[str] | None, typer.Option(
+        "--drop", help="Also drop this requirement from METADATA (repeatable).")] = None,
+    keep: Annotated[list[str] | None, typer.Option(
+        "--keep", help="Keep this requirement as upstream has it (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     spec: Annotated[Path | None, typer.Option(
         "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
@@ -69,8 +75,9 @@ def build_command(
 
     options = core.BuildOptions(
         repo=repo, ref=ref, source=source,
-        archs=parse_archs(arch) if arch else (), out=out, jobs=jobs, nvcc_threads=nvcc_threads,
-        keep_complex=keep_complex, local_version=local_version, force=force,
+        archs=parse_archs(arch) if arch is not None else (), out=out, jobs=jobs,
+        nvcc_threads=nvcc_threads, keep_complex=keep_complex, local_version=local_version,
+        force=force, drop=tuple(drop or ()), keep=tuple(keep or ()),
         package=get_package(package))
     reporter = ConsoleReporter()
     run: Callable[[core.BuildOptions, Reporter], core.BuildPlan | core.BuildResult] = (
@@ -81,7 +88,7 @@ def build_command(
                pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run))
     if as_json:
         data = results[0].to_json() if with_ is None else pair.pair_json(results)
-        typer.echo(json.dumps(data, indent=2))
+        print_json(data)
         return
     for result in results:
         reporter.summary(result)
@@ -90,11 +97,13 @@ def build_command(
 @command("fetch")
 def fetch_command(
     ref: Annotated[str | None, typer.Option(
-        "--ref", help="Tag, branch or commit [default: the newest vX.Y.Z[.postN] tag]")] = None,
+        "--ref", help="Tag, branch or commit.",
+        show_default="the newest vX.Y.Z[.postN] tag")] = None,
     repo: Annotated[str | None, typer.Option(
-        "--repo", help="Upstream URL, file:// URL or local path [default: GitHub's]")] = None,
+        "--repo", help="Upstream URL, file:// URL or local path.", show_default="GitHub's")] = None,
     dest: Annotated[Path | None, typer.Option(
-        "--dest", help="Checkout folder (default: a short path in the mambawin cache).")] = None,
+        "--dest", help="Checkout folder.",
+        show_default="a short path in the mambawin cache")] = None,
     package: Annotated[str, typer.Option(
         "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -108,7 +117,7 @@ def fetch_command(
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        print_json(result.to_json())
         return
     console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {result.commit})")
     typer.echo(str(result.path))

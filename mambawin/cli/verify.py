@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command
-from mambawin.ui.console import console
+from mambawin.cli.app import command, fail_json, print_json
+from mambawin.ui.console import console, out
 
 
 @command("verify")
@@ -42,9 +41,12 @@ def verify_command(
         conv_args=("--seqlens", "1,128,1025", "--widths", "4") if quick else (),
         bench_args=("--quick",) if quick else ())
     report = core.verify(options, on_step=render_step)
-    render_verify(report)
+    if as_json and not report.passed:
+        raise fail_json(report.summary(), VerifyError.exit_code, **report.to_json())
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        print_json(report.to_json())
+        return
+    render_verify(report)
     if not report.passed:
         raise VerifyError(report.summary())
 
@@ -64,8 +66,9 @@ def bench_command(
     from mambawin.verify.runners.bench import plot as plot_report
 
     report = core.bench(core.BenchOptions(wheel=wheel, installed=installed, quick=quick))
-    console.print(bench_table(report))
     if plot is not None and plot_report(report, plot) is None:
         console.print("[yellow]matplotlib is not installed: no plot written[/]")
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        print_json(report.to_json())
+    else:
+        out.print(bench_table(report))

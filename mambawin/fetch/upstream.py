@@ -19,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -29,7 +27,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from mambawin.cache import cache_dir
+from mambawin.cache import cache_dir, remove_tree
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
 from mambawin.packages import MAMBA, PACKAGES, Package
@@ -205,7 +203,7 @@ def ensure_mirror(url: str, ref: str | None) -> tuple[Path, tuple[str, ...]]:
     path = mirror_path(url)
     if path.is_dir() and _broken_mirror(path):
         # A mirror mambawin made and an interrupted clone or a full disk broke: make it again.
-        shutil.rmtree(path, onerror=_force_remove)
+        remove_tree(path)
     if not path.is_dir():
         _atomic_dir(path, lambda tmp: git.run(["clone", "--mirror", "--quiet", url, tmp],
                                                what=f"cannot clone {url}", network=True))
@@ -302,8 +300,7 @@ def _atomic_dir(target: Path, fill: Callable[[Path], object]) -> None:
         fill(tmp)
         os.replace(tmp, target)
     finally:  # also on Ctrl-C
-        if tmp.exists():
-            shutil.rmtree(tmp, onerror=_force_remove)
+        remove_tree(tmp)
 
 
 def _reusable(target: Path, commit: str) -> bool:
@@ -349,9 +346,3 @@ def committed_files(path: Path, rels: Iterable[str]) -> dict[str, bytes | None]:
                        hint="check the checkout with `git status`")
         found[rel] = done.stdout.encode("latin-1")
     return found
-
-
-def _force_remove(func: Callable[[str], object], path: str, _exc: object) -> None:
-    # git marks pack files read-only; Windows refuses to delete them (WinError 5) until cleared.
-    os.chmod(path, stat.S_IWRITE)
-    func(path)

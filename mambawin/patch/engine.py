@@ -31,13 +31,14 @@ from mambawin.errors import MambawinError, PatchError, UsageError
 from mambawin.fetch.upstream import Checkout, committed_files, describe, detect_package
 from mambawin.lock import hold
 from mambawin.packages import MAMBA, Package
-from mambawin.patch.base import Patch, PatchContext, PatchOptions, Tree
+from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
 from mambawin.patch.registry import PATCHES, patch_ids, patches_for
 
 RECORD = ".mambawin/patches.json"
 LOCK = ".mambawin/patch.lock"
-Status = Literal["applied", "already-applied", "not-applicable", "skipped"]
-IN_EFFECT: tuple[Status, ...] = ("applied", "already-applied")
+# What a transform returns (base.Outcome), or "skipped" when the engine never ran it.
+PatchStatus = Literal[Outcome, "skipped"]
+IN_EFFECT: tuple[PatchStatus, ...] = ("applied", "already-applied")  # the tree holds their edits
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class PatchResult:
     """What one patch did: its status, the files it changed (or owns, if already applied)."""
 
     id: str
-    status: Status
+    status: PatchStatus
     files: tuple[str, ...] = ()
     reason: str = ""  # why skipped / not-applicable
     diff: str = ""  # this patch's own git-style diff, relative to the tree before it ran
@@ -224,7 +225,7 @@ def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
     changed = [rel for rel in tree.loaded()
                if tree.render(rel) != before.get(rel, tree.start(rel))]
     if not changed:
-        status: Status = "not-applicable" if outcome == "not-applicable" else "already-applied"
+        status: PatchStatus = "not-applicable" if outcome == "not-applicable" else "already-applied"
         owned = tuple(f for f in patch.files if status != "not-applicable" and tree.exists(f))
         return PatchResult(patch.id, status, owned)
     diff = "".join(unified_diff(rel, before.get(rel, tree.start(rel)), tree.render(rel))
@@ -233,7 +234,7 @@ def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
 
 
 def _gate(patch: Patch, version: Version, options: PatchOptions, only: Sequence[str],
-          skip: Sequence[str]) -> tuple[Status, str] | None:
+          skip: Sequence[str]) -> tuple[PatchStatus, str] | None:
     """Why this patch does not run at all, or None when it should."""
     if only and patch.id not in only:
         return "skipped", "not named by --only"

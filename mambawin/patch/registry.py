@@ -19,6 +19,7 @@ from mambawin.patch.mamba import (
     complex_removal,
     cuda13_cub,
     keep_cuda_build,
+    mamba3_imports,
     math_defines,
     nvcc_threads,
 )
@@ -33,6 +34,7 @@ PATCHES: tuple[Patch, ...] = (
     compiler_flags.PATCH,  # compiler-flags
     cuda13_cub.PATCH,  # cuda13-cub
     keep_cuda_build.PATCH,  # keep-cuda-build
+    mamba3_imports.PATCH,  # mamba3-imports
 )
 
 CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (

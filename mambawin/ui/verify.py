@@ -1,23 +1,20 @@
-"""Rich rendering of verify and bench results for people (stderr); the CLI calls these."""
+"""Rich rendering of verify and bench for people: steps on stderr, the results on stdout."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.table import Table
 
-from mambawin.ui.console import FAIL, OK, SKIP, console
-
-if TYPE_CHECKING:
-    from mambawin.verify.pipeline import StepResult, VerifyReport
-    from mambawin.verify.runners.bench import BenchReport
-
-_MARK = {"ok": OK, "fail": FAIL, "skip": SKIP}
+from mambawin.doctor.probes.base import Status
+from mambawin.ui.console import MARKS, console, out
+from mambawin.verify.pipeline import StepResult, VerifyReport
+from mambawin.verify.runners.bench import BenchReport
 
 
 def render_step(step: StepResult) -> None:
     """One line per step as soon as it finishes: ✓/✗/- name summary."""
-    console.print(f"{_MARK[step.status]} [bold]{step.name}[/] {step.summary}", soft_wrap=True)
+    console.print(f"{MARKS[step.status]} [bold]{step.name}[/] {step.summary}", soft_wrap=True)
     if step.name in _TITLES and step.details.get("per_dtype"):
         console.print(smoke_table(step.details, _TITLES[step.name]))
     if step.name == "blocks" and step.details.get("blocks"):
@@ -82,12 +79,10 @@ def render_verify(report: VerifyReport) -> None:
     """The closing summary line; a failure's line comes from the CLI's error handler instead."""
     if report.passed:
         color = "green" if report.gpu_verified else "yellow"
-        console.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
+        out.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
     bench = report.step("bench")
-    if bench and bench.status == "ok":
-        from mambawin.verify.runners.bench import BenchReport
-
-        console.print(bench_table(BenchReport.from_json(dict(bench.details))))
+    if bench and bench.status is Status.OK:
+        out.print(bench_table(BenchReport.from_json(dict(bench.details))))
 
 
 def bench_table(report: BenchReport) -> Table:

@@ -1,9 +1,10 @@
 """`mambawin verify`: trust a wheel, or a wheelhouse, in steps.
 
-static and fit per wheel, pair (mamba-ssm with causal-conv1d), install (all wheels into one
-throwaway venv), then on the GPU: smoke (selective scan vs float64), conv (causal-conv1d vs
-float64), calls (the public API reaches the compiled kernels), blocks (Mamba/Mamba2 fast vs
-reference path), bench, and upstream-tests (the packages' own tests from their upstream commit).
+static, requirements (pip resolves them for the wheel's own platform) and fit per wheel, pair
+(mamba-ssm with causal-conv1d), install (all wheels into one throwaway venv), then on the GPU:
+smoke (selective scan vs float64), conv (causal-conv1d vs float64), calls (the public API reaches
+the compiled kernels), blocks (Mamba/Mamba2 fast vs reference path), bench, and upstream-tests
+(the packages' own tests from their upstream commit).
 
 Each step returns ok / fail / skip with a one-line reason. The fit step decides from the wheel's
 GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in a
@@ -20,15 +21,31 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import sys_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from mambawin import proc
 from mambawin.archs import Arch, parse_arch
+from mambawin.doctor.probes.base import Status
 from mambawin.errors import MambawinError, UsageError
+from mambawin.verify import upstream_tests
 from mambawin.verify.packages import CONV, EXTENSIONS, MAMBA, WheelRef, find_wheels, pair_problems
+from mambawin.verify.runners.bench import BenchReport
 from mambawin.verify.sandbox import EXTENSION, InstallEnv, import_check, prepare_env, run_module
+from mambawin.versions import release
+from mambawin.wheel import gpucode
+from mambawin.wheel.gpucode import GpuCode, list_gpu_code
+from mambawin.wheel.info import parse_file_name, read_wheel
+from mambawin.wheel.metadata import (
+    PROVENANCE_NAME,
+    read_provenance,
+    requirement_plan,
+    requirements,
+)
 
-Status = Literal["ok", "fail", "skip"]
 _PROBE = """
 import importlib.util, json
 r = {}
@@ -96,9 +113,13 @@ class StepResult:
     """One step's outcome: ok / fail / skip, a one-line summary, and machine-readable details."""
 
     name: str
-    status: Status
+    status: Status  # ok / fail / skip (the doctor's check outcomes; never warn)
     summary: str
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Accept the plain strings too ("ok"), as JSON and older callers spell them.
+        object.__setattr__(self, "status", Status(self.status))
 
 
 @dataclass(frozen=True)
@@ -112,7 +133,7 @@ class VerifyReport:
     @property
     def passed(self) -> bool:
         """No step failed (skipped steps say why in their summary)."""
-        return all(step.status != "fail" for step in self.steps)
+        return all(step.status is not Status.FAIL for step in self.steps)
 
     @property
     def gpu_verified(self) -> bool:
@@ -125,7 +146,7 @@ class VerifyReport:
 
     def summary(self) -> str:
         """One line: the first failure, or whether a GPU really ran the kernels."""
-        failed = [s for s in self.steps if s.status == "fail"]
+        failed = [s for s in self.steps if s.status is Status.FAIL]
         if failed:
             return f"FAILED at {failed[0].name}: {failed[0].summary}"
         if self.gpu_verified:
@@ -137,7 +158,7 @@ class VerifyReport:
         """A stable JSON object: wheel, target, passed, gpu_verified, summary, steps."""
         return _finite({"wheel": self.wheel, "target": asdict(self.target), "passed": self.passed,
                         "gpu_verified": self.gpu_verified, "summary": self.summary(),
-                        "steps": [asdict(s) for s in self.steps]})
+                        "steps": [{**asdict(s), "status": s.status.value} for s in self.steps]})
 
 
 def verify(options: VerifyOptions,
@@ -161,10 +182,12 @@ def verify(options: VerifyOptions,
                 # A wheel whose bytes disagree with its RECORD, or that writes outside
                 # site-packages, never reaches pip: installing it could run or overwrite anything.
                 for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
-                    record(StepResult(name, "skip", TAMPERED))
+                    record(StepResult(name, Status.SKIP, TAMPERED))
                 return VerifyReport(str(options.wheel), target, tuple(steps))
             fits.append(record(fit_step(code, provenance, target, project)))
             packages.append((project, provenance, version))
+        for ref in wheels or [None]:
+            record(requirements_step(options, ref))
         if len(packages) == 2:
             record(pair_step(packages))
         install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
@@ -197,7 +220,7 @@ def _worst(fits: Sequence[StepResult]) -> StepResult:
         found = next((f for f in fits if f.status == status), None)
         if found:
             return found
-    return fits[0] if fits else StepResult("fit", "skip", "nothing to fit")
+    return fits[0] if fits else StepResult("fit", Status.SKIP, "nothing to fit")
 
 
 def _named(step: str, project: str) -> str:
@@ -210,12 +233,10 @@ def _named(step: str, project: str) -> str:
 
 def probe_target(python: str = sys.executable) -> Target:
     """Ask `python` for its torch, CUDA and GPU in a child process; never raises."""
-    from mambawin.wheel.metadata import PROVENANCE_NAME
-
     try:
         probe = _PROBE % (tuple(EXTENSIONS.items()), PROVENANCE_NAME)
         done = proc.run([python, "-c", probe], timeout=180)
-        data = json.loads(done.stdout.strip().splitlines()[-1])
+        data = json.loads(proc.last_line(done.stdout))
     except (MambawinError, ValueError, IndexError) as exc:
         return Target(error=f"could not probe torch with {python}: {exc}")
     capability = tuple(data["capability"]) if data.get("capability") else None
@@ -269,27 +290,26 @@ def _static_installed(target: Target, project: str = MAMBA,
     if not extension:
         msg = (f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
                "its WHEEL path instead of --installed")
-        return StepResult("static", "fail", msg), None, None
+        return StepResult("static", Status.FAIL, msg), None, None
     code, code_msg = _binary_gpu_code(Path(extension), EXTENSIONS[project])
     checks = [("provenance", provenance is not None, _provenance_message(provenance, project)),
               ("gpu_code", code is not None, code_msg)]
     return _checks_result(_named("static", project), checks, code), code, provenance
 
 
-def _checks_result(name: str, checks: list[tuple[str, bool, str]], code: Any) -> StepResult:
+def _checks_result(name: str, checks: list[tuple[str, bool, str]],
+                   code: GpuCode | None) -> StepResult:
     details = {check: {"ok": ok, "message": msg} for check, ok, msg in checks}
     if code is not None:
         details["gpu_code"]["code"] = code.to_json()
     failed = [msg for _, ok, msg in checks if not ok]
     if failed:
-        return StepResult(name, "fail", "; ".join(failed), details)
-    return StepResult(name, "ok", "; ".join(msg for _, _, msg in checks), details)
+        return StepResult(name, Status.FAIL, "; ".join(failed), details)
+    return StepResult(name, Status.OK, "; ".join(msg for _, _, msg in checks), details)
 
 
 def check_integrity(wheel: Path) -> tuple[bool, str]:
     """Zip, member paths, names and every RECORD hash and size (wheel.info.open_wheel)."""
-    from mambawin.wheel.info import read_wheel
-
     try:
         info = read_wheel(wheel)
     except MambawinError as exc:
@@ -299,9 +319,6 @@ def check_integrity(wheel: Path) -> tuple[bool, str]:
 
 def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, str]:
     """Whether the wheel's file-name tags fit this interpreter (packaging.tags.sys_tags())."""
-    from packaging.tags import sys_tags
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     try:
         _, _, _, wheel_tags = parse_wheel_filename(wheel.name)
     except InvalidWheelFilename as exc:
@@ -316,31 +333,46 @@ def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, st
 
 
 def check_requirements(wheel: Path) -> tuple[bool, str]:
-    """METADATA must not require triton (no Windows wheel; mambawin drops it)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    from mambawin.wheel.metadata import requirements
-
+    """METADATA parses and is already rewritten for the wheel's platform (wheel.requirements)."""
     try:
-        reqs = requirements(wheel)
+        reqs, pending = requirements(wheel), requirement_plan(wheel)
     except MambawinError as exc:
         return False, str(exc)
-    names = []
     for text in reqs:
         try:
-            names.append(canonicalize_name(Requirement(text).name))
+            Requirement(text)
         except InvalidRequirement:
             return False, f"METADATA has an unparsable Requires-Dist {text!r}: rebuild the wheel"
-    if "triton" in names:
-        return False, ("METADATA requires triton, which has no Windows wheel: rewrite it with "
-                       "`mambawin build` (it drops triton)")
-    return True, f"METADATA requires {', '.join(names) or 'nothing'} (no triton)"
+    if pending.changes:
+        listed = "; ".join(f"{c.before} ({c.reason})" for c in pending.changes)
+        return False, (f"METADATA is not rewritten for its platform: {listed}; rewrite it with "
+                       "`mambawin metadata` or build it with `mambawin build`")
+    return True, f"METADATA requires {', '.join(reqs) or 'nothing'}"
+
+
+# ---- step 2: requirements resolve on the wheel's platform -----------------------------------
+
+
+def requirements_step(options: VerifyOptions, ref: WheelRef | None = None) -> StepResult:
+    """pip's resolver over a wheel's requirements for its own tags (online; torch excluded)."""
+    if options.wheel is None:
+        return StepResult("requirements", Status.SKIP, "an installed package: pip already "
+                          "resolved its requirements when it was installed")
+    from mambawin.verify.resolve import resolve_wheel
+
+    wheel = ref.path if ref is not None else Path(options.wheel)
+    name = _named("requirements", ref.project if ref is not None else MAMBA)
+    try:
+        result = resolve_wheel(wheel, python=options.python)
+    except MambawinError as exc:
+        return StepResult(name, Status.FAIL, str(exc), _error_details(exc))
+    details = {"target": result.target, "installs": list(result.installs),
+               "missing": [asdict(m) for m in result.missing], **result.details}
+    return StepResult(name, Status(result.status), result.summary, details)
 
 
 def _read_provenance(wheel: Path, project: str = MAMBA,
                      ) -> tuple[Mapping[str, Any] | None, str]:
-    from mambawin.wheel.metadata import read_provenance
 
     try:
         provenance = read_provenance(wheel)
@@ -362,14 +394,9 @@ def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAM
 
 
 def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
-    from packaging.utils import canonicalize_name
-
-    from mambawin.wheel.gpucode import gpu_code_in_wheel
-    from mambawin.wheel.info import parse_file_name
-
     extension = EXTENSIONS.get(canonicalize_name(parse_file_name(wheel.name).name), EXTENSION)
     try:
-        found = gpu_code_in_wheel(wheel)
+        found = gpucode.gpu_code_in_wheel(wheel)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
     members = [m for m in found if Path(m).name.startswith(extension)]
@@ -381,8 +408,6 @@ def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
 
 
 def _binary_gpu_code(binary: Path, extension: str = EXTENSION) -> tuple[Any, str]:
-    from mambawin.wheel.gpucode import list_gpu_code
-
     try:
         return _describe_code(list_gpu_code(binary), extension)
     except MambawinError as exc:
@@ -396,7 +421,7 @@ def _describe_code(code: Any, extension: str = EXTENSION) -> tuple[Any, str]:
     return code, f"GPU code {listed} (read with {code.method})"
 
 
-# ---- step 2: fit ----------------------------------------------------------------------------
+# ---- step 3: fit ----------------------------------------------------------------------------
 
 
 def runs_on(arch: Arch, capability: tuple[int, int]) -> bool:
@@ -404,7 +429,7 @@ def runs_on(arch: Arch, capability: tuple[int, int]) -> bool:
     return arch.runs_on(capability)
 
 
-def code_archs(code: Any) -> tuple[Arch, ...]:
+def code_archs(code: GpuCode) -> tuple[Arch, ...]:
     """Arch objects for GpuCode's 'sm_90' (SASS) and 'compute_80' (PTX) names."""
     sass = [_as_arch(name, ptx=False) for name in code.sass]
     ptx = [_as_arch(name, ptx=True) for name in code.ptx]
@@ -430,20 +455,21 @@ def _fit(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> Ste
     torch_ok, torch_msg = check_torch(provenance, target)
     details: dict[str, Any] = {"torch": {"ok": torch_ok, "message": torch_msg}}
     if not torch_ok:
-        return StepResult("fit", "fail", torch_msg, details)
+        return StepResult("fit", Status.FAIL, torch_msg, details)
     if target.capability is None:
         reason = f"no CUDA GPU visible to torch {target.torch_version}; {torch_msg}"
-        return StepResult("fit", "skip", reason, details)
+        return StepResult("fit", Status.SKIP, reason, details)
     archs, source = _known_archs(code, provenance)
     if not archs:
-        return StepResult("fit", "skip", f"GPU code unknown ({source}); {torch_msg}", details)
+        return StepResult("fit", Status.SKIP, f"GPU code unknown ({source}); {torch_msg}", details)
     arch_ok, arch_msg = check_archs(archs, target)
     details["archs"] = {"ok": arch_ok, "message": arch_msg, "source": source}
-    return StepResult("fit", "ok" if arch_ok else "fail",
+    return StepResult("fit", Status.OK if arch_ok else Status.FAIL,
                       f"{arch_msg}; {torch_msg}" if arch_ok else arch_msg, details)
 
 
-def _known_archs(code: Any, provenance: Mapping[str, Any] | None) -> tuple[tuple[Arch, ...], str]:
+def _known_archs(code: GpuCode | None,
+                 provenance: Mapping[str, Any] | None) -> tuple[tuple[Arch, ...], str]:
     if code is not None:
         return code_archs(code), "the extension's fatbin"
     recorded = (provenance or {}).get("archs") or ()
@@ -484,26 +510,17 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
         return True, f"{here} installed; the wheel does not record what it was built for"
     # The extension links against torch's C++ API, which changes between minor releases
     # ("undefined symbol" / "DLL load failed ... procedure could not be found").
-    if _release(built_torch, 2) != _release(target.torch_version, 2):
+    if release(built_torch, 2) != release(target.torch_version, 2):
         return False, (f"wheel built for torch {_dotted(built_torch, 2)} but {here} is installed: "
                        f"install torch {_dotted(built_torch, 2)} or rebuild with `mambawin build`")
-    if _release(built_cuda, 1) != _release(target.torch_cuda, 1):
+    if release(built_cuda, 1) != release(target.torch_cuda, 1):
         return False, (f"wheel built for CUDA {_dotted(built_cuda, 1)} but {here} is installed: "
                        f"install a torch cu{_dotted(built_cuda, 1)}x build or rebuild")
     return True, f"{here} matches the build (torch {_dotted(built_torch, 2)}, CUDA {built_cuda})"
 
 
-def _release(version: str, parts: int) -> tuple[int, ...]:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version).release[:parts]
-    except InvalidVersion:
-        return tuple(int(p) for p in version.split("+")[0].split(".")[:parts] if p.isdigit())
-
-
 def _dotted(version: str, parts: int) -> str:
-    return ".".join(map(str, _release(version, parts)))
+    return ".".join(map(str, release(version, parts)))
 
 
 def _cc(capability: tuple[int, int] | None) -> str:
@@ -517,13 +534,13 @@ def pair_step(packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None
     """mamba-ssm and causal-conv1d belong together: versions, local labels, torch and CUDA."""
     found = {project: (version or "", provenance) for project, provenance, version in packages}
     if not found.get(MAMBA, ("", None))[0] or not found.get(CONV, ("", None))[0]:
-        return StepResult("pair", "skip", "versions unknown: pair compatibility not checked")
+        return StepResult("pair", Status.SKIP, "versions unknown: pair compatibility not checked")
     problems = pair_problems(found[MAMBA], found[CONV])
     names = f"mamba_ssm {found[MAMBA][0]} with causal_conv1d {found[CONV][0]}"
     if problems:
-        return StepResult("pair", "fail", f"{names}: " + "; ".join(problems),
+        return StepResult("pair", Status.FAIL, f"{names}: " + "; ".join(problems),
                           {"problems": problems})
-    return StepResult("pair", "ok", f"{names}: compatible (versions, torch, CUDA)")
+    return StepResult("pair", Status.OK, f"{names}: compatible (versions, torch, CUDA)")
 
 
 def install_step(options: VerifyOptions, scratch: Path, projects: Sequence[str] = (MAMBA,),
@@ -535,11 +552,11 @@ def install_step(options: VerifyOptions, scratch: Path, projects: Sequence[str] 
         env = prepare_env(wheels, options.python, scratch)
         found = import_check(env, modules)
     except MambawinError as exc:
-        return StepResult("install", "fail", str(exc), _error_details(exc)), None
+        return StepResult("install", Status.FAIL, str(exc), _error_details(exc)), None
     where = "a throwaway venv" if env.venv else "the current environment"
     imported = ", ".join(f"{name} from {origin}" for name, origin in found["extensions"].items())
     summary = f"{imported} import in {where} (torch {found['torch']})"
-    return StepResult("install", "ok", summary, found), env
+    return StepResult("install", Status.OK, summary, found), env
 
 
 def _error_details(exc: MambawinError) -> dict[str, Any]:
@@ -578,22 +595,23 @@ def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install:
     """Run the smoke runner in the install env, unless an earlier step rules it out."""
     reason = _gpu_blocker(target, fit, install)
     if reason or env is None:
-        return StepResult("smoke", "skip", reason or "install failed")
+        return StepResult("smoke", Status.SKIP, reason or "install failed")
     args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
             *options.smoke_args]
     try:
         report = run_module(env, "mambawin.verify.runners.smoke", args, options.timeout)
     except MambawinError as exc:
-        return StepResult("smoke", "fail", f"smoke runner failed: {exc}", _error_details(exc))
-    return StepResult("smoke", "ok" if report["passed"] else "fail", smoke_summary(report), report)
+        return StepResult("smoke", Status.FAIL, f"smoke runner failed: {exc}", _error_details(exc))
+    status = Status.OK if report["passed"] else Status.FAIL
+    return StepResult("smoke", status, smoke_summary(report), report)
 
 
 def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
     if target.capability is None:
         return "no CUDA GPU visible: kernels not run (not verified on a GPU)"
-    if fit.status == "fail":
+    if fit.status is Status.FAIL:
         return "the wheel does not fit this GPU/torch (see fit): kernels not run"
-    if install.status != "ok":
+    if install.status is not Status.OK:
         return "install failed: kernels not run"
     return None
 
@@ -621,16 +639,15 @@ def _worst_tensor(case: Mapping[str, Any]) -> str:
 
 def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None) -> StepResult:
     """Benchmark in the install env once the smoke test passed."""
-    if smoke.status != "ok" or env is None:
-        return StepResult("bench", "skip", f"smoke did not pass ({smoke.summary.split(';')[0]})")
+    if smoke.status is not Status.OK or env is None:
+        reason = f"smoke did not pass ({smoke.summary.split(';')[0]})"
+        return StepResult("bench", Status.SKIP, reason)
     try:
         data = run_module(env, "mambawin.verify.runners.bench", ["--json", *options.bench_args],
                           options.timeout)
     except MambawinError as exc:
-        return StepResult("bench", "fail", f"benchmark failed: {exc}", _error_details(exc))
-    from mambawin.verify.runners.bench import BenchReport
-
-    return StepResult("bench", "ok", BenchReport.from_json(data).headline(), data)
+        return StepResult("bench", Status.FAIL, f"benchmark failed: {exc}", _error_details(exc))
+    return StepResult("bench", Status.OK, BenchReport.from_json(data).headline(), data)
 
 
 def conv_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
@@ -638,14 +655,15 @@ def conv_step(options: VerifyOptions, target: Target, fit: StepResult, install: 
     """causal-conv1d's kernels against the float64 reference, in the install env."""
     reason = _gpu_blocker(target, fit, install)
     if reason or env is None:
-        return StepResult("conv", "skip", reason or "install failed")
+        return StepResult("conv", Status.SKIP, reason or "install failed")
     args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
             *options.conv_args]
     try:
         report = run_module(env, "mambawin.verify.runners.conv", args, options.timeout)
     except MambawinError as exc:
-        return StepResult("conv", "fail", f"conv runner failed: {exc}", _error_details(exc))
-    return StepResult("conv", "ok" if report["passed"] else "fail", conv_summary(report), report)
+        return StepResult("conv", Status.FAIL, f"conv runner failed: {exc}", _error_details(exc))
+    status = Status.OK if report["passed"] else Status.FAIL
+    return StepResult("conv", status, conv_summary(report), report)
 
 
 def conv_summary(report: Mapping[str, Any]) -> str:
@@ -671,17 +689,17 @@ def runner_step(name: str, options: VerifyOptions, blocker: str | None,
                 env: InstallEnv | None) -> StepResult:
     """The calls or blocks runner: ok / fail per item, skip when every item was skipped."""
     if blocker or env is None:
-        return StepResult(name, "skip", blocker or "install failed")
+        return StepResult(name, Status.SKIP, blocker or "install failed")
     try:
         report = run_module(env, f"mambawin.verify.runners.{name}", ["--json"], options.timeout)
     except MambawinError as exc:
-        return StepResult(name, "fail", f"{name} runner failed: {exc}", _error_details(exc))
+        return StepResult(name, Status.FAIL, f"{name} runner failed: {exc}", _error_details(exc))
     key, label = _RUNNER_ITEMS[name]
     items = report.get(key, [])
     summary = "; ".join(f"{i[label]} {i['status']}: {i['reason']}" for i in items)
     if not report.get("passed"):
-        return StepResult(name, "fail", summary, report)
-    status: Status = "ok" if any(i["status"] == "ok" for i in items) else "skip"
+        return StepResult(name, Status.FAIL, summary, report)
+    status: Status = Status.OK if any(i["status"] == "ok" for i in items) else Status.SKIP
     return StepResult(name, status, summary or "nothing to run", report)
 
 
@@ -689,19 +707,17 @@ def upstream_tests_step(options: VerifyOptions, blocker: str | None, env: Instal
                         packages: Sequence[tuple[str, Mapping[str, Any] | None]],
                         scratch: Path) -> StepResult:
     """The packages' own upstream tests against the installed wheels (pytest, junit XML)."""
-    from mambawin.verify.upstream_tests import run_all
-
     if blocker or env is None:
-        return StepResult("upstream-tests", "skip", blocker or "install failed")
+        return StepResult("upstream-tests", Status.SKIP, blocker or "install failed")
     try:
-        runs = run_all(env, packages, scratch / "upstream-tests", keyword=options.test_keyword,
-                       timeout=options.timeout)
+        runs = upstream_tests.run_all(env, packages, scratch / "upstream-tests",
+                                      keyword=options.test_keyword, timeout=options.timeout)
     except MambawinError as exc:
-        return StepResult("upstream-tests", "fail", str(exc), _error_details(exc))
+        return StepResult("upstream-tests", Status.FAIL, str(exc), _error_details(exc))
     details = {run.project: run.to_json() for run in runs}
     summary = "; ".join(run.summary() + (f" ({run.note})" if run.note else "") for run in runs)
-    return StepResult("upstream-tests", "ok" if all(r.ok for r in runs) else "fail", summary,
-                      details)
+    status = Status.OK if all(r.ok for r in runs) else Status.FAIL
+    return StepResult("upstream-tests", status, summary, details)
 
 
 def _finite(value: Any) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mambawin
 from mambawin import proc
 from mambawin.errors import CommandError
 
@@ -58,7 +59,6 @@ def prepare_env(wheels: Sequence[Path], python: str, scratch: Path) -> InstallEn
 
 def stage_runtime(scratch: Path) -> Path:
     """Copy the `mambawin` package alone into scratch: the child's only extra import path."""
-    import mambawin
 
     target = scratch / RUNTIME_DIR
     shutil.copytree(Path(mambawin.__file__).resolve().parent, target / "mambawin",
@@ -105,8 +105,8 @@ def install_wheels(base_python: str, venv_python: str, wheels: Sequence[Path]) -
 
 
 def _pip_error(exc: CommandError, names: str) -> CommandError:
-    last = [line for line in exc.tail.splitlines() if line.strip()][-1:] or [str(exc)]
-    msg = f"pip could not install {names}: {last[0].strip()} (check the wheel's tags)"
+    last = proc.last_line(exc.tail) or str(exc)
+    msg = f"pip could not install {names}: {last} (check the wheel's tags)"
     return CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail)
 
 
@@ -115,11 +115,11 @@ def import_check(env: InstallEnv, modules: Sequence[str] = (EXTENSION,)) -> dict
     try:
         done = proc.run([env.python, "-c", _IMPORT, *modules], env=env.env, timeout=300)
     except CommandError as exc:
-        last = [ln for ln in exc.tail.splitlines() if ln.strip()][-1:] or [str(exc)]
-        msg = (f"import {', '.join(modules)} failed: {last[0].strip()} (torch or CUDA runtime "
+        last = proc.last_line(exc.tail) or str(exc)
+        msg = (f"import {', '.join(modules)} failed: {last} (torch or CUDA runtime "
                "mismatch? run `mambawin doctor`)")
         raise CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail) from None
-    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    found: dict[str, Any] = json.loads(proc.last_line(done.stdout))
     for name, origin in found["extensions"].items():
         if env.venv and not _inside(Path(origin), env.venv):
             msg = (f"{name} was imported from {origin}, not from the wheel under test: unset "
@@ -149,10 +149,9 @@ def run_module(env: InstallEnv, module: str, args: Sequence[str], timeout: float
                ) -> dict[str, Any]:
     """Run `python -m module args` in the env; its last stdout line is a JSON object."""
     done = proc.run([env.python, "-m", module, *args], env=env.env, timeout=timeout)
-    lines = done.stdout.strip().splitlines()
     try:
-        data: dict[str, Any] = json.loads(lines[-1])
-    except (IndexError, ValueError):
+        data: dict[str, Any] = json.loads(proc.last_line(done.stdout))
+    except ValueError:
         msg = f"{module} printed no JSON result: run `{env.python} -m {module}` to see why"
         raise CommandError(msg, argv=done.argv, tail=done.stderr) from None
     return data

@@ -1,7 +1,7 @@
 """Open a wheel safely: check its zip, names, tags and RECORD before anyone reads a byte of it.
 
 Every check raises WheelError with one line; nothing here writes. `metadata.py` rewrites wheels and
-`fatbin.py` lists their GPU code, both through `open_wheel`.
+`gpucode.py` lists their GPU code, both through `open_wheel`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""Rewrite a built wheel so Windows can install and trust it; the input is never modified.
+"""Rewrite a built wheel so its platform can install and trust it; the input is never modified.
 
-Drops requirements with no Windows wheel (triton), sets a local version that says what the wheel was
-built for, records provenance in the .dist-info and adds a torch/CUDA import guard to the package.
+Rewrites requirements for the wheel's platform tag (`wheel.requirements`: on Windows triton becomes
+triton-windows and Mamba3-only requirements move to an extra), sets a local version that says what
+the wheel was built for, records provenance (with every requirement change) in the .dist-info and
+adds a torch/CUDA import guard to the package.
 The new wheel is written through `wheel.wheelfile.WheelFile`, so RECORD is regenerated.
 """
 
@@ -27,6 +29,7 @@ from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
 from mambawin import __version__
 from mambawin.errors import UsageError, WheelError
+from mambawin.versions import release
 from mambawin.wheel.info import (
     WheelInfo,
     open_wheel,
@@ -34,11 +37,10 @@ from mambawin.wheel.info import (
     read_message,
     read_text_member,
 )
+from mambawin.wheel.requirements import Plan, plan
 
 PROVENANCE_NAME = "mambawin-provenance.json"
-# triton has no Windows wheel on PyPI, so `pip install mamba_ssm-*.whl` fails to resolve
-# (state-spaces/mamba issues #12, #55); mamba-ssm imports it lazily and works without it.
-DEFAULT_DROP = ("triton",)
+NO_LABEL = "none"  # --local-version none: the public version, no +label
 SKIP_GUARD_ENV = "MAMBAWIN_SKIP_TORCH_CHECK"
 GUARD_BEGIN = "# >>> mambawin torch guard"
 GUARD_END = "# <<< mambawin torch guard"
@@ -59,6 +61,8 @@ class Provenance:
     commit: str = ""
     version: str = ""
     patches: tuple[Mapping[str, str], ...] = ()  # {"id": ..., "status": ...} per patch applied
+    # {"from", "to", "reason"} per Requires-Dist the rewrite changed (filled in by rewrite_wheel)
+    requirements: tuple[Mapping[str, str | None], ...] = ()
     archs: tuple[str, ...] = ()
     torch_version: str = ""
     cuda_version: str = ""
@@ -70,6 +74,7 @@ class Provenance:
         """The JSON-ready form, with the build date filled in."""
         data = asdict(self)
         data["patches"] = [dict(patch) for patch in self.patches]
+        data["requirements"] = [dict(change) for change in self.requirements]
         data["archs"] = list(self.archs)
         data["build_date"] = self.build_date or build_date()
         return {"schema": 1, **data}
@@ -129,8 +134,8 @@ def normalize_local_label(text: str) -> str:
 
 def local_version_label(cuda_version: str, torch_version: str, extra: str = "") -> str:
     """The label saying what a wheel was built for: ('12.9', '2.8.0') → 'cu129torch2.8'."""
-    cuda = _release(cuda_version, "CUDA")
-    torch = _release(torch_version, "torch")
+    cuda = _major_minor(cuda_version, "CUDA")
+    torch = _major_minor(torch_version, "torch")
     return normalize_local_label(f"cu{cuda[0]}{cuda[1]}torch{torch[0]}.{torch[1]}{extra}")
 
 
@@ -147,11 +152,18 @@ def read_provenance(wheel: Path) -> dict[str, object] | None:
         return _existing_provenance(archive, info)
 
 
+def requirement_plan(wheel: Path, *, drop: Iterable[str] = (), keep: Iterable[str] = ()) -> Plan:
+    """What `rewrite_wheel` would change in the wheel's Requires-Dist, for its platform tag."""
+    with open_wheel(Path(wheel)) as (archive, info):
+        return _requirement_plan(archive, info, drop, keep)
+
+
 def rewrite_wheel(
     wheel: Path,
     out_dir: Path,
     *,
-    drop: Iterable[str] = DEFAULT_DROP,
+    drop: Iterable[str] = (),
+    keep: Iterable[str] = (),
     local_version: str | None = None,
     provenance: Provenance | Mapping[str, object] | None = None,
     guard: bool = True,
@@ -159,14 +171,23 @@ def rewrite_wheel(
     """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring)."""
     source_date_epoch()  # fail before any work when it is malformed
     _check_out_dir(Path(out_dir))
-    label = normalize_local_label(local_version) if local_version else None
-    dropped = frozenset(canonicalize_name(name) for name in drop)
+    label = _label_of(local_version)
     with open_wheel(Path(wheel)) as (archive, info):
         plan = _plan(info, label, Path(out_dir))
+        changes = _requirement_plan(archive, info, drop, keep)
         record = _provenance_dict(archive, info, provenance)
+        if record is not None and changes.changes:
+            record["requirements"] = [change.to_json() for change in changes.changes]
         versions = _guard_versions(record) if guard and record else None
-        entries = _entries(archive, plan, dropped, record, versions)
+        entries = _entries(archive, plan, changes, record, versions)
         return _write_atomically(entries, plan.target)
+
+
+def _requirement_plan(archive: zipfile.ZipFile, info: WheelInfo, drop: Iterable[str],
+                      keep: Iterable[str]) -> Plan:
+    raw = read_member(info.path, archive, info.metadata_path)
+    return plan(info.name, info.file.platform, requires_dist(raw), version=info.version,
+                drop=drop, keep=keep)
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -177,19 +198,30 @@ def _check_out_dir(out_dir: Path) -> None:
         raise UsageError(msg)
 
 
-def _release(text: str, what: str) -> tuple[int, int]:
+def _label_of(local_version: str | None) -> str | None:
+    """None keeps the wheel's version; 'none' drops its label, as `build --local-version none`."""
+    if local_version is None:
+        return None
+    if local_version.strip().lower() == NO_LABEL:
+        return ""
+    return normalize_local_label(local_version)
+
+
+def _major_minor(text: str, what: str) -> tuple[int, int]:
+    """(major, minor) of a version the user gave; anything but PEP 440 is a UsageError."""
     try:
-        release = Version(text).release
+        numbers = release(Version(text), 2)
     except InvalidVersion:
-        release = ()
-    if not release:
+        numbers = ()
+    if not numbers:
         msg = f"invalid {what} version {text!r}: give it like 12.9 or 2.8.0"
         raise UsageError(msg)
-    return release[0], (release[1] if len(release) > 1 else 0)
+    return numbers[0], (numbers[1] if len(numbers) > 1 else 0)
 
 
 def _plan(info: WheelInfo, label: str | None, out_dir: Path) -> _Plan:
-    version = f"{Version(info.version).public}+{label}" if label else None
+    public = Version(info.version).public
+    version = None if label is None else (f"{public}+{label}" if label else public)
     file_version = version.replace("-", "_") if version else info.file.version
     # WheelFile puts RECORD under `<name>-<version>.dist-info` from the file name, so the folder
     # must be named exactly like that or RECORD would land in a second .dist-info.
@@ -232,11 +264,11 @@ def _guard_versions(record: Mapping[str, object]) -> tuple[str, str] | None:
     torch, cuda = record.get("torch_version"), record.get("cuda_version")
     if not torch or not cuda:
         return None
-    torch_release, cuda_release = _release(str(torch), "torch"), _release(str(cuda), "CUDA")
+    torch_release, cuda_release = _major_minor(str(torch), "torch"), _major_minor(str(cuda), "CUDA")
     return f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0])
 
 
-def _entries(archive: zipfile.ZipFile, plan: _Plan, dropped: frozenset[str],
+def _entries(archive: zipfile.ZipFile, plan: _Plan, changes: Plan,
              record: dict[str, object] | None,
              versions: tuple[str, str] | None) -> Iterator[Entry]:
     """(new name, bytes, original entry) for every member of the new wheel, RECORD excluded."""
@@ -248,7 +280,7 @@ def _entries(archive: zipfile.ZipFile, plan: _Plan, dropped: frozenset[str],
             continue
         data = read_member(info.path, archive, entry.filename)
         if entry.filename == info.metadata_path:
-            data = edit_metadata(data, dropped, plan.version)
+            data = edit_metadata(data, changes, plan.version)
         elif entry.filename == guard_target:
             data = set_guard(data, versions, info.name)
         yield plan.rename(entry.filename), data, entry
@@ -269,20 +301,64 @@ def _guard_target(info: WheelInfo, *, needed: bool) -> str | None:
     return None
 
 
-def edit_metadata(raw: bytes, drop: frozenset[str], version: str | None) -> bytes:
-    """METADATA minus dropped Requires-Dist lines, with a new Version; all else byte for byte."""
-    match = _HEADER_END.search(raw)
-    cut = match.start(1) if match else len(raw)
+def rewrite_requirements(raw: bytes, project: str, platform_tag: str, *, drop: Iterable[str] = (),
+                         keep: Iterable[str] = ()) -> tuple[bytes, Plan]:
+    """METADATA bytes with requirements for `platform_tag` (what rewrite_wheel writes), and why."""
+    version = read_message(raw).get("Version")
+    changes = plan(project, platform_tag, requires_dist(raw), version=version and str(version),
+                   drop=drop, keep=keep)
+    return edit_metadata(raw, changes, None), changes
+
+
+def requires_dist(raw: bytes) -> list[str]:
+    """The Requires-Dist values of raw METADATA bytes, unfolded, in order."""
+    values = []
+    for header in _logical_headers(raw[:_header_cut(raw)]):
+        name, _, value = header.partition(b":")
+        if name.strip().lower() == b"requires-dist":
+            values.append(_unfold(value))
+    return values
+
+
+def edit_metadata(raw: bytes, changes: Plan, version: str | None) -> bytes:
+    """METADATA with the plan's Requires-Dist changes and extras, and a new Version.
+
+    Every other byte stays as it was; a new `Provides-Extra` goes before the first Requires-Dist.
+    """
+    cut = _header_cut(raw)
+    replacements = changes.replacements()
+    extras = _missing_extras(raw[:cut], changes.extras)
     kept: list[bytes] = []
     for header in _logical_headers(raw[:cut]):
         name, _, value = header.partition(b":")
-        key = name.strip().lower()
-        if key == b"requires-dist" and requirement_name(_unfold(value)) in drop:
-            continue
-        if key == b"version" and version is not None:
-            header = b"Version: " + version.encode("ascii") + _line_end(header)
+        key, end = name.strip().lower(), _line_end(header)
+        if key == b"requires-dist" and extras:
+            kept += [_header("Provides-Extra", extra, end or b"\n") for extra in extras]
+            extras = []
+        if key == b"requires-dist" and _unfold(value) in replacements:
+            new = replacements[_unfold(value)]
+            header = b"" if new is None else _header("Requires-Dist", new, end)
+        elif key == b"version" and version is not None:
+            header = _header("Version", version, end)
         kept.append(header)
     return b"".join(kept) + raw[cut:]
+
+
+def _header_cut(raw: bytes) -> int:
+    match = _HEADER_END.search(raw)
+    return match.start(1) if match else len(raw)
+
+
+def _header(name: str, value: str, end: bytes) -> bytes:
+    return f"{name}: {value}".encode() + end
+
+
+def _missing_extras(head: bytes, extras: Iterable[str]) -> list[str]:
+    """The extras the METADATA does not provide yet (a second rewrite adds none)."""
+    provided = {canonicalize_name(_unfold(header.partition(b":")[2]))
+                for header in _logical_headers(head)
+                if header.partition(b":")[0].strip().lower() == b"provides-extra"}
+    return [extra for extra in extras if canonicalize_name(extra) not in provided]
 
 
 def requirement_name(text: str) -> str:
