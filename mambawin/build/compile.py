@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import TextIO
 
 from mambawin import proc
-from mambawin.build.workspace import Workspace, remove_tree
-from mambawin.errors import BuildError
 from mambawin.build.ninja import NinjaStatus, parse_status
 from mambawin.build.triage import Diagnostic, first_error
+from mambawin.build.workspace import Workspace, remove_tree
+from mambawin.errors import BuildError
 
 # Unit tests must never start a real build (minutes of nvcc). tests/conftest.py sets this variable
 # for every test not marked slow; only a hand-written fake upstream, which carries the marker

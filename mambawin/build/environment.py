@@ -83,7 +83,8 @@ def _with_msvc(env: dict[str, str], request: EnvRequest,
 
 def _capture_msvc(cuda_home: str, cuda_version: str | None,
                   env: Mapping[str, str]) -> dict[str, str]:
-    from mambawin.doctor.msvc import capture_msvc_environment  # Windows-only work; import when needed
+    # Windows-only work: import when needed.
+    from mambawin.doctor.msvc import capture_msvc_environment
 
     return capture_msvc_environment(cuda_home, cuda_version=cuda_version, env=env)
 

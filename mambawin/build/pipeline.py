@@ -15,10 +15,10 @@ import sys
 import sysconfig
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -27,6 +27,7 @@ from mambawin.archs import Arch, format_archs
 from mambawin.build.compile import CompileResult, compile_wheel
 from mambawin.build.environment import EnvRequest, build_environment
 from mambawin.build.key import KeyInputs, build_key, tree_digest
+from mambawin.build.reporter import QuietReporter, Reporter
 from mambawin.build.workspace import (
     Workspace,
     adopt_source,
@@ -37,9 +38,8 @@ from mambawin.build.workspace import (
     workspace_for,
 )
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
-from mambawin.build.reporter import QuietReporter, Reporter
 from mambawin.fetch.upstream import DEFAULT_REPO, Checkout
+from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
 
 if TYPE_CHECKING:
     from mambawin.doctor.checks import DoctorReport
@@ -231,8 +231,20 @@ def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch
         msg = ("no CUDA GPU found to build for: pass --arch with your GPU's compute capability, "
                "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx)")
         raise UsageError(msg)
-    jobs = options.jobs or report.recommended_jobs or os.cpu_count() or 1
-    return toolchain_of(report), tuple(archs), jobs
+    return toolchain_of(report), tuple(archs), _jobs(options.jobs, report.recommended_jobs)
+
+
+def _jobs(asked: int | None, recommended: int | None) -> int:
+    """--jobs, else MAX_JOBS from the environment (CI sets it), else the doctor's advice."""
+    if asked:
+        return asked
+    text = os.environ.get("MAX_JOBS", "").strip()
+    if not text:
+        return recommended or os.cpu_count() or 1
+    if not text.isdigit() or int(text) < 1:
+        msg = f"MAX_JOBS={text!r} is not a positive whole number: set MAX_JOBS=4, or unset it"
+        raise UsageError(msg)
+    return int(text)
 
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:

@@ -25,7 +25,7 @@ def build_command(
     out: Annotated[Path, typer.Option("--out", help="Folder for the finished wheel.")] = Path(
         "dist"),
     jobs: Annotated[int | None, typer.Option(
-        "--jobs", min=1, help="Parallel compile jobs, MAX_JOBS [default: doctor's].")] = None,
+        "--jobs", min=1, help="Parallel compile jobs [default: $MAX_JOBS, else doctor's].")] = None,
     nvcc_threads: Annotated[int | None, typer.Option(
         "--nvcc-threads", min=1, help="nvcc --threads per job [default: #archs, max 4].")] = None,
     keep_complex: Annotated[bool, typer.Option(
