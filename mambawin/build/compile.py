@@ -130,7 +130,9 @@ class _Watcher:
 
 def _write_header(handle: TextIO, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
     shown = ("MAMBA_FORCE_BUILD", "MAMBA_KEEP_CUDA_BUILD", "MAX_JOBS", "NVCC_THREADS",
-             "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "DISTUTILS_USE_SDK", "DIST_EXTRA_CONFIG")
+             "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "DISTUTILS_USE_SDK", "DIST_EXTRA_CONFIG",
+             "PYTORCH_NVCC", "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES",
+             "TORCH_NO_COMPILER_WRAPPER", "PYTHONPATH")
     handle.write(f"# mambawin build: {' '.join(argv)}\n# cwd: {cwd}\n")
     for name in shown:
         if name in env:

