@@ -15,6 +15,10 @@ class UsageError(MambawinError):
     exit_code = 2
 
 
+class SpecError(UsageError):
+    """A team spec (TOML) is unreadable, has an unknown key or a value of the wrong type."""
+
+
 class UpstreamError(MambawinError):
     """The upstream repository or ref could not be fetched, found or read."""
 

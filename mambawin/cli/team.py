@@ -1,0 +1,73 @@
+"""`mambawin init`, `mambawin matrix`, `mambawin index` and the `build --spec` entry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mambawin.cli.app import command
+from mambawin.ui.console import console
+
+SpecOption = Annotated[Path, typer.Option(
+    "--spec", help="The team spec (TOML); `mambawin init` writes one.")]
+
+
+@command("init")
+def init_command(
+    out: Annotated[Path, typer.Option("--out", help="Where to write the example spec.")] = Path(
+        "mambawin.toml"),
+) -> None:
+    """Write a commented example team spec (never replaces an existing file)."""
+    from mambawin.team.example import write_example
+
+    written = write_example(out)
+    console.print(f"wrote {written}: edit it, then `mambawin matrix --spec {written}`")
+    typer.echo(str(written))
+
+
+@command("matrix")
+def matrix_command(
+    spec: SpecOption = Path("mambawin.toml"),
+    wheelhouse: Annotated[Path | None, typer.Option(
+        "--wheelhouse", help="Look for wheels here [default: the spec's wheelhouse].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the cells as JSON.")] = False,
+) -> None:
+    """Expand the spec into cells: the exact wheel each makes, what exists, what cannot be built."""
+    from dataclasses import replace
+
+    from mambawin.team.matrix import expand
+    from mambawin.team.spec import load_spec
+    from mambawin.ui.team import render_matrix
+
+    loaded = load_spec(spec)
+    if wheelhouse is not None:
+        loaded = replace(loaded, wheelhouse=wheelhouse)
+    cells = expand(loaded)
+    if as_json:
+        typer.echo(json.dumps([cell.to_json() for cell in cells], indent=2))
+        return
+    render_matrix(cells)
+
+
+@command("index")
+def index_command(
+    wheelhouse: Annotated[Path, typer.Argument(help="Folder of wheels to add to the index.")],
+    out: Annotated[Path, typer.Option("--out", help="The index folder (created or updated).")],
+    title: Annotated[str, typer.Option("--title", help="Title of the index page.")] = (
+        "mambawin wheels"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Write (or update) a static PEP 503 index of WHEELHOUSE in OUT, per CUDA variant."""
+    from mambawin.index.simple import build_index
+
+    result = build_index(wheelhouse, out, title=title)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    console.print(f"{len(result.added)} wheel(s) added, {len(result.wheels)} in the index; "
+                  f"variants: {', '.join(result.variants) or 'none'}")
+    for root in result.to_json()["simple"]:
+        typer.echo(root)

@@ -1,0 +1,121 @@
+"""The text of the index's pages: PEP 503 HTML, PEP 691 JSON, and the provenance page for people.
+
+Every value that reaches HTML goes through html.escape (attribute values included), so a
+provenance field or a Requires-Python like `>=3.9` can never break the markup.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mambawin.index.simple import IndexedWheel
+
+API = "1.0"  # PEP 629/691 repository version
+_HEAD = ('<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
+         f'<meta name="pypi:repository-version" content="{API}">\n<title>{{title}}</title>\n'
+         '</head>\n<body>\n')
+_TAIL = "</body>\n</html>\n"
+
+
+def project_html(project: str, wheels: Sequence[IndexedWheel], files_url: str) -> str:
+    """PEP 503 project page: one anchor per file, `#sha256=` and data-requires-python."""
+    lines = [_HEAD.format(title=f"Links for {escape(project)}"),
+             f"<h1>Links for {escape(project)}</h1>\n"]
+    for wheel in sorted(wheels, key=lambda w: w.file):
+        href = escape(f"{files_url}{wheel.file}#sha256={wheel.sha256}", quote=True)
+        requires = (f' data-requires-python="{escape(wheel.requires_python, quote=True)}"'
+                    if wheel.requires_python else "")
+        lines.append(f'<a href="{href}"{requires}>{escape(wheel.file)}</a><br>\n')
+    return "".join(lines) + _TAIL
+
+
+def project_json(project: str, wheels: Sequence[IndexedWheel], files_url: str) -> str:
+    """PEP 691 project JSON (static servers cannot negotiate; tools may fetch it by name)."""
+    files = [{"filename": w.file, "url": files_url + w.file, "hashes": {"sha256": w.sha256},
+              "requires-python": w.requires_python, "size": w.size}
+             for w in sorted(wheels, key=lambda w: w.file)]
+    versions = sorted({w.version for w in wheels})
+    data = {"meta": {"api-version": API}, "name": project, "versions": versions, "files": files}
+    return json.dumps(data, indent=2) + "\n"
+
+
+def root_html(projects: Iterable[str]) -> str:
+    """PEP 503 root page: one link per project."""
+    lines = [_HEAD.format(title="Simple index")]
+    lines += [f'<a href="{escape(p, quote=True)}/">{escape(p)}</a><br>\n' for p in projects]
+    return "".join(lines) + _TAIL
+
+
+def root_json(projects: Iterable[str]) -> str:
+    data = {"meta": {"api-version": API}, "projects": [{"name": p} for p in projects]}
+    return json.dumps(data, indent=2) + "\n"
+
+
+# ---- the page for people -----------------------------------------------------------------------
+
+_STYLE = ("body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+          "td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top;font-size:90%}"
+          "code{font-size:95%}.ok{color:#070}.fail{color:#a00}")
+
+
+def render_page(title: str, wheels: Sequence[IndexedWheel], variants: Sequence[str]) -> str:
+    """index.html: how to install from this index, then every wheel with its provenance."""
+    head = (f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+            f"<h1>{escape(title)}</h1>\n")
+    rows = "".join(_row(w) for w in sorted(wheels, key=lambda w: (w.project, w.file)))
+    table = ("<table>\n<tr><th>wheel</th><th>Python / platform</th><th>torch</th><th>CUDA</th>"
+             "<th>archs</th><th>upstream</th><th>patches</th><th>built</th><th>verify</th></tr>\n"
+             f"{rows}</table>\n")
+    return head + _install(variants) + table + _TAIL
+
+
+def _install(variants: Sequence[str]) -> str:
+    """Install lines relative to this page's URL (the page cannot know where it is served)."""
+    lines = ["<p>Install with pip from the index of your torch's CUDA variant, e.g.</p>\n"]
+    for variant in variants or ("",):
+        path = f"{variant}/simple" if variant else "simple"
+        lines.append(f"<pre>pip install --index-url &lt;this URL&gt;/{escape(path)} "
+                     "--extra-index-url https://pypi.org/simple mamba-ssm</pre>\n")
+    return "".join(lines)
+
+
+def _row(wheel: IndexedWheel) -> str:
+    prov: Mapping[str, Any] = wheel.provenance or {}
+    cells = [
+        f'<a href="files/{escape(wheel.file, quote=True)}">{escape(wheel.file)}</a><br>'
+        f"<code>sha256 {wheel.sha256[:16]}…</code>",
+        escape(", ".join(wheel.tags)),
+        escape(str(prov.get("torch_version") or "—")),
+        escape(str(prov.get("cuda_version") or wheel.variant or "—")),
+        escape(", ".join(str(a) for a in prov.get("archs") or ()) or "—"),
+        _upstream(prov),
+        escape(", ".join(str(p.get("id", p)) for p in prov.get("patches") or ()
+                         if isinstance(p, Mapping)) or "—"),
+        escape(" ".join(str(prov.get(k) or "") for k in ("build_date", "compiler")).strip()
+               or "—"),
+        _verify(wheel.verify),
+    ]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>\n"
+
+
+def _upstream(prov: Mapping[str, Any]) -> str:
+    repo, commit, ref = (str(prov.get(k) or "") for k in ("upstream_repo", "commit", "ref"))
+    if not (repo or commit):
+        return "— (no provenance)"
+    label = escape(f"{ref or ''} {commit[:10]}".strip() or repo)
+    if repo.startswith("https://github.com/") and commit:
+        url = escape(f"{repo.rstrip('/').removesuffix('.git')}/commit/{commit}", quote=True)
+        return f'{escape(repo)}<br><a href="{url}">{label}</a>'
+    return f"{escape(repo)}<br>{label}"
+
+
+def _verify(record: Mapping[str, Any] | None) -> str:
+    if not record:
+        return "not recorded"
+    mark, css = ("passed", "ok") if record.get("passed") else ("failed", "fail")
+    return f'<span class="{css}">{mark}</span>: {escape(str(record.get("summary", "")))}'

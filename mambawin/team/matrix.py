@@ -1,0 +1,222 @@
+"""A spec expanded into cells: one wheel each (package × Python × torch × platform).
+
+Each cell knows the exact file name its build will produce
+(`mamba_ssm-2.2.6+cu130torch2.11-cp312-cp312-win_amd64.whl`), whether that wheel is already in the
+wheelhouse or the team's index, and, when it cannot be built, why in one line.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from mambawin import proc
+from mambawin.archs import Arch, format_archs
+from mambawin.errors import CommandError
+from mambawin.team import compat
+from mambawin.team.spec import PackageSpec, Spec, TorchSpec
+from mambawin.wheel.metadata import local_version_label
+
+TODO, BUILT, INDEXED, IMPOSSIBLE = "todo", "built", "indexed", "impossible"
+_VERSION_LINE = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
+_RELEASE_TAG = re.compile(r"^v(\d+\.\d+\.\d+(?:\.post\d+)?)$")
+INDEX_FILES = "files"  # where `mambawin index` keeps the wheels inside its output folder
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One wheel of the matrix and what is known about it."""
+
+    package: PackageSpec
+    python: str
+    torch: TorchSpec
+    platform: str
+    archs: tuple[Arch, ...]
+    keep_complex: bool
+    version: str | None  # the wheel's public version; None when it cannot be known yet
+    wheel: str | None  # the file name the build will produce
+    status: str = TODO  # todo | built | indexed | impossible
+    reason: str = ""  # why impossible
+    note: str = ""  # how the version was found, when it is a guess
+
+    @property
+    def id(self) -> str:
+        """A short stable name, also usable as a CI job name."""
+        return (f"{self.package.name}-{self.package.ref}-py{self.python}-torch{self.torch.version}"
+                f"-{self.torch.variant}-{self.platform}")
+
+    @property
+    def python_tag(self) -> str:
+        return "cp" + self.python.replace(".", "")
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `matrix --json` form of one cell."""
+        return {
+            "id": self.id, "package": self.package.name, "ref": self.package.ref,
+            "repo": self.package.repo, "version": self.version, "python": self.python,
+            "torch": self.torch.version, "cuda": self.torch.cuda, "variant": self.torch.variant,
+            "torch_index": self.torch.index, "platform": self.platform,
+            "archs": format_archs(self.archs), "keep_complex": self.keep_complex,
+            "wheel": self.wheel, "status": self.status, "reason": self.reason, "note": self.note,
+        }
+
+
+Resolver = Callable[[PackageSpec], tuple[str | None, str]]
+
+
+def expand(spec: Spec, *, resolve: Resolver | None = None) -> list[Cell]:
+    """Every cell of the spec, in spec order, marked built/indexed/impossible where known."""
+    resolve = resolve or package_version
+    versions = {p.name: resolve(p) for p in spec.packages}
+    existing = _existing(spec, [p.name for p in spec.packages])
+    cells = []
+    for package in spec.packages:
+        version, note = versions[package.name]
+        for torch in spec.torches:
+            for platform in spec.platforms:
+                for python in spec.pythons:
+                    cell = _cell(spec, package, python, torch, platform, version, note)
+                    cells.append(_mark(cell, spec, versions, existing))
+    return cells
+
+
+def wheel_name(package: PackageSpec, version: str, python: str, torch: TorchSpec,
+               platform: str) -> str:
+    """The file name mambawin build writes for this cell (local label as `build` sets it)."""
+    label = local_version_label(torch.cuda, torch.version)
+    tag = "cp" + python.replace(".", "")
+    return f"{package.upstream.dist}-{Version(version).public}+{label}-{tag}-{tag}-{platform}.whl"
+
+
+def _cell(spec: Spec, package: PackageSpec, python: str, torch: TorchSpec, platform: str,
+          version: str | None, note: str) -> Cell:
+    wheel = wheel_name(package, version, python, torch, platform) if version else None
+    return Cell(package, python, torch, platform, spec.archs, spec.options.keep_complex,
+                version, wheel, note=note)
+
+
+def _mark(cell: Cell, spec: Spec, versions: dict[str, tuple[str | None, str]],
+          existing: dict[str, str]) -> Cell:
+    """The cell with its status: impossible (with why) before indexed before built before todo."""
+    reason = impossible(cell, {name: v for name, (v, _) in versions.items()})
+    if reason:
+        return _replace(cell, IMPOSSIBLE, reason)
+    if cell.wheel and cell.wheel in existing:
+        return _replace(cell, existing[cell.wheel], "")
+    return cell
+
+
+def impossible(cell: Cell, versions: dict[str, str | None]) -> str:
+    """Why this cell cannot be built, in one line; '' when nothing known stops it."""
+    reasons = [compat.torch_python(cell.torch.version, cell.python, cell.platform)]
+    reasons += [compat.cuda_arch(cell.torch.cuda, arch) for arch in cell.archs]
+    if cell.package.name == "causal-conv1d":
+        reasons.append(compat.pair(versions.get("mamba-ssm"), cell.version))
+    return next((r for r in reasons if r), "")
+
+
+def _replace(cell: Cell, status: str, reason: str) -> Cell:
+    from dataclasses import replace
+
+    return replace(cell, status=status, reason=reason)
+
+
+# ---- versions ----------------------------------------------------------------------------------
+
+
+def package_version(package: PackageSpec) -> tuple[str | None, str]:
+    """(the wheel's version, how it was found): pinned in the spec, read at ref, or the tag's."""
+    if package.version:
+        return package.version, ""
+    text = _file_at_ref(package)
+    found = _VERSION_LINE.search(text or "")
+    if found:
+        try:
+            return str(Version(found[1])), ""
+        except InvalidVersion:
+            pass
+    tag = _RELEASE_TAG.match(package.ref)
+    if tag:
+        return tag[1], (f"version taken from the tag {package.ref} (upstream not fetched yet; "
+                        "`mambawin fetch` reads the real one)")
+    return None, (f"version of {package.ref!r} unknown until fetched: run `mambawin fetch "
+                  f"--repo {package.repo} --ref {package.ref}` or set version in the spec")
+
+
+def _file_at_ref(package: PackageSpec) -> str | None:
+    """The package's version file at ref, from a local repo or the cached mirror (no network)."""
+    git_dir = _local_git(package.repo)
+    if git_dir is None:
+        return None
+    try:
+        at_ref = f"{package.ref}:{package.upstream.init}"
+        done = proc.run(["git", "-C", str(git_dir), "show", at_ref], timeout=30, check=False)
+    except CommandError:
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _local_git(repo: str) -> Path | None:
+    from mambawin.fetch.upstream import mirror_path
+
+    if "://" not in repo and Path(repo).expanduser().is_dir():
+        return Path(repo).expanduser()
+    mirror = mirror_path(repo)
+    return mirror if mirror.is_dir() else None
+
+
+# ---- what already exists -----------------------------------------------------------------------
+
+
+def _existing(spec: Spec, names: Iterable[str]) -> dict[str, str]:
+    """File name → built/indexed for wheels in the wheelhouse and the team's index."""
+    found: dict[str, str] = {}
+    if spec.index:
+        for name in _index_files(spec.index, names):
+            found[name] = INDEXED
+    if spec.wheelhouse.is_dir():
+        for path in spec.wheelhouse.glob("*.whl"):
+            found.setdefault(path.name, BUILT)
+    return found
+
+
+def _index_files(index: str, names: Iterable[str]) -> set[str]:
+    """Wheel file names an index holds: a `mambawin index` folder, or a PEP 503 URL (simple/)."""
+    if "://" not in index:
+        folder = Path(index) / INDEX_FILES
+        return {p.name for p in folder.glob("*.whl")} if folder.is_dir() else set()
+    found: set[str] = set()
+    for name in names:
+        found |= _hrefs(f"{index.rstrip('/')}/{canonicalize_name(name)}/")
+    return found
+
+
+def _hrefs(url: str) -> set[str]:
+    """The wheel names linked from one project page; empty when it cannot be read."""
+    try:
+        with urllib.request.urlopen(url, timeout=15) as response:
+            page = response.read().decode("utf-8", errors="replace")
+    except (OSError, urllib.error.URLError, ValueError):
+        return set()
+    parser = _Links()
+    parser.feed(page)
+    return {href.split("#")[0].rsplit("/", 1)[-1] for href in parser.hrefs if ".whl" in href}
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs += [v for k, v in attrs if k == "href" and v]

@@ -1,0 +1,49 @@
+"""Views of a team matrix and of a `build --spec` run: Rich tables on stderr."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from mambawin.ui.console import FAIL, OK, SKIP, WARN, console
+
+if TYPE_CHECKING:
+    from mambawin.team.matrix import Cell
+    from mambawin.team.runner import CellResult
+
+STATUS_MARKS = {"todo": "[cyan]•[/] todo", "built": f"{OK} built", "indexed": f"{OK} indexed",
+                "impossible": f"{FAIL} impossible"}
+OUTCOME_MARKS = {"built": f"{OK} built", "skipped": f"{SKIP} skipped", "failed": f"{FAIL} failed",
+                 "impossible": f"{WARN} impossible", "elsewhere": f"{SKIP} other platform"}
+
+
+def render_matrix(cells: Sequence[Cell]) -> None:
+    """One row per cell: what it is, its status (why, if impossible) and the wheel it makes."""
+    table = Table(title="matrix", box=None, pad_edge=False)
+    for column in ("package", "py", "torch", "platform", "status"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("wheel (or why not)", overflow="fold", ratio=1)
+    for cell in cells:
+        why = f"[dim]{cell.reason}[/]" if cell.reason else cell.wheel or "? (version unknown)"
+        table.add_row(f"{cell.package.name} {cell.package.ref}", cell.python,
+                      f"{cell.torch.version} {cell.torch.variant}", cell.platform,
+                      STATUS_MARKS.get(cell.status, cell.status), why)
+    console.print(table)
+    for note in dict.fromkeys(cell.note for cell in cells if cell.note):
+        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+    counts = {s: sum(c.status == s for c in cells) for s in STATUS_MARKS}
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(cells)} cells")
+
+
+def render_results(results: Sequence[CellResult]) -> None:
+    """The summary after `build --spec`: one row per cell with its outcome and time."""
+    table = Table(title="build --spec", box=None, pad_edge=False)
+    for column in ("cell", "outcome", "time", "wheel or why"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        detail = result.wheel.name if result.wheel else result.detail
+        table.add_row(result.cell.id, OUTCOME_MARKS.get(result.outcome, result.outcome),
+                      f"{result.seconds:.0f}s" if result.seconds else "", detail)
+    console.print(table)

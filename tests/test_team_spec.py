@@ -1,0 +1,112 @@
+"""The team spec: the example is valid; a bad spec gets one line naming file, line and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mambawin.archs import parse_archs
+from mambawin.errors import SpecError
+from mambawin.team.example import EXAMPLE, write_example
+from mambawin.team.spec import load_spec, parse_spec
+
+GOOD = """\
+python = ["3.11", "3.12"]
+archs = "90"
+
+[[package]]
+name = "mamba_ssm"
+ref = "v2.2.6"
+
+[[torch]]
+version = "2.11.0"
+index = "https://download.pytorch.org/whl/cu130"
+"""
+
+
+def spec_error(text: str, tmp_path: Path) -> str:
+    path = tmp_path / "team.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_example_spec_is_valid_and_paths_are_relative_to_the_file(tmp_path: Path) -> None:
+    written = write_example(tmp_path / "sub" / "mambawin.toml")
+    spec = load_spec(written)
+    assert [p.name for p in spec.packages] == ["mamba-ssm", "causal-conv1d"]
+    assert spec.wheelhouse == tmp_path / "sub" / "wheelhouse"
+    assert spec.torches[0].variant == "cu130"
+    assert spec.platforms == ("win_amd64",)
+    assert written.read_text(encoding="utf-8") == EXAMPLE
+
+
+def test_init_never_overwrites(tmp_path: Path) -> None:
+    target = tmp_path / "mambawin.toml"
+    target.write_text("mine\n", encoding="utf-8")
+    with pytest.raises(SpecError.__mro__[1]):  # UsageError
+        write_example(target)
+    assert target.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_defaults_and_cuda_read_from_the_index_url(tmp_path: Path) -> None:
+    spec = parse_spec(GOOD, tmp_path / "t.toml")
+    assert spec.packages[0].name == "mamba-ssm"  # normalised like pip does
+    assert spec.packages[0].repo == "https://github.com/state-spaces/mamba"
+    assert spec.torches[0].cuda == "13.0"
+    assert spec.archs == parse_archs("90")
+    assert spec.options.drop == ("triton",)
+    assert not spec.options.keep_complex
+
+
+def test_cuda_spelled_cu128_gets_the_default_index(tmp_path: Path) -> None:
+    text = GOOD.replace('index = "https://download.pytorch.org/whl/cu130"', 'cuda = "cu128"')
+    torch = parse_spec(text, tmp_path / "t.toml").torches[0]
+    assert (torch.cuda, torch.index) == ("12.8", "https://download.pytorch.org/whl/cu128")
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (('ref = "v2.2.6"', 'ref = "v2.2.6"\nreff = "x"'), "t.toml:7: package[0].reff: unknown key"),
+    (('version = "2.11.0"', 'version = "2.11.0"\ncudaa = "13.0"'),
+     "t.toml:10: torch[0].cudaa: unknown key: expected one of version, cuda, index"),
+    (('python = ["3.11", "3.12"]', 'python = 3.11'),
+     "t.toml:1: python: must be a list of strings, got a number"),
+    (('archs = "90"', 'archs = "sm90x"'), "t.toml:2: archs: invalid CUDA arch 'sm90x'"),
+    (('name = "mamba_ssm"', 'name = "flash-attn"'),
+     "t.toml:5: package[0].name: unknown package 'flash-attn'"),
+    (('python = ["3.11", "3.12"]', 'python = ["3.9"]'), "t.toml:1: python: '3.9'"),
+    (('index = "https://download.pytorch.org/whl/cu130"', 'index = "download.pytorch.org"'),
+     "t.toml:10: torch[0].index: 'download.pytorch.org' is not a URL"),
+    (('index = "https://download.pytorch.org/whl/cu130"', ''), "t.toml:8: torch[0].cuda: missing"),
+    (('ref = "v2.2.6"\n', ''), "t.toml:4: package[0].ref: missing"),
+    (('archs = "90"', 'archs = "90"\n[options]\nkeep_complex = "yes"'),
+     "t.toml:4: options.keep_complex: must be true or false"),
+    (('archs = "90"', 'archs = "90"\nplatforms = ["macosx"]'),
+     "t.toml:3: platforms: unknown platform 'macosx'"),
+])
+def test_bad_spec_names_line_and_key(tmp_path: Path, edit: tuple[str, str],
+                                     expected: str) -> None:
+    message = spec_error(GOOD.replace(*edit), tmp_path)
+    assert expected.replace("t.toml", str(tmp_path / "team.toml")) in message
+
+
+def test_the_second_torch_table_is_located(tmp_path: Path) -> None:
+    text = GOOD + '\n[[torch]]\nversion = "2.10"\ncuda = "thirteen"\n'
+    message = spec_error(text, tmp_path)
+    assert message.startswith(f"{tmp_path / 'team.toml'}:14: torch[1].cuda:")
+
+
+def test_bad_toml_names_the_line(tmp_path: Path) -> None:
+    message = spec_error(GOOD.replace('ref = "v2.2.6"', 'ref = v2.2.6'), tmp_path)
+    assert "invalid TOML" in message and "line 6" in message
+
+
+def test_duplicate_package_and_missing_file(tmp_path: Path) -> None:
+    text = GOOD + '\n[[package]]\nname = "mamba-ssm"\nref = "v2.3.0"\n'
+    assert "package[1].name: mamba-ssm is listed twice" in spec_error(text, tmp_path)
+    with pytest.raises(SpecError, match="mambawin init"):
+        load_spec(tmp_path / "absent.toml")
