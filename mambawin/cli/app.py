@@ -43,8 +43,12 @@ def _root(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def command(name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
-    """Register a command whose MambawinError becomes one red line and that error's exit code."""
+def command(name: str | None = None, *, group: typer.Typer | None = None,
+            **kwargs: Any) -> Callable[[F], F]:
+    """Register a command whose MambawinError becomes one red line and that error's exit code.
+
+    group: a sub-command group (`mambawin ci github`) instead of the top level.
+    """
 
     def register(fn: F) -> F:
         @functools.wraps(fn)
@@ -57,7 +61,7 @@ def command(name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
                 console.print(f"[red]error:[/] {exc}", soft_wrap=True)
                 raise typer.Exit(exc.exit_code) from None
 
-        app.command(name, **kwargs)(wrapper)
+        (group or app).command(name, **kwargs)(wrapper)
         return fn
 
     return register

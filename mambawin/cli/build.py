@@ -36,6 +36,9 @@ def build_command(
         "--plan", help="Show what would be built; compile nothing.")] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Build even when a blocking doctor check fails.")] = False,
+    cache: Annotated[bool | None, typer.Option(
+        "--cache/--no-cache", help="sccache/ccache in front of nvcc [default: on when found].",
+        show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Build a mamba-ssm wheel: doctor, fetch, patch, build, metadata, record."""
@@ -46,7 +49,7 @@ def build_command(
     options = core.BuildOptions(
         repo=repo or core.DEFAULT_REPO, ref=ref, source=source,
         archs=parse_archs(arch) if arch else (), out=out, jobs=jobs, nvcc_threads=nvcc_threads,
-        keep_complex=keep_complex, local_version=local_version, force=force)
+        keep_complex=keep_complex, local_version=local_version, force=force, cache=cache)
     reporter = ConsoleReporter()
     result = core.plan(options, reporter) if plan_only else core.build(options, reporter)
     if as_json:
