@@ -24,6 +24,7 @@ from mambawin import proc
 from mambawin.errors import MambawinError
 
 SCCACHE, CCACHE = "sccache", "ccache"
+_NVCC_WRAPPER = "CUDA"  # sccache's count of whole nvcc calls (see parse_sccache_stats)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class CacheStats:
     hits: int
     misses: int
     uncacheable: int = 0
+    by_kind: tuple[tuple[str, int, int], ...] = ()  # (kind, hits, misses): "PTX", "C/C++", ...
 
     @property
     def hit_rate(self) -> float:
@@ -57,7 +59,8 @@ class CacheStats:
     def to_json(self) -> dict[str, Any]:
         """The form stored in build.json and the wheel's provenance."""
         return {"tool": self.tool, "hits": self.hits, "misses": self.misses,
-                "uncacheable": self.uncacheable}
+                "uncacheable": self.uncacheable,
+                "by_kind": {kind: {"hits": h, "misses": m} for kind, h, m in self.by_kind}}
 
 
 def launcher_env(cache: CompilerCache, nvcc: str, windows: bool) -> dict[str, str]:
@@ -100,15 +103,24 @@ def read_stats(cache: CompilerCache, env: dict[str, str]) -> CacheStats | None:
 
 
 def parse_sccache_stats(text: str) -> CacheStats | None:
-    """`sccache --show-stats --stats-format=json`: hits and misses summed over languages."""
+    """`sccache --show-stats --stats-format=json`: hits and misses of the compile steps.
+
+    sccache runs nvcc's steps itself and counts each: "CUDA (Device code)" (cudafe++), "PTX"
+    (cicc, the slow one), "CUBIN" (ptxas), and "C/C++" for host units. The "CUDA" count is the
+    nvcc call around them, which reads as a hit even when its cicc step missed, so it is left
+    out of the totals (kept in by_kind).
+    """
     try:
         stats = json.loads(text)["stats"]
+        hits = dict(stats["cache_hits"]["counts"])
+        misses = dict(stats["cache_misses"]["counts"])
     except (ValueError, KeyError, TypeError):
         return None
-    hits = sum(stats.get("cache_hits", {}).get("counts", {}).values())
-    misses = sum(stats.get("cache_misses", {}).get("counts", {}).values())
-    uncacheable = int(stats.get("non_cacheable_compilations", 0))
-    return CacheStats(SCCACHE, hits, misses, uncacheable)
+    kinds = sorted(set(hits) | set(misses))
+    by_kind = tuple((k, int(hits.get(k, 0)), int(misses.get(k, 0))) for k in kinds)
+    steps = [row for row in by_kind if row[0] != _NVCC_WRAPPER]
+    return CacheStats(SCCACHE, sum(h for _, h, _ in steps), sum(m for _, _, m in steps),
+                      int(stats.get("non_cacheable_compilations", 0)), by_kind)
 
 
 def parse_ccache_stats(text: str) -> CacheStats | None:
