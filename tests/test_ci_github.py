@@ -92,7 +92,7 @@ def test_team_spec_has_every_python_torch_and_package(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", SPECS)
 def test_every_action_is_pinned_to_a_commit_with_its_tag(name: str, tmp_path: Path) -> None:
     text, publish = SPECS[name]
-    out, workflow = _generate(tmp_path, text, publish)
+    out, _ = _generate(tmp_path, text, publish)
     uses = [line.strip() for line in out.read_text().splitlines() if "uses:" in line]
     assert uses
     for line in uses:

@@ -170,6 +170,10 @@ def _show_build(result: BuildResult) -> None:
     ui.console.print(f"size    {result.size / 1e6:.1f} MB")
     ui.console.print(f"sha256  {result.sha256}")
     ui.console.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
+    if result.cache:
+        cache = result.cache
+        ui.console.print(f"cache   {cache['tool']}: {cache['hits']} hits, {cache['misses']} misses "
+                         "(compile steps)")
     ui.console.print(f"log     {result.log}", soft_wrap=True)
 
 
