@@ -40,8 +40,17 @@ def build_command(
         "--cache/--no-cache", help="sccache/ccache in front of nvcc [default: on when found].",
         show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    spec: Annotated[Path | None, typer.Option(
+        "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
 ) -> None:
     """Build a mamba-ssm wheel: doctor, fetch, patch, build, metadata, record."""
+    if spec is not None:
+        from mambawin.cli.team import build_spec
+
+        given = {"--ref": ref, "--repo": repo, "--source": source, "--arch": arch}
+        build_spec(spec, jobs=jobs, force=force, as_json=as_json,
+                   conflicts=[name for name, value in given.items() if value])
+        return
     from mambawin.archs import parse_archs
     from mambawin.build import pipeline as core
     from mambawin.ui.progress import ConsoleReporter

@@ -71,3 +71,26 @@ def index_command(
                   f"variants: {', '.join(result.variants) or 'none'}")
     for root in result.to_json()["simple"]:
         typer.echo(root)
+
+
+def build_spec(spec: Path, *, jobs: int | None, force: bool, as_json: bool,
+               conflicts: list[str]) -> None:
+    """`mambawin build --spec F`: every cell this machine can build; exit 6 if any failed."""
+    from mambawin.errors import BuildError, UsageError
+    from mambawin.team.runner import FAILED, RunOptions, run_spec
+    from mambawin.team.spec import load_spec
+    from mambawin.ui.team import TeamReporter, render_results
+
+    if conflicts:
+        msg = (f"--spec builds what the spec names: drop {', '.join(conflicts)} (or edit the "
+               "spec), or build one wheel without --spec")
+        raise UsageError(msg)
+    results = run_spec(load_spec(spec), RunOptions(jobs=jobs, force=force), TeamReporter())
+    render_results(results)
+    if as_json:
+        typer.echo(json.dumps([r.to_json() for r in results], indent=2))
+    failed = [r for r in results if r.outcome == FAILED]
+    if failed:
+        msg = (f"{len(failed)} of {len(results)} cells failed (first: {failed[0].cell.id}: "
+               f"{failed[0].detail}); logs: {failed[0].log or 'none'}")
+        raise BuildError(msg)

@@ -47,3 +47,19 @@ def render_results(results: Sequence[CellResult]) -> None:
         table.add_row(result.cell.id, OUTCOME_MARKS.get(result.outcome, result.outcome),
                       f"{result.seconds:.0f}s" if result.seconds else "", detail)
     console.print(table)
+
+
+class TeamReporter:
+    """Narrates `build --spec`: a header per cell, the build's own lines, the cell's outcome."""
+
+    def cell_started(self, cell: Cell, env: str) -> None:
+        console.rule(f"{cell.id}", style="cyan")
+        console.print(f"[dim]environment {env}[/]", soft_wrap=True)
+
+    def line(self, text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def cell_done(self, result: CellResult) -> None:
+        mark = OUTCOME_MARKS.get(result.outcome, result.outcome)
+        detail = result.wheel.name if result.wheel else result.detail
+        console.print(f"{mark} {result.cell.id}: {detail}", soft_wrap=True)

@@ -1,0 +1,133 @@
+"""One build environment per (Python, torch): made by uv when present, else venv + pip.
+
+torch comes from the spec's index (download.pytorch.org/whl/cu130 and the like); the build tools
+and mambawin itself from the default index, so `<env python> -m mambawin build` compiles against
+exactly that torch. An environment is ready only once its marker file is written (the last step);
+one without it is a half-made leftover of ours and is made again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mambawin import __version__, proc
+from mambawin.build.workspace import remove_tree
+from mambawin.cache import cache_dir
+from mambawin.errors import CommandError, ToolchainError
+from mambawin.team.spec import TorchSpec
+
+MARKER = "mambawin-env.json"
+BUILD_TOOLS = ("setuptools>=68", "wheel", "ninja", "packaging")
+_PROBE = "import sys; print('%d.%d' % sys.version_info[:2])"
+
+
+@dataclass(frozen=True)
+class BuildEnv:
+    """A ready environment: its folder, its interpreter and the tool that made it."""
+
+    root: Path
+    python: Path
+    tool: str  # "uv" or "venv+pip"
+
+
+def envs_root() -> Path:
+    return cache_dir() / "envs"
+
+
+def env_dir(python: str, torch: TorchSpec, root: Path | None = None) -> Path:
+    """A short, stable folder per Python/torch/CUDA variant (MAX_PATH on Windows)."""
+    return (root or envs_root()) / f"py{python}-torch{torch.version}-{torch.variant}"
+
+
+def ensure_env(python: str, torch: TorchSpec, *, root: Path | None = None,
+               on_line: Callable[[str], None] | None = None) -> BuildEnv:
+    """The ready environment for python + torch, made (or remade) when needed."""
+    target = env_dir(python, torch, root)
+    uv = proc.which("uv")
+    env = BuildEnv(target, _env_python(target), "uv" if uv else "venv+pip")
+    wanted = {"python": python, "torch": torch.version, "index": torch.index,
+              "mambawin": __version__}
+    if _ready(env, wanted):
+        return env
+    remove_tree(target)  # a half-made environment of ours, or one for other settings
+    for argv in _commands(env, python, torch, uv):
+        proc.run(argv, timeout=3600, on_line=on_line, env=_clean_environ())
+    (target / MARKER).write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
+    return env
+
+
+def _commands(env: BuildEnv, python: str, torch: TorchSpec, uv: str | None) -> list[list[str]]:
+    """Create, install torch from its index, then the build tools and mambawin."""
+    pin = f"torch=={torch.version}" if len(torch.version.split(".")) > 2 else (
+        f"torch=={torch.version}.*")
+    rest = [*BUILD_TOOLS, *mambawin_requirement()]
+    if uv:
+        install = [uv, "pip", "install", "--python", str(env.python)]
+        return [[uv, "venv", "--python", python, str(env.root)],
+                [*install, pin, "--index-url", torch.index], [*install, *rest]]
+    install = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check"]
+    return [[*find_python(python), "-m", "venv", str(env.root)],
+            [*install, pin, "--index-url", torch.index], [*install, *rest]]
+
+
+def mambawin_requirement() -> list[str]:
+    """This mambawin for the environment: its source tree (editable) when run from one."""
+    root = Path(__file__).resolve().parents[2]
+    project = root / "pyproject.toml"
+    if project.is_file() and 'name = "mambawin"' in project.read_text(encoding="utf-8"):
+        return ["-e", str(root)]
+    return [f"mambawin=={__version__}"]
+
+
+def find_python(version: str) -> list[str]:
+    """A command that starts CPython version (X.Y); ToolchainError when none does."""
+    candidates = [[sys.executable], [f"python{version}"]]
+    if sys.platform == "win32":
+        candidates.append(["py", f"-{version}"])
+    for argv in candidates:
+        if _runs_version(argv, version):
+            return argv
+    msg = (f"Python {version} not found (tried python{version}"
+           f"{' and py -' + version if sys.platform == 'win32' else ''}): install it, or install "
+           "uv (`pip install uv`), which fetches any Python itself")
+    raise ToolchainError(msg)
+
+
+def _runs_version(argv: list[str], version: str) -> bool:
+    try:
+        done = proc.run([*argv, "-c", _PROBE], timeout=60, check=False)
+    except CommandError:
+        return False
+    return done.returncode == 0 and done.stdout.strip() == version
+
+
+def _ready(env: BuildEnv, wanted: dict[str, str]) -> bool:
+    try:
+        found = json.loads((env.root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return found == wanted and env.python.is_file()
+
+
+def _env_python(root: Path) -> Path:
+    return root / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+
+
+def _clean_environ() -> dict[str, str]:
+    """This process's environment minus what would make the child see another Python's packages."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
+
+
+def child_environ(env: BuildEnv) -> dict[str, str]:
+    """The environment `<env python> -m mambawin build` runs in: that venv first on PATH."""
+    environ = _clean_environ()
+    bin_dir = str(env.python.parent)
+    environ["PATH"] = bin_dir + os.pathsep + environ.get("PATH", "")
+    environ["VIRTUAL_ENV"] = str(env.root)
+    return environ

@@ -1,0 +1,198 @@
+"""`mambawin build --spec`: build every cell this machine can, each in its own torch environment.
+
+Cells of another platform, impossible cells and cells whose wheel already exists are not built.
+The rest are grouped by (Python, torch): one environment each (team/envs.py), then the existing
+build pipeline runs inside it as `<env python> -m mambawin build ...`, so it compiles against that
+environment's torch. A failed cell (or environment) is recorded and the next one goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from mambawin import proc
+from mambawin.archs import format_archs
+from mambawin.cache import cache_dir
+from mambawin.errors import MambawinError
+from mambawin.team import envs
+from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
+from mambawin.team.spec import Options, Spec
+from mambawin.wheel.metadata import local_version_label
+
+BUILT, SKIPPED, FAILED, ELSEWHERE = "built", "skipped", "failed", "elsewhere"
+CELL_TIMEOUT = 6 * 3600  # a cold build of every arch on a small machine takes hours
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run the cells (the spec says what to build)."""
+
+    jobs: int | None = None
+    force: bool = False  # passed on to each build: go on past failed doctor checks
+    platform: str = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    envs_root: Path | None = None  # default: the cache's envs/
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What happened to one cell."""
+
+    cell: Cell
+    outcome: str  # built | skipped | failed | impossible | elsewhere
+    wheel: Path | None = None
+    seconds: float = 0.0
+    detail: str = ""
+    log: Path | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.cell.to_json(), "outcome": self.outcome,
+                "built_wheel": str(self.wheel) if self.wheel else None,
+                "seconds": round(self.seconds, 1), "detail": self.detail,
+                "log": str(self.log) if self.log else None}
+
+
+class RunReporter(Protocol):
+    """Where the runner narrates (ui/team.py draws it; tests collect it)."""
+
+    def cell_started(self, cell: Cell, env: str) -> None: ...
+
+    def line(self, text: str) -> None: ...
+
+    def cell_done(self, result: CellResult) -> None: ...
+
+
+def run_spec(spec: Spec, options: RunOptions, reporter: RunReporter) -> list[CellResult]:
+    """Build the cells this machine can; one result per cell of the matrix, in matrix order."""
+    cells = expand(spec)
+    results: dict[str, CellResult] = {c.id: r for c in cells if (r := _not_built(c, options))}
+    groups: dict[tuple[str, str], list[Cell]] = {}
+    for cell in cells:
+        if cell.id not in results:
+            groups.setdefault((cell.python, cell.torch.version + cell.torch.index), []).append(cell)
+    for group in groups.values():
+        for result in _run_group(group, spec, options, reporter):
+            results[result.cell.id] = result
+            reporter.cell_done(result)
+    return [results[cell.id] for cell in cells]
+
+
+def _not_built(cell: Cell, options: RunOptions) -> CellResult | None:
+    """The result of a cell this run will not build, or None when it should be built."""
+    if cell.status == IMPOSSIBLE:
+        return CellResult(cell, IMPOSSIBLE, detail=cell.reason)
+    if cell.status != TODO:
+        return CellResult(cell, SKIPPED, detail=f"already {cell.status}: {cell.wheel}")
+    if cell.platform != options.platform:
+        return CellResult(cell, ELSEWHERE, detail=f"needs a {cell.platform} machine "
+                          f"(this one is {options.platform})")
+    return None
+
+
+def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
+               reporter: RunReporter) -> list[CellResult]:
+    """Make the group's environment once, then build each cell in it."""
+    first = cells[0]
+    start = time.monotonic()
+    try:
+        env = envs.ensure_env(first.python, first.torch, root=options.envs_root,
+                              on_line=reporter.line)
+    except MambawinError as exc:
+        spent = time.monotonic() - start
+        return [CellResult(c, FAILED, seconds=spent, detail=f"environment: {exc}") for c in cells]
+    return [_build_cell(cell, env, spec, options, reporter) for cell in cells]
+
+
+def _build_cell(cell: Cell, env: envs.BuildEnv, spec: Spec, options: RunOptions,
+                reporter: RunReporter) -> CellResult:
+    """Run the build pipeline for one cell in env; the wheel must appear in the wheelhouse."""
+    reporter.cell_started(cell, str(env.root))
+    log = _log_path(cell)
+    before = _wheels(spec.wheelhouse)
+    start = time.monotonic()
+    with log.open("w", encoding="utf-8") as stream:
+        def on_line(text: str) -> None:
+            stream.write(text + "\n")
+            reporter.line(text)
+
+        try:
+            done = proc.run(build_argv(cell, env.python, spec, options), timeout=CELL_TIMEOUT,
+                            check=False, env=envs.child_environ(env), on_line=on_line)
+        except MambawinError as exc:
+            return CellResult(cell, FAILED, None, time.monotonic() - start, str(exc), log)
+    spent = time.monotonic() - start
+    wheel = _produced(cell, spec.wheelhouse, before)
+    if done.returncode != 0 or wheel is None:
+        why = _last_line(done.stdout) or f"exit code {done.returncode}"
+        if done.returncode == 0:
+            why = f"the build wrote no {cell.wheel or 'wheel'} into {spec.wheelhouse}"
+        return CellResult(cell, FAILED, None, spent, why, log)
+    return CellResult(cell, BUILT, wheel, spent, "", log)
+
+
+def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> list[str]:
+    """`<env python> -m mambawin build` for this cell, with the label the matrix promised."""
+    label = local_version_label(cell.torch.cuda, cell.torch.version)
+    argv = [str(python), "-m", "mambawin", "build", "--ref", cell.package.ref,
+            "--repo", cell.package.repo, "--arch", format_archs(cell.archs),
+            "--out", str(spec.wheelhouse), "--local-version", label]
+    argv += package_args(cell.package.name) + requirement_args(spec.options)
+    argv += ["--keep-complex"] if cell.keep_complex else []
+    argv += ["--jobs", str(options.jobs)] if options.jobs else []
+    argv += ["--force"] if options.force else []
+    return argv
+
+
+def package_args(name: str) -> list[str]:
+    """`--package NAME` once `mambawin build` knows more than mamba-ssm (BuildOptions.package)."""
+    if name == "mamba-ssm" or not _build_has("package"):
+        return []
+    return ["--package", name]
+
+
+def requirement_args(options: Options) -> list[str]:
+    """--drop/--keep for the spec's requirement rules, when `mambawin build` takes them."""
+    args = []
+    if _build_has("drop"):
+        args += [arg for name in options.drop for arg in ("--drop", name)]
+    if _build_has("keep"):
+        args += [arg for name in options.keep for arg in ("--keep", name)]
+    return args
+
+
+def _build_has(name: str) -> bool:
+    """Whether the build pipeline's options have this field (a seam for features landing now)."""
+    from mambawin.build.pipeline import BuildOptions
+
+    return name in {f.name for f in dataclasses.fields(BuildOptions)}
+
+
+def _log_path(cell: Cell) -> Path:
+    folder = cache_dir() / "team-logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / time.strftime(f"{cell.id}-%Y%m%d-%H%M%S.log")
+
+
+def _wheels(folder: Path) -> dict[str, float]:
+    return {p.name: p.stat().st_mtime for p in folder.glob("*.whl")} if folder.is_dir() else {}
+
+
+def _produced(cell: Cell, wheelhouse: Path, before: dict[str, float]) -> Path | None:
+    """The cell's wheel if the build wrote it (or, with an unknown version, the new wheel)."""
+    after = _wheels(wheelhouse)
+    if cell.wheel:
+        return wheelhouse / cell.wheel if cell.wheel in after else None
+    new = [n for n, t in after.items() if before.get(n) != t
+           and n.startswith(cell.package.upstream.dist + "-")]
+    return wheelhouse / new[0] if len(new) == 1 else None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.lower().startswith("error")]
+    return (errors or lines or [""])[-1]
+
