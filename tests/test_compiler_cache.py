@@ -223,3 +223,12 @@ def test_torch_link_gives_every_venv_one_path(tmp_path: Path,
 def test_no_torch_no_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ws.importlib.util, "find_spec", lambda name: None)
     assert ws.torch_link(ws.Workspace(tmp_path / "slot")) is None
+
+
+def test_plan_says_reuse_only_for_the_same_tree(fake_repo: Path, tmp_path: Path,  # noqa: F811
+                                                doctor: list[DoctorReport]) -> None:  # noqa: F811
+    core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    assert core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).reuses_objects
+    ws_root = core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).build_dir
+    (ws_root / "KEY").write_text("another-tree\n", encoding="utf-8")
+    assert not core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).reuses_objects

@@ -33,6 +33,7 @@ from mambawin.build.workspace import (
     Workspace,
     adopt_source,
     builds_root,
+    holds,
     publish,
     sha256_of,
     staging_dir,
@@ -202,7 +203,7 @@ def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
         nvcc_threads=prepared.nvcc_threads,
         key=prepared.key,
         build_dir=prepared.workspace.root,
-        reuses_objects=prepared.workspace.build_base.is_dir(),
+        reuses_objects=holds(prepared.workspace, prepared.key),
         local_version=_label(label_choice, prepared),
     )
 

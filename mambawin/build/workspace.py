@@ -9,6 +9,8 @@ cache hashes the arguments and the paths in preprocessed output (v2.2.6 and v2.2
 kernels are identical, compile to cache hits only from one folder). Another tree in the same
 slot replaces src/; its files are all newer than the objects, so ninja rebuilds every unit and
 no stale object survives.
+One build per slot at a time: a second build of another tree in the same slot would swap src/
+under the first.
 Folder names stay short on purpose: Windows' 260-character MAX_PATH (C1081 "file name too long").
 """
 
@@ -89,6 +91,11 @@ def adopt_source(staged: Path, workspace: Workspace, key: str) -> bool:
     os.replace(staged, workspace.src)
     marker.write_text(key + "\n", encoding="utf-8")
     return False
+
+
+def holds(workspace: Workspace, key: str) -> bool:
+    """Whether the workspace has objects built from the tree of key (ninja will reuse them)."""
+    return workspace.build_base.is_dir() and _read(workspace.root / "KEY") == key
 
 
 def torch_link(workspace: Workspace) -> Path | None:
