@@ -11,9 +11,12 @@ only the compiler cache back:
 3. (a) the same ref from another venv (another Python install path, the same torch): --ref
    REF_A with --python-b, sccache warm.
 
-Each ratio is that build's wall time over the clean build's. sccache runs with its own folder and
-server port so nothing else on the machine shares or zeroes its counters. The result (times,
-hits and misses from each build's JSON) is merged into --result.
+Each ratio is that build's wall time over the clean build's, and its CPU time over the clean
+build's: on a shared machine the wall times move with the other load, CPU seconds much less.
+sccache runs with its own folder and port, as a foreground child of this script started afresh
+for each build, so its compilers' CPU time is counted with the build's and nothing else on the
+machine shares or zeroes its counters. The result (times, hits and misses from each build's
+JSON) is written to --result.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         "b_other_ref_same_kernels": _build(args.python_a, args.ref_b, args, env, work),
         "a_other_venv": _build(args.python_b, args.ref_a, args, env, work),
     }
-    proc.run([args.sccache, "--stop-server"], env=env, check=False)
-    clean = runs["clean"]["seconds"]
+    clean, clean_cpu = runs["clean"]["seconds"], runs["clean"]["cpu_seconds"]
     for entry in runs.values():
         entry["ratio"] = round(entry["seconds"] / clean, 3)
+        entry["cpu_ratio"] = round(entry["cpu_seconds"] / clean_cpu, 3)
     result = {"runs": runs, "machine": {"cpus": os.cpu_count(), "load": os.getloadavg()[0]}}
     Path(args.result).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
@@ -90,13 +96,43 @@ def _build(python: str, ref: str, args: argparse.Namespace, env: dict[str, str],
         cache.rename(work / f"mambawin.{time.monotonic_ns()}")
     argv = [python, "-m", "mambawin", "build", "--repo", args.repo, "--ref", ref,
             "--arch", args.arch, "--jobs", args.jobs, "--out", str(work / "wheels"), "--json"]
+    cpu_before = _children_cpu()
+    server = _start_server(args.sccache, env)
+    load = os.getloadavg()[0]
     start = time.monotonic()
-    done = proc.run(argv, env=env, timeout=4 * 3600)
-    seconds = round(time.monotonic() - start, 1)
+    try:
+        done = proc.run(argv, env=env, timeout=4 * 3600)
+    finally:
+        seconds = round(time.monotonic() - start, 1)
+        proc.run([args.sccache, "--stop-server"], env=env, check=False)
+        server.wait(timeout=120)
     built = json.loads(done.stdout)
     return {"command": " ".join(argv), "python": python, "ref": ref, "seconds": seconds,
-            "cache": built.get("cache"), "units": built["units_compiled"],
-            "compile_s": built["steps"].get("build")}
+            "cpu_seconds": round(_children_cpu() - cpu_before, 1), "cache": built.get("cache"),
+            "units": built["units_compiled"], "compile_s": built["steps"].get("build"),
+            "load_at_start": round(load, 1)}
+
+
+def _start_server(sccache: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """sccache's server in the foreground, our child: its compilers' CPU time comes back to us."""
+    server = subprocess.Popen([sccache], env={**env, "SCCACHE_START_SERVER": "1",
+                                              "SCCACHE_NO_DAEMON": "1"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = int(env["SCCACHE_SERVER_PORT"])
+    for _ in range(100):  # not `sccache --show-stats`: a client starts a daemon of its own
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    msg = "sccache's server did not start"
+    raise RuntimeError(msg)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":
