@@ -6,6 +6,7 @@ each carrying a TAG saying which it is, so the test sees which one pip picked.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import subprocess
@@ -31,15 +32,17 @@ OTHER_PLATFORM = "win_amd64" if HERE != "win_amd64" else "linux_x86_64"
 
 
 def fake_wheel(folder: Path, version: str, python: str, platform: str, *,
-               requires_python: str = ">=3.10", provenance: dict | None = None) -> Path:
+               requires_python: str = ">=3.10", provenance: dict | None = None,
+               project: str = "team_demo") -> Path:
     """A valid wheel of project 'team-demo' whose module says which build it is."""
     tag = f"{python}-{python}-{platform}" if python != "py3" else "py3-none-any"
-    path = folder / f"team_demo-{version}-{tag}.whl"
-    dist_info = f"team_demo-{version}.dist-info"
+    path = folder / f"{project}-{version}-{tag}.whl"
+    dist_info = f"{project}-{version}.dist-info"
     folder.mkdir(parents=True, exist_ok=True)
     with WheelFile(path, "w") as wheel:
         wheel.writestr("team_demo/__init__.py", f'TAG = "{version} {tag}"\n')
-        wheel.writestr(f"{dist_info}/METADATA", "Metadata-Version: 2.1\nName: team-demo\n"
+        wheel.writestr(f"{dist_info}/METADATA", "Metadata-Version: 2.1\n"
+                       f"Name: {project.replace('_', '-')}\n"
                        f"Version: {version}\nRequires-Python: {requires_python}\n\n")
         wheel.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
                        f"Root-Is-Purelib: false\nTag: {tag}\n")
@@ -94,9 +97,10 @@ def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    log = (tmp_path / "http.log").open("w")
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
                                "127.0.0.1", "--directory", str(site)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -109,6 +113,7 @@ def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+        log.close()
 
 
 def test_http_index_installs_the_right_wheel(wheelhouse: Path, tmp_path: Path,
@@ -119,6 +124,9 @@ def test_http_index_installs_the_right_wheel(wheelhouse: Path, tmp_path: Path,
         f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}")
     # The all-variants index serves every wheel too (pip sorts the local labels: cu130 > cu128).
     assert pip_install(["--index-url", f"{url}/simple"], tmp_path / "u").startswith("1.0+cu")
+    # pip read METADATA from the PEP 658 file before it downloaded the wheel it chose.
+    requests = (tmp_path / "http.log").read_text()
+    assert f"GET /files/team_demo-1.0%2Bcu130torch2.11-{PY}-{PY}-{HERE}.whl.metadata" in requests
 
 
 def test_find_links_on_the_wheelhouse(wheelhouse: Path, tmp_path: Path) -> None:
@@ -133,6 +141,10 @@ def test_pages_follow_pep_503(wheelhouse: Path, tmp_path: Path) -> None:
     assert '<meta name="pypi:repository-version" content="1.0">' in page
     assert 'data-requires-python="&gt;=3.99"' in page  # escaped
     assert "#sha256=" in page and "cu128" not in page
+    name = f"team_demo-1.0+cu130torch2.11-{PY}-{PY}-{HERE}.whl"
+    metadata = (tmp_path / "site" / "files" / (name + ".metadata")).read_bytes()
+    assert metadata.startswith(b"Metadata-Version: 2.1\nName: team-demo\n")
+    assert f'data-core-metadata="sha256={hashlib.sha256(metadata).hexdigest()}"' in page
     root = (tmp_path / "site" / "simple" / "index.html").read_text()
     assert '<a href="team-demo/">team-demo</a>' in root  # the normalised name
     data = json.loads((tmp_path / "site" / "simple" / "team-demo" / "index.json").read_text())
@@ -151,6 +163,21 @@ def test_adding_wheels_updates_in_place(wheelhouse: Path, tmp_path: Path) -> Non
     assert not [p for p in site.rglob(".*") if p.name != MARKER]  # no temp files left
 
 
+def test_unchanged_wheels_are_not_read_again(wheelhouse: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from mambawin.index import simple
+
+    site = tmp_path / "site"
+    first = build_index(wheelhouse, site)
+    read: list[str] = []
+    real = simple._entry
+    monkeypatch.setattr(simple, "_entry", lambda path: read.append(path.name) or real(path))
+    later = fake_wheel(tmp_path / "later", "1.1+cu130torch2.11", PY, HERE)
+    second = build_index(later.parent, site)
+    assert read == [later.name]
+    assert [w for w in second.wheels if w.file != later.name] == list(first.wheels)
+
+
 def test_a_published_wheel_never_changes(wheelhouse: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     build_index(wheelhouse, site)
@@ -159,6 +186,18 @@ def test_a_published_wheel_never_changes(wheelhouse: Path, tmp_path: Path) -> No
     with pytest.raises(UsageError, match="already in the index with other content"):
         build_index(clash.parent, site)
     assert (site / "files" / clash.name).read_bytes() == before
+
+
+def test_a_broken_wheel_changes_nothing(wheelhouse: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    before = sorted(p.relative_to(site) for p in site.rglob("*"))
+    later = fake_wheel(tmp_path / "later", "1.1+cu130torch2.11", PY, HERE)
+    (later.parent / "team_demo-1.2-py3-none-any.whl").write_bytes(b"not a zip")
+    result = CliRunner().invoke(app, ["index", str(later.parent), "--out", str(site)])
+    assert result.exit_code == 7 and "team_demo-1.2-py3-none-any.whl" in result.output
+    assert sorted(p.relative_to(site) for p in site.rglob("*")) == before
+    assert not list(later.parent.glob("*.metadata"))  # nothing written into the wheelhouse
 
 
 def test_refuses_a_folder_that_is_not_an_index(wheelhouse: Path, tmp_path: Path) -> None:
@@ -188,3 +227,20 @@ def test_human_page_shows_provenance_and_verify(tmp_path: Path) -> None:
     assert "&lt;cl&gt; 19.44" in page  # escaped
     assert "passed</span>: verified on NVIDIA H100 (sm_90)" in page
     assert f'href="files/{wheel.name}"' in page
+
+
+def test_matrix_marks_cells_served_by_an_http_index(tmp_path: Path,
+                                                    http_server: tuple[Path, str]) -> None:
+    from mambawin.team.matrix import INDEXED, TODO, expand
+    from mambawin.team.spec import parse_spec
+
+    site, url = http_server
+    built = fake_wheel(tmp_path / "wh", "2.2.6+cu130torch2.11", "cp312", "win_amd64",
+                       project="mamba_ssm")
+    build_index(built.parent, site)
+    spec = parse_spec(f'index = "{url}/cu130/simple"\npython = ["3.11", "3.12"]\narchs = "90"\n'
+                      '[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
+                      '[[torch]]\nversion = "2.11.0"\ncuda = "13.0"\n', tmp_path / "t.toml")
+    cells = expand(spec, resolve=lambda p: ("2.2.6", ""))
+    assert [(c.python, c.status) for c in cells] == [("3.11", TODO), ("3.12", INDEXED)]
+

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin.cli import app
-from mambawin.team import envs
+from mambawin.team import envs, runner
 from mambawin.team.runner import BUILT, ELSEWHERE, FAILED, SKIPPED, RunOptions, run_spec
 from mambawin.team.spec import parse_spec
 
@@ -44,7 +44,8 @@ FAKE_PYTHON = '''#!@EXE@
 import json, os, sys
 from pathlib import Path
 with open(os.environ["FAKE_LOG"], "a") as log:
-    log.write(json.dumps(["python@PY@", *sys.argv[1:]]) + "\\n")
+    home = "CUDA_HOME=" + os.environ["CUDA_HOME"]
+    log.write(json.dumps(["python@PY@", *sys.argv[1:], home]) + "\\n")
 args = sys.argv[1:]
 assert args[:3] == ["-m", "mambawin", "build"], args
 opt = lambda name: args[args.index(name) + 1]
@@ -78,6 +79,13 @@ elif any(a.startswith("torch==") for a in args) and "py3.12" in args[args.index(
 '''
 
 
+@pytest.fixture(autouse=True)
+def _build_takes_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As once `mambawin build --package` lands (BuildOptions.package): both packages build."""
+    real = runner._build_has
+    monkeypatch.setattr(runner, "_build_has", lambda name: name == "package" or real(name))
+
+
 @pytest.fixture
 def fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake uv on PATH; returns the log every fake writes its argv to."""
@@ -90,6 +98,14 @@ def fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FAKE_LOG", str(log))
     monkeypatch.setenv("FAKE_PYTHON", FAKE_PYTHON.replace("@EXE@", sys.executable))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    toolkit = tmp_path / "cuda-13.0"
+    (toolkit / "include").mkdir(parents=True)
+    (toolkit / "include" / "cuda_runtime.h").touch()
+    (toolkit / "bin").mkdir()
+    nvcc = toolkit / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("CUDA_PATH_V13_0", str(toolkit))
     return log
 
 
@@ -154,12 +170,50 @@ def test_environments_come_from_the_spec_index_and_are_reused(fakes: Path,
     assert build[build.index("--arch") + 1] == "90"
     assert build[build.index("--jobs") + 1] == "3"
     assert build[build.index("--out") + 1] == str(tmp_path / "wheelhouse")
+    assert build[-1] == f"CUDA_HOME={tmp_path / 'cuda-13.0'}"  # the toolkit of torch's CUDA
     fakes.unlink()
     second = run_spec(spec, options, Collect())
     assert not [c for c in calls(fakes) if c[0] == "uv"]  # the environment is ready: reused
     mamba = next(r for r in second if r.cell.package.name == "mamba-ssm"
                  and r.cell.platform == "win_amd64")
     assert mamba.outcome == SKIPPED  # built by the first run
+
+
+def test_a_cuda_variant_without_its_toolkit_fails_before_any_environment(
+        fakes: Path, tmp_path: Path) -> None:
+    text = SPEC.replace('cuda = "13.0"', 'cuda = "10.2"').replace('"90"', '"75"')
+    spec = parse_spec(text.replace("/cu130", "/cu102"), tmp_path / "team.toml")
+    options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs")
+    results = [r for r in run_spec(spec, options, Collect()) if r.outcome != ELSEWHERE]
+    assert {r.outcome for r in results} == {FAILED}
+    assert results[0].detail.startswith("no CUDA 10.x toolkit found for torch's cu102")
+    assert not calls(fakes)  # no environment was made for cells that cannot build
+
+
+def test_package_and_requirement_flags_follow_what_build_takes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from mambawin.team.spec import Options
+
+    assert runner.package_args("causal-conv1d") == ["--package", "causal-conv1d"]
+    assert runner.package_args("mamba-ssm") == []
+    monkeypatch.setattr(runner, "_build_has", lambda name: False)
+    assert runner.package_args("causal-conv1d") == []
+    assert runner.requirement_args(Options(drop=("triton", "tilelang"), keep=("x",))) == []
+    assert len(runner.option_notes(Options(drop=("tilelang",), keep=("x",)))) == 2
+    monkeypatch.setattr(runner, "_build_has", lambda name: True)
+    assert runner.requirement_args(Options(drop=("tilelang",), keep=("x",))) == [
+        "--drop", "tilelang", "--keep", "x"]
+
+
+def test_without_build_package_other_packages_fail_with_why(fakes: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.setattr(runner, "_build_has", lambda name: False)
+    spec = parse_spec(SPEC.replace(', "3.12"', ""), tmp_path / "team.toml")
+    options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs")
+    conv = next(r for r in run_spec(spec, options, Collect())
+                if r.cell.package.name == "causal-conv1d" and r.cell.platform == "win_amd64")
+    assert conv.outcome == FAILED and "needs a mambawin whose build takes --package" in conv.detail
 
 
 def test_cli_exit_code_and_conflicting_options(fakes: Path, tmp_path: Path,

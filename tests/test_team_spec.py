@@ -110,3 +110,16 @@ def test_duplicate_package_and_missing_file(tmp_path: Path) -> None:
     assert "package[1].name: mamba-ssm is listed twice" in spec_error(text, tmp_path)
     with pytest.raises(SpecError, match="mambawin init"):
         load_spec(tmp_path / "absent.toml")
+
+
+def test_cli_prints_brackets_in_errors_as_written(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mambawin.cli import app
+
+    spec = tmp_path / "team.toml"
+    spec.write_text(GOOD.replace("[[torch]]", "[torch]"), encoding="utf-8")
+    result = CliRunner().invoke(app, ["matrix", "--spec", str(spec)])
+    assert result.exit_code == 2
+    assert "torch: must be one or more [[torch]] tables, got a table" in " ".join(
+        result.output.split())

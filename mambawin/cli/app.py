@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
 
 from mambawin import __version__
 from mambawin.errors import MambawinError
@@ -58,7 +59,8 @@ def command(name: str | None = None, *, group: typer.Typer | None = None,
             except MambawinError as exc:
                 if _state["debug"]:
                     console.print_exception()
-                console.print(f"[red]error:[/] {exc}", soft_wrap=True)
+                # escape: a message may quote `[[torch]]` or `[build]`, which is not Rich markup
+                console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
                 raise typer.Exit(exc.exit_code) from None
 
         (group or app).command(name, **kwargs)(wrapper)

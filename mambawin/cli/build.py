@@ -44,6 +44,10 @@ def build_command(
         "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
 ) -> None:
     """Build a mamba-ssm wheel: doctor, fetch, patch, build, metadata, record."""
+    from mambawin.archs import parse_archs
+    from mambawin.build import pipeline as core
+    from mambawin.ui.progress import ConsoleReporter
+
     if spec is not None:
         from mambawin.cli.team import build_spec
 
@@ -51,9 +55,6 @@ def build_command(
         build_spec(spec, jobs=jobs, force=force, as_json=as_json,
                    conflicts=[name for name, value in given.items() if value])
         return
-    from mambawin.archs import parse_archs
-    from mambawin.build import pipeline as core
-    from mambawin.ui.progress import ConsoleReporter
 
     options = core.BuildOptions(
         repo=repo or core.DEFAULT_REPO, ref=ref, source=source,

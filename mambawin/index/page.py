@@ -29,14 +29,19 @@ def project_html(project: str, wheels: Sequence[IndexedWheel], files_url: str) -
         href = escape(f"{files_url}{wheel.file}#sha256={wheel.sha256}", quote=True)
         requires = (f' data-requires-python="{escape(wheel.requires_python, quote=True)}"'
                     if wheel.requires_python else "")
-        lines.append(f'<a href="{href}"{requires}>{escape(wheel.file)}</a><br>\n')
+        # PEP 714 names it data-core-metadata; pip < 23.3 reads only the PEP 658 spelling.
+        metadata = (f' data-core-metadata="sha256={wheel.metadata_sha256}"'
+                    f' data-dist-info-metadata="sha256={wheel.metadata_sha256}"'
+                    if wheel.metadata_sha256 else "")
+        lines.append(f'<a href="{href}"{requires}{metadata}>{escape(wheel.file)}</a><br>\n')
     return "".join(lines) + _TAIL
 
 
 def project_json(project: str, wheels: Sequence[IndexedWheel], files_url: str) -> str:
     """PEP 691 project JSON (static servers cannot negotiate; tools may fetch it by name)."""
     files = [{"filename": w.file, "url": files_url + w.file, "hashes": {"sha256": w.sha256},
-              "requires-python": w.requires_python, "size": w.size}
+              "requires-python": w.requires_python, "size": w.size,
+              "core-metadata": {"sha256": w.metadata_sha256} if w.metadata_sha256 else False}
              for w in sorted(wheels, key=lambda w: w.file)]
     versions = sorted({w.version for w in wheels})
     data = {"meta": {"api-version": API}, "name": project, "versions": versions, "files": files}

@@ -30,13 +30,16 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from mambawin.errors import UsageError, WheelError
-from mambawin.wheel.info import open_wheel, read_member, read_message
+from mambawin.wheel.info import open_wheel, read_member, read_message, read_wheel
 from mambawin.wheel.metadata import read_provenance
 
 FILES = "files"
 SIMPLE = "simple"
 MARKER = ".mambawin-index.json"
-VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
+VERIFY_SUFFIX = ".verify.json"
+# PEP 658: the wheel's METADATA beside it, so pip's resolver reads requirements without
+# downloading a wheel of hundreds of megabytes.
+METADATA_SUFFIX = ".metadata"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
 _VARIANT = re.compile(r"^(cu\d{2,3}|rocm[\d.]+|cpu)")
 _CHUNK = 1 << 20
 
@@ -52,7 +55,8 @@ class IndexedWheel:
     sha256: str
     size: int
     requires_python: str | None
-    variant: str | None  # cu130, ... from provenance or the local version label
+    variant: str | None  # cu130, ... from the local version label or provenance
+    metadata_sha256: str = ""  # of files/<wheel>.metadata (PEP 658), "" when not written
     provenance: Mapping[str, Any] | None = None
     verify: Mapping[str, Any] | None = None
 
@@ -60,6 +64,7 @@ class IndexedWheel:
         return {"file": self.file, "project": self.project, "version": self.version,
                 "tags": list(self.tags), "sha256": self.sha256, "size": self.size,
                 "requires_python": self.requires_python, "variant": self.variant,
+                "metadata_sha256": self.metadata_sha256,
                 "provenance": dict(self.provenance) if self.provenance else None,
                 "verify": dict(self.verify) if self.verify else None}
 
@@ -87,12 +92,14 @@ def build_index(wheelhouse: Path, out: Path, *, title: str = "mambawin wheels") 
     from mambawin.index.page import render_page
 
     sources = _wheel_files(Path(wheelhouse))
+    for path in sources:  # a broken wheel stops the run before the index changes at all
+        read_wheel(path)
     out = Path(out)
     _claim(out)
     added = tuple(name for name in (_place(path, out / FILES) for path in sources) if name)
     for path in sources:
         _copy_verify_record(path, out / FILES)
-    wheels = tuple(describe(path) for path in _wheel_files(out / FILES))
+    wheels = _entries(out / FILES, _cached(out))
     variants = tuple(sorted({w.variant for w in wheels if w.variant}))
     pages = [*_write_simple(out / SIMPLE, wheels, depth=2)]
     for variant in variants:
@@ -113,33 +120,68 @@ def _wheel_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.whl") if p.is_file())
 
 
-def describe(path: Path) -> IndexedWheel:
-    """Read what the pages need from one wheel (its name, METADATA, provenance, verify record)."""
+def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]:
+    """Every wheel in files/; one unchanged since the last run (same size and mtime) is taken
+    from the marker instead of being read again (a wheel is hundreds of megabytes)."""
+    entries = []
+    for path in _wheel_files(files):
+        old = cached.get(path.name)
+        info = path.stat()
+        if (isinstance(old, dict) and old.get("size") == info.st_size
+                and old.get("mtime_ns") == info.st_mtime_ns
+                and path.with_name(path.name + METADATA_SUFFIX).is_file()):
+            try:
+                entries.append(_from_json(old, _verify_record(path)))
+                continue
+            except (KeyError, TypeError):
+                pass  # an entry in another shape: read the wheel itself
+        entries.append(_entry(path))
+    return tuple(entries)
+
+
+def _from_json(data: Mapping[str, Any], verify: Mapping[str, Any] | None) -> IndexedWheel:
+    """The marker's entry as read back; KeyError/TypeError when it was edited into another shape."""
+    return IndexedWheel(
+        file=data["file"], project=data["project"], version=data["version"],
+        tags=tuple(data["tags"]), sha256=data["sha256"], size=data["size"],
+        requires_python=data["requires_python"], variant=data["variant"],
+        metadata_sha256=data["metadata_sha256"], provenance=data["provenance"], verify=verify)
+
+
+def _entry(path: Path) -> IndexedWheel:
+    """What the pages need from one wheel in files/ (name, METADATA, provenance, verify record);
+    writes its PEP 658 `.metadata` file beside it when missing."""
     try:
         name, version, _, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         msg = f"{path.name} is not a valid wheel file name ({exc}): rename or remove it"
         raise WheelError(msg) from None
     with open_wheel(path) as (archive, info):
-        metadata = read_message(read_member(path, archive, info.metadata_path))
+        raw = read_member(path, archive, info.metadata_path)
+    metadata = read_message(raw)
     provenance = read_provenance(path)
+    sidecar = path.with_name(path.name + METADATA_SUFFIX)
+    if not sidecar.is_file() or sidecar.read_bytes() != raw:
+        write_atomic_bytes(sidecar, raw)
     requires = metadata.get("Requires-Python")
     return IndexedWheel(
         file=path.name, project=canonicalize_name(name), version=str(version),
         tags=tuple(sorted(str(t) for t in tags)), sha256=sha256_file(path),
         size=path.stat().st_size, requires_python=str(requires).strip() if requires else None,
         variant=_variant(provenance, version.local), provenance=provenance,
-        verify=_verify_record(path))
+        verify=_verify_record(path), metadata_sha256=hashlib.sha256(raw).hexdigest())
 
 
 def _variant(provenance: Mapping[str, Any] | None, local: str | None) -> str | None:
-    """cu130 from the provenance's CUDA version, else from the local label (+cu130torch2.11)."""
-    cuda = str((provenance or {}).get("cuda_version") or "")
-    parts = cuda.split(".")
+    """cu130 from the local label (+cu130torch2.11: torch's variant, which users pick an index
+    by), else from the provenance's CUDA version (the nvcc that compiled it)."""
+    match = _VARIANT.match(local or "")
+    if match:
+        return match[1]
+    parts = str((provenance or {}).get("cuda_version") or "").split(".")
     if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
         return f"cu{parts[0]}{parts[1]}"
-    match = _VARIANT.match(local or "")
-    return match[1] if match else None
+    return None
 
 
 def _verify_record(path: Path) -> Mapping[str, Any] | None:
@@ -215,11 +257,16 @@ def _write_simple(root: Path, wheels: Iterable[IndexedWheel], *, depth: int) -> 
 
 def write_atomic(path: Path, text: str) -> Path:
     """Write text through a temp file in the same folder and os.replace it into place."""
+    return write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: Path, data: bytes) -> Path:
+    """Write bytes through a temp file in the same folder and os.replace it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
@@ -232,6 +279,9 @@ def write_atomic(path: Path, text: str) -> Path:
 
 def _claim(out: Path) -> None:
     """Refuse a non-empty folder that is not a mambawin index: its files are not ours to change."""
+    if out.exists() and not out.is_dir():
+        msg = f"{out} is a file, not a folder: pass a folder for the index as --out"
+        raise UsageError(msg)
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         msg = (f"{out} is not empty and holds no mambawin index ({MARKER} missing): pass a new or "
                "empty --out folder, or the folder of an earlier `mambawin index` run")
@@ -240,5 +290,22 @@ def _claim(out: Path) -> None:
 
 
 def _record(out: Path, wheels: Iterable[IndexedWheel]) -> None:
-    data = {"schema": 1, "wheels": {w.file: w.sha256 for w in wheels}}
-    write_atomic(out / MARKER, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    """The marker: this folder is a mambawin index, and what each wheel said (see _entries)."""
+    entries = {}
+    for wheel in wheels:
+        data = wheel.to_json()
+        del data["verify"]  # read again each run: a later `verify` may replace it
+        data["mtime_ns"] = (out / FILES / wheel.file).stat().st_mtime_ns
+        entries[wheel.file] = data
+    text = json.dumps({"schema": 1, "wheels": entries}, indent=2, sort_keys=True) + "\n"
+    write_atomic(out / MARKER, text)
+
+
+def _cached(out: Path) -> Mapping[str, Any]:
+    """The wheels the marker describes; empty when it is missing or unreadable (all re-read)."""
+    try:
+        data = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        wheels = data.get("wheels") if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        wheels = None
+    return wheels if isinstance(wheels, dict) else {}

@@ -56,7 +56,7 @@ def ensure_env(python: str, torch: TorchSpec, *, root: Path | None = None,
         return env
     remove_tree(target)  # a half-made environment of ours, or one for other settings
     for argv in _commands(env, python, torch, uv):
-        proc.run(argv, timeout=3600, on_line=on_line, env=_clean_environ())
+        proc.run(argv, timeout=3600, on_line=on_line, env=clean_environ())
     (target / MARKER).write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
     return env
 
@@ -118,7 +118,7 @@ def _env_python(root: Path) -> Path:
     return root / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
 
 
-def _clean_environ() -> dict[str, str]:
+def clean_environ() -> dict[str, str]:
     """This process's environment minus what would make the child see another Python's packages."""
     return {k: v for k, v in os.environ.items()
             if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
@@ -126,7 +126,7 @@ def _clean_environ() -> dict[str, str]:
 
 def child_environ(env: BuildEnv) -> dict[str, str]:
     """The environment `<env python> -m mambawin build` runs in: that venv first on PATH."""
-    environ = _clean_environ()
+    environ = clean_environ()
     bin_dir = str(env.python.parent)
     environ["PATH"] = bin_dir + os.pathsep + environ.get("PATH", "")
     environ["VIRTUAL_ENV"] = str(env.root)

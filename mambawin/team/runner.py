@@ -9,6 +9,7 @@ environment's torch. A failed cell (or environment) is recorded and the next one
 from __future__ import annotations
 
 import dataclasses
+import re
 import sysconfig
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from mambawin import proc
 from mambawin.archs import format_archs
 from mambawin.cache import cache_dir
 from mambawin.errors import MambawinError
-from mambawin.team import envs
+from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
 from mambawin.team.spec import Options, Spec
 from mambawin.wheel.metadata import local_version_label
@@ -69,6 +70,8 @@ class RunReporter(Protocol):
 def run_spec(spec: Spec, options: RunOptions, reporter: RunReporter) -> list[CellResult]:
     """Build the cells this machine can; one result per cell of the matrix, in matrix order."""
     cells = expand(spec)
+    for note in option_notes(spec.options):
+        reporter.line(f"note: {note}")
     results: dict[str, CellResult] = {c.id: r for c in cells if (r := _not_built(c, options))}
     groups: dict[tuple[str, str], list[Cell]] = {}
     for cell in cells:
@@ -90,13 +93,21 @@ def _not_built(cell: Cell, options: RunOptions) -> CellResult | None:
     if cell.platform != options.platform:
         return CellResult(cell, ELSEWHERE, detail=f"needs a {cell.platform} machine "
                           f"(this one is {options.platform})")
+    if cell.package.name != "mamba-ssm" and not _build_has("package"):
+        return CellResult(cell, FAILED, detail=f"this mambawin builds only mamba-ssm: "
+                          f"{cell.package.name} needs a mambawin whose build takes --package")
     return None
 
 
 def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
                reporter: RunReporter) -> list[CellResult]:
-    """Make the group's environment once, then build each cell in it."""
+    """Find the group's CUDA toolkit, make its environment once, then build each cell in it."""
     first = cells[0]
+    toolkit, note = toolkits.find_toolkit(first.torch.cuda, envs.clean_environ())
+    if toolkit is None:
+        return [CellResult(c, FAILED, detail=note) for c in cells]
+    if note:
+        reporter.line(f"note: {note}")
     start = time.monotonic()
     try:
         env = envs.ensure_env(first.python, first.torch, root=options.envs_root,
@@ -104,11 +115,12 @@ def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
     except MambawinError as exc:
         spent = time.monotonic() - start
         return [CellResult(c, FAILED, seconds=spent, detail=f"environment: {exc}") for c in cells]
-    return [_build_cell(cell, env, spec, options, reporter) for cell in cells]
+    environ = toolkits.toolkit_environ(toolkit, envs.child_environ(env))
+    return [_build_cell(cell, env, environ, spec, options, reporter) for cell in cells]
 
 
-def _build_cell(cell: Cell, env: envs.BuildEnv, spec: Spec, options: RunOptions,
-                reporter: RunReporter) -> CellResult:
+def _build_cell(cell: Cell, env: envs.BuildEnv, environ: dict[str, str], spec: Spec,
+                options: RunOptions, reporter: RunReporter) -> CellResult:
     """Run the build pipeline for one cell in env; the wheel must appear in the wheelhouse."""
     reporter.cell_started(cell, str(env.root))
     log = _log_path(cell)
@@ -121,7 +133,7 @@ def _build_cell(cell: Cell, env: envs.BuildEnv, spec: Spec, options: RunOptions,
 
         try:
             done = proc.run(build_argv(cell, env.python, spec, options), timeout=CELL_TIMEOUT,
-                            check=False, env=envs.child_environ(env), on_line=on_line)
+                            check=False, env=environ, on_line=on_line)
         except MambawinError as exc:
             return CellResult(cell, FAILED, None, time.monotonic() - start, str(exc), log)
     spent = time.monotonic() - start
@@ -164,6 +176,17 @@ def requirement_args(options: Options) -> list[str]:
     return args
 
 
+def option_notes(options: Options) -> list[str]:
+    """What the spec asks of requirements that this mambawin's build cannot do yet."""
+    notes = []
+    if options.drop != Options().drop and not _build_has("drop"):
+        notes.append("options.drop is not applied: this mambawin's build has no --drop "
+                     "(it drops its own list)")
+    if options.keep and not _build_has("keep"):
+        notes.append("options.keep is not applied: this mambawin's build has no --keep")
+    return notes
+
+
 def _build_has(name: str) -> bool:
     """Whether the build pipeline's options have this field (a seam for features landing now)."""
     from mambawin.build.pipeline import BuildOptions
@@ -174,7 +197,8 @@ def _build_has(name: str) -> bool:
 def _log_path(cell: Cell) -> Path:
     folder = cache_dir() / "team-logs"
     folder.mkdir(parents=True, exist_ok=True)
-    return folder / time.strftime(f"{cell.id}-%Y%m%d-%H%M%S.log")
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "-", cell.id)  # a branch ref may hold '/'
+    return folder / time.strftime(f"{name}-%Y%m%d-%H%M%S.log")
 
 
 def _wheels(folder: Path) -> dict[str, float]:
