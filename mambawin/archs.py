@@ -88,7 +88,23 @@ def parse_arch(token: str) -> Arch:
         msg = (f"invalid CUDA arch {token!r} in --arch: compute capability {major}.{minor} "
                "does not exist")
         raise UsageError(msg)
-    return Arch(major, minor, match["suffix"].lower(), ptx)
+    suffix = match["suffix"].lower()
+    _check_suffix(token, major, minor, suffix)
+    return Arch(major, minor, suffix, ptx)
+
+
+def _check_suffix(token: str, major: int, minor: int, suffix: str) -> None:
+    """'a' (arch-specific) targets start at sm_90a, 'f' (family) ones at sm_100f (CUDA 12.9).
+
+    No nvcc knows sm_86a, which nvcc would only reject after doctor and --plan had passed it.
+    `nvcc --list-gpu-code` lists base targets only, so doctor checks the base and this the suffix.
+    """
+    first = {"a": (9, 0), "f": (10, 0)}.get(suffix)
+    if first is not None and (major, minor) < first:
+        msg = (f"invalid CUDA arch {token!r} in --arch: no sm_{major}{minor}{suffix} exists "
+               f"('{suffix}' targets start at sm_{first[0]}{first[1]}{suffix}); "
+               f"use {major}{minor} (see `nvcc --list-gpu-code`)")
+        raise UsageError(msg)
 
 
 def parse_archs(values: str | Iterable[str]) -> tuple[Arch, ...]:

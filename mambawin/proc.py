@@ -66,7 +66,8 @@ def run(
         done = _run_streamed(resolved, cwd, env, timeout, encoding, on_line)
     if check and done.returncode != 0:
         tail = "\n".join((done.stdout + "\n" + done.stderr).strip().splitlines()[-TAIL_LINES:])
-        msg = f"{Path(resolved[0]).name} exited with code {done.returncode}: {_last_line(tail)}"
+        reason = last_line(tail) or "(no output)"
+        msg = f"{Path(resolved[0]).name} exited with code {done.returncode}: {reason}"
         raise CommandError(msg, argv=done.argv, returncode=done.returncode, tail=tail)
     return done
 
@@ -139,6 +140,7 @@ def _timeout_error(argv: tuple[str, ...], timeout: float | None) -> CommandTimeo
     return CommandTimeout(msg, argv=argv)
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last non-blank line of a program's output, stripped; '' when there is none."""
     lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "(no output)"
+    return lines[-1].strip() if lines else ""

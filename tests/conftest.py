@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SHARED_WINDOWS = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "windows"
+WINDOWS = FIXTURES / "windows"
 
 
 def recorded(name: str) -> str:
-    """The body of a recorded Windows tool output from shared/fixtures/windows (header removed)."""
-    text = (SHARED_WINDOWS / name).read_text(encoding="utf-8")
+    """The body of a recorded Windows tool output from tests/fixtures/windows (header removed)."""
+    text = (WINDOWS / name).read_text(encoding="utf-8")
     for sep in ("# ---\n", "# ---\r\n"):
         if sep in text:
             return text.split(sep, 1)[1]

@@ -30,6 +30,13 @@ def test_arch_specific_suffix_and_three_digit_archs() -> None:
     assert parse_archs("sm_100")[0].torch_spec() == "10.0"
 
 
+@pytest.mark.parametrize("bad", ["86a", "sm_89a", "8.9a+PTX", "90f", "compute_80f"])
+def test_a_suffix_no_gpu_has_is_refused_before_nvcc_sees_it(bad: str) -> None:
+    # 'a' targets start at sm_90a, 'f' at sm_100f: nvcc would fail minutes into a build.
+    with pytest.raises(UsageError, match="targets start at sm_"):
+        parse_archs(bad)
+
+
 @pytest.mark.parametrize("bad", ["abc", "8.6.1", "sm_", "86+SASS", "0", "2.0", "", ";"])
 def test_nonsense_is_one_clear_usage_error(bad: str) -> None:
     with pytest.raises(UsageError, match="--arch"):

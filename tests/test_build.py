@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import shutil
+import sys
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,7 +110,8 @@ def test_build_puts_a_fixed_wheel_in_out(fake_repo: Path, tmp_path: Path,
     recorder = Recorder()
     result = core.build(_options(fake_repo, tmp_path / "out"), recorder)
 
-    assert result.wheel == tmp_path / "out" / "mamba_ssm-0.1.0+cu130torch2.15-cp311-cp311-" \
+    python = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the interpreter that built it
+    assert result.wheel == tmp_path / "out" / f"mamba_ssm-0.1.0+cu130torch2.15-{python}-{python}-" \
         f"{result.wheel.name.rsplit('-', 1)[1]}"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [result.wheel.name]
     assert result.size == result.wheel.stat().st_size
@@ -263,6 +265,16 @@ def test_no_arch_and_no_gpu_asks_for_arch(fake_repo: Path, tmp_path: Path,
         core.build(_options(fake_repo, tmp_path / "out"), Recorder())
 
 
+def test_cli_with_no_gpu_and_no_arch_refuses_with_a_hint(fake_repo: Path, tmp_path: Path,
+                                                          doctor: list[DoctorReport]) -> None:
+    doctor[0] = replace(doctor[0], recommended_archs=())  # what doctor says without a GPU
+    result = CliRunner().invoke(app, ["build", "--repo", str(fake_repo), "--ref", "v0.1.0",
+                                      "--out", str(tmp_path / "out"), "--json"])
+    assert result.exit_code == UsageError.exit_code
+    assert "pass --arch" in json.loads(result.stdout)["error"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_failed_blocking_check_stops_the_build_unless_forced(
         fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
     broken = Check("ninja", Status.FAIL, hint="pip install ninja", blocking=True)
@@ -315,8 +327,26 @@ def test_cli_plan_json_and_failure_exit_code(fake_repo: Path, tmp_path: Path,
     planned = runner.invoke(app, [*args, "--plan", "--json"])
     assert planned.exit_code == 0, planned.output
     assert json.loads(planned.stdout)["archs"] == "86"
+    shown = runner.invoke(app, [*args, "--plan"])  # the plan is the result: stdout
+    assert "archs   86: nvcc gets -gencode" in shown.stdout, shown.stdout
+    assert "doctor" in shown.stderr and "doctor" not in shown.stdout  # steps are narration
 
     monkeypatch.setenv("FAKE_FAIL", "1")
     failed = runner.invoke(app, args)
     assert failed.exit_code == 6
     assert "error C2975" in failed.output
+
+
+def test_a_second_build_into_the_same_build_folder_fails_clearly(
+        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    options = _options(fake_repo, tmp_path / "out")
+    build_dir = core.plan(options, Recorder()).build_dir
+    build_dir.mkdir(parents=True)
+    (build_dir / core.LOCK_NAME).write_text("pid 4242 on elsewhere\n")  # a build in progress
+    with pytest.raises(BuildError, match=r"is in use by another mambawin run \(pid 4242"):
+        core.build(options, Recorder())
+    assert (build_dir / core.LOCK_NAME).exists()  # not ours to remove
+    assert not (build_dir / "src").exists() and not (tmp_path / "out").exists()
+    (build_dir / core.LOCK_NAME).unlink()
+    core.build(options, Recorder())
+    assert not (build_dir / core.LOCK_NAME).exists()  # the build removed its own lock

@@ -5,6 +5,11 @@ with the real nvcc (upstream setup.py's flags) in three trees: stock, patched wi
 and patched without complex. The kernel entry symbols read from each cubin's ELF symbol table must
 match: patched-with-complex == stock, and patched-without-complex == stock minus complex<float>.
 Takes many minutes on 2 cores: run with `pytest -m slow tests/test_compile_equivalence.py`.
+
+The SASS test goes further than names: for one tag before v2.2.6 and one after, the fwd_fp32 and
+bwd_fp32_real sources of a stock and a patched tree are compiled to sm_90 cubins and every kernel
+both hold must disassemble (`cuobjdump -sass`) to the same instructions and encodings: the patches
+change how kernels are chosen and named on Windows, never the code a GPU runs.
 """
 
 from __future__ import annotations
@@ -16,9 +21,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_patches_kernels import KERNELS, apply_kernel_patches, clone, torch_nvcc_flags
+from packaging.version import Version
+from test_patches_kernels import (
+    KERNELS,
+    apply_kernel_patches,
+    clone,
+    torch_nvcc_flags,
+    upstream_version,
+)
 
 from mambawin import proc
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.engine import apply_patches
+from mambawin.wheel.gpucode import find_cuobjdump
 
 pytestmark = [pytest.mark.slow, pytest.mark.upstream]
 
@@ -119,3 +134,68 @@ def test_patched_kernels_equal_stock(upstream_repo: Path, tmp_path: Path, ref: s
         assert any(is_complex(name) for name in stock), src
         assert lean == {name for name in stock if not is_complex(name)}, src
         assert len(lean) == len(stock) // 2 == 80, src
+
+
+# ---- SASS per kernel ----------------------------------------------------------------------------
+
+# v2.1.0 predates upstream's own CUDA 13 fix (v2.2.6); v2.3.2.post1 is the newest release.
+SASS_REFS = ("v2.1.0", "v2.3.2.post1")
+SASS_SOURCES = ("selective_scan_fwd_fp32.cu", "selective_scan_bwd_fp32_real.cu")
+_FUNCTION = re.compile(r"^\s*Function : (\S+)\s*$", re.MULTILINE)
+
+
+def sass_per_kernel(text: str) -> dict[str, tuple[str, ...]]:
+    """`cuobjdump -sass` of one cubin as {mangled kernel name: its instruction lines}.
+
+    A line is `/*addr*/ OPCODE operands ; /* encoding */` (plus the encoding's second half), so
+    equal tuples mean the same instructions, operands and bits in the same order. Runs of spaces
+    become one: cuobjdump pads every line to the longest one in the whole file.
+    """
+    parts = _FUNCTION.split(text)
+    return {name: tuple(" ".join(line.split()) for line in body.splitlines()
+                        if line.strip() and not line.strip().startswith("."))
+            for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def sass_of(cuobjdump: str, cubin: Path) -> dict[str, tuple[str, ...]]:
+    return sass_per_kernel(proc.run([cuobjdump, "-sass", cubin], timeout=600).stdout)
+
+
+def stock_tree(repo: Path, ref: str, dest: Path) -> Path:
+    """ref as upstream tagged it; before v2.2.6 with upstream's own CUDA 13 fix, or nvcc 13 fails.
+
+    cuda13-cub makes the v2.2.6 change (PR #776: cub::LaneId() -> threadIdx.x & 0x1f), so the
+    stock side is what upstream itself would compile today, and both sides build with one nvcc.
+    """
+    root = clone(repo, ref, dest)
+    if upstream_version(root) < Version("2.2.6"):
+        report = apply_patches(root, PatchOptions(), only=("cuda13-cub",))
+        assert [r.status for r in report.results if r.id == "cuda13-cub"] == ["applied"]
+    return root
+
+
+@pytest.mark.parametrize("ref", SASS_REFS)
+def test_patched_kernels_have_the_stock_sass(upstream_repo: Path, tmp_path: Path,
+                                             ref: str) -> None:
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        pytest.skip("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    stock = stock_tree(upstream_repo, ref, tmp_path / "stock")
+    patched = clone(upstream_repo, ref, tmp_path / "patched")
+    statuses = apply_kernel_patches(patched)
+    assert statuses["bool-switch"] == "applied" == statuses["complex-removal"], statuses
+    jobs = [(root / KERNELS / src, tmp_path / f"{name}-{src}.cubin")
+            for name, root in (("stock", stock), ("patched", patched)) for src in SASS_SOURCES]
+    compile_cubins(jobs, torch_nvcc_flags())
+    for src in SASS_SOURCES:
+        before = sass_of(cuobjdump, tmp_path / f"stock-{src}.cubin")
+        after = sass_of(cuobjdump, tmp_path / f"patched-{src}.cubin")
+        common = sorted(before.keys() & after.keys())
+        same = [name for name in common if before[name] == after[name]]
+        print(f"SASS {ref} {src} sm_90: stock {len(before)} kernels, patched {len(after)}, "
+              f"identical SASS for {len(same)} of {len(common)} common kernels")
+        # complex-removal drops the complex<float> fwd kernels; nothing is ever added.
+        lost = {name for name in before.keys() - after.keys() if not is_complex(name)}
+        assert after.keys() <= before.keys() and not lost, sorted(after.keys() ^ before.keys())
+        assert common, src
+        assert same == common, sorted(set(common) - set(same))[:3]

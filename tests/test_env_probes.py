@@ -18,7 +18,15 @@ from fakes.toolchain import (
 )
 
 from mambawin.archs import Arch, parse_archs
-from mambawin.doctor.checks import Check, DoctorReport, Gpu, Status, TorchFacts, run_checks
+from mambawin.doctor.checks import (
+    Check,
+    DoctorReport,
+    Gpu,
+    Status,
+    TorchFacts,
+    run_checks,
+    summary,
+)
 from mambawin.doctor.probes import cuda as cuda_probe
 from mambawin.doctor.probes import gpu as gpu_probe
 from mambawin.doctor.probes import pytorch, system
@@ -143,8 +151,11 @@ def test_cuda13_torch_with_nvcc13_is_ready_and_suggests_archs(tmp_path: Path) ->
     report = doctor(world(tmp_path))
     assert report.ready, [c for c in report.checks if c.stops_build]
     assert check(report, "torch CUDA").status is Status.OK
-    assert report.recommended_archs and all(a.major >= 7 for a in report.recommended_archs)
-    assert report.recommended_archs[-1].ptx  # no GPU: a portable list whose last arch has PTX
+    # No GPU: nothing is picked for the user (a build asks for --arch), a portable list is hinted.
+    assert report.recommended_archs == () == report.archs
+    assert "a build needs --arch, e.g. --arch '75;80;86;89;90;100;120+PTX'" in check(
+        report, "GPU").hint
+    assert "ready to build with --arch" in summary(report)
     assert report.toolchain.cuda_version == "13.0.88" and report.toolchain.host_compiler == "gcc"
 
 
@@ -158,6 +169,29 @@ def test_arch_53_is_unsupported_by_nvcc13(tmp_path: Path) -> None:
 def test_arch_86_89_is_accepted_by_nvcc13(tmp_path: Path) -> None:
     report = doctor(world(tmp_path), archs="86;89")
     assert check(report, "nvcc archs").status is Status.OK and report.ready
+
+
+def test_arch_suffixes_are_checked_against_nvcc(tmp_path: Path) -> None:
+    # --list-gpu-code lists sm_90 and sm_100, never sm_90a or sm_100f: the suffix needs a release.
+    assert check(doctor(world(tmp_path / "13"), archs="90a;100f"), "nvcc archs").status \
+        is Status.OK
+    old = ("nvcc-version-win-11.8-synthetic.txt", "nvcc-list-gpu-code-11.8.txt")
+    report = doctor(world(tmp_path / "11", nvcc=old), archs="90a", facts=torch_facts(
+        "2.5.0+cu118", "11.8"))
+    arch = check(report, "nvcc archs")
+    assert arch.status is Status.FAIL and not report.ready
+    assert "'a' needs CUDA 12.0+" in arch.hint and "--arch 90" in arch.hint
+    nvcc_128 = ("nvcc-version-win-12.8-synthetic.txt", "nvcc-list-gpu-code-12.9.txt")
+    report = doctor(world(tmp_path / "12", nvcc=nvcc_128), archs="100f",
+                    facts=torch_facts("2.7.0+cu128", "12.8"))
+    assert "'f' needs CUDA 12.9+" in check(report, "nvcc archs").hint
+
+
+def test_doctor_reports_the_requested_archs_not_a_default_list(tmp_path: Path) -> None:
+    report = doctor(world(tmp_path), archs="86;89")
+    assert summary(report).startswith("ready to build: --arch 86;89,")
+    assert "building for --arch 86;89" in check(report, "GPU").hint
+    assert report.to_json()["archs"] == ["86", "89"]
 
 
 def test_blackwell_needs_a_newer_nvcc_than_12_4(tmp_path: Path) -> None:
@@ -227,7 +261,7 @@ def test_the_gpu_is_found_with_nvidia_smi_and_uncovered_archs_warn(tmp_path: Pat
     report = doctor(env, archs="86")
     gpu = check(report, "GPU arch")
     assert gpu.status is Status.WARN and "add 75 to --arch" in gpu.hint
-    assert report.recommended_archs == (Arch(7, 5),)
+    assert report.recommended_archs == (Arch(7, 5),) and report.archs == (Arch(8, 6),)
     assert check(doctor(env, archs="75;86"), "GPU arch").status is Status.OK
 
 
@@ -272,7 +306,8 @@ def test_recommended_jobs_fit_in_memory(available: float, cpus: int, archs: int,
 
 def test_json_document_has_the_documented_shape(tmp_path: Path) -> None:
     data = doctor(world(tmp_path), archs="86").to_json()
-    assert set(data) == {"ready", "checks", "recommended"}
+    assert set(data) == {"ready", "checks", "recommended", "archs"}
+    assert data["archs"] == ["86"]
     assert set(data["checks"][0]) == {"name", "status", "found", "version", "required", "hint"}
     assert set(data["recommended"]) == {"arch", "jobs"}
     assert isinstance(data["recommended"]["jobs"], int)

@@ -1,4 +1,4 @@
-"""fatbin.list_gpu_code: real nvcc output read by cuobjdump and by the pure-Python parser."""
+"""wheel.gpucode.list_gpu_code: real nvcc output read by cuobjdump and by the pure-Python parser."""
 
 from __future__ import annotations
 

@@ -395,9 +395,84 @@ def test_cli_rewrites_and_reports_json(tmp_path: Path) -> None:
     assert Path(report["wheel"]).name.startswith("mamba_ssm-2.2.6+cu129torch2.8-")
 
 
+@pytest.mark.parametrize("out", ["notes.txt", "notes.txt/sub"])
+def test_cli_out_that_is_a_file_is_one_line(tmp_path: Path, out: str) -> None:
+    wheel = make_wheel(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(app, ["metadata", str(wheel), "--out", str(tmp_path / out)])
+    assert result.exit_code == UsageError.exit_code
+    assert "is a file, not a folder" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("none", ["none", "None"])
+def test_cli_local_version_none_drops_the_label_as_build_does(tmp_path: Path, none: str) -> None:
+    wheel = make_wheel(tmp_path, ["torch"], version="2.2.6+cu129torch2.8")
+    result = CliRunner().invoke(app, ["metadata", str(wheel), "--local-version", none,
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    written = Path(result.stdout.strip())  # the new wheel's path is the result, on stdout
+    assert written.name == f"mamba_ssm-2.2.6-{TAG}.whl"
+    assert b"\nVersion: 2.2.6\n" in member(written, "METADATA")
+
+
+def test_an_empty_local_version_is_refused_not_ignored(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="PEP 440"):
+        rewrite_wheel(make_wheel(tmp_path), tmp_path / "out", local_version="")
+
+
 def test_cli_maps_a_corrupt_wheel_to_exit_code_7(tmp_path: Path) -> None:
     path = tmp_path / f"mamba_ssm-2.2.6-{TAG}.whl"
     path.write_bytes(b"PK\x03\x04 not really")
     result = CliRunner().invoke(app, ["metadata", str(path), "--out", str(tmp_path / "out")])
     assert result.exit_code == WheelError.exit_code
     assert "not a readable zip" in result.stderr
+
+
+# ---- bounded reads of hostile wheels ------------------------------------------------------------
+
+
+def deflated_zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for name, data in members.items():
+            out.writestr(name, data)
+    return path
+
+
+def opened_members(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every member name zipfile is asked to open (and so to inflate)."""
+    opened: list[str] = []
+    original = zipfile.ZipFile.open
+
+    def spy(self: zipfile.ZipFile, name: str | zipfile.ZipInfo, *args: object,
+            **kwargs: object) -> object:
+        opened.append(name if isinstance(name, str) else name.filename)
+        return original(self, name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", spy)
+    return opened
+
+
+@pytest.mark.parametrize("huge", ["METADATA", "RECORD"])
+def test_a_huge_metadata_or_record_is_refused_before_it_is_inflated(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, huge: str) -> None:
+    dist = "mamba_ssm-2.2.6.dist-info"
+    members = valid_members()
+    members[f"{dist}/{huge}"] = members[f"{dist}/{huge}"] + b" " * (12 * 1024 * 1024)
+    path = deflated_zip(tmp_path / f"mamba_ssm-2.2.6-{TAG}.whl", members)
+    assert path.stat().st_size < 100_000  # a small file that would inflate to 12 MB
+    opened = opened_members(monkeypatch)
+    with pytest.raises(WheelError, match=f"member {dist}/{huge} claims 12,") as caught:
+        read_provenance(path)
+    assert "\n" not in str(caught.value)
+    assert f"{dist}/{huge}" not in opened
+
+
+def test_a_wheel_with_an_absurd_member_count_is_refused_without_reading_members(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    members = {**valid_members(), **{f"mamba_ssm/f{i}.py": b"" for i in range(20_001)}}
+    path = raw_zip(tmp_path / f"mamba_ssm-2.2.6-{TAG}.whl", members)
+    opened = opened_members(monkeypatch)
+    with pytest.raises(WheelError, match="has 20,005 members, over the 20,000"):
+        read_provenance(path)
+    assert opened == []

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
+import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,11 +16,13 @@ from packaging.specifiers import SpecifierSet
 from typer.testing import CliRunner
 
 from mambawin import proc
+from mambawin.archs import parse_archs
 from mambawin.cli import app
 from mambawin.errors import PatchError, UsageError
 from mambawin.patch import engine
 from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
-from mambawin.patch.engine import RECORD, apply_patches, export_patches, unified_diff
+from mambawin.patch.engine import RECORD, apply_patches, unified_diff
+from mambawin.patch.export import export_patches
 
 runner = CliRunner()
 
@@ -194,12 +199,216 @@ def test_exported_patches_apply_with_git_apply_in_order(
         assert (clean / rel).read_bytes() == (root / rel).read_bytes()
 
 
-def test_export_from_an_already_patched_tree_is_refused(
+def test_export_from_an_already_patched_plain_copy_says_why_not(
         tmp_path: Path, fake_registry: list[Patch]) -> None:
     root = make_tree(tmp_path)
     apply_patches(root, PatchOptions())
-    with pytest.raises(UsageError, match="already applied"):
+    with pytest.raises(UsageError, match="patched before and is not a git checkout"):
         export_patches(root, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def git_checkout(root: Path) -> Path:
+    """root as a git checkout with everything committed (what `mambawin fetch` gives)."""
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+           "PATH": os.environ["PATH"], "HOME": str(root)}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "upstream"]):
+        proc.run(["git", *args], cwd=root, env=env)
+    return root
+
+
+def test_export_from_an_already_patched_checkout_replays_the_record(
+        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    root = git_checkout(make_tree(tmp_path / "src"))
+    clean = tmp_path / "clean"
+    shutil.copytree(root, clean, ignore=shutil.ignore_patterns(".git"))
+    assert runner.invoke(app, ["patch", str(root), "--only", "one,three"]).exit_code == 0
+    result = runner.invoke(app, ["patch", str(root), "--export", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    written = sorted((tmp_path / "out").iterdir())
+    assert [p.name for p in written] == ["0001-one.patch", "0002-two.patch", "0003-three.patch"]
+    git_apply_in_order(written, clean)
+    assert snapshot(clean) == {k: v for k, v in snapshot(root).items()
+                               if not k.startswith((".git", ".mambawin"))}
+
+
+def test_export_never_deletes_patch_files_it_did_not_write(
+        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    root = make_tree(tmp_path / "src")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "0001-mine.patch").write_text("my own patch\n")
+    before = snapshot(root)
+    result = runner.invoke(app, ["patch", str(root), "--export", str(out)])
+    assert result.exit_code == UsageError.exit_code
+    assert "holds 0001-mine.patch, which mambawin did not write" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert snapshot(root) == before  # refused before anything was patched
+    assert [p.name for p in out.iterdir()] == ["0001-mine.patch"]
+
+
+def test_export_replaces_only_its_own_earlier_files(
+        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    root = make_tree(tmp_path / "src")
+    out = tmp_path / "out"
+    export_patches(apply_patches(root, PatchOptions(), dry_run=True), out)
+    (out / "notes.txt").write_text("keep")
+    written = export_patches(apply_patches(root, PatchOptions(), only=("two",), dry_run=True), out)
+    assert sorted(p.name for p in out.iterdir()) == ["0001-two.patch", "notes.txt"]
+    (written[0]).write_text(written[0].read_text() + "edited by hand\n")
+    with pytest.raises(UsageError, match=r"0001-two\.patch, which mambawin did not write"):
+        export_patches(apply_patches(root, PatchOptions(), dry_run=True), out)
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "notes.txt/sub"])
+def test_export_to_a_file_fails_before_anything_is_patched(
+        tmp_path: Path, fake_registry: list[Patch], name: str) -> None:
+    root = make_tree(tmp_path / "src")
+    (tmp_path / "notes.txt").write_text("mine")
+    before = snapshot(root)
+    result = runner.invoke(app, ["patch", str(root), "--export", str(tmp_path / name)])
+    assert result.exit_code == UsageError.exit_code
+    assert "is a file, not a folder" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert snapshot(root) == before and not (root / ".mambawin").exists()
+
+
+# ---- file modes, encodings, concurrent runs, Ctrl-C ----------------------------------------
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permission bits")
+def test_patching_keeps_each_files_mode(tmp_path: Path, fake_registry: list[Patch]) -> None:
+    root = make_tree(tmp_path)
+    (root / "csrc" / "a.cu").chmod(0o755)
+    (root / "csrc" / "b.h").chmod(0o444)
+    apply_patches(root, PatchOptions())
+    assert (root / "csrc" / "a.cu").read_bytes() == b"// a\nint a = 10;"
+    assert stat.S_IMODE((root / "csrc" / "a.cu").stat().st_mode) == 0o755
+    assert stat.S_IMODE((root / "csrc" / "b.h").stat().st_mode) == 0o444
+
+
+def test_a_source_that_is_not_utf8_is_named(tmp_path: Path, fake_registry: list[Patch]) -> None:
+    root = make_tree(tmp_path)
+    (root / "csrc" / "b.h").write_bytes(b"#pragma once\n// caf\xe9\nint b = 2;\n")
+    before = snapshot(root)
+    result = runner.invoke(app, ["patch", str(root)])
+    assert result.exit_code == PatchError.exit_code
+    assert "csrc/b.h is not UTF-8 text (byte 0xe9 at offset 19)" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert snapshot(root) == before and not (root / ".mambawin").exists()
+
+
+def test_a_second_run_on_the_same_tree_fails_while_the_first_holds_it(
+        tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_tree(tmp_path)
+    seen: list[str] = []
+    first = fake_registry[0]
+
+    def nested(tree: Tree, ctx: PatchContext) -> Outcome:
+        with pytest.raises(PatchError) as caught:  # a second `mambawin patch` on the same tree
+            apply_patches(root, PatchOptions())
+        seen.append(str(caught.value))
+        return first.transform(tree, ctx)
+
+    monkeypatch.setattr(engine, "PATCHES", (replace(first, transform=nested),
+                                            *fake_registry[1:]))
+    apply_patches(root, PatchOptions())
+    assert len(seen) == 1 and "is in use by another mambawin run (pid " in seen[0]
+    assert not (root / engine.LOCK).exists()  # the first run removed its lock
+    assert json.loads((root / RECORD).read_text())["patches"] == ["one", "two", "three"]
+
+
+def test_a_stale_lock_is_named_with_the_fix(tmp_path: Path, fake_registry: list[Patch]) -> None:
+    root = make_tree(tmp_path)
+    (root / ".mambawin").mkdir()
+    (root / engine.LOCK).write_text("pid 1 on elsewhere\n")
+    before = snapshot(root)
+    with pytest.raises(PatchError, match=r"\(pid 1 on elsewhere\).*delete .*patch\.lock"):
+        apply_patches(root, PatchOptions())
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("where", ["_write_new", "_replace"])
+def test_ctrl_c_while_writing_leaves_every_file_and_no_temp_file(
+        tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch,
+        where: str) -> None:
+    root = make_tree(tmp_path)
+    before = snapshot(root)
+    real = getattr(engine, where)
+    calls = {"n": 0}
+
+    def interrupted(*args: Path | bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        real(*args)
+
+    monkeypatch.setattr(engine, where, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        apply_patches(root, PatchOptions())
+    assert snapshot(root) == before  # no .mambawin-new/-old file, no lock, no record
+    assert not (root / ".mambawin").exists()
+
+
+# ---- --keep-complex on a tree patched without it ------------------------------------------
+
+
+@pytest.fixture
+def gated_registry(monkeypatch: pytest.MonkeyPatch) -> tuple[Patch, ...]:
+    """complex-removal (off with --keep-complex) and arch-list (off without --arch) stand-ins."""
+    arch = replace(fake_patch("arch-list", "setup.py", "THREADS = 4", "THREADS = 86"),
+                   skip_reason=lambda o: None if o.archs else "no --arch")
+    complex_ = replace(fake_patch("complex-removal", "csrc/a.cu", "int a = 1;", "int a = 0;"),
+                       skip_reason=lambda o: "--keep-complex" if o.keep_complex else None)
+    patches = (arch, complex_)
+    monkeypatch.setattr(engine, "PATCHES", patches)
+    monkeypatch.setattr(engine, "patch_ids", lambda: tuple(p.id for p in patches))
+    return patches
+
+
+def test_keep_complex_restores_what_an_earlier_run_removed(
+        tmp_path: Path, gated_registry: tuple[Patch, ...]) -> None:
+    root = git_checkout(make_tree(tmp_path))
+    apply_patches(root, PatchOptions(archs=parse_archs("86")))
+    assert (root / "csrc" / "a.cu").read_bytes() == b"// a\nint a = 0;"
+    report = apply_patches(root, PatchOptions(keep_complex=True))
+    assert (root / "csrc" / "a.cu").read_bytes() == b"// a\nint a = 1;"  # upstream's again
+    assert "THREADS = 86" in (root / "setup.py").read_text()  # the recorded --arch stays
+    record = json.loads((root / RECORD).read_text())
+    assert record["patches"] == ["arch-list"]
+    assert record["options"] == {"archs": "86", "nvcc_threads": None, "keep_complex": True}
+    assert {r.id: r.status for r in report.results}["complex-removal"] == "skipped"
+
+
+def test_keep_complex_on_a_patched_plain_copy_is_refused(
+        tmp_path: Path, gated_registry: tuple[Patch, ...]) -> None:
+    root = make_tree(tmp_path)
+    apply_patches(root, PatchOptions())
+    before = snapshot(root)
+    result = runner.invoke(app, ["patch", str(root), "--keep-complex"])
+    assert result.exit_code == PatchError.exit_code
+    assert "was patched without --keep-complex" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and snapshot(root) == before
+
+
+def test_keep_complex_refuses_to_drop_a_hand_edit(
+        tmp_path: Path, gated_registry: tuple[Patch, ...]) -> None:
+    root = git_checkout(make_tree(tmp_path))
+    apply_patches(root, PatchOptions())
+    (root / "csrc" / "a.cu").write_bytes(b"// a\nint a = 0; // mine")
+    before = snapshot(root)
+    with pytest.raises(PatchError, match=r"csrc/a\.cu changed since mambawin patched it"):
+        apply_patches(root, PatchOptions(keep_complex=True))
+    assert snapshot(root) == before
+
+
+def test_the_record_keeps_the_arch_a_skipped_arch_list_left_in_the_tree(
+        tmp_path: Path, gated_registry: tuple[Patch, ...]) -> None:
+    root = make_tree(tmp_path)
+    apply_patches(root, PatchOptions(archs=parse_archs("86")))
+    apply_patches(root, PatchOptions())  # no --arch: arch-list is skipped, its edit stays
+    assert "THREADS = 86" in (root / "setup.py").read_text()
+    assert json.loads((root / RECORD).read_text())["options"]["archs"] == "86"
 
 
 def test_cli_patch_json_shape_and_exit_codes(tmp_path: Path, fake_registry: list[Patch]) -> None:

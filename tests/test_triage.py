@@ -1,4 +1,4 @@
-"""The first real compiler error, found in REAL recorded Windows build logs (shared fixtures)."""
+"""The first real compiler error, found in REAL recorded Windows build logs (fixtures/windows)."""
 
 from __future__ import annotations
 

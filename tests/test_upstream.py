@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from mambawin.cache import cache_dir
 from mambawin.cli import app
-from mambawin.errors import UpstreamError
+from mambawin.errors import UpstreamError, UsageError
+from mambawin.fetch import git as git_runner
 from mambawin.fetch import upstream
 
 runner = CliRunner()
@@ -128,14 +129,107 @@ def test_same_commit_checkout_is_reused(fake_upstream: Path) -> None:
     assert again.path == first.path and (again.path / "marker").exists()
 
 
-def test_failed_fill_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("error", [UpstreamError("cannot clone x: early EOF"),
+                                   KeyboardInterrupt()])
+def test_failed_or_interrupted_fill_leaves_nothing(tmp_path: Path, error: BaseException) -> None:
     def fill(tmp: Path) -> None:
         (tmp / "half.txt").write_text("half")
-        raise git.GitCommandError(["git", "clone"], 128, b"fatal: early EOF")
+        raise error
 
-    with pytest.raises(UpstreamError, match="early EOF"):
-        upstream._atomic_dir(tmp_path / "target", fill, "cannot clone x")
+    with pytest.raises(type(error)):
+        upstream._atomic_dir(tmp_path / "target", fill)
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- git through proc.run: its reason, time limits, transports, broken caches ----------------
+
+
+def test_a_failed_clone_keeps_gits_own_reason(tmp_path: Path) -> None:
+    with pytest.raises(UpstreamError) as caught:
+        upstream.checkout(f"file://{tmp_path / 'missing'}")
+    message = str(caught.value)
+    assert "does not appear to be a git repository" in message and "\n" not in message
+
+
+def test_a_stalled_git_is_stopped_at_its_time_limit(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text("#!/bin/sh\nexec /bin/sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr(git_runner, "NETWORK_TIMEOUT", 0.5)
+    with pytest.raises(UpstreamError, match=r"cannot clone .*did not finish within 0\.5 s"):
+        upstream.checkout("https://example.invalid/mamba")
+    assert not list((cache_dir() / "mirrors").glob("*"))
+
+
+def test_git_missing_from_path_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UpstreamError, match="git is not on PATH"):
+        upstream.checkout("https://example.invalid/mamba")
+
+
+def test_ext_transport_is_refused_before_git_runs(tmp_path: Path) -> None:
+    pwned = tmp_path / "pwned"
+    result = runner.invoke(app, ["fetch", "--repo", f"ext::sh -c touch% {pwned}"])
+    assert result.exit_code == UsageError.exit_code
+    assert "remote-helper syntax" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not pwned.exists()
+    assert not (cache_dir() / "mirrors").exists()
+
+
+@pytest.mark.parametrize("damage", ["empty", "garbage"])
+def test_a_broken_cached_mirror_is_cloned_again(fake_upstream: Path, damage: str) -> None:
+    first = upstream.checkout(str(fake_upstream), "v2.9.0")
+    shutil.rmtree(first.path)
+    mirror = upstream.mirror_path(str(fake_upstream.resolve()))
+    shutil.rmtree(mirror)
+    mirror.mkdir()
+    if damage == "garbage":
+        (mirror / "HEAD").write_text("not a ref\n")
+        (mirror / "objects").mkdir()
+    again = upstream.checkout(str(fake_upstream), "v2.9.0")
+    assert again.commit == first.commit and (again.path / "setup.py").is_file()
+
+
+def test_a_cached_branch_is_refreshed_online_and_used_offline(fake_upstream: Path) -> None:
+    repo = git.Repo(fake_upstream)
+    before = upstream.checkout(str(fake_upstream), "main", fake_upstream.parent / "a")
+    newer = commit_version(repo, "2.12.0.dev0")
+    after = upstream.checkout(str(fake_upstream), "main", fake_upstream.parent / "b")
+    assert before.commit != newer
+    assert after.commit == newer and after.version == "2.12.0.dev0" and after.warnings == ()
+    (fake_upstream / ".git").rename(fake_upstream / ".git-away")  # offline now
+    offline = upstream.checkout(str(fake_upstream), "main", fake_upstream.parent / "c")
+    assert offline.commit == newer
+    assert len(offline.warnings) == 1 and "could not refresh branch 'main'" in offline.warnings[0]
+
+
+def test_an_empty_repository_is_one_line(tmp_path: Path) -> None:
+    git.Repo.init(tmp_path / "empty")
+    result = runner.invoke(app, ["fetch", "--repo", str(tmp_path / "empty")])
+    assert result.exit_code == UpstreamError.exit_code
+    assert "is an empty repository" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_describe_a_git_tree_without_a_commit(tmp_path: Path) -> None:
+    git.Repo.init(tmp_path)
+    (tmp_path / "mamba_ssm").mkdir()
+    (tmp_path / "setup.py").write_text("")
+    (tmp_path / "mamba_ssm" / "__init__.py").write_text('__version__ = "2.2.4"\n')
+    assert upstream.describe(tmp_path).commit is None
+
+
+def test_fetch_dest_that_is_a_file_is_refused_before_cloning(fake_upstream: Path,
+                                                            tmp_path: Path) -> None:
+    dest = tmp_path / "notes.txt"
+    dest.write_text("mine")
+    result = runner.invoke(app, ["fetch", "--repo", str(fake_upstream), "--dest", str(dest)])
+    assert result.exit_code == UsageError.exit_code
+    assert "is a file, not a folder" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert dest.read_text() == "mine" and not (cache_dir() / "mirrors").exists()
 
 
 def test_describe_plain_folder_and_non_mamba(tmp_path: Path) -> None:
@@ -146,6 +240,9 @@ def test_describe_plain_folder_and_non_mamba(tmp_path: Path) -> None:
     assert (plain.version, plain.commit, plain.tag) == ("2.2.4", None, None)
     with pytest.raises(UpstreamError, match="not a mamba source tree"):
         upstream.describe(tmp_path / "mamba_ssm")
+    (tmp_path / "mamba_ssm" / "__init__.py").write_bytes(b'# caf\xe9\n__version__ = "2.2.4"\n')
+    with pytest.raises(UpstreamError, match=r"__init__\.py is not UTF-8 text"):
+        upstream.describe(tmp_path)
 
 
 def test_mirror_name_is_readable_and_url_specific() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_static_step_reports_every_check(tmp_path, monkeypatch):
     result, found, provenance = v.static_step(v.VerifyOptions(wheel=wheel), H100)
     assert result.status == "ok", result.summary
     assert found.sass == ("sm_90",) and provenance["ref"] == "v2.2.6"
-    assert set(result.details) == {"tags", "metadata", "provenance", "gpu_code"}
+    assert set(result.details) == {"integrity", "tags", "metadata", "provenance", "gpu_code"}
 
 
 def test_static_step_fails_without_provenance_or_extension(tmp_path):
@@ -146,6 +147,35 @@ def test_static_step_fails_without_provenance_or_extension(tmp_path):
     assert "no mambawin provenance" in result.summary
     assert "no compiled selective_scan_cuda" in result.summary
     assert found is None
+
+
+def tamper(wheel: Path, how: str) -> Path:
+    """The same wheel with one member's bytes changed behind RECORD, or an extra escaping path."""
+    with zipfile.ZipFile(wheel) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist()}
+    if how == "hash":
+        members["mamba_ssm/__init__.py"] = b"import os; os.system('evil')\n"
+    else:
+        members["../../evil.py"] = b"import os\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return wheel
+
+
+@pytest.mark.parametrize(("how", "reason"), [("hash", "does not match its RECORD hash"),
+                                             ("escape", "unsafe path '../../evil.py'")])
+def test_a_tampered_wheel_is_never_installed(tmp_path, monkeypatch, how, reason):
+    wheel = tamper(make_wheel(tmp_path, files={"mamba_ssm/__init__.py": "",
+                                               "selective_scan_cuda.py": STANDIN}), how)
+    monkeypatch.setattr(v, "prepare_env", lambda *a: pytest.fail("pip was asked to install it"))
+    monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
+    report = v.verify(v.VerifyOptions(wheel=wheel, target=H100, bench=True))
+    assert [(s.name, s.status) for s in report.steps] == [
+        ("static", "fail"), ("fit", "skip"), ("install", "skip"), ("smoke", "skip"),
+        ("bench", "skip")]
+    assert reason in report.step("static").summary
+    assert report.summary().startswith("FAILED at static")
 
 
 # ---- install step: a real venv with a pure-Python stand-in extension ---------------------------
@@ -178,17 +208,18 @@ def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
     seen: list[str] = []
     report = v.verify(v.VerifyOptions(wheel=wheel, target=target, bench=True),
                       on_step=lambda s: seen.append(s.name))
-    assert seen == ["static", "fit", "install", "smoke", "bench"]
+    assert seen == ["static", "fit", "install", "smoke", "calls", "blocks", "bench"]
     assert report.passed and not report.gpu_verified
     assert "not verified on a GPU" in report.summary()
-    assert [s.status for s in report.steps] == ["ok", "skip", "ok", "skip", "skip"]
+    assert [s.status for s in report.steps] == ["ok", "skip", "ok", "skip", "skip", "skip",
+                                                "skip"]
     assert json.loads(json.dumps(report.to_json()))["passed"] is True
 
 
 def test_smoke_never_runs_when_the_wheel_does_not_fit(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_80"), "GPU code sm_80"))
-    monkeypatch.setattr(v, "install_step", lambda o, s: (v.StepResult("install", "ok", ""),
+    monkeypatch.setattr(v, "install_step", lambda o, s, *p: (v.StepResult("install", "ok", ""),
                                                          v.InstallEnv(sys.executable, None)))
     monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
     report = v.verify(v.VerifyOptions(wheel=wheel, target=H100))
@@ -218,13 +249,14 @@ def test_smoke_failure_fails_verify(tmp_path, monkeypatch):
 def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, provenance=None, files={"mamba_ssm/__init__.py": ""})
     monkeypatch.setattr(v, "probe_target", lambda python: v.Target("2.8.0", "12.8"))
-    monkeypatch.setattr(v, "install_step", lambda o, s: (v.StepResult("install", "ok", "x"),
+    monkeypatch.setattr(v, "install_step", lambda o, s, *p: (v.StepResult("install", "ok", "x"),
                                                          v.InstallEnv(sys.executable, None)))
     result = CliRunner().invoke(app, ["verify", str(wheel), "--json"])
     assert result.exit_code == 8
-    data = json.loads(result.stdout)
-    assert data["passed"] is False
-    assert [s["name"] for s in data["steps"]] == ["static", "fit", "install", "smoke"]
+    data = json.loads(result.stdout)  # one document: the report, with the error and exit code
+    assert data["passed"] is False and data["exit_code"] == 8 and "FAILED at" in data["error"]
+    assert [s["name"] for s in data["steps"]] == ["static", "fit", "install", "smoke", "calls",
+                                                  "blocks"]
 
 
 def test_cli_verify_needs_a_wheel_or_installed():
@@ -235,3 +267,60 @@ def test_cli_verify_needs_a_wheel_or_installed():
 def test_parse_arch_accepts_fatbin_names():
     assert v._as_arch("sm_90a", ptx=False) == parse_arch("90a")
     assert v._as_arch("compute_80", ptx=True).ptx
+
+
+# ---- GPU steps after install (runner output recorded, no GPU needed) ------------------------
+
+def _env():
+    return v.InstallEnv(sys.executable, None)
+
+
+def test_calls_step_fails_when_an_api_bypasses_its_kernel(monkeypatch):
+    monkeypatch.setattr(v, "run_module", lambda *a: {"passed": False, "probes": [
+        {"api": "selective_scan_fn", "status": "fail",
+         "reason": "selective_scan_fn ran without calling selective_scan_cuda.fwd"},
+        {"api": "causal_conv1d_fn", "status": "skip", "reason": "not installed"}]})
+    step = v.runner_step("calls", v.VerifyOptions(wheel=Path("x")), None, _env())
+    assert step.status == "fail" and "ran without calling selective_scan_cuda.fwd" in step.summary
+
+
+def test_blocks_step_skips_when_every_block_skipped(monkeypatch):
+    monkeypatch.setattr(v, "run_module", lambda *a: {"passed": True, "blocks": [
+        {"block": "Mamba", "status": "skip", "reason": "no triton"},
+        {"block": "Mamba2", "status": "skip", "reason": "no triton"}]})
+    step = v.runner_step("blocks", v.VerifyOptions(wheel=Path("x")), None, _env())
+    assert step.status == "skip" and "Mamba skip: no triton" in step.summary
+    blocked = v.runner_step("blocks", v.VerifyOptions(wheel=Path("x")), "no CUDA GPU", _env())
+    assert blocked.status == "skip" and blocked.summary == "no CUDA GPU"
+
+
+def test_upstream_tests_step_reports_each_package(monkeypatch, tmp_path):
+    from mambawin.verify import upstream_tests as ut
+
+    runs = [ut.TestRun("mamba-ssm", ut.TEST_FILES["mamba-ssm"], "v2.3.2.post1", passed=12,
+                       expected_failures=8, complex_removed=True),
+            ut.TestRun("causal-conv1d", ut.TEST_FILES["causal-conv1d"], "v1.6.1.post4",
+                       passed=3, failed=1, failures=["test_x[a]: AssertionError"])]
+    monkeypatch.setattr(ut, "run_all", lambda *a, **k: runs)
+    options = v.VerifyOptions(wheel=tmp_path, upstream_tests=True)
+    step = v.upstream_tests_step(options, None, _env(), [], tmp_path)
+    assert step.status == "fail"
+    assert "12 passed, 0 failed, 0 skipped, 8 expected failures (complex cases" in step.summary
+    assert "causal_conv1d tests/test_causal_conv1d.py @ v1.6.1.post4: 3 passed, 1 failed" in (
+        step.summary)
+    assert step.details["mamba-ssm"]["ok"] is True
+
+
+def test_cli_passes_upstream_tests_and_k(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_verify(options, on_step=None):
+        seen["options"] = options
+        return v.VerifyReport(None, v.Target(), ())
+
+    monkeypatch.setattr(v, "verify", fake_verify)
+    result = CliRunner().invoke(app, ["verify", "--installed", "--upstream-tests", "-k",
+                                      "test_selective_scan and 128"])
+    assert result.exit_code == 0, result.output
+    assert seen["options"].upstream_tests
+    assert seen["options"].test_keyword == "test_selective_scan and 128"

@@ -28,7 +28,8 @@ from typing import TextIO
 from mambawin import proc
 from mambawin.build.ninja import NinjaStatus, parse_status
 from mambawin.build.triage import Diagnostic, first_error
-from mambawin.build.workspace import Workspace, remove_tree
+from mambawin.build.workspace import Workspace
+from mambawin.cache import remove_tree
 from mambawin.errors import BuildError
 
 # Unit tests must never start a real build (minutes of nvcc). tests/conftest.py sets this variable

@@ -60,7 +60,8 @@ def configure(source: Path, env: Mapping[str, str] | None = None) -> SetupConfig
     try:
         done = proc.run(argv, cwd=Path(source), env=configure_env(env), timeout=TIMEOUT_S)
     except CommandError as exc:
-        msg = (f"configure-only run of {Path(source) / 'setup.py'} failed: {_last_line(exc)}; "
+        reason = proc.last_line(exc.tail) or exc
+        msg = (f"configure-only run of {Path(source) / 'setup.py'} failed: {reason}; "
                "check that torch imports with CUDA and CUDA_HOME names the toolkit")
         raise BuildError(msg) from None
     return parse_output(done.stdout, Path(source))
@@ -101,7 +102,3 @@ def gencode_pairs(nvcc_flags: tuple[str, ...]) -> tuple[str, ...]:
             pairs.append(flag.split("=", 1)[1])
     return tuple(pairs)
 
-
-def _last_line(exc: CommandError) -> str:
-    lines = [ln.strip() for ln in exc.tail.splitlines() if ln.strip()]
-    return lines[-1] if lines else str(exc)

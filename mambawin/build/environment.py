@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mambawin.archs import Arch
 from mambawin.build.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
+from mambawin.doctor import msvc
 from mambawin.errors import ToolchainError
 
 # Read by upstream setup.py but wrong for us: SKIP builds no extension at all; LOCAL_VERSION is
@@ -101,10 +102,7 @@ def _with_msvc(env: dict[str, str], request: EnvRequest,
 
 def _capture_msvc(cuda_home: str, cuda_version: str | None,
                   env: Mapping[str, str]) -> dict[str, str]:
-    # Windows-only work: import when needed.
-    from mambawin.doctor.msvc import capture_msvc_environment
-
-    return capture_msvc_environment(cuda_home, cuda_version=cuda_version, env=env)
+    return msvc.capture_msvc_environment(cuda_home, cuda_version=cuda_version, env=env)
 
 
 def _scripts_first(path: str) -> str:

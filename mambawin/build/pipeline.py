@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -26,6 +26,7 @@ from mambawin import __version__
 from mambawin.archs import Arch, format_archs
 from mambawin.build.compile import CompileResult, compile_wheel
 from mambawin.build.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
+from mambawin.build.configure import SetupConfig, configure
 from mambawin.build.environment import EnvRequest, build_environment
 from mambawin.build.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.build.reporter import QuietReporter, Reporter
@@ -40,17 +41,17 @@ from mambawin.build.workspace import (
     torch_link,
     workspace_for,
 )
-from mambawin.errors import ToolchainError, UsageError
+from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
+from mambawin.errors import BuildError, ToolchainError, UsageError
+from mambawin.fetch import upstream
 from mambawin.fetch.upstream import DEFAULT_REPO, Checkout
+from mambawin.lock import hold
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.engine import IN_EFFECT, PatchReport, PatchResult, apply_patches
 from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
 
-if TYPE_CHECKING:
-    from mambawin.doctor.checks import DoctorReport
-    from mambawin.patch.engine import PatchReport
-
-DROP = ("triton",)  # no win_amd64 wheel exists; upstream-map §3 P7
 RECORD_NAME = "build.json"
-_IN_EFFECT = ("applied", "already-applied")  # patch statuses that changed the tree
+LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
 
 
@@ -69,19 +70,6 @@ class BuildOptions:
     local_version: str = "auto"  # auto | none | a PEP 440 local label
     force: bool = False  # go on past failed blocking doctor checks
     cache: bool | None = None  # the compiler cache: None uses it when doctor found one
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """The toolchain facts that decide the binary (and the wheel's local version)."""
-
-    torch: str
-    cuda: str
-    compiler: str
-    cuda_home: str | None = None
-    compiler_cache: str | None = None  # the sccache/ccache program doctor found
-    python: str = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    platform: str = sysconfig.get_platform()
 
 
 @dataclass(frozen=True)
@@ -110,7 +98,7 @@ class Prepared:
     def applied(self) -> list[dict[str, str]]:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
         return [{"id": r.id, "status": r.status} for r in self.patches.results
-                if r.status in _IN_EFFECT]
+                if r.status in IN_EFFECT]
 
 
 @dataclass(frozen=True)
@@ -173,8 +161,19 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     label_choice = _check_options(options)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging)
-        with steps("build"):
-            compiled, stats = _compile(prepared, steps.reporter)
+        # One build per build folder: a second one would share its objects, wheel and record.
+        with hold(prepared.workspace.root / LOCK_NAME, f"build folder {prepared.workspace.root}",
+                  BuildError):
+            with steps("build"):
+                compiled = _compile(prepared, steps.reporter)
+            return _finish(options, prepared, compiled, label_choice, steps)
+
+
+def _finish(options: BuildOptions, prepared: Prepared,
+            outcome: tuple[CompileResult, CacheStats | None],
+            label_choice: str | None, steps: _Steps) -> BuildResult:
+    """Rewrite the wheel's metadata, write the record, and move the wheel into --out."""
+    compiled, stats = outcome
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):
@@ -253,12 +252,14 @@ def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch
                    "`mambawin doctor`) or pass --force to build anyway")
             raise ToolchainError(msg)
         steps.note(f"--force: ignoring failed check {check.name}: {check.hint}")
-    archs = options.archs or tuple(report.recommended_archs)
+    archs = options.archs or report.recommended_archs
     if not archs:
-        msg = ("no CUDA GPU found to build for: pass --arch with your GPU's compute capability, "
-               "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx)")
+        # Never a silent many-arch build: PyTorch's 7-arch list takes hours, a user may want one.
+        msg = ("no CUDA GPU visible to build for: pass --arch with the GPUs the wheel is for, "
+               "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx); `mambawin doctor` suggests "
+               "a list for every recent GPU")
         raise UsageError(msg)
-    return toolchain_of(report), tuple(archs), _jobs(options.jobs, report.recommended_jobs)
+    return report.toolchain, tuple(archs), _jobs(options.jobs, report.recommended_jobs)
 
 
 def _jobs(asked: int | None, recommended: int | None) -> int:
@@ -276,7 +277,6 @@ def _jobs(asked: int | None, recommended: int | None) -> int:
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
-    from mambawin.fetch import upstream
     if options.source is None:
         return upstream.checkout(options.repo, options.ref, dest)
     described = upstream.describe(options.source)
@@ -287,25 +287,22 @@ def _fetch(options: BuildOptions, dest: Path) -> Checkout:
 
 def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    from mambawin.patch.base import PatchOptions
-    from mambawin.patch.engine import apply_patches
-
     return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex))
 
 
 def _key_inputs(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
                 toolchain: Toolchain, keep_complex: bool) -> KeyInputs:
-    """What the build key of this patched tree and toolchain hashes (see build/key.py)."""
+    """What the build key of this patched tree, its toolchain and this Python hashes."""
     return KeyInputs(
         commit=checkout.commit or "",
-        patches=tuple(sorted(r.id for r in patches.results if r.status in _IN_EFFECT)),
+        patches=tuple(sorted(r.id for r in patches.results if r.status in IN_EFFECT)),
         tree=tree_digest(checkout.path),
         archs=format_archs(archs),
         torch=toolchain.torch,
         cuda=toolchain.cuda,
         compiler=toolchain.compiler,
-        python=toolchain.python,
-        platform=toolchain.platform,
+        python=f"cp{sys.version_info[0]}{sys.version_info[1]}",
+        platform=sysconfig.get_platform(),
         keep_complex=keep_complex,
     )
 
@@ -329,9 +326,7 @@ def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, Cac
     return result, stats
 
 
-def _configure(prepared: Prepared) -> Any:
-    from mambawin.build.configure import configure
-
+def _configure(prepared: Prepared) -> SetupConfig:
     env = build_environment(prepared.env_request(windows=False))
     return configure(prepared.checkout.path, env)
 
@@ -347,7 +342,7 @@ def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str |
         cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
         compiler_cache=stats.to_json() if stats else {},
     )
-    return rewrite_wheel(wheel, out_dir, drop=DROP, local_version=_label(label_choice, prepared),
+    return rewrite_wheel(wheel, out_dir, local_version=_label(label_choice, prepared),
                          provenance=provenance)
 
 
@@ -374,24 +369,7 @@ def _record(wheel: Path, out_dir: Path, prepared: Prepared,
 
 def _run_checks(archs: tuple[Arch, ...]) -> DoctorReport:
     """The doctor's probes (a seam: tests replace it with a recorded report)."""
-    from mambawin.doctor.checks import run_checks
-
     return run_checks(archs, builds_root())
-
-
-def toolchain_of(report: DoctorReport) -> Toolchain:
-    """The facts build needs from the doctor's toolchain."""
-    tools = report.toolchain
-    compiler = " ".join(p for p in (tools.host_compiler, tools.host_compiler_version,
-                                    tools.msvc_toolset) if p)
-    return Toolchain(
-        torch=tools.torch_version or "",
-        # The nvcc that compiles decides the cuXY label; torch's CUDA only if nvcc is unknown.
-        cuda=tools.cuda_version or tools.torch_cuda or "",
-        compiler=compiler,
-        cuda_home=tools.cuda_home,
-        compiler_cache=tools.compiler_cache,
-    )
 
 
 def _check_options(options: BuildOptions) -> str | None:
@@ -429,7 +407,7 @@ def _upstream_json(checkout: Checkout) -> dict[str, Any]:
             "version": checkout.version, "tag": checkout.tag}
 
 
-def _patch_json(result: Any) -> dict[str, Any]:
+def _patch_json(result: PatchResult) -> dict[str, Any]:
     return {"id": result.id, "status": result.status, "files": list(result.files)}
 
 

@@ -19,16 +19,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import shutil
-import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mambawin.cache import cache_dir
+from mambawin.cache import cache_dir, remove_tree
 
 
 @dataclass(frozen=True)
@@ -162,13 +160,3 @@ def sha256_of(path: Path) -> str:
             digest.update(chunk)
     return digest.hexdigest()
 
-
-def remove_tree(path: Path) -> None:
-    """Delete a folder tree, read-only files included (git objects are read-only on Windows)."""
-    if path.exists():
-        shutil.rmtree(path, onerror=_make_writable_and_retry)
-
-
-def _make_writable_and_retry(func: Callable[[str], object], name: str, _exc: object) -> None:
-    os.chmod(name, stat.S_IWRITE)
-    func(name)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command
+from mambawin.cli.app import command, fail_json, print_json
 
 
 @command("doctor")
@@ -18,13 +17,15 @@ def doctor_command(
 ) -> None:
     """Check torch, CUDA, the host compiler, build tools, GPU and disk; say how to fix each."""
     from mambawin.archs import parse_archs
-    from mambawin.doctor.checks import DoctorOptions, run_checks
+    from mambawin.doctor.checks import DoctorOptions, run_checks, summary
     from mambawin.ui.doctor import render_report
 
-    options = DoctorOptions(archs=parse_archs(arch) if arch else ())
+    options = DoctorOptions(archs=parse_archs(arch) if arch is not None else ())
     report = run_checks(options.archs, options.build_dir)
+    if as_json and not report.ready:
+        raise fail_json(summary(report), 1, **report.to_json())
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        print_json(report.to_json())
     else:
         render_report(report)
     if not report.ready:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import command, print_table
+from mambawin.cli.app import command, print_json, print_table
 from mambawin.ui.console import console
+
+if TYPE_CHECKING:
+    from mambawin.patch.engine import PatchReport
 
 
 def _ids(values: list[str] | None) -> tuple[str, ...]:
@@ -39,22 +41,35 @@ def patch_command(
     """Apply the versioned Windows patch set to SOURCE: all patches or none."""
     from mambawin.archs import parse_archs
     from mambawin.patch.base import PatchOptions
-    from mambawin.patch.engine import apply_patches, export_patches
+    from mambawin.patch.engine import apply_patches
+    from mambawin.patch.export import check_export_dest, export_patches
 
-    options = PatchOptions(parse_archs(arch) if arch else (), nvcc_threads, keep_complex)
+    archs = parse_archs(arch) if arch is not None else ()
+    options = PatchOptions(archs, nvcc_threads, keep_complex)
+    if export is not None:
+        check_export_dest(export)  # before anything is patched
     report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run)
     exported = export_patches(report, export) if export is not None else []
-    if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
-    elif dry_run:
-        typer.echo(report.diff, nl=False)
-    title = (f"mamba {report.version} {(report.commit or 'not a git checkout')[:10]}"
-             + (" (dry run: nothing written)" if dry_run else ""))
-    print_table(title, ("patch", "status", "files / reason"),
-                 [(r.id, _STATUS_STYLE[r.status].format(r.status), ", ".join(r.files) or r.reason)
-                  for r in report.results])
     for path in exported:
         console.print(f"exported {path}")
+    if as_json:
+        print_json(report.to_json())
+        return
+    if dry_run:  # the diff is the result: `mambawin patch --dry-run SRC > windows.patch`
+        typer.echo(report.diff, nl=False)
+    # Under --dry-run the diff owns stdout, so the table is narration there.
+    print_table(_title(report, dry_run), ("patch", "status", "files / reason"), _rows(report),
+                to=console if dry_run else None)
+
+
+def _title(report: PatchReport, dry_run: bool) -> str:
+    return (f"mamba {report.version} {(report.commit or 'not a git checkout')[:10]}"
+            + (" (dry run: nothing written)" if dry_run else ""))
+
+
+def _rows(report: PatchReport) -> list[tuple[str, ...]]:
+    return [(r.id, _STATUS_STYLE[r.status].format(r.status), ", ".join(r.files) or r.reason)
+            for r in report.results]
 
 
 _STATUS_STYLE = {"applied": "[green]{}[/]", "already-applied": "[cyan]{}[/]",
@@ -71,7 +86,7 @@ def patches_command(
     rows = [{"id": p.id, "summary": p.summary, "prevents": p.prevents,
              "versions": str(p.versions), "why": p.why, "files": list(p.files)} for p in PATCHES]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        print_json(rows)
         return
     columns = ("id", "summary", "prevents", "versions", "why")
     print_table("mambawin patch catalogue (apply order)", columns,

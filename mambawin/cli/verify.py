@@ -2,40 +2,51 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command
-from mambawin.ui.console import console
+from mambawin.cli.app import command, fail_json, print_json
+from mambawin.ui.console import console, out
 
 
 @command("verify")
 def verify_command(
     wheel: Annotated[Path | None, typer.Argument(
-        help="The wheel to verify (installed into a throwaway venv).")] = None,
+        help="A wheel, or a folder of wheels (mamba_ssm and causal_conv1d), installed together "
+             "into a throwaway venv.")] = None,
     installed: Annotated[bool, typer.Option(
-        "--installed", help="Verify the mamba-ssm installed in this environment.")] = False,
+        "--installed", help="Verify the mamba-ssm / causal-conv1d installed here.")] = False,
     bench: Annotated[bool, typer.Option("--bench", help="Also benchmark the kernel.")] = False,
+    upstream_tests: Annotated[bool, typer.Option(
+        "--upstream-tests", help="Also run each package's own tests from its upstream commit "
+                                 "(needs pytest and einops in the environment).")] = False,
+    keyword: Annotated[str | None, typer.Option(
+        "-k", "--tests-filter", help="Only the upstream tests matching this pytest -k "
+                                     "expression.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Check a wheel: tags/METADATA/GPU code, fit to this GPU and torch, install, GPU smoke."""
+    """Check wheels: tags/METADATA/GPU code, fit, pair, install, kernels on the GPU, tests."""
     from mambawin.errors import VerifyError
     from mambawin.ui.verify import render_step, render_verify
     from mambawin.verify import pipeline as core
 
     options = core.VerifyOptions(
         wheel=wheel, installed=installed, bench=bench, seed=seed,
+        upstream_tests=upstream_tests, test_keyword=keyword,
         smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
+        conv_args=("--seqlens", "1,128,1025", "--widths", "4") if quick else (),
         bench_args=("--quick",) if quick else ())
     report = core.verify(options, on_step=render_step)
-    render_verify(report)
+    if as_json and not report.passed:
+        raise fail_json(report.summary(), VerifyError.exit_code, **report.to_json())
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        print_json(report.to_json())
+        return
+    render_verify(report)
     if not report.passed:
         raise VerifyError(report.summary())
 
@@ -55,8 +66,9 @@ def bench_command(
     from mambawin.verify.runners.bench import plot as plot_report
 
     report = core.bench(core.BenchOptions(wheel=wheel, installed=installed, quick=quick))
-    console.print(bench_table(report))
     if plot is not None and plot_report(report, plot) is None:
         console.print("[yellow]matplotlib is not installed: no plot written[/]")
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        print_json(report.to_json())
+    else:
+        out.print(bench_table(report))

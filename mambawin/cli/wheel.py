@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command
+from mambawin.cli.app import command, print_json
 from mambawin.ui.console import console
 
 
@@ -18,7 +17,8 @@ def metadata_command(
     drop: Annotated[list[str] | None, typer.Option(
         "--drop", help="Also drop this requirement (repeatable); triton always goes.")] = None,
     local_version: Annotated[str | None, typer.Option(
-        "--local-version", help="Local version label, e.g. cu129torch2.8.")] = None,
+        "--local-version", help="Local version label, e.g. cu129torch2.8; none drops the label.",
+        show_default="the wheel's own")] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for the new wheel.")] = Path(
         "wheelhouse"),
     no_guard: Annotated[bool, typer.Option(
@@ -33,8 +33,8 @@ def metadata_command(
     written = metadata.rewrite_wheel(wheel, out, drop=names, local_version=local_version,
                                      guard=not no_guard)
     if as_json:
-        typer.echo(json.dumps({"wheel": str(written), "dropped": dropped,
-                               "provenance": metadata.read_provenance(written)}, indent=2))
+        print_json({"wheel": str(written), "dropped": dropped,
+                    "provenance": metadata.read_provenance(written)})
         return
     for requirement in dropped:
         console.print(f"dropped Requires-Dist: {requirement}")

@@ -72,29 +72,20 @@ class Toolchain:
     compiler_cache: str | None = None  # sccache or ccache, put in front of nvcc by build
 
     @property
-    def torch(self) -> str | None:
-        return self.torch_version
+    def torch(self) -> str:
+        """torch's version ('' when torch is missing): build key, provenance, local version."""
+        return self.torch_version or ""
 
     @property
-    def cuda(self) -> str | None:
-        """The CUDA the extension is compiled with (nvcc's version)."""
-        return self.cuda_version
+    def cuda(self) -> str:
+        """The CUDA the extension is compiled with: nvcc's, else torch's when nvcc is unknown."""
+        return self.cuda_version or self.torch_cuda or ""
 
     @property
-    def python(self) -> str:
-        return self.python_version
-
-    @property
-    def compiler(self) -> str | None:
-        """e.g. 'msvc 19.44.35207 (toolset 14.44.35207)' or 'gcc 12.2.0'."""
-        if not self.host_compiler:
-            return None
-        toolset = f" (toolset {self.msvc_toolset})" if self.msvc_toolset else ""
-        return f"{self.host_compiler} {self.host_compiler_version or '?'}{toolset}"
-
-    def to_json(self) -> dict[str, str | None]:
-        """A flat dict, for build keys and provenance records."""
-        return dict(vars(self))
+    def compiler(self) -> str:
+        """e.g. 'msvc 19.44.35207 14.44.35207' or 'gcc 12.2.0': build key and provenance."""
+        parts = (self.host_compiler, self.host_compiler_version, self.msvc_toolset)
+        return " ".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)
@@ -111,9 +102,15 @@ class DoctorReport:
 
     checks: tuple[Check, ...]
     ready: bool
-    recommended_archs: tuple[Arch, ...]
+    recommended_archs: tuple[Arch, ...]  # the visible GPUs' archs that nvcc compiles (or none)
     recommended_jobs: int
     toolchain: Toolchain
+    requested_archs: tuple[Arch, ...] = ()  # doctor --arch / build --arch
+
+    @property
+    def archs(self) -> tuple[Arch, ...]:
+        """What a build with the same --arch compiles: the requested archs, else the GPUs'."""
+        return self.requested_archs or self.recommended_archs
 
     @property
     def blocking(self) -> tuple[Check, ...]:
@@ -125,7 +122,8 @@ class DoctorReport:
         return {"ready": self.ready, "checks": [c.to_json() for c in self.checks],
                 "recommended": {"arch": [a.number + ("+PTX" if a.ptx else "")
                                          for a in self.recommended_archs],
-                                "jobs": self.recommended_jobs}}
+                                "jobs": self.recommended_jobs},
+                "archs": [a.number + ("+PTX" if a.ptx else "") for a in self.archs]}
 
 
 @dataclass(frozen=True)
@@ -148,11 +146,12 @@ def run_checks(archs: Iterable[Arch] = (), build_dir: Path | None = None, *,
     facts = _gather(ctx, torch_facts or read_torch_facts, system or LocalSystem())
     checks = _judge(ctx, facts)
     recommended = recommend(facts.gpus.gpus, facts.cuda)
-    jobs = recommended_jobs(facts.system.memory, facts.system.cpus, len(ctx.archs or recommended))
-    checks += system_checks(facts.system, jobs, len(ctx.archs or recommended), ctx.windows)
+    count = len(ctx.archs or recommended)
+    jobs = recommended_jobs(facts.system.memory, facts.system.cpus, count)
+    checks += system_checks(facts.system, jobs, count, ctx.windows)
     checks += gpu_checks(facts.gpus, ctx.archs, facts.cuda, recommended)
     return DoctorReport(tuple(checks), not any(c.stops_build for c in checks), recommended, jobs,
-                        _toolchain(facts, ctx.platform))
+                        _toolchain(facts, ctx.platform), ctx.archs)
 
 
 def _gather(ctx: ProbeContext, torch_facts: TorchFactsProvider, system: SystemInfo) -> _Facts:
@@ -215,8 +214,10 @@ def _toolchain(facts: _Facts, platform: str) -> Toolchain:
 
 def summary(report: DoctorReport) -> str:
     """The last line doctor prints."""
+    if report.ready and not report.archs:
+        return f"ready to build with --arch (no GPU to pick it), MAX_JOBS={report.recommended_jobs}"
     if report.ready:
-        archs = format_archs(report.recommended_archs) or "(none)"
+        archs = format_archs(report.archs)
         return f"ready to build: --arch {archs}, MAX_JOBS={report.recommended_jobs}"
     names = ", ".join(c.name for c in report.blocking)
     return f"not ready: fix {names} first"

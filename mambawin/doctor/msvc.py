@@ -20,7 +20,9 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from mambawin import proc
+from mambawin.doctor.probes.cuda import nvcc_version
 from mambawin.errors import CommandError, ToolchainError
+from mambawin.versions import release
 
 VC_TOOLS = "Microsoft.VisualStudio.Component.VC.Tools.x86.x64"
 PATH_LIKE = frozenset({"PATH", "INCLUDE", "LIB", "LIBPATH"})
@@ -207,7 +209,7 @@ def judge(toolset: Toolset, window: MscWindow | None, cuda: Version | None) -> V
     """Both gates for one toolset; None where the answer is unknown (no header, no nvcc)."""
     stl_min = stl_min_cuda(toolset)
     nvcc_ok = window.accepts(toolset.msc_ver) if window else None
-    stl_ok = None if stl_min is None or cuda is None else _release(cuda) >= stl_min
+    stl_ok = None if stl_min is None or cuda is None else release(cuda, 2) >= release(stl_min, 2)
     return Verdict(toolset, nvcc_ok, stl_min, stl_ok, toolset.cl_x64.is_file())
 
 
@@ -224,10 +226,6 @@ def parse_cl_version(banner: str) -> str | None:
     """cl's version from its banner in any language ('19.41.34120'; 'versione 19.23.28106.4')."""
     match = _CL_VERSION.search(banner)
     return match[1] if match else None
-
-
-def _release(version: Version) -> Version:
-    return Version(".".join(str(p) for p in version.release[:2]))
 
 
 # ---- capturing the environment ----------------------------------------------------------------
@@ -256,10 +254,6 @@ def _cuda_version(cuda_home: str | Path, given: str | None,
             return Version(given)
         except InvalidVersion:
             return None
-    from mambawin.doctor.probes.cuda import (
-        nvcc_version,  # late: probes import this module's siblings
-    )
-
     return nvcc_version(cuda_home, env)
 
 

@@ -1,9 +1,12 @@
 """Upstream checkout: a cached bare mirror of state-spaces/mamba and short-path checkouts from it.
 
 The mirror lives in `cache_dir()/mirrors/<name>-<hash>` and is fetched from the network only when
-the requested ref is missing from it, so a cached ref works offline; without --ref, the newest
-release the mirror knows is used. Checkouts go to `cache_dir()/src/<commit prefix>` by default: a
-short path, because Windows' MAX_PATH (260) bites deep build folders.
+the requested ref is missing from it or is a branch (branches move), so a cached tag or commit works
+offline and a cached branch works offline with a warning; without --ref, the newest release the
+mirror knows is used. An empty or corrupt mirror folder is removed and cloned again. Git runs
+through `fetch.git` (proc.run, time limits, git's own reason in every error). Checkouts go to
+`cache_dir()/src/<commit prefix>` by default: a short path, because Windows' MAX_PATH (260) bites
+deep build folders.
 
 Version rule: a release tag (`vX.Y.Z[.postN]`) is trusted over `mamba_ssm/__init__.py` when the two
 disagree (v2.3.2's file says 2.3.1, v1.0.0.post1's says 1.0.0), with a warning in
@@ -15,28 +18,24 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import stat
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from mambawin.cache import cache_dir
-from mambawin.errors import UpstreamError
-
-if TYPE_CHECKING:
-    import git
+from mambawin.cache import cache_dir, remove_tree
+from mambawin.errors import UpstreamError, UsageError
+from mambawin.fetch import git
 
 DEFAULT_REPO = "https://github.com/state-spaces/mamba"
 INIT = "mamba_ssm/__init__.py"
 _RELEASE_TAG = re.compile(r"^v(\d+\.\d+\.\d+(?:\.post\d+)?)$")
 _VERSION_LINE = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
 # Keeps upstream bytes as committed (LF) and lets git write paths over 260 chars on Windows.
-_CHECKOUT_CONFIG = (("core", "autocrlf", "false"), ("core", "longpaths", "true"))
+_CHECKOUT_CONFIG = (("core.autocrlf", "false"), ("core.longpaths", "true"))
 
 
 @dataclass(frozen=True)
@@ -61,8 +60,12 @@ class Checkout:
 def checkout(repo: str = DEFAULT_REPO, ref: str | None = None,
              dest: Path | None = None) -> Checkout:
     """Check out repo at ref (default: newest release) into dest (default: a short cache path)."""
+    _check_dest(dest)
     url = normalize_repo(repo)
-    mirror = ensure_mirror(url, ref)
+    mirror, warnings = ensure_mirror(url, ref)
+    if _broken_mirror(mirror):
+        msg = f"{url} is an empty repository (no branch or tag): check --repo"
+        raise UpstreamError(msg)
     ref = ref or newest_release(_tag_names(mirror), url)
     commit = _resolve(mirror, ref)
     if commit is None:
@@ -71,26 +74,30 @@ def checkout(repo: str = DEFAULT_REPO, ref: str | None = None,
         raise UpstreamError(msg)
     target = dest if dest is not None else cache_dir() / "src" / commit[:10]
     if not _reusable(target, commit):
-        _checkout_into(Path(mirror.git_dir), url, commit, target)
-    return _describe_checkout(target, url, ref, commit, _tags_at(mirror, commit))
+        _checkout_into(mirror, url, commit, target)
+    found = _describe_checkout(target, url, ref, commit, _tags_at(["--git-dir", mirror], commit))
+    return replace(found, warnings=(*warnings, *found.warnings))
 
 
 def describe(path: Path) -> Checkout:
     """Describe an existing mamba source folder (a git checkout or a plain copy)."""
     path = Path(path)
     file_version = read_file_version(path)
-    repo = _open_git(path)
-    if repo is None:
+    commit = _head(path)
+    if commit is None:  # a plain copy, or a git repository without a commit
         return Checkout(path, str(path), None, None, file_version, None)
-    commit = repo.head.commit.hexsha
-    origin = next((r.url for r in repo.remotes if r.name == "origin"), str(path))
-    return _describe_checkout(path, origin, None, commit, _tags_at(repo, commit))
+    origin = git.query(["-C", path, "config", "--get", "remote.origin.url"]) or str(path)
+    return _describe_checkout(path, origin, None, commit, _tags_at(["-C", path], commit))
 
 
 def read_file_version(path: Path) -> str:
     """`__version__` from mamba_ssm/__init__.py; UpstreamError when path is no mamba tree."""
     init = Path(path) / INIT
-    match = _VERSION_LINE.search(init.read_text(encoding="utf-8")) if init.is_file() else None
+    try:
+        match = _VERSION_LINE.search(init.read_text(encoding="utf-8")) if init.is_file() else None
+    except UnicodeDecodeError:
+        msg = f"{path}/{INIT} is not UTF-8 text: restore upstream's file or re-fetch the checkout"
+        raise UpstreamError(msg) from None
     if match is None or not (Path(path) / "setup.py").is_file():
         msg = (f"{path} is not a mamba source tree (no setup.py or no __version__ in {INIT}): "
                "pass the root of a state-spaces/mamba checkout, or run `mambawin fetch`")
@@ -129,6 +136,7 @@ def choose_version(file_version: str, tag: str | None) -> tuple[str, tuple[str, 
 
 def normalize_repo(repo: str) -> str:
     """A URL (https, ssh, file://, git@host:path) as given; a local path made absolute."""
+    git.check_url(repo)
     if "://" in repo or re.match(r"^[\w.-]+@[\w.-]+:", repo):
         return repo
     path = Path(repo).expanduser()
@@ -146,22 +154,45 @@ def mirror_path(url: str) -> Path:
     return cache_dir() / "mirrors" / f"{name}-{digest}"
 
 
-def ensure_mirror(url: str, ref: str | None) -> git.Repo:
-    """The cached bare mirror of url; cloned when absent, fetched only when ref is missing."""
-    git_mod = _git()
+def ensure_mirror(url: str, ref: str | None) -> tuple[Path, tuple[str, ...]]:
+    """The cached bare mirror of url and any warnings: cloned when absent or broken, fetched
+    when ref is missing from it or is a branch (which moves); a cached branch works offline."""
     path = mirror_path(url)
+    if path.is_dir() and _broken_mirror(path):
+        # A mirror mambawin made and an interrupted clone or a full disk broke: make it again.
+        remove_tree(path)
     if not path.is_dir():
-        _atomic_dir(path, lambda tmp: git_mod.Repo.clone_from(url, tmp, mirror=True),
-                    f"cannot clone {url}")
-        return git_mod.Repo(path)
-    mirror = git_mod.Repo(path)
-    if ref is not None and _resolve(mirror, ref) is None:
-        try:
-            mirror.git.fetch("--prune", "origin")  # a mirror's refspec is +refs/*:refs/*
-        except git_mod.GitCommandError as exc:
-            what = f"cannot fetch {url} to look for {ref!r}"
-            raise UpstreamError(_git_failure(what, exc)) from None
-    return mirror
+        _atomic_dir(path, lambda tmp: git.run(["clone", "--mirror", "--quiet", url, tmp],
+                                               what=f"cannot clone {url}", network=True))
+        return path, ()
+    if ref is None or (_resolve(path, ref) is not None and not _is_branch(path, ref)):
+        return path, ()
+    return path, _refresh(path, url, ref)
+
+
+def _refresh(mirror: Path, url: str, ref: str) -> tuple[str, ...]:
+    """Fetch the mirror; a cached branch is used as it is (with a warning) when that fails."""
+    try:
+        # A mirror's refspec is +refs/*:refs/*, so this updates every branch and tag.
+        git.run(["--git-dir", mirror, "fetch", "--prune", "--quiet", "origin"],
+                what=f"cannot fetch {url} to look for {ref!r}", network=True)
+    except UpstreamError as exc:
+        if _resolve(mirror, ref) is None:
+            raise
+        return (f"could not refresh branch {ref!r} ({exc}); using the cached copy, which may be "
+                "behind upstream",)
+    return ()
+
+
+def _broken_mirror(path: Path) -> bool:
+    """An empty or corrupt cache folder: not a bare repository, or one without any ref."""
+    if git.query(["--git-dir", path, "rev-parse", "--is-bare-repository"]) != "true":
+        return True
+    return not git.query(["--git-dir", path, "for-each-ref", "--count=1", "--format=%(refname)"])
+
+
+def _is_branch(mirror: Path, ref: str) -> bool:
+    return git.query(["--git-dir", mirror, "show-ref", "--verify", f"refs/heads/{ref}"]) is not None
 
 
 def _describe_checkout(path: Path, repo: str, ref: str | None, commit: str,
@@ -182,6 +213,12 @@ def _pick_tag(ref: str | None, tags: list[str], file_version: str) -> str | None
     return max(candidates, key=lambda t: release_version(t) or Version("0")) if candidates else None
 
 
+def _check_dest(dest: Path | None) -> None:
+    if dest is not None and dest.exists() and not dest.is_dir():
+        msg = f"--dest {dest} is a file, not a folder: pass a new or empty folder for the checkout"
+        raise UsageError(msg)
+
+
 def _checkout_into(mirror_dir: Path, url: str, commit: str, target: Path) -> None:
     if target.exists() and any(target.iterdir()):
         msg = (f"{target} already exists and is not a checkout of {commit[:10]}: "
@@ -189,79 +226,71 @@ def _checkout_into(mirror_dir: Path, url: str, commit: str, target: Path) -> Non
         raise UpstreamError(msg)
     if target.exists():
         target.rmdir()
+    what = f"cannot check out {commit[:10]} into {target}"
+    hint = f"delete the cached mirror {mirror_dir} and run again online"
 
     def clone(tmp: Path) -> None:
-        repo = _git().Repo.clone_from(str(mirror_dir), tmp, no_checkout=True)
-        with repo.config_writer() as config:  # before any file is written
-            for section, option, value in _CHECKOUT_CONFIG:
-                config.set_value(section, option, value)
-        repo.git.checkout("--detach", "--quiet", commit)
-        repo.remotes.origin.set_url(url)  # describe() then names upstream, not the cache
+        config = [arg for key, value in _CHECKOUT_CONFIG for arg in ("-c", f"{key}={value}")]
+        git.run(["clone", "--no-checkout", "--quiet", *config, mirror_dir, tmp], what=what,
+                hint=hint)
+        git.run(["-C", tmp, "checkout", "--detach", "--quiet", commit], what=what, hint=hint)
+        # describe() then names upstream, not the cache.
+        git.run(["-C", tmp, "remote", "set-url", "origin", url], what=what, hint=hint)
 
-    _atomic_dir(target, clone, f"cannot check out {commit[:10]} into {target}")
+    _atomic_dir(target, clone)
 
 
-def _atomic_dir(target: Path, fill: Callable[[Path], object], what: str) -> None:
+def _atomic_dir(target: Path, fill: Callable[[Path], object]) -> None:
     """Fill a temp sibling folder, then move it into place; on failure nothing is left behind."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         fill(tmp)
         os.replace(tmp, target)
-    except _git().GitCommandError as exc:
-        raise UpstreamError(_git_failure(what, exc)) from None
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, onerror=_force_remove)
+    finally:  # also on Ctrl-C
+        remove_tree(tmp)
 
 
 def _reusable(target: Path, commit: str) -> bool:
     """An existing checkout of exactly this commit is reused as is (patching is idempotent)."""
-    repo = _open_git(target) if (target / ".git").exists() else None
-    return repo is not None and repo.head.is_valid() and repo.head.commit.hexsha == commit
+    return _head(target) == commit
 
 
-def _resolve(repo: git.Repo, ref: str) -> str | None:
-    try:
-        return str(repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")).strip() or None
-    except _git().GitCommandError:
+def _resolve(mirror: Path, ref: str) -> str | None:
+    """The commit ref names in the mirror, or None."""
+    return git.query(["--git-dir", mirror, "rev-parse", "--verify", "--quiet",
+                      f"{ref}^{{commit}}"]) or None
+
+
+def _tag_names(mirror: Path) -> list[str]:
+    return (git.query(["--git-dir", mirror, "tag", "--list"]) or "").split()
+
+
+def _tags_at(where: list[str | Path], commit: str) -> list[str]:
+    """Tags on commit; where is `--git-dir MIRROR` or `-C WORKTREE`."""
+    return (git.query([*where, "tag", "--points-at", commit]) or "").split()
+
+
+def _head(path: Path) -> str | None:
+    """The commit checked out in the git work tree rooted exactly at path (not a parent's)."""
+    if not (Path(path) / ".git").exists():
         return None
+    return git.query(["-C", path, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"]) or None
 
 
-def _tag_names(repo: git.Repo) -> list[str]:
-    return [str(t) for t in str(repo.git.tag("--list")).split()]
-
-
-def _tags_at(repo: git.Repo, commit: str) -> list[str]:
-    return str(repo.git.tag("--points-at", commit)).split()
-
-
-def _open_git(path: Path) -> git.Repo | None:
-    """The git work tree rooted exactly at path (not a parent's), or None."""
-    git_mod = _git()
-    try:
-        return git_mod.Repo(path, search_parent_directories=False)
-    except (git_mod.InvalidGitRepositoryError, git_mod.NoSuchPathError):
-        return None
-
-
-def _git() -> Any:
-    """gitpython, imported late: importing it fails outright when git is not installed."""
-    try:
-        import git
-    except ImportError as exc:
-        msg = f"git is not usable ({exc}): install Git (Git for Windows) and put it on PATH"
-        raise UpstreamError(msg) from None
-    return git
-
-
-def _git_failure(what: str, exc: Exception) -> str:
-    lines = [ln.strip() for ln in str(getattr(exc, "stderr", "") or exc).splitlines() if ln.strip()]
-    detail = lines[-1].strip("'\" ") if lines else "git failed"
-    return f"{what}: {detail}; check the URL and network, or pass --repo PATH of a local clone"
-
-
-def _force_remove(func: Callable[[str], object], path: str, _exc: object) -> None:
-    # git marks pack files read-only; Windows refuses to delete them (WinError 5) until cleared.
-    os.chmod(path, stat.S_IWRITE)
-    func(path)
+def committed_files(path: Path, rels: Iterable[str]) -> dict[str, bytes | None]:
+    """Each rel byte for byte as committed at HEAD of the checkout at path (None: not in HEAD)."""
+    rels = list(rels)
+    listing = git.query(["-C", path, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *rels])
+    present = set((listing or "").split("\0"))
+    found: dict[str, bytes | None] = {}
+    for rel in rels:
+        if rel not in present:
+            found[rel] = None
+            continue
+        # latin-1 maps every byte to one character and back, so the bytes survive proc's text.
+        done = git.run(["-C", path, "cat-file", "blob", f"HEAD:{rel}"], encoding="latin-1",
+                       what=f"cannot read {rel} as committed in {path}",
+                       hint="check the checkout with `git status`")
+        found[rel] = done.stdout.encode("latin-1")
+    return found

@@ -7,7 +7,7 @@ staged files only after every selected patch succeeded, so a failure leaves ever
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -48,7 +48,8 @@ class PatchContext:
 
 @dataclass
 class _Entry:
-    original: bytes | None
+    original: bytes | None  # on disk now: what a write replaces
+    start: bytes | None  # what transforms start from: the disk, or Tree.base's bytes
     text: str | None
     eol: str
     final_newline: bool
@@ -63,6 +64,9 @@ class Tree:
     """
 
     root: Path
+    # Files to start from instead of the disk (upstream's committed bytes, None: absent), for a
+    # run that must rebuild an already-patched tree from upstream (see engine._pristine).
+    base: Mapping[str, bytes | None] = field(default_factory=dict)
     _files: dict[str, _Entry] = field(default_factory=dict)
 
     def exists(self, rel: str) -> bool:
@@ -97,7 +101,12 @@ class Tree:
         return out
 
     def original(self, rel: str) -> bytes | None:
+        """rel's bytes on disk (None: absent)."""
         return self._load(rel).original
+
+    def start(self, rel: str) -> bytes | None:
+        """The bytes transforms started from: the disk's, or base's when base names rel."""
+        return self._load(rel).start
 
     def loaded(self) -> tuple[str, ...]:
         """Every file read or staged so far (the engine diffs these per patch)."""
@@ -111,10 +120,11 @@ class Tree:
         entry = self._files.get(rel)
         if entry is None:
             path = self.root / rel
-            data = path.read_bytes() if path.is_file() else None
-            entry = _Entry(data, None, "\n", True)
+            disk = path.read_bytes() if path.is_file() else None
+            data = self.base.get(rel, disk)
+            entry = _Entry(disk, data, None, "\n", True)
             if data is not None:
-                raw = data.decode("utf-8")
+                raw = _decode(rel, data)
                 entry.eol = "\r\n" if "\r\n" in raw else "\n"
                 entry.final_newline = raw.endswith("\n")
                 entry.text = raw.replace("\r\n", "\n")
@@ -130,6 +140,17 @@ class Tree:
         if not entry.final_newline and text.endswith("\n") and entry.original is not None:
             text = text[:-1]
         return text.replace("\n", entry.eol).encode("utf-8")
+
+
+def _decode(rel: str, data: bytes) -> str:
+    """UTF-8 text, or a PatchError naming the file (upstream's sources are all UTF-8)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = (f"{rel} is not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}), so "
+               f"mambawin cannot patch it: restore upstream's file (`git checkout -- {rel}`) or "
+               "fetch a fresh checkout")
+        raise PatchError(msg) from None
 
 
 Transform = Callable[[Tree, PatchContext], Outcome]

@@ -3,7 +3,10 @@
 A failing patch leaves every file byte-identical (nothing is written before all transforms ran;
 the write itself renames files into place and renames the originals back if one rename fails).
 The record `.mambawin/patches.json` holds no timestamp and no per-run status, so re-running the
-same patch set on a patched tree changes no byte.
+same patch set on a patched tree changes no byte. A run holds `.mambawin/patch.lock` (a second run
+on the same tree fails at once), keeps each file's permission bits, and cleans its temp files up on
+Ctrl-C too. A run that must undo a patch (--keep-complex on a tree patched without it) starts again
+from the files as committed at the checkout's HEAD, or refuses when the tree is not a git checkout.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import difflib
 import hashlib
 import json
 import os
+import shutil
+import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,14 +27,17 @@ from packaging.version import Version
 
 from mambawin import __version__
 from mambawin.archs import format_archs, parse_archs
-from mambawin.errors import PatchError, UsageError
-from mambawin.fetch.upstream import describe
-from mambawin.patch.base import Patch, PatchContext, PatchOptions, Tree
+from mambawin.errors import MambawinError, PatchError, UsageError
+from mambawin.fetch.upstream import Checkout, committed_files, describe
+from mambawin.lock import hold
+from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
 from mambawin.patch.registry import PATCHES, patch_ids
 
 RECORD = ".mambawin/patches.json"
-Status = Literal["applied", "already-applied", "not-applicable", "skipped"]
-IN_EFFECT: tuple[Status, ...] = ("applied", "already-applied")
+LOCK = ".mambawin/patch.lock"
+# What a transform returns (base.Outcome), or "skipped" when the engine never ran it.
+PatchStatus = Literal[Outcome, "skipped"]
+IN_EFFECT: tuple[PatchStatus, ...] = ("applied", "already-applied")  # the tree holds their edits
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,7 @@ class PatchResult:
     """What one patch did: its status, the files it changed (or owns, if already applied)."""
 
     id: str
-    status: Status
+    status: PatchStatus
     files: tuple[str, ...] = ()
     reason: str = ""  # why skipped / not-applicable
     diff: str = ""  # this patch's own git-style diff, relative to the tree before it ran
@@ -53,6 +62,9 @@ class PatchReport:
     results: tuple[PatchResult, ...]
     diff: str  # every change against the files on disk before the run
     dry_run: bool = False
+    # Each result's diff starts from upstream's files (no patch was in effect before this run, or
+    # the run started again from HEAD), so --export can write them as they are.
+    from_upstream: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The stable --json shape of `mambawin patch`."""
@@ -69,17 +81,86 @@ def apply_patches(root: Path, options: PatchOptions, *, only: Sequence[str] = ()
     check_ids(only, skip)
     root = Path(root)
     upstream = describe(root)
-    version = Version(upstream.version)
-    tree = Tree(root)
-    results = tuple(_run_one(p, tree, version, options, only, skip) for p in PATCHES)
+    lock = nullcontext() if dry_run else hold(root / LOCK, f"source tree {root}", PatchError)
+    with lock:
+        report, changes = _plan(root, upstream, options, only, skip, dry_run)
+        if not dry_run:
+            write_atomically(root, changes)
+    return report
+
+
+def _plan(root: Path, upstream: Checkout, options: PatchOptions, only: Sequence[str],
+          skip: Sequence[str], dry_run: bool) -> tuple[PatchReport, dict[str, bytes | None]]:
+    """The report of this run and every file it changes (the record included)."""
+    record = read_record(root)
+    rebase = _undoes_a_patch(options, record)
+    base: dict[str, bytes | None] = {}
+    if rebase:
+        options = _with_recorded_options(options, record)
+        base = pristine_sources(root, upstream.commit, record, _NO_RESTORE.format(root=root))
+    tree, results = stage(root, base, Version(upstream.version), options, only, skip)
+    in_effect = _in_effect(results, {} if rebase else record)
     changes = tree.changed()
     diff = "".join(unified_diff(rel, tree.original(rel), new) for rel, new in changes.items())
-    record = _record_bytes(tree, upstream.version, upstream.commit, options, results)
-    if tree.original(RECORD) != record:
-        changes[RECORD] = record
-    if not dry_run:
-        write_atomically(root, changes)
-    return PatchReport(root, upstream.version, upstream.commit, options, results, diff, dry_run)
+    record_bytes = _record_bytes(tree, upstream, options, results, in_effect, record)
+    if tree.original(RECORD) != record_bytes:
+        changes[RECORD] = record_bytes
+    fresh = rebase or in_effect == {r.id for r in results if r.status == "applied"}
+    return PatchReport(root, upstream.version, upstream.commit, options, results, diff, dry_run,
+                       from_upstream=fresh), changes
+
+
+def stage(root: Path, base: Mapping[str, bytes | None], version: Version, options: PatchOptions,
+          only: Sequence[str], skip: Sequence[str]) -> tuple[Tree, tuple[PatchResult, ...]]:
+    """Run every patch on a staged Tree (nothing written); base's files start from base."""
+    tree = Tree(root, base=base)
+    for rel in base:  # a rebase resets these even when no patch of this run touches them
+        tree.start(rel)
+    return tree, tuple(_run_one(p, tree, version, options, only, skip) for p in PATCHES)
+
+
+# --keep-complex restores what complex-removal deleted: only upstream's own files can.
+_NO_RESTORE = ("{root} was patched without --keep-complex, so its complex kernels are gone, and it "
+               "is not a git checkout they could be restored from: patch a fresh checkout "
+               "(`mambawin fetch --dest NEW`) with --keep-complex")
+
+
+def _undoes_a_patch(options: PatchOptions, record: Mapping[str, Any]) -> bool:
+    """Whether options turn off a patch the tree holds that cannot be taken back in place."""
+    return options.keep_complex and "complex-removal" in record.get("patches", ())
+
+
+def pristine_sources(root: Path, commit: str | None, record: Mapping[str, Any], not_git: str,
+                     error: type[MambawinError] = PatchError) -> dict[str, bytes | None]:
+    """Every file a patch may touch, as committed at HEAD; error when the tree is no git
+    checkout (not_git says why that matters) or a file changed since mambawin wrote it."""
+    if commit is None:
+        raise error(not_git)
+    files = sorted({f for p in PATCHES for f in p.files})
+    committed = committed_files(root, files)
+    recorded = record.get("files", {})
+    for rel in files:
+        disk = (root / rel).read_bytes() if (root / rel).is_file() else None
+        if disk != committed[rel] and _sha256(disk) != recorded.get(rel):
+            msg = (f"{root / rel} changed since mambawin patched it, and restoring upstream's "
+                   f"file would lose that: keep your edit elsewhere, run `git -C {root} checkout "
+                   f"-- {rel}`, then patch again")
+            raise error(msg)
+    return committed
+
+
+def _with_recorded_options(options: PatchOptions, record: Mapping[str, Any]) -> PatchOptions:
+    """options, with the recorded --arch and --nvcc-threads where this run gave none."""
+    saved = recorded_options(record)
+    return replace(options, archs=options.archs or saved.archs,
+                   nvcc_threads=options.nvcc_threads or saved.nvcc_threads)
+
+
+def recorded_options(record: Mapping[str, Any]) -> PatchOptions:
+    """The PatchOptions a record names."""
+    saved = record.get("options", {})
+    archs = parse_archs(saved["archs"]) if saved.get("archs") else ()
+    return PatchOptions(archs, saved.get("nvcc_threads"), bool(saved.get("keep_complex")))
 
 
 def check_ids(only: Iterable[str], skip: Iterable[str]) -> None:
@@ -105,18 +186,18 @@ def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
                "pass the root of a complete mamba checkout or pin --ref to a known release")
         raise PatchError(msg) from None
     changed = [rel for rel in tree.loaded()
-               if tree.render(rel) != before.get(rel, tree.original(rel))]
+               if tree.render(rel) != before.get(rel, tree.start(rel))]
     if not changed:
-        status: Status = "not-applicable" if outcome == "not-applicable" else "already-applied"
+        status: PatchStatus = "not-applicable" if outcome == "not-applicable" else "already-applied"
         owned = tuple(f for f in patch.files if status != "not-applicable" and tree.exists(f))
         return PatchResult(patch.id, status, owned)
-    diff = "".join(unified_diff(rel, before.get(rel, tree.original(rel)), tree.render(rel))
+    diff = "".join(unified_diff(rel, before.get(rel, tree.start(rel)), tree.render(rel))
                    for rel in changed)
     return PatchResult(patch.id, "applied", tuple(changed), diff=diff)
 
 
 def _gate(patch: Patch, version: Version, options: PatchOptions, only: Sequence[str],
-          skip: Sequence[str]) -> tuple[Status, str] | None:
+          skip: Sequence[str]) -> tuple[PatchStatus, str] | None:
     """Why this patch does not run at all, or None when it should."""
     if only and patch.id not in only:
         return "skipped", "not named by --only"
@@ -128,27 +209,42 @@ def _gate(patch: Patch, version: Version, options: PatchOptions, only: Sequence[
     return ("skipped", reason) if reason else None
 
 
-def _record_bytes(tree: Tree, version: str, commit: str | None, options: PatchOptions,
-                  results: tuple[PatchResult, ...]) -> bytes:
+def _record_bytes(tree: Tree, upstream: Checkout, options: PatchOptions,
+                  results: tuple[PatchResult, ...], in_effect: set[str],
+                  old: Mapping[str, Any]) -> bytes:
     """The deterministic record: upstream, options, patches in effect, sha256 of their files."""
-    in_effect = _in_effect(tree.root, results)
     files = sorted({f for p in PATCHES if p.id in in_effect for f in p.files})
     record = {
         "tool": f"mambawin {__version__}",
-        "upstream": {"version": version, "commit": commit},
-        "options": {"archs": format_archs(options.archs), "nvcc_threads": options.nvcc_threads,
-                    "keep_complex": options.keep_complex},
+        "upstream": {"version": upstream.version, "commit": upstream.commit},
+        "options": _record_options(options, results, in_effect, old),
         "patches": [p.id for p in PATCHES if p.id in in_effect],
         "files": {rel: _sha256(tree.render(rel) if tree.exists(rel) else None) for rel in files},
     }
     return (json.dumps(record, indent=2) + "\n").encode("utf-8")
 
 
-def _in_effect(root: Path, results: tuple[PatchResult, ...]) -> set[str]:
+# The option each patch bakes into the tree: a patch kept from an earlier run (this run skipped
+# it) keeps the value it was applied with, so the record says what the files hold.
+_OPTION_OF = {"arch-list": "archs", "nvcc-threads": "nvcc_threads"}
+
+
+def _record_options(options: PatchOptions, results: tuple[PatchResult, ...], in_effect: set[str],
+                    old: Mapping[str, Any]) -> dict[str, Any]:
+    saved = old.get("options", {})
+    kept = in_effect - {r.id for r in results if r.status in IN_EFFECT}
+    chosen = {"archs": format_archs(options.archs), "nvcc_threads": options.nvcc_threads,
+              "keep_complex": options.keep_complex and "complex-removal" not in in_effect}
+    for patch_id in kept & set(_OPTION_OF):
+        chosen[_OPTION_OF[patch_id]] = saved.get(_OPTION_OF[patch_id])
+    return chosen
+
+
+def _in_effect(results: tuple[PatchResult, ...], old: Mapping[str, Any]) -> set[str]:
     """Patches applied now, plus recorded ones this run skipped (their edits are still there)."""
     ids = {r.id for r in results if r.status in IN_EFFECT}
     skipped = {r.id for r in results if r.status == "skipped"}
-    return ids | (set(read_record(root).get("patches", ())) & skipped)
+    return ids | (set(old.get("patches", ())) & skipped)
 
 
 def read_record(root: Path) -> dict[str, Any]:
@@ -192,7 +288,8 @@ def _lines(data: bytes | None) -> list[str]:
 
 
 def write_atomically(root: Path, changes: Mapping[str, bytes | None]) -> None:
-    """Write (or delete, for None) every file, or none: a failing rename undoes the earlier ones."""
+    """Write (or delete, for None) every file, or none: a failing rename undoes the earlier ones,
+    and so does Ctrl-C (no temp or backup file is left)."""
     staged = _stage(root, changes)
     moved: list[tuple[Path, Path | None]] = []  # (target, its backup or None if it is new)
     try:
@@ -204,16 +301,19 @@ def write_atomically(root: Path, changes: Mapping[str, bytes | None]) -> None:
             moved.append((target, backup))
             if tmp is not None:
                 _replace(tmp, target)
-    except OSError as exc:
+    except BaseException as exc:
         _undo(moved)
         _discard(tmp for _, tmp in staged)
+        if not isinstance(exc, OSError):
+            raise
         msg = f"could not write the patched files under {root} ({exc}); nothing was changed"
         raise PatchError(msg) from None
     _discard(backup for _, backup in moved)
 
 
 def _stage(root: Path, changes: Mapping[str, bytes | None]) -> list[tuple[str, Path | None]]:
-    """Phase 1: every new content in a temp file next to its target (same volume for renames)."""
+    """Phase 1: every new content in a temp file next to its target (same volume for renames),
+    with the target's permission bits (an executable stays executable, read-only stays so)."""
     staged: list[tuple[str, Path | None]] = []
     try:
         for rel, data in changes.items():
@@ -223,17 +323,26 @@ def _stage(root: Path, changes: Mapping[str, bytes | None]) -> list[tuple[str, P
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{target.name}.mambawin-new")
-            tmp.write_bytes(data)
             staged.append((rel, tmp))
-    except OSError as exc:
+            _write_new(tmp, data, target)
+    except BaseException as exc:
         _discard(tmp for _, tmp in staged)
+        if not isinstance(exc, OSError):
+            raise
         raise PatchError(f"could not write under {root} ({exc}); nothing was changed") from None
     return staged
 
 
+def _write_new(tmp: Path, data: bytes, target: Path) -> None:
+    """Write tmp, then give it target's mode (a test makes the n-th write fail here)."""
+    tmp.write_bytes(data)
+    if target.exists():
+        shutil.copymode(target, tmp)
+
+
 def _undo(moved: list[tuple[Path, Path | None]]) -> None:
     for target, backup in reversed(moved):
-        target.unlink(missing_ok=True)
+        _unlink(target)
         if backup is not None:
             os.replace(backup, target)
 
@@ -241,50 +350,18 @@ def _undo(moved: list[tuple[Path, Path | None]]) -> None:
 def _discard(paths: Iterable[Path | None]) -> None:
     for path in paths:
         if path is not None:
-            path.unlink(missing_ok=True)
+            _unlink(path)
+
+
+def _unlink(path: Path) -> None:
+    """Delete path if it is there; Windows refuses a read-only file until it is made writable."""
+    try:
+        path.unlink(missing_ok=True)
+    except PermissionError:
+        os.chmod(path, stat.S_IWRITE)
+        path.unlink(missing_ok=True)
 
 
 def _replace(src: Path, dst: Path) -> None:
     """os.replace, kept in one place so a test can make the n-th rename fail."""
     os.replace(src, dst)
-
-
-def export_patches(report_or_root: PatchReport | Path, dest: Path) -> list[Path]:
-    """Write one NNNN-<id>.patch per patch that changed files; `git apply` takes them in order."""
-    report = (report_or_root if isinstance(report_or_root, PatchReport)
-              else _dry_run_for_export(Path(report_or_root)))
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    for stale in dest.glob("[0-9][0-9][0-9][0-9]-*.patch"):
-        stale.unlink()
-    written: list[Path] = []
-    for result in (r for r in report.results if r.diff):
-        path = dest / f"{len(written) + 1:04d}-{result.id}.patch"
-        path.write_bytes((_patch_header(result.id, report) + result.diff).encode("utf-8"))
-        written.append(path)
-    return written
-
-
-def _dry_run_for_export(root: Path) -> PatchReport:
-    """The diffs a clean tree would get, with the options its record names (if any)."""
-    record = read_record(root)
-    saved = record.get("options", {})
-    archs = parse_archs(saved["archs"]) if saved.get("archs") else ()
-    options = PatchOptions(archs, saved.get("nvcc_threads"), bool(saved.get("keep_complex")))
-    report = apply_patches(root, options, dry_run=True)
-    if not any(r.diff for r in report.results):
-        msg = (f"nothing to export from {root}: every patch is already applied; export from a "
-               "clean checkout (`mambawin patch SRC --dry-run --export DIR`)")
-        raise UsageError(msg)
-    return report
-
-
-def _patch_header(patch_id: str, report: PatchReport) -> str:
-    """Free text before the first `diff --git` line; git apply skips it like a mail header."""
-    patch = next(p for p in PATCHES if p.id == patch_id)
-    lines = [f"mambawin patch {patch.id} for mamba {report.version}: {patch.summary}",
-             f"Prevents: {patch.prevents}", f"Why: {patch.why}",
-             f"Options: archs={format_archs(report.options.archs) or 'upstream'}, "
-             f"nvcc_threads={report.options.nvcc_threads}, "
-             f"keep_complex={report.options.keep_complex}", "", ""]
-    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Narration for people: everything here goes to stderr; results go to stdout."""
+"""Where output goes: `out` (stdout) for results a user pipes, `console` (stderr) for narration."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
+from mambawin.doctor.probes.base import Status
+
 console = Console(stderr=True, highlight=False)
+# Results: tables and reports that `mambawin doctor > report.txt` or `| less` should capture.
+out = Console(highlight=False)
 
 OK, WARN, FAIL, SKIP = "[green]✓[/]", "[yellow]⚠[/]", "[red]✗[/]", "[dim]-[/]"
+MARKS = {Status.OK: OK, Status.WARN: WARN, Status.FAIL: FAIL, Status.SKIP: SKIP}
 
 
 @contextmanager

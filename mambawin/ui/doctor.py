@@ -1,13 +1,14 @@
-"""How `mambawin doctor` shows a report to people: a table on stderr, then one verdict line."""
+"""How `mambawin doctor` shows a report to people: a table, then one verdict line, on stdout.
+
+The report is the result (`mambawin doctor > report.txt`), so it goes to stdout.
+"""
 
 from __future__ import annotations
 
 from rich.table import Table
 
 from mambawin.doctor.checks import DoctorReport, Status, summary
-from mambawin.ui.console import FAIL, OK, SKIP, WARN, console
-
-MARKS = {Status.OK: OK, Status.WARN: WARN, Status.FAIL: FAIL, Status.SKIP: SKIP}
+from mambawin.ui.console import MARKS, out
 
 
 def render_report(report: DoctorReport) -> None:
@@ -19,6 +20,6 @@ def render_report(report: DoctorReport) -> None:
         table.add_row(MARKS[check.status], check.name, check.version, check.found)
         if check.hint and check.status is not Status.OK:
             table.add_row("", "", "", f"[dim]fix:[/] {check.hint}")
-    console.print(table)
+    out.print(table)
     colour = "green" if report.ready else "red"
-    console.print(f"[{colour}]{summary(report)}[/]", soft_wrap=True)
+    out.print(f"[{colour}]{summary(report)}[/]", soft_wrap=True)

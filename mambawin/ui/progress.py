@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.progress import (
     BarColumn,
@@ -25,12 +24,11 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 
 from mambawin.build.ninja import COMPILE_STEP, NinjaStatus
+from mambawin.build.pipeline import BuildPlan, BuildResult
 from mambawin.ui import console as ui
-
-if TYPE_CHECKING:
-    from mambawin.build.pipeline import BuildPlan, BuildResult
 
 HEARTBEAT_S = 15.0  # a CI log that stays silent longer looks hung (and some CIs kill it)
 
@@ -75,9 +73,7 @@ class ConsoleReporter:
         self._task = self._bar.add_task("compile", total=total, unit=unit)
 
     def summary(self, result: BuildPlan | BuildResult) -> None:
-        """The closing summary of a build (wheel, size, sha256, archs, log) or of a --plan."""
-        from mambawin.build.pipeline import BuildPlan
-
+        """The result on stdout: a build's wheel, size, sha256, archs, log, or a --plan."""
         if isinstance(result, BuildPlan):
             _show_plan(result)
         else:
@@ -166,35 +162,33 @@ def _new_bar() -> Progress:
 
 def _show_build(result: BuildResult) -> None:
     reuse = " (every object reused: only linked)" if result.reused_objects else ""
-    ui.console.print(f"[bold]wheel[/]   {result.wheel}", soft_wrap=True)
-    ui.console.print(f"size    {result.size / 1e6:.1f} MB")
-    ui.console.print(f"sha256  {result.sha256}")
-    ui.console.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
+    ui.out.print(f"[bold]wheel[/]   {result.wheel}", soft_wrap=True)
+    ui.out.print(f"size    {result.size / 1e6:.1f} MB")
+    ui.out.print(f"sha256  {result.sha256}")
+    ui.out.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
     if result.cache:
         cache = result.cache
-        ui.console.print(f"cache   {cache['tool']}: {cache['hits']} hits, {cache['misses']} misses "
-                         "(compile steps)")
-    ui.console.print(f"log     {result.log}", soft_wrap=True)
+        ui.out.print(f"cache   {cache['tool']}: {cache['hits']} hits, {cache['misses']} misses "
+                     "(compile steps)")
+    ui.out.print(f"log     {result.log}", soft_wrap=True)
 
 
 def _show_plan(plan: BuildPlan) -> None:
-    from rich.table import Table
-
     up = plan.upstream
-    ui.console.print(f"[bold]mamba {up['version']}[/] from {up['repo']} "
+    ui.out.print(f"[bold]mamba {up['version']}[/] from {up['repo']} "
                      f"{up['ref'] or ''} at {up['commit'] or '(no git commit)'}", soft_wrap=True)
     table = Table(title="patches (dry run on a throwaway copy)")
     for column in ("patch", "status", "files"):
         table.add_column(column, overflow="fold")
     for patch in plan.patches:
         table.add_row(patch["id"], patch["status"], ", ".join(patch["files"]))
-    ui.console.print(table)
-    ui.console.print(f"archs   {plan.archs}: nvcc gets "
+    ui.out.print(table)
+    ui.out.print(f"archs   {plan.archs}: nvcc gets "
                      + " ".join(f"-gencode {g}" for g in plan.gencode), soft_wrap=True)
-    ui.console.print(f"units   {len(plan.units)} of {plan.ext_name}: "
+    ui.out.print(f"units   {len(plan.units)} of {plan.ext_name}: "
                      + ", ".join(Path(u).name for u in plan.units), soft_wrap=True)
-    ui.console.print(f"jobs    {plan.jobs} (MAX_JOBS), nvcc --threads {plan.nvcc_threads}")
+    ui.out.print(f"jobs    {plan.jobs} (MAX_JOBS), nvcc --threads {plan.nvcc_threads}")
     reuse = "its objects will be reused" if plan.reuses_objects else "new"
-    ui.console.print(f"folder  {plan.build_dir} ({reuse})", soft_wrap=True)
-    ui.console.print(f"version {up['version']}"
+    ui.out.print(f"folder  {plan.build_dir} ({reuse})", soft_wrap=True)
+    ui.out.print(f"version {up['version']}"
                      + (f"+{plan.local_version}" if plan.local_version else ""))

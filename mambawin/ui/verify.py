@@ -1,30 +1,70 @@
-"""Rich rendering of verify and bench results for people (stderr); the CLI calls these."""
+"""Rich rendering of verify and bench for people: steps on stderr, the results on stdout."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.table import Table
 
-from mambawin.ui.console import FAIL, OK, SKIP, console
-
-if TYPE_CHECKING:
-    from mambawin.verify.pipeline import StepResult, VerifyReport
-    from mambawin.verify.runners.bench import BenchReport
-
-_MARK = {"ok": OK, "fail": FAIL, "skip": SKIP}
+from mambawin.doctor.probes.base import Status
+from mambawin.ui.console import MARKS, console, out
+from mambawin.verify.pipeline import StepResult, VerifyReport
+from mambawin.verify.runners.bench import BenchReport
 
 
 def render_step(step: StepResult) -> None:
     """One line per step as soon as it finishes: ✓/✗/- name summary."""
-    console.print(f"{_MARK[step.status]} [bold]{step.name}[/] {step.summary}", soft_wrap=True)
-    if step.name == "smoke" and step.details.get("per_dtype"):
-        console.print(smoke_table(step.details))
+    console.print(f"{MARKS[step.status]} [bold]{step.name}[/] {step.summary}", soft_wrap=True)
+    if step.name in _TITLES and step.details.get("per_dtype"):
+        console.print(smoke_table(step.details, _TITLES[step.name]))
+    if step.name == "blocks" and step.details.get("blocks"):
+        console.print(blocks_table(step.details))
+    if step.name == "upstream-tests" and step.details:
+        console.print(tests_table(step.details))
 
 
-def smoke_table(details: dict[str, Any] | Any) -> Table:
+_TITLES = {"smoke": "selective scan", "conv": "causal-conv1d"}
+
+
+def blocks_table(details: dict[str, Any] | Any) -> Table:
+    """Per block and dtype: fast path vs reference path errors of output, dx, worst weight grad."""
+    table = Table(title="Mamba blocks: fast path vs reference path (max abs error)")
+    for column in ("block", "dtype", "status", "out", "dx", "worst param grad"):
+        table.add_column(column, justify="left" if column in ("block", "dtype", "status",
+                                                              "worst param grad") else "right")
+    for block in details["blocks"]:
+        rows = block.get("per_dtype") or {}
+        if not rows:
+            table.add_row(block["block"], "-", block["status"], "-", "-", block["reason"][:60])
+        for dtype, row in rows.items():
+            errors = row.get("errors", {})
+            grads = [(k, e) for k, e in errors.items() if k not in ("out", "dx")]
+            worst = f"{grads[0][0]} {grads[0][1]['max_abs']:.3g}" if grads else "-"
+            table.add_row(block["block"], dtype, "ok" if row["passed"] else "fail",
+                          _err(errors.get("out")), _err(errors.get("dx")), worst)
+    return table
+
+
+def tests_table(details: dict[str, Any] | Any) -> Table:
+    """Upstream tests per package: passed / failed / skipped / expected failures."""
+    table = Table(title="upstream tests against the installed wheels")
+    for column in ("package", "file", "ref", "passed", "failed", "skipped", "expected fail"):
+        table.add_column(column, justify="right" if column in ("passed", "failed", "skipped",
+                                                               "expected fail") else "left")
+    for run in details.values():
+        table.add_row(run["project"], run["file"], run["rev"][:12], str(run["passed"]),
+                      str(run["failed"] + run["errors"]), str(run["skipped"]),
+                      str(run["expected_failures"]))
+    return table
+
+
+def _err(error: dict[str, float] | None) -> str:
+    return f"{error['max_abs']:.3g}" if error and error.get("max_abs") is not None else "-"
+
+
+def smoke_table(details: dict[str, Any] | Any, what: str = "selective scan") -> Table:
     """Per-dtype errors against the float64 reference, with the tolerances used."""
-    table = Table(title=f"selective scan vs float64 reference (seed {details.get('seed')})")
+    table = Table(title=f"{what} vs float64 reference (seed {details.get('seed')})")
     for column in ("dtype", "cases", "failed", "max abs err", "max rel err", "rtol", "atol"):
         table.add_column(column, justify="left" if column == "dtype" else "right")
     tolerances = details.get("tolerances", {})
@@ -39,12 +79,10 @@ def render_verify(report: VerifyReport) -> None:
     """The closing summary line; a failure's line comes from the CLI's error handler instead."""
     if report.passed:
         color = "green" if report.gpu_verified else "yellow"
-        console.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
+        out.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
     bench = report.step("bench")
-    if bench and bench.status == "ok":
-        from mambawin.verify.runners.bench import BenchReport
-
-        console.print(bench_table(BenchReport.from_json(dict(bench.details))))
+    if bench and bench.status is Status.OK:
+        out.print(bench_table(BenchReport.from_json(dict(bench.details))))
 
 
 def bench_table(report: BenchReport) -> Table:

@@ -27,8 +27,12 @@ def bench(options: BenchOptions) -> BenchReport:
     """Install the wheel in a throwaway venv (or use this env) and run the grid there."""
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to benchmark: pass a WHEEL path, or --installed")
+    if options.wheel is not None and not Path(options.wheel).is_file():  # before a venv is made
+        msg = f"{options.wheel} does not exist: pass the path of a built .whl (`mambawin build`)"
+        raise UsageError(msg)
     with tempfile.TemporaryDirectory(prefix="mambawin-bench-") as scratch:
-        env = prepare_env(options.wheel, options.python, Path(scratch))
+        wheels = [options.wheel] if options.wheel is not None else []
+        env = prepare_env(wheels, options.python, Path(scratch))
         import_check(env)
         args = ["--json", *(["--quick"] if options.quick else [])]
         data = run_module(env, "mambawin.verify.runners.bench", args, options.timeout)

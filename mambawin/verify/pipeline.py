@@ -1,4 +1,9 @@
-"""`mambawin verify`: trust a wheel in steps (static, fit, install, GPU smoke, bench).
+"""`mambawin verify`: trust a wheel, or a wheelhouse, in steps.
+
+static and fit per wheel, pair (mamba-ssm with causal-conv1d), install (all wheels into one
+throwaway venv), then on the GPU: smoke (selective scan vs float64), conv (causal-conv1d vs
+float64), calls (the public API reaches the compiled kernels), blocks (Mamba/Mamba2 fast vs
+reference path), bench, and upstream-tests (the packages' own tests from their upstream commit).
 
 Each step returns ok / fail / skip with a one-line reason. The fit step decides from the wheel's
 GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in a
@@ -12,17 +17,29 @@ import json
 import math
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import sys_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from mambawin import proc
 from mambawin.archs import Arch, parse_arch
+from mambawin.doctor.probes.base import Status
 from mambawin.errors import MambawinError, UsageError
+from mambawin.verify import upstream_tests
+from mambawin.verify.packages import CONV, EXTENSIONS, MAMBA, WheelRef, find_wheels, pair_problems
+from mambawin.verify.runners.bench import BenchReport
 from mambawin.verify.sandbox import EXTENSION, InstallEnv, import_check, prepare_env, run_module
+from mambawin.versions import release
+from mambawin.wheel import gpucode
+from mambawin.wheel.gpucode import GpuCode, list_gpu_code
+from mambawin.wheel.info import parse_file_name, read_wheel
+from mambawin.wheel.metadata import DEFAULT_DROP, PROVENANCE_NAME, read_provenance, requirements
 
-Status = Literal["ok", "fail", "skip"]
 _PROBE = """
 import importlib.util, json
 r = {}
@@ -34,13 +51,21 @@ try:
         r["capability"] = list(torch.cuda.get_device_capability(0))
 except Exception as exc:
     r["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-spec = importlib.util.find_spec("selective_scan_cuda")
-r["extension"] = spec.origin if spec else None
-try:
-    import importlib.metadata as md
-    r["provenance"] = json.loads(md.distribution("mamba_ssm").read_text(%r) or "null")
-except Exception:
-    r["provenance"] = None
+import importlib.metadata as md
+r["packages"] = {}
+for dist, ext in %r:
+    spec = importlib.util.find_spec(ext)
+    if spec is None:
+        continue
+    row = {"extension": spec.origin, "version": None, "provenance": None}
+    try:
+        row["version"] = md.version(dist)
+        row["provenance"] = json.loads(md.distribution(dist).read_text(%r) or "null")
+    except Exception:
+        pass
+    r["packages"][dist] = row
+mamba = r["packages"].get("mamba-ssm", {})
+r["extension"], r["provenance"] = mamba.get("extension"), mamba.get("provenance")
 print(json.dumps(r))
 """
 
@@ -55,6 +80,8 @@ class Target:
     error: str | None = None
     installed_extension: str | None = None  # selective_scan_cuda already importable here
     installed_provenance: Mapping[str, Any] | None = None
+    # Every package importable here, by project: {"extension", "version", "provenance"}.
+    installed_packages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,7 +94,10 @@ class VerifyOptions:
     target: Target | None = None
     seed: int | None = None
     smoke_args: tuple[str, ...] = ()
+    conv_args: tuple[str, ...] = ()
     bench_args: tuple[str, ...] = ()
+    upstream_tests: bool = False
+    test_keyword: str | None = None  # pytest -k for --upstream-tests
     python: str = sys.executable
     timeout: float = 1800.0
 
@@ -77,9 +107,13 @@ class StepResult:
     """One step's outcome: ok / fail / skip, a one-line summary, and machine-readable details."""
 
     name: str
-    status: Status
+    status: Status  # ok / fail / skip (the doctor's check outcomes; never warn)
     summary: str
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Accept the plain strings too ("ok"), as JSON and older callers spell them.
+        object.__setattr__(self, "status", Status(self.status))
 
 
 @dataclass(frozen=True)
@@ -93,12 +127,12 @@ class VerifyReport:
     @property
     def passed(self) -> bool:
         """No step failed (skipped steps say why in their summary)."""
-        return all(step.status != "fail" for step in self.steps)
+        return all(step.status is not Status.FAIL for step in self.steps)
 
     @property
     def gpu_verified(self) -> bool:
         """The kernels really ran on a GPU and matched the reference."""
-        return any(s.name == "smoke" and s.status == "ok" for s in self.steps)
+        return any(s.name in ("smoke", "conv") and s.status == "ok" for s in self.steps)
 
     def step(self, name: str) -> StepResult | None:
         """The step called `name`, if it ran."""
@@ -106,25 +140,25 @@ class VerifyReport:
 
     def summary(self) -> str:
         """One line: the first failure, or whether a GPU really ran the kernels."""
-        failed = [s for s in self.steps if s.status == "fail"]
+        failed = [s for s in self.steps if s.status is Status.FAIL]
         if failed:
             return f"FAILED at {failed[0].name}: {failed[0].summary}"
         if self.gpu_verified:
             return f"verified on {self.target.gpu_name} ({_cc(self.target.capability)})"
-        smoke = self.step("smoke")
+        smoke = self.step("smoke") or self.step("conv")
         return f"passed, but not verified on a GPU: {smoke.summary if smoke else 'no GPU step'}"
 
     def to_json(self) -> dict[str, Any]:
         """A stable JSON object: wheel, target, passed, gpu_verified, summary, steps."""
         return _finite({"wheel": self.wheel, "target": asdict(self.target), "passed": self.passed,
                         "gpu_verified": self.gpu_verified, "summary": self.summary(),
-                        "steps": [asdict(s) for s in self.steps]})
+                        "steps": [{**asdict(s), "status": s.status.value} for s in self.steps]})
 
 
 def verify(options: VerifyOptions,
            on_step: Callable[[StepResult], None] | None = None) -> VerifyReport:
     """Run every step in order; on_step sees each result as soon as it is known."""
-    _check_options(options)
+    wheels = _check_options(options)
     target = options.target or probe_target(options.python)
     steps: list[StepResult] = []
 
@@ -135,23 +169,55 @@ def verify(options: VerifyOptions,
         return result
 
     with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
-        static, code, provenance = static_step(options, target)
-        record(static)
-        fit = record(fit_step(code, provenance, target))
-        install, env = install_step(options, Path(scratch))
+        packages, fits = [], []
+        for project, version, static, code, provenance in _static_steps(options, target, wheels):
+            record(static)
+            if tampered(static):
+                # A wheel whose bytes disagree with its RECORD, or that writes outside
+                # site-packages, never reaches pip: installing it could run or overwrite anything.
+                for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
+                    record(StepResult(name, Status.SKIP, TAMPERED))
+                return VerifyReport(str(options.wheel), target, tuple(steps))
+            fits.append(record(fit_step(code, provenance, target, project)))
+            packages.append((project, provenance, version))
+        if len(packages) == 2:
+            record(pair_step(packages))
+        install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
         record(install)
-        smoke = record(smoke_step(options, target, fit, install, env))
-        if options.bench:
-            record(bench_step(options, smoke, env))
+        for step in _gpu_steps(options, target, _worst(fits), install, env, packages,
+                               Path(scratch)):
+            record(step)
     return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
 
 
-def _check_options(options: VerifyOptions) -> None:
+TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
+
+
+def tampered(static: StepResult) -> bool:
+    """Whether the static step found the wheel altered or unsafe (bad RECORD, path escape)."""
+    return not static.details.get("integrity", {}).get("ok", True)
+
+
+def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to verify: pass a WHEEL path, or --installed for the current env")
-    if options.wheel is not None and not Path(options.wheel).is_file():
-        msg = f"{options.wheel} does not exist: pass the path of a built .whl (`mambawin build`)"
-        raise UsageError(msg)
+    if options.wheel is None:
+        return ()
+    return find_wheels(Path(options.wheel))
+
+
+def _worst(fits: Sequence[StepResult]) -> StepResult:
+    """The fit verdict of all wheels together: a failure wins, then a skip."""
+    for status in ("fail", "skip"):
+        found = next((f for f in fits if f.status == status), None)
+        if found:
+            return found
+    return fits[0] if fits else StepResult("fit", Status.SKIP, "nothing to fit")
+
+
+def _named(step: str, project: str) -> str:
+    """'static' for mamba-ssm (as before the wheelhouse), 'static causal_conv1d' otherwise."""
+    return step if project == MAMBA else f"{step} {project.replace('-', '_')}"
 
 
 # ---- probing the target ---------------------------------------------------------------------
@@ -159,66 +225,92 @@ def _check_options(options: VerifyOptions) -> None:
 
 def probe_target(python: str = sys.executable) -> Target:
     """Ask `python` for its torch, CUDA and GPU in a child process; never raises."""
-    from mambawin.wheel.metadata import PROVENANCE_NAME
-
     try:
-        done = proc.run([python, "-c", _PROBE % PROVENANCE_NAME], timeout=180)
-        data = json.loads(done.stdout.strip().splitlines()[-1])
+        probe = _PROBE % (tuple(EXTENSIONS.items()), PROVENANCE_NAME)
+        done = proc.run([python, "-c", probe], timeout=180)
+        data = json.loads(proc.last_line(done.stdout))
     except (MambawinError, ValueError, IndexError) as exc:
         return Target(error=f"could not probe torch with {python}: {exc}")
     capability = tuple(data["capability"]) if data.get("capability") else None
-    return Target(data.get("torch"), data.get("cuda"), data.get("gpu"),
-                  capability,
-                  data.get("error"), data.get("extension"), data.get("provenance"))
+    return Target(data.get("torch"), data.get("cuda"), data.get("gpu"), capability,
+                  data.get("error"), data.get("extension"), data.get("provenance"),
+                  data.get("packages") or {})
 
 
 # ---- step 1: static checks ------------------------------------------------------------------
 
 
-def static_step(options: VerifyOptions, target: Target,
+def _static_steps(options: VerifyOptions, target: Target, wheels: Sequence[WheelRef],
+                  ) -> list[tuple[str, str | None, StepResult, Any, Mapping[str, Any] | None]]:
+    """(project, version, static result, GPU code, provenance) per wheel or installed package."""
+    if wheels:
+        return [(ref.project, ref.version, *static_step(options, target, ref)) for ref in wheels]
+    installed = {p: row for p, row in target.installed_packages.items() if p in EXTENSIONS}
+    if not installed:
+        return [(MAMBA, None, *_static_installed(target))]
+    return [(p, installed[p].get("version"), *_static_installed(target, p))
+            for p in EXTENSIONS if p in installed]
+
+
+def static_step(options: VerifyOptions, target: Target, ref: WheelRef | None = None,
                 ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
     """Wheel name/tags, METADATA, provenance and GPU code; (result, GpuCode or None, provenance)."""
     if options.wheel is None:
         return _static_installed(target)
-    wheel = Path(options.wheel)
-    checks: list[tuple[str, bool, str]] = []
+    wheel = ref.path if ref is not None else Path(options.wheel)
+    project = ref.project if ref is not None else MAMBA
+    integrity = ("integrity", *check_integrity(wheel))
+    if not integrity[1]:
+        return _checks_result(_named("static", project), [integrity], None), None, None
+    checks: list[tuple[str, bool, str]] = [integrity]
     tags_ok, tags_msg = check_tags(wheel)
     checks.append(("tags", tags_ok, tags_msg))
     checks.append(("metadata", *check_requirements(wheel)))
-    provenance, prov_msg = _read_provenance(wheel)
+    provenance, prov_msg = _read_provenance(wheel, project)
     checks.append(("provenance", provenance is not None, prov_msg))
     code, code_msg = _wheel_gpu_code(wheel)
     checks.append(("gpu_code", code is not None, code_msg))
-    return _checks_result("static", checks, code), code, provenance
+    return _checks_result(_named("static", project), checks, code), code, provenance
 
 
-def _static_installed(target: Target) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
-    if not target.installed_extension:
+def _static_installed(target: Target, project: str = MAMBA,
+                      ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+    row = target.installed_packages.get(project) or {}
+    extension = row.get("extension") or (target.installed_extension if project == MAMBA else None)
+    provenance = row.get("provenance") or (target.installed_provenance if project == MAMBA
+                                           else None)
+    if not extension:
         msg = (f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
                "its WHEEL path instead of --installed")
-        return StepResult("static", "fail", msg), None, None
-    code, code_msg = _binary_gpu_code(Path(target.installed_extension))
-    checks = [("provenance", target.installed_provenance is not None,
-               _provenance_message(target.installed_provenance)),
+        return StepResult("static", Status.FAIL, msg), None, None
+    code, code_msg = _binary_gpu_code(Path(extension), EXTENSIONS[project])
+    checks = [("provenance", provenance is not None, _provenance_message(provenance, project)),
               ("gpu_code", code is not None, code_msg)]
-    return _checks_result("static", checks, code), code, target.installed_provenance
+    return _checks_result(_named("static", project), checks, code), code, provenance
 
 
-def _checks_result(name: str, checks: list[tuple[str, bool, str]], code: Any) -> StepResult:
+def _checks_result(name: str, checks: list[tuple[str, bool, str]],
+                   code: GpuCode | None) -> StepResult:
     details = {check: {"ok": ok, "message": msg} for check, ok, msg in checks}
     if code is not None:
         details["gpu_code"]["code"] = code.to_json()
     failed = [msg for _, ok, msg in checks if not ok]
     if failed:
-        return StepResult(name, "fail", "; ".join(failed), details)
-    return StepResult(name, "ok", "; ".join(msg for _, _, msg in checks), details)
+        return StepResult(name, Status.FAIL, "; ".join(failed), details)
+    return StepResult(name, Status.OK, "; ".join(msg for _, _, msg in checks), details)
+
+
+def check_integrity(wheel: Path) -> tuple[bool, str]:
+    """Zip, member paths, names and every RECORD hash and size (wheel.info.open_wheel)."""
+    try:
+        info = read_wheel(wheel)
+    except MambawinError as exc:
+        return False, str(exc)
+    return True, f"{len(info.members)} members match RECORD; no path leaves the install folder"
 
 
 def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, str]:
     """Whether the wheel's file-name tags fit this interpreter (packaging.tags.sys_tags())."""
-    from packaging.tags import sys_tags
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     try:
         _, _, _, wheel_tags = parse_wheel_filename(wheel.name)
     except InvalidWheelFilename as exc:
@@ -233,12 +325,7 @@ def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, st
 
 
 def check_requirements(wheel: Path) -> tuple[bool, str]:
-    """METADATA must not require triton (no Windows wheel; mambawin drops it)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    from mambawin.wheel.metadata import requirements
-
+    """METADATA must not require what mambawin drops (triton: no Windows wheel)."""
     try:
         reqs = requirements(wheel)
     except MambawinError as exc:
@@ -249,58 +336,61 @@ def check_requirements(wheel: Path) -> tuple[bool, str]:
             names.append(canonicalize_name(Requirement(text).name))
         except InvalidRequirement:
             return False, f"METADATA has an unparsable Requires-Dist {text!r}: rebuild the wheel"
-    if "triton" in names:
-        return False, ("METADATA requires triton, which has no Windows wheel: rewrite it with "
-                       "`mambawin build` (it drops triton)")
-    return True, f"METADATA requires {', '.join(names) or 'nothing'} (no triton)"
+    kept = [name for name in DEFAULT_DROP if name in names]
+    if kept:
+        return False, (f"METADATA requires {kept[0]}, which has no Windows wheel: rewrite it with "
+                       f"`mambawin build` (it drops {kept[0]})")
+    return True, f"METADATA requires {', '.join(names) or 'nothing'} (no {', '.join(DEFAULT_DROP)})"
 
 
-def _read_provenance(wheel: Path) -> tuple[Mapping[str, Any] | None, str]:
-    from mambawin.wheel.metadata import read_provenance
+def _read_provenance(wheel: Path, project: str = MAMBA,
+                     ) -> tuple[Mapping[str, Any] | None, str]:
 
     try:
         provenance = read_provenance(wheel)
     except MambawinError as exc:
         return None, f"provenance unreadable: {exc}"
-    return provenance, _provenance_message(provenance)
+    return provenance, _provenance_message(provenance, project)
 
 
-def _provenance_message(provenance: Mapping[str, Any] | None) -> str:
+def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAMBA) -> str:
     if provenance is None:
         return ("no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
                 "CUDA and archs are recorded")
     ref = provenance.get("ref") or provenance.get("version") or "?"
     commit = str(provenance.get("commit") or "")[:10]
-    return (f"provenance: mamba {ref} {commit} for torch {provenance.get('torch_version') or '?'}"
-            f", CUDA {provenance.get('cuda_version') or '?'}").replace("  ", " ")
+    what = "mamba" if project == MAMBA else project
+    return (f"provenance: {what} {ref} {commit} for torch "
+            f"{provenance.get('torch_version') or '?'}, CUDA "
+            f"{provenance.get('cuda_version') or '?'}").replace("  ", " ")
 
 
 def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
-    from mambawin.wheel.gpucode import gpu_code_in_wheel
+    from packaging.utils import canonicalize_name
 
+    extension = EXTENSIONS.get(canonicalize_name(parse_file_name(wheel.name).name), EXTENSION)
     try:
-        found = gpu_code_in_wheel(wheel)
+        found = gpucode.gpu_code_in_wheel(wheel)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
-    members = [m for m in found if Path(m).name.startswith(EXTENSION)]
+    members = [m for m in found if Path(m).name.startswith(extension)]
     if not members:
-        return None, (f"the wheel has no compiled {EXTENSION} extension: rebuild it (on upstream "
-                      "main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)")
-    return _describe_code(found[members[0]])
+        hint = (" (on upstream main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)"
+                if extension == EXTENSION else "")
+        return None, f"the wheel has no compiled {extension} extension: rebuild it{hint}"
+    return _describe_code(found[members[0]], extension)
 
 
-def _binary_gpu_code(binary: Path) -> tuple[Any, str]:
-    from mambawin.wheel.gpucode import list_gpu_code
-
+def _binary_gpu_code(binary: Path, extension: str = EXTENSION) -> tuple[Any, str]:
     try:
-        return _describe_code(list_gpu_code(binary))
+        return _describe_code(list_gpu_code(binary), extension)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
 
 
-def _describe_code(code: Any) -> tuple[Any, str]:
+def _describe_code(code: Any, extension: str = EXTENSION) -> tuple[Any, str]:
     if not code.sass and not code.ptx:
-        return None, f"{EXTENSION} holds no GPU code: rebuild with `mambawin build --arch ...`"
+        return None, f"{extension} holds no GPU code: rebuild with `mambawin build --arch ...`"
     listed = ", ".join([*code.sass, *code.ptx])
     return code, f"GPU code {listed} (read with {code.method})"
 
@@ -313,7 +403,7 @@ def runs_on(arch: Arch, capability: tuple[int, int]) -> bool:
     return arch.runs_on(capability)
 
 
-def code_archs(code: Any) -> tuple[Arch, ...]:
+def code_archs(code: GpuCode) -> tuple[Arch, ...]:
     """Arch objects for GpuCode's 'sm_90' (SASS) and 'compute_80' (PTX) names."""
     sass = [_as_arch(name, ptx=False) for name in code.sass]
     ptx = [_as_arch(name, ptx=True) for name in code.ptx]
@@ -328,25 +418,32 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
     return Arch(arch.major, arch.minor, arch.suffix, ptx)
 
 
-def fit_step(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> StepResult:
+def fit_step(code: Any, provenance: Mapping[str, Any] | None, target: Target,
+             project: str = MAMBA) -> StepResult:
     """Torch/CUDA the wheel was built for vs the installed torch; GPU code vs this GPU."""
+    result = _fit(code, provenance, target)
+    return replace(result, name=_named("fit", project))
+
+
+def _fit(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> StepResult:
     torch_ok, torch_msg = check_torch(provenance, target)
     details: dict[str, Any] = {"torch": {"ok": torch_ok, "message": torch_msg}}
     if not torch_ok:
-        return StepResult("fit", "fail", torch_msg, details)
+        return StepResult("fit", Status.FAIL, torch_msg, details)
     if target.capability is None:
         reason = f"no CUDA GPU visible to torch {target.torch_version}; {torch_msg}"
-        return StepResult("fit", "skip", reason, details)
+        return StepResult("fit", Status.SKIP, reason, details)
     archs, source = _known_archs(code, provenance)
     if not archs:
-        return StepResult("fit", "skip", f"GPU code unknown ({source}); {torch_msg}", details)
+        return StepResult("fit", Status.SKIP, f"GPU code unknown ({source}); {torch_msg}", details)
     arch_ok, arch_msg = check_archs(archs, target)
     details["archs"] = {"ok": arch_ok, "message": arch_msg, "source": source}
-    return StepResult("fit", "ok" if arch_ok else "fail",
+    return StepResult("fit", Status.OK if arch_ok else Status.FAIL,
                       f"{arch_msg}; {torch_msg}" if arch_ok else arch_msg, details)
 
 
-def _known_archs(code: Any, provenance: Mapping[str, Any] | None) -> tuple[tuple[Arch, ...], str]:
+def _known_archs(code: GpuCode | None,
+                 provenance: Mapping[str, Any] | None) -> tuple[tuple[Arch, ...], str]:
     if code is not None:
         return code_archs(code), "the extension's fatbin"
     recorded = (provenance or {}).get("archs") or ()
@@ -387,46 +484,53 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
         return True, f"{here} installed; the wheel does not record what it was built for"
     # The extension links against torch's C++ API, which changes between minor releases
     # ("undefined symbol" / "DLL load failed ... procedure could not be found").
-    if _release(built_torch, 2) != _release(target.torch_version, 2):
+    if release(built_torch, 2) != release(target.torch_version, 2):
         return False, (f"wheel built for torch {_dotted(built_torch, 2)} but {here} is installed: "
                        f"install torch {_dotted(built_torch, 2)} or rebuild with `mambawin build`")
-    if _release(built_cuda, 1) != _release(target.torch_cuda, 1):
+    if release(built_cuda, 1) != release(target.torch_cuda, 1):
         return False, (f"wheel built for CUDA {_dotted(built_cuda, 1)} but {here} is installed: "
                        f"install a torch cu{_dotted(built_cuda, 1)}x build or rebuild")
     return True, f"{here} matches the build (torch {_dotted(built_torch, 2)}, CUDA {built_cuda})"
 
 
-def _release(version: str, parts: int) -> tuple[int, ...]:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version).release[:parts]
-    except InvalidVersion:
-        return tuple(int(p) for p in version.split("+")[0].split(".")[:parts] if p.isdigit())
-
-
 def _dotted(version: str, parts: int) -> str:
-    return ".".join(map(str, _release(version, parts)))
+    return ".".join(map(str, release(version, parts)))
 
 
 def _cc(capability: tuple[int, int] | None) -> str:
     return f"sm_{capability[0]}{capability[1]}" if capability else "no GPU"
 
 
-# ---- step 3: install ------------------------------------------------------------------------
+# ---- pair and install ------------------------------------------------------------------------
 
 
-def install_step(options: VerifyOptions, scratch: Path) -> tuple[StepResult, InstallEnv | None]:
-    """Install into a throwaway venv (or use this env with --installed) and import the kernel."""
+def pair_step(packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None]]) -> StepResult:
+    """mamba-ssm and causal-conv1d belong together: versions, local labels, torch and CUDA."""
+    found = {project: (version or "", provenance) for project, provenance, version in packages}
+    if not found.get(MAMBA, ("", None))[0] or not found.get(CONV, ("", None))[0]:
+        return StepResult("pair", Status.SKIP, "versions unknown: pair compatibility not checked")
+    problems = pair_problems(found[MAMBA], found[CONV])
+    names = f"mamba_ssm {found[MAMBA][0]} with causal_conv1d {found[CONV][0]}"
+    if problems:
+        return StepResult("pair", Status.FAIL, f"{names}: " + "; ".join(problems),
+                          {"problems": problems})
+    return StepResult("pair", Status.OK, f"{names}: compatible (versions, torch, CUDA)")
+
+
+def install_step(options: VerifyOptions, scratch: Path, projects: Sequence[str] = (MAMBA,),
+                 ) -> tuple[StepResult, InstallEnv | None]:
+    """Install every wheel into one throwaway venv (or use this env) and import the kernels."""
+    modules = [EXTENSIONS[p] for p in projects if p in EXTENSIONS] or [EXTENSION]
     try:
-        wheel = None if options.installed and options.wheel is None else options.wheel
-        env = prepare_env(wheel, options.python, scratch)
-        found = import_check(env)
+        wheels = [r.path for r in find_wheels(Path(options.wheel))] if options.wheel else []
+        env = prepare_env(wheels, options.python, scratch)
+        found = import_check(env, modules)
     except MambawinError as exc:
-        return StepResult("install", "fail", str(exc), _error_details(exc)), None
+        return StepResult("install", Status.FAIL, str(exc), _error_details(exc)), None
     where = "a throwaway venv" if env.venv else "the current environment"
-    summary = f"{EXTENSION} imports in {where} from {found['extension']} (torch {found['torch']})"
-    return StepResult("install", "ok", summary, found), env
+    imported = ", ".join(f"{name} from {origin}" for name, origin in found["extensions"].items())
+    summary = f"{imported} import in {where} (torch {found['torch']})"
+    return StepResult("install", Status.OK, summary, found), env
 
 
 def _error_details(exc: MambawinError) -> dict[str, Any]:
@@ -434,7 +538,30 @@ def _error_details(exc: MambawinError) -> dict[str, Any]:
     return {"error": str(exc), "tail": tail} if tail else {"error": str(exc)}
 
 
-# ---- steps 4 and 5: kernels on the GPU ------------------------------------------------------
+# ---- kernels on the GPU ----------------------------------------------------------------------
+
+
+def _gpu_steps(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
+               env: InstallEnv | None, packages: Sequence[tuple[str, Any, Any]],
+               scratch: Path) -> Iterator[StepResult]:
+    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks (mamba-ssm), bench, tests."""
+    projects = [project for project, _, _ in packages]
+    smoke = None
+    if MAMBA in projects:
+        smoke = smoke_step(options, target, fit, install, env)
+        yield smoke
+    if CONV in projects:
+        yield conv_step(options, target, fit, install, env)
+    yield runner_step("calls", options, _gpu_blocker(target, fit, install), env)
+    if MAMBA in projects:
+        yield runner_step("blocks", options, _gpu_blocker(target, fit, install), env)
+    if options.bench and smoke is not None:
+        yield bench_step(options, smoke, env)
+    if options.upstream_tests:
+        yield upstream_tests_step(options, _gpu_blocker(target, fit, install), env,
+                                  [(p, prov) for p, prov, _ in packages], scratch)
+
+
 
 
 def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
@@ -442,22 +569,23 @@ def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install:
     """Run the smoke runner in the install env, unless an earlier step rules it out."""
     reason = _gpu_blocker(target, fit, install)
     if reason or env is None:
-        return StepResult("smoke", "skip", reason or "install failed")
+        return StepResult("smoke", Status.SKIP, reason or "install failed")
     args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
             *options.smoke_args]
     try:
         report = run_module(env, "mambawin.verify.runners.smoke", args, options.timeout)
     except MambawinError as exc:
-        return StepResult("smoke", "fail", f"smoke runner failed: {exc}", _error_details(exc))
-    return StepResult("smoke", "ok" if report["passed"] else "fail", smoke_summary(report), report)
+        return StepResult("smoke", Status.FAIL, f"smoke runner failed: {exc}", _error_details(exc))
+    status = Status.OK if report["passed"] else Status.FAIL
+    return StepResult("smoke", status, smoke_summary(report), report)
 
 
 def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
     if target.capability is None:
         return "no CUDA GPU visible: kernels not run (not verified on a GPU)"
-    if fit.status == "fail":
+    if fit.status is Status.FAIL:
         return "the wheel does not fit this GPU/torch (see fit): kernels not run"
-    if install.status != "ok":
+    if install.status is not Status.OK:
         return "install failed: kernels not run"
     return None
 
@@ -485,16 +613,85 @@ def _worst_tensor(case: Mapping[str, Any]) -> str:
 
 def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None) -> StepResult:
     """Benchmark in the install env once the smoke test passed."""
-    if smoke.status != "ok" or env is None:
-        return StepResult("bench", "skip", f"smoke did not pass ({smoke.summary.split(';')[0]})")
+    if smoke.status is not Status.OK or env is None:
+        reason = f"smoke did not pass ({smoke.summary.split(';')[0]})"
+        return StepResult("bench", Status.SKIP, reason)
     try:
         data = run_module(env, "mambawin.verify.runners.bench", ["--json", *options.bench_args],
                           options.timeout)
     except MambawinError as exc:
-        return StepResult("bench", "fail", f"benchmark failed: {exc}", _error_details(exc))
-    from mambawin.verify.runners.bench import BenchReport
+        return StepResult("bench", Status.FAIL, f"benchmark failed: {exc}", _error_details(exc))
+    return StepResult("bench", Status.OK, BenchReport.from_json(data).headline(), data)
 
-    return StepResult("bench", "ok", BenchReport.from_json(data).headline(), data)
+
+def conv_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
+              env: InstallEnv | None) -> StepResult:
+    """causal-conv1d's kernels against the float64 reference, in the install env."""
+    reason = _gpu_blocker(target, fit, install)
+    if reason or env is None:
+        return StepResult("conv", Status.SKIP, reason or "install failed")
+    args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
+            *options.conv_args]
+    try:
+        report = run_module(env, "mambawin.verify.runners.conv", args, options.timeout)
+    except MambawinError as exc:
+        return StepResult("conv", Status.FAIL, f"conv runner failed: {exc}", _error_details(exc))
+    status = Status.OK if report["passed"] else Status.FAIL
+    return StepResult("conv", status, conv_summary(report), report)
+
+
+def conv_summary(report: Mapping[str, Any]) -> str:
+    """'45 cases on H100 (seed 1; modes plain, ...): float32 max abs ...' plus the first failure."""
+    cases = report.get("cases", [])
+    modes = ", ".join(report.get("modes", []))
+    parts = [f"{len(cases)} cases on {report.get('device')} (seed {report.get('seed')}; "
+             f"modes {modes}, update)"]
+    for dtype, row in report.get("per_dtype", {}).items():
+        parts.append(f"{dtype} max abs {row['max_abs']:.2g} rel {row['max_rel']:.2g}")
+    failed = [c for c in cases if not c["passed"]]
+    if failed:
+        first = failed[0]
+        why = first.get("error") or _worst_tensor(first)
+        parts.insert(0, f"{len(failed)} of {len(cases)} cases failed, first {first['name']}: {why}")
+    return "; ".join(parts)
+
+
+_RUNNER_ITEMS = {"calls": ("probes", "api"), "blocks": ("blocks", "block")}
+
+
+def runner_step(name: str, options: VerifyOptions, blocker: str | None,
+                env: InstallEnv | None) -> StepResult:
+    """The calls or blocks runner: ok / fail per item, skip when every item was skipped."""
+    if blocker or env is None:
+        return StepResult(name, Status.SKIP, blocker or "install failed")
+    try:
+        report = run_module(env, f"mambawin.verify.runners.{name}", ["--json"], options.timeout)
+    except MambawinError as exc:
+        return StepResult(name, Status.FAIL, f"{name} runner failed: {exc}", _error_details(exc))
+    key, label = _RUNNER_ITEMS[name]
+    items = report.get(key, [])
+    summary = "; ".join(f"{i[label]} {i['status']}: {i['reason']}" for i in items)
+    if not report.get("passed"):
+        return StepResult(name, Status.FAIL, summary, report)
+    status: Status = Status.OK if any(i["status"] == "ok" for i in items) else Status.SKIP
+    return StepResult(name, status, summary or "nothing to run", report)
+
+
+def upstream_tests_step(options: VerifyOptions, blocker: str | None, env: InstallEnv | None,
+                        packages: Sequence[tuple[str, Mapping[str, Any] | None]],
+                        scratch: Path) -> StepResult:
+    """The packages' own upstream tests against the installed wheels (pytest, junit XML)."""
+    if blocker or env is None:
+        return StepResult("upstream-tests", Status.SKIP, blocker or "install failed")
+    try:
+        runs = upstream_tests.run_all(env, packages, scratch / "upstream-tests",
+                                      keyword=options.test_keyword, timeout=options.timeout)
+    except MambawinError as exc:
+        return StepResult("upstream-tests", Status.FAIL, str(exc), _error_details(exc))
+    details = {run.project: run.to_json() for run in runs}
+    summary = "; ".join(run.summary() + (f" ({run.note})" if run.note else "") for run in runs)
+    status = Status.OK if all(r.ok for r in runs) else Status.FAIL
+    return StepResult("upstream-tests", status, summary, details)
 
 
 def _finite(value: Any) -> Any:

@@ -1,48 +1,69 @@
 """The throwaway environment a wheel is tried in, shared by verify and bench.
 
-A fresh venv that sees the base environment's torch holds the wheel under test; kernels run there
+A fresh venv that sees the base environment's torch holds the wheels under test; kernels run there
 in child processes (`python -m mambawin.verify.runners.X`), so a crash in the extension is reported
-instead of killing mambawin.
+instead of killing mambawin. The child finds mambawin's runners in a private copy of the
+`mambawin` package (never through mambawin's own site-packages on PYTHONPATH: that folder may hold
+an installed mamba-ssm or causal-conv1d, which would then shadow the wheel under test).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mambawin
 from mambawin import proc
 from mambawin.errors import CommandError
 
 EXTENSION = "selective_scan_cuda"
+CONV_EXTENSION = "causal_conv1d_cuda"
+# The compiled module(s) each distribution ships, by canonical distribution name.
+EXTENSIONS: Mapping[str, tuple[str, ...]] = {"mamba_ssm": (EXTENSION,),
+                                             "causal_conv1d": (CONV_EXTENSION,)}
+RUNTIME_DIR = "mambawin-runtime"
 _IMPORT = """
-import json, sys, torch, selective_scan_cuda
-print(json.dumps({"torch": torch.__version__, "extension": selective_scan_cuda.__file__,
-                  "prefix": sys.prefix}))
+import importlib, json, sys, torch
+found = {name: importlib.import_module(name).__file__ for name in sys.argv[1:]}
+print(json.dumps({"torch": torch.__version__, "extensions": found, "prefix": sys.prefix}))
 """
 
 
 @dataclass(frozen=True)
 class InstallEnv:
-    """The interpreter (and environment variables) that see the wheel under test."""
+    """The interpreter (and environment variables) that see the wheels under test."""
 
     python: str
     env: Mapping[str, str] | None
     venv: Path | None = None
 
 
-def prepare_env(wheel: Path | None, python: str, scratch: Path) -> InstallEnv:
-    """The environment the kernel runs in: a fresh venv holding the wheel, or `python`'s own."""
-    if wheel is None:
-        return InstallEnv(python, _child_env(), None)
+def prepare_env(wheels: Sequence[Path], python: str, scratch: Path) -> InstallEnv:
+    """The environment the kernels run in: a fresh venv holding the wheels, or `python`'s own."""
+    child = _child_env(stage_runtime(scratch))
+    if not wheels:
+        return InstallEnv(python, child, None)
     venv = scratch / "venv"
     venv_python = create_venv(venv, python)
-    install_wheel(python, venv_python, Path(wheel))
-    return InstallEnv(venv_python, _child_env(), venv)
+    install_wheels(python, venv_python, [Path(w) for w in wheels])
+    # site.py puts the user site-packages *before* a venv's own; a `pip install --user` copy
+    # would shadow the wheel. The .pth still appends the user site, after the venv.
+    return InstallEnv(venv_python, {**child, "PYTHONNOUSERSITE": "1"}, venv)
+
+
+def stage_runtime(scratch: Path) -> Path:
+    """Copy the `mambawin` package alone into scratch: the child's only extra import path."""
+
+    target = scratch / RUNTIME_DIR
+    shutil.copytree(Path(mambawin.__file__).resolve().parent, target / "mambawin",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return target
 
 
 def create_venv(root: Path, base_python: str) -> str:
@@ -54,7 +75,7 @@ def create_venv(root: Path, base_python: str) -> str:
                        timeout=120).stdout.strip()
     # --system-site-packages points at the *base* interpreter: when mambawin runs from a venv
     # (where torch lives), that venv's site-packages would be missing. A .pth appends them after
-    # the new venv's own, so the wheel under test still wins.
+    # the new venv's own, so the wheels under test still win over copies installed there.
     Path(purelib, "_mambawin_parent.pth").write_text(_parent_pth(), encoding="utf-8")
     return str(python)
 
@@ -63,52 +84,48 @@ def _parent_pth() -> str:
     dirs = [*site.getsitepackages()]
     user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     dirs += [user] if user and Path(user).is_dir() else []
-    lines = [f"import site; site.addsitedir({d!r})" for d in dirs]
-    return "\n".join([*lines, str(_mambawin_root())]) + "\n"
+    return "".join(f"import site; site.addsitedir({d!r})\n" for d in dirs)
 
 
-def _mambawin_root() -> Path:
-    import mambawin
-
-    return Path(mambawin.__file__).resolve().parent.parent
-
-
-def install_wheel(base_python: str, venv_python: str, wheel: Path) -> None:
-    """pip install --no-deps --no-index the wheel into the venv, with the base env's pip."""
+def install_wheels(base_python: str, venv_python: str, wheels: Sequence[Path]) -> None:
+    """pip install --no-deps --no-index the wheels together into the venv (base env's pip)."""
     flags = ["install", "--no-deps", "--no-index", "--ignore-installed", "--no-cache-dir",
-             "--disable-pip-version-check", str(wheel.resolve())]
+             "--disable-pip-version-check", *(str(w.resolve()) for w in wheels)]
+    names = ", ".join(w.name for w in wheels)
     try:
         proc.run([base_python, "-m", "pip", "--python", venv_python, *flags], timeout=900)
     except CommandError as exc:
         if "--python" not in exc.tail:  # pip < 22.3 has no --python: bootstrap the venv's own
-            raise _pip_error(exc, wheel) from None
+            raise _pip_error(exc, names) from None
         proc.run([venv_python, "-m", "ensurepip", "--default-pip"], timeout=300)
         try:
             proc.run([venv_python, "-m", "pip", *flags], timeout=900)
         except CommandError as exc2:
-            raise _pip_error(exc2, wheel) from None
+            raise _pip_error(exc2, names) from None
 
 
-def _pip_error(exc: CommandError, wheel: Path) -> CommandError:
-    last = [line for line in exc.tail.splitlines() if line.strip()][-1:] or [str(exc)]
-    msg = f"pip could not install {wheel.name}: {last[0].strip()} (check the wheel's tags)"
+def _pip_error(exc: CommandError, names: str) -> CommandError:
+    last = proc.last_line(exc.tail) or str(exc)
+    msg = f"pip could not install {names}: {last} (check the wheel's tags)"
     return CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail)
 
 
-def import_check(env: InstallEnv) -> dict[str, Any]:
-    """`import torch; import selective_scan_cuda` in the env, which must load the wheel's copy."""
+def import_check(env: InstallEnv, modules: Sequence[str] = (EXTENSION,)) -> dict[str, Any]:
+    """`import torch` and each extension in the env; in a venv, each must load the wheel's copy."""
     try:
-        done = proc.run([env.python, "-c", _IMPORT], env=env.env, timeout=300)
+        done = proc.run([env.python, "-c", _IMPORT, *modules], env=env.env, timeout=300)
     except CommandError as exc:
-        last = [ln for ln in exc.tail.splitlines() if ln.strip()][-1:] or [str(exc)]
-        msg = (f"import {EXTENSION} failed: {last[0].strip()} (torch or CUDA runtime mismatch? "
-               "run `mambawin doctor`)")
+        last = proc.last_line(exc.tail) or str(exc)
+        msg = (f"import {', '.join(modules)} failed: {last} (torch or CUDA runtime "
+               "mismatch? run `mambawin doctor`)")
         raise CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail) from None
-    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    if env.venv and not _inside(Path(found["extension"]), env.venv):
-        msg = (f"{EXTENSION} was imported from {found['extension']}, not from the wheel under "
-               "test: unset PYTHONPATH entries that hold another copy")
-        raise CommandError(msg)
+    found: dict[str, Any] = json.loads(proc.last_line(done.stdout))
+    for name, origin in found["extensions"].items():
+        if env.venv and not _inside(Path(origin), env.venv):
+            msg = (f"{name} was imported from {origin}, not from the wheel under test: unset "
+                   "PYTHONPATH entries that hold another copy")
+            raise CommandError(msg)
+    found["extension"] = next(iter(found["extensions"].values()), None)
     return found
 
 
@@ -120,11 +137,10 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(runtime: Path) -> dict[str, str]:
     env = dict(os.environ)
-    # The runners must import in the child even when mambawin runs from a source checkout.
-    extra = str(_mambawin_root())
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), extra) if p)
+    # Only the private copy of mambawin goes first; the user's own PYTHONPATH stays behind it.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(runtime), env.get("PYTHONPATH")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
@@ -133,10 +149,9 @@ def run_module(env: InstallEnv, module: str, args: Sequence[str], timeout: float
                ) -> dict[str, Any]:
     """Run `python -m module args` in the env; its last stdout line is a JSON object."""
     done = proc.run([env.python, "-m", module, *args], env=env.env, timeout=timeout)
-    lines = done.stdout.strip().splitlines()
     try:
-        data: dict[str, Any] = json.loads(lines[-1])
-    except (IndexError, ValueError):
+        data: dict[str, Any] = json.loads(proc.last_line(done.stdout))
+    except ValueError:
         msg = f"{module} printed no JSON result: run `{env.python} -m {module}` to see why"
         raise CommandError(msg, argv=done.argv, tail=done.stderr) from None
     return data

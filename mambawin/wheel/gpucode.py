@@ -3,7 +3,7 @@
 cuobjdump is asked first when it can be found (PATH, CUDA_HOME/CUDA_PATH, or the
 `nvidia-cuda-cuobjdump` pip package). Without it the fatbin headers are read in pure Python from the
 ELF section `.nv_fatbin` (Linux .so) or the PE section `.nv_fatb` (Windows .pyd; PE section names
-are cut to 8 characters). The layout is reverse-engineered (docs/windows-toolchain.md §5.2), so
+are cut to 8 characters). The layout is reverse-engineered (docs/windows.md, "Fatbin layout"), so
 cuobjdump wins whenever both are available.
 """
 
@@ -212,8 +212,8 @@ def _with_cuobjdump(tool: str, binary: Path) -> GpuCode:
         raise WheelError(msg) from None
     text = done.stdout + "\n" + done.stderr
     if done.returncode != 0 and _NO_DEVICE_CODE not in text:
-        last = [line for line in text.splitlines() if line.strip()][-1:] or ["(no output)"]
-        msg = (f"cuobjdump cannot read {binary.name} ({last[0].strip()}): check that it is a "
+        last = proc.last_line(text) or "(no output)"
+        msg = (f"cuobjdump cannot read {binary.name} ({last}): check that it is a "
                "complete CUDA extension module")
         raise WheelError(msg)
     sass, ptx = parse_cuobjdump(done.stdout)

@@ -1,7 +1,7 @@
 """Open a wheel safely: check its zip, names, tags and RECORD before anyone reads a byte of it.
 
 Every check raises WheelError with one line; nothing here writes. `metadata.py` rewrites wheels and
-`fatbin.py` lists their GPU code, both through `open_wheel`.
+`gpucode.py` lists their GPU code, both through `open_wheel`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import io
 import re
 import zipfile
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +29,11 @@ from mambawin.errors import WheelError
 
 EXTENSION_SUFFIXES = (".so", ".pyd")
 _CHUNK = 1 << 20
+# Bounds for a hostile wheel: mamba-ssm's METADATA is ~10 KB, its RECORD ~20 KB and it has ~100
+# members; a 300 KB zip can inflate a 300 MB METADATA (3.4 GB of RAM to parse) and 30,000 members
+# took a minute to check. Refused from the zip's directory, before a byte is inflated.
+MAX_TEXT_MEMBER = 10 * 1024 * 1024
+MAX_MEMBERS = 20_000
 # PEP 427: md5/sha1 are too weak for RECORD; shake has no fixed digest size.
 _RECORD_HASHES = hashlib.algorithms_guaranteed - {"md5", "sha1", "shake_128", "shake_256"}
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -123,10 +129,18 @@ def read_wheel(path: Path) -> WheelInfo:
         return info
 
 
-def read_member(path: Path, archive: zipfile.ZipFile, member: str) -> bytes:
-    """One member's bytes; a CRC or inflate failure becomes a one-line WheelError."""
+def read_member(path: Path, archive: zipfile.ZipFile, member: str,
+                limit: int | None = None) -> bytes:
+    """One member's bytes (refused when over limit); a CRC or inflate failure is a WheelError."""
+    size = archive.getinfo(member).file_size
+    if limit is not None and size > limit:
+        msg = (f"{path.name}: member {member} claims {size:,} bytes, over the {limit:,} a wheel's "
+               "metadata may have: refusing it; the wheel is corrupt or hostile")
+        raise WheelError(msg)
     try:
-        return archive.read(member)
+        with archive.open(member) as stream:
+            # zipfile stops at the declared size and checks the CRC, so this is bounded too.
+            return stream.read()
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         msg = f"{path.name}: member {member} is corrupt ({exc}): build or download the wheel again"
         raise WheelError(msg) from None
@@ -150,16 +164,25 @@ def _open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
         yield archive
 
 
+def read_text_member(path: Path, archive: zipfile.ZipFile, member: str) -> bytes:
+    """A dist-info text file (METADATA, WHEEL, RECORD, provenance), at most MAX_TEXT_MEMBER."""
+    return read_member(path, archive, member, MAX_TEXT_MEMBER)
+
+
 def _safe_members(path: Path, archive: zipfile.ZipFile) -> tuple[str, ...]:
     """Member names; refuse any that would land outside the install folder (zip-slip)."""
     names = [info.filename for info in archive.infolist()]
+    if len(names) > MAX_MEMBERS:
+        msg = (f"{path.name} has {len(names):,} members, over the {MAX_MEMBERS:,} mambawin "
+               "accepts: refusing it; the wheel is corrupt or hostile")
+        raise WheelError(msg)
     for name in names:
         parts = name.replace("\\", "/").split("/")
         if name.startswith(("/", "\\")) or _DRIVE.match(name) or ".." in parts:
             msg = (f"{path.name} contains the unsafe path {name!r} (absolute or with '..'): "
                    "refusing it; rebuild the wheel with a normal build backend")
             raise WheelError(msg)
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    duplicates = sorted(n for n, count in Counter(names).items() if count > 1)
     if duplicates:
         msg = f"{path.name} has duplicate entries ({duplicates[0]}): rebuild the wheel"
         raise WheelError(msg)
@@ -183,8 +206,9 @@ def _find_dist_info(path: Path, members: tuple[str, ...]) -> str:
 
 def _describe(path: Path, archive: zipfile.ZipFile, file: WheelFileName, dist_info: str,
               members: tuple[str, ...]) -> WheelInfo:
-    _check_wheel_tags(path, read_message(read_member(path, archive, f"{dist_info}/WHEEL")), file)
-    metadata = read_message(read_member(path, archive, f"{dist_info}/METADATA"))
+    wheel = read_message(read_text_member(path, archive, f"{dist_info}/WHEEL"))
+    _check_wheel_tags(path, wheel, file)
+    metadata = read_message(read_text_member(path, archive, f"{dist_info}/METADATA"))
     name, version = metadata.get("Name"), metadata.get("Version")
     if not name or not version:
         msg = f"{path.name}: {dist_info}/METADATA has no Name or Version: rebuild the wheel"
@@ -238,7 +262,7 @@ def _check_record(info: WheelInfo, archive: zipfile.ZipFile) -> None:
 
 
 def _read_record(info: WheelInfo, archive: zipfile.ZipFile) -> dict[str, tuple[str, str]]:
-    text = read_member(info.path, archive, info.record_path).decode("utf-8", errors="replace")
+    text = read_text_member(info.path, archive, info.record_path).decode("utf-8", errors="replace")
     record: dict[str, tuple[str, str]] = {}
     for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
         if not row:

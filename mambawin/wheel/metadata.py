@@ -27,12 +27,21 @@ from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
 from mambawin import __version__
 from mambawin.errors import UsageError, WheelError
-from mambawin.wheel.info import WheelInfo, open_wheel, read_member, read_message
+from mambawin.versions import release
+from mambawin.wheel.info import (
+    WheelInfo,
+    open_wheel,
+    read_member,
+    read_message,
+    read_text_member,
+)
 
 PROVENANCE_NAME = "mambawin-provenance.json"
-# triton has no Windows wheel on PyPI, so `pip install mamba_ssm-*.whl` fails to resolve
-# (state-spaces/mamba issues #12, #55); mamba-ssm imports it lazily and works without it.
+# Requirements with no win_amd64 wheel: `pip install mamba_ssm-*.whl` cannot resolve them
+# (state-spaces/mamba issues #12, #55). The module itself can come from triton-windows
+# (docs/upstream-map.md §4). The one drop list: build, metadata and verify all use it.
 DEFAULT_DROP = ("triton",)
+NO_LABEL = "none"  # --local-version none: the public version, no +label
 SKIP_GUARD_ENV = "MAMBAWIN_SKIP_TORCH_CHECK"
 GUARD_BEGIN = "# >>> mambawin torch guard"
 GUARD_END = "# <<< mambawin torch guard"
@@ -124,15 +133,15 @@ def normalize_local_label(text: str) -> str:
 
 def local_version_label(cuda_version: str, torch_version: str, extra: str = "") -> str:
     """The label saying what a wheel was built for: ('12.9', '2.8.0') → 'cu129torch2.8'."""
-    cuda = _release(cuda_version, "CUDA")
-    torch = _release(torch_version, "torch")
+    cuda = _major_minor(cuda_version, "CUDA")
+    torch = _major_minor(torch_version, "torch")
     return normalize_local_label(f"cu{cuda[0]}{cuda[1]}torch{torch[0]}.{torch[1]}{extra}")
 
 
 def requirements(wheel: Path) -> list[str]:
     """The wheel's Requires-Dist values, in METADATA order."""
     with open_wheel(Path(wheel)) as (archive, info):
-        metadata = read_message(read_member(info.path, archive, info.metadata_path))
+        metadata = read_message(read_text_member(info.path, archive, info.metadata_path))
     return [str(value).strip() for value in metadata.get_all("Requires-Dist") or ()]
 
 
@@ -153,7 +162,8 @@ def rewrite_wheel(
 ) -> Path:
     """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring)."""
     source_date_epoch()  # fail before any work when it is malformed
-    label = normalize_local_label(local_version) if local_version else None
+    _check_out_dir(Path(out_dir))
+    label = _label_of(local_version)
     dropped = frozenset(canonicalize_name(name) for name in drop)
     with open_wheel(Path(wheel)) as (archive, info):
         plan = _plan(info, label, Path(out_dir))
@@ -163,19 +173,38 @@ def rewrite_wheel(
         return _write_atomically(entries, plan.target)
 
 
-def _release(text: str, what: str) -> tuple[int, int]:
+def _check_out_dir(out_dir: Path) -> None:
+    """UsageError when out_dir, or the nearest of its parents that exists, is not a folder."""
+    existing = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        msg = f"--out {out_dir}: {existing} is a file, not a folder: pass a folder for the wheel"
+        raise UsageError(msg)
+
+
+def _label_of(local_version: str | None) -> str | None:
+    """None keeps the wheel's version; 'none' drops its label, as `build --local-version none`."""
+    if local_version is None:
+        return None
+    if local_version.strip().lower() == NO_LABEL:
+        return ""
+    return normalize_local_label(local_version)
+
+
+def _major_minor(text: str, what: str) -> tuple[int, int]:
+    """(major, minor) of a version the user gave; anything but PEP 440 is a UsageError."""
     try:
-        release = Version(text).release
+        numbers = release(Version(text), 2)
     except InvalidVersion:
-        release = ()
-    if not release:
+        numbers = ()
+    if not numbers:
         msg = f"invalid {what} version {text!r}: give it like 12.9 or 2.8.0"
         raise UsageError(msg)
-    return release[0], (release[1] if len(release) > 1 else 0)
+    return numbers[0], (numbers[1] if len(numbers) > 1 else 0)
 
 
 def _plan(info: WheelInfo, label: str | None, out_dir: Path) -> _Plan:
-    version = f"{Version(info.version).public}+{label}" if label else None
+    public = Version(info.version).public
+    version = None if label is None else (f"{public}+{label}" if label else public)
     file_version = version.replace("-", "_") if version else info.file.version
     # WheelFile puts RECORD under `<name>-<version>.dist-info` from the file name, so the folder
     # must be named exactly like that or RECORD would land in a second .dist-info.
@@ -193,7 +222,7 @@ def _existing_provenance(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str,
     if member not in info.members:
         return None
     try:
-        data = json.loads(read_member(info.path, archive, member))
+        data = json.loads(read_text_member(info.path, archive, member))
     except ValueError:
         data = None
     if not isinstance(data, dict):
@@ -218,7 +247,7 @@ def _guard_versions(record: Mapping[str, object]) -> tuple[str, str] | None:
     torch, cuda = record.get("torch_version"), record.get("cuda_version")
     if not torch or not cuda:
         return None
-    torch_release, cuda_release = _release(str(torch), "torch"), _release(str(cuda), "CUDA")
+    torch_release, cuda_release = _major_minor(str(torch), "torch"), _major_minor(str(cuda), "CUDA")
     return f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0])
 
 

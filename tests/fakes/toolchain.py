@@ -136,8 +136,8 @@ def set_dump(cl_dir: Path, *, extra: Mapping[str, str] | None = None,
              drop: Iterable[str] = ()) -> bytes:
     """A vcvars64 `set` dump as `cmd /u` writes it (UTF-16LE, CRLF).
 
-    Built from lines of the recorded partial VS 2022 dump plus the variables windows-toolchain.md
-    §1.4 names; no complete citable dump exists.
+    Built from lines of the recorded partial VS 2022 dump plus the variables docs/windows.md
+    lists ("Developer-prompt variables"); no complete citable dump exists.
     """
     values = {
         "ALLUSERSPROFILE": r"C:\ProgramData",

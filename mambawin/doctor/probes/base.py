@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 class Status(str, enum.Enum):
-    """How a check came out."""
+    """How a check came out: doctor's checks and verify's steps (the one status vocabulary)."""
 
     OK = "ok"
     WARN = "warn"
@@ -41,6 +41,7 @@ class Check:
 
     name: str
     status: Status
+    _: KW_ONLY  # the rest by keyword: a positional `..., hint, True` hides which field is True
     found: str = ""
     version: str = ""
     required: str = ""

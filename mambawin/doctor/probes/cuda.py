@@ -179,15 +179,17 @@ def cuda_checks(cuda: CudaFacts, torch_cuda: str | None) -> list[Check]:
             if cuda.torch_home else ""
         hint = (f"{where}install the CUDA toolkit ({want}, {CUDA_DOWNLOAD}) "
                 "or set CUDA_HOME to its folder")
-        return [Check("nvcc", Status.FAIL, "not found", required=want, hint=hint, blocking=True)]
+        return [Check("nvcc", Status.FAIL, found="not found", required=want, hint=hint,
+                      blocking=True)]
     if cuda.version is None:
         hint = f"{cuda.nvcc} --version did not run or printed no release: reinstall the toolkit"
-        return [Check("nvcc", Status.FAIL, cuda.nvcc or "", "", want, hint, True)]
+        return [Check("nvcc", Status.FAIL, found=cuda.nvcc or "", required=want, hint=hint,
+                      blocking=True)]
     found = f"{cuda.nvcc} (CUDA_HOME={cuda.home}, from {cuda.source or 'a default folder'})"
-    checks = [Check("nvcc", Status.OK, found, cuda.version.public, want)]
+    checks = [Check("nvcc", Status.OK, found=found, version=cuda.version.public, required=want)]
     if cuda.notes:
         hint = "; ".join(cuda.notes) + ": set CUDA_HOME and CUDA_PATH to the same toolkit"
-        checks.append(Check("CUDA_HOME", Status.WARN, cuda.home, hint=hint))
+        checks.append(Check("CUDA_HOME", Status.WARN, found=cuda.home, hint=hint))
     return checks
 
 
@@ -200,17 +202,36 @@ def arch_check(cuda: CudaFacts, archs: tuple[Arch, ...]) -> Check:
                      hint=f"{cuda.nvcc} --list-gpu-code printed nothing; arch support unchecked")
     numbers = sorted(_number(code) for code in cuda.gpu_codes)
     listed = f"sm_{numbers[0]} .. sm_{numbers[-1]}"
-    missing = [a for a in archs if f"sm_{a.major}{a.minor}" not in cuda.gpu_codes]
+    missing = [a for a in archs if not _compiles(cuda, a)]
     if not missing:
         found = ", ".join(str(a) for a in archs) if archs else f"can compile {listed}"
-        return Check("nvcc archs", Status.OK, found, cuda.version.public, listed)
-    return Check("nvcc archs", Status.FAIL, ", ".join(a.sm for a in missing), cuda.version.public,
-                 listed, _arch_hint(cuda, missing), True)
+        return Check("nvcc archs", Status.OK, found=found, version=cuda.version.public,
+                     required=listed)
+    return Check("nvcc archs", Status.FAIL, found=", ".join(a.sm for a in missing),
+                 version=cuda.version.public, required=listed, hint=_arch_hint(cuda, missing),
+                 blocking=True)
+
+
+# `--list-gpu-code` names base targets only (sm_90, not sm_90a): the suffixed ones came later.
+_SUFFIX_SINCE = {"a": Version("12.0"), "f": Version("12.9")}
+
+
+def _compiles(cuda: CudaFacts, arch: Arch) -> bool:
+    """nvcc lists the arch's base target, and is new enough for its a/f suffix."""
+    if f"sm_{arch.major}{arch.minor}" not in cuda.gpu_codes:
+        return False
+    since = _SUFFIX_SINCE.get(arch.suffix)
+    return since is None or cuda.version is None or cuda.version >= since
 
 
 def _arch_hint(cuda: CudaFacts, missing: list[Arch]) -> str:
     lowest = min(_number(code) for code in cuda.gpu_codes)
     names = ", ".join(a.sm for a in missing)
+    listed = [a for a in missing if f"sm_{a.major}{a.minor}" in cuda.gpu_codes]
+    if listed:
+        since = ", ".join(f"'{a.suffix}' needs CUDA {_SUFFIX_SINCE[a.suffix]}+" for a in listed)
+        return (f"nvcc {cuda.version} cannot compile {names} ({since}): use a newer toolkit, "
+                f"or drop the suffix (--arch {listed[0].major}{listed[0].minor})")
     if all(a.major * 10 + a.minor < lowest for a in missing):
         why = f"CUDA {cuda.version} dropped targets below sm_{lowest}: use CUDA 12.x"
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mambawin.archs import Arch, format_archs
@@ -12,8 +12,8 @@ from mambawin.doctor.probes.base import Check, ProbeContext, Status, output_of
 from mambawin.doctor.probes.cuda import CudaFacts
 from mambawin.doctor.probes.pytorch import Gpu, TorchFacts
 
-# Built when no GPU is visible (a build machine): the arch list of PyTorch's own cu128+ Windows
-# wheels (7.5;8.0;8.6;9.0;10.0;12.0) plus 8.9, each kept only if this nvcc can compile it.
+# Suggested (never built unasked) when no GPU is visible: the arch list of PyTorch's own cu128+
+# Windows wheels (7.5;8.0;8.6;9.0;10.0;12.0) plus 8.9, each kept only if this nvcc can compile it.
 PORTABLE = (75, 80, 86, 89, 90, 100, 120)
 
 
@@ -66,17 +66,23 @@ def covers(arch: Arch, capability: tuple[int, int]) -> bool:
 
 
 def recommend(gpus: Iterable[Gpu], cuda: CudaFacts) -> tuple[Arch, ...]:
-    """The visible GPUs' archs that nvcc can compile; with no GPU, a portable list ending in PTX."""
+    """The visible GPUs' archs that nvcc can compile; none without a GPU (--arch must say)."""
+    can = _can_compile(cuda)
+    return tuple(Arch(*cap) for cap in sorted({g.capability for g in gpus}) if can(cap))
+
+
+def portable(cuda: CudaFacts) -> tuple[Arch, ...]:
+    """PORTABLE as far as this nvcc compiles it, the last arch with PTX: the no-GPU suggestion."""
+    can = _can_compile(cuda)
+    archs = [Arch(n // 10, n % 10) for n in PORTABLE if can((n // 10, n % 10))]
+    if archs:
+        archs[-1] = Arch(archs[-1].major, archs[-1].minor, ptx=True)
+    return tuple(archs)
+
+
+def _can_compile(cuda: CudaFacts) -> Callable[[tuple[int, int]], bool]:
     codes = set(cuda.gpu_codes)
-    can = (lambda n: f"sm_{n}" in codes) if codes else (lambda n: True)
-    own = sorted({g.capability for g in gpus})
-    picked = [Arch(*cap) for cap in own if can(cap[0] * 10 + cap[1])]
-    if own:
-        return tuple(picked)
-    portable = [Arch(n // 10, n % 10) for n in PORTABLE if can(n)]
-    if portable:
-        portable[-1] = Arch(portable[-1].major, portable[-1].minor, ptx=True)
-    return tuple(portable)
+    return lambda cap: not codes or f"sm_{cap[0]}{cap[1]}" in codes
 
 
 def gpu_checks(facts: GpuFacts, archs: tuple[Arch, ...], cuda: CudaFacts,
@@ -86,27 +92,34 @@ def gpu_checks(facts: GpuFacts, archs: tuple[Arch, ...], cuda: CudaFacts,
     if facts.error:
         return [Check("GPU", Status.WARN, hint=facts.error)]
     if not facts.gpus:
-        hint = f"no NVIDIA GPU visible (no nvidia-smi or driver); building for --arch {suggestion}"
-        return [Check("GPU", Status.SKIP, "none", hint=hint if suggestion else "")]
+        return [Check("GPU", Status.SKIP, found="none", hint=_no_gpu_hint(archs, cuda))]
     names = ", ".join(f"{g.name} ({g.capability[0]}.{g.capability[1]})" for g in facts.gpus)
-    checks = [Check("GPU", Status.OK, f"{names} via {facts.source}",
+    checks = [Check("GPU", Status.OK, found=f"{names} via {facts.source}",
                     required=f"--arch {suggestion}")]
     unsupported = [g for g in facts.gpus if not any(covers(a, g.capability) for a in recommended)]
     if cuda.gpu_codes and unsupported:
         hint = (f"CUDA {cuda.version} cannot target {unsupported[0].sm} "
                 f"(it compiles {cuda.gpu_codes[0]}+): install CUDA 12.x for this GPU")
-        checks.append(Check("GPU arch", Status.WARN, unsupported[0].name, hint=hint))
+        checks.append(Check("GPU arch", Status.WARN, found=unsupported[0].name, hint=hint))
     elif archs:
         checks.append(_coverage(facts.gpus, archs))
     return checks
+
+
+def _no_gpu_hint(archs: tuple[Arch, ...], cuda: CudaFacts) -> str:
+    why = "no NVIDIA GPU visible (no nvidia-smi or driver)"
+    if archs:
+        return f"{why}; building for --arch {format_archs(archs)}"
+    return f"{why}: a build needs --arch, e.g. --arch '{format_archs(portable(cuda))}'"
 
 
 def _coverage(gpus: tuple[Gpu, ...], archs: tuple[Arch, ...]) -> Check:
     missed = [g for g in gpus if not any(covers(a, g.capability) for a in archs)]
     wanted = format_archs(archs)
     if not missed:
-        return Check("GPU arch", Status.OK, f"--arch {wanted} runs on this GPU", required=wanted)
+        return Check("GPU arch", Status.OK, found=f"--arch {wanted} runs on this GPU",
+                     required=wanted)
     gpu = missed[0]
     hint = (f"a wheel for --arch {wanted} will not run on {gpu.name} ({gpu.sm}): "
             f"add {gpu.capability[0]}{gpu.capability[1]} to --arch")
-    return Check("GPU arch", Status.WARN, gpu.name, required=wanted, hint=hint)
+    return Check("GPU arch", Status.WARN, found=gpu.name, required=wanted, hint=hint)

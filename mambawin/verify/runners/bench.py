@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mambawin.verify.runners.reference import selective_scan_parallel
+
 REFERENCE = "vectorised log-depth (Hillis-Steele) scan in the input dtype, eager torch"
 DTYPES = ("float32", "float16", "bfloat16")
 # (batch, dim, seqlen, dstate): Mamba-130m/370m-like widths; sized so the reference's autograd
@@ -163,8 +165,6 @@ def _kernel_fn(kernel: Any, x: dict[str, Any], backward: bool) -> Callable[[], N
 
 def _reference_fn(x: dict[str, Any], backward: bool) -> Callable[[], None]:
     import torch
-
-    from mambawin.verify.runners.reference import selective_scan_parallel
 
     names = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
     leaves = [x[k].detach().clone().requires_grad_(backward) for k in names]

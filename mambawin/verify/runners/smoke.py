@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mambawin.verify.runners.reference import selective_scan_ref
+
 DTYPES = ("float32", "float16", "bfloat16")
 # Lengths around the kernel's 2048-step chunk: 1, odd, just under a power of two, 2 chunks + 1,
 # and a multiple of the chunk (the state is carried between chunks through x).
@@ -243,8 +245,6 @@ def kernel_last_state(scan: Any, B: Any) -> Any:
 def reference_forward_backward(x: dict[str, Any], dout: Any, softplus: bool) -> dict[str, Any]:
     """The same outputs and gradients from the float64 sequential reference (autograd)."""
     import torch
-
-    from mambawin.verify.runners.reference import selective_scan_ref
 
     leaves: dict[str, Any] = {
         k: (v.detach().to(torch.float64).requires_grad_() if v is not None else None)

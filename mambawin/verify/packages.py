@@ -1,0 +1,140 @@
+"""Which wheels verify checks: one wheel, or a wheelhouse folder holding mamba-ssm and
+causal-conv1d, told apart by their distribution name (never by a file-name guess); and whether
+the two belong together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from mambawin.errors import UsageError, WheelError
+from mambawin.wheel.info import parse_file_name
+
+MAMBA, CONV = "mamba-ssm", "causal-conv1d"
+# The compiled module each package ships, by canonical distribution name.
+EXTENSIONS: Mapping[str, str] = {MAMBA: "selective_scan_cuda", CONV: "causal_conv1d_cuda"}
+# mamba-ssm release -> the causal-conv1d it needs: upstream setup.py names ">=1.4.0" from v2.2
+# (">=1.2.0" before), and every v2.x Mamba/Mamba2 fast path calls causal_conv1d.cpp_functions or
+# the 1.4 binding (seq_idx, initial_states); issue 9 asks for >= 1.4.0 with any v2.x.
+CONV_FOR_MAMBA = ((SpecifierSet(">=2.0"), SpecifierSet(">=1.4.0")),
+                  (SpecifierSet("<2.0"), SpecifierSet(">=1.2.0")))
+
+
+@dataclass(frozen=True)
+class WheelRef:
+    """One wheel to verify: its path, canonical project name and version."""
+
+    path: Path
+    project: str
+    version: str
+
+    @property
+    def extension(self) -> str:
+        """The compiled module this package ships."""
+        return EXTENSIONS[self.project]
+
+    @property
+    def label(self) -> str:
+        """'mamba_ssm' / 'causal_conv1d': the import name, as users know the package."""
+        return self.project.replace("-", "_")
+
+
+def find_wheels(path: Path, fits: Sequence[str] | None = None) -> tuple[WheelRef, ...]:
+    """The wheel at `path`, or every mamba-ssm / causal-conv1d wheel in the folder `path`."""
+    if not path.exists():
+        msg = f"{path} does not exist: pass a built .whl or a folder of wheels (`mambawin build`)"
+        raise UsageError(msg)
+    files = sorted(path.glob("*.whl")) if path.is_dir() else [path]
+    refs = [ref for ref in (_describe(f, strict=not path.is_dir()) for f in files) if ref]
+    if not refs:
+        msg = (f"{path} holds no mamba_ssm or causal_conv1d wheel: pass the folder "
+               "`mambawin build` wrote its wheels to")
+        raise UsageError(msg)
+    chosen = [_one_per_project([r for r in refs if r.project == p], fits)
+              for p in EXTENSIONS if any(r.project == p for r in refs)]
+    return tuple(chosen)
+
+
+def _describe(file: Path, *, strict: bool) -> WheelRef | None:
+    try:
+        name = parse_file_name(file.name)
+    except WheelError as exc:
+        raise UsageError(str(exc)) from None
+    project = canonicalize_name(name.name)
+    if project not in EXTENSIONS:
+        if strict:
+            msg = (f"{file.name} is a {name.name} wheel: verify checks mamba_ssm and "
+                   "causal_conv1d wheels")
+            raise UsageError(msg)
+        return None
+    return WheelRef(file, project, name.version)
+
+
+def _one_per_project(refs: list[WheelRef], fits: Sequence[str] | None) -> WheelRef:
+    """Several wheels of one package: keep the one whose tags fit this Python, else refuse."""
+    if len(refs) > 1:
+        from packaging.tags import sys_tags
+
+        supported = set(fits) if fits is not None else {str(t) for t in sys_tags()}
+        refs = [r for r in refs if parse_file_name(r.path.name).tags & supported] or refs
+    if len(refs) > 1:
+        names = ", ".join(r.path.name for r in refs)
+        msg = (f"the folder holds {len(refs)} {refs[0].label} wheels that fit this Python "
+               f"({names}): keep one per package")
+        raise UsageError(msg)
+    return refs[0]
+
+
+def pair_problems(mamba: tuple[str, Mapping[str, Any] | None],
+                  conv: tuple[str, Mapping[str, Any] | None]) -> list[str]:
+    """Why a mamba-ssm and a causal-conv1d (version, provenance) do not belong together."""
+    problems = []
+    need = _conv_needed(mamba[0])
+    if need is not None and not need.contains(_public(conv[0]), prereleases=True):
+        problems.append(f"mamba_ssm {mamba[0]} needs causal_conv1d{need}, found {conv[0]}: "
+                        f"build causal-conv1d at a tag matching {need}")
+    labels = (_local(mamba[0]), _local(conv[0]))
+    if all(labels) and labels[0] != labels[1]:
+        problems.append(f"local labels differ (+{labels[0]} vs +{labels[1]}): build both wheels "
+                        "against the same torch and CUDA")
+    for key, what in (("torch_version", "torch"), ("cuda_version", "CUDA")):
+        built = (_minor((mamba[1] or {}).get(key)), _minor((conv[1] or {}).get(key)))
+        if all(built) and built[0] != built[1]:
+            problems.append(f"built for different {what} ({built[0]} vs {built[1]}): rebuild "
+                            "both with the same toolchain")
+    return problems
+
+
+def _conv_needed(mamba_version: str) -> SpecifierSet | None:
+    public = _public(mamba_version)
+    return next((need for spec, need in CONV_FOR_MAMBA if spec.contains(public, True)), None)
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version.split("+")[0]
+
+
+def _local(version: str) -> str | None:
+    try:
+        return Version(version).local
+    except InvalidVersion:
+        return None
+
+
+def _minor(version: object) -> str | None:
+    if not version:
+        return None
+    try:
+        return ".".join(map(str, Version(str(version)).release[:2]))
+    except InvalidVersion:
+        return None

@@ -1,0 +1,330 @@
+"""GPU check of causal-conv1d's kernels against mambawin's float64 reference.
+
+Every case goes through the public API (`causal_conv1d_fn`, `causal_conv1d_update`) with counting
+wrappers on the extension's entry points (`runners.calls.counting`), so a case also fails when
+the API answered without calling the compiled kernel. Forward and backward, with and without bias
+and SiLU, in both memory layouts; `initial_states` / final states and `seq_idx` (packed
+sequences) where the installed version's `causal_conv1d_fn` has those parameters (read from its
+signature); and the decoding path `causal_conv1d_update`. Tolerances are those of upstream's
+tests/test_causal_conv1d.py. Run `python -m mambawin.verify.runners.conv --json` inside the
+environment holding the wheel.
+
+The reference, written for mambawin from the definition (depthwise causal convolution):
+
+    out[b, d, t] = act(bias[d] + sum_k weight[d, k] * x[b, d, t - (width - 1 - k)])
+
+with x padded on the left by `initial_states` (or zeros), and, under `seq_idx`, an input counted
+only when it belongs to the same sequence as position t.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mambawin.verify.runners.calls import CONV, counting
+from mambawin.verify.runners.smoke import CaseResult, compare, summarize
+
+DTYPES = ("float32", "float16", "bfloat16")
+WIDTHS = (2, 3, 4)
+SEQLENS = (1, 7, 128, 1025, 4096)
+MODES = ("plain", "channel_last", "initial_states", "seq_idx")
+# (rtol, atol) per input dtype and for the fp32 weights: upstream's tests/test_causal_conv1d.py.
+TOLERANCES = {"float32": (3e-4, 1e-3), "float16": (3e-3, 5e-3), "bfloat16": (1e-2, 5e-2)}
+WEIGHT_TOLERANCE = (1e-3, 1e-3)
+_KERNELS = {"fwd": (CONV, "causal_conv1d_fwd"), "bwd": (CONV, "causal_conv1d_bwd"),
+            "update": (CONV, "causal_conv1d_update")}
+
+
+@dataclass(frozen=True)
+class ConvCase:
+    """One call: dtype, width, length, bias/SiLU, and mode (a layout/feature, or 'update')."""
+
+    dtype: str
+    width: int
+    seqlen: int
+    bias: bool
+    silu: bool
+    mode: str
+    batch: int = 2
+    dim: int = 64
+
+    @property
+    def name(self) -> str:
+        flags = [f for f, on in (("bias", self.bias), ("silu", self.silu)) if on]
+        return " ".join([self.dtype, self.mode, f"w={self.width}", f"L={self.seqlen}", *flags])
+
+
+@dataclass(frozen=True)
+class ConvConfig:
+    """What to run: seed, dtypes, widths, lengths, update cases or not, the device."""
+
+    seed: int
+    dtypes: tuple[str, ...] = DTYPES
+    widths: tuple[int, ...] = WIDTHS
+    seqlens: tuple[int, ...] = SEQLENS
+    update: bool = True
+    device: str = "cuda"
+    json_output: bool = False
+
+
+def features(fn: Any) -> tuple[str, ...]:
+    """The modes the installed causal_conv1d_fn supports, from its parameters."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return ("plain", "channel_last")
+    modes = ["plain", "channel_last"]
+    if {"initial_states", "return_final_states"} <= set(params):
+        modes.append("initial_states")
+    if "seq_idx" in params:
+        modes.append("seq_idx")
+    return tuple(modes)
+
+
+def plan_cases(config: ConvConfig, modes: Sequence[str]) -> list[ConvCase]:
+    """Each (dtype, width, length) gets one mode and one bias/SiLU pair, rotating so that every
+    mode meets every pair; then the update path at lengths 1 and 4 with every pair."""
+    cases, pairs = [], ((True, True), (False, False), (True, False), (False, True))
+    for d, dtype in enumerate(config.dtypes):
+        grid = [(w, L) for w in config.widths for L in config.seqlens]
+        for i, (width, seqlen) in enumerate(grid):
+            mode = modes[(i + d) % len(modes)]
+            bias, silu = pairs[(i // len(modes) + i + d) % len(pairs)]
+            cases.append(ConvCase(dtype, width, seqlen, bias, silu, mode))
+        if config.update:
+            cases += [ConvCase(dtype, w, L, *pairs[(w + L + d) % len(pairs)], "update")
+                      for w in config.widths for L in (1, 4)]
+    return cases
+
+
+def conv_ref(x: Any, weight: Any, bias: Any = None, initial_states: Any = None,
+             seq_idx: Any = None, silu: bool = False) -> tuple[Any, Any]:
+    """(out, final_states) in float64, differentiable; final_states = the last width-1 inputs."""
+    import torch
+    import torch.nn.functional as F
+
+    f64, (batch, dim, seqlen), width = torch.float64, x.shape, weight.shape[1]
+    pad = (initial_states.to(f64) if initial_states is not None
+           else x.new_zeros(batch, dim, width - 1, dtype=f64))
+    full = torch.cat([pad, x.to(f64)], dim=-1)
+    out = x.new_zeros(batch, dim, seqlen, dtype=f64)
+    for k in range(width):
+        term = weight[:, k, None].to(f64) * full[..., k:k + seqlen]
+        out = out + term * _same_sequence(seq_idx, width - 1 - k, seqlen, f64)
+    if bias is not None:
+        out = out + bias.to(f64)[:, None]
+    return (F.silu(out) if silu else out), full[..., full.shape[-1] - (width - 1):]
+
+
+def _same_sequence(seq_idx: Any, lag: int, seqlen: int, dtype: Any) -> Any:
+    """1 where the input `lag` steps back is in the same packed sequence (padding is 0 anyway)."""
+    if seq_idx is None or lag == 0:
+        return 1.0
+    import torch
+
+    mask = torch.zeros(seq_idx.shape[0], seqlen, dtype=dtype, device=seq_idx.device)
+    mask[:, lag:] = (seq_idx[:, lag:] == seq_idx[:, :-lag]).to(dtype)
+    return mask[:, None, :]
+
+
+def update_ref(x: Any, conv_state: Any, weight: Any, bias: Any, silu: bool) -> tuple[Any, Any]:
+    """(out, new conv_state) of one decoding step: x (batch, dim[, seqlen]) after the state."""
+    import torch
+
+    x3 = x.unsqueeze(-1) if x.dim() == 2 else x
+    full = torch.cat([conv_state.to(torch.float64), x3.to(torch.float64)], dim=-1)
+    width, seqlen = weight.shape[1], x3.shape[-1]
+    history = full[..., full.shape[-1] - seqlen - (width - 1): full.shape[-1] - seqlen]
+    out, _ = conv_ref(x3, weight, bias, history, None, silu)
+    return (out.squeeze(-1) if x.dim() == 2 else out), full[..., -conv_state.shape[-1]:]
+
+
+def tolerance(name: str, case: ConvCase) -> tuple[float, float]:
+    """Activations and dx at the input dtype's tolerance; fp32 weight gradients at 1e-3."""
+    return WEIGHT_TOLERANCE if name in ("dweight", "dbias") else TOLERANCES[case.dtype]
+
+
+def make_inputs(case: ConvCase, device: str, gen: Any) -> dict[str, Any]:
+    """x (itype, channel-last where the mode needs it), fp32 weight/bias, optional extras."""
+    import torch
+
+    itype, b, d, w, L = getattr(torch, case.dtype), case.batch, case.dim, case.width, case.seqlen
+
+    def rand(*shape: int, dtype: Any = torch.float32) -> Any:
+        return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
+
+    last = case.mode != "plain"  # initial states and seq_idx need the channel-last layout
+    x = rand(b, L, d, dtype=itype).transpose(1, 2) if last else rand(b, d, L, dtype=itype)
+    inputs = {"x": x, "weight": rand(d, w), "bias": rand(d) if case.bias else None}
+    if case.mode == "initial_states":
+        inputs["initial_states"] = rand(b, w - 1, d, dtype=itype).transpose(1, 2)
+    if case.mode == "seq_idx":
+        cuts = sorted(torch.randint(0, L + 1, (2,), generator=gen).tolist())
+        idx = [0] * cuts[0] + [1] * (cuts[1] - cuts[0]) + [2] * (L - cuts[1])
+        inputs["seq_idx"] = torch.tensor(idx, dtype=torch.int32).repeat(b, 1).to(device)
+    return inputs
+
+
+def kernel_forward_backward(api: Any, case: ConvCase, x: dict[str, Any], gen: Any,
+                            ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(kernel results, float64 reference results) for one fn case, forward and backward."""
+    import torch
+
+    leaves = {k: v.detach().clone().requires_grad_() if v is not None and k != "seq_idx" else v
+              for k, v in x.items()}
+    refs = {k: v.detach().to(torch.float64).requires_grad_() if v is not None and k != "seq_idx"
+            else v for k, v in x.items()}
+    act = "silu" if case.silu else None
+    extra = {k: leaves[k] for k in ("initial_states", "seq_idx") if k in leaves}
+    finals = case.mode == "initial_states"
+    got = api.causal_conv1d_fn(leaves["x"], leaves["weight"], leaves["bias"], activation=act,
+                               **extra, **({"return_final_states": True} if finals else {}))
+    out, final = got if finals else (got, None)
+    ref_out, ref_final = conv_ref(refs["x"], refs["weight"], refs["bias"],
+                                  refs.get("initial_states"), refs.get("seq_idx"), case.silu)
+    g = torch.randn(out.shape, generator=gen).to(out.device, out.dtype)
+    _backward(out, final, g)
+    _backward(ref_out, ref_final if finals else None, g)
+    return (_collect(out, final, leaves), _collect(ref_out, ref_final if finals else None, refs))
+
+
+def _backward(out: Any, final: Any, g: Any) -> None:
+    import torch
+
+    loss = (out * g.to(out.dtype)).sum()
+    if final is not None:  # exercises the kernel's dfinal_states input, as upstream's test does
+        wide = torch.float64 if final.dtype == torch.float64 else torch.float32
+        loss = loss + final.to(wide).sigmoid().sum()
+    loss.backward()
+
+
+def _collect(out: Any, final: Any, leaves: dict[str, Any]) -> dict[str, Any]:
+    names = {"x": "dx", "weight": "dweight", "bias": "dbias", "initial_states": "dinitial_states"}
+    result = {"out": out, **({"final_states": final} if final is not None else {})}
+    result.update({names[k]: v.grad for k, v in leaves.items()
+                   if k in names and v is not None})
+    return result
+
+
+def update_case(api: Any, case: ConvCase, device: str, gen: Any,
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(kernel, reference) results of causal_conv1d_update: the output and the rolled state."""
+    import torch
+
+    itype, b, d = getattr(torch, case.dtype), case.batch, case.dim
+    shape = (b, d) if case.seqlen == 1 else (b, d, case.seqlen)
+    x = torch.randn(*shape, generator=gen).to(device, itype)
+    state = torch.randn(b, d, case.width - 1 + 2, generator=gen).to(device, itype)
+    weight = torch.randn(d, case.width, generator=gen).to(device)
+    bias = torch.randn(d, generator=gen).to(device) if case.bias else None
+    ref_out, ref_state = update_ref(x, state.clone(), weight, bias, case.silu)
+    out = api.causal_conv1d_update(x, state, weight, bias, "silu" if case.silu else None)
+    return {"out": out, "conv_state": state}, {"out": ref_out, "conv_state": ref_state}
+
+
+def run_case(case: ConvCase, api: Any, device: str, gen: Any) -> CaseResult:
+    """One case through the public API; errors per tensor, and the kernels it reached."""
+    result = CaseResult(case.name, case.dtype, case.seqlen)
+    wanted = [_KERNELS["update"]] if case.mode == "update" else [_KERNELS["fwd"], _KERNELS["bwd"]]
+    try:
+        with counting(wanted) as counts:
+            if case.mode == "update":
+                got, ref = update_case(api, case, device, gen)
+            else:
+                got, ref = kernel_forward_backward(api, case, make_inputs(case, device, gen), gen)
+    except Exception as exc:  # a kernel error is a finding, not a crash of the runner
+        result.passed, result.error = False, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return result
+    never = [f"{m}.{f}" for m, f in wanted if not counts.get(f"{m}.{f}")]
+    if never:
+        result.passed = False
+        result.error = f"the API never called {', '.join(never)}: not the compiled kernel"
+    for name, want in ref.items():
+        mine = got.get(name)
+        result.errors[name] = (compare(mine, want, *tolerance(name, case)) if mine is not None
+                               else dict.fromkeys(("max_abs", "max_rel", "ratio"), float("inf")))
+        result.passed &= result.errors[name]["ratio"] <= 1.0
+    return result
+
+
+def run_conv(config: ConvConfig, api: Any = None) -> dict[str, Any]:
+    """Run every planned case; return a JSON-ready result (the smoke runner's shape)."""
+    import torch
+
+    api = api if api is not None else importlib.import_module("causal_conv1d")
+    modes = features(api.causal_conv1d_fn)
+    gen = torch.Generator().manual_seed(config.seed)
+    results = [run_case(c, api, config.device, gen) for c in plan_cases(config, modes)]
+    extension = sys.modules.get(CONV)
+    return {
+        "seed": config.seed, "device": _device_name(config.device), "torch": torch.__version__,
+        "version": getattr(api, "__version__", None), "modes": list(modes),
+        "extension": getattr(extension, "__file__", None),
+        "tolerances": {d: {"rtol": TOLERANCES[d][0], "atol": TOLERANCES[d][1]}
+                       for d in config.dtypes},
+        "per_dtype": summarize(results), "cases": [asdict(r) for r in results],
+        "passed": bool(results) and all(r.passed for r in results),
+    }
+
+
+def _device_name(device: str) -> str:
+    from mambawin.verify.runners.smoke import _device_name as name
+
+    return name(device)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> ConvConfig:
+    """Parse the runner's command line (a fresh seed unless --seed)."""
+    parser = argparse.ArgumentParser(prog="python -m mambawin.verify.runners.conv",
+                                     description=__doc__)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--dtypes", default=",".join(DTYPES))
+    parser.add_argument("--widths", default=",".join(map(str, WIDTHS)))
+    parser.add_argument("--seqlens", default=",".join(map(str, SEQLENS)))
+    parser.add_argument("--no-update", action="store_true", help="skip causal_conv1d_update")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    if not dtypes or set(dtypes) - set(DTYPES):
+        parser.error(f"--dtypes: choose from {', '.join(DTYPES)}")
+    widths, seqlens = _ints(parser, args.widths, "--widths"), _ints(parser, args.seqlens,
+                                                                      "--seqlens")
+    if set(widths) - set(WIDTHS):
+        parser.error("--widths: causal-conv1d's kernels support widths 2, 3 and 4")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    return ConvConfig(seed, dtypes, widths, seqlens, not args.no_update, args.device, args.json)
+
+
+def _ints(parser: argparse.ArgumentParser, text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        parser.error(f"{flag} must be comma-separated integers, got {text!r}")
+    if not values or min(values) < 1:
+        parser.error(f"{flag} needs at least one value, each >= 1")
+    return values
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: JSON on stdout with --json, a per-dtype summary on stderr."""
+    config = parse_args(argv)
+    print(f"mambawin conv: seed {config.seed}", file=sys.stderr)
+    report = run_conv(config)
+    for dtype, row in report["per_dtype"].items():
+        print(f"{dtype}: {row}", file=sys.stderr)
+    if config.json_output:
+        print(json.dumps(report, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""`verify --upstream-tests`: each package's own tests, from the upstream commit its wheel was
+built from, run with pytest in the install environment against the installed wheels.
+
+The test file comes from the cached upstream mirror (`fetch.upstream.ensure_mirror`: offline
+once cached), at the commit (else the ref) recorded in the wheel's provenance; pytest's
+`--junitxml` report is what is counted. A case that fails with the complex-removal message counts
+as an expected failure only when the wheel's provenance lists the complex-removal patch.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mambawin import proc
+from mambawin.errors import MambawinError, UpstreamError
+from mambawin.verify.packages import CONV, MAMBA
+from mambawin.verify.sandbox import InstallEnv
+
+TEST_FILES: Mapping[str, str] = {MAMBA: "tests/ops/test_selective_scan.py",
+                                 CONV: "tests/test_causal_conv1d.py"}
+REPOS: Mapping[str, str] = {MAMBA: "https://github.com/state-spaces/mamba",
+                            CONV: "https://github.com/Dao-AILab/causal-conv1d"}
+COMPLEX_PATCH = "complex-removal"
+# What the patched extension raises for complex weights (patch/mamba/complex_removal.MESSAGE).
+COMPLEX_MESSAGE = "complex weights (A) are not supported by this build"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a package's tests come from: repository, ref and commit from its provenance."""
+
+    repo: str
+    ref: str
+    commit: str
+
+    @property
+    def rev(self) -> str:
+        return self.commit or self.ref
+
+
+@dataclass
+class TestRun:
+    """pytest's verdict on one package's upstream test file."""
+
+    project: str
+    file: str
+    rev: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+    expected_failures: int = 0
+    complex_removed: bool = False
+    failures: list[str] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """No unexpected failure or error, and at least one case ran."""
+        ran = self.passed + self.failed + self.errors + self.expected_failures
+        return not self.failed and not self.errors and ran > 0
+
+    def summary(self) -> str:
+        """'mamba_ssm tests/ops/test_selective_scan.py @ v2.3.2: 12 passed, 0 failed, ...'."""
+        head = (f"{self.project.replace('-', '_')} {self.file} @ {self.rev[:12]}: "
+                f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped")
+        if self.errors:
+            head += f", {self.errors} errors"
+        if self.expected_failures:
+            head += (f", {self.expected_failures} expected failures (complex cases: the wheel was "
+                     f"built without the complex kernels, patch {COMPLEX_PATCH})")
+        return head + (f"; first failure {self.failures[0]}" if self.failures else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok, "summary": self.summary()}
+
+
+def source_of(project: str, provenance: Mapping[str, Any] | None) -> Source:
+    """The upstream repo/ref/commit a wheel was built from (an `upstream` entry, else top level)."""
+    record = dict(provenance or {})
+    upstream = record.get("upstream") if isinstance(record.get("upstream"), Mapping) else None
+    where = upstream or record
+    repo = str(where.get("repo") or where.get("url") or record.get("upstream_repo") or "")
+    source = Source(repo or REPOS[project], str(where.get("ref") or ""),
+                    str(where.get("commit") or ""))
+    if not source.rev:
+        msg = (f"the {project} wheel's provenance records no upstream ref or commit: build it with "
+               "`mambawin build` so --upstream-tests knows which tests belong to it")
+        raise UpstreamError(msg)
+    return source
+
+
+def complex_removed(provenance: Mapping[str, Any] | None) -> bool:
+    """Whether the build applied the complex-removal patch (its provenance lists it)."""
+    patches = (provenance or {}).get("patches") or ()
+    return any(isinstance(p, Mapping) and p.get("id") == COMPLEX_PATCH for p in patches)
+
+
+def fetch_test_file(project: str, source: Source, folder: Path) -> Path:
+    """Write the package's test file at the source's commit into folder (from the mirror)."""
+    from mambawin.fetch import git
+    from mambawin.fetch.upstream import ensure_mirror, normalize_repo
+
+    path = TEST_FILES[project]
+    mirror, _warnings = ensure_mirror(normalize_repo(source.repo), source.rev)
+    what = f"cannot read {path} at {source.rev} from {source.repo}"
+    text = git.run(["--git-dir", mirror, "show", f"{source.rev}:{path}"], what=what,
+                   hint="check the wheel's provenance names a commit of that repo").stdout
+    target = folder / project / Path(path).name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text + "\n", encoding="utf-8")
+    # An empty ini makes this folder pytest's rootdir: no conftest or addopts of the user's.
+    (target.parent / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    return target
+
+
+def run_tests(env: InstallEnv, project: str, provenance: Mapping[str, Any] | None,
+              folder: Path, *, keyword: str | None = None, timeout: float = 3600.0) -> TestRun:
+    """Fetch, run and count one package's upstream tests in the install env."""
+    source = source_of(project, provenance)
+    test_file = fetch_test_file(project, source, folder)
+    junit = test_file.parent / "junit.xml"
+    argv = [env.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
+            str(test_file.parent / "pytest.ini"), f"--junitxml={junit}", str(test_file),
+            *(["-k", keyword] if keyword else [])]
+    done = proc.run(argv, cwd=test_file.parent, env=env.env, timeout=timeout, check=False)
+    if not junit.is_file():
+        last = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-1:]
+        msg = (f"pytest wrote no report for {TEST_FILES[project]} (exit {done.returncode}): "
+               f"{last[0].strip() if last else 'no output'} (is pytest installed there?)")
+        raise MambawinError(msg)
+    run = parse_junit(junit.read_text(encoding="utf-8"), project, TEST_FILES[project],
+                      source.rev, complex_removed(provenance))
+    if keyword:
+        run.note = f"subset -k {keyword!r}"
+    return run
+
+
+def parse_junit(xml_text: str, project: str, file: str, rev: str,
+                removed: bool) -> TestRun:
+    """Count pytest's junit XML; complex failures are expected only when `removed`."""
+    run = TestRun(project, file, rev, complex_removed=removed)
+    for case in ET.fromstring(xml_text).iter("testcase"):
+        name = case.get("name", "?")
+        failure = case.find("failure")
+        error = case.find("error")
+        if case.find("skipped") is not None:
+            run.skipped += 1
+        elif failure is not None:
+            _count_failure(run, name, _text(failure))
+        elif error is not None:
+            run.errors += 1
+            run.failures.append(f"{name}: {_first_line(_text(error))}")
+        else:
+            run.passed += 1
+    return run
+
+
+def _count_failure(run: TestRun, name: str, text: str) -> None:
+    if run.complex_removed and COMPLEX_MESSAGE in text:
+        run.expected_failures += 1
+        run.expected.append(name)
+        return
+    run.failed += 1
+    run.failures.append(f"{name}: {_first_line(text)}")
+
+
+def _text(element: ET.Element) -> str:
+    return f"{element.get('message', '')}\n{element.text or ''}"
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0][:200] if lines else "(no message)"
+
+
+def run_all(env: InstallEnv, packages: Sequence[tuple[str, Mapping[str, Any] | None]],
+            folder: Path, *, keyword: str | None = None,
+            timeout: float = 3600.0) -> list[TestRun]:
+    """Every package's tests, in order (mamba-ssm first)."""
+    return [run_tests(env, project, provenance, folder, keyword=keyword, timeout=timeout)
+            for project, provenance in packages]

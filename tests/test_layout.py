@@ -1,0 +1,92 @@
+"""The package shows the pipeline, one folder per stage, and no module imports its own importers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mambawin"
+STAGES = ("doctor", "fetch", "patch", "build", "wheel", "verify", "ui")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imported(node: ast.AST, name: str, is_package: bool, modules: set[str]) -> set[str]:
+    """mambawin modules one node imports (every level, `if TYPE_CHECKING:` bodies left out)."""
+    if isinstance(node, ast.If) and _is_type_checking(node):
+        return set().union(*(_imported(n, name, is_package, modules) for n in node.orelse))
+    found: set[str] = set()
+    if isinstance(node, ast.Import):
+        found = {alias.name for alias in node.names}
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            anchor = name.split(".")[: len(name.split(".")) - node.level + is_package]
+            base = ".".join([*anchor, *([base] if base else [])])
+        # `from pkg import mod` imports pkg.mod when that is a module, else a name of pkg.
+        found = {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+    children = (_imported(n, name, is_package, modules) for n in ast.iter_child_nodes(node))
+    return {m for m in found if m in modules}.union(*children)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each mambawin module and the mambawin modules it imports anywhere in its body."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(files)
+    return {name: _imported(ast.parse(path.read_text(encoding="utf-8")), name,
+                            path.name == "__init__.py", modules) - {name}
+            for name, path in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path (first module repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], node, nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (cycle := visit(nxt, [*path, node])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start, [])):
+            return cycle
+    return None
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_function_level_and_relative_imports_are_edges_but_type_checking_ones_are_not() -> None:
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mambawin.b\n"
+                     "def f():\n    from . import c\n    from mambawin.d import x\n")
+    modules = {"mambawin", "mambawin.a", "mambawin.b", "mambawin.c", "mambawin.d"}
+    assert _imported(tree, "mambawin.a", False, modules) == {"mambawin.c", "mambawin.d"}
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_each_pipeline_stage_is_a_package(stage: str) -> None:
+    assert (PACKAGE / stage / "__init__.py").is_file(), f"mambawin/{stage}/ is not a package"

@@ -1,0 +1,109 @@
+"""The causal-conv1d runner: its float64 reference, case planning, and a CPU run against the
+stand-in package and kernel (tests/fixtures/verify)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from mambawin.verify.runners import conv
+from tests.fakes.kernels import forget_packages, install_fakes
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    pytest.importorskip("torch")
+    found = install_fakes(monkeypatch)
+    yield importlib.import_module("causal_conv1d"), found["causal_conv1d_cuda"]
+    forget_packages()
+
+
+def _config(**kw):
+    base = {"seed": 3, "seqlens": (1, 5, 40), "device": "cpu"}
+    return conv.ConvConfig(**{**base, **kw})
+
+
+def test_plan_meets_every_mode_with_every_bias_silu_pair():
+    cases = conv.plan_cases(conv.ConvConfig(seed=0), conv.MODES)
+    for mode in conv.MODES:
+        pairs = {(c.bias, c.silu) for c in cases if c.mode == mode}
+        assert len(pairs) == 4, mode
+    assert {c.dtype for c in cases} == set(conv.DTYPES)
+    updates = [c for c in cases if c.mode == "update"]
+    assert {c.seqlen for c in updates} == {1, 4} and len({(c.bias, c.silu) for c in updates}) == 4
+
+
+def test_features_follow_the_signature():
+    def old(x, weight, bias=None, activation=None):
+        return x
+
+    def new(x, weight, bias=None, seq_idx=None, initial_states=None, return_final_states=False,
+            final_states_out=None, activation=None):
+        return x
+
+    assert conv.features(old) == ("plain", "channel_last")
+    assert conv.features(new) == conv.MODES
+
+
+def test_reference_matches_a_hand_computed_convolution():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([[[1.0, 2.0, 3.0, 4.0]]])
+    weight = torch.tensor([[0.5, -1.0, 2.0]])  # weight[-1] multiplies the current step
+    out, final = conv.conv_ref(x, weight, torch.tensor([1.0]))
+    assert out.squeeze().tolist() == [3.0, 4.0, 5.5, 7.0]
+    assert final.squeeze().tolist() == [3.0, 4.0]
+    init = torch.tensor([[[10.0, 20.0]]])
+    out, _ = conv.conv_ref(x, weight, None, initial_states=init)
+    assert out.squeeze().tolist() == [
+        5.0 - 20.0 + 2.0, 10.0 - 1.0 + 4.0, 0.5 - 2.0 + 6.0, 1.0 - 3.0 + 8.0]
+    seq_idx = torch.tensor([[0, 0, 1, 1]], dtype=torch.int32)
+    out, _ = conv.conv_ref(x, weight, None, seq_idx=seq_idx)
+    assert out.squeeze().tolist() == [2.0, 3.0, 6.0, 8.0 - 3.0]
+
+
+def test_update_reference_rolls_the_state():
+    torch = pytest.importorskip("torch")
+    state = torch.tensor([[[1.0, 2.0, 3.0]]])
+    out, new_state = conv.update_ref(torch.tensor([[4.0]]), state, torch.tensor([[1.0, 1.0]]),
+                                     None, False)
+    assert out.tolist() == [[7.0]] and new_state.squeeze().tolist() == [2.0, 3.0, 4.0]
+
+
+def test_a_correct_kernel_passes_every_mode(fake):
+    api, _ = fake
+    report = conv.run_conv(_config(), api)
+    assert report["passed"], [c for c in report["cases"] if not c["passed"]][:1]
+    assert report["modes"] == list(conv.MODES)
+    names = set().union(*(c["errors"] for c in report["cases"]))
+    assert {"out", "dx", "dweight", "dbias", "final_states", "dinitial_states",
+            "conv_state"} <= names
+    assert set(report["per_dtype"]) == set(conv.DTYPES)
+
+
+@pytest.mark.parametrize(("broken", "tensor"), [("bias", "out"), ("silu", "out"),
+                                                ("shift", "out"), ("dx", "dx"),
+                                                ("state", "conv_state")])
+def test_a_wrong_kernel_is_caught(fake, broken, tensor):
+    api, kernel = fake
+    kernel.BROKEN = broken
+    report = conv.run_conv(_config(dtypes=("float32",)), api)
+    assert not report["passed"]
+    failed = [c for c in report["cases"] if not c["passed"]]
+    assert any(c["errors"].get(tensor, {}).get("ratio", 0) > 1 for c in failed)
+
+
+def test_a_package_that_bypasses_the_kernel_fails(fake):
+    api, _ = fake
+    api.ROUTE_TO_REFERENCE = True
+    report = conv.run_conv(_config(dtypes=("float32",), update=False), api)
+    assert not report["passed"]
+    assert all("never called causal_conv1d_cuda.causal_conv1d_fwd" in c["error"]
+               for c in report["cases"] if c["name"].startswith("float32 plain"))
+
+
+def test_bad_arguments_exit_2(capsys):
+    for argv in (["--widths", "5"], ["--dtypes", "float64"], ["--seqlens", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            conv.parse_args(argv)
+        assert exc.value.code == 2

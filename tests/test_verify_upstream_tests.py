@@ -1,0 +1,97 @@
+"""--upstream-tests: the test file comes from the wheel's upstream commit (through the cached
+mirror), pytest runs it in the install env, and its junit XML is counted; complex failures are
+expected only when the wheel's provenance lists the complex-removal patch."""
+
+from __future__ import annotations
+
+import sys
+
+import git
+import pytest
+
+from mambawin.errors import UpstreamError
+from mambawin.verify import upstream_tests as ut
+from mambawin.verify.sandbox import InstallEnv
+
+# A hand-written stand-in for upstream's test file: one case of each outcome.
+TESTS = '''
+import pytest
+
+def test_plain():
+    assert 1 + 1 == 2
+
+@pytest.mark.parametrize("wtype", ["float32", "complex64"])
+def test_scan(wtype):
+    if wtype == "complex64":
+        raise RuntimeError("selective_scan: complex weights (A) are not supported by this build: "
+                           "mambawin removed the complex<float> kernels (patch complex-removal).")
+
+def test_needs_gpu():
+    pytest.skip("no GPU here")
+
+def test_broken():
+    assert False, "really broken"
+'''
+REMOVED = [{"id": "complex-removal", "status": "applied"}]
+
+
+@pytest.fixture
+def upstream(tmp_path):
+    """A small git repo holding tests/ops/test_selective_scan.py at tag v9.9.9."""
+    repo = git.Repo.init(tmp_path / "mamba")
+    path = tmp_path / "mamba" / ut.TEST_FILES["mamba-ssm"]
+    path.parent.mkdir(parents=True)
+    path.write_text(TESTS)
+    repo.index.add([ut.TEST_FILES["mamba-ssm"]])
+    commit = repo.index.commit("tests", author=git.Actor("t", "t@t"),
+                               committer=git.Actor("t", "t@t"))
+    repo.create_tag("v9.9.9")
+    path.write_text("def test_later():\n    pass\n")  # a later commit the wheel was not built from
+    repo.index.add([ut.TEST_FILES["mamba-ssm"]])
+    repo.index.commit("later", author=git.Actor("t", "t@t"), committer=git.Actor("t", "t@t"))
+    return {"upstream_repo": str(tmp_path / "mamba"), "ref": "v9.9.9", "commit": commit.hexsha}
+
+
+def _run(provenance, tmp_path, keyword=None):
+    return ut.run_tests(InstallEnv(sys.executable, None), "mamba-ssm", provenance,
+                        tmp_path / "run", keyword=keyword, timeout=300)
+
+
+def test_counts_and_complex_cases_expected_when_removed(upstream, tmp_path):
+    run = _run({**upstream, "patches": REMOVED}, tmp_path)
+    assert (run.passed, run.failed, run.skipped, run.expected_failures) == (2, 1, 1, 1)
+    assert run.expected == ["test_scan[complex64]"]
+    assert not run.ok and run.failures[0].startswith("test_broken:")
+    summary = run.summary()
+    assert "2 passed, 1 failed, 1 skipped" in summary
+    assert "1 expected failures (complex cases" in summary and "complex-removal" in summary
+
+
+def test_complex_failures_count_when_complex_was_kept(upstream, tmp_path):
+    run = _run({**upstream, "patches": []}, tmp_path)
+    assert (run.failed, run.expected_failures) == (2, 0)
+    assert "expected" not in run.summary()
+
+
+def test_a_keyword_cuts_the_grid_down(upstream, tmp_path):
+    run = _run({**upstream, "patches": REMOVED}, tmp_path, keyword="not broken")
+    assert run.ok and run.note == "subset -k 'not broken'"
+    assert (run.passed, run.failed) == (2, 0)
+
+
+def test_the_upstream_entry_wins_and_a_missing_ref_is_an_error():
+    nested = {"upstream": {"repo": "https://example.invalid/m", "ref": "v2.3.2", "commit": "abc"},
+              "ref": "ignored"}
+    assert ut.source_of("mamba-ssm", nested) == ut.Source("https://example.invalid/m", "v2.3.2",
+                                                          "abc")
+    assert ut.source_of("causal-conv1d", {"ref": "v1.6.1"}).repo == ut.REPOS["causal-conv1d"]
+    with pytest.raises(UpstreamError, match="records no upstream ref or commit"):
+        ut.source_of("mamba-ssm", None)
+
+
+def test_junit_errors_are_not_passes():
+    xml = ('<testsuites><testsuite><testcase name="a"/><testcase name="b"><error message="boom">'
+           'x</error></testcase></testsuite></testsuites>')
+    run = ut.parse_junit(xml, "causal-conv1d", "tests/test_causal_conv1d.py", "v1.6.1", False)
+    assert (run.passed, run.errors, run.ok) == (1, 1, False)
+    assert run.failures == ["b: boom"]
