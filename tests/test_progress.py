@@ -138,3 +138,11 @@ def test_no_heartbeat_right_after_a_unit_line() -> None:
     now[0] = 130.0
     progress.update(TaskID(0), completed=1, total=4, unit="done: a.cu")
     assert emitted == ["  [1/4] 25% a.cu 30 s, eta 90 s"]
+
+
+def test_doubled_dash_c_and_a_cache_launcher_still_name_the_source() -> None:
+    # Recorded here: torch 2.14's nvcc rule behind sccache (PYTORCH_NVCC) writes `-c -c FILE`.
+    line = ("[2/7] /tmp/sccbin/sccache /usr/local/cuda/bin/nvcc  -I/w/src/csrc/selective_scan "
+            "-I/usr/local/cuda/include -c -c /w/src/csrc/selective_scan/selective_scan_fwd_fp32.cu "
+            "-o /w/build/temp/selective_scan_fwd_fp32.o -O3 --threads 1")
+    assert parse_status(line) == NinjaStatus(2, 7, "selective_scan_fwd_fp32.cu")
