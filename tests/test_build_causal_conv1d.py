@@ -162,7 +162,7 @@ def test_causal_conv1d_alone(tmp_path: Path, doctor: None,
     assert "CAUSAL_CONV1D_LOCAL_VERSION" not in seen and "MAMBA_FORCE_BUILD" not in seen
     assert result.package == "causal-conv1d"
     assert result.wheel.name.startswith("causal_conv1d-0.1.0+cu130torch2.15-")
-    assert result.build_dir.name.startswith("cc1d-0.1.0-")
+    assert result.build_dir.name.startswith("cc1d-")  # a slot of its own, apart from mamba
     assert requirements(result.wheel) == ["torch", "packaging", "ninja"]
     provenance = read_provenance(result.wheel)
     assert provenance is not None and provenance["upstream_repo"] == str(repo)

@@ -96,8 +96,8 @@ def test_patch_table_goes_to_stdout_and_the_dry_run_diff_owns_it(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("command", "defaults"), [
-    ("build", ["the newest release", "the package's GitHub repo", "this GPU", "doctor's",
-               "#archs, max 4", "dist", "auto"]),
+    ("build", ["the newest release", "the package's GitHub repo", "this GPU",
+               "$MAX_JOBS, else doctor's", "#archs, max 4", "dist", "auto"]),
     ("fetch", ["the newest vX.Y.Z[.postN] tag", "GitHub's", "a short path in the mambawin cache"]),
     ("metadata", ["wheelhouse", "the wheel's own"]),
 ])

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 from conftest import recorded
 from rich.console import Console
+from rich.progress import Progress, TaskID
 
 from mambawin.build.ninja import NinjaStatus, compiled_unit, parse_status
 from mambawin.ui import console as ui
-from mambawin.ui.progress import ConsoleReporter
+from mambawin.ui.progress import ConsoleReporter, PlainProgress, line
 
 
 def _status_lines(fixture: str) -> list[NinjaStatus]:
@@ -77,3 +79,70 @@ def test_console_reporter_shows_steps_and_closes_the_bar(monkeypatch: pytest.Mon
         assert reporter._bar is not None
     assert reporter._bar is None
     assert "✓ build" in sink.getvalue()
+
+
+# ---- where nobody sees a bar (CI log, pipe): plain lines -----------------------------------
+
+
+def test_plain_line_names_unit_percent_elapsed_and_eta() -> None:
+    assert line(5, 7, "selective_scan_bwd_fp16_real.cu", 38.2) == (
+        "  [5/7] 71% selective_scan_bwd_fp16_real.cu 38 s, eta 15 s")
+    assert line(0, 0, "compiling", 16) == "  [0/?] compiling 16 s"
+
+
+def test_piped_build_prints_one_plain_line_per_finished_unit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = io.StringIO()
+    monkeypatch.setattr(ui, "console", Console(file=sink, width=80, force_terminal=False))
+    reporter = ConsoleReporter()
+    with reporter.step("build"):
+        reporter.progress(NinjaStatus(1, 2, "selective_scan_fwd_fp16.cu"))
+        reporter.progress(NinjaStatus(2, 2, "[odd] name.cu"))
+    out = sink.getvalue()
+    assert "\x1b" not in out  # no ANSI: colour codes or cursor moves would garble a CI log
+    lines = [text for text in out.splitlines() if text.strip().startswith("[")]
+    assert [text.split()[:3] for text in lines] == [
+        ["[1/2]", "50%", "selective_scan_fwd_fp16.cu"], ["[2/2]", "100%", "[odd]"]]
+    assert "✓ build" in out
+
+
+def test_terminal_build_draws_the_bar_not_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = io.StringIO()
+    monkeypatch.setattr(ui, "console", Console(file=sink, width=120, force_terminal=True))
+    reporter = ConsoleReporter()
+    with reporter.step("build"):
+        reporter.progress(NinjaStatus(1, 2, "a.cu"))
+        assert isinstance(reporter._bar, Progress)
+
+
+def test_heartbeat_line_while_no_unit_finishes() -> None:
+    emitted: list[str] = []
+    progress = PlainProgress(emitted.append, heartbeat=0.05)
+    progress.start()
+    progress.add_task("compile", total=None, unit="")
+    deadline = time.monotonic() + 5
+    while not emitted and time.monotonic() < deadline:
+        time.sleep(0.01)
+    progress.stop()
+    assert emitted and emitted[0].startswith("  [0/?] compiling")
+    count = len(emitted)
+    time.sleep(0.15)
+    assert len(emitted) == count  # stopped means silent
+
+
+def test_no_heartbeat_right_after_a_unit_line() -> None:
+    emitted: list[str] = []
+    now = [100.0]
+    progress = PlainProgress(emitted.append, heartbeat=15, clock=lambda: now[0])
+    progress.add_task("compile", total=4, unit="")
+    now[0] = 130.0
+    progress.update(TaskID(0), completed=1, total=4, unit="done: a.cu")
+    assert emitted == ["  [1/4] 25% a.cu 30 s, eta 90 s"]
+
+
+def test_doubled_dash_c_and_a_cache_launcher_still_name_the_source() -> None:
+    # Recorded here: torch 2.14's nvcc rule behind sccache (PYTORCH_NVCC) writes `-c -c FILE`.
+    line = ("[2/7] /tmp/sccbin/sccache /usr/local/cuda/bin/nvcc  -I/w/src/csrc/selective_scan "
+            "-I/usr/local/cuda/include -c -c /w/src/csrc/selective_scan/selective_scan_fwd_fp32.cu "
+            "-o /w/build/temp/selective_scan_fwd_fp32.o -O3 --threads 1")
+    assert parse_status(line) == NinjaStatus(2, 7, "selective_scan_fwd_fp32.cu")

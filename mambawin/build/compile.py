@@ -133,7 +133,8 @@ class _Watcher:
 def _write_header(handle: TextIO, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
     shown = (*(name for package in PACKAGES for name in package.force_vars), "MAX_JOBS",
              "NVCC_THREADS", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "DISTUTILS_USE_SDK",
-             "DIST_EXTRA_CONFIG")
+             "DIST_EXTRA_CONFIG", "PYTORCH_NVCC", "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES",
+             "TORCH_NO_COMPILER_WRAPPER", "PYTHONPATH")
     handle.write(f"# mambawin build: {' '.join(argv)}\n# cwd: {cwd}\n")
     for name in shown:
         if name in env:

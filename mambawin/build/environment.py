@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch
+from mambawin.build.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
 from mambawin.doctor import msvc
 from mambawin.errors import ToolchainError
 from mambawin.packages import MAMBA, Package
@@ -30,6 +31,8 @@ class EnvRequest:
     cuda_home: str | None = None
     cuda_version: str | None = None
     windows: bool = sys.platform == "win32"
+    cache: CompilerCache | None = None  # sccache/ccache in front of nvcc; None: no launcher
+    torch_link: Path | None = None  # a fixed path to torch's site-packages, first on PYTHONPATH
     package: Package = MAMBA
 
 
@@ -45,7 +48,22 @@ def build_environment(request: EnvRequest, base: Mapping[str, str] | None = None
         env.pop(name, None)
     env.update(_package_variables(request))
     env["PATH"] = _scripts_first(env.get("PATH", ""))
-    return env
+    return _with_paths_and_cache(env, request)
+
+
+def _with_paths_and_cache(env: dict[str, str], request: EnvRequest) -> dict[str, str]:
+    if request.torch_link is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(request.torch_link), env.get("PYTHONPATH", "")) if p)
+    if request.cache is None:
+        # torch (2.6+) puts a ccache/sccache it finds on PATH in front of the compilers by
+        # itself; --no-cache means no cache, and stats would otherwise count nothing.
+        env["TORCH_NO_COMPILER_WRAPPER"] = "1"
+        env.pop("PYTORCH_NVCC", None)
+        return env
+    nvcc = os.path.join(request.cuda_home, "bin", "nvcc") if request.cuda_home else "nvcc"
+    env.update(launcher_env(request.cache, nvcc, request.windows))
+    return with_cache_on_path(env, request.cache)
 
 
 def _package_variables(request: EnvRequest) -> dict[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 # Build products and VCS data inside a source tree: never part of what gets compiled.
@@ -38,6 +38,16 @@ def build_key(inputs: KeyInputs) -> str:
     """A short, stable hex key for inputs (16 hex digits of a sha256)."""
     payload = json.dumps(asdict(inputs), sort_keys=True).encode("utf-8")
     return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def slot_key(inputs: KeyInputs) -> str:
+    """The build folder's key: the toolchain and options without the tree, commit or Python.
+
+    Builds of one slot share a folder, so their compiler commands have the same paths (see
+    workspace.py); a different Python only changes setuptools' temp subfolder inside it.
+    """
+    toolchain = replace(inputs, commit="", patches=(), tree="", python="")
+    return build_key(toolchain)[:12]
 
 
 def tree_digest(root: Path) -> str:

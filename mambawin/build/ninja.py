@@ -15,7 +15,8 @@ from dataclasses import dataclass
 # "Error building extension 'x': [1/6] ...".
 COMPILE_STEP = "build"  # the pipeline step whose output carries ninja's status lines
 _STATUS = re.compile(r"(?:^|\s)\[(?P<done>\d+)/(?P<total>\d+)\]\s+(?P<command>\S.*)$")
-_COMPILE_INPUT = re.compile(r"""(?:^|\s)-c\s+(?:"(?P<quoted>[^"]+)"|(?P<bare>\S+))""")
+# The operand of -c, not another flag: torch 2.14's nvcc rule reads `... -c -c /src/x.cu`.
+_COMPILE_INPUT = re.compile(r"""(?:^|\s)-c\s+(?:"(?P<quoted>[^"]+)"|(?P<bare>[^\s-]\S*))""")
 _DEP_OUTPUT = re.compile(r"--dependency-output\s+(?P<path>\S+?)\.d(?:\s|$)")
 _MSVC_OUTPUT = re.compile(r"(?:^|\s)/Fo(?P<path>\S+)")
 

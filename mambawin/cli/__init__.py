@@ -6,7 +6,15 @@ Each command module registers itself on `app` when imported.
 
 from __future__ import annotations
 
-from mambawin.cli import build, doctor, patch, team, verify, wheel  # noqa: F401  (registers commands)
+from mambawin.cli import (  # noqa: F401  (registers commands)
+    build,
+    ci,
+    doctor,
+    patch,
+    team,
+    verify,
+    wheel,
+)
 from mambawin.cli.app import app
 
 __all__ = ["app", "main"]

@@ -100,8 +100,11 @@ class _JsonCommand(TyperCommand):
             raise fail_json(message, code) from None
 
 
-def command(name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
+def command(name: str | None = None, *, group: typer.Typer | None = None,
+            **kwargs: Any) -> Callable[[F], F]:
     """Register a command whose MambawinError becomes one red line and that error's exit code.
+
+    group: a sub-command group (`mambawin ci github`) instead of the top level.
 
     With --json (the command's `as_json` parameter) the error is also a JSON document on stdout.
     """
@@ -119,7 +122,7 @@ def command(name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
                     raise fail_json(str(exc), exc.exit_code) from None
                 raise typer.Exit(exc.exit_code) from None
 
-        app.command(name, cls=_JsonCommand, **kwargs)(wrapper)
+        (group or app).command(name, cls=_JsonCommand, **kwargs)(wrapper)
         return fn
 
     return register

@@ -38,7 +38,8 @@ def build_command(
     out: Annotated[Path, typer.Option("--out", help="Folder for the finished wheel.")] = Path(
         "dist"),
     jobs: Annotated[int | None, typer.Option(
-        "--jobs", min=1, help="Parallel compile jobs, MAX_JOBS.", show_default="doctor's")] = None,
+        "--jobs", min=1, help="Parallel compile jobs (MAX_JOBS).",
+        show_default="$MAX_JOBS, else doctor's")] = None,
     nvcc_threads: Annotated[int | None, typer.Option(
         "--nvcc-threads", min=1, help="nvcc --threads per job.",
         show_default="#archs, max 4")] = None,
@@ -54,6 +55,9 @@ def build_command(
         "--drop", help="Also drop this requirement from METADATA (repeatable).")] = None,
     keep: Annotated[list[str] | None, typer.Option(
         "--keep", help="Keep this requirement as upstream has it (repeatable).")] = None,
+    cache: Annotated[bool | None, typer.Option(
+        "--cache/--no-cache", help="sccache/ccache in front of nvcc [default: on when found].",
+        show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     spec: Annotated[Path | None, typer.Option(
         "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
@@ -78,7 +82,7 @@ def build_command(
         archs=parse_archs(arch) if arch is not None else (), out=out, jobs=jobs,
         nvcc_threads=nvcc_threads, keep_complex=keep_complex, local_version=local_version,
         force=force, drop=tuple(drop or ()), keep=tuple(keep or ()),
-        package=get_package(package))
+        package=get_package(package), cache=cache)
     reporter = ConsoleReporter()
     run: Callable[[core.BuildOptions, Reporter], core.BuildPlan | core.BuildResult] = (
         core.plan if plan_only else core.build)

@@ -69,6 +69,7 @@ class Toolchain:
     msvc_toolset: str | None
     ninja: str | None
     platform: str = sys.platform
+    compiler_cache: str | None = None  # sccache or ccache, put in front of nvcc by build
 
     @property
     def torch(self) -> str:
@@ -207,7 +208,8 @@ def _toolchain(facts: _Facts, platform: str) -> Toolchain:
         cuda_home=cuda.home, host_compiler=host.name or None,
         host_compiler_version=host.version or None,
         msvc_toolset=host.chosen.toolset.version if host.chosen else None,
-        ninja=facts.tools.ninja.path, platform=platform)
+        ninja=facts.tools.ninja.path, platform=platform,
+        compiler_cache=facts.tools.cache.path)
 
 
 def summary(report: DoctorReport) -> str:

@@ -1,4 +1,5 @@
-"""The console reporter: build steps with ✓/✗ and ninja's progress as a bar.
+"""The console reporter: build steps with ✓/✗ and ninja's progress as a bar in a terminal, and as
+plain lines where nobody sees a bar (a CI log, a pipe): one per finished unit, or every ~15 s.
 
 torch's BuildExtension runs `ninja -v`, so each status line carries the whole compiler command;
 ninja prints it when a job finishes (output is a pipe, not a terminal), so N counts finished
@@ -8,7 +9,9 @@ compile units. The file shown is the `-c` input, else the object named by nvcc's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,12 +30,17 @@ from mambawin.build.ninja import COMPILE_STEP, NinjaStatus
 from mambawin.build.pipeline import BuildPlan, BuildResult
 from mambawin.ui import console as ui
 
+HEARTBEAT_S = 15.0  # a CI log that stays silent longer looks hung (and some CIs kill it)
+
 
 class ConsoleReporter:
-    """Shows build steps with ✓/✗ and durations, and compile progress as a bar with an ETA."""
+    """Shows build steps with ✓/✗ and durations, and compile progress as a bar with an ETA.
+
+    Where stderr is not a terminal the bar becomes plain lines (PlainProgress): no ANSI codes.
+    """
 
     def __init__(self) -> None:
-        self._bar: Progress | None = None
+        self._bar: Progress | PlainProgress | None = None
         self._task: TaskID | None = None
 
     @contextmanager
@@ -60,7 +68,7 @@ class ConsoleReporter:
                          unit=f"done: {status.unit}")
 
     def _open_bar(self, total: int | None, unit: str) -> None:
-        self._bar = _new_bar()
+        self._bar = _new_bar() if ui.console.is_terminal else PlainProgress(_print_plain)
         self._bar.start()
         self._task = self._bar.add_task("compile", total=total, unit=unit)
 
@@ -75,6 +83,67 @@ class ConsoleReporter:
         if self._bar is not None:
             self._bar.stop()
             self._bar, self._task = None, None
+
+
+class PlainProgress:
+    """Progress as plain lines: `[5/7] 71% x.cu 38 s, eta 40 s` per finished unit, and a line
+    every HEARTBEAT_S seconds while nothing finishes (one nvcc unit takes minutes).
+
+    Quacks like the part of rich's Progress that ConsoleReporter uses.
+    """
+
+    def __init__(self, emit: Callable[[str], None], heartbeat: float = HEARTBEAT_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._emit, self._heartbeat, self._clock = emit, heartbeat, clock
+        self._start = self._last = clock()
+        self._done, self._total = 0, 0
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="progress-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._start = self._last = self._clock()
+        self._ticker.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._ticker.is_alive():
+            self._ticker.join()
+
+    def add_task(self, description: str, total: int | None, unit: str) -> TaskID:
+        self._total = total or 0
+        return TaskID(0)
+
+    def update(self, task: TaskID, completed: int, total: int, unit: str) -> None:
+        """A unit finished: print its line at once."""
+        with self._lock:
+            self._done, self._total = completed, total
+            self._say(line(completed, total, unit.removeprefix("done: "),
+                           self._clock() - self._start))
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(self._heartbeat / 3):
+            with self._lock:
+                if self._clock() - self._last >= self._heartbeat:
+                    self._say(line(self._done, self._total, "compiling",
+                                   self._clock() - self._start))
+
+    def _say(self, text: str) -> None:
+        self._last = self._clock()
+        self._emit(text)
+
+
+def line(done: int, total: int, unit: str, elapsed: float) -> str:
+    """`[5/7] 71% selective_scan_bwd_fp16_real.cu 38 s, eta 40 s` (no total yet: `[0/?]`)."""
+    if not total:
+        return f"  [{done}/?] {unit} {elapsed:.0f} s"
+    eta = f", eta {elapsed / done * (total - done):.0f} s" if done else ""
+    return f"  [{done}/{total}] {done * 100 // total}% {unit} {elapsed:.0f} s{eta}"
+
+
+def _print_plain(text: str) -> None:
+    # markup=False: a file name with [brackets] is text, not a style.
+    ui.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def _new_bar() -> Progress:
@@ -97,6 +166,10 @@ def _show_build(result: BuildResult) -> None:
     ui.out.print(f"size    {result.size / 1e6:.1f} MB")
     ui.out.print(f"sha256  {result.sha256}")
     ui.out.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
+    if result.cache:
+        cache = result.cache
+        ui.out.print(f"cache   {cache['tool']}: {cache['hits']} hits, {cache['misses']} misses "
+                     "(compile steps)")
     ui.out.print(f"log     {result.log}", soft_wrap=True)
 
 

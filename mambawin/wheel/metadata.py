@@ -18,7 +18,7 @@ import stat
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -69,6 +69,7 @@ class Provenance:
     compiler: str = ""
     mambawin_version: str = __version__
     build_date: str = ""  # empty: taken from SOURCE_DATE_EPOCH (or now) when written
+    compiler_cache: Mapping[str, object] = field(default_factory=dict)  # tool, hits, misses
 
     def to_dict(self) -> dict[str, object]:
         """The JSON-ready form, with the build date filled in."""

