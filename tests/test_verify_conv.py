@@ -102,6 +102,29 @@ def test_a_package_that_bypasses_the_kernel_fails(fake):
                for c in report["cases"] if c["name"].startswith("float32 plain"))
 
 
+def test_a_channel_last_gradient_has_the_outputs_strides(fake):
+    torch = pytest.importorskip("torch")
+    api, _ = fake
+    x = torch.randn(2, 1, 64).transpose(1, 2).requires_grad_()  # (b, d, 1), strides (64, 1, 64)
+    out = api.causal_conv1d_fn(x, torch.randn(64, 3))
+    g = conv.output_grad(out, torch.Generator().manual_seed(0))
+    assert out.stride() == x.stride() and g.stride() == out.stride()
+    with pytest.raises(RuntimeError, match="multiples of 8"):  # what the H100 run reported
+        out.backward(torch.randn(out.shape))
+    case = conv.ConvCase("float32", 3, 1, True, False, "channel_last")
+    result = conv.run_case(case, api, "cpu", torch.Generator().manual_seed(1))
+    assert result.passed and not result.error, result.error
+
+
+def test_a_kernel_within_twice_torchs_own_error_passes():
+    torch = pytest.importorskip("torch")
+    want = torch.tensor([100.0, 0.0])
+    baseline = torch.tensor([100.5, 0.0])  # torch itself, in the input dtype, is 0.5 off
+    assert conv.judge(torch.tensor([100.9, 0.0]), want, baseline, 3e-3, 5e-3)["ratio"] <= 1
+    assert conv.judge(torch.tensor([101.5, 0.0]), want, baseline, 3e-3, 5e-3)["ratio"] > 1
+    assert conv.judge(None, want, baseline, 3e-3, 5e-3)["ratio"] == float("inf")
+
+
 def test_bad_arguments_exit_2(capsys):
     for argv in (["--widths", "5"], ["--dtypes", "float64"], ["--seqlens", "0"]):
         with pytest.raises(SystemExit) as exc:

@@ -106,12 +106,13 @@ def plan_cases(config: ConvConfig, modes: Sequence[str]) -> list[ConvCase]:
 
 
 def conv_ref(x: Any, weight: Any, bias: Any = None, initial_states: Any = None,
-             seq_idx: Any = None, silu: bool = False) -> tuple[Any, Any]:
-    """(out, final_states) in float64, differentiable; final_states = the last width-1 inputs."""
+             seq_idx: Any = None, silu: bool = False, compute: Any = None) -> tuple[Any, Any]:
+    """(out, final_states) in float64 (or `compute`), differentiable; final_states = the last
+    width-1 inputs."""
     import torch
     import torch.nn.functional as F
 
-    f64, (batch, dim, seqlen), width = torch.float64, x.shape, weight.shape[1]
+    f64, (batch, dim, seqlen), width = compute or torch.float64, x.shape, weight.shape[1]
     pad = (initial_states.to(f64) if initial_states is not None
            else x.new_zeros(batch, dim, width - 1, dtype=f64))
     full = torch.cat([pad, x.to(f64)], dim=-1)
@@ -135,15 +136,17 @@ def _same_sequence(seq_idx: Any, lag: int, seqlen: int, dtype: Any) -> Any:
     return mask[:, None, :]
 
 
-def update_ref(x: Any, conv_state: Any, weight: Any, bias: Any, silu: bool) -> tuple[Any, Any]:
+def update_ref(x: Any, conv_state: Any, weight: Any, bias: Any, silu: bool,
+               compute: Any = None) -> tuple[Any, Any]:
     """(out, new conv_state) of one decoding step: x (batch, dim[, seqlen]) after the state."""
     import torch
 
     x3 = x.unsqueeze(-1) if x.dim() == 2 else x
-    full = torch.cat([conv_state.to(torch.float64), x3.to(torch.float64)], dim=-1)
+    wide = compute or torch.float64
+    full = torch.cat([conv_state.to(wide), x3.to(wide)], dim=-1)
     width, seqlen = weight.shape[1], x3.shape[-1]
     history = full[..., full.shape[-1] - seqlen - (width - 1): full.shape[-1] - seqlen]
-    out, _ = conv_ref(x3, weight, bias, history, None, silu)
+    out, _ = conv_ref(x3, weight, bias, history, None, silu, compute)
     return (out.squeeze(-1) if x.dim() == 2 else out), full[..., -conv_state.shape[-1]:]
 
 
@@ -174,36 +177,59 @@ def make_inputs(case: ConvCase, device: str, gen: Any) -> dict[str, Any]:
 
 
 def kernel_forward_backward(api: Any, case: ConvCase, x: dict[str, Any], gen: Any,
-                            ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(kernel results, float64 reference results) for one fn case, forward and backward."""
+                            ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(kernel, float64 reference, pure-torch) results for one fn case, forward and backward.
+
+    The pure-torch run is upstream's `causal_conv1d_ref`: computed in float32 from the same
+    inputs, the output cast back to the input dtype; its error against the float64 reference is
+    what torch itself achieves in that dtype, and a kernel may err up to twice that."""
     import torch
 
-    leaves = {k: v.detach().clone().requires_grad_() if v is not None and k != "seq_idx" else v
-              for k, v in x.items()}
-    refs = {k: v.detach().to(torch.float64).requires_grad_() if v is not None and k != "seq_idx"
-            else v for k, v in x.items()}
+    def leaves(dtype: Any = None) -> dict[str, Any]:
+        return {k: v.detach().to(dtype or v.dtype).requires_grad_()
+                if v is not None and k != "seq_idx" else v for k, v in x.items()}
+
+    kernel, refs, torch_run = leaves(), leaves(torch.float64), leaves()
     act = "silu" if case.silu else None
-    extra = {k: leaves[k] for k in ("initial_states", "seq_idx") if k in leaves}
+    extra = {k: kernel[k] for k in ("initial_states", "seq_idx") if k in kernel}
     finals = case.mode == "initial_states"
-    got = api.causal_conv1d_fn(leaves["x"], leaves["weight"], leaves["bias"], activation=act,
+    got = api.causal_conv1d_fn(kernel["x"], kernel["weight"], kernel["bias"], activation=act,
                                **extra, **({"return_final_states": True} if finals else {}))
     out, final = got if finals else (got, None)
     ref_out, ref_final = conv_ref(refs["x"], refs["weight"], refs["bias"],
                                   refs.get("initial_states"), refs.get("seq_idx"), case.silu)
-    g = torch.randn(out.shape, generator=gen).to(out.device, out.dtype)
+    pt_out, pt_final = conv_ref(torch_run["x"], torch_run["weight"], torch_run["bias"],
+                                torch_run.get("initial_states"), torch_run.get("seq_idx"),
+                                case.silu, compute=torch.float32)
+    pt_out, pt_final = pt_out.to(out.dtype), pt_final.to(x["x"].dtype)
+    g = output_grad(out, gen)
     _backward(out, final, g)
     _backward(ref_out, ref_final if finals else None, g)
-    return (_collect(out, final, leaves), _collect(ref_out, ref_final if finals else None, refs))
+    _backward(pt_out, pt_final if finals else None, g)
+    return (_collect(out, final, kernel), _collect(ref_out, ref_final if finals else None, refs),
+            _collect(pt_out, pt_final if finals else None, torch_run))
+
+
+def output_grad(out: Any, gen: Any) -> Any:
+    """The gradient of `out`, seeded, with out's strides (upstream: `torch.randn_like(out)`).
+
+    A channel-last output needs a channel-last dout: the backward kernel requires dout.stride(0)
+    and dout.stride(2) to be multiples of 8, which a contiguous (b, d, 1) gradient is not."""
+    import torch
+
+    g = torch.empty_like(out, memory_format=torch.preserve_format)
+    return g.copy_(torch.randn(out.shape, generator=gen).to(out.device, out.dtype))
 
 
 def _backward(out: Any, final: Any, g: Any) -> None:
     import torch
 
-    loss = (out * g.to(out.dtype)).sum()
+    tensors, grads = [out], [g.to(out.dtype)]
     if final is not None:  # exercises the kernel's dfinal_states input, as upstream's test does
         wide = torch.float64 if final.dtype == torch.float64 else torch.float32
-        loss = loss + final.to(wide).sigmoid().sum()
-    loss.backward()
+        tensors.append(final.to(wide).sigmoid().sum())
+        grads.append(torch.ones((), dtype=wide, device=final.device))
+    torch.autograd.backward(tensors, grads)  # dout is g itself, strides and all
 
 
 def _collect(out: Any, final: Any, leaves: dict[str, Any]) -> dict[str, Any]:
@@ -215,8 +241,9 @@ def _collect(out: Any, final: Any, leaves: dict[str, Any]) -> dict[str, Any]:
 
 
 def update_case(api: Any, case: ConvCase, device: str, gen: Any,
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(kernel, reference) results of causal_conv1d_update: the output and the rolled state."""
+                ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(kernel, reference, pure-torch) results of causal_conv1d_update: the output and the
+    rolled state."""
     import torch
 
     itype, b, d = getattr(torch, case.dtype), case.batch, case.dim
@@ -226,8 +253,25 @@ def update_case(api: Any, case: ConvCase, device: str, gen: Any,
     weight = torch.randn(d, case.width, generator=gen).to(device)
     bias = torch.randn(d, generator=gen).to(device) if case.bias else None
     ref_out, ref_state = update_ref(x, state.clone(), weight, bias, case.silu)
+    pt_out, pt_state = update_ref(x, state.clone(), weight, bias, case.silu, torch.float32)
     out = api.causal_conv1d_update(x, state, weight, bias, "silu" if case.silu else None)
-    return {"out": out, "conv_state": state}, {"out": ref_out, "conv_state": ref_state}
+    return ({"out": out, "conv_state": state}, {"out": ref_out, "conv_state": ref_state},
+            {"out": pt_out.to(itype), "conv_state": pt_state.to(itype)})
+
+
+def judge(mine: Any, want: Any, baseline: Any, rtol: float, atol: float) -> dict[str, float]:
+    """compare() against the float64 reference, with upstream's tolerances; a tensor also passes
+    when its largest error is at most twice that of the pure-torch run in the same dtype
+    (`torch_max_abs`), which is what upstream's tests accept. ratio <= 1 passes."""
+    if mine is None:
+        return dict.fromkeys(("max_abs", "max_rel", "ratio"), float("inf"))
+    result = compare(mine, want, rtol, atol)
+    if baseline is not None:
+        torch_err = compare(baseline, want, rtol, atol)["max_abs"]
+        result["torch_max_abs"] = torch_err
+        if torch_err > 0 and result["ratio"] != float("inf"):
+            result["ratio"] = min(result["ratio"], result["max_abs"] / (2 * torch_err))
+    return result
 
 
 def run_case(case: ConvCase, api: Any, device: str, gen: Any) -> CaseResult:
@@ -237,9 +281,10 @@ def run_case(case: ConvCase, api: Any, device: str, gen: Any) -> CaseResult:
     try:
         with counting(wanted) as counts:
             if case.mode == "update":
-                got, ref = update_case(api, case, device, gen)
+                got, ref, torch_run = update_case(api, case, device, gen)
             else:
-                got, ref = kernel_forward_backward(api, case, make_inputs(case, device, gen), gen)
+                got, ref, torch_run = kernel_forward_backward(
+                    api, case, make_inputs(case, device, gen), gen)
     except Exception as exc:  # a kernel error is a finding, not a crash of the runner
         result.passed, result.error = False, f"{type(exc).__name__}: {exc}".splitlines()[0]
         return result
@@ -248,9 +293,8 @@ def run_case(case: ConvCase, api: Any, device: str, gen: Any) -> CaseResult:
         result.passed = False
         result.error = f"the API never called {', '.join(never)}: not the compiled kernel"
     for name, want in ref.items():
-        mine = got.get(name)
-        result.errors[name] = (compare(mine, want, *tolerance(name, case)) if mine is not None
-                               else dict.fromkeys(("max_abs", "max_rel", "ratio"), float("inf")))
+        result.errors[name] = judge(got.get(name), want, torch_run.get(name),
+                                    *tolerance(name, case))
         result.passed &= result.errors[name]["ratio"] <= 1.0
     return result
 
