@@ -588,22 +588,29 @@ def _gpu_steps(options: VerifyOptions, target: Target, fit: StepResult, install:
                                   [(p, prov) for p, prov, _ in packages], scratch)
 
 
-
-
 def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
                env: InstallEnv | None) -> StepResult:
-    """Run the smoke runner in the install env, unless an earlier step rules it out."""
+    """The selective scan against the float64 reference, in the install env."""
+    return _runner_result("smoke", options.smoke_args, smoke_summary, options, target, fit,
+                          install, env)
+
+
+def _runner_result(name: str, extra: Sequence[str], summarize: Callable[[Mapping[str, Any]], str],
+                   options: VerifyOptions, target: Target, fit: StepResult,
+                   install: StepResult, env: InstallEnv | None) -> StepResult:
+    """Run `python -m mambawin.verify.runners.<name>` in the install env, unless an earlier step
+    rules it out; its JSON report's `passed` decides the step."""
     reason = _gpu_blocker(target, fit, install)
     if reason or env is None:
-        return StepResult("smoke", Status.SKIP, reason or "install failed")
+        return StepResult(name, Status.SKIP, reason or "install failed")
     args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
-            *options.smoke_args]
+            *extra]
     try:
-        report = run_module(env, "mambawin.verify.runners.smoke", args, options.timeout)
+        report = run_module(env, f"mambawin.verify.runners.{name}", args, options.timeout)
     except MambawinError as exc:
-        return StepResult("smoke", Status.FAIL, f"smoke runner failed: {exc}", _error_details(exc))
+        return StepResult(name, Status.FAIL, f"{name} runner failed: {exc}", _error_details(exc))
     status = Status.OK if report["passed"] else Status.FAIL
-    return StepResult("smoke", status, smoke_summary(report), report)
+    return StepResult(name, status, summarize(report), report)
 
 
 def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
@@ -653,17 +660,8 @@ def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None
 def conv_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
               env: InstallEnv | None) -> StepResult:
     """causal-conv1d's kernels against the float64 reference, in the install env."""
-    reason = _gpu_blocker(target, fit, install)
-    if reason or env is None:
-        return StepResult("conv", Status.SKIP, reason or "install failed")
-    args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
-            *options.conv_args]
-    try:
-        report = run_module(env, "mambawin.verify.runners.conv", args, options.timeout)
-    except MambawinError as exc:
-        return StepResult("conv", Status.FAIL, f"conv runner failed: {exc}", _error_details(exc))
-    status = Status.OK if report["passed"] else Status.FAIL
-    return StepResult("conv", status, conv_summary(report), report)
+    return _runner_result("conv", options.conv_args, conv_summary, options, target, fit,
+                          install, env)
 
 
 def conv_summary(report: Mapping[str, Any]) -> str:
