@@ -260,3 +260,19 @@ def test_real_venv_and_pip_install_torch_from_the_spec_index(tmp_path: Path,
                            "print(torch.__version__)"], capture_output=True, text=True,
                           check=True, env=envs.child_environ(env))
     assert done.stdout.strip() == "2.11.0+cu130"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pyenv layout and a sh script: POSIX only")
+def test_find_python_falls_back_to_pyenvs_own_installs(tmp_path: Path, monkeypatch) -> None:
+    # pyenv's `python3.99` shim on PATH fails unless that version is selected: the finder must
+    # still find the install under $PYENV_ROOT/versions, and prefer the newest patch release.
+    from mambawin.team import envs
+
+    for patch in ("1", "10"):
+        python = tmp_path / "versions" / f"3.99.{patch}" / "bin" / "python3.99"
+        python.parent.mkdir(parents=True)
+        python.write_text("#!/bin/sh\necho 3.99\n")
+        python.chmod(0o755)
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert envs.find_python("3.99") == [str(tmp_path / "versions/3.99.10/bin/python3.99")]

@@ -89,6 +89,7 @@ def find_python(version: str) -> list[str]:
     candidates = [[sys.executable], [f"python{version}"]]
     if sys.platform == "win32":
         candidates.append(["py", f"-{version}"])
+    candidates += [[str(path)] for path in pyenv_pythons(version)]
     for argv in candidates:
         if _runs_version(argv, version):
             return argv
@@ -96,6 +97,20 @@ def find_python(version: str) -> list[str]:
            f"{' and py -' + version if sys.platform == 'win32' else ''}): install it, or install "
            "uv (`pip install uv`), which fetches any Python itself")
     raise ToolchainError(msg)
+
+
+def pyenv_pythons(version: str) -> list[Path]:
+    """pyenv's installs of X.Y, newest first. Its `pythonX.Y` shim on PATH refuses to run unless
+    that version is selected (PYENV_VERSION or .python-version), so find_python asks pyenv's own
+    folders too."""
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    found = [p for p in root.glob(f"{version}.*/bin/python{version}") if p.is_file()]
+    return sorted(found, key=lambda p: _patch_number(p.parent.parent.name), reverse=True)
+
+
+def _patch_number(name: str) -> int:
+    tail = name.split(".")[2] if name.count(".") >= 2 else ""
+    return int(tail) if tail.isdigit() else -1
 
 
 def _runs_version(argv: list[str], version: str) -> bool:
