@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin import __version__, proc
-from mambawin.build.workspace import remove_tree
-from mambawin.cache import cache_dir
+from mambawin.cache import cache_dir, remove_tree
 from mambawin.errors import CommandError, ToolchainError
 from mambawin.team.spec import TorchSpec
 

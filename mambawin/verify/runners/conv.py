@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
-import json
 import random
 import sys
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mambawin.verify.runners.calls import CONV, counting
+from mambawin.verify.runners.output import emit
 from mambawin.verify.runners.smoke import CaseResult, compare, summarize
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -363,10 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
     print(f"mambawin conv: seed {config.seed}", file=sys.stderr)
     report = run_conv(config)
-    for dtype, row in report["per_dtype"].items():
-        print(f"{dtype}: {row}", file=sys.stderr)
-    if config.json_output:
-        print(json.dumps(report, default=str))
+    emit(report, config.json_output)
     return 0
 
 

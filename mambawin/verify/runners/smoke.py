@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import random
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mambawin.verify.runners.output import emit
 from mambawin.verify.runners.reference import selective_scan_ref
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -370,11 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
     print(f"mambawin smoke: seed {config.seed}", file=sys.stderr)
     report = run_smoke(config)
-    for dtype, row in report["per_dtype"].items():
-        print(f"{dtype}: {row}", file=sys.stderr)
-    if config.json_output:
-        # Python's json writes inf as Infinity; the reader is mambawin.verify.pipeline (Python too).
-        print(json.dumps(report, default=str))
+    emit(report, config.json_output)
     return 0
 
 
