@@ -333,3 +333,48 @@ def test_cli_passes_upstream_tests_and_k(monkeypatch, tmp_path):
     assert result.exit_code == 0, result.output
     assert seen["options"].upstream_tests
     assert seen["options"].test_keyword == "test_selective_scan and 128"
+
+
+def test_upstream_tests_step_skips_when_the_filter_selects_nothing(monkeypatch, tmp_path):
+    from mambawin.verify import upstream_tests as ut
+
+    none = ut.TestRun("causal-conv1d", ut.TEST_FILES["causal-conv1d"], "v1.6.1", keyword="zzz")
+    ran = ut.TestRun("mamba-ssm", ut.TEST_FILES["mamba-ssm"], "v2.3.2", passed=2, keyword="zzz",
+                     note="subset -k 'zzz'")
+    options = v.VerifyOptions(wheel=tmp_path, upstream_tests=True, test_keyword="zzz")
+    monkeypatch.setattr(ut, "run_all", lambda *a, **k: [none])
+    assert v.upstream_tests_step(options, None, _env(), [], tmp_path).status == "skip"
+    monkeypatch.setattr(ut, "run_all", lambda *a, **k: [ran, none])
+    step = v.upstream_tests_step(options, None, _env(), [], tmp_path)
+    assert step.status == "ok" and "no test matches -k 'zzz'" in step.summary
+
+
+def test_skip_leaves_out_the_named_steps_and_times_the_rest(tmp_path, monkeypatch):
+    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
+    monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_90"), "GPU code sm_90"))
+    monkeypatch.setattr(v, "install_step", lambda o, s, *p: (v.StepResult("install", "ok", ""),
+                                                         v.InstallEnv(sys.executable, None)))
+    ran: list[str] = []
+
+    def runner(env, module, args, timeout):
+        ran.append(module.rsplit(".", 1)[-1])
+        return {"passed": True, "probes": [{"api": "selective_scan_fn", "status": "ok",
+                                            "reason": "called"}]}
+
+    monkeypatch.setattr(v, "run_module", runner)
+    options = v.VerifyOptions(wheel=wheel, target=H100, skip=frozenset({"smoke", "blocks"}))
+    report = v.verify(options)
+    assert ran == ["calls"]
+    assert report.step("smoke").status == "skip"
+    assert report.step("smoke").summary == "left out (--skip smoke)"
+    assert report.step("blocks").summary == "left out (--skip blocks)"
+    assert all(s.seconds is not None and s.seconds >= 0 for s in report.steps)
+    assert all("seconds" in s for s in report.to_json()["steps"])
+
+
+def test_cli_skip_names_an_unknown_step_in_one_line(tmp_path):
+    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
+    result = CliRunner().invoke(app, ["verify", str(wheel), "--skip", "smoke,install", "--json"])
+    assert result.exit_code == 2
+    data = json.loads(result.stdout)
+    assert "--skip: unknown step 'install'" in data["error"] and "requirements" in data["error"]

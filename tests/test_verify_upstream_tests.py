@@ -95,3 +95,17 @@ def test_junit_errors_are_not_passes():
     run = ut.parse_junit(xml, "causal-conv1d", "tests/test_causal_conv1d.py", "v1.6.1", False)
     assert (run.passed, run.errors, run.ok) == (1, 1, False)
     assert run.failures == ["b: boom"]
+
+
+def test_a_keyword_that_selects_nothing_here_is_no_failure(upstream, tmp_path):
+    # One -k serves both packages in a wheelhouse: a filter for mamba's tests selects nothing in
+    # causal-conv1d's file, and that package must not fail for it.
+    run = _run({**upstream, "patches": REMOVED}, tmp_path, keyword="no_such_test_name")
+    assert run.selected == 0 and run.ok
+    assert run.summary().endswith("no test matches -k 'no_such_test_name'")
+
+
+def test_no_case_at_all_without_a_keyword_fails():
+    xml = '<testsuites><testsuite tests="0"></testsuite></testsuites>'
+    run = ut.parse_junit(xml, "mamba-ssm", ut.TEST_FILES["mamba-ssm"], "v2.3.2", True)
+    assert run.selected == 0 and not run.ok

@@ -25,6 +25,9 @@ def verify_command(
     keyword: Annotated[str | None, typer.Option(
         "-k", "--tests-filter", help="Only the upstream tests matching this pytest -k "
                                      "expression.")] = None,
+    skip: Annotated[list[str] | None, typer.Option(
+        "--skip", help="Leave out a step (repeat or comma-separate): requirements, smoke, conv, "
+                       "calls, blocks.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -37,6 +40,7 @@ def verify_command(
     options = core.VerifyOptions(
         wheel=wheel, installed=installed, bench=bench, seed=seed,
         upstream_tests=upstream_tests, test_keyword=keyword,
+        skip=frozenset(n.strip() for item in skip or () for n in item.split(",") if n.strip()),
         smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
         conv_args=("--seqlens", "1,128,1025", "--widths", "4") if quick else (),
         bench_args=("--quick",) if quick else ())

@@ -14,7 +14,9 @@ from mambawin.verify.runners.bench import BenchReport
 
 def render_step(step: StepResult) -> None:
     """One line per step as soon as it finishes: ✓/✗/- name summary."""
-    console.print(f"{MARKS[step.status]} [bold]{step.name}[/] {step.summary}", soft_wrap=True)
+    took = f" [dim]({step.seconds:.0f} s)[/]" if step.seconds and step.seconds >= 1 else ""
+    console.print(f"{MARKS[step.status]} [bold]{step.name}[/] {step.summary}{took}",
+                  soft_wrap=True)
     if step.name in _TITLES and step.details.get("per_dtype"):
         console.print(smoke_table(step.details, _TITLES[step.name]))
     if step.name == "blocks" and step.details.get("blocks"):

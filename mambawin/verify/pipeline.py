@@ -18,6 +18,7 @@ import json
 import math
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -104,6 +105,7 @@ class VerifyOptions:
     bench_args: tuple[str, ...] = ()
     upstream_tests: bool = False
     test_keyword: str | None = None  # pytest -k for --upstream-tests
+    skip: frozenset[str] = frozenset()  # steps the user left out (--skip), from SKIPPABLE
     python: str = sys.executable
     timeout: float = 1800.0
 
@@ -116,6 +118,7 @@ class StepResult:
     status: Status  # ok / fail / skip (the doctor's check outcomes; never warn)
     summary: str
     details: Mapping[str, Any] = field(default_factory=dict)
+    seconds: float | None = None  # wall time of the step, set as verify records it
 
     def __post_init__(self) -> None:
         # Accept the plain strings too ("ok"), as JSON and older callers spell them.
@@ -167,8 +170,14 @@ def verify(options: VerifyOptions,
     wheels = _check_options(options)
     target = options.target or probe_target(options.python)
     steps: list[StepResult] = []
+    # Steps run one after another, each just before it is recorded, so the time since the last
+    # record is the step's own (what a user needs to budget a GPU machine's time).
+    clock = [time.monotonic()]
 
     def record(result: StepResult) -> StepResult:
+        now = time.monotonic()
+        result = replace(result, seconds=round(now - clock[0], 2))
+        clock[0] = now
         steps.append(result)
         if on_step:
             on_step(result)
@@ -187,7 +196,7 @@ def verify(options: VerifyOptions,
             fits.append(record(fit_step(code, provenance, target, project)))
             packages.append((project, provenance, version))
         for ref in wheels or [None]:
-            record(requirements_step(options, ref))
+            record(skipped("requirements", options) or requirements_step(options, ref))
         if len(packages) == 2:
             record(pair_step(packages))
         install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
@@ -207,11 +216,27 @@ def tampered(static: StepResult) -> bool:
 
 
 def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
+    unknown = sorted(set(options.skip) - set(SKIPPABLE))
+    if unknown:
+        raise UsageError(f"--skip: unknown step {unknown[0]!r}; choose from "
+                         f"{', '.join(SKIPPABLE)}")
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to verify: pass a WHEEL path, or --installed for the current env")
     if options.wheel is None:
         return ()
     return find_wheels(Path(options.wheel))
+
+
+# Steps a user may leave out: the checks that cost time or network. static, fit and install are
+# what every later step stands on, so they always run.
+SKIPPABLE = ("requirements", "smoke", "conv", "calls", "blocks")
+
+
+def skipped(name: str, options: VerifyOptions) -> StepResult | None:
+    """The skip result of a step the user left out with --skip, else None."""
+    if name not in options.skip:
+        return None
+    return StepResult(name, Status.SKIP, f"left out (--skip {name})")
 
 
 def _worst(fits: Sequence[StepResult]) -> StepResult:
@@ -572,19 +597,20 @@ def _gpu_steps(options: VerifyOptions, target: Target, fit: StepResult, install:
                scratch: Path) -> Iterator[StepResult]:
     """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks (mamba-ssm), bench, tests."""
     projects = [project for project, _, _ in packages]
+    blocker = _gpu_blocker(target, fit, install)
     smoke = None
     if MAMBA in projects:
-        smoke = smoke_step(options, target, fit, install, env)
+        smoke = skipped("smoke", options) or smoke_step(options, target, fit, install, env)
         yield smoke
     if CONV in projects:
-        yield conv_step(options, target, fit, install, env)
-    yield runner_step("calls", options, _gpu_blocker(target, fit, install), env)
+        yield skipped("conv", options) or conv_step(options, target, fit, install, env)
+    yield skipped("calls", options) or runner_step("calls", options, blocker, env)
     if MAMBA in projects:
-        yield runner_step("blocks", options, _gpu_blocker(target, fit, install), env)
+        yield skipped("blocks", options) or runner_step("blocks", options, blocker, env)
     if options.bench and smoke is not None:
         yield bench_step(options, smoke, env)
     if options.upstream_tests:
-        yield upstream_tests_step(options, _gpu_blocker(target, fit, install), env,
+        yield upstream_tests_step(options, blocker, env,
                                   [(p, prov) for p, prov, _ in packages], scratch)
 
 
@@ -713,8 +739,10 @@ def upstream_tests_step(options: VerifyOptions, blocker: str | None, env: Instal
     except MambawinError as exc:
         return StepResult("upstream-tests", Status.FAIL, str(exc), _error_details(exc))
     details = {run.project: run.to_json() for run in runs}
-    summary = "; ".join(run.summary() + (f" ({run.note})" if run.note else "") for run in runs)
-    status = Status.OK if all(r.ok for r in runs) else Status.FAIL
+    summary = "; ".join(run.summary() + (f" ({run.note})" if run.note and run.selected else "")
+                        for run in runs)
+    status = (Status.FAIL if not all(r.ok for r in runs)
+              else Status.SKIP if all(r.selected == 0 for r in runs) else Status.OK)
     return StepResult("upstream-tests", status, summary, details)
 
 
