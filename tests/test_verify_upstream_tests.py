@@ -109,3 +109,11 @@ def test_no_case_at_all_without_a_keyword_fails():
     xml = '<testsuites><testsuite tests="0"></testsuite></testsuites>'
     run = ut.parse_junit(xml, "mamba-ssm", ut.TEST_FILES["mamba-ssm"], "v2.3.2", True)
     assert run.selected == 0 and not run.ok
+
+
+def test_a_build_machines_local_mirror_falls_back_to_the_public_repo(tmp_path):
+    gone = str(tmp_path / "elsewhere" / "mamba.git")
+    assert ut._reachable("mamba-ssm", gone) == ut.REPOS["mamba-ssm"]
+    assert ut._reachable("mamba-ssm", str(tmp_path)) == str(tmp_path)
+    assert ut._reachable("causal-conv1d", "git@github.com:me/fork.git") == (
+        "git@github.com:me/fork.git")

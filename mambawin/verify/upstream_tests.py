@@ -119,7 +119,8 @@ def fetch_test_file(project: str, source: Source, folder: Path) -> Path:
     from mambawin.fetch.upstream import ensure_mirror, normalize_repo
 
     path = TEST_FILES[project]
-    mirror, _warnings = ensure_mirror(normalize_repo(source.repo), source.rev)
+    mirror, _warnings = ensure_mirror(normalize_repo(_reachable(project, source.repo)),
+                                      source.rev)
     what = f"cannot read {path} at {source.rev} from {source.repo}"
     text = git.run(["--git-dir", mirror, "show", f"{source.rev}:{path}"], what=what,
                    hint="check the wheel's provenance names a commit of that repo").stdout
@@ -129,6 +130,14 @@ def fetch_test_file(project: str, source: Source, folder: Path) -> Path:
     # An empty ini makes this folder pytest's rootdir: no conftest or addopts of the user's.
     (target.parent / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     return target
+
+
+def _reachable(project: str, repo: str) -> str:
+    """The recorded repo, unless it is a local folder that is not here (the wheel was built on
+    another machine from a mirror there): then the public upstream, which holds the same commit."""
+    if "://" in repo or "@" in repo.split("/")[0] or Path(repo).expanduser().exists():
+        return repo
+    return REPOS[project]
 
 
 def run_tests(env: InstallEnv, project: str, provenance: Mapping[str, Any] | None,
