@@ -141,6 +141,20 @@ def test_failed_or_interrupted_fill_leaves_nothing(tmp_path: Path, error: BaseEx
     assert list(tmp_path.iterdir()) == []
 
 
+
+def test_a_copy_another_process_moved_in_first_is_kept(tmp_path: Path) -> None:
+    # Two builds sharing the cache clone the same mirror: the second to finish keeps the first's.
+    target = tmp_path / "target"
+
+    def fill(tmp: Path) -> None:
+        (tmp / "ours.txt").write_text("ours")
+        target.mkdir()
+        (target / "theirs.txt").write_text("theirs")
+
+    upstream._atomic_dir(target, fill)
+    assert [p.name for p in tmp_path.iterdir()] == ["target"]
+    assert [p.name for p in target.iterdir()] == ["theirs.txt"]
+
 # ---- git through proc.run: its reason, time limits, transports, broken caches ----------------
 
 

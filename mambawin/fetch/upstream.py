@@ -298,7 +298,13 @@ def _atomic_dir(target: Path, fill: Callable[[Path], object]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         fill(tmp)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            # Another process sharing the cache (a matrix cell, a second verify) moved its own
+            # copy into place first: that one is as good as ours.
+            if not target.is_dir():
+                raise
     finally:  # also on Ctrl-C
         remove_tree(tmp)
 
