@@ -126,6 +126,31 @@ def test_kernel_patches_follow_their_version_gates(tmp_path: Path, version: str,
     assert (got["alt-tokens"], got["rocm-directives"]) == (alt, rocm)
     assert got["arch-list"] == "skipped"  # no --arch: upstream's own list is kept
     assert got["cached-wheels"] == got["nvcc-threads"] == got["compiler-flags"] == "applied"
+    assert got["silu-bwd-tail"] == "applied"  # every tag has the bug
+
+
+def test_silu_bwd_tail_loads_the_previous_chunk_whole(tmp_path: Path) -> None:
+    from mambawin.patch.causal_conv1d import silu_bwd_tail
+
+    root = tree(tmp_path, "1.6.1")
+    before = (root / BWD).read_text()
+    assert statuses(root)["silu-bwd-tail"] == "applied"
+    after = (root / BWD).read_text()
+    assert silu_bwd_tail.ANCHOR not in after
+    assert "x_vals_load[i] = x[-kNElts + i];  // mambawin silu-bwd-tail" in after
+    # Only that statement changed: the loop and everything around it are upstream's.
+    assert after.replace(silu_bwd_tail.FIXED, silu_bwd_tail.ANCHOR) == before
+
+
+def test_silu_bwd_tail_drift_when_the_load_changed(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    bwd = root / BWD
+    bwd.write_text(bwd.read_text().replace("if (chunk * kChunkSize + i < params.seqlen)",
+                                           "if (i < params.seqlen)"))
+    before = hashes(root)
+    with pytest.raises(PatchError, match=r"silu-bwd-tail.*causal_conv1d_bwd\.cu"):
+        apply_patches(root, PatchOptions())
+    assert hashes(root) == before
 
 
 def test_setup_patches_reuse_mamba_transforms(tmp_path: Path) -> None:

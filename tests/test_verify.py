@@ -378,3 +378,13 @@ def test_cli_skip_names_an_unknown_step_in_one_line(tmp_path):
     assert result.exit_code == 2
     data = json.loads(result.stdout)
     assert "--skip: unknown step 'install'" in data["error"] and "requirements" in data["error"]
+
+
+def test_conv_summary_names_a_known_upstream_bug():
+    report = {"device": "H100", "seed": 1, "modes": ["plain"], "per_dtype": {},
+              "cases": [{"name": "float16 plain w=2 L=1025 bias silu", "passed": False,
+                         "error": None, "note": "the known causal-conv1d SiLU backward bug",
+                         "errors": {"dx": {"max_abs": 3.4, "max_rel": 9.0, "ratio": 400.0}}}]}
+    summary = v.conv_summary(report)
+    assert summary.startswith("1 of 1 cases failed, first float16 plain w=2 L=1025 bias silu: "
+                              "dx off by 3.4 (400x tolerance) (the known causal-conv1d SiLU")

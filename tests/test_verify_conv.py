@@ -130,3 +130,24 @@ def test_bad_arguments_exit_2(capsys):
         with pytest.raises(SystemExit) as exc:
             conv.parse_args(argv)
         assert exc.value.code == 2
+
+
+def test_upstreams_silu_tail_bug_is_caught_and_named(fake):
+    api, kernel = fake
+    kernel.BROKEN = "silu_tail"
+    report = conv.run_conv(_config(dtypes=("float32",), widths=(2,), seqlens=(1025, 1024),
+                                   update=False), api)
+    failed = [c for c in report["cases"] if not c["passed"]]
+    assert failed and all(c["name"].startswith("float32 plain w=2 L=1025") for c in failed)
+    assert all("silu" in c["name"] for c in failed)
+    assert "silu-bwd-tail" in failed[0]["note"] and "seqlen 1025 leaves 1" in failed[0]["note"]
+
+
+@pytest.mark.parametrize(("dtype", "mode", "seqlen", "silu", "named"), [
+    ("float16", "plain", 1025, True, True), ("float16", "plain", 1031, True, True),
+    ("float16", "plain", 1032, True, False), ("float32", "plain", 513, True, True),
+    ("float16", "plain", 513, True, False), ("float16", "plain", 1025, False, False),
+    ("float16", "channel_last", 1025, True, False), ("float32", "plain", 1, True, False)])
+def test_the_silu_tail_signature(dtype, mode, seqlen, silu, named):
+    case = conv.ConvCase(dtype, 2, seqlen, True, silu, mode)
+    assert (conv.silu_tail_bug(case) is not None) is named

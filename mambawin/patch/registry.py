@@ -43,6 +43,7 @@ CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (
     conv.nvcc_threads.PATCH,  # nvcc-threads
     conv.alt_tokens.PATCH,  # alt-tokens
     conv.rocm_directives.PATCH,  # rocm-directives
+    conv.silu_bwd_tail.PATCH,  # silu-bwd-tail
     conv.compiler_flags.PATCH,  # compiler-flags
 )
 

@@ -702,6 +702,8 @@ def conv_summary(report: Mapping[str, Any]) -> str:
     if failed:
         first = failed[0]
         why = first.get("error") or _worst_tensor(first)
+        if first.get("note"):
+            why += f" ({first['note']})"
         parts.insert(0, f"{len(failed)} of {len(cases)} cases failed, first {first['name']}: {why}")
     return "; ".join(parts)
 

@@ -2,7 +2,8 @@
 
 setup.py has the same shape as mamba's in every tag (arch block before `# HACK:`, `--threads 4`,
 CachedWheelsCommand, a module-level `setup(`), so those four patches reuse mamba's transforms with
-causal-conv1d's own versions and reasons. The kernels need what upstream PR #93 fixed in v1.6.1.
+causal-conv1d's own versions and reasons. The kernels need what upstream PR #93 fixed in v1.6.1,
+and every tag's SiLU backward needs a bounds fix (silu-bwd-tail).
 """
 
 from mambawin.patch.causal_conv1d import (
@@ -12,7 +13,8 @@ from mambawin.patch.causal_conv1d import (
     compiler_flags,
     nvcc_threads,
     rocm_directives,
+    silu_bwd_tail,
 )
 
 __all__ = ["alt_tokens", "arch_list", "cached_wheels", "compiler_flags", "nvcc_threads",
-           "rocm_directives"]
+           "rocm_directives", "silu_bwd_tail"]

@@ -296,7 +296,25 @@ def run_case(case: ConvCase, api: Any, device: str, gen: Any) -> CaseResult:
         result.errors[name] = judge(got.get(name), want, torch_run.get(name),
                                     *tolerance(name, case))
         result.passed &= result.errors[name]["ratio"] <= 1.0
+    if not result.passed and result.errors.get("dx", {}).get("ratio", 0) > 1.0:
+        result.note = silu_tail_bug(case)
     return result
+
+
+def silu_tail_bug(case: ConvCase) -> str | None:
+    """Why a wrong dx is upstream's SiLU-backward tail bug (patch silu-bwd-tail), if it is.
+
+    The channel-first bwd kernel works in chunks of 128 threads x kNElts elements (4 for float32,
+    8 for 16-bit types); when the last chunk holds fewer than kNElts positions, every tag before
+    the patch recomputes the SiLU input near the chunk edge from zeros."""
+    elements = 4 if case.dtype == "float32" else 8
+    chunk = 128 * elements
+    tail = case.seqlen % chunk
+    if case.mode != "plain" or not case.silu or case.seqlen < chunk or not 0 < tail < elements:
+        return None
+    return (f"the known causal-conv1d SiLU backward bug: seqlen {case.seqlen} leaves {tail} "
+            f"position(s) in the last chunk of {chunk}, fewer than the {elements} loaded at once; "
+            "wheels from `mambawin build` carry the fix (patch silu-bwd-tail): rebuild with it")
 
 
 def run_conv(config: ConvConfig, api: Any = None) -> dict[str, Any]:

@@ -108,6 +108,7 @@ class CaseResult:
     passed: bool = True
     errors: dict[str, dict[str, float]] = field(default_factory=dict)
     error: str | None = None
+    note: str | None = None  # what a failure is known to be (e.g. a known upstream bug)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> SmokeConfig:
