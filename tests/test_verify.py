@@ -370,6 +370,21 @@ def test_skip_leaves_out_the_named_steps_and_times_the_rest(tmp_path, monkeypatc
     assert report.step("blocks").summary == "left out (--skip blocks)"
     assert all(s.seconds is not None and s.seconds >= 0 for s in report.steps)
     assert all("seconds" in s for s in report.to_json()["steps"])
+    assert not report.gpu_verified  # calls alone compares nothing with a reference
+
+
+def test_skipped_requirements_are_named_per_wheel(tmp_path):
+    ref = v.WheelRef(tmp_path / "c.whl", "causal-conv1d", "1.6.1")
+    options = v.VerifyOptions(wheel=tmp_path, skip=frozenset({"requirements"}))
+    assert v.skipped("requirements", options, ref).name == "requirements causal_conv1d"
+    assert v.skipped("smoke", options) is None
+
+
+def test_passing_upstream_tests_count_as_verified_on_the_gpu():
+    steps = (v.StepResult("smoke", "skip", "left out (--skip smoke)"),
+             v.StepResult("upstream-tests", "ok", "20 passed"))
+    report = v.VerifyReport("w", H100, steps)
+    assert report.gpu_verified and report.summary().startswith("verified on")
 
 
 def test_cli_skip_names_an_unknown_step_in_one_line(tmp_path):

@@ -141,7 +141,9 @@ class VerifyReport:
     @property
     def gpu_verified(self) -> bool:
         """The kernels really ran on a GPU and matched the reference."""
-        return any(s.name in ("smoke", "conv") and s.status == "ok" for s in self.steps)
+        # upstream's own tests run the kernels on the GPU against upstream's references too.
+        return any(s.name in ("smoke", "conv", "upstream-tests") and s.status == "ok"
+                   for s in self.steps)
 
     def step(self, name: str) -> StepResult | None:
         """The step called `name`, if it ran."""
@@ -196,7 +198,7 @@ def verify(options: VerifyOptions,
             fits.append(record(fit_step(code, provenance, target, project)))
             packages.append((project, provenance, version))
         for ref in wheels or [None]:
-            record(skipped("requirements", options) or requirements_step(options, ref))
+            record(skipped("requirements", options, ref) or requirements_step(options, ref))
         if len(packages) == 2:
             record(pair_step(packages))
         install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
@@ -232,11 +234,13 @@ def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
 SKIPPABLE = ("requirements", "smoke", "conv", "calls", "blocks")
 
 
-def skipped(name: str, options: VerifyOptions) -> StepResult | None:
-    """The skip result of a step the user left out with --skip, else None."""
+def skipped(name: str, options: VerifyOptions, ref: WheelRef | None = None) -> StepResult | None:
+    """The skip result of a step the user left out with --skip, else None; a per-wheel step
+    is named for its wheel's package, as when it runs."""
     if name not in options.skip:
         return None
-    return StepResult(name, Status.SKIP, f"left out (--skip {name})")
+    shown = _named(name, ref.project) if ref is not None else name
+    return StepResult(shown, Status.SKIP, f"left out (--skip {name})")
 
 
 def _worst(fits: Sequence[StepResult]) -> StepResult:
