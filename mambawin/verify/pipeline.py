@@ -141,8 +141,9 @@ class VerifyReport:
     @property
     def gpu_verified(self) -> bool:
         """The kernels really ran on a GPU and matched the reference."""
-        # upstream's own tests run the kernels on the GPU against upstream's references too.
-        return any(s.name in ("smoke", "conv", "upstream-tests") and s.status == "ok"
+        # blocks (fast path vs upstream's reference path) and upstream's own tests also run the
+        # kernels on the GPU against a reference; calls alone compares nothing.
+        return any(s.name in ("smoke", "conv", "blocks", "upstream-tests") and s.status == "ok"
                    for s in self.steps)
 
     def step(self, name: str) -> StepResult | None:
