@@ -86,6 +86,9 @@ def test_every_ref_patches_idempotently(work: git.Repo, ref: str) -> None:
     checks = [ln.split(', "')[0] for ln in (root / "csrc/causal_conv1d.cpp").read_text()
               .splitlines() if ln.strip().startswith("TORCH_CHECK(")]
     assert not [c for c in checks if re.search(r"\b(and|or)\b", c)]
+    bwd = (root / "csrc/causal_conv1d_bwd.cu").read_text()
+    assert "if (chunk * kChunkSize + i < params.seqlen)" not in bwd  # silu-bwd-tail, every tag
+    assert bwd.count("// mambawin silu-bwd-tail") == 1
 
 
 @pytest.mark.parametrize("ref", [r for r in _refs() if configured(r)])
