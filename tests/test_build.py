@@ -26,11 +26,13 @@ from typer.testing import CliRunner
 from mambawin.archs import parse_archs
 from mambawin.build import pipeline as core
 from mambawin.build.compile import CompileFailed, compile_wheel
+from mambawin.build.key import build_key
 from mambawin.build.ninja import NinjaStatus
 from mambawin.build.workspace import Workspace, builds_root
 from mambawin.cli import app
 from mambawin.doctor.checks import Check, DoctorReport, Status, Toolchain
 from mambawin.errors import BuildError, ToolchainError, UsageError
+from mambawin.fetch import upstream
 from mambawin.wheel.metadata import read_provenance, requirements
 
 FAKE = Path(__file__).parent / "fixtures" / "fake_upstream"
@@ -230,6 +232,46 @@ def test_build_key_follows_what_decides_the_binary(fake_repo: Path, tmp_path: Pa
     same = core.plan(_options(fake_repo, tmp_path / "elsewhere", jobs=7, nvcc_threads=3))
     assert same.key == base
 
+
+
+def test_a_left_out_patch_is_recorded_in_the_provenance(fake_repo: Path, tmp_path: Path,
+                                                        doctor: list[DoctorReport]) -> None:
+    base = core.build(_options(fake_repo, tmp_path / "a"), None)
+    result = core.build(_options(fake_repo, tmp_path / "b", skip_patches=("math-defines",)), None)
+    assert read_provenance(result.wheel)["left_out"] == ["math-defines"]
+    assert read_provenance(base.wheel)["left_out"] == []
+
+
+def test_a_left_out_patch_leaves_its_file_and_changes_the_key(tmp_path: Path) -> None:
+    from mambawin.packages import CAUSAL_CONV1D
+
+    trees = []
+    for name, skip in (("full", ()), ("left-out", ("silu-bwd-tail",))):
+        root = tmp_path / name
+        shutil.copytree(Path(__file__).parent / "fixtures" / "causal_conv1d", root)
+        (root / "causal_conv1d" / "__init__.py").write_text('__version__ = "1.6.1"\n')
+        options = core.BuildOptions(package=CAUSAL_CONV1D, skip_patches=skip)
+        report = core._patch(root, parse_archs("90"), options)
+        checkout = upstream.Checkout(root, "repo", "v1.6.1", "c0ffee", "1.6.1", "v1.6.1")
+        trees.append((root, report, core._key_inputs(checkout, report, parse_archs("90"),
+                                                     TOOLCHAIN, options)))
+    (_, _, full_key), (left, report, left_key) = trees
+    assert {r.id: r.reason for r in report.results}["silu-bwd-tail"] == "named by --skip"
+    assert "if (chunk * kChunkSize + i < params.seqlen)" in (
+        left / "csrc" / "causal_conv1d_bwd.cu").read_text()
+    assert "silu-bwd-tail" in full_key.patches and "silu-bwd-tail" not in left_key.patches
+    assert build_key(full_key) != build_key(left_key)
+
+
+def test_an_unknown_left_out_patch_fails_before_any_work(fake_repo: Path, tmp_path: Path,
+                                                          doctor: list[DoctorReport]) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--out",
+                                 str(out), "--skip-patch", "silu-bwd-tail", "--json"])
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert error.startswith("--skip-patch: mamba-ssm has no patch 'silu-bwd-tail'")
+    assert not out.exists()
 
 def test_source_folder_is_copied_and_its_edits_change_the_key(
         fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:

@@ -188,6 +188,23 @@ def test_pair_builds_both_wheels_into_one_out(tmp_path: Path, doctor: None) -> N
     assert builds[0]["key"] != builds[1]["key"]
 
 
+
+def test_pair_hands_each_left_out_patch_to_its_package(tmp_path: Path, doctor: None) -> None:
+    mamba, conv = fake(tmp_path, "fake_upstream"), fake(tmp_path, "fake_causal_conv1d")
+    base = ["build", "--repo", str(mamba), "--ref", "v0.1.0", "--with", "causal-conv1d",
+            "--with-repo", str(conv), "--json"]
+    result = runner.invoke(app, [*base, "--out", str(tmp_path / "out"),
+                                 "--skip-patch", "silu-bwd-tail,math-defines"])
+    assert result.exit_code == 0, result.output
+    wheels = {p.name.split("-")[0]: p for p in (tmp_path / "out").iterdir()}
+    assert read_provenance(wheels["mamba_ssm"])["left_out"] == ["math-defines"]
+    assert read_provenance(wheels["causal_conv1d"])["left_out"] == ["silu-bwd-tail"]
+    wrong = runner.invoke(app, [*base, "--out", str(tmp_path / "out2"), "--skip-patch", "nope"])
+    assert wrong.exit_code == 2
+    assert "neither mamba-ssm nor causal-conv1d has a patch 'nope'" in json.loads(
+        wrong.stdout)["error"]
+    assert not (tmp_path / "out2").exists()
+
 def test_the_build_key_separates_packages() -> None:
     inputs = KeyInputs("c0ffee", (), "tree", "90", "2.15", "13.0", "gcc", "cp311",
                        "linux-x86_64", False)

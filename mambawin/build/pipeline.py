@@ -51,7 +51,14 @@ from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
 from mambawin.packages import MAMBA, Package
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import IN_EFFECT, PatchReport, PatchResult, apply_patches
+from mambawin.patch.engine import (
+    IN_EFFECT,
+    SKIPPED_BY_USER,
+    PatchReport,
+    PatchResult,
+    apply_patches,
+)
+from mambawin.patch.registry import patch_ids
 from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
 
 RECORD_NAME = "build.json"
@@ -77,6 +84,7 @@ class BuildOptions:
     drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
     keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
     package: Package = MAMBA
+    skip_patches: tuple[str, ...] = ()  # patch ids left out (--skip-patch), recorded as left out
 
     @property
     def upstream_repo(self) -> str:
@@ -112,6 +120,10 @@ class Prepared:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
         return [{"id": r.id, "status": r.status} for r in self.patches.results
                 if r.status in IN_EFFECT]
+
+    def left_out(self) -> list[str]:
+        """The patches the user left out with --skip-patch."""
+        return [r.id for r in self.patches.results if r.reason == SKIPPED_BY_USER]
 
 
 @dataclass(frozen=True)
@@ -234,7 +246,7 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
     for warning in checkout.warnings:
         steps.note(warning)
     with steps("patch"):
-        patches = _patch(checkout.path, archs, options.keep_complex, options.package)
+        patches = _patch(checkout.path, archs, options)
         inputs = _key_inputs(checkout, patches, archs, toolchain, options)
     threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
     cache = _choose_cache(options.cache, toolchain)
@@ -304,11 +316,10 @@ def _fetch(options: BuildOptions, dest: Path) -> Checkout:
                              described.package)
 
 
-def _patch(root: Path, archs: tuple[Arch, ...], keep_complex: bool,
-           package: Package) -> PatchReport:
+def _patch(root: Path, archs: tuple[Arch, ...], options: BuildOptions) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    return apply_patches(root, PatchOptions(archs=archs, keep_complex=keep_complex),
-                         package=package)
+    return apply_patches(root, PatchOptions(archs=archs, keep_complex=options.keep_complex),
+                         skip=options.skip_patches, package=options.package)
 
 
 def _key_inputs(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
@@ -360,6 +371,7 @@ def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str |
     provenance = Provenance(
         upstream_repo=checkout.repo, ref=checkout.ref or "", commit=checkout.commit or "",
         version=checkout.version, patches=tuple(prepared.applied()),
+        left_out=tuple(prepared.left_out()),
         archs=tuple(format_archs(prepared.archs).split(";")), torch_version=tools.torch,
         cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
         compiler_cache=stats.to_json() if stats else {},
@@ -404,6 +416,12 @@ def _check_options(options: BuildOptions) -> str | None:
     if options.keep_complex and options.package != MAMBA:
         msg = (f"--keep-complex keeps mamba-ssm's complex kernels; {options.package.name} has "
                "none: drop --keep-complex")
+        raise UsageError(msg)
+    unknown = sorted(set(options.skip_patches) - set(patch_ids(options.package)))
+    if unknown:
+        msg = (f"--skip-patch: {options.package.name} has no patch {unknown[0]!r}: use one of "
+               f"{', '.join(patch_ids(options.package))} (`mambawin patches --package "
+               f"{options.package.name}`)")
         raise UsageError(msg)
     return _check_local_version(options.local_version)
 

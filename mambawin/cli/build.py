@@ -45,6 +45,9 @@ def build_command(
         show_default="#archs, max 4")] = None,
     keep_complex: Annotated[bool, typer.Option(
         "--keep-complex", help="Keep the complex-weight kernels (slower build).")] = False,
+    skip_patch: Annotated[list[str] | None, typer.Option(
+        "--skip-patch", help="Leave this patch id out (repeatable or comma-separated; "
+                             "recorded in the provenance).")] = None,
     local_version: Annotated[str, typer.Option(
         "--local-version", help="auto (e.g. +cu130torch2.10), none, or a label.")] = "auto",
     plan_only: Annotated[bool, typer.Option(
@@ -82,7 +85,9 @@ def build_command(
         archs=parse_archs(arch) if arch is not None else (), out=out, jobs=jobs,
         nvcc_threads=nvcc_threads, keep_complex=keep_complex, local_version=local_version,
         force=force, drop=tuple(drop or ()), keep=tuple(keep or ()),
-        package=get_package(package), cache=cache)
+        package=get_package(package), cache=cache,
+        skip_patches=tuple(i.strip() for item in skip_patch or () for i in item.split(",")
+                           if i.strip()))
     reporter = ConsoleReporter()
     run: Callable[[core.BuildOptions, Reporter], core.BuildPlan | core.BuildResult] = (
         core.plan if plan_only else core.build)

@@ -39,6 +39,8 @@ LOCK = ".mambawin/patch.lock"
 # What a transform returns (base.Outcome), or "skipped" when the engine never ran it.
 PatchStatus = Literal[Outcome, "skipped"]
 IN_EFFECT: tuple[PatchStatus, ...] = ("applied", "already-applied")  # the tree holds their edits
+# The reason of a patch the user left out (patch --skip, build --skip-patch).
+SKIPPED_BY_USER = "named by --skip"
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,7 @@ def _gate(patch: Patch, version: Version, options: PatchOptions, only: Sequence[
     if only and patch.id not in only:
         return "skipped", "not named by --only"
     if patch.id in skip:
-        return "skipped", "named by --skip"
+        return "skipped", SKIPPED_BY_USER
     if not patch.applies_to(version):
         return "not-applicable", f"upstream {version} is outside {patch.versions}"
     reason = patch.skip_reason(options) if patch.skip_reason else None

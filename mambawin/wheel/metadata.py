@@ -61,6 +61,7 @@ class Provenance:
     commit: str = ""
     version: str = ""
     patches: tuple[Mapping[str, str], ...] = ()  # {"id": ..., "status": ...} per patch applied
+    left_out: tuple[str, ...] = ()  # patch ids the user left out (build --skip-patch)
     # {"from", "to", "reason"} per Requires-Dist the rewrite changed (filled in by rewrite_wheel)
     requirements: tuple[Mapping[str, str | None], ...] = ()
     archs: tuple[str, ...] = ()
@@ -77,6 +78,7 @@ class Provenance:
         data["patches"] = [dict(patch) for patch in self.patches]
         data["requirements"] = [dict(change) for change in self.requirements]
         data["archs"] = list(self.archs)
+        data["left_out"] = list(self.left_out)
         data["build_date"] = self.build_date or build_date()
         return {"schema": 1, **data}
 
