@@ -158,7 +158,7 @@ Transform = Callable[[Tree, PatchContext], Outcome]
 
 @dataclass(frozen=True)
 class Patch:
-    """One versioned Windows fix for upstream mamba."""
+    """One versioned fix to an upstream tree: a Windows build fix, or a kernel bug fix."""
 
     id: str
     summary: str
