@@ -189,3 +189,12 @@ def test_unknown_publish_target(tmp_path: Path) -> None:
 def test_action_pins_are_full_shas() -> None:
     with pytest.raises(ValueError, match="40-hex"):
         github.Action("actions/checkout", "v4", "v4")
+
+
+def test_left_out_patches_reach_each_packages_cells_and_the_build_step(tmp_path: Path) -> None:
+    text = TEAM + '[options]\nskip_patches = ["silu-bwd-tail"]\n'
+    out, workflow = _generate(tmp_path, text, "none")
+    include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
+    assert {e["package"]: e["skip_patches"] for e in include} == {
+        "mamba-ssm": "", "causal-conv1d": "silu-bwd-tail"}
+    assert "$extra += '--skip-patch'; $extra += $env:SKIP_PATCHES" in out.read_text()

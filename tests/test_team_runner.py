@@ -276,3 +276,17 @@ def test_find_python_falls_back_to_pyenvs_own_installs(tmp_path: Path, monkeypat
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert envs.find_python("3.99") == [str(tmp_path / "versions/3.99.10/bin/python3.99")]
+
+
+def test_each_cell_builds_with_its_packages_left_out_patches(tmp_path: Path) -> None:
+    from mambawin.team.matrix import expand
+
+    text = ('python = ["3.12"]\narchs = "90"\n[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
+            '[[package]]\nname = "causal-conv1d"\nref = "v1.5.2"\n[[torch]]\nversion = "2.11.0"\n'
+            'cuda = "13.0"\n[options]\nskip_patches = ["silu-bwd-tail", "math-defines"]\n')
+    spec = parse_spec(text, tmp_path / "team.toml")
+    cells = expand(spec, resolve=lambda package: ("1.0.0", "pinned for the test"))
+    argvs = {c.package.name: runner.build_argv(c, Path("py"), spec, RunOptions()) for c in cells}
+    assert argvs["mamba-ssm"][-2:] == ["--skip-patch", "math-defines"]
+    assert argvs["causal-conv1d"][-2:] == ["--skip-patch", "silu-bwd-tail"]
+    assert "silu-bwd-tail" not in argvs["mamba-ssm"]

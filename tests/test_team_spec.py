@@ -85,6 +85,8 @@ def test_cuda_spelled_cu128_gets_the_default_index(tmp_path: Path) -> None:
     (('ref = "v2.2.6"\n', ''), "t.toml:4: package[0].ref: missing"),
     (('archs = "90"', 'archs = "90"\n[options]\nkeep_complex = "yes"'),
      "t.toml:4: options.keep_complex: must be true or false"),
+    (('archs = "90"', 'archs = "90"\n[options]\nskip_patches = ["math-defines", "nope"]'),
+     "t.toml:4: options.skip_patches[1]: unknown patch id 'nope'"),
     (('archs = "90"', 'archs = "90"\nplatforms = ["macosx"]'),
      "t.toml:3: platforms: unknown platform 'macosx'"),
 ])

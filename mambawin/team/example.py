@@ -56,6 +56,7 @@ index = "https://download.pytorch.org/whl/cu128"
 keep_complex = false   # true keeps mamba's complex-weight kernels (a much longer build)
 drop = ["triton"]      # requirements removed from the wheels' METADATA
 keep = []              # requirements kept even where mambawin would drop them
+skip_patches = []      # patch ids to leave out, e.g. ["silu-bwd-tail"] for upstream's exact kernels
 '''
 
 

@@ -104,7 +104,8 @@ def matrix_entry(cell: Cell) -> dict[str, Any]:
         "torch_index": cell.torch.index, "cuda": cell.torch.cuda,
         "cuda_toolkit": cuda_release(cell.torch.cuda), "archs": format_archs(cell.archs),
         "cuda_packages": json.dumps(cuda_packages(cell.torch.cuda)),
-        "keep_complex": cell.keep_complex, "wheel": cell.wheel or "",
+        "keep_complex": cell.keep_complex, "skip_patches": ",".join(cell.skip_patches),
+        "wheel": cell.wheel or "",
     }
 
 
@@ -202,7 +203,8 @@ def _build_steps(options: WorkflowOptions) -> list[dict[str, Any]]:
         _run("build ${{ matrix.wheel }}", _BUILD, {
             "PACKAGE": "${{ matrix.package }}", "REPO": "${{ matrix.repo }}",
             "REF": "${{ matrix.ref }}", "ARCHS": "${{ matrix.archs }}",
-            "KEEP_COMPLEX": "${{ matrix.keep_complex }}"}),
+            "KEEP_COMPLEX": "${{ matrix.keep_complex }}",
+            "SKIP_PATCHES": "${{ matrix.skip_patches }}"}),
         _uses(UPLOAD, {"name": "wheel-${{ matrix.id }}", "path": "wheelhouse/*.whl",
                        "if-no-files-found": "error"}),
     ]
@@ -218,6 +220,7 @@ python -m pip install ninja setuptools wheel "$env:MAMBAWIN_REQ"
 _BUILD = """\
 $extra = @()
 if ($env:KEEP_COMPLEX -eq 'true') { $extra += '--keep-complex' }
+if ($env:SKIP_PATCHES) { $extra += '--skip-patch'; $extra += $env:SKIP_PATCHES }
 mambawin build --package "$env:PACKAGE" --repo "$env:REPO" --ref "$env:REF" `
   --arch "$env:ARCHS" --cache --out wheelhouse @extra
 """

@@ -22,6 +22,8 @@ from packaging.version import InvalidVersion, Version
 from mambawin import proc
 from mambawin.archs import Arch, format_archs
 from mambawin.errors import CommandError
+from mambawin.packages import get_package
+from mambawin.patch.registry import patch_ids
 from mambawin.team import compat
 from mambawin.team.spec import PackageSpec, Spec, TorchSpec
 from mambawin.wheel.metadata import local_version_label
@@ -47,6 +49,7 @@ class Cell:
     status: str = TODO  # todo | built | indexed | impossible
     reason: str = ""  # why impossible
     note: str = ""  # how the version was found, when it is a guess
+    skip_patches: tuple[str, ...] = ()  # the spec's left-out patch ids this package has
 
     @property
     def id(self) -> str:
@@ -66,6 +69,7 @@ class Cell:
             "torch": self.torch.version, "cuda": self.torch.cuda, "variant": self.torch.variant,
             "torch_index": self.torch.index, "platform": self.platform,
             "archs": format_archs(self.archs), "keep_complex": self.keep_complex,
+            "skip_patches": list(self.skip_patches),
             "wheel": self.wheel, "status": self.status, "reason": self.reason, "note": self.note,
         }
 
@@ -100,8 +104,9 @@ def wheel_name(package: PackageSpec, version: str, python: str, torch: TorchSpec
 def _cell(spec: Spec, package: PackageSpec, python: str, torch: TorchSpec, platform: str,
           version: str | None, note: str) -> Cell:
     wheel = wheel_name(package, version, python, torch, platform) if version else None
+    own = tuple(i for i in spec.options.skip_patches if i in patch_ids(get_package(package.name)))
     return Cell(package, python, torch, platform, spec.archs, spec.options.keep_complex,
-                version, wheel, note=note)
+                version, wheel, note=note, skip_patches=own)
 
 
 def _mark(cell: Cell, spec: Spec, versions: dict[str, tuple[str | None, str]],

@@ -154,6 +154,7 @@ def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> lis
             "--out", str(spec.wheelhouse), "--local-version", label]
     argv += package_args(cell.package.name) + requirement_args(spec.options)
     argv += ["--keep-complex"] if cell.keep_complex else []
+    argv += [arg for patch_id in cell.skip_patches for arg in ("--skip-patch", patch_id)]
     argv += ["--jobs", str(options.jobs)] if options.jobs else []
     argv += ["--force"] if options.force else []
     return argv

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin.archs import Arch, parse_archs
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGES
+from mambawin.patch.registry import patch_ids
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,6 +90,7 @@ class Options:
     keep_complex: bool = False
     drop: tuple[str, ...] = ("triton",)  # requirements removed from METADATA
     keep: tuple[str, ...] = ()  # requirements kept even where mambawin would drop them
+    skip_patches: tuple[str, ...] = ()  # patch ids left out (build --skip-patch), per package
 
 
 @dataclass(frozen=True)
@@ -254,13 +256,22 @@ class _Reader:
 
     def options(self, value: object) -> Options:
         table = self.table(value, ("options",))
-        self.known(table, ("options",), ("keep_complex", "drop", "keep"))
+        self.known(table, ("options",), ("keep_complex", "drop", "keep", "skip_patches"))
         keep_complex = table.get("keep_complex", False)
         if not isinstance(keep_complex, bool):
             raise self.fail(("options", "keep_complex"), "must be true or false")
         drop = self.strings(table.get("drop", ["triton"]), ("options", "drop"), empty_ok=True)
         keep = self.strings(table.get("keep", []), ("options", "keep"), empty_ok=True)
-        return Options(keep_complex=keep_complex, drop=tuple(drop), keep=tuple(keep))
+        skips = self.strings(table.get("skip_patches", []), ("options", "skip_patches"),
+                             empty_ok=True)
+        known = {i for package in PACKAGES for i in patch_ids(package)}
+        for index, patch_id in enumerate(skips):
+            if patch_id not in known:
+                raise self.fail(("options", "skip_patches", index),
+                                f"unknown patch id {patch_id!r}: `mambawin patches --package "
+                                "NAME` lists each package's")
+        return Options(keep_complex=keep_complex, drop=tuple(drop), keep=tuple(keep),
+                       skip_patches=tuple(skips))
 
     # -- types --
 
