@@ -6,6 +6,7 @@ import os
 import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,3 +33,22 @@ def _make_writable_and_retry(func: Callable[[str], object], name: str, _exc: obj
     # git marks pack files read-only; Windows refuses to delete them (WinError 5) until cleared.
     os.chmod(name, stat.S_IWRITE)
     func(name)
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write text through a temp file in the same folder and os.replace it into place."""
+    return write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: Path, data: bytes) -> Path:
+    """Write bytes through a temp file in the same folder and os.replace it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path

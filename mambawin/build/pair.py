@@ -18,15 +18,8 @@ from mambawin.build.pipeline import BuildOptions
 from mambawin.build.reporter import Reporter
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import upstream
-from mambawin.packages import (
-    CAUSAL_CONV1D,
-    MAMBA,
-    Package,
-    get_package,
-    pair_problem,
-    pair_rule,
-)
-from mambawin.patch.registry import patch_ids
+from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem, pair_rule
+from mambawin.patch.registry import every_patch_id, own_ids
 
 T = TypeVar("T")
 
@@ -96,24 +89,18 @@ def companion_options(options: BuildOptions, companion: Companion,
     """The causal-conv1d build: the same archs, jobs, --out and labels as mamba-ssm's."""
     return replace(options, package=CAUSAL_CONV1D, repo=companion.repo, ref=choice.conv_ref,
                    source=None, keep_complex=False,
-                   skip_patches=_own(options.skip_patches, CAUSAL_CONV1D))
-
-
-def _own(ids: tuple[str, ...], package: Package) -> tuple[str, ...]:
-    """The --skip-patch ids that name one of package's patches."""
-    return tuple(i for i in ids if i in patch_ids(package))
+                   skip_patches=own_ids(options.skip_patches, CAUSAL_CONV1D))
 
 
 def split_skips(options: BuildOptions) -> BuildOptions:
     """mamba-ssm's build options with only its own --skip-patch ids; an id neither package
     knows is a usage error."""
-    known = set(patch_ids(MAMBA)) | set(patch_ids(CAUSAL_CONV1D))
-    unknown = sorted(set(options.skip_patches) - known)
+    unknown = sorted(set(options.skip_patches) - every_patch_id())
     if unknown:
         msg = (f"--skip-patch: neither mamba-ssm nor causal-conv1d has a patch {unknown[0]!r} "
                "(`mambawin patches --package NAME` lists them)")
         raise UsageError(msg)
-    return replace(options, skip_patches=_own(options.skip_patches, MAMBA))
+    return replace(options, skip_patches=own_ids(options.skip_patches, MAMBA))
 
 
 def run_pair(options: BuildOptions, companion: Companion, reporter: Reporter,

@@ -51,6 +51,11 @@ def _root(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def split_values(values: list[str] | None) -> tuple[str, ...]:
+    """The names a repeatable, comma-separated option was given (`--skip a,b --skip c`)."""
+    return tuple(i.strip() for v in values or () for i in v.split(",") if i.strip())
+
+
 def print_json(document: Any) -> None:
     """The machine-readable result: one JSON document on stdout."""
     typer.echo(json.dumps(document, indent=2))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import command, print_json
+from mambawin.cli.app import command, print_json, split_values
 from mambawin.errors import UsageError
 from mambawin.ui.console import console
 
@@ -86,8 +86,7 @@ def build_command(
         nvcc_threads=nvcc_threads, keep_complex=keep_complex, local_version=local_version,
         force=force, drop=tuple(drop or ()), keep=tuple(keep or ()),
         package=get_package(package), cache=cache,
-        skip_patches=tuple(i.strip() for item in skip_patch or () for i in item.split(",")
-                           if i.strip()))
+        skip_patches=split_values(skip_patch))
     reporter = ConsoleReporter()
     run: Callable[[core.BuildOptions, Reporter], core.BuildPlan | core.BuildResult] = (
         core.plan if plan_only else core.build)

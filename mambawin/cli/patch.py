@@ -7,16 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import command, print_json, print_table
+from mambawin.cli.app import command, print_json, print_table, split_values
 from mambawin.ui.console import console
 
 if TYPE_CHECKING:
     from mambawin.patch.engine import PatchReport
-
-
-def _ids(values: list[str] | None) -> tuple[str, ...]:
-    """Patch ids from repeatable and comma-separated --only/--skip values."""
-    return tuple(i.strip() for v in values or () for i in v.split(",") if i.strip())
 
 
 PACKAGE_HELP = "mamba-ssm or causal-conv1d [default: what SOURCE is]."
@@ -54,8 +49,8 @@ def patch_command(
     options = PatchOptions(archs, nvcc_threads, keep_complex)
     if export is not None:
         check_export_dest(export)  # before anything is patched
-    report = apply_patches(source, options, only=_ids(only), skip=_ids(skip), dry_run=dry_run,
-                           package=get_package(package) if package else None)
+    report = apply_patches(source, options, only=split_values(only), skip=split_values(skip),
+                           dry_run=dry_run, package=get_package(package) if package else None)
     exported = export_patches(report, export) if export is not None else []
     for path in exported:
         console.print(f"exported {path}")

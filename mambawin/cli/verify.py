@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command, fail_json, print_json
+from mambawin.cli.app import command, fail_json, print_json, split_values
 from mambawin.ui.console import console, out
 
 
@@ -40,7 +40,7 @@ def verify_command(
     options = core.VerifyOptions(
         wheel=wheel, installed=installed, bench=bench, seed=seed,
         upstream_tests=upstream_tests, test_keyword=keyword,
-        skip=frozenset(n.strip() for item in skip or () for n in item.split(",") if n.strip()),
+        skip=frozenset(split_values(skip)),
         smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
         conv_args=("--seqlens", "1,128,1025", "--widths", "4") if quick else (),
         bench_args=("--quick",) if quick else ())

@@ -29,6 +29,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from mambawin.cache import write_atomic, write_atomic_bytes
 from mambawin.errors import UsageError, WheelError
 from mambawin.wheel.info import open_wheel, read_member, read_message, read_wheel
 from mambawin.wheel.metadata import read_provenance
@@ -253,25 +254,6 @@ def _write_simple(root: Path, wheels: Iterable[IndexedWheel], *, depth: int) -> 
     pages.append(write_atomic(root / "index.html", root_html(sorted(by_project))))
     pages.append(write_atomic(root / "index.json", root_json(sorted(by_project))))
     return pages
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Write text through a temp file in the same folder and os.replace it into place."""
-    return write_atomic_bytes(path, text.encode("utf-8"))
-
-
-def write_atomic_bytes(path: Path, data: bytes) -> Path:
-    """Write bytes through a temp file in the same folder and os.replace it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 # ---- ownership ---------------------------------------------------------------------------------

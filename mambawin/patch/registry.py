@@ -8,6 +8,8 @@ here and listing its PATCH at its place in its package's order below.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, Package
 from mambawin.patch import causal_conv1d as conv
 from mambawin.patch.base import Patch
@@ -61,6 +63,17 @@ def patches_for(package: Package = MAMBA) -> tuple[Patch, ...]:
 def patch_ids(package: Package = MAMBA) -> tuple[str, ...]:
     """Every known patch id of package, in apply order."""
     return tuple(patch.id for patch in patches_for(package))
+
+
+def every_patch_id() -> frozenset[str]:
+    """The ids of every package's patches (what a spec or a pair build may name)."""
+    return frozenset(i for patches in PATCH_SETS.values() for i in (p.id for p in patches))
+
+
+def own_ids(ids: Iterable[str], package: Package) -> tuple[str, ...]:
+    """Those of ids that name one of package's patches, in the order given."""
+    known = set(patch_ids(package))
+    return tuple(i for i in ids if i in known)
 
 
 def get(patch_id: str, package: Package = MAMBA) -> Patch | None:

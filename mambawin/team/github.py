@@ -13,9 +13,7 @@ through `env:`, never pasted into the script, so no spec text is ever run as cod
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from packaging.version import Version
 
 from mambawin import __version__
 from mambawin.archs import format_archs
+from mambawin.cache import write_atomic
 from mambawin.errors import UsageError
 from mambawin.team.matrix import IMPOSSIBLE, Cell
 from mambawin.team.spec import Spec
@@ -343,16 +342,7 @@ def write_workflow(text: str, out: Path, force: bool = False) -> Path:
         msg = (f"{out} exists and was not written by `mambawin ci github`: choose another --out, "
                "or pass --force to replace it")
         raise UsageError(msg)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".mambawin-", suffix=".yml", dir=out.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-        os.replace(temporary, out)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return out
+    return write_atomic(out, text)
 
 
 def _ours(path: Path) -> bool:

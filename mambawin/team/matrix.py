@@ -23,7 +23,7 @@ from mambawin import proc
 from mambawin.archs import Arch, format_archs
 from mambawin.errors import CommandError
 from mambawin.packages import get_package
-from mambawin.patch.registry import patch_ids
+from mambawin.patch.registry import own_ids
 from mambawin.team import compat
 from mambawin.team.spec import PackageSpec, Spec, TorchSpec
 from mambawin.wheel.metadata import local_version_label
@@ -104,7 +104,7 @@ def wheel_name(package: PackageSpec, version: str, python: str, torch: TorchSpec
 def _cell(spec: Spec, package: PackageSpec, python: str, torch: TorchSpec, platform: str,
           version: str | None, note: str) -> Cell:
     wheel = wheel_name(package, version, python, torch, platform) if version else None
-    own = tuple(i for i in spec.options.skip_patches if i in patch_ids(get_package(package.name)))
+    own = own_ids(spec.options.skip_patches, get_package(package.name))
     return Cell(package, python, torch, platform, spec.archs, spec.options.keep_complex,
                 version, wheel, note=note, skip_patches=own)
 

@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin.archs import Arch, parse_archs
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGES
-from mambawin.patch.registry import patch_ids
+from mambawin.patch.registry import every_patch_id
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -264,9 +264,8 @@ class _Reader:
         keep = self.strings(table.get("keep", []), ("options", "keep"), empty_ok=True)
         skips = self.strings(table.get("skip_patches", []), ("options", "skip_patches"),
                              empty_ok=True)
-        known = {i for package in PACKAGES for i in patch_ids(package)}
         for index, patch_id in enumerate(skips):
-            if patch_id not in known:
+            if patch_id not in every_patch_id():
                 raise self.fail(("options", "skip_patches", index),
                                 f"unknown patch id {patch_id!r}: `mambawin patches --package "
                                 "NAME` lists each package's")

@@ -656,18 +656,27 @@ def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | 
 
 def smoke_summary(report: Mapping[str, Any]) -> str:
     """'36 cases (seed 123): float32 max abs 1e-05 ...' plus the first failures."""
+    parts = _case_lines(report, f"(seed {report.get('seed')})")
+    block = report.get("block", {})
+    parts.append(f"Mamba block {block.get('status')}: {block.get('reason')}")
+    return "; ".join(parts)
+
+
+def _case_lines(report: Mapping[str, Any], setup: str) -> list[str]:
+    """A runner report's case count, per-dtype errors and first failure (with what it is known
+    to be, when the runner knows), as summary parts."""
     cases = report.get("cases", [])
-    parts = [f"{len(cases)} cases on {report.get('device')} (seed {report.get('seed')})"]
+    parts = [f"{len(cases)} cases on {report.get('device')} {setup}"]
     for dtype, row in report.get("per_dtype", {}).items():
         parts.append(f"{dtype} max abs {row['max_abs']:.2g} rel {row['max_rel']:.2g}")
     failed = [c for c in cases if not c["passed"]]
     if failed:
         first = failed[0]
         why = first.get("error") or _worst_tensor(first)
+        if first.get("note"):
+            why += f" ({first['note']})"
         parts.insert(0, f"{len(failed)} of {len(cases)} cases failed, first {first['name']}: {why}")
-    block = report.get("block", {})
-    parts.append(f"Mamba block {block.get('status')}: {block.get('reason')}")
-    return "; ".join(parts)
+    return parts
 
 
 def _worst_tensor(case: Mapping[str, Any]) -> str:
@@ -697,20 +706,8 @@ def conv_step(options: VerifyOptions, target: Target, fit: StepResult, install: 
 
 def conv_summary(report: Mapping[str, Any]) -> str:
     """'45 cases on H100 (seed 1; modes plain, ...): float32 max abs ...' plus the first failure."""
-    cases = report.get("cases", [])
     modes = ", ".join(report.get("modes", []))
-    parts = [f"{len(cases)} cases on {report.get('device')} (seed {report.get('seed')}; "
-             f"modes {modes}, update)"]
-    for dtype, row in report.get("per_dtype", {}).items():
-        parts.append(f"{dtype} max abs {row['max_abs']:.2g} rel {row['max_rel']:.2g}")
-    failed = [c for c in cases if not c["passed"]]
-    if failed:
-        first = failed[0]
-        why = first.get("error") or _worst_tensor(first)
-        if first.get("note"):
-            why += f" ({first['note']})"
-        parts.insert(0, f"{len(failed)} of {len(cases)} cases failed, first {first['name']}: {why}")
-    return "; ".join(parts)
+    return "; ".join(_case_lines(report, f"(seed {report.get('seed')}; modes {modes}, update)"))
 
 
 _RUNNER_ITEMS = {"calls": ("probes", "api"), "blocks": ("blocks", "block")}
