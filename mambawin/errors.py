@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class MambawinError(Exception):
     """Base of every error mambawin reports; the message is one line with a hint."""
@@ -74,3 +76,34 @@ class ToolNotFound(CommandError):
 
 class CommandTimeout(CommandError):
     """The program ran past its time limit and was killed."""
+
+
+class FileSystemError(MambawinError):
+    """The operating system refused a file operation (no space, read-only, permission, ...)."""
+
+    exit_code = 10
+
+
+# errno -> how a user fixes it; the message always names the path and the system's own words.
+_OS_HINTS = {
+    errno.ENOSPC: "free some space there or choose another folder",
+    errno.EDQUOT: "free some space there or choose another folder",
+    errno.EROFS: "the file system is read-only; choose a writable folder",
+    errno.EACCES: "check its permissions or choose a folder you can write to",
+    errno.EPERM: "check its permissions or choose a folder you can write to",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; choose another path",
+    errno.EISDIR: "it is a folder; give a file path",
+    errno.ENAMETOOLONG: "the path is too long; choose a shorter one",
+    errno.ENOENT: "check that the path exists",
+    errno.EEXIST: "something already stands there; remove it or choose another path",
+    errno.ELOOP: "the path runs through a symlink loop; fix the link",
+}
+
+
+def os_error(exc: OSError, action: str = "use") -> FileSystemError:
+    """One line for an OSError: the action, the path, the system's reason and the fix."""
+    path = exc.filename if exc.filename is not None else "a file"
+    reason = exc.strerror or type(exc).__name__
+    hint = _OS_HINTS.get(exc.errno or -1, "check the path and its permissions")
+    target = f"{path} -> {exc.filename2}" if exc.filename2 is not None else f"{path}"
+    return FileSystemError(f"cannot {action} {target}: {reason}; {hint}")

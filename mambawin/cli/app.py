@@ -16,7 +16,7 @@ from rich.table import Table
 from typer.core import TyperCommand
 
 from mambawin import __version__
-from mambawin.errors import MambawinError
+from mambawin.errors import MambawinError, os_error
 from mambawin.ui.console import console, out
 
 app = typer.Typer(
@@ -118,7 +118,11 @@ def command(name: str | None = None, *, group: typer.Typer | None = None,
         @functools.wraps(fn)
         def wrapper(*args: Any, **kw: Any) -> Any:
             try:
-                return fn(*args, **kw)
+                try:
+                    return fn(*args, **kw)
+                except OSError as exc:
+                    # The backstop: a core module that knows its action raises os_error itself.
+                    raise os_error(exc) from exc
             except MambawinError as exc:
                 if _state["debug"]:
                     console.print_exception()
