@@ -9,6 +9,7 @@ from __future__ import annotations
 import locale
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import threading
@@ -138,6 +139,15 @@ def _run_streamed(argv: tuple[str, ...], cwd: Path | None, env: Mapping[str, str
 def _timeout_error(argv: tuple[str, ...], timeout: float | None) -> CommandTimeout:
     msg = f"{Path(argv[0]).name} did not finish within {timeout:g} s and was stopped"
     return CommandTimeout(msg, argv=argv)
+
+
+def command_line(argv: Sequence[str], *, windows: bool) -> str:
+    """argv as one command string, quoted for the shell that will read it.
+
+    ninja runs commands through /bin/sh on POSIX and CreateProcess on Windows, whose quoting
+    rules differ ("C:\\Program Files\\NVIDIA GPU Computing Toolkit\\...").
+    """
+    return subprocess.list2cmdline(argv) if windows else shlex.join(argv)
 
 
 def last_line(text: str) -> str:

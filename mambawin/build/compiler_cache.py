@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,10 +63,7 @@ class CacheStats:
 
 def launcher_env(cache: CompilerCache, nvcc: str, windows: bool) -> dict[str, str]:
     """The variables that put cache in front of nvcc (and, on Linux, the host compiler)."""
-    # build.ninja runs commands through /bin/sh on POSIX and CreateProcess on Windows: quote
-    # for the one that will read it ("C:\Program Files\NVIDIA GPU Computing Toolkit\...").
-    argv = [cache.path, nvcc]
-    command = subprocess.list2cmdline(argv) if windows else shlex.join(argv)
+    command = proc.command_line([cache.path, nvcc], windows=windows)
     env = {"PYTORCH_NVCC": command}
     if cache.kind == SCCACHE:
         # torch's nvcc rule has `-MD -MF <object>.d`; sccache hashes that path, so it
