@@ -213,6 +213,13 @@ def test_cuda_major_mismatch_blocks_and_minor_mismatch_warns(tmp_path: Path) -> 
 def test_missing_torch_blocks_with_an_install_command(tmp_path: Path) -> None:
     report = doctor(world(tmp_path), facts=TorchFacts())
     assert check(report, "torch").stops_build and "pip install" in check(report, "torch").hint
+    # Nothing to replace: the hint a newcomer copies installs, it does not force a reinstall.
+    assert "--force-reinstall" not in check(report, "torch").hint
+
+
+def test_a_cpu_only_torch_gets_a_forced_reinstall_hint(tmp_path: Path) -> None:
+    report = doctor(world(tmp_path), facts=torch_facts("2.11.0", None))
+    assert "--force-reinstall" in check(report, "torch CUDA").hint
 
 
 def test_missing_nvcc_blocks_with_a_download_hint(tmp_path: Path) -> None:

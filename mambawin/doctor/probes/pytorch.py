@@ -127,9 +127,13 @@ def cu_tag(cuda: Version | None) -> str:
     return f"cu{cuda.major}{cuda.minor}" if cuda else "cu130"
 
 
-def install_command(nvcc: Version | None) -> str:
-    """The pip command that installs a torch built for this CUDA."""
-    return f"pip install --force-reinstall torch --index-url {TORCH_INDEX}/{cu_tag(nvcc)}"
+def install_command(nvcc: Version | None, *, replace: bool = True) -> str:
+    """The pip command that installs a torch built for this CUDA.
+
+    replace: a torch is there and must be swapped (pip keeps a satisfied `torch` otherwise).
+    """
+    force = "--force-reinstall " if replace else ""
+    return f"pip install {force}torch --index-url {TORCH_INDEX}/{cu_tag(nvcc)}"
 
 
 def torch_checks(torch: TorchFacts, nvcc: Version | None) -> list[Check]:
@@ -138,7 +142,7 @@ def torch_checks(torch: TorchFacts, nvcc: Version | None) -> list[Check]:
         return [Check("torch", Status.FAIL, hint=torch.error, blocking=True)]
     if not torch.installed:
         return [Check("torch", Status.FAIL, found="not installed", required="a CUDA build",
-                      hint=install_command(nvcc), blocking=True)]
+                      hint=install_command(nvcc, replace=False), blocking=True)]
     return [Check("torch", Status.OK, found=torch.location,
                   version=torch.version), _torch_cuda(torch, nvcc)]
 
