@@ -6,13 +6,32 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 from mambawin.doctor.probes.base import Status
 
-console = Console(stderr=True, highlight=False)
+# Piped output is read by programs and people with wide pagers: no fixed 80-column wrap that would
+# split a wheel's file name over two lines (tables do not expand, so they stay as wide as their
+# content).
+PIPED_WIDTH = 1000
+
+
+class _PipeFriendlyConsole(Console):
+    """A console that wraps at the terminal's width, and not at all when it is not a terminal."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        return size if self.is_terminal else ConsoleDimensions(PIPED_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = _PipeFriendlyConsole(stderr=True, highlight=False)
 # Results: tables and reports that `mambawin doctor > report.txt` or `| less` should capture.
-out = Console(highlight=False)
+out = _PipeFriendlyConsole(highlight=False)
 
 OK, WARN, FAIL, SKIP = "[green]✓[/]", "[yellow]⚠[/]", "[red]✗[/]", "[dim]-[/]"
 MARKS = {Status.OK: OK, Status.WARN: WARN, Status.FAIL: FAIL, Status.SKIP: SKIP}
