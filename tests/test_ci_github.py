@@ -57,7 +57,8 @@ def _generate(tmp_path: Path, text: str, publish: str, *extra: str) -> tuple[Pat
     (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
     out = tmp_path / ".github" / "workflows" / "mamba-wheels.yml"
     result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
-                                      "--out", str(out), "--publish", publish, *extra])
+                                      "--out", str(out), "--publish", publish, "--no-check",
+                                      *extra])
     assert result.exit_code == 0, result.output
     return out, yaml.safe_load(out.read_text(encoding="utf-8"))
 
@@ -157,7 +158,8 @@ def test_refuses_to_replace_a_workflow_it_did_not_write(tmp_path: Path) -> None:
     (tmp_path / "mambawin.toml").write_text(TEAM, encoding="utf-8")
     out = tmp_path / "ci.yml"
     out.write_text("name: hand written\n", encoding="utf-8")
-    args = ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"), "--out", str(out)]
+    args = ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"), "--out", str(out),
+            "--no-check"]
     refused = CliRunner().invoke(app, args)
     assert refused.exit_code == UsageError.exit_code
     assert "--force" in refused.output
@@ -172,7 +174,7 @@ def test_cuda_a_runner_cannot_install_is_one_line(tmp_path: Path) -> None:
     spec = TEAM.replace('cuda = "12.8"', 'cuda = "12.7"')
     (tmp_path / "mambawin.toml").write_text(spec, encoding="utf-8")
     result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
-                                      "--out", str(tmp_path / "w.yml")])
+                                      "--out", str(tmp_path / "w.yml"), "--no-check"])
     assert result.exit_code == UsageError.exit_code
     assert "CUDA 12.7" in result.output and "12.8" in result.output
     assert not (tmp_path / "w.yml").exists()
@@ -181,7 +183,8 @@ def test_cuda_a_runner_cannot_install_is_one_line(tmp_path: Path) -> None:
 def test_unknown_publish_target(tmp_path: Path) -> None:
     (tmp_path / "mambawin.toml").write_text(TEAM, encoding="utf-8")
     result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
-                                      "--out", str(tmp_path / "w.yml"), "--publish", "s3"])
+                                      "--out", str(tmp_path / "w.yml"), "--publish", "s3",
+                                      "--no-check"])
     assert result.exit_code == UsageError.exit_code
     assert "pages, release, none" in result.output
 
@@ -197,4 +200,96 @@ def test_left_out_patches_reach_each_packages_cells_and_the_build_step(tmp_path:
     include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
     assert {e["package"]: e["skip_patches"] for e in include} == {
         "mamba-ssm": "", "causal-conv1d": "silu-bwd-tail"}
-    assert "$extra += '--skip-patch'; $extra += $env:SKIP_PATCHES" in out.read_text()
+    assert 'extra+=(--skip-patch "$SKIP_PATCHES")' in out.read_text()
+
+
+# ---- spec values are data; names GitHub accepts; identical cells once; big specs split ----------
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("ref", "${{ github.event.head_commit.message }}"),
+    ("repo", "https://x/${{ github.token }}"),
+])
+def test_a_spec_value_holding_an_expression_is_refused_by_matrix_and_ci(
+        key: str, value: str, tmp_path: Path) -> None:
+    text = TEAM.replace('ref = "v2.2.6"', f'ref = "v2.2.6"\n{key} = "{value}"' if key == "repo"
+                        else f'ref = "{value}"')
+    (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
+    spec = str(tmp_path / "mambawin.toml")
+    for args in (["matrix", "--spec", spec],
+                 ["ci", "github", "--spec", spec, "--out", str(tmp_path / "w.yml"), "--no-check"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == UsageError.exit_code, result.output
+        assert "GitHub Actions expression" in result.output and key in result.output
+    assert not (tmp_path / "w.yml").exists()
+
+
+def test_a_torch_index_holding_an_expression_is_refused(tmp_path: Path) -> None:
+    text = SMALL.replace("https://download.pytorch.org/whl/cu118",
+                         "https://download.pytorch.org/${{ github.token }}/cu118")
+    (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(app, ["matrix", "--spec", str(tmp_path / "mambawin.toml")])
+    assert result.exit_code == UsageError.exit_code
+    assert "torch[0].index" in result.output or "index" in result.output
+
+
+def test_a_branch_ref_gives_artifact_names_upload_artifact_accepts(tmp_path: Path) -> None:
+    text = TEAM.replace('ref = "v2.2.6"', 'ref = "feature/win:fix"\nversion = "2.2.6"')
+    _, workflow = _generate(tmp_path, text, "none")
+    names = [e["artifact"] for e in workflow["jobs"]["build"]["strategy"]["matrix"]["include"]]
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert not set(name) & set('":<>|*?\r\n\\/'), name
+    step = next(s for s in workflow["jobs"]["build"]["steps"]
+                if "upload-artifact" in s.get("uses", ""))
+    assert step["with"]["name"] == "${{ matrix.artifact }}"
+
+
+def test_artifact_names_stay_unique_when_sanitizing_makes_them_equal() -> None:
+    class FakeCell:
+        def __init__(self, cell_id: str) -> None:
+            self.id = cell_id
+
+    names = github.artifact_names([FakeCell("a/b"), FakeCell("a:b"), FakeCell("a-b")])  # type: ignore[list-item]
+    assert names == ["wheel-a-b", "wheel-a-b-2", "wheel-a-b-3"]
+
+
+def test_two_spellings_of_one_cuda_are_one_job_with_a_note(tmp_path: Path) -> None:
+    text = TEAM.replace('version = "2.9.1"\ncuda = "12.8"', 'version = "2.10.0"\ncuda = "cu130"')
+    (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
+    out = tmp_path / "w.yml"
+    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
+                                      "--out", str(out), "--no-check"])
+    assert result.exit_code == 0, result.output
+    assert "merged" in result.output
+    include = yaml.safe_load(out.read_text())["jobs"]["build"]["strategy"]["matrix"]["include"]
+    assert len(include) == 6  # 2 packages x 3 Pythons, once
+    assert len({e["artifact"] for e in include}) == 6
+
+
+def test_more_than_256_jobs_are_split_over_matrices_and_publish_needs_them_all(
+        tmp_path: Path) -> None:
+    torches = "".join(f'[[torch]]\nversion = "2.10.{n}"\ncuda = "13.0"\n' for n in range(50))
+    text = TEAM.split("[[torch]]")[0] + torches  # 2 packages x 3 Pythons x 50 torches = 300
+    _, workflow = _generate(tmp_path, text, "pages")
+    builds = {k: len(v["strategy"]["matrix"]["include"]) for k, v in workflow["jobs"].items()
+              if k.startswith("build")}
+    assert builds == {"build": 256, "build-2": 44}
+    assert workflow["jobs"]["publish"]["needs"] == ["build", "build-2"]
+
+
+def test_the_paths_filter_matches_a_spec_name_with_glob_characters() -> None:
+    assert github.path_filter("ci/wheels[win].toml") == "ci/wheels\\[win\\].toml"
+    assert github.path_filter("a*b?.toml") == "a\\*b\\?.toml"
+    assert github.path_filter("!x.toml") == "\\!x.toml"
+    assert github.path_filter("plain/mambawin.toml") == "plain/mambawin.toml"
+
+
+def test_drop_and_keep_reach_the_matrix(tmp_path: Path) -> None:
+    text = TEAM + '[options]\ndrop = ["tilelang"]\nkeep = ["einops"]\n'
+    _, workflow = _generate(tmp_path, text, "none")
+    entry = workflow["jobs"]["build"]["strategy"]["matrix"]["include"][0]
+    assert (entry["drop"], entry["keep"]) == ("tilelang", "einops")
+    step = next(s for s in workflow["jobs"]["build"]["steps"]
+                if s.get("name", "").startswith("build"))
+    assert step["env"]["DROP"] == "${{ matrix.drop }}"

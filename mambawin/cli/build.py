@@ -55,12 +55,14 @@ def build_command(
     force: Annotated[bool, typer.Option(
         "--force", help="Build even when a blocking doctor check fails.")] = False,
     drop: Annotated[list[str] | None, typer.Option(
-        "--drop", help="Also drop this requirement from METADATA (repeatable).")] = None,
+        "--drop", help="Also drop this requirement from METADATA (repeatable or "
+        "comma-separated).")] = None,
     keep: Annotated[list[str] | None, typer.Option(
-        "--keep", help="Keep this requirement as upstream has it (repeatable).")] = None,
+        "--keep", help="Keep this requirement as upstream has it (repeatable or "
+        "comma-separated).")] = None,
     cache: Annotated[bool | None, typer.Option(
-        "--cache/--no-cache", help="sccache/ccache in front of nvcc [default: on when found].",
-        show_default=False)] = None,
+        "--cache/--no-cache", help="sccache/ccache in front of nvcc.",
+        show_default="on when doctor finds one")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     spec: Annotated[Path | None, typer.Option(
         "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
@@ -84,7 +86,7 @@ def build_command(
         repo=repo, ref=ref, source=source,
         archs=parse_archs(arch) if arch is not None else (), out=out, jobs=jobs,
         nvcc_threads=nvcc_threads, keep_complex=keep_complex, local_version=local_version,
-        force=force, drop=tuple(drop or ()), keep=tuple(keep or ()),
+        force=force, drop=split_values(drop), keep=split_values(keep),
         package=get_package(package), cache=cache,
         skip_patches=split_values(skip_patch))
     reporter = ConsoleReporter()

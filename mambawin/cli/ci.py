@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from mambawin.cli.app import app, command
 from mambawin.ui.console import console
+from mambawin.verify.resolve import OFFLINE_ENV
 
 ci_app = typer.Typer(no_args_is_help=True, help="Generate CI workflows that build the spec.")
 app.add_typer(ci_app, name="ci")
@@ -26,24 +29,43 @@ def github_command(
     runner: Annotated[str, typer.Option(
         "--runner", help="The Windows runner label of the build jobs.")] = "windows-2022",
     mambawin_req: Annotated[str | None, typer.Option(
-        "--mambawin", help="pip requirement the jobs install [default: this mambawin's version]."
+        "--mambawin", help="pip requirement the jobs install.",
+        show_default="the git source this mambawin came from, else its released version",
     )] = None,
+    check: Annotated[bool, typer.Option(
+        "--check/--no-check",
+        help="Ask pip (a dry run) that the --mambawin requirement resolves.")] = True,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace --out even when mambawin did not write it.")] = False,
 ) -> None:
     """Write a workflow: one Windows job per cell, then an index published to Pages or a release."""
-    from mambawin.team import github
+    from mambawin.team import github, install_source
     from mambawin.team.matrix import expand
     from mambawin.team.spec import load_spec
 
     loaded = load_spec(spec)
+    source = (install_source.Source(mambawin_req, "--mambawin") if mambawin_req
+              else install_source.default_source())
     options = github.WorkflowOptions(spec_path=_repo_relative(spec), publish=publish,
-                                     runner=runner,
-                                     mambawin=mambawin_req or github.WorkflowOptions.mambawin)
+                                     runner=runner, mambawin=source.requirement)
     cells = expand(loaded)
-    written = github.write_workflow(github.render(loaded, cells, options), out, force)
-    count = len(github.buildable(cells))
-    console.print(f"wrote {written}: {count} build jobs; commit it and run it from the Actions tab")
+    text = github.render(loaded, cells, options)
+    warning = ""
+    if check and os.environ.get(OFFLINE_ENV):
+        warning = f"{OFFLINE_ENV} is set: not checked that {source.requirement} resolves"
+    elif check:
+        warning = install_source.checked(source, install_source.pip_dry_run)
+    written = github.write_workflow(text, out, force)
+    chosen = github.buildable(cells)
+    for note in dict.fromkeys(c.note for c in chosen if "merged" in c.note):
+        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+    if warning:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    matrices = len(github.build_job_ids(chosen))
+    split = f" in {matrices} matrices of at most {github.MATRIX_LIMIT}" if matrices > 1 else ""
+    console.print(f"wrote {written}: {len(chosen)} build jobs{split}, installing "
+                  f"{source.requirement}; commit it and run it from the Actions tab",
+                  soft_wrap=True, markup=False)
     typer.echo(str(written))
 
 

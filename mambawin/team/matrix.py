@@ -11,7 +11,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -82,15 +82,26 @@ def expand(spec: Spec, *, resolve: Resolver | None = None) -> list[Cell]:
     resolve = resolve or package_version
     versions = {p.name: resolve(p) for p in spec.packages}
     existing = _existing(spec, [p.name for p in spec.packages])
-    cells = []
+    cells: dict[tuple[Any, ...], Cell] = {}
     for package in spec.packages:
         version, note = versions[package.name]
-        for torch in spec.torches:
+        for number, torch in enumerate(spec.torches, 1):
             for platform in spec.platforms:
                 for python in spec.pythons:
                     cell = _cell(spec, package, python, torch, platform, version, note)
-                    cells.append(_mark(cell, spec, versions, existing))
-    return cells
+                    key = (package, python, torch, platform)
+                    if key in cells:
+                        # `cuda = "13.0"` and `cuda = "cu130"` name one torch: one wheel, one job.
+                        cells[key] = _noted(cells[key], f"[[torch]] #{number} is the same "
+                                            f"torch {torch.version} {torch.variant}: merged")
+                        continue
+                    cells[key] = _mark(cell, spec, versions, existing)
+    return list(cells.values())
+
+
+def _noted(cell: Cell, note: str) -> Cell:
+    return cell if note in cell.note else replace(
+        cell, note=f"{cell.note}; {note}" if cell.note else note)
 
 
 def wheel_name(package: PackageSpec, version: str, python: str, torch: TorchSpec,
@@ -130,8 +141,6 @@ def impossible(cell: Cell, versions: dict[str, str | None]) -> str:
 
 
 def _replace(cell: Cell, status: str, reason: str) -> Cell:
-    from dataclasses import replace
-
     return replace(cell, status=status, reason=reason)
 
 

@@ -34,6 +34,9 @@ PLATFORMS = ("win_amd64", "linux_x86_64", "linux_aarch64")
 TORCH_INDEX = "https://download.pytorch.org/whl/cu{cuda}"
 _INDEX_CUDA = re.compile(r"/cu(\d{2,3})/?$")
 _URL = re.compile(r"^(https?|file)://\S+$")
+# A GitHub Actions expression. Spec values reach a generated workflow's matrix, where GitHub would
+# evaluate one (`${{ github.token }}` in an index URL); they are data, so none may hold it.
+EXPRESSION = "${{"
 
 
 @dataclass(frozen=True)
@@ -302,7 +305,17 @@ class _Reader:
     def string(self, value: object, where: tuple[str | int, ...]) -> str:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(where, f"must be a non-empty string, got {_type_name(value)}")
-        return value.strip()
+        return self.data(value.strip(), where)
+
+    def data(self, text: str, where: tuple[str | int, ...]) -> str:
+        """Text that is data wherever it goes: no GitHub expression, no option to a program."""
+        if EXPRESSION in text:
+            raise self.fail(where, f"{text!r} holds a GitHub Actions expression ({EXPRESSION}): "
+                            "spec values are plain data; write the value itself")
+        if text.startswith("-"):
+            raise self.fail(where, f"{text!r} starts with '-', which git and pip would read as "
+                            "an option: write the value itself")
+        return text
 
     def optional_str(self, table: Mapping[str, Any], where: tuple[str | int, ...]) -> str | None:
         key = str(where[-1])
@@ -314,7 +327,7 @@ class _Reader:
             raise self.fail(where, f"must be a list of strings, got {_type_name(value)}")
         if not value and not empty_ok:
             raise self.fail(where, "must name at least one")
-        return [v.strip() for v in value]
+        return [self.data(v.strip(), (*where, i)) for i, v in enumerate(value)]
 
     def version(self, text: str, where: tuple[str | int, ...]) -> Version:
         try:

@@ -1,0 +1,140 @@
+"""Which mambawin the generated workflow installs, and whether pip can resolve it.
+
+A workflow that installs `mambawin==X` fails on its first run when X was never published. The
+default is therefore the source this mambawin was installed from: the git URL and commit pip
+recorded (PEP 610 `direct_url.json`), or the remote and commit of the checkout it runs from;
+only when neither exists, the released version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from mambawin import __version__, proc
+from mambawin.errors import CommandError, UsageError
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mambawin/
+_SCP_LIKE = re.compile(r"^(?:[\w.-]+@)?([\w.-]+):(?!//)(.+)$")  # git@github.com:owner/repo.git
+
+
+@dataclass(frozen=True)
+class Source:
+    """The pip requirement the jobs install, and where it came from (shown to the user)."""
+
+    requirement: str
+    origin: str
+
+
+def default_source(*, checkout: Path | None = PACKAGE_DIR.parent,
+                   direct_url: str | None = None) -> Source:
+    """This mambawin's own source as a pip requirement; the released version as a last resort."""
+    recorded = direct_url if direct_url is not None else _direct_url_text()
+    found = _from_direct_url(recorded) if recorded else None
+    if found is None and checkout is not None:
+        found = _from_checkout(checkout)
+    return found or Source(f"mambawin=={__version__}", "the released version")
+
+
+def _direct_url_text() -> str | None:
+    try:
+        return metadata.distribution("mambawin").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _from_direct_url(text: str) -> Source | None:
+    """pip's record of a `pip install git+URL@REF`: its URL and the commit it resolved to."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    vcs = data.get("vcs_info") or {}
+    url, commit = data.get("url"), vcs.get("commit_id")
+    if vcs.get("vcs") != "git" or not url or not commit:
+        if url and url.startswith("file://") and (data.get("dir_info") or {}).get("editable"):
+            return _from_checkout(Path(unquote(urlparse(url).path)))
+        return None
+    return Source(f"mambawin @ git+{url}@{commit}", f"installed from {url}")
+
+
+def _from_checkout(root: Path) -> Source | None:
+    """A git checkout with a fetchable remote: its URL at the commit checked out."""
+    if not (root / ".git").exists() or not (root / "mambawin" / "__init__.py").is_file():
+        return None
+    try:
+        remote = _git(root, "config", "--get", "remote.origin.url")
+        commit = _git(root, "rev-parse", "HEAD")
+    except CommandError:
+        return None
+    url = pip_git_url(remote) if remote else None
+    if url is None or not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return None
+    return Source(f"mambawin @ git+{url}@{commit}", f"the checkout at {root} (origin, HEAD)")
+
+
+def pip_git_url(remote: str) -> str | None:
+    """A remote as pip's `git+` wants it: https/ssh URLs as they are, `git@host:path` as ssh://."""
+    if re.match(r"^(https?|ssh|git)://", remote):
+        return remote
+    scp = _SCP_LIKE.match(remote)
+    if scp:
+        user = remote.split("@", 1)[0] + "@" if "@" in remote.split(":", 1)[0] else ""
+        return f"ssh://{user}{scp[1]}/{scp[2]}"
+    return None  # a local path: a runner cannot fetch it
+
+
+def _git(root: Path, *args: str) -> str:
+    return proc.run(["git", "-C", str(root), *args], timeout=30).stdout.strip()
+
+
+# ---- does it resolve? ---------------------------------------------------------------------------
+
+Checker = Callable[[str], "Resolution"]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What pip said of a requirement: it resolves, it does not, or it could not ask."""
+
+    resolves: bool | None  # None: pip could not reach the index or the repository
+    reason: str = ""
+
+
+_NOT_FOUND = ("No matching distribution found", "Could not find a version that satisfies")
+
+
+def pip_dry_run(requirement: str, *, timeout: float = 120.0) -> Resolution:
+    """`pip install --dry-run --no-deps` of the requirement, as a runner would resolve it."""
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
+            "--quiet", "--disable-pip-version-check", requirement]
+    try:
+        done = proc.run(argv, timeout=timeout, check=False)
+    except CommandError as exc:
+        return Resolution(None, str(exc))
+    if done.returncode == 0:
+        return Resolution(True)
+    output = done.stdout + done.stderr
+    if any(marker in output for marker in _NOT_FOUND):
+        return Resolution(False, proc.last_line(output))
+    return Resolution(None, proc.last_line(output) or f"pip exited {done.returncode}")
+
+
+def checked(source: Source, check: Checker) -> str:
+    """A warning when pip could not be asked; UsageError when the requirement cannot resolve."""
+    found = check(source.requirement)
+    if found.resolves is False:
+        msg = (f"{source.requirement} ({source.origin}) is not on the package index, so every "
+               "job would fail to install it: pass --mambawin 'mambawin @ git+https://…/"
+               "mambawin@<commit>' (a pushed commit) or the version your index serves")
+        raise UsageError(msg)
+    if found.resolves is None:
+        return (f"could not check that {source.requirement} resolves ({found.reason}); "
+                "the jobs install it as written")
+    return ""

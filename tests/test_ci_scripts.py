@@ -1,0 +1,202 @@
+"""Every `run:` script of the generated workflow, executed as GitHub would run it: in its declared
+shell (GitHub's own command line for that shell), with the workflow's, job's and step's `env:`,
+`${{ }}` expressions filled in from the matrix entry and the github context, against fakes of the
+programs it calls. The fakes record their argv; the tests check what each program was asked, and
+that `mambawin`'s argv parses with mambawin's real CLI."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from mambawin.cli import app
+
+yaml = pytest.importorskip("yaml")
+
+# How GitHub runs a `run:` script for each `shell:` (its documented command lines).
+SHELLS = {
+    "bash": ["bash", "--noprofile", "--norc", "-eo", "pipefail", "{0}"],
+    "python": ["python3", "{0}"],
+}
+FAKES = ("python", "mambawin", "gh", "nvcc", "sccache", "pip")
+GITHUB = {"github.workspace": "/runner/work/wheels", "github.token": "fake-token",
+          "github.repository": "team/wheels", "github.run_number": "7",
+          "github.workflow": "mamba wheels", "github.ref": "refs/heads/main"}
+_EXPRESSION = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
+
+SPEC = """\
+python = ["3.12"]
+archs = ["86", "90"]
+[[package]]
+name = "mamba-ssm"
+ref = "feature/win-fix"
+version = "2.2.6"
+[[package]]
+name = "causal-conv1d"
+ref = "v1.5.2"
+[[torch]]
+version = "2.10.0"
+cuda = "13.0"
+[[torch]]
+version = "2.10.0"
+cuda = "cu130"
+[options]
+keep_complex = true
+drop = ["tilelang"]
+keep = ["einops"]
+skip_patches = ["silu-bwd-tail"]
+"""
+
+
+def generate(tmp_path: Path, spec: str, publish: str) -> dict[str, Any]:
+    (tmp_path / "mambawin.toml").write_text(spec, encoding="utf-8")
+    out = tmp_path / "wheels.yml"
+    result = CliRunner().invoke(app, [
+        "ci", "github", "--spec", str(tmp_path / "mambawin.toml"), "--out", str(out),
+        "--publish", publish, "--no-check",
+        "--mambawin", "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40])
+    assert result.exit_code == 0, result.output
+    workflow: dict[str, Any] = yaml.safe_load(out.read_text(encoding="utf-8"))
+    return workflow
+
+
+def fill(text: str, matrix: dict[str, Any], env: dict[str, str]) -> str:
+    """The text with every `${{ }}` replaced as GitHub would; an unknown one fails the test."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match[1]
+        if name.startswith("matrix."):
+            found = matrix[name.removeprefix("matrix.")]
+            return ("true" if found else "false") if isinstance(found, bool) else str(found)
+        if name.startswith("env."):
+            return env[name.removeprefix("env.")]
+        if name in GITHUB:
+            return GITHUB[name]
+        raise AssertionError(f"the test cannot evaluate ${{{{ {name} }}}}")
+
+    return _EXPRESSION.sub(value, text)
+
+
+def fake_tools(folder: Path, log: Path) -> None:
+    """Programs that record their name and argv (one line, tab-separated) and succeed."""
+    folder.mkdir()
+    for name in FAKES:
+        tool = folder / name
+        tool.write_text('#!/bin/bash\n{ printf "%s" "$(basename "$0")"; for a in "$@"; do '
+                        'printf "\\t%s" "$a"; done; printf "\\n"; } >> "' + str(log) + '"\n',
+                        encoding="utf-8")
+        tool.chmod(0o755)
+
+
+def run_step(step: dict[str, Any], env: dict[str, str], matrix: dict[str, Any],
+             tmp_path: Path) -> list[list[str]]:
+    """Run one step's script; the argv of every faked program it called."""
+    shell = step.get("shell", "bash")
+    assert shell in SHELLS, f"step {step.get('name')!r}: the suite cannot run shell {shell!r}"
+    work = tmp_path / "run"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    log = work / "calls.log"
+    fake_tools(work / "bin", log)
+    script = work / "script"
+    script.write_text(step["run"], encoding="utf-8")
+    step_env = {k: fill(str(v), matrix, env) for k, v in {**env, **step.get("env", {})}.items()}
+    full_env = {**step_env, "PATH": f"{work / 'bin'}:/usr/bin:/bin", "HOME": str(work)}
+    argv = [part.replace("{0}", str(script)) for part in SHELLS[shell]]
+    done = subprocess.run(argv, cwd=work, env=full_env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, f"{step.get('name')}: {done.stderr}"
+    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return [line.split("\t") for line in lines]
+
+
+def run_job(workflow: dict[str, Any], job_id: str, matrix: dict[str, Any],
+            tmp_path: Path) -> dict[str, list[list[str]]]:
+    """Every run step of one job for one matrix entry: step name → the calls it made."""
+    job = workflow["jobs"][job_id]
+    env = {k: fill(str(v), matrix, {}) for k, v in {**workflow.get("env", {}),
+                                                     **job.get("env", {})}.items()}
+    calls = {}
+    for step in job["steps"]:
+        if "run" in step:
+            calls[fill(step["name"], matrix, env)] = run_step(step, env, matrix, tmp_path)
+    return calls
+
+
+def parses_as_mambawin(args: list[str]) -> None:
+    """The argv parses with mambawin's real CLI: every option exists and takes its value."""
+    group = typer.main.get_command(app)
+    with group.make_context("mambawin", list(args), resilient_parsing=False) as ctx:
+        name, command, rest = group.resolve_command(ctx, list(args))
+        assert command is not None, name
+        command.make_context(name, rest, parent=ctx)
+
+
+def includes(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(job_id, entry) for job_id, job in workflow["jobs"].items()
+            if "strategy" in job for entry in job["strategy"]["matrix"]["include"]]
+
+
+def test_every_build_script_runs_and_calls_the_tools_as_meant(tmp_path: Path) -> None:
+    workflow = generate(tmp_path, SPEC, "none")
+    cells = includes(workflow)
+    assert len(cells) == 2  # the two spellings of cu130 are one torch: merged, one job each
+    for job_id, entry in cells:
+        calls = run_job(workflow, job_id, entry, tmp_path)
+        install = calls["torch and mambawin"]
+        assert ["python", "-m", "pip", "install", "torch==2.10.0", "--index-url",
+                "https://download.pytorch.org/whl/cu130"] in install
+        assert install[-1][-1] == "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40
+        (doctor,) = calls["mambawin doctor"]
+        assert doctor[:3] == ["mambawin", "doctor", "--arch"]
+        parses_as_mambawin(doctor[1:])
+        (build,) = calls[f"build {entry['wheel']}"]
+        parses_as_mambawin(build[1:])
+        assert build[build.index("--ref") + 1] == entry["ref"]
+        assert build[build.index("--drop") + 1] == "tilelang"
+        assert build[build.index("--keep") + 1] == "einops"
+        assert "--keep-complex" in build
+        skips = build[build.index("--skip-patch") + 1] if "--skip-patch" in build else ""
+        assert skips == ("silu-bwd-tail" if entry["package"] == "causal-conv1d" else "")
+
+
+@pytest.mark.parametrize("publish", ["pages", "release"])
+def test_the_publish_scripts_run(publish: str, tmp_path: Path) -> None:
+    workflow = generate(tmp_path, SPEC, publish)
+    calls = run_job(workflow, "publish", {}, tmp_path)
+    index = calls["mambawin index"]
+    assert index[0] == ["python", "-m", "pip", "install",
+                        "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40]
+    assert index[1] == ["mambawin", "index", "wheelhouse", "--out", "site"]
+    parses_as_mambawin(index[1][1:])
+    if publish == "release":
+        (release,) = calls["release"]
+        assert release[:4] == ["gh", "release", "create", "wheels-7"]
+
+
+def test_no_call_gets_an_unexpanded_variable(tmp_path: Path) -> None:
+    workflow = generate(tmp_path, SPEC, "release")
+    everything = [call for job_id, entry in [*includes(workflow), ("publish", {})]
+                  for calls in run_job(workflow, job_id, entry, tmp_path).values()
+                  for call in calls]
+    assert everything
+    for call in everything:
+        for arg in call:
+            assert "$" not in arg and not arg.startswith(":"), call
+
+
+def test_the_executor_catches_a_powershell_variable_under_bash(tmp_path: Path) -> None:
+    # The first generated workflow's publish step: `"$env:MAMBAWIN_REQ"` under `shell: bash`.
+    step = {"name": "old", "shell": "bash", "run": 'python -m pip install "$env:MAMBAWIN_REQ"\n',
+            "env": {"MAMBAWIN_REQ": "mambawin==0.1.0"}}
+    (call,) = run_step(step, {}, {}, tmp_path)
+    assert call[-1] == ":MAMBAWIN_REQ"  # what pip got; test_no_call_gets_... refuses it
+    with pytest.raises(AssertionError, match="cannot run shell 'pwsh'"):
+        run_step({**step, "shell": "pwsh"}, {}, {}, tmp_path)
