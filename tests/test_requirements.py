@@ -102,7 +102,80 @@ def test_a_marker_is_kept_beside_the_new_extra_and_optional_lines_stay() -> None
                         'quack-kernels; extra == "dev"'])
     out, _ = rewrite_requirements(raw, "mamba-ssm", "win_amd64")
     assert requires_dist(out) == ['tilelang==0.1.8; python_version >= "3.9" and extra == "mamba3"',
-                                  'quack-kernels; extra == "dev"']
+                                  'quack-kernels; extra == "dev"',
+                                  "triton-windows"]  # the import needs it; this list lacks it
+
+
+# ---- a requirement the import needs but upstream does not list -----------------------------------
+
+V224 = ["torch", "packaging", "ninja", "einops", "transformers"]  # v2.2.3/v2.2.4: no triton
+
+
+def test_a_windows_wheel_whose_import_needs_triton_gets_triton_windows_even_unlisted() -> None:
+    out, changes = rewrite_requirements(metadata_for(V224, version="2.2.4"), "mamba-ssm",
+                                        "win_amd64")
+    assert requires_dist(out) == [*V224[:-1], "transformers<5", "triton-windows"]
+    (added,) = changes.added
+    assert added.after == "triton-windows" and "v2.2.3 and v2.2.4" in added.reason
+    again, second = rewrite_requirements(out, "mamba-ssm", "win_amd64")
+    assert again == out and second.every == ()  # a second rewrite adds nothing
+
+
+@pytest.mark.parametrize(("version", "platform", "drop"), [
+    ("1.2.2", "win_amd64", ()),  # v1.x imports triton's layer norm inside try/except
+    ("2.2.4", "linux_x86_64", ()),  # Linux keeps upstream's list as it is
+    ("2.2.4", "win_amd64", ("triton",)),  # the user dropped it on purpose
+])
+def test_nothing_is_added_where_the_import_does_not_need_it_or_the_user_said_no(
+        version: str, platform: str, drop: tuple[str, ...]) -> None:
+    _, changes = rewrite_requirements(metadata_for(V224, version=version), "mamba-ssm",
+                                      platform, drop=drop)
+    assert changes.added == ()
+
+
+def _imports_triton_at_package_import(repo: Path, tag: str) -> bool:
+    """Whether `import mamba_ssm` at tag reaches an unguarded `import triton` (module level)."""
+    import re
+
+    from mambawin import proc
+
+    def source(module: str) -> str | None:
+        for path in (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"):
+            done = proc.run(["git", "--git-dir", str(repo), "show", f"{tag}:{path}"], check=False)
+            if done.returncode == 0:
+                return done.stdout
+        return None
+
+    imports = re.compile(r"^(?:from\s+(mamba_ssm[\w.]*)\s+import|import\s+(mamba_ssm[\w.]*))",
+                         re.MULTILINE)
+    seen, todo = set(), ["mamba_ssm"]
+    while todo:
+        module = todo.pop()
+        text = source(module) if module not in seen else None
+        seen.add(module)
+        if text is None:
+            continue
+        if re.search(r"^(?:import|from) triton\b", text, re.MULTILINE):
+            return True
+        todo += [a or b for a, b in imports.findall(text)]
+    return False
+
+
+@pytest.mark.upstream
+def test_the_triton_rule_matches_every_tags_import_chain(upstream_repo: Path) -> None:
+    from mambawin import proc
+
+    tags = proc.run(["git", "--git-dir", str(upstream_repo), "tag"]).stdout.split()
+    rule = next(r for r in table.RULES["mamba-ssm"] if r.action == "require")
+    checked = 0
+    for tag in tags:
+        if not tag.startswith("v1.") and not tag.startswith("v2."):
+            continue
+        version = table.Version(tag.removeprefix("v"))
+        assert rule.applies("windows", version) == _imports_triton_at_package_import(
+            upstream_repo, tag), tag
+        checked += 1
+    assert checked >= 30
 
 
 def test_the_table_is_keyed_by_project() -> None:

@@ -59,7 +59,7 @@ def test_defaults_and_cuda_read_from_the_index_url(tmp_path: Path) -> None:
     assert spec.packages[0].repo == "https://github.com/state-spaces/mamba"
     assert spec.torches[0].cuda == "13.0"
     assert spec.archs == parse_archs("90")
-    assert spec.options.drop == ("triton",)
+    assert spec.options.drop == ()  # build's default: triton-windows stays on win_amd64
     assert not spec.options.keep_complex
 
 
@@ -125,3 +125,22 @@ def test_cli_prints_brackets_in_errors_as_written(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "torch: must be one or more [[torch]] tables, got a table" in " ".join(
         result.output.split())
+
+
+def test_the_specs_option_defaults_are_builds_own() -> None:
+    # A spec that says nothing builds exactly what `mambawin build` builds: the old default
+    # drop = ["triton"] removed the triton that `import mamba_ssm` needs from Windows wheels.
+    from mambawin.build.pipeline import BuildOptions
+    from mambawin.team.spec import Options
+
+    built, spec = BuildOptions(), Options()
+    assert (spec.keep_complex, spec.drop, spec.keep, spec.skip_patches) == (
+        built.keep_complex, built.drop, built.keep, built.skip_patches)
+    assert "triton" not in spec.drop
+
+
+def test_the_example_spec_drops_nothing_by_default(tmp_path: Path) -> None:
+    from mambawin.team.example import write_example
+    from mambawin.team.spec import load_spec
+
+    assert load_spec(write_example(tmp_path / "mambawin.toml")).options.drop == ()

@@ -33,11 +33,11 @@ def metadata_command(
     written = metadata.rewrite_wheel(wheel, out, drop=drop or (), keep=keep or (),
                                      local_version=local_version, guard=not no_guard)
     if as_json:
-        print_json({"wheel": str(written), "changes": [c.to_json() for c in plan.changes],
+        print_json({"wheel": str(written), "changes": [c.to_json() for c in plan.every],
                     "dropped": [c.before for c in plan.changes if c.after is None],
                     "provenance": metadata.read_provenance(written)})
         return
-    for change in plan.changes:
-        console.print(f"Requires-Dist: {change.before} -> {change.after or '(dropped)'}: "
-                      f"{change.reason}", markup=False)
+    for change in plan.every:
+        before, after = change.before or "(none)", change.after or "(dropped)"
+        console.print(f"Requires-Dist: {before} -> {after}: {change.reason}", markup=False)
     typer.echo(str(written))

@@ -54,8 +54,9 @@ index = "https://download.pytorch.org/whl/cu128"
 
 [options]
 keep_complex = false   # true keeps mamba's complex-weight kernels (a much longer build)
-drop = ["triton"]      # requirements removed from the wheels' METADATA
-keep = []              # requirements kept even where mambawin would drop them
+drop = []              # more requirements to remove from METADATA (win_amd64 wheels already
+                       # get triton-windows for triton, which `import mamba_ssm` needs)
+keep = []              # requirements kept even where mambawin would rewrite them
 skip_patches = []      # patch ids to leave out, e.g. ["silu-bwd-tail"] for upstream's exact kernels
 '''
 

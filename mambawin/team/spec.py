@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mambawin.archs import Arch, parse_archs
+from mambawin.build.pipeline import BuildOptions
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGES
 from mambawin.patch.registry import every_patch_id
@@ -88,12 +89,12 @@ class TorchSpec:
 
 @dataclass(frozen=True)
 class Options:
-    """Build options shared by every cell."""
+    """Build options shared by every cell; each default is `mambawin build`'s own."""
 
-    keep_complex: bool = False
-    drop: tuple[str, ...] = ("triton",)  # requirements removed from METADATA
-    keep: tuple[str, ...] = ()  # requirements kept even where mambawin would drop them
-    skip_patches: tuple[str, ...] = ()  # patch ids left out (build --skip-patch), per package
+    keep_complex: bool = BuildOptions.keep_complex
+    drop: tuple[str, ...] = BuildOptions.drop  # requirements removed from METADATA
+    keep: tuple[str, ...] = BuildOptions.keep  # kept even where mambawin would drop them
+    skip_patches: tuple[str, ...] = BuildOptions.skip_patches  # per package (build --skip-patch)
 
 
 @dataclass(frozen=True)
@@ -260,13 +261,15 @@ class _Reader:
     def options(self, value: object) -> Options:
         table = self.table(value, ("options",))
         self.known(table, ("options",), ("keep_complex", "drop", "keep", "skip_patches"))
-        keep_complex = table.get("keep_complex", False)
+        keep_complex = table.get("keep_complex", Options.keep_complex)
         if not isinstance(keep_complex, bool):
             raise self.fail(("options", "keep_complex"), "must be true or false")
-        drop = self.strings(table.get("drop", ["triton"]), ("options", "drop"), empty_ok=True)
-        keep = self.strings(table.get("keep", []), ("options", "keep"), empty_ok=True)
-        skips = self.strings(table.get("skip_patches", []), ("options", "skip_patches"),
-                             empty_ok=True)
+        drop = self.strings(table.get("drop", list(Options.drop)), ("options", "drop"),
+                            empty_ok=True)
+        keep = self.strings(table.get("keep", list(Options.keep)), ("options", "keep"),
+                            empty_ok=True)
+        skips = self.strings(table.get("skip_patches", list(Options.skip_patches)),
+                             ("options", "skip_patches"), empty_ok=True)
         for index, patch_id in enumerate(skips):
             if patch_id not in every_patch_id():
                 raise self.fail(("options", "skip_patches", index),

@@ -373,8 +373,9 @@ def check_requirements(wheel: Path) -> tuple[bool, str]:
             Requirement(text)
         except InvalidRequirement:
             return False, f"METADATA has an unparsable Requires-Dist {text!r}: rebuild the wheel"
-    if pending.changes:
-        listed = "; ".join(f"{c.before} ({c.reason})" for c in pending.changes)
+    if pending.every:
+        listed = "; ".join(f"{c.before or 'missing ' + str(c.after)} ({c.reason})"
+                           for c in pending.every)
         return False, (f"METADATA is not rewritten for its platform: {listed}; rewrite it with "
                        "`mambawin metadata` or build it with `mambawin build`")
     return True, f"METADATA requires {', '.join(reqs) or 'nothing'}"

@@ -179,8 +179,8 @@ def rewrite_wheel(
         plan = _plan(info, label, Path(out_dir))
         changes = _requirement_plan(archive, info, drop, keep)
         record = _provenance_dict(archive, info, provenance)
-        if record is not None and changes.changes:
-            record["requirements"] = [change.to_json() for change in changes.changes]
+        if record is not None and changes.every:
+            record["requirements"] = [change.to_json() for change in changes.every]
         versions = _guard_versions(record) if guard and record else None
         entries = _entries(archive, plan, changes, record, versions)
         return _write_atomically(entries, plan.target)
@@ -332,7 +332,11 @@ def edit_metadata(raw: bytes, changes: Plan, version: str | None) -> bytes:
     replacements = changes.replacements()
     extras = _missing_extras(raw[:cut], changes.extras)
     kept: list[bytes] = []
-    for header in _logical_headers(raw[:cut]):
+    headers = _logical_headers(raw[:cut])
+    last_requirement = max((i for i, h in enumerate(headers)
+                            if h.partition(b":")[0].strip().lower() == b"requires-dist"),
+                           default=len(headers) - 1)
+    for index, header in enumerate(headers):
         name, _, value = header.partition(b":")
         key, end = name.strip().lower(), _line_end(header)
         if key == b"requires-dist" and extras:
@@ -344,6 +348,8 @@ def edit_metadata(raw: bytes, changes: Plan, version: str | None) -> bytes:
         elif key == b"version" and version is not None:
             header = _header("Version", version, end)
         kept.append(header)
+        if index == last_requirement:
+            kept += [_header("Requires-Dist", new, end or b"\n") for new in changes.additions()]
     return b"".join(kept) + raw[cut:]
 
 

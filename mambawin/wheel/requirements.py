@@ -31,12 +31,14 @@ MAMBA3_EXTRA = "mamba3"
 @dataclass(frozen=True)
 class Rule:
     """One table entry: on `family` ("any": every platform) and for the upstream `versions`,
-    `project` is renamed to `target`, moved to extra `target`, or capped by specifier `target`."""
+    `project` is renamed to `target`, moved to extra `target`, capped by specifier `target`, or,
+    when the wheel lists neither `project` nor `target`, required as `target` (require)."""
 
     project: str  # canonical name of the requirement it matches
     family: Family | Literal["any"]
-    action: Literal["rename", "extra", "cap"]
-    target: str  # new project name (rename), the extra's name (extra), a specifier (cap)
+    action: Literal["rename", "extra", "cap", "require"]
+    # new project name (rename, require), the extra's name (extra), a specifier (cap)
+    target: str
     reason: str
     versions: str = ""  # upstream versions it applies to, a specifier; empty: all
 
@@ -67,10 +69,20 @@ class Plan:
 
     changes: tuple[Change, ...]
     extras: tuple[str, ...]
+    added: tuple[Change, ...] = ()  # requirements the wheel lacks (`before` is "")
 
     def replacements(self) -> dict[str, str | None]:
         """Original value -> new value (None: drop), for `metadata.edit_metadata`."""
         return {change.before: change.after for change in self.changes}
+
+    @property
+    def every(self) -> tuple[Change, ...]:
+        """Every change, rewrites then additions (what the provenance and reports list)."""
+        return (*self.changes, *self.added)
+
+    def additions(self) -> list[str]:
+        """New Requires-Dist values, after the wheel's own."""
+        return [change.after for change in self.added if change.after]
 
 
 _MAMBA3_ONLY = "only Mamba3 needs it ({what}); Mamba and Mamba2 import and run without it"
@@ -83,6 +95,11 @@ RULES: Mapping[str, tuple[Rule, ...]] = {
         Rule("triton", "windows", "rename", "triton-windows",
              "triton publishes no Windows wheel; triton-windows provides the `triton` module that "
              "`import mamba_ssm` imports at package import (every v2.x tag)"),
+        Rule("triton", "windows", "require", "triton-windows",
+             "`import mamba_ssm` imports triton (ops/triton/layer_norm.py, unguarded) on every tag "
+             "from v2.0.0, but v2.2.3 and v2.2.4 list no triton at all (setup.py comments it out), "
+             "so their Windows wheels would install and then fail at import",
+             versions=">=2.0.0"),
         Rule("tilelang", "windows", "extra", MAMBA3_EXTRA,
              "no win_amd64 wheel for upstream's pin tilelang==0.1.8 (0.1.10+ have one, but the "
              "kernels target 0.1.8); " + _MAMBA3_ONLY.format(what="the MIMO kernels")),
@@ -120,14 +137,26 @@ def plan(project: str, platform_tag: str, requires: Sequence[str], *, version: s
     kept: set[str] = {str(canonicalize_name(name)) for name in keep}
     dropped: set[str] = {str(canonicalize_name(name)) for name in drop} - kept
     release = _version(version)
-    rules = {rule.project: rule for rule in RULES.get(canonicalize_name(project), ())
-             if rule.applies(family, release) and rule.project not in kept}
+    applicable = [rule for rule in RULES.get(canonicalize_name(project), ())
+                  if rule.applies(family, release) and rule.project not in kept]
+    requires_rules = [rule for rule in applicable if rule.action == "require"]
+    rules = {rule.project: rule for rule in applicable if rule.action != "require"}
     changes = [change for text in requires
                if (change := _change(text, rules, dropped)) is not None]
     reasons = {change.reason for change in changes}
     extras = sorted({rule.target for rule in rules.values()
                      if rule.action == "extra" and rule.reason in reasons})
-    return Plan(tuple(changes), tuple(extras))
+    listed = {name for text in requires if (name := _name(text))}
+    added = tuple(Change("", rule.target, rule.reason) for rule in requires_rules
+                  if not {rule.project, rule.target} & (listed | dropped))
+    return Plan(tuple(changes), tuple(extras), added)
+
+
+def _name(text: str) -> str:
+    try:
+        return str(canonicalize_name(Requirement(text).name))
+    except InvalidRequirement:
+        return ""
 
 
 def _change(text: str, rules: Mapping[str, Rule], dropped: set[str]) -> Change | None:
