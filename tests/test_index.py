@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +27,7 @@ from wheel.wheelfile import WheelFile
 
 from mambawin.cli import app
 from mambawin.errors import UsageError
-from mambawin.index.simple import MARKER, build_index
+from mambawin.index.simple import LOCK, MARKER, build_index
 
 HERE = sysconfig.get_platform().replace("-", "_").replace(".", "_")
 PY = f"cp{sys.version_info[0]}{sys.version_info[1]}"
@@ -160,7 +164,7 @@ def test_adding_wheels_updates_in_place(wheelhouse: Path, tmp_path: Path) -> Non
     assert len(second.wheels) == len(first.wheels) + 1
     assert pip_install(["--index-url", (site / "cu130" / "simple").as_uri()],
                        tmp_path / "t") == f"1.1+cu130torch2.11 {PY}-{PY}-{HERE}"
-    assert not [p for p in site.rglob(".*") if p.name != MARKER]  # no temp files left
+    assert not [p for p in site.rglob(".*") if p.name not in (MARKER, LOCK)]  # no temp files
 
 
 def test_unchanged_wheels_are_not_read_again(wheelhouse: Path, tmp_path: Path,
@@ -183,7 +187,7 @@ def test_a_published_wheel_never_changes(wheelhouse: Path, tmp_path: Path) -> No
     build_index(wheelhouse, site)
     clash = fake_wheel(tmp_path / "clash", "1.0+cu130torch2.11", PY, HERE, requires_python=">=3")
     before = (site / "files" / clash.name).read_bytes()
-    with pytest.raises(UsageError, match="already in the index with other content"):
+    with pytest.raises(UsageError, match="other bytes than the published"):
         build_index(clash.parent, site)
     assert (site / "files" / clash.name).read_bytes() == before
 
@@ -244,3 +248,206 @@ def test_matrix_marks_cells_served_by_an_http_index(tmp_path: Path,
     cells = expand(spec, resolve=lambda p: ("2.2.6", ""))
     assert [(c.python, c.status) for c in cells] == [("3.11", TODO), ("3.12", INDEXED)]
 
+
+
+# ---- a publication: what users of the index rely on -------------------------------------------
+
+
+def test_a_wheel_changed_in_the_wheelhouse_later_leaves_the_published_one_alone(
+        wheelhouse: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    other = fake_wheel(tmp_path / "other", "1.0+cu130torch2.11", PY, HERE, requires_python=">=3")
+    published = site / "files" / other.name
+    before = published.read_bytes()
+    shutil.copyfile(other, wheelhouse / other.name)  # `cp` over the wheelhouse's file
+    assert published.read_bytes() == before  # a copy, not a hard link to the wheelhouse
+    assert published.stat().st_nlink == 1 and not published.is_symlink()
+    with pytest.raises(UsageError, match="sha256"):
+        build_index(wheelhouse, site)
+    assert published.read_bytes() == before
+
+
+def test_a_symlinked_wheel_is_published_as_a_real_file(tmp_path: Path) -> None:
+    built = fake_wheel(tmp_path / "built", "1.0+cu130torch2.11", PY, HERE)
+    house = tmp_path / "house"
+    house.mkdir()
+    (house / built.name).symlink_to(built)
+    build_index(house, tmp_path / "site")
+    published = tmp_path / "site" / "files" / built.name
+    assert not published.is_symlink() and published.read_bytes() == built.read_bytes()
+
+
+@pytest.mark.parametrize("spelling", [
+    "Mamba_SSM-2.2.6+cu130torch2.11", "mamba.ssm-2.2.6+cu130torch2.11",
+    "mamba_ssm-2.2.6.0+cu130torch2.11"])
+def test_another_spelling_of_a_published_wheel_with_other_bytes_is_refused(
+        spelling: str, tmp_path: Path) -> None:
+    first = fake_wheel(tmp_path / "a", "2.2.6+cu130torch2.11", PY, HERE, project="mamba_ssm")
+    site = tmp_path / "site"
+    build_index(first.parent, site)
+    name, version = spelling.split("-", 1)
+    clash = fake_wheel(tmp_path / "b", version, PY, HERE, project=name, requires_python=">=3")
+    with pytest.raises(UsageError, match=f"{re.escape(first.name)} \\(sha256 "):
+        build_index(clash.parent, site)
+    assert sorted(p.name for p in (site / "files").glob("*.whl")) == [first.name]
+
+
+def test_a_conflict_anywhere_in_the_run_adds_nothing(wheelhouse: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    names = sorted(p.name for p in (site / "files").iterdir())
+    pages = {p: p.read_bytes() for p in site.rglob("*.html")}
+    fake_wheel(wheelhouse, "3.0+cu130torch2.11", PY, HERE)  # new, and would be added...
+    other = fake_wheel(tmp_path / "o", "1.0+cu130torch2.11", PY, HERE, requires_python=">=3")
+    shutil.copyfile(other, wheelhouse / other.name)  # ...but this one clashes
+    with pytest.raises(UsageError):
+        build_index(wheelhouse, site)
+    assert sorted(p.name for p in (site / "files").iterdir()) == names
+    assert {p: p.read_bytes() for p in site.rglob("*.html")} == pages
+
+
+def test_an_edited_marker_cannot_lead_writes_out_of_the_index(wheelhouse: Path,
+                                                              tmp_path: Path) -> None:
+    site = tmp_path / "deep" / "site"
+    build_index(wheelhouse, site)
+    marker = json.loads((site / MARKER).read_text())
+    for entry in marker["wheels"].values():
+        entry["project"] = "../../escaped"
+        entry["variant"] = "../../../variant-escape"
+    (site / MARKER).write_text(json.dumps(marker))
+    build_index(wheelhouse, site)
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "deep" / "escaped").exists()
+    assert not list(tmp_path.rglob("variant-escape"))
+    assert (site / "simple" / "team-demo" / "index.html").is_file()
+
+
+def test_pages_and_files_are_world_readable(wheelhouse: Path, tmp_path: Path) -> None:
+    old = os.umask(0o077)  # a strict umask must not make the published index private
+    try:
+        build_index(wheelhouse, tmp_path / "site")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "site").stat().st_mode & 0o777 == 0o755  # the folder a server opens first
+    for path in (tmp_path / "site").rglob("*"):
+        if path.name == LOCK:
+            continue
+        mode = path.stat().st_mode & 0o777
+        assert mode == (0o755 if path.is_dir() else 0o644), (path, oct(mode))
+
+
+def _run_as_nobody() -> list[str]:
+    """The argv prefix that runs a program as the unprivileged user `nobody`; skip if impossible."""
+    if os.geteuid() != 0:
+        pytest.skip("dropping to another user needs root")
+    setpriv = shutil.which("setpriv")
+    try:
+        import pwd
+
+        pwd.getpwnam("nobody")
+    except (ImportError, KeyError):
+        pytest.skip("no user 'nobody' here")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+def test_a_web_server_running_as_its_own_user_serves_the_index_to_pip(
+        wheelhouse: Path, tmp_path: Path) -> None:
+    prefix = _run_as_nobody()
+    # pytest's own folders are private (0700); the server's user must reach the index.
+    served = Path(tempfile.mkdtemp(prefix="mambawin-served-"))
+    served.chmod(0o755)
+    for parent in served.parents:
+        if parent.stat().st_mode & 0o005 != 0o005:
+            shutil.rmtree(served)
+            pytest.skip(f"{parent} is not world-searchable: the server cannot reach the index")
+    old = os.umask(0o077)
+    try:
+        build_index(wheelhouse, served / "site")
+    finally:
+        os.umask(old)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    python = shutil.which("python3", path="/usr/bin:/bin")  # one `nobody` may run (not /root's)
+    if python is None:
+        pytest.skip("no system python3 for the unprivileged server")
+    server = subprocess.Popen([*prefix, python, "-m", "http.server", str(port), "--bind",
+                               "127.0.0.1", "--directory", str(served / "site")],
+                              cwd=served, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url, timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            server.terminate()
+            log = server.communicate()[0].decode(errors="replace").splitlines()
+            pytest.fail(f"the unprivileged http.server answered no page: {log[-2:]}")
+        assert pip_install(["--index-url", f"{url}/cu130/simple"], tmp_path / "t") == (
+            f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        shutil.rmtree(served)
+
+
+def test_a_killed_runs_leftovers_are_removed_by_the_next_run(wheelhouse: Path,
+                                                             tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    staging = site / "files" / ".mambawin-add-x1y2z3"  # a copy killed midway
+    staging.mkdir()
+    (staging / "partial.whl").write_bytes(b"PK\x03\x04 half a wheel")
+    temp = site / "simple" / ".mambawin-tmp-index.html.abcd1234"
+    temp.write_text("<html>half", encoding="utf-8")
+    theirs = site / "files" / ".keep-me"  # not a name mambawin gives: never touched
+    theirs.write_text("x", encoding="utf-8")
+    build_index(wheelhouse, site)
+    assert not staging.exists() and not temp.exists() and theirs.exists()
+
+
+def test_runs_on_one_index_take_turns(wheelhouse: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    code = ("import sys; from pathlib import Path; from mambawin.index.simple import build_index;"
+            "build_index(Path(sys.argv[1]), Path(sys.argv[2]))")
+    runs = [subprocess.Popen([sys.executable, "-c", code, str(wheelhouse), str(site)],
+                             stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for run in runs:
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+    assert len(list((site / "files").glob("*.whl"))) == len(list(wheelhouse.glob("*.whl")))
+
+
+def test_runs_waiting_too_long_for_the_lock_say_who_holds_it(wheelhouse: Path,
+                                                             tmp_path: Path) -> None:
+    from filelock import FileLock
+
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    with FileLock(site / LOCK), pytest.raises(UsageError, match="another `mambawin index`"):
+        build_index(wheelhouse, site, lock_timeout=0.2)
+
+
+def test_an_empty_wheelhouse_names_the_wheelhouse_and_creates_nothing(tmp_path: Path) -> None:
+    house = tmp_path / "house"
+    house.mkdir()
+    result = CliRunner().invoke(app, ["index", str(house), "--out", str(tmp_path / "site"),
+                                      "--json"])
+    assert result.exit_code == UsageError.exit_code
+    assert str(house) in json.loads(result.stdout)["error"]
+    assert not (tmp_path / "site").exists()
+
+
+def test_an_out_under_a_file_is_one_line_with_exit_10(wheelhouse: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    result = CliRunner().invoke(app, ["index", str(wheelhouse), "--out",
+                                      str(tmp_path / "a-file" / "site"), "--json"])
+    assert result.exit_code == 10, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "a-file" in error and "not a directory" in error.lower()

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from mambawin.index.simple import IndexedWheel
+from mambawin.index.model import IndexedWheel
 
 API = "1.0"  # PEP 629/691 repository version
 _HEAD = ('<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'

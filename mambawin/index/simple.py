@@ -3,15 +3,18 @@
 Layout of the output folder (every page relative-linked, so file://, a plain `python -m
 http.server`, GitHub Pages or S3 all serve it as is):
 
-    files/<wheel>                        each wheel once (hard-linked, else copied)
+    files/<wheel>                        each wheel once (a copy or reflink, never a link)
     simple/<project>/index.html          every wheel (pip picks by Python, ABI and platform tags)
     <variant>/simple/<project>/...       one index per CUDA variant (cu130, cu128, ...), as torch's
                                          own download.pytorch.org/whl/cu130 does
     index.html                           a page for people: every wheel with its provenance
 
-Running it again adds new wheels in place: wheels are immutable (one name, one content, like
-PyPI), pages are rewritten through a temp file and os.replace, so a reader never sees half a page.
-A folder that holds anything but a mambawin index is refused: mambawin only changes its own files.
+Running it again adds new wheels in place. A publication: a wheel, once published, never
+changes (one name in any spelling, one content, like PyPI; other bytes are refused and the run
+adds nothing); files are world-readable copies, so nothing done to the wheelhouse later reaches
+them; pages are rewritten through a temp file and os.replace, so a reader never sees half a page;
+runs on one folder take turns; a killed run's leftovers are removed by the next. A folder that
+holds anything but a mambawin index is refused: mambawin only changes its own files.
 """
 
 from __future__ import annotations
@@ -21,16 +24,32 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from filelock import FileLock, Timeout
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    canonicalize_version,
+    parse_wheel_filename,
+)
 
-from mambawin.cache import write_atomic, write_atomic_bytes
+from mambawin.cache import TEMP_PREFIX, write_atomic, write_atomic_bytes
 from mambawin.errors import UsageError, WheelError
+from mambawin.index.model import IndexedWheel, sha256_file
+from mambawin.index.page import (
+    project_html,
+    project_json,
+    render_page,
+    root_html,
+    root_json,
+)
 from mambawin.wheel.info import open_wheel, read_member, read_message, read_wheel
 from mambawin.wheel.metadata import read_provenance
 
@@ -41,33 +60,12 @@ VERIFY_SUFFIX = ".verify.json"
 # PEP 658: the wheel's METADATA beside it, so pip's resolver reads requirements without
 # downloading a wheel of hundreds of megabytes.
 METADATA_SUFFIX = ".metadata"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
+LOCK = ".mambawin-index.lock"
+STAGING_PREFIX = ".mambawin-add-"
+FILE_MODE, DIR_MODE = 0o644, 0o755  # published: readable by a web server's own user
 _VARIANT = re.compile(r"^(cu\d{2,3}|rocm[\d.]+|cpu)")
-_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class IndexedWheel:
-    """One wheel of the index and what its pages say about it."""
-
-    file: str
-    project: str  # canonical (PEP 503)
-    version: str
-    tags: tuple[str, ...]
-    sha256: str
-    size: int
-    requires_python: str | None
-    variant: str | None  # cu130, ... from the local version label or provenance
-    metadata_sha256: str = ""  # of files/<wheel>.metadata (PEP 658), "" when not written
-    provenance: Mapping[str, Any] | None = None
-    verify: Mapping[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "project": self.project, "version": self.version,
-                "tags": list(self.tags), "sha256": self.sha256, "size": self.size,
-                "requires_python": self.requires_python, "variant": self.variant,
-                "metadata_sha256": self.metadata_sha256,
-                "provenance": dict(self.provenance) if self.provenance else None,
-                "verify": dict(self.verify) if self.verify else None}
+_COPY_CHUNK = 1 << 20
+_FICLONE = 0x40049409  # linux/fs.h: share the source's blocks (btrfs, XFS, bcachefs)
 
 
 @dataclass(frozen=True)
@@ -88,16 +86,35 @@ class IndexResult:
                 "wheels": [w.to_json() for w in self.wheels]}
 
 
-def build_index(wheelhouse: Path, out: Path, *, title: str = "mambawin wheels") -> IndexResult:
-    """Add every wheel of wheelhouse to the index in out (created if absent); rewrite its pages."""
-    from mambawin.index.page import render_page
+def build_index(wheelhouse: Path, out: Path, *, title: str = "mambawin wheels",
+                lock_timeout: float = 600.0) -> IndexResult:
+    """Publish every wheel of wheelhouse in the index at out (created if absent); rewrite pages.
 
-    sources = _wheel_files(Path(wheelhouse))
-    for path in sources:  # a broken wheel stops the run before the index changes at all
-        read_wheel(path)
+    All or nothing: every wheel is read and every name checked against what is published before
+    the first byte is written. Runs on one out wait for each other (a lock the OS releases even
+    when a run is killed); a run cleans up what a killed run left.
+    """
+    sources = _sources(Path(wheelhouse))
     out = Path(out)
-    _claim(out)
-    added = tuple(name for name in (_place(path, out / FILES) for path in sources) if name)
+    _check_out(out)
+    created = not out.exists()
+    try:
+        _make_dir(out)
+        with _locked(out, lock_timeout):
+            _claim(out)
+            _clean_leftovers(out)
+            result = _publish(sources, out, title)
+    except BaseException:
+        if created:
+            _remove_if_only_lock(out)
+        raise
+    return result
+
+
+def _publish(sources: list[Path], out: Path, title: str) -> IndexResult:
+    new = _new_wheels(sources, out / FILES)
+    _make_dir(out / FILES)
+    added = _copy_in(new, out / FILES)
     for path in sources:
         _copy_verify_record(path, out / FILES)
     wheels = _entries(out / FILES, _cached(out))
@@ -106,9 +123,144 @@ def build_index(wheelhouse: Path, out: Path, *, title: str = "mambawin wheels") 
     for variant in variants:
         chosen = [w for w in wheels if w.variant == variant]
         pages += _write_simple(out / variant / SIMPLE, chosen, depth=3)
-    pages.append(write_atomic(out / "index.html", render_page(title, wheels, variants)))
+    pages.append(_write_page(out / "index.html", render_page(title, wheels, variants)))
     _record(out, wheels)
     return IndexResult(out, wheels, added, variants, tuple(pages))
+
+
+def _sources(wheelhouse: Path) -> list[Path]:
+    """The wheelhouse's wheels, each read and checked; nothing is written when one is broken."""
+    sources = _wheel_files(wheelhouse)
+    if not sources:
+        msg = (f"{wheelhouse} holds no .whl files: build wheels into it first "
+               "(`mambawin build --out WHEELHOUSE`), or pass the folder that has them")
+        raise UsageError(msg)
+    for path in sources:
+        read_wheel(path)
+    return sources
+
+
+# ---- publishing: a name is published once, with one content --------------------------------
+
+
+Identity = tuple[str, str, str, tuple[str, ...]]
+
+
+def identity(file_name: str) -> Identity:
+    """What makes two wheel file names the same distribution file for pip: the normalized
+    project (PEP 503), the normalized version (2.2.6.0 is 2.2.6), the build tag and the tags."""
+    name, version, build, tags = parse_wheel_filename(file_name)
+    return (str(canonicalize_name(name)),
+            canonicalize_version(version, strip_trailing_zero=True),
+            "".join(map(str, build)), tuple(sorted(str(t) for t in tags)))
+
+
+def _new_wheels(sources: list[Path], files: Path) -> list[Path]:
+    """The sources not yet published; UsageError naming both sha256 when a published name (in any
+    spelling) would get other bytes, or two sources claim one name with different bytes."""
+    seen: dict[Identity, tuple[str, str]] = {}
+    if files.is_dir():
+        for path in _wheel_files(files):
+            seen[identity(path.name)] = (path.name, sha256_file(path))
+    new = []
+    for path in sources:
+        digest, key = sha256_file(path), identity(path.name)
+        if key in seen:
+            name, published = seen[key]
+            if published != digest:
+                msg = (f"{path.name} (sha256 {digest}) has other bytes than the published "
+                       f"{name} (sha256 {published}): a published wheel never changes; "
+                       "nothing was added. Give the new build another version or local label")
+                raise UsageError(msg)
+            continue
+        seen[key] = (path.name, digest)
+        new.append(path)
+    return new
+
+
+def _copy_in(new: list[Path], files: Path) -> tuple[str, ...]:
+    """Copy the new wheels into files/ (never a link: a published file must not follow the
+    wheelhouse): all staged in one hidden folder first, then each moved into place."""
+    if not new:
+        return ()
+    scratch = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=files))
+    try:
+        for source in new:
+            copy_file(source, scratch / source.name)
+        for source in new:
+            os.replace(scratch / source.name, files / source.name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return tuple(source.name for source in new)
+
+
+def copy_file(source: Path, target: Path) -> None:
+    """A real copy of source's bytes (through a symlink), world-readable; a reflink (copy on
+    write) where the file system has one, so a big wheel costs no space twice."""
+    with source.open("rb") as reader, target.open("wb") as writer:
+        if not _reflink(reader, writer):
+            shutil.copyfileobj(reader, writer, _COPY_CHUNK)
+    os.chmod(target, FILE_MODE)
+
+
+def _reflink(reader: Any, writer: Any) -> bool:
+    if sys.platform != "linux":
+        return False
+    import fcntl
+
+    try:
+        fcntl.ioctl(writer.fileno(), _FICLONE, reader.fileno())
+    except OSError:
+        return False
+    return True
+
+
+def _write_page(path: Path, text: str) -> Path:
+    _make_dir(path.parent)
+    return write_atomic(path, text, mode=FILE_MODE)
+
+
+def _make_dir(folder: Path) -> None:
+    """A folder of the index, world-readable so a web server running as its own user serves it."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    for made in missing:
+        os.chmod(made, DIR_MODE)
+
+
+# ---- one run at a time, and what a killed run left ------------------------------------------
+
+
+@contextmanager
+def _locked(out: Path, timeout: float) -> Iterator[None]:
+    lock = FileLock(out / LOCK, timeout=timeout)
+    try:
+        with lock:
+            yield
+    except Timeout:
+        msg = (f"another `mambawin index` has held {out / LOCK} for {timeout:.0f} s: let it "
+               "finish, or stop it; the lock is released when that process ends")
+        raise UsageError(msg) from None
+
+
+def _clean_leftovers(out: Path) -> None:
+    """Remove the staging folders and temp files of a run that was killed midway (only names
+    mambawin gives its own temporary files, inside an index it owns)."""
+    for path in sorted(out.rglob(".mambawin-*"), key=lambda p: len(p.parts), reverse=True):
+        if path.name.startswith(STAGING_PREFIX) and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.name.startswith(TEMP_PREFIX) and path.is_file():
+            path.unlink(missing_ok=True)
+
+
+def _remove_if_only_lock(out: Path) -> None:
+    """A failed first run leaves no folder behind (only the lock file was written there)."""
+    try:
+        if {p.name for p in out.iterdir()} <= {LOCK}:
+            (out / LOCK).unlink(missing_ok=True)
+            out.rmdir()
+    except OSError:
+        pass
 
 
 # ---- wheels ------------------------------------------------------------------------------------
@@ -132,16 +284,25 @@ def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]
                 and old.get("mtime_ns") == info.st_mtime_ns
                 and path.with_name(path.name + METADATA_SUFFIX).is_file()):
             try:
-                entries.append(_from_json(old, _verify_record(path)))
+                entries.append(_from_json(old, path, _verify_record(path)))
                 continue
-            except (KeyError, TypeError):
-                pass  # an entry in another shape: read the wheel itself
+            except (KeyError, TypeError, ValueError):
+                pass  # an entry edited into another shape or meaning: read the wheel itself
         entries.append(_entry(path))
     return tuple(entries)
 
 
-def _from_json(data: Mapping[str, Any], verify: Mapping[str, Any] | None) -> IndexedWheel:
-    """The marker's entry as read back; KeyError/TypeError when it was edited into another shape."""
+def _from_json(data: Mapping[str, Any], path: Path,
+               verify: Mapping[str, Any] | None) -> IndexedWheel:
+    """The marker's entry as read back, trusted only where it agrees with the file it describes:
+    its names become folder names, so an edited `project` or `variant` must not lead out of
+    --out (KeyError/TypeError/ValueError: read the wheel itself)."""
+    name = parse_wheel_filename(path.name)[0]
+    variant = data["variant"]
+    if data["file"] != path.name or data["project"] != canonicalize_name(name):
+        raise ValueError(path.name)
+    if variant is not None and not re.fullmatch(_VARIANT.pattern.lstrip("^") + "$", variant):
+        raise ValueError(variant)
     return IndexedWheel(
         file=data["file"], project=data["project"], version=data["version"],
         tags=tuple(data["tags"]), sha256=data["sha256"], size=data["size"],
@@ -163,7 +324,8 @@ def _entry(path: Path) -> IndexedWheel:
     provenance = read_provenance(path)
     sidecar = path.with_name(path.name + METADATA_SUFFIX)
     if not sidecar.is_file() or sidecar.read_bytes() != raw:
-        write_atomic_bytes(sidecar, raw)
+        _make_dir(sidecar.parent)
+        write_atomic_bytes(sidecar, raw, mode=FILE_MODE)
     requires = metadata.get("Requires-Python")
     return IndexedWheel(
         file=path.name, project=canonicalize_name(name), version=str(version),
@@ -201,38 +363,7 @@ def _copy_verify_record(wheel: Path, files: Path) -> None:
     """The wheelhouse's newest verify record goes with the wheel (a later verify replaces it)."""
     record = wheel.with_name(wheel.name + VERIFY_SUFFIX)
     if record.is_file():
-        write_atomic(files / record.name, record.read_text(encoding="utf-8"))
-
-
-def _place(source: Path, files: Path) -> str | None:
-    """Put one wheel in files/ (hard link, else copy); its name when new, None when already in."""
-    target = files / source.name
-    if target.exists():
-        if sha256_file(target) != sha256_file(source):
-            msg = (f"{source.name} is already in the index with other content: a wheel file "
-                   "never changes once published; rebuild it with another version label")
-            raise UsageError(msg)
-        return None
-    files.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".add-", dir=files))
-    try:
-        staged = scratch / source.name
-        try:
-            os.link(source, staged)
-        except OSError:  # another drive, FAT, or a file system without hard links
-            shutil.copy2(source, staged)
-        os.replace(staged, target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return source.name
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        write_atomic(files / record.name, record.read_text(encoding="utf-8"), mode=FILE_MODE)
 
 
 # ---- pages -------------------------------------------------------------------------------------
@@ -240,8 +371,6 @@ def sha256_file(path: Path) -> str:
 
 def _write_simple(root: Path, wheels: Iterable[IndexedWheel], *, depth: int) -> list[Path]:
     """PEP 503 root and project pages (plus PEP 691 JSON twins) for wheels under root."""
-    from mambawin.index.page import project_html, project_json, root_html, root_json
-
     by_project: dict[str, list[IndexedWheel]] = {}
     for wheel in wheels:
         by_project.setdefault(wheel.project, []).append(wheel)
@@ -249,26 +378,31 @@ def _write_simple(root: Path, wheels: Iterable[IndexedWheel], *, depth: int) -> 
     pages = []
     for project, chosen in sorted(by_project.items()):
         folder = root / project
-        pages.append(write_atomic(folder / "index.html", project_html(project, chosen, files_url)))
-        pages.append(write_atomic(folder / "index.json", project_json(project, chosen, files_url)))
-    pages.append(write_atomic(root / "index.html", root_html(sorted(by_project))))
-    pages.append(write_atomic(root / "index.json", root_json(sorted(by_project))))
+        pages.append(_write_page(folder / "index.html", project_html(project, chosen, files_url)))
+        pages.append(_write_page(folder / "index.json", project_json(project, chosen, files_url)))
+    pages.append(_write_page(root / "index.html", root_html(sorted(by_project))))
+    pages.append(_write_page(root / "index.json", root_json(sorted(by_project))))
     return pages
 
 
 # ---- ownership ---------------------------------------------------------------------------------
 
 
-def _claim(out: Path) -> None:
-    """Refuse a non-empty folder that is not a mambawin index: its files are not ours to change."""
+def _check_out(out: Path) -> None:
+    """--out is a folder mambawin may write: absent, empty, or an index of its own."""
     if out.exists() and not out.is_dir():
         msg = f"{out} is a file, not a folder: pass a folder for the index as --out"
         raise UsageError(msg)
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+    if not (out / LOCK).exists():  # else another run is making it: checked again under the lock
+        _claim(out)
+
+
+def _claim(out: Path) -> None:
+    """Refuse a non-empty folder that is not a mambawin index: its files are not ours to change."""
+    if out.is_dir() and {p.name for p in out.iterdir()} - {LOCK} and not (out / MARKER).is_file():
         msg = (f"{out} is not empty and holds no mambawin index ({MARKER} missing): pass a new or "
                "empty --out folder, or the folder of an earlier `mambawin index` run")
         raise UsageError(msg)
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def _record(out: Path, wheels: Iterable[IndexedWheel]) -> None:
@@ -280,7 +414,7 @@ def _record(out: Path, wheels: Iterable[IndexedWheel]) -> None:
         data["mtime_ns"] = (out / FILES / wheel.file).stat().st_mtime_ns
         entries[wheel.file] = data
     text = json.dumps({"schema": 1, "wheels": entries}, indent=2, sort_keys=True) + "\n"
-    write_atomic(out / MARKER, text)
+    write_atomic(out / MARKER, text, mode=FILE_MODE)
 
 
 def _cached(out: Path) -> Mapping[str, Any]:

@@ -1,0 +1,45 @@
+"""What the index knows of each wheel it publishes (read by the pages and the publisher)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class IndexedWheel:
+    """One wheel of the index and what its pages say about it."""
+
+    file: str
+    project: str  # canonical (PEP 503)
+    version: str
+    tags: tuple[str, ...]
+    sha256: str
+    size: int
+    requires_python: str | None
+    variant: str | None  # cu130, ... from the local version label or provenance
+    metadata_sha256: str = ""  # of files/<wheel>.metadata (PEP 658), "" when not written
+    provenance: Mapping[str, Any] | None = None
+    verify: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "project": self.project, "version": self.version,
+                "tags": list(self.tags), "sha256": self.sha256, "size": self.size,
+                "requires_python": self.requires_python, "variant": self.variant,
+                "metadata_sha256": self.metadata_sha256,
+                "provenance": dict(self.provenance) if self.provenance else None,
+                "verify": dict(self.verify) if self.verify else None}
+
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
