@@ -79,13 +79,6 @@ elif any(a.startswith("torch==") for a in args) and "py3.12" in args[args.index(
 '''
 
 
-@pytest.fixture(autouse=True)
-def _build_takes_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As once `mambawin build --package` lands (BuildOptions.package): both packages build."""
-    real = runner._build_has
-    monkeypatch.setattr(runner, "_build_has", lambda name: name == "package" or real(name))
-
-
 @pytest.fixture
 def fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake uv on PATH; returns the log every fake writes its argv to."""
@@ -190,30 +183,33 @@ def test_a_cuda_variant_without_its_toolkit_fails_before_any_environment(
     assert not calls(fakes)  # no environment was made for cells that cannot build
 
 
-def test_package_and_requirement_flags_follow_what_build_takes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_package_and_requirement_flags() -> None:
     from mambawin.team.spec import Options
 
     assert runner.package_args("causal-conv1d") == ["--package", "causal-conv1d"]
     assert runner.package_args("mamba-ssm") == []
-    monkeypatch.setattr(runner, "_build_has", lambda name: False)
-    assert runner.package_args("causal-conv1d") == []
-    assert runner.requirement_args(Options(drop=("triton", "tilelang"), keep=("x",))) == []
-    assert len(runner.option_notes(Options(drop=("tilelang",), keep=("x",)))) == 2
-    monkeypatch.setattr(runner, "_build_has", lambda name: True)
     assert runner.requirement_args(Options(drop=("tilelang",), keep=("x",))) == [
         "--drop", "tilelang", "--keep", "x"]
 
 
-def test_without_build_package_other_packages_fail_with_why(fakes: Path, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
-    monkeypatch.setattr(runner, "_build_has", lambda name: False)
-    spec = parse_spec(SPEC.replace(', "3.12"', ""), tmp_path / "team.toml")
+def test_plan_spec_creates_installs_and_compiles_nothing(fakes: Path, tmp_path: Path) -> None:
+    spec = parse_spec(SPEC, tmp_path / "team.toml")
     options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs")
-    conv = next(r for r in run_spec(spec, options, Collect())
-                if r.cell.package.name == "causal-conv1d" and r.cell.platform == "win_amd64")
-    assert conv.outcome == FAILED and "needs a mambawin whose build takes --package" in conv.detail
+    planned = runner.plan_spec(spec, options)
+    assert not calls(fakes) and not (tmp_path / "envs").exists()
+    building = [p for p in planned if p.outcome == "build"]
+    assert building and all(p.argv[1:4] == ("-m", "mambawin", "build") for p in building)
+    assert all(p.env is not None and p.env.parent == tmp_path / "envs" for p in building)
+    assert {p.cell.id for p in planned} == {c.id for c in runner.expand(spec)}
+
+
+def test_cli_build_spec_plan_runs_no_environment_tool(fakes: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "team.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    result = CliRunner().invoke(app, ["build", "--spec", str(spec), "--plan", "--json"])
+    assert result.exit_code == 0, result.output
+    assert not calls(fakes)
+    assert all("argv" in row for row in json.loads(result.stdout))
 
 
 def test_cli_exit_code_and_conflicting_options(fakes: Path, tmp_path: Path,

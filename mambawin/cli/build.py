@@ -78,7 +78,7 @@ def build_command(
         from mambawin.cli.team import build_spec
 
         given = {"--ref": ref, "--repo": repo, "--source": source, "--arch": arch}
-        build_spec(spec, jobs=jobs, force=force, as_json=as_json,
+        build_spec(spec, jobs=jobs, force=force, as_json=as_json, plan_only=plan_only,
                    conflicts=[name for name, value in given.items() if value])
         return
 

@@ -48,7 +48,7 @@ def ensure_env(python: str, torch: TorchSpec, *, root: Path | None = None,
     """The ready environment for python + torch, made (or remade) when needed."""
     target = env_dir(python, torch, root)
     uv = proc.which("uv")
-    env = BuildEnv(target, _env_python(target), "uv" if uv else "venv+pip")
+    env = BuildEnv(target, env_python(target), "uv" if uv else "venv+pip")
     wanted = {"python": python, "torch": torch.version, "index": torch.index,
               "mambawin": __version__}
     if _ready(env, wanted):
@@ -128,7 +128,7 @@ def _ready(env: BuildEnv, wanted: dict[str, str]) -> bool:
     return found == wanted and env.python.is_file()
 
 
-def _env_python(root: Path) -> Path:
+def env_python(root: Path) -> Path:
     return root / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
 
 

@@ -8,7 +8,6 @@ environment's torch. A failed cell (or environment) is recorded and the next one
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sysconfig
 import time
@@ -70,8 +69,6 @@ class RunReporter(Protocol):
 def run_spec(spec: Spec, options: RunOptions, reporter: RunReporter) -> list[CellResult]:
     """Build the cells this machine can; one result per cell of the matrix, in matrix order."""
     cells = expand(spec)
-    for note in option_notes(spec.options):
-        reporter.line(f"note: {note}")
     results: dict[str, CellResult] = {c.id: r for c in cells if (r := _not_built(c, options))}
     groups: dict[tuple[str, str], list[Cell]] = {}
     for cell in cells:
@@ -93,10 +90,36 @@ def _not_built(cell: Cell, options: RunOptions) -> CellResult | None:
     if cell.platform != options.platform:
         return CellResult(cell, ELSEWHERE, detail=f"needs a {cell.platform} machine "
                           f"(this one is {options.platform})")
-    if cell.package.name != "mamba-ssm" and not _build_has("package"):
-        return CellResult(cell, FAILED, detail=f"this mambawin builds only mamba-ssm: "
-                          f"{cell.package.name} needs a mambawin whose build takes --package")
     return None
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """What `build --spec` would do for one cell: its environment and its build command."""
+
+    cell: Cell
+    outcome: str  # "build", or why not: skipped | impossible | elsewhere
+    detail: str = ""
+    env: Path | None = None
+    argv: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.cell.to_json(), "outcome": self.outcome, "detail": self.detail,
+                "environment": str(self.env) if self.env else None, "argv": list(self.argv)}
+
+
+def plan_spec(spec: Spec, options: RunOptions) -> list[PlannedCell]:
+    """`build --spec --plan`: what each cell would do; creates, installs and compiles nothing."""
+    planned = []
+    for cell in expand(spec):
+        skipped = _not_built(cell, options)
+        if skipped is not None:
+            planned.append(PlannedCell(cell, skipped.outcome, skipped.detail))
+            continue
+        env = envs.env_dir(cell.python, cell.torch, options.envs_root)
+        argv = build_argv(cell, envs.env_python(env), spec, options)
+        planned.append(PlannedCell(cell, "build", env=env, argv=tuple(argv)))
+    return planned
 
 
 def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
@@ -161,38 +184,14 @@ def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> lis
 
 
 def package_args(name: str) -> list[str]:
-    """`--package NAME` once `mambawin build` knows more than mamba-ssm (BuildOptions.package)."""
-    if name == "mamba-ssm" or not _build_has("package"):
-        return []
-    return ["--package", name]
+    """`--package NAME` for every package but mamba-ssm (build's default)."""
+    return [] if name == "mamba-ssm" else ["--package", name]
 
 
 def requirement_args(options: Options) -> list[str]:
-    """--drop/--keep for the spec's requirement rules, when `mambawin build` takes them."""
-    args = []
-    if _build_has("drop"):
-        args += [arg for name in options.drop for arg in ("--drop", name)]
-    if _build_has("keep"):
-        args += [arg for name in options.keep for arg in ("--keep", name)]
-    return args
-
-
-def option_notes(options: Options) -> list[str]:
-    """What the spec asks of requirements that this mambawin's build cannot do yet."""
-    notes = []
-    if options.drop != Options().drop and not _build_has("drop"):
-        notes.append("options.drop is not applied: this mambawin's build has no --drop "
-                     "(it drops its own list)")
-    if options.keep and not _build_has("keep"):
-        notes.append("options.keep is not applied: this mambawin's build has no --keep")
-    return notes
-
-
-def _build_has(name: str) -> bool:
-    """Whether the build pipeline's options have this field (a seam for features landing now)."""
-    from mambawin.build.pipeline import BuildOptions
-
-    return name in {f.name for f in dataclasses.fields(BuildOptions)}
+    """--drop/--keep for the spec's requirement rules."""
+    return ([arg for name in options.drop for arg in ("--drop", name)]
+            + [arg for name in options.keep for arg in ("--keep", name)])
 
 
 def _log_path(cell: Cell) -> Path:

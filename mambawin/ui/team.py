@@ -11,7 +11,7 @@ from mambawin.ui.console import FAIL, OK, SKIP, WARN, console
 
 if TYPE_CHECKING:
     from mambawin.team.matrix import Cell
-    from mambawin.team.runner import CellResult
+    from mambawin.team.runner import CellResult, PlannedCell
 
 STATUS_MARKS = {"todo": "[cyan]•[/] todo", "built": f"{OK} built", "indexed": f"{OK} indexed",
                 "impossible": f"{FAIL} impossible"}
@@ -47,6 +47,19 @@ def render_results(results: Sequence[CellResult]) -> None:
         table.add_row(result.cell.id, OUTCOME_MARKS.get(result.outcome, result.outcome),
                       f"{result.seconds:.0f}s" if result.seconds else "", detail)
     console.print(table)
+
+
+def render_plan(planned: Sequence[PlannedCell]) -> None:
+    """`build --spec --plan`: per cell, the environment and the command a run would use."""
+    for item in planned:
+        if item.outcome != "build":
+            mark = OUTCOME_MARKS.get(item.outcome, item.outcome)
+            console.print(f"{mark} {item.cell.id}: {item.detail}", soft_wrap=True)
+            continue
+        console.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}", soft_wrap=True)
+        console.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
+    count = sum(p.outcome == "build" for p in planned)
+    console.print(f"{count} of {len(planned)} cells would be built; nothing was created")
 
 
 class TeamReporter:
