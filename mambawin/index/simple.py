@@ -40,8 +40,9 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
+from mambawin import userfile
 from mambawin.cache import TEMP_PREFIX, write_atomic, write_atomic_bytes
-from mambawin.errors import UsageError, WheelError
+from mambawin.errors import MambawinError, UsageError, WheelError
 from mambawin.index.model import IndexedWheel, sha256_file
 from mambawin.index.page import (
     project_html,
@@ -351,9 +352,10 @@ def _verify_record(path: Path) -> Mapping[str, Any] | None:
     """`<wheel>.verify.json` beside the wheel (`mambawin verify --json` output): passed, summary."""
     record = path.with_name(path.name + VERIFY_SUFFIX)
     try:
-        data = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
-    except (OSError, ValueError):
-        data = None
+        text = userfile.read_text(record, what="verify record") if record.exists() else "null"
+        data = json.loads(text)
+    except (MambawinError, ValueError):
+        data = None  # the page shows "not verified"; the record is the user's to fix
     if isinstance(data, dict) and "passed" in data:
         return {"passed": bool(data["passed"]), "summary": str(data.get("summary", ""))}
     return None
@@ -362,8 +364,9 @@ def _verify_record(path: Path) -> Mapping[str, Any] | None:
 def _copy_verify_record(wheel: Path, files: Path) -> None:
     """The wheelhouse's newest verify record goes with the wheel (a later verify replaces it)."""
     record = wheel.with_name(wheel.name + VERIFY_SUFFIX)
-    if record.is_file():
-        write_atomic(files / record.name, record.read_text(encoding="utf-8"), mode=FILE_MODE)
+    if record.exists():
+        text = userfile.read_text(record, what="verify record")
+        write_atomic(files / record.name, text, mode=FILE_MODE)
 
 
 # ---- pages -------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from mambawin import userfile
 from mambawin.archs import Arch, parse_archs
 from mambawin.build.pipeline import BuildOptions
 from mambawin.errors import SpecError, UsageError
@@ -118,14 +119,8 @@ class Spec:
 def load_spec(path: Path | str = DEFAULT_SPEC) -> Spec:
     """Read and validate a spec file; SpecError (one line: file, line, key) when it is wrong."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        msg = f"{path}: no such spec file: write one with `mambawin init --out {path}`"
-        raise SpecError(msg) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"{path}: cannot read the spec ({exc}): check the file"
-        raise SpecError(msg) from None
+    text = userfile.read_text(path, what="spec", error=SpecError,
+                              missing=f"write one with `mambawin init --out {path}`")
     return parse_spec(text, path)
 
 

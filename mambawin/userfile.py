@@ -1,0 +1,68 @@
+"""Reading a file a user names (a team spec, a verify record): a regular file, of sane size.
+
+A FIFO would block the read forever, `/dev/zero` would fill memory, and a folder or a device is no
+spec at all; a UTF-8 byte-order mark (Notepad's "UTF-8 with BOM") is named instead of reported as
+a syntax error at line 1.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from mambawin.errors import UsageError, os_error
+
+SPEC_LIMIT = 1 << 20  # 1 MiB: a spec of thousands of cells is a few dozen kB
+_BOM = b"\xef\xbb\xbf"
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def read_text(path: Path, *, what: str, limit: int = SPEC_LIMIT,
+              missing: str = "check the path", error: type[UsageError] = UsageError) -> str:
+    """The UTF-8 text of a regular file; error (a UsageError) naming the problem and the fix.
+
+    missing: the fix when there is no such file. OS errors stay FileSystemError (exit 10).
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what} file: {missing}") from None
+    except OSError as exc:
+        raise os_error(exc, f"read the {what}") from None
+    kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
+    if kind is not None or not stat.S_ISREG(info.st_mode):
+        msg = f"{path} is {kind or 'not a regular file'}, not a {what} file: pass the file itself"
+        raise error(msg)
+    if info.st_size > limit:
+        msg = (f"{path} is {info.st_size} bytes, more than a {what} can be ({limit} bytes): "
+               "pass the right file")
+        raise error(msg)
+    data = _read(path, limit, what, error)
+    if data.startswith(_BOM):
+        msg = (f"{path} starts with a UTF-8 byte-order mark (an editor's \"UTF-8 with BOM\"), "
+               f"which TOML and JSON readers reject: save the {what} as UTF-8 without BOM")
+        raise error(msg)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = (f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+               f"save the {what} as UTF-8")
+        raise error(msg) from None
+
+
+def _read(path: Path, limit: int, what: str, error: type[UsageError]) -> bytes:
+    # O_NONBLOCK: a regular file reads as usual, and a path swapped for a FIFO after the stat
+    # cannot block the open.
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as stream:
+            data = stream.read(limit + 1)
+    except OSError as exc:
+        raise os_error(exc, f"read the {what}") from None
+    if len(data) > limit:  # it grew after the stat
+        msg = f"{path} is larger than a {what} can be ({limit} bytes): pass the right file"
+        raise error(msg)
+    return data
