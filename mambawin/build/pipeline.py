@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import sysconfig
 import time
@@ -37,6 +36,8 @@ from mambawin.build.workspace import (
     Workspace,
     adopt_source,
     builds_root,
+    check_out,
+    copy_source,
     holds,
     publish,
     sha256_of,
@@ -63,9 +64,6 @@ from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_whe
 
 RECORD_NAME = "build.json"
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
-_COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
-
-
 @dataclass(frozen=True)
 class BuildOptions:
     """What the user asked `mambawin build` for."""
@@ -186,6 +184,7 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     steps = _Steps(reporter or QuietReporter())
     label_choice = _check_options(options)
+    check_out(options.out, len(options.archs), options.keep_complex)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging)
         # One build per build folder: a second one would share its objects, wheel and record.
@@ -310,7 +309,7 @@ def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     if options.source is None:
         return upstream.checkout(options.upstream_repo, options.ref, dest, options.package)
     described = upstream.describe(options.source, options.package)
-    shutil.copytree(options.source, dest, ignore=_COPY_IGNORE)
+    copy_source(options.source, dest)
     return upstream.Checkout(dest, described.repo, described.ref, described.commit,
                              described.version, described.tag, described.warnings,
                              described.package)

@@ -19,14 +19,17 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mambawin.cache import cache_dir, remove_tree
+from mambawin.errors import FileSystemError, UsageError, os_error
 
 
 @dataclass(frozen=True)
@@ -160,3 +163,76 @@ def sha256_of(path: Path) -> str:
             digest.update(chunk)
     return digest.hexdigest()
 
+
+
+# ---- the user's folders: --source in, --out out ---------------------------------------------
+
+_COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
+
+
+def copy_source(source: Path, dest: Path) -> None:
+    """Copy a --source tree to dest without following a symlink out of it or in circles.
+
+    A link whose target lies outside the tree is refused (the build would read, and a patch could
+    write, a file that is not part of the source). Links inside are copied as links, made
+    relative, so they point into the copy, never back into the user's tree.
+    """
+    root = source.resolve()
+    inside = _links_inside(root)
+    shutil.copytree(root, dest, symlinks=True, ignore=_COPY_IGNORE)
+    for link, target in inside:
+        copied = dest / link.relative_to(root)
+        if copied.is_symlink():
+            copied.unlink()
+            copied.symlink_to(os.path.relpath(dest / target, copied.parent))
+
+
+def _links_inside(root: Path) -> list[tuple[Path, Path]]:
+    """Every symlink of the tree with its target (relative to root); UsageError for one that
+    leaves the tree or does not resolve."""
+    found = []
+    for folder, dirs, files in os.walk(root):  # followlinks=False: a link is never entered
+        for name in (*dirs, *files):
+            link = Path(folder) / name
+            if not link.is_symlink():
+                continue
+            try:
+                target = link.resolve(strict=True)
+            except (OSError, RuntimeError):
+                msg = (f"--source: {link} is a symlink that does not resolve (missing or in a "
+                       "loop): fix or remove it, or copy the tree without it")
+                raise UsageError(msg) from None
+            if target != root and root not in target.parents:
+                msg = (f"--source: {link} points outside the tree, to {target}: copy that file "
+                       "into the tree or remove the link")
+                raise UsageError(msg)
+            found.append((link, target.relative_to(root)))
+    return found
+
+
+# A one-arch mamba-ssm wheel is about 19 MB (docs/benchmarks.md §2); the complex kernels about
+# double it. The check wants room for the wheel twice: staged in --out, then the rewrite.
+WHEEL_MB_PER_ARCH = 20
+
+
+def check_out(out: Path, archs: int, keep_complex: bool, *,
+              disk_usage: Callable[[Path], Any] = shutil.disk_usage) -> None:
+    """--out can take the wheel, checked before any fetch or compile: a folder (or one that can
+    be made), writable, with room for the expected wheel."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: pass a folder for the wheel")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        msg = f"--out {out}: {existing} is a file, not a folder: pass another --out"
+        raise UsageError(msg)
+    try:  # a real write says more than os.access (read-only mounts, ACLs, root)
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise os_error(exc, "write the wheel into") from None
+    need = WHEEL_MB_PER_ARCH * max(archs, 1) * (2 if keep_complex else 1) * 2 * 1_000_000
+    free = disk_usage(existing).free
+    if free < need:
+        msg = (f"--out {out}: {free / 1e6:.0f} MB free on its drive, and the wheel needs about "
+               f"{need / 1e6:.0f} MB: free some space or choose another --out")
+        raise FileSystemError(msg)

@@ -27,10 +27,20 @@ _NETWORK_CONFIG = ("-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=60"
 
 
 def check_url(url: str) -> None:
-    """UsageError for a `transport::address` URL (ext:: and other remote helpers)."""
+    """UsageError for a `transport::address` URL (ext:: and other remote helpers), or one that
+    git would read as an option (`--upload-pack=...` runs a command)."""
+    check_not_option(url, "--repo")
     if _REMOTE_HELPER.match(url):
         msg = (f"repository {url!r} uses git's remote-helper syntax (transport::address), which "
                "can run arbitrary commands: pass an https://, ssh://, file:// URL or a local path")
+        raise UsageError(msg)
+
+
+def check_not_option(value: str, flag: str) -> None:
+    """UsageError for a value starting with '-', before git can take it as an option."""
+    if value.startswith("-"):
+        msg = (f"{flag} {value!r} starts with '-', which git would read as an option: pass a "
+               "URL, a path (./-name for a folder whose name starts with '-') or a ref name")
         raise UsageError(msg)
 
 

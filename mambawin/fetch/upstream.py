@@ -64,6 +64,8 @@ def checkout(repo: str = DEFAULT_REPO, ref: str | None = None,
              dest: Path | None = None, package: Package = MAMBA) -> Checkout:
     """Check out repo at ref (default: newest release) into dest (default: a short cache path)."""
     _check_dest(dest)
+    if ref is not None:
+        git.check_not_option(ref, "--ref")
     url = normalize_repo(repo)
     mirror, warnings = ensure_mirror(url, ref)
     if _broken_mirror(mirror):
@@ -87,6 +89,7 @@ def release_tags(repo: str) -> list[str]:
 
 def version_at(repo: str, ref: str, package: Package = MAMBA) -> Version:
     """The upstream version of ref, read from the mirror without a checkout (same rule as fetch)."""
+    git.check_not_option(ref, "--ref")
     url = normalize_repo(repo)
     mirror, _ = ensure_mirror(url, ref)
     commit = _resolve_or_fail(mirror, url, ref)
@@ -186,7 +189,19 @@ def normalize_repo(repo: str) -> str:
     if not path.exists():
         msg = f"repository {repo!r} is neither a URL nor a folder: pass --repo URL or PATH"
         raise UpstreamError(msg)
+    if path.is_dir() and not _is_git_repository(path):
+        msg = (f"{path} is a folder but not a git repository (no .git, not a bare repository): "
+               "pass a clone (`git clone URL PATH`) or its URL as --repo, or build the folder "
+               "as it is with --source PATH")
+        raise UsageError(msg)
     return str(path.resolve())
+
+
+def _is_git_repository(path: Path) -> bool:
+    """A work tree (.git folder or file) or a bare repository (HEAD, objects/, refs/)."""
+    if (path / ".git").exists():
+        return True
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
 
 
 def mirror_path(url: str) -> Path:
@@ -205,7 +220,7 @@ def ensure_mirror(url: str, ref: str | None) -> tuple[Path, tuple[str, ...]]:
         # A mirror mambawin made and an interrupted clone or a full disk broke: make it again.
         remove_tree(path)
     if not path.is_dir():
-        _atomic_dir(path, lambda tmp: git.run(["clone", "--mirror", "--quiet", url, tmp],
+        _atomic_dir(path, lambda tmp: git.run(["clone", "--mirror", "--quiet", "--", url, tmp],
                                                what=f"cannot clone {url}", network=True))
         return path, ()
     if ref is None or (_resolve(path, ref) is not None and not _is_branch(path, ref)):
@@ -283,7 +298,7 @@ def _checkout_into(mirror_dir: Path, url: str, commit: str, target: Path) -> Non
 
     def clone(tmp: Path) -> None:
         config = [arg for key, value in _CHECKOUT_CONFIG for arg in ("-c", f"{key}={value}")]
-        git.run(["clone", "--no-checkout", "--quiet", *config, mirror_dir, tmp], what=what,
+        git.run(["clone", "--no-checkout", "--quiet", *config, "--", mirror_dir, tmp], what=what,
                 hint=hint)
         git.run(["-C", tmp, "checkout", "--detach", "--quiet", commit], what=what, hint=hint)
         # describe() then names upstream, not the cache.

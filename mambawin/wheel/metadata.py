@@ -110,13 +110,23 @@ def build_date() -> str:
     return moment.replace(microsecond=0).isoformat()
 
 
+# A ZIP entry's date is 1980-01-01 to 2107-12-31 (DOS date fields): a wheel cannot say another.
+ZIP_EPOCHS = (315532800, 4354819199)
+
+
 def source_date_epoch() -> int | None:
-    """SOURCE_DATE_EPOCH as seconds, None when unset; UsageError when it is not a number."""
+    """SOURCE_DATE_EPOCH as seconds, None when unset; UsageError when it is not a number, or a
+    time a wheel (a ZIP file) cannot hold."""
     value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if not value:
         return None
     if not value.isdigit():
         msg = f"SOURCE_DATE_EPOCH={value!r} is not a whole number of seconds: fix or unset it"
+        raise UsageError(msg)
+    if not ZIP_EPOCHS[0] <= int(value) <= ZIP_EPOCHS[1]:
+        msg = (f"SOURCE_DATE_EPOCH={value} is outside what a wheel's ZIP dates can hold "
+               f"(1980-01-01 to 2107-12-31, {ZIP_EPOCHS[0]}..{ZIP_EPOCHS[1]}): set a time in that "
+               "range, e.g. `git log -1 --format=%ct`, or unset it")
         raise UsageError(msg)
     return int(value)
 
