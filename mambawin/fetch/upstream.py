@@ -189,12 +189,14 @@ def normalize_repo(repo: str) -> str:
     if not path.exists():
         msg = f"repository {repo!r} is neither a URL nor a folder: pass --repo URL or PATH"
         raise UpstreamError(msg)
-    if path.is_dir() and not _is_git_repository(path):
+    resolved = str(path.resolve())
+    # A folder cached before (mirrored while it was a clone) still checks out offline.
+    if path.is_dir() and not _is_git_repository(path) and not mirror_path(resolved).is_dir():
         msg = (f"{path} is a folder but not a git repository (no .git, not a bare repository): "
                "pass a clone (`git clone URL PATH`) or its URL as --repo, or build the folder "
                "as it is with --source PATH")
         raise UsageError(msg)
-    return str(path.resolve())
+    return resolved
 
 
 def _is_git_repository(path: Path) -> bool:
