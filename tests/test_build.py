@@ -30,9 +30,10 @@ from mambawin.build.key import build_key
 from mambawin.build.ninja import NinjaStatus
 from mambawin.build.workspace import Workspace, builds_root
 from mambawin.cli import app
-from mambawin.doctor.checks import Check, DoctorReport, Status, Toolchain
+from mambawin.doctor.checks import Check, DoctorReport, Toolchain
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
+from mambawin.status import Status
 from mambawin.wheel.metadata import read_provenance, requirements
 
 FAKE = Path(__file__).parent / "fixtures" / "fake_upstream"

@@ -11,7 +11,8 @@ import pytest
 from packaging.version import Version
 
 from mambawin.archs import parse_archs
-from mambawin.doctor.checks import Status, run_checks
+from mambawin.doctor.checks import run_checks
+from mambawin.status import Status
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None or sys.platform == "win32",
                                 reason="needs a real nvcc on PATH (Linux)")

@@ -16,16 +16,9 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imported(node: ast.AST, name: str, is_package: bool, modules: set[str]) -> set[str]:
-    """mambawin modules one node imports (every level, `if TYPE_CHECKING:` bodies left out)."""
-    if isinstance(node, ast.If) and _is_type_checking(node):
-        return set().union(*(_imported(n, name, is_package, modules) for n in node.orelse))
+    """mambawin modules one node imports, at every level, `if TYPE_CHECKING:` bodies included:
+    a type-only import is still a dependency (and the sign of a cycle hidden from the runtime)."""
     found: set[str] = set()
     if isinstance(node, ast.Import):
         found = {alias.name for alias in node.names}
@@ -80,11 +73,12 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import() -> None
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_function_level_and_relative_imports_are_edges_but_type_checking_ones_are_not() -> None:
+def test_function_level_relative_and_type_checking_imports_are_all_edges() -> None:
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mambawin.b\n"
                      "def f():\n    from . import c\n    from mambawin.d import x\n")
     modules = {"mambawin", "mambawin.a", "mambawin.b", "mambawin.c", "mambawin.d"}
-    assert _imported(tree, "mambawin.a", False, modules) == {"mambawin.c", "mambawin.d"}
+    assert _imported(tree, "mambawin.a", False, modules) == {
+        "mambawin.b", "mambawin.c", "mambawin.d"}
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -15,14 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mambawin.archs import Arch, format_archs
-from mambawin.doctor.probes.base import (
-    TOOL_TIMEOUT,
-    Check,
-    ProbeContext,
-    Status,
-    crashed,
-    never_raises,
-)
+from mambawin.doctor.probes.base import TOOL_TIMEOUT, Check, ProbeContext, crashed, never_raises
 from mambawin.doctor.probes.compiler import HostFacts, cxx_std_check, gather_host, host_checks
 from mambawin.doctor.probes.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
 from mambawin.doctor.probes.gpu import GpuFacts, gather_gpus, gpu_checks, recommend
@@ -44,9 +37,10 @@ from mambawin.doctor.probes.system import (
 )
 from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
 from mambawin.doctor.winreg import RegistryReader, default_registry
+from mambawin.status import Status
 
 __all__ = [
-    "Check", "DoctorOptions", "DoctorReport", "Gpu", "Status", "Toolchain", "TorchFacts",
+    "Check", "DoctorOptions", "DoctorReport", "Gpu", "Toolchain", "TorchFacts",
     "run_checks", "summary",
 ]
 

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from rich.console import Console, ConsoleDimensions
 
-from mambawin.doctor.probes.base import Status
+from mambawin.status import Status
 
 # Piped output is read by programs and people with wide pagers: no fixed 80-column wrap that would
 # split a wheel's file name over two lines (tables do not expand, so they stay as wide as their

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from mambawin.doctor.probes.base import Status
+from mambawin.status import Status
 from mambawin.ui.console import MARKS, console, out
 from mambawin.verify.pipeline import StepResult, VerifyReport
 from mambawin.verify.runners.bench import BenchReport

@@ -30,8 +30,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from mambawin import proc
 from mambawin.archs import Arch, parse_arch
-from mambawin.doctor.probes.base import Status
 from mambawin.errors import MambawinError, UsageError
+from mambawin.status import Status
 from mambawin.verify import upstream_tests
 from mambawin.verify.packages import CONV, EXTENSIONS, MAMBA, WheelRef, find_wheels, pair_problems
 from mambawin.verify.runners.bench import BenchReport

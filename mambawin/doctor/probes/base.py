@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import functools
 import logging
 import os
@@ -18,21 +17,13 @@ from mambawin import proc
 from mambawin.archs import Arch
 from mambawin.doctor.winreg import RegistryReader
 from mambawin.errors import MambawinError
+from mambawin.status import Status
 
 log = logging.getLogger("mambawin")
 
 TOOL_TIMEOUT = 10.0
 
 T = TypeVar("T")
-
-
-class Status(str, enum.Enum):
-    """How a check came out: doctor's checks and verify's steps (the one status vocabulary)."""
-
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"
-    SKIP = "skip"
 
 
 @dataclass(frozen=True)

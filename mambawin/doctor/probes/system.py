@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Protocol
 
 from mambawin.cache import cache_dir
-from mambawin.doctor.probes.base import Check, ProbeContext, Status, output_of
+from mambawin.doctor.probes.base import Check, ProbeContext, output_of
 from mambawin.doctor.winreg import HKLM, MappingRegistry
+from mambawin.status import Status
 
 GIB = 1024**3
 # Peak RSS of one nvcc job per arch it compiles: 672-774 MiB measured for the selective_scan
