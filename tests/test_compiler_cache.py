@@ -27,9 +27,9 @@ from mambawin.build.compiler_cache import (
 from mambawin.build.environment import EnvRequest, build_environment
 from mambawin.doctor.checks import DoctorReport
 from mambawin.doctor.probes import tools
-from mambawin.doctor.probes.base import ProbeContext
 from mambawin.errors import ToolchainError
 from mambawin.status import Status
+from mambawin.toolchain.probe import ProbeContext
 from mambawin.wheel.metadata import read_provenance
 
 FIXTURES = Path(__file__).parent / "fixtures" / "compiler_cache"

@@ -10,7 +10,7 @@ from fakes.toolchain import GCC_GATE_15, fixture, make_cuda, make_tool, torch_fa
 from typer.testing import CliRunner
 
 from mambawin.cli import app
-from mambawin.doctor.probes import cuda as cuda_probe
+from mambawin.toolchain import cuda as cuda_probe
 
 runner = CliRunner()
 

@@ -19,10 +19,11 @@ from fakes.toolchain import (
 
 from mambawin.archs import Arch, parse_archs
 from mambawin.doctor.checks import Check, DoctorReport, Gpu, TorchFacts, run_checks, summary
-from mambawin.doctor.probes import cuda as cuda_probe
 from mambawin.doctor.probes import gpu as gpu_probe
-from mambawin.doctor.probes import pytorch, system
+from mambawin.doctor.probes import system
 from mambawin.status import Status
+from mambawin.toolchain import cuda as cuda_probe
+from mambawin.toolchain import pytorch
 
 NVIDIA_SMI_CSV = "nvidia-smi-query-gpu-csv-win-rtx2080super-591.86.txt"
 NVCC_13 = ("nvcc-version-linux-13.0.88.txt", "nvcc-list-gpu-code-13.0.txt")

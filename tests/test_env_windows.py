@@ -17,10 +17,10 @@ from fakes.toolchain import (
 )
 
 from mambawin.doctor.checks import Check, DoctorReport, run_checks
-from mambawin.doctor.probes import cuda as cuda_probe
 from mambawin.doctor.probes.tools import ToolFacts, tool_checks
-from mambawin.doctor.winreg import HKLM, MappingRegistry
 from mambawin.status import Status
+from mambawin.toolchain import cuda as cuda_probe
+from mambawin.toolchain.winreg import HKLM, MappingRegistry
 
 VSWHERE_2022 = "vswhere-2022-community-17.5-requires-vctools-flutter.json.txt"
 FILESYSTEM = r"SYSTEM\CurrentControlSet\Control\FileSystem"

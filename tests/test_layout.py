@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mambawin"
-STAGES = ("doctor", "fetch", "patch", "build", "wheel", "verify", "ui")
+STAGES = ("toolchain", "doctor", "fetch", "patch", "build", "wheel", "verify", "ui")
 
 
 def module_name(path: Path) -> str:

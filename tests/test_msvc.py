@@ -18,8 +18,8 @@ from fakes.toolchain import (
 )
 from packaging.version import Version
 
-from mambawin.doctor import msvc
 from mambawin.errors import ToolchainError
+from mambawin.toolchain import msvc
 
 VSWHERE_2022 = "vswhere-2022-community-17.5-requires-vctools-flutter.json.txt"
 VSWHERE_MULTI = "vswhere-2019-2017-community-multi-polish.json.txt"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from mambawin.archs import Arch
 from mambawin.build.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
-from mambawin.doctor import msvc
 from mambawin.errors import ToolchainError
 from mambawin.packages import MAMBA, Package
+from mambawin.toolchain import msvc
 
 MsvcCapture = Callable[[str, str | None, Mapping[str, str]], dict[str, str]]
 

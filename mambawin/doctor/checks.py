@@ -15,18 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mambawin.archs import Arch, format_archs
-from mambawin.doctor.probes.base import TOOL_TIMEOUT, Check, ProbeContext, crashed, never_raises
 from mambawin.doctor.probes.compiler import HostFacts, cxx_std_check, gather_host, host_checks
-from mambawin.doctor.probes.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
 from mambawin.doctor.probes.gpu import GpuFacts, gather_gpus, gpu_checks, recommend
-from mambawin.doctor.probes.pytorch import (
-    Gpu,
-    TorchFacts,
-    TorchFactsProvider,
-    python_checks,
-    read_torch_facts,
-    torch_checks,
-)
 from mambawin.doctor.probes.system import (
     LocalSystem,
     SystemFacts,
@@ -36,8 +26,18 @@ from mambawin.doctor.probes.system import (
     system_checks,
 )
 from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
-from mambawin.doctor.winreg import RegistryReader, default_registry
 from mambawin.status import Status
+from mambawin.toolchain.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
+from mambawin.toolchain.probe import TOOL_TIMEOUT, Check, ProbeContext, crashed, never_raises
+from mambawin.toolchain.pytorch import (
+    Gpu,
+    TorchFacts,
+    TorchFactsProvider,
+    python_checks,
+    read_torch_facts,
+    torch_checks,
+)
+from mambawin.toolchain.winreg import RegistryReader, default_registry
 
 __all__ = [
     "Check", "DoctorOptions", "DoctorReport", "Gpu", "Toolchain", "TorchFacts",

@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from mambawin import proc
-from mambawin.doctor.probes.cuda import is_toolkit, nvcc_version
+from mambawin.toolchain.cuda import is_toolkit, nvcc_version
 
 
 @dataclass(frozen=True)

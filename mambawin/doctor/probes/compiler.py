@@ -9,11 +9,11 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from mambawin.doctor import msvc
-from mambawin.doctor.probes.base import Check, ProbeContext, output_of, version_of
-from mambawin.doctor.probes.cuda import CudaFacts
 from mambawin.errors import MambawinError
 from mambawin.status import Status
+from mambawin.toolchain import msvc
+from mambawin.toolchain.cuda import CudaFacts
+from mambawin.toolchain.probe import Check, ProbeContext, output_of, version_of
 
 BUILD_TOOLS_URL = "https://aka.ms/vs/17/release/vs_BuildTools.exe"
 ADD_TOOLSET = ("add 'MSVC v143 - VS 2022 C++ x64/x86 build tools (v14.44)' "

@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mambawin.archs import Arch, format_archs
-from mambawin.doctor.probes.base import Check, ProbeContext, output_of
-from mambawin.doctor.probes.cuda import CudaFacts
-from mambawin.doctor.probes.pytorch import Gpu, TorchFacts
 from mambawin.status import Status
+from mambawin.toolchain.cuda import CudaFacts
+from mambawin.toolchain.probe import Check, ProbeContext, output_of
+from mambawin.toolchain.pytorch import Gpu, TorchFacts
 
 # Suggested (never built unasked) when no GPU is visible: the arch list of PyTorch's own cu128+
 # Windows wheels (7.5;8.0;8.6;9.0;10.0;12.0) plus 8.9, each kept only if this nvcc can compile it.

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Protocol
 
 from mambawin.cache import cache_dir
-from mambawin.doctor.probes.base import Check, ProbeContext, output_of
-from mambawin.doctor.winreg import HKLM, MappingRegistry
 from mambawin.status import Status
+from mambawin.toolchain.probe import Check, ProbeContext, output_of
+from mambawin.toolchain.winreg import HKLM, MappingRegistry
 
 GIB = 1024**3
 # Peak RSS of one nvcc job per arch it compiles: 672-774 MiB measured for the selective_scan

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.doctor.probes.base import Check, ProbeContext, output_of, version_of
 from mambawin.status import Status
+from mambawin.toolchain.probe import Check, ProbeContext, output_of, version_of
 
 # setuptools 75.9.0 moved distutils' MSVC code (removing _msvccompiler._get_vc_env, which torch
 # calls to activate MSVC itself: pytorch#148877); 78.1.0 restored access to it.

@@ -12,9 +12,9 @@ from packaging.version import Version
 
 from mambawin import proc
 from mambawin.archs import Arch
-from mambawin.doctor.probes.base import Check, ProbeContext, output_of
 from mambawin.errors import MambawinError
 from mambawin.status import Status
+from mambawin.toolchain.probe import Check, ProbeContext, output_of
 
 _RELEASE = re.compile(r"release (\d+)\.(\d+)(?:, V(\d+\.\d+\.\d+))?")
 _GPU_CODE = re.compile(r"^sm_(\d+)([af]?)$", re.MULTILINE)

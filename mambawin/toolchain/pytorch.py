@@ -13,8 +13,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from mambawin.doctor.probes.base import Check, version_of
 from mambawin.status import Status
+from mambawin.toolchain.probe import Check, version_of
 
 PYTHON_REQUIRED = SpecifierSet(">=3.10")
 TORCH_INDEX = "https://download.pytorch.org/whl"

@@ -20,8 +20,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from mambawin import proc
-from mambawin.doctor.probes.cuda import nvcc_version
 from mambawin.errors import CommandError, ToolchainError
+from mambawin.toolchain.cuda import nvcc_version
 from mambawin.versions import release
 
 VC_TOOLS = "Microsoft.VisualStudio.Component.VC.Tools.x86.x64"
