@@ -31,7 +31,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory,
 def _forbid_real_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside `slow` tests a real setup.py build raises instead of compiling for minutes.
 
-    mambawin.build.compile checks MAMBAWIN_FORBID_REAL_BUILD right before it starts
+    mambawin.builder.compile checks MAMBAWIN_FORBID_REAL_BUILD right before it starts
     setup.py; only a hand-written fake upstream (it has a MAMBAWIN_FAKE_UPSTREAM file) may
     then be built.
     """

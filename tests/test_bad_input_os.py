@@ -179,7 +179,7 @@ def test_build_checks_out_before_any_fetch(tmp_path: Path) -> None:
 def test_build_refuses_an_out_without_room_for_the_wheel(tmp_path: Path) -> None:
     from collections import namedtuple
 
-    from mambawin.build.workspace import check_out
+    from mambawin.builder.workspace import check_out
 
     usage = namedtuple("usage", "total used free")
     with pytest.raises(FileSystemError, match="MB free"):
@@ -195,7 +195,7 @@ def source_tree(root: Path) -> Path:
 
 
 def test_source_links_inside_are_copied_as_links_into_the_copy(tmp_path: Path) -> None:
-    from mambawin.build.workspace import copy_source
+    from mambawin.builder.workspace import copy_source
 
     src = source_tree(tmp_path / "src")
     (src / "loop").symlink_to(src)  # the tree's own root: copied 13 GB before
@@ -209,7 +209,7 @@ def test_source_links_inside_are_copied_as_links_into_the_copy(tmp_path: Path) -
 
 @pytest.mark.parametrize("make", ["outside", "dangling", "loop"])
 def test_source_links_out_of_the_tree_or_nowhere_are_refused(make: str, tmp_path: Path) -> None:
-    from mambawin.build.workspace import copy_source
+    from mambawin.builder.workspace import copy_source
 
     src = source_tree(tmp_path / "src")
     if make == "outside":

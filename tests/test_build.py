@@ -24,11 +24,11 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin.archs import parse_archs
-from mambawin.build import pipeline as core
-from mambawin.build.compile import CompileFailed, compile_wheel
-from mambawin.build.key import build_key
-from mambawin.build.ninja import NinjaStatus
-from mambawin.build.workspace import Workspace, builds_root
+from mambawin.builder import pipeline as core
+from mambawin.builder.compile import CompileFailed, compile_wheel
+from mambawin.builder.key import build_key
+from mambawin.builder.ninja import NinjaStatus
+from mambawin.builder.workspace import Workspace, builds_root
 from mambawin.cli import app
 from mambawin.doctor.checks import Check, DoctorReport, Toolchain
 from mambawin.errors import BuildError, ToolchainError, UsageError

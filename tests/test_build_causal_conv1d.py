@@ -18,9 +18,9 @@ from packaging.version import Version
 from typer.testing import CliRunner
 
 from mambawin.archs import parse_archs
-from mambawin.build import pair
-from mambawin.build import pipeline as core
-from mambawin.build.key import KeyInputs, build_key
+from mambawin.builder import pair
+from mambawin.builder import pipeline as core
+from mambawin.builder.key import KeyInputs, build_key
 from mambawin.cli import app
 from mambawin.doctor.checks import DoctorReport, Toolchain
 from mambawin.errors import UpstreamError, UsageError

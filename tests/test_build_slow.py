@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mambawin.archs import parse_archs
-from mambawin.build import pipeline as core
+from mambawin.builder import pipeline as core
 from mambawin.wheel.gpucode import list_gpu_code
 from mambawin.wheel.metadata import read_provenance, requirements
 

@@ -16,15 +16,15 @@ import pytest
 from test_build import TOOLCHAIN, Recorder, _options, doctor, fake_repo  # noqa: F401  (fixtures)
 
 from mambawin.archs import parse_archs
-from mambawin.build import pipeline as core
-from mambawin.build import workspace as ws
-from mambawin.build.compiler_cache import (
+from mambawin.builder import pipeline as core
+from mambawin.builder import workspace as ws
+from mambawin.builder.compiler_cache import (
     CompilerCache,
     launcher_env,
     parse_ccache_stats,
     parse_sccache_stats,
 )
-from mambawin.build.environment import EnvRequest, build_environment
+from mambawin.builder.environment import EnvRequest, build_environment
 from mambawin.doctor.checks import DoctorReport
 from mambawin.doctor.probes import tools
 from mambawin.errors import ToolchainError

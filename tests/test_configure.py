@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mambawin.build.configure import configure, configure_env, gencode_pairs
+from mambawin.builder.configure import configure, configure_env, gencode_pairs
 from mambawin.errors import BuildError
 
 FAKE_SETUP = '''

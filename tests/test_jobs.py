@@ -9,7 +9,7 @@ import pytest
 from test_build import Recorder, _options, doctor, fake_repo  # noqa: F401  (fixtures)
 from typer.testing import CliRunner
 
-from mambawin.build import pipeline as core
+from mambawin.builder import pipeline as core
 from mambawin.cli import app
 from mambawin.doctor.checks import DoctorReport
 from mambawin.errors import UsageError

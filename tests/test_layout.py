@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mambawin"
-STAGES = ("toolchain", "doctor", "fetch", "patch", "build", "wheel", "verify", "ui")
+STAGES = ("toolchain", "doctor", "fetch", "patch", "builder", "wheel", "verify", "ui")
 
 
 def module_name(path: Path) -> str:
@@ -84,3 +84,16 @@ def test_function_level_relative_and_type_checking_imports_are_all_edges() -> No
 @pytest.mark.parametrize("stage", STAGES)
 def test_each_pipeline_stage_is_a_package(stage: str) -> None:
     assert (PACKAGE / stage / "__init__.py").is_file(), f"mambawin/{stage}/ is not a package"
+
+
+# Unanchored folder names in GitHub's standard Python .gitignore (and Black's/pytest's default
+# excludes): a fork that adopts them would stop tracking, linting and testing such a folder.
+IGNORED_BY_COMMON_RULES = {"build", "dist", "develop-eggs", "downloads", "eggs", ".eggs", "lib",
+                           "lib64", "parts", "sdist", "var", "wheels", "env", "venv", ".venv",
+                           "ENV", "htmlcov", "__pypackages__", "site"}
+
+
+def test_no_source_folder_has_a_name_common_ignore_rules_hide() -> None:
+    hidden = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*")
+                    if p.is_dir() and p.name in IGNORED_BY_COMMON_RULES)
+    assert hidden == [], f"rename these: {hidden}"

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin import proc
-from mambawin.build.configure import configure
+from mambawin.builder.configure import configure
 from mambawin.cli import app
 from mambawin.fetch.upstream import release_version
 from mambawin.patch.engine import RECORD

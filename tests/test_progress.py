@@ -10,7 +10,7 @@ from conftest import recorded
 from rich.console import Console
 from rich.progress import Progress, TaskID
 
-from mambawin.build.ninja import NinjaStatus, compiled_unit, parse_status
+from mambawin.builder.ninja import NinjaStatus, compiled_unit, parse_status
 from mambawin.ui import console as ui
 from mambawin.ui.progress import ConsoleReporter, PlainProgress, line
 

@@ -130,7 +130,7 @@ def test_cli_prints_brackets_in_errors_as_written(tmp_path: Path) -> None:
 def test_the_specs_option_defaults_are_builds_own() -> None:
     # A spec that says nothing builds exactly what `mambawin build` builds: the old default
     # drop = ["triton"] removed the triton that `import mamba_ssm` needs from Windows wheels.
-    from mambawin.build.pipeline import BuildOptions
+    from mambawin.builder.pipeline import BuildOptions
     from mambawin.team.spec import Options
 
     built, spec = BuildOptions(), Options()

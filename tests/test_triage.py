@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import recorded
 
-from mambawin.build.triage import first_error, wrap_width
+from mambawin.builder.triage import first_error, wrap_width
 
 C2975 = "build-error-bool-switch-c2975-mamba-issue12.txt"
 

@@ -13,7 +13,7 @@ from mambawin.errors import UsageError
 from mambawin.ui.console import console
 
 if TYPE_CHECKING:
-    from mambawin.build.reporter import Reporter
+    from mambawin.builder.reporter import Reporter
 
 
 @command("build")
@@ -69,8 +69,8 @@ def build_command(
 ) -> None:
     """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
     from mambawin.archs import parse_archs
-    from mambawin.build import pair
-    from mambawin.build import pipeline as core
+    from mambawin.builder import pair
+    from mambawin.builder import pipeline as core
     from mambawin.packages import get_package
     from mambawin.ui.progress import ConsoleReporter
 

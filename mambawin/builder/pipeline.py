@@ -1,6 +1,6 @@
 """`mambawin build`: upstream ref → patched tree → compiled wheel → fixed wheel in --out.
 
-One package per run (mamba-ssm or causal-conv1d, BuildOptions.package); build/pair.py runs it
+One package per run (mamba-ssm or causal-conv1d, BuildOptions.package); builder/pair.py runs it
 twice for the mamba-ssm + causal-conv1d pair.
 
 The pipeline reads as its steps: doctor → fetch → patch → build → metadata → record. Each step is
@@ -26,13 +26,13 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
-from mambawin.build.compile import CompileResult, compile_wheel
-from mambawin.build.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
-from mambawin.build.configure import SetupConfig, configure
-from mambawin.build.environment import EnvRequest, build_environment
-from mambawin.build.key import KeyInputs, build_key, slot_key, tree_digest
-from mambawin.build.reporter import QuietReporter, Reporter
-from mambawin.build.workspace import (
+from mambawin.builder.compile import CompileResult, compile_wheel
+from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
+from mambawin.builder.configure import SetupConfig, configure
+from mambawin.builder.environment import EnvRequest, build_environment
+from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
+from mambawin.builder.reporter import QuietReporter, Reporter
+from mambawin.builder.workspace import (
     Workspace,
     adopt_source,
     builds_root,

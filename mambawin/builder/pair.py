@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 from packaging.version import Version
 
-from mambawin.build.pipeline import BuildOptions
-from mambawin.build.reporter import Reporter
+from mambawin.builder.pipeline import BuildOptions
+from mambawin.builder.reporter import Reporter
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import upstream
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem, pair_rule

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch
-from mambawin.build.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
+from mambawin.builder.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
 from mambawin.errors import ToolchainError
 from mambawin.packages import MAMBA, Package
 from mambawin.toolchain import msvc

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TextIO
 
 from mambawin import proc
-from mambawin.build.ninja import NinjaStatus, parse_status
-from mambawin.build.triage import Diagnostic, first_error
-from mambawin.build.workspace import Workspace
+from mambawin.builder.ninja import NinjaStatus, parse_status
+from mambawin.builder.triage import Diagnostic, first_error
+from mambawin.builder.workspace import Workspace
 from mambawin.cache import remove_tree
 from mambawin.errors import BuildError
 from mambawin.packages import PACKAGES

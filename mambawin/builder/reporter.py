@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
-from mambawin.build.ninja import NinjaStatus
+from mambawin.builder.ninja import NinjaStatus
 
 
 class Reporter(Protocol):
