@@ -8,8 +8,8 @@ from rich.table import Table
 
 from mambawin.status import Status
 from mambawin.ui.console import MARKS, console, out
+from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.pipeline import StepResult, VerifyReport
-from mambawin.verify.runners.bench import BenchReport
 
 
 def render_step(step: StepResult) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.errors import UsageError
-from mambawin.verify.runners.bench import BenchReport
+from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.sandbox import import_check, prepare_env, run_module
 
 

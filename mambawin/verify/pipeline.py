@@ -33,8 +33,8 @@ from mambawin.archs import Arch, parse_arch
 from mambawin.errors import MambawinError, UsageError
 from mambawin.status import Status
 from mambawin.verify import upstream_tests
+from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.packages import CONV, EXTENSIONS, MAMBA, WheelRef, find_wheels, pair_problems
-from mambawin.verify.runners.bench import BenchReport
 from mambawin.verify.sandbox import EXTENSION, InstallEnv, import_check, prepare_env, run_module
 from mambawin.versions import release
 from mambawin.wheel import gpucode

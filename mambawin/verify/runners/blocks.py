@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mambawin.verify.runners.calls import SCAN, counting
+from mambawin.verify.runners.common import DTYPES
 from mambawin.verify.runners.smoke import compare
 
-DTYPES = ("float32", "float16", "bfloat16")
 # (rtol, atol) of the output per dtype against the float32 reference; gradients get 5x atol.
 # Errors are measured against the RMS-scaled floor of smoke.compare.
 TOLERANCES = {"float32": (2e-3, 2e-3), "float16": (2e-2, 2e-2), "bfloat16": (6e-2, 6e-2)}

@@ -29,10 +29,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mambawin.verify.runners.calls import CONV, counting
-from mambawin.verify.runners.output import emit
+from mambawin.verify.runners.common import DTYPES, emit
 from mambawin.verify.runners.smoke import CaseResult, compare, summarize
 
-DTYPES = ("float32", "float16", "bfloat16")
 WIDTHS = (2, 3, 4)
 SEQLENS = (1, 7, 128, 1025, 4096)
 MODES = ("plain", "channel_last", "initial_states", "seq_idx")

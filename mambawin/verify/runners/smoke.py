@@ -24,10 +24,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mambawin.verify.runners.output import emit
+from mambawin.verify.runners.common import DTYPES, emit
 from mambawin.verify.runners.reference import selective_scan_ref
 
-DTYPES = ("float32", "float16", "bfloat16")
 # Lengths around the kernel's 2048-step chunk: 1, odd, just under a power of two, 2 chunks + 1,
 # and a multiple of the chunk (the state is carried between chunks through x).
 SEQLENS = (1, 7, 127, 255, 2049, 4096)

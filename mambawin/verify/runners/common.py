@@ -1,5 +1,6 @@
-"""How a GPU-side runner hands back its report: one JSON line on stdout (what
-`verify.sandbox.run_module` reads), a per-dtype summary on stderr for a person."""
+"""What every GPU-side runner shares: the dtypes it covers, and how it hands back its report (one
+JSON line on stdout, what `verify.sandbox.run_module` reads; a per-dtype summary on stderr for a
+person)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 import sys
 from collections.abc import Mapping
 from typing import Any
+
+DTYPES = ("float32", "float16", "bfloat16")
 
 
 def emit(report: Mapping[str, Any], json_output: bool) -> None:
