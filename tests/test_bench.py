@@ -19,7 +19,8 @@ def _row(**kw):
 
 
 def test_report_json_round_trip():
-    report = bench_report.BenchReport("NVIDIA H100", "2.8.0", 3000.0, rows=[_row(), _row(mode="fwd+bwd")])
+    report = bench_report.BenchReport("NVIDIA H100", "2.8.0", 3000.0,
+                                      rows=[_row(), _row(mode="fwd+bwd")])
     again = bench_report.BenchReport.from_json(json.loads(json.dumps(report.to_json())))
     assert again == report
     assert "20.0x" in again.headline() and "33%" in again.headline()
