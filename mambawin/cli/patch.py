@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from mambawin.patch.engine import PatchReport
 
 
-PACKAGE_HELP = "mamba-ssm or causal-conv1d [default: what SOURCE is]."
+PACKAGE_HELP = "mamba-ssm or causal-conv1d."
 
 
 @command("patch")
@@ -35,7 +35,8 @@ def patch_command(
         "--dry-run", help="Print the unified diff and write nothing.")] = False,
     export: Annotated[Path | None, typer.Option(
         "--export", help="Also write NNNN-<id>.patch files for `git apply` here.")] = None,
-    package: Annotated[str | None, typer.Option("--package", help=PACKAGE_HELP)] = None,
+    package: Annotated[str | None, typer.Option("--package", help=PACKAGE_HELP,
+                                                show_default="what SOURCE is")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Apply the versioned Windows patch set to SOURCE: all patches or none."""

@@ -32,7 +32,8 @@ def init_command(
 def matrix_command(
     spec: SpecOption = Path("mambawin.toml"),
     wheelhouse: Annotated[Path | None, typer.Option(
-        "--wheelhouse", help="Look for wheels here [default: the spec's wheelhouse].")] = None,
+        "--wheelhouse", help="Look for wheels here.",
+        show_default="the spec's wheelhouse")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the cells as JSON.")] = False,
 ) -> None:
     """Expand the spec into cells: the exact wheel each makes, what exists, what cannot be built."""
