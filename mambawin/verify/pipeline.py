@@ -162,9 +162,11 @@ class VerifyReport:
 
     def to_json(self) -> dict[str, Any]:
         """A stable JSON object: wheel, target, passed, gpu_verified, summary, steps."""
-        return _finite({"wheel": self.wheel, "target": asdict(self.target), "passed": self.passed,
-                        "gpu_verified": self.gpu_verified, "summary": self.summary(),
-                        "steps": [{**asdict(s), "status": s.status.value} for s in self.steps]})
+        document: dict[str, Any] = _finite({
+            "wheel": self.wheel, "target": asdict(self.target), "passed": self.passed,
+            "gpu_verified": self.gpu_verified, "summary": self.summary(),
+            "steps": [{**asdict(s), "status": s.status.value} for s in self.steps]})
+        return document
 
 
 def verify(options: VerifyOptions,

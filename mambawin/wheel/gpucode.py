@@ -151,7 +151,7 @@ def _container_end(blob: bytes, pos: int) -> int | None:
     if pos + 16 > len(blob):
         return None
     _, version, header_size, payload_size = struct.unpack_from("<IHHQ", blob, pos)
-    end = pos + header_size + payload_size
+    end: int = pos + header_size + payload_size
     if version != 1 or header_size != 16 or payload_size == 0 or end > len(blob):
         return None
     return end
