@@ -81,16 +81,37 @@ def _rebuild(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def _mambawin_build(args: argparse.Namespace, work: Path, cache: Path) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "mambawin.cli", "build", "--repo", args.repo, "--ref", args.ref,
-            "--arch", args.arch, "--jobs", str(args.jobs), "--out", str(work / "wheels"),
-            "--json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "mambawin.cli",
+        "build",
+        "--repo",
+        args.repo,
+        "--ref",
+        args.ref,
+        "--arch",
+        args.arch,
+        "--jobs",
+        str(args.jobs),
+        "--out",
+        str(work / "wheels"),
+        "--json",
+    ]
     env = {**os.environ, "MAMBAWIN_CACHE_DIR": str(cache)}
     seconds, done = _timed(argv, env, cwd=work)
     result = json.loads(done.stdout)
-    return {"seconds": seconds, "ref": args.ref, "archs": result["archs"], "jobs": args.jobs,
-            "wheel": result["wheel"], "size": result["size"],
-            "units_compiled": result["units_compiled"],
-            "reused_objects": result["reused_objects"], "steps": result["steps"]}
+    return {
+        "seconds": seconds,
+        "ref": args.ref,
+        "archs": result["archs"],
+        "jobs": args.jobs,
+        "wheel": result["wheel"],
+        "size": result["size"],
+        "units_compiled": result["units_compiled"],
+        "reused_objects": result["reused_objects"],
+        "steps": result["steps"],
+    }
 
 
 def _stock(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -103,10 +124,16 @@ def _stock(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     argv = [sys.executable, "setup.py", "bdist_wheel", "--dist-dir", str(tree.parent / "dist")]
     seconds, _done = _timed(argv, env, cwd=tree)
     wheel = next((tree.parent / "dist").glob("*.whl"))
-    return {"seconds": seconds, "ref": args.ref, "commit": source.commit, "jobs": args.jobs,
-            "wheel": str(wheel), "size": wheel.stat().st_size,
-            "patches": [r.id for r in report.results if r.status == "applied"],
-            "env": STOCK_ENV}
+    return {
+        "seconds": seconds,
+        "ref": args.ref,
+        "commit": source.commit,
+        "jobs": args.jobs,
+        "wheel": str(wheel),
+        "size": wheel.stat().st_size,
+        "patches": [r.id for r in report.results if r.status == "applied"],
+        "env": STOCK_ENV,
+    }
 
 
 def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, proc.Completed]:

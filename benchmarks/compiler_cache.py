@@ -82,20 +82,41 @@ def _reset(work: Path) -> None:
 
 def _environment(args: argparse.Namespace, work: Path) -> dict[str, str]:
     folder = str(Path(args.sccache).resolve().parent)
-    return {**os.environ, "SCCACHE_DIR": str(work / "sccache"), "SCCACHE_SERVER_PORT": "4399",
-            "SCCACHE_IDLE_TIMEOUT": "0", "MAMBAWIN_CACHE_DIR": str(work / "mambawin"),
-            "PATH": os.pathsep.join([os.environ.get("PATH", ""), folder]),
-            "PYTHONPATH": str(ROOT)}  # this checkout's mambawin, whichever Python runs it
+    return {
+        **os.environ,
+        "SCCACHE_DIR": str(work / "sccache"),
+        "SCCACHE_SERVER_PORT": "4399",
+        "SCCACHE_IDLE_TIMEOUT": "0",
+        "MAMBAWIN_CACHE_DIR": str(work / "mambawin"),
+        "PATH": os.pathsep.join([os.environ.get("PATH", ""), folder]),
+        "PYTHONPATH": str(ROOT),
+    }  # this checkout's mambawin, whichever Python runs it
 
 
-def _build(python: str, ref: str, args: argparse.Namespace, env: dict[str, str],
-           work: Path) -> dict[str, Any]:
+def _build(
+    python: str, ref: str, args: argparse.Namespace, env: dict[str, str], work: Path
+) -> dict[str, Any]:
     """One build in a fresh mambawin cache folder (the previous one moved aside, kept)."""
     cache = work / "mambawin"
     if cache.exists():
         cache.rename(work / f"mambawin.{time.monotonic_ns()}")
-    argv = [python, "-m", "mambawin", "build", "--repo", args.repo, "--ref", ref,
-            "--arch", args.arch, "--jobs", args.jobs, "--out", str(work / "wheels"), "--json"]
+    argv = [
+        python,
+        "-m",
+        "mambawin",
+        "build",
+        "--repo",
+        args.repo,
+        "--ref",
+        ref,
+        "--arch",
+        args.arch,
+        "--jobs",
+        args.jobs,
+        "--out",
+        str(work / "wheels"),
+        "--json",
+    ]
     cpu_before = _children_cpu()
     server = _start_server(args.sccache, env)
     load = os.getloadavg()[0]
@@ -107,17 +128,27 @@ def _build(python: str, ref: str, args: argparse.Namespace, env: dict[str, str],
         proc.run([args.sccache, "--stop-server"], env=env, check=False)
         server.wait(timeout=120)
     built = json.loads(done.stdout)
-    return {"command": " ".join(argv), "python": python, "ref": ref, "seconds": seconds,
-            "cpu_seconds": round(_children_cpu() - cpu_before, 1), "cache": built.get("cache"),
-            "units": built["units_compiled"], "compile_s": built["steps"].get("build"),
-            "load_at_start": round(load, 1)}
+    return {
+        "command": " ".join(argv),
+        "python": python,
+        "ref": ref,
+        "seconds": seconds,
+        "cpu_seconds": round(_children_cpu() - cpu_before, 1),
+        "cache": built.get("cache"),
+        "units": built["units_compiled"],
+        "compile_s": built["steps"].get("build"),
+        "load_at_start": round(load, 1),
+    }
 
 
 def _start_server(sccache: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """sccache's server in the foreground, our child: its compilers' CPU time comes back to us."""
-    server = subprocess.Popen([sccache], env={**env, "SCCACHE_START_SERVER": "1",
-                                              "SCCACHE_NO_DAEMON": "1"},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sccache],
+        env={**env, "SCCACHE_START_SERVER": "1", "SCCACHE_NO_DAEMON": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     port = int(env["SCCACHE_SERVER_PORT"])
     for _ in range(100):  # not `sccache --show-stats`: a client starts a daemon of its own
         try:

@@ -33,21 +33,30 @@ def one_case(dtype, width: int, seqlen: int, silu: bool, seed: int) -> dict:
     bias = torch.randn(dim, device="cuda")
     out = causal_conv1d_fn(x, weight, bias, activation=act)
     grad = torch.randn_like(out)
-    dx, = torch.autograd.grad(out, (x,), grad)
+    (dx,) = torch.autograd.grad(out, (x,), grad)
     x64 = x.detach().double().requires_grad_()
-    out64 = F.conv1d(x64, weight.double().unsqueeze(1), bias.double(), padding=width - 1,
-                     groups=dim)[..., :seqlen]
+    out64 = F.conv1d(
+        x64, weight.double().unsqueeze(1), bias.double(), padding=width - 1, groups=dim
+    )[..., :seqlen]
     out64 = F.silu(out64) if silu else out64
-    dx64, = torch.autograd.grad(out64, (x64,), grad.double())
+    (dx64,) = torch.autograd.grad(out64, (x64,), grad.double())
     x_ref = x.detach().clone().requires_grad_()
-    dx_ref, = torch.autograd.grad(causal_conv1d_ref(x_ref, weight, bias, activation=act),
-                                  (x_ref,), grad)
+    (dx_ref,) = torch.autograd.grad(
+        causal_conv1d_ref(x_ref, weight, bias, activation=act), (x_ref,), grad
+    )
     err, ref_err = (dx.double() - dx64).abs(), (dx_ref.double() - dx64).abs()
     at = int(err.argmax())
-    return {"dtype": str(dtype).removeprefix("torch."), "width": width, "seqlen": seqlen,
-            "silu": silu, "seed": seed, "kernel": float(err.max()),
-            "upstream_ref": float(ref_err.max()), "at_t": at % seqlen,
-            "out_err": float((out.detach().double() - out64.detach()).abs().max())}
+    return {
+        "dtype": str(dtype).removeprefix("torch."),
+        "width": width,
+        "seqlen": seqlen,
+        "silu": silu,
+        "seed": seed,
+        "kernel": float(err.max()),
+        "upstream_ref": float(ref_err.max()),
+        "at_t": at % seqlen,
+        "out_err": float((out.detach().double() - out64.detach()).abs().max()),
+    }
 
 
 def wrong(row: dict) -> bool:
@@ -60,10 +69,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write every case here")
     args = parser.parse_args()
-    rows = [one_case(dtype, width, seqlen, silu, seed)
-            for dtype in (torch.float32, torch.float16, torch.bfloat16)
-            for width in (2, 3, 4) for seqlen in LENGTHS
-            for silu in (False, True) for seed in (0, 1)]
+    rows = [
+        one_case(dtype, width, seqlen, silu, seed)
+        for dtype in (torch.float32, torch.float16, torch.bfloat16)
+        for width in (2, 3, 4)
+        for seqlen in LENGTHS
+        for silu in (False, True)
+        for seed in (0, 1)
+    ]
     bad = [r for r in rows if wrong(r)]
     print(f"{len(bad)} of {len(rows)} cases with a wrong dx")
     for row in bad:

@@ -76,8 +76,10 @@ def parse_arch(token: str) -> Arch:
     """Parse one arch token; raise UsageError naming it when it is not one."""
     match = _TOKEN.match(token.strip())
     if match is None:
-        msg = (f"invalid CUDA arch {token!r} in --arch: use forms like 86, 8.6, sm_86 or 8.6+PTX "
-               "(see `nvcc --list-gpu-code`)")
+        msg = (
+            f"invalid CUDA arch {token!r} in --arch: use forms like 86, 8.6, sm_86 or 8.6+PTX "
+            "(see `nvcc --list-gpu-code`)"
+        )
         raise UsageError(msg)
     if match["packed"]:
         major, minor = int(match["packed"][:-1]), int(match["packed"][-1])
@@ -85,8 +87,10 @@ def parse_arch(token: str) -> Arch:
         major, minor = int(match["major"]), int(match["minor"])
     ptx = bool(match["ptx"]) or (match["prefix"] or "").lower() == "compute_"
     if not 3 <= major <= 20:
-        msg = (f"invalid CUDA arch {token!r} in --arch: compute capability {major}.{minor} "
-               "does not exist")
+        msg = (
+            f"invalid CUDA arch {token!r} in --arch: compute capability {major}.{minor} "
+            "does not exist"
+        )
         raise UsageError(msg)
     suffix = match["suffix"].lower()
     _check_suffix(token, major, minor, suffix)
@@ -101,9 +105,11 @@ def _check_suffix(token: str, major: int, minor: int, suffix: str) -> None:
     """
     first = {"a": (9, 0), "f": (10, 0)}.get(suffix)
     if first is not None and (major, minor) < first:
-        msg = (f"invalid CUDA arch {token!r} in --arch: no sm_{major}{minor}{suffix} exists "
-               f"('{suffix}' targets start at sm_{first[0]}{first[1]}{suffix}); "
-               f"use {major}{minor} (see `nvcc --list-gpu-code`)")
+        msg = (
+            f"invalid CUDA arch {token!r} in --arch: no sm_{major}{minor}{suffix} exists "
+            f"('{suffix}' targets start at sm_{first[0]}{first[1]}{suffix}); "
+            f"use {major}{minor} (see `nvcc --list-gpu-code`)"
+        )
         raise UsageError(msg)
 
 

@@ -62,8 +62,9 @@ class CommandError(MambawinError):
 
     exit_code = 9
 
-    def __init__(self, msg: str, *, argv: tuple[str, ...] = (), returncode: int | None = None,
-                 tail: str = "") -> None:
+    def __init__(
+        self, msg: str, *, argv: tuple[str, ...] = (), returncode: int | None = None, tail: str = ""
+    ) -> None:
         super().__init__(msg)
         self.argv = argv
         self.returncode = returncode

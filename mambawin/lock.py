@@ -44,8 +44,10 @@ def _busy(path: Path, what: str) -> str:
         holder = path.read_text(encoding="utf-8").strip() or "unknown"
     except OSError:
         holder = "unknown"
-    return (f"{what} is in use by another mambawin run ({holder}): wait for it to finish; if no "
-            f"mambawin is running, delete {path}")
+    return (
+        f"{what} is in use by another mambawin run ({holder}): wait for it to finish; if no "
+        f"mambawin is running, delete {path}"
+    )
 
 
 def _remove_folders(made: list[Path]) -> None:

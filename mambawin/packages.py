@@ -36,8 +36,10 @@ class Package:
     @property
     def scrubbed_vars(self) -> tuple[str, ...]:
         """Variables setup.py reads that would break the build (no extension, a stray label)."""
-        return tuple(f"{self.env_prefix}_{name}" for name in
-                     ("SKIP_CUDA_BUILD", "LOCAL_VERSION", "FORCE_CXX11_ABI"))
+        return tuple(
+            f"{self.env_prefix}_{name}"
+            for name in ("SKIP_CUDA_BUILD", "LOCAL_VERSION", "FORCE_CXX11_ABI")
+        )
 
 
 MAMBA = Package(
@@ -71,8 +73,7 @@ def get_package(name: str) -> Package:
     for package in PACKAGES:
         if wanted == package.name:
             return package
-    msg = (f"unknown package {name!r}: use one of {', '.join(p.name for p in PACKAGES)} "
-           "(--package)")
+    msg = f"unknown package {name!r}: use one of {', '.join(p.name for p in PACKAGES)} (--package)"
     raise UsageError(msg)
 
 
@@ -89,22 +90,35 @@ class PairRule:
 # the imports sit in `try/except ImportError`, so an older causal-conv1d does not fail loudly:
 # mamba silently loses its fast path ("causal_conv1d_cuda is not available" at call time).
 PAIR_RULES: tuple[PairRule, ...] = (
-    PairRule(SpecifierSet(">=2.2.5"), SpecifierSet(">=1.5.1"),
-             "mamba-ssm 2.2.5+ imports causal_conv1d.cpp_functions (causal-conv1d 1.5.1+)"),
-    PairRule(SpecifierSet(">=2.0.0"), SpecifierSet(">=1.4.0"),
-             "mamba-ssm 2.x needs causal-conv1d 1.4.0+ (seq_idx/initial states; "
-             "causal_conv1d_varlen from mamba 2.2.0)"),
-    PairRule(SpecifierSet("==1.1.4"), SpecifierSet(">=1.1.0,<1.2.0"),
-             "mamba-ssm 1.1.4 pins causal_conv1d>=1.1.0,<1.2.0 in setup.py"),
-    PairRule(SpecifierSet(">=1.1.0,<1.2.0"), SpecifierSet(">=1.1.0"),
-             "mamba-ssm 1.1.x requires causal_conv1d>=1.1.0 in setup.py"),
+    PairRule(
+        SpecifierSet(">=2.2.5"),
+        SpecifierSet(">=1.5.1"),
+        "mamba-ssm 2.2.5+ imports causal_conv1d.cpp_functions (causal-conv1d 1.5.1+)",
+    ),
+    PairRule(
+        SpecifierSet(">=2.0.0"),
+        SpecifierSet(">=1.4.0"),
+        "mamba-ssm 2.x needs causal-conv1d 1.4.0+ (seq_idx/initial states; "
+        "causal_conv1d_varlen from mamba 2.2.0)",
+    ),
+    PairRule(
+        SpecifierSet("==1.1.4"),
+        SpecifierSet(">=1.1.0,<1.2.0"),
+        "mamba-ssm 1.1.4 pins causal_conv1d>=1.1.0,<1.2.0 in setup.py",
+    ),
+    PairRule(
+        SpecifierSet(">=1.1.0,<1.2.0"),
+        SpecifierSet(">=1.1.0"),
+        "mamba-ssm 1.1.x requires causal_conv1d>=1.1.0 in setup.py",
+    ),
 )
 
 
 def pair_rule(mamba_version: Version) -> PairRule | None:
     """The rule for this mamba-ssm version, None when any causal-conv1d goes with it."""
-    return next((rule for rule in PAIR_RULES
-                 if rule.mamba.contains(mamba_version, prereleases=True)), None)
+    return next(
+        (rule for rule in PAIR_RULES if rule.mamba.contains(mamba_version, prereleases=True)), None
+    )
 
 
 def pair_problem(mamba_version: Version, conv_version: Version) -> str | None:
@@ -112,5 +126,7 @@ def pair_problem(mamba_version: Version, conv_version: Version) -> str | None:
     rule = pair_rule(mamba_version)
     if rule is None or rule.causal_conv1d.contains(conv_version, prereleases=True):
         return None
-    return (f"causal-conv1d {conv_version} does not fit mamba-ssm {mamba_version}: {rule.why}; "
-            f"use causal-conv1d{rule.causal_conv1d} (or leave out ==REF for the newest that fits)")
+    return (
+        f"causal-conv1d {conv_version} does not fit mamba-ssm {mamba_version}: {rule.why}; "
+        f"use causal-conv1d{rule.causal_conv1d} (or leave out ==REF for the newest that fits)"
+    )

@@ -84,26 +84,50 @@ def _resolve(argv: Sequence[str | Path], env: Mapping[str, str] | None) -> tuple
     return (exe, *(str(a) for a in argv[1:]))
 
 
-def _run_captured(argv: tuple[str, ...], cwd: Path | None, env: Mapping[str, str] | None,
-                  timeout: float | None, encoding: str | None) -> Completed:
+def _run_captured(
+    argv: tuple[str, ...],
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    encoding: str | None,
+) -> Completed:
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         raise _timeout_error(argv, timeout) from exc
     except OSError as exc:
         msg = f"could not start {argv[0]}: {exc.strerror or exc}"
         raise CommandError(msg, argv=argv) from exc
-    return Completed(argv, proc.returncode, decode(proc.stdout, encoding),
-                     decode(proc.stderr, encoding))
+    return Completed(
+        argv, proc.returncode, decode(proc.stdout, encoding), decode(proc.stderr, encoding)
+    )
 
 
-def _run_streamed(argv: tuple[str, ...], cwd: Path | None, env: Mapping[str, str] | None,
-                  timeout: float | None, encoding: str | None,
-                  on_line: Callable[[str], None]) -> Completed:
+def _run_streamed(
+    argv: tuple[str, ...],
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    encoding: str | None,
+    on_line: Callable[[str], None],
+) -> Completed:
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     except OSError as exc:
         msg = f"could not start {argv[0]}: {exc.strerror or exc}"
         raise CommandError(msg, argv=argv) from exc

@@ -15,13 +15,23 @@ from mambawin.errors import UsageError, os_error
 
 SPEC_LIMIT = 1 << 20  # 1 MiB: a spec of thousands of cells is a few dozen kB
 _BOM = b"\xef\xbb\xbf"
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
-def read_text(path: Path, *, what: str, limit: int = SPEC_LIMIT,
-              missing: str = "check the path", error: type[UsageError] = UsageError) -> str:
+def read_text(
+    path: Path,
+    *,
+    what: str,
+    limit: int = SPEC_LIMIT,
+    missing: str = "check the path",
+    error: type[UsageError] = UsageError,
+) -> str:
     """The UTF-8 text of a regular file; error (a UsageError) naming the problem and the fix.
 
     missing: the fix when there is no such file. OS errors stay FileSystemError (exit 10).
@@ -37,19 +47,25 @@ def read_text(path: Path, *, what: str, limit: int = SPEC_LIMIT,
         msg = f"{path} is {kind or 'not a regular file'}, not a {what} file: pass the file itself"
         raise error(msg)
     if info.st_size > limit:
-        msg = (f"{path} is {info.st_size} bytes, more than a {what} can be ({limit} bytes): "
-               "pass the right file")
+        msg = (
+            f"{path} is {info.st_size} bytes, more than a {what} can be ({limit} bytes): "
+            "pass the right file"
+        )
         raise error(msg)
     data = _read(path, limit, what, error)
     if data.startswith(_BOM):
-        msg = (f"{path} starts with a UTF-8 byte-order mark (an editor's \"UTF-8 with BOM\"), "
-               f"which TOML and JSON readers reject: save the {what} as UTF-8 without BOM")
+        msg = (
+            f'{path} starts with a UTF-8 byte-order mark (an editor\'s "UTF-8 with BOM"), '
+            f"which TOML and JSON readers reject: save the {what} as UTF-8 without BOM"
+        )
         raise error(msg)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        msg = (f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
-               f"save the {what} as UTF-8")
+        msg = (
+            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+            f"save the {what} as UTF-8"
+        )
         raise error(msg) from None
 
 

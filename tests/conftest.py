@@ -21,8 +21,9 @@ def recorded(name: str) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory,
-                    monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every test gets its own cache folder, so nothing touches the user's real cache."""
     monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
@@ -40,8 +41,9 @@ def _forbid_real_build(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
 
 
 @pytest.fixture(autouse=True)
-def _offline_unless_network(request: pytest.FixtureRequest,
-                            monkeypatch: pytest.MonkeyPatch) -> None:
+def _offline_unless_network(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Only `network` tests ask the package index: verify's pip step is skipped everywhere else."""
     if request.node.get_closest_marker("network") is None:
         monkeypatch.setenv("MAMBAWIN_OFFLINE", "1")

@@ -43,16 +43,19 @@ def test_nonsense_is_one_clear_usage_error(bad: str) -> None:
         parse_archs(bad)
 
 
-@pytest.mark.parametrize(("arch", "cap", "runs"), [
-    (Arch(8, 6), (8, 9), True),
-    (Arch(8, 6), (9, 0), False),
-    (Arch(9, 0, "a"), (9, 0), True),
-    (Arch(9, 0, "a"), (10, 0), False),
-    (Arch(10, 0, "f"), (10, 3), True),             # family code runs across its family
-    (Arch(10, 0, "f"), (12, 0), False),
-    (Arch(10, 0, "f", ptx=True), (12, 0), False),  # family PTX never leaves the family
-    (Arch(8, 0, ptx=True), (12, 0), True),         # plain PTX JIT-compiles forward
-    (Arch(9, 0, ptx=True), (8, 9), False),
-])
+@pytest.mark.parametrize(
+    ("arch", "cap", "runs"),
+    [
+        (Arch(8, 6), (8, 9), True),
+        (Arch(8, 6), (9, 0), False),
+        (Arch(9, 0, "a"), (9, 0), True),
+        (Arch(9, 0, "a"), (10, 0), False),
+        (Arch(10, 0, "f"), (10, 3), True),  # family code runs across its family
+        (Arch(10, 0, "f"), (12, 0), False),
+        (Arch(10, 0, "f", ptx=True), (12, 0), False),  # family PTX never leaves the family
+        (Arch(8, 0, ptx=True), (12, 0), True),  # plain PTX JIT-compiles forward
+        (Arch(9, 0, ptx=True), (8, 9), False),
+    ],
+)
 def test_runs_on_is_the_one_fit_rule(arch: Arch, cap: tuple[int, int], runs: bool) -> None:
     assert arch.runs_on(cap) is runs

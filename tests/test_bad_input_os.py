@@ -44,8 +44,7 @@ def test_a_fifo_spec_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "spec.toml"
     os.mkfifo(fifo)
     result: dict[str, tuple[int, str, str]] = {}
-    worker = threading.Thread(target=lambda: result.update(r=invoke("matrix", "--spec",
-                                                                     str(fifo))))
+    worker = threading.Thread(target=lambda: result.update(r=invoke("matrix", "--spec", str(fifo))))
     worker.start()
     worker.join(timeout=20)
     if worker.is_alive():  # unblock the reader so the suite ends, then fail
@@ -92,8 +91,9 @@ def test_init_under_a_file_is_one_line_with_exit_10(tmp_path: Path) -> None:
     assert (tmp_path / "keep.toml").read_text(encoding="utf-8") == "mine\n"
 
 
-def test_a_cache_under_a_file_is_one_line_with_exit_10(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_under_a_file_is_one_line_with_exit_10(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "f").write_text("x", encoding="utf-8")
     monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "f" / "cache"))
     repo = tmp_path / "repo"
@@ -113,10 +113,15 @@ def test_a_name_too_long_is_named(tmp_path: Path) -> None:
 def test_os_error_names_the_path_the_reason_and_the_fix() -> None:
     import errno
 
-    message = str(os_error(OSError(errno.ENOSPC, "No space left on device", "/w/out.whl"),
-                           "write the wheel to"))
-    assert message == ("cannot write the wheel to /w/out.whl: No space left on device; free "
-                       "some space there or choose another folder")
+    message = str(
+        os_error(
+            OSError(errno.ENOSPC, "No space left on device", "/w/out.whl"), "write the wheel to"
+        )
+    )
+    assert message == (
+        "cannot write the wheel to /w/out.whl: No space left on device; free "
+        "some space there or choose another folder"
+    )
     assert "read-only" in str(os_error(OSError(errno.EROFS, "Read-only file system", "/r")))
 
 
@@ -132,8 +137,9 @@ def test_an_os_error_under_json_is_a_json_document(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", ["99999999999", "0", "315532799"])
-def test_a_source_date_epoch_a_zip_cannot_hold_is_refused(value: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_source_date_epoch_a_zip_cannot_hold_is_refused(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mambawin.wheel.metadata import source_date_epoch
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
@@ -143,12 +149,16 @@ def test_a_source_date_epoch_a_zip_cannot_hold_is_refused(value: str,
     assert source_date_epoch() == 1700000000
 
 
-@pytest.mark.parametrize("args", [
-    ["fetch", "--repo", "--upload-pack=touch /tmp/pwned", "--ref", "v1"],
-    ["fetch", "--repo", "https://example.invalid/x.git", "--ref", "--output=/tmp/x"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["fetch", "--repo", "--upload-pack=touch /tmp/pwned", "--ref", "v1"],
+        ["fetch", "--repo", "https://example.invalid/x.git", "--ref", "--output=/tmp/x"],
+    ],
+)
 def test_a_value_git_would_read_as_an_option_is_refused_before_git(
-        args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "cache"))
     code, _, output = invoke(*args)
     assert code == UsageError.exit_code, output
@@ -156,8 +166,9 @@ def test_a_value_git_would_read_as_an_option_is_refused_before_git(
     assert not (tmp_path / "cache" / "mirrors").exists()  # git never ran
 
 
-def test_a_folder_that_is_not_a_git_repository_says_so(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_that_is_not_a_git_repository_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "cache"))
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -170,8 +181,17 @@ def test_a_folder_that_is_not_a_git_repository_says_so(tmp_path: Path,
 def test_build_checks_out_before_any_fetch(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x", encoding="utf-8")
     for out in (tmp_path / "a-file", tmp_path / "a-file" / "wheels"):
-        code, _, output = invoke("build", "--repo", str(tmp_path / "no-such-repo"),
-                                 "--ref", "v1", "--arch", "90", "--out", str(out))
+        code, _, output = invoke(
+            "build",
+            "--repo",
+            str(tmp_path / "no-such-repo"),
+            "--ref",
+            "v1",
+            "--arch",
+            "90",
+            "--out",
+            str(out),
+        )
         assert code == UsageError.exit_code, output
         assert "--out" in one_error_line(output) and "no-such-repo" not in output
 

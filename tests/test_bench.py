@@ -11,24 +11,39 @@ from mambawin.verify.runners import bench
 
 
 def _row(**kw):
-    values = dict(dtype="float16", batch=1, dim=768, seqlen=1024, dstate=16, mode="fwd",
-                  kernel_ms=0.1, reference_ms=2.0, speedup=20.0, bytes=10**9, kernel_gbps=1000.0,
-                  bandwidth_fraction=0.33, kernel_peak_mb=10.0, reference_peak_mb=900.0)
+    values = dict(
+        dtype="float16",
+        batch=1,
+        dim=768,
+        seqlen=1024,
+        dstate=16,
+        mode="fwd",
+        kernel_ms=0.1,
+        reference_ms=2.0,
+        speedup=20.0,
+        bytes=10**9,
+        kernel_gbps=1000.0,
+        bandwidth_fraction=0.33,
+        kernel_peak_mb=10.0,
+        reference_peak_mb=900.0,
+    )
     values.update(kw)
     return bench_report.BenchRow(**values)
 
 
 def test_report_json_round_trip():
-    report = bench_report.BenchReport("NVIDIA H100", "2.8.0", 3000.0,
-                                      rows=[_row(), _row(mode="fwd+bwd")])
+    report = bench_report.BenchReport(
+        "NVIDIA H100", "2.8.0", 3000.0, rows=[_row(), _row(mode="fwd+bwd")]
+    )
     again = bench_report.BenchReport.from_json(json.loads(json.dumps(report.to_json())))
     assert again == report
     assert "20.0x" in again.headline() and "33%" in again.headline()
 
 
 def test_headline_without_reference():
-    report = bench_report.BenchReport("H100", "2.8.0", 3000.0,
-                               rows=[_row(reference_ms=None, speedup=None, note="oom")])
+    report = bench_report.BenchReport(
+        "H100", "2.8.0", 3000.0, rows=[_row(reference_ms=None, speedup=None, note="oom")]
+    )
     assert "reference did not run" in report.headline()
 
 

@@ -39,10 +39,17 @@ from mambawin.wheel.metadata import read_provenance, requirements
 FAKE = Path(__file__).parent / "fixtures" / "fake_upstream"
 STEPS = ["doctor", "fetch", "patch", "build", "metadata", "record"]
 TOOLCHAIN = Toolchain(
-    python_version="3.11.7", torch_version="2.15.0+cu132", torch_cuda="13.2",
-    torch_cxx_std="201703", nvcc="/fake/cuda/bin/nvcc", cuda_version="13.0",
-    cuda_home="/fake/cuda", host_compiler="gcc", host_compiler_version="12.2.0",
-    msvc_toolset=None, ninja="/usr/bin/ninja",
+    python_version="3.11.7",
+    torch_version="2.15.0+cu132",
+    torch_cuda="13.2",
+    torch_cxx_std="201703",
+    nvcc="/fake/cuda/bin/nvcc",
+    cuda_version="13.0",
+    cuda_home="/fake/cuda",
+    host_compiler="gcc",
+    host_compiler_version="12.2.0",
+    msvc_toolset=None,
+    ninja="/usr/bin/ninja",
 )
 
 
@@ -72,8 +79,13 @@ def fake_repo(tmp_path: Path) -> Path:
     root = tmp_path / "upstream"
     shutil.copytree(FAKE, root)
     repo = git.Repo.init(root)
-    repo.index.add([p.relative_to(root).as_posix() for p in root.rglob("*")
-                    if p.is_file() and ".git" not in p.parts])
+    repo.index.add(
+        [
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and ".git" not in p.parts
+        ]
+    )
     actor = git.Actor("test", "test@example.invalid")
     repo.index.commit("fake upstream", author=actor, committer=actor)
     repo.create_tag("v0.1.0")
@@ -101,21 +113,27 @@ def _record_matches(wheel: Path) -> bool:
             if not digest:
                 continue
             algorithm, expected = digest.split("=", 1)
-            actual = base64.urlsafe_b64encode(
-                hashlib.new(algorithm, archive.read(name)).digest()).rstrip(b"=").decode()
+            actual = (
+                base64.urlsafe_b64encode(hashlib.new(algorithm, archive.read(name)).digest())
+                .rstrip(b"=")
+                .decode()
+            )
             if actual != expected:
                 return False
     return True
 
 
-def test_build_puts_a_fixed_wheel_in_out(fake_repo: Path, tmp_path: Path,
-                                         doctor: list[DoctorReport]) -> None:
+def test_build_puts_a_fixed_wheel_in_out(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     recorder = Recorder()
     result = core.build(_options(fake_repo, tmp_path / "out"), recorder)
 
     python = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the interpreter that built it
-    assert result.wheel == tmp_path / "out" / f"mamba_ssm-0.1.0+cu130torch2.15-{python}-{python}-" \
+    assert (
+        result.wheel == tmp_path / "out" / f"mamba_ssm-0.1.0+cu130torch2.15-{python}-{python}-"
         f"{result.wheel.name.rsplit('-', 1)[1]}"
+    )
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [result.wheel.name]
     assert result.size == result.wheel.stat().st_size
     assert result.sha256 == hashlib.sha256(result.wheel.read_bytes()).hexdigest()
@@ -133,15 +151,16 @@ def test_build_puts_a_fixed_wheel_in_out(fake_repo: Path, tmp_path: Path,
     assert (result.units_compiled, result.reused_objects) == (3, False)
 
 
-def test_setup_py_sees_the_build_environment(fake_repo: Path, tmp_path: Path,
-                                             doctor: list[DoctorReport],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_setup_py_sees_the_build_environment(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+) -> None:
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     monkeypatch.setenv("MAMBA_SKIP_CUDA_BUILD", "TRUE")  # a stale shell setting must not leak
     monkeypatch.setenv("MAMBA_LOCAL_VERSION", "stale")
-    options = _options(fake_repo, tmp_path / "out", archs=parse_archs("86;90+PTX"), jobs=3,
-                       nvcc_threads=2)
+    options = _options(
+        fake_repo, tmp_path / "out", archs=parse_archs("86;90+PTX"), jobs=3, nvcc_threads=2
+    )
     result = core.build(options, Recorder())
 
     seen = json.loads(dump.read_text())
@@ -155,9 +174,9 @@ def test_setup_py_sees_the_build_environment(fake_repo: Path, tmp_path: Path,
     assert (result.build_dir / "build").is_dir()
 
 
-def test_jobs_default_to_the_doctors_advice(fake_repo: Path, tmp_path: Path,
-                                            doctor: list[DoctorReport],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_jobs_default_to_the_doctors_advice(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+) -> None:
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     doctor[0] = replace(doctor[0], recommended_jobs=5)
@@ -166,8 +185,9 @@ def test_jobs_default_to_the_doctors_advice(fake_repo: Path, tmp_path: Path,
     assert (seen["MAX_JOBS"], seen["NVCC_THREADS"]) == ("5", "1")
 
 
-def test_identical_second_build_reuses_every_object(fake_repo: Path, tmp_path: Path,
-                                                    doctor: list[DoctorReport]) -> None:
+def test_identical_second_build_reuses_every_object(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     first = core.build(_options(fake_repo, tmp_path / "out"), Recorder())
     recorder = Recorder()
     second = core.build(_options(fake_repo, tmp_path / "out"), recorder)
@@ -180,9 +200,9 @@ def test_identical_second_build_reuses_every_object(fake_repo: Path, tmp_path: P
     assert any("reusing" in note for note in recorder.notes)
 
 
-def test_interrupted_build_resumes_where_it_stopped(fake_repo: Path, tmp_path: Path,
-                                                    doctor: list[DoctorReport],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_build_resumes_where_it_stopped(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_FAIL", "1")  # unit 1 is compiled, unit 2 fails
     with pytest.raises(BuildError):
         core.build(_options(fake_repo, tmp_path / "out"), Recorder())
@@ -192,8 +212,8 @@ def test_interrupted_build_resumes_where_it_stopped(fake_repo: Path, tmp_path: P
 
 
 def test_failed_build_names_the_error_and_keeps_the_previous_wheel(
-        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "out"
     previous = core.build(_options(fake_repo, out), Recorder()).wheel
     before = previous.read_bytes()
@@ -214,8 +234,9 @@ def test_failed_build_names_the_error_and_keeps_the_previous_wheel(
     assert not [p for p in builds_root().iterdir() if p.name.startswith(".")]
 
 
-def test_build_key_follows_what_decides_the_binary(fake_repo: Path, tmp_path: Path,
-                                                   doctor: list[DoctorReport]) -> None:
+def test_build_key_follows_what_decides_the_binary(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     base = core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).key
     other_arch = core.plan(_options(fake_repo, tmp_path / "out", archs=parse_archs("89")))
     complex_kept = core.plan(_options(fake_repo, tmp_path / "out", keep_complex=True))
@@ -225,8 +246,14 @@ def test_build_key_follows_what_decides_the_binary(fake_repo: Path, tmp_path: Pa
     other_compiler = core.plan(_options(fake_repo, tmp_path / "out"))
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, cuda_version="13.1"))
     other_cuda = core.plan(_options(fake_repo, tmp_path / "out"))
-    keys = {base, other_arch.key, complex_kept.key, other_torch.key, other_compiler.key,
-            other_cuda.key}
+    keys = {
+        base,
+        other_arch.key,
+        complex_kept.key,
+        other_torch.key,
+        other_compiler.key,
+        other_cuda.key,
+    }
     assert len(keys) == 6
     # Jobs, threads and the output folder do not change the binary, so not the key either.
     doctor[0] = replace(doctor[0], toolchain=TOOLCHAIN)
@@ -234,9 +261,9 @@ def test_build_key_follows_what_decides_the_binary(fake_repo: Path, tmp_path: Pa
     assert same.key == base
 
 
-
-def test_a_left_out_patch_is_recorded_in_the_provenance(fake_repo: Path, tmp_path: Path,
-                                                        doctor: list[DoctorReport]) -> None:
+def test_a_left_out_patch_is_recorded_in_the_provenance(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     base = core.build(_options(fake_repo, tmp_path / "a"), None)
     result = core.build(_options(fake_repo, tmp_path / "b", skip_patches=("math-defines",)), None)
     assert read_provenance(result.wheel)["left_out"] == ["math-defines"]
@@ -254,28 +281,51 @@ def test_a_left_out_patch_leaves_its_file_and_changes_the_key(tmp_path: Path) ->
         options = core.BuildOptions(package=CAUSAL_CONV1D, skip_patches=skip)
         report = core._patch(root, parse_archs("90"), options)
         checkout = upstream.Checkout(root, "repo", "v1.6.1", "c0ffee", "1.6.1", "v1.6.1")
-        trees.append((root, report, core._key_inputs(checkout, report, parse_archs("90"),
-                                                     TOOLCHAIN, options)))
+        trees.append(
+            (
+                root,
+                report,
+                core._key_inputs(checkout, report, parse_archs("90"), TOOLCHAIN, options),
+            )
+        )
     (_, _, full_key), (left, report, left_key) = trees
     assert {r.id: r.reason for r in report.results}["silu-bwd-tail"] == "named by --skip"
-    assert "if (chunk * kChunkSize + i < params.seqlen)" in (
-        left / "csrc" / "causal_conv1d_bwd.cu").read_text()
+    assert (
+        "if (chunk * kChunkSize + i < params.seqlen)"
+        in (left / "csrc" / "causal_conv1d_bwd.cu").read_text()
+    )
     assert "silu-bwd-tail" in full_key.patches and "silu-bwd-tail" not in left_key.patches
     assert build_key(full_key) != build_key(left_key)
 
 
-def test_an_unknown_left_out_patch_fails_before_any_work(fake_repo: Path, tmp_path: Path,
-                                                          doctor: list[DoctorReport]) -> None:
+def test_an_unknown_left_out_patch_fails_before_any_work(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--out",
-                                 str(out), "--skip-patch", "silu-bwd-tail", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "build",
+            "--repo",
+            str(fake_repo),
+            "--ref",
+            "v0.1.0",
+            "--out",
+            str(out),
+            "--skip-patch",
+            "silu-bwd-tail",
+            "--json",
+        ],
+    )
     assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
     assert error.startswith("--skip-patch: mamba-ssm has no patch 'silu-bwd-tail'")
     assert not out.exists()
 
+
 def test_source_folder_is_copied_and_its_edits_change_the_key(
-        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     first = core.plan(_options(fake_repo, tmp_path / "out", ref=None, source=fake_repo))
     unit = fake_repo / "csrc" / "selective_scan" / "selective_scan.cpp"
     unit.write_text(unit.read_text() + "// a local edit\n")
@@ -285,7 +335,8 @@ def test_source_folder_is_copied_and_its_edits_change_the_key(
 
 
 def test_plan_reads_the_patched_setup_py_and_compiles_nothing(
-        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     recorder = Recorder()
     plan = core.plan(_options(fake_repo, tmp_path / "out", jobs=4), recorder)
 
@@ -293,7 +344,10 @@ def test_plan_reads_the_patched_setup_py_and_compiles_nothing(
     assert plan.upstream["version"] == "0.1.0" and plan.upstream["tag"] == "v0.1.0"
     assert plan.ext_name == "selective_scan_cuda"
     assert [Path(u).name for u in plan.units] == [
-        "selective_scan.cpp", "selective_scan_fwd_fp32.cu", "selective_scan_bwd_fp32_real.cu"]
+        "selective_scan.cpp",
+        "selective_scan_fwd_fp32.cu",
+        "selective_scan_bwd_fp32_real.cu",
+    ]
     assert plan.gencode == ["arch=compute_75,code=sm_75", "arch=compute_80,code=sm_80"]
     assert {p["status"] for p in plan.patches} <= {"not-applicable", "skipped"}
     assert (plan.jobs, plan.local_version, plan.reuses_objects) == (4, "cu130torch2.15", False)
@@ -302,25 +356,39 @@ def test_plan_reads_the_patched_setup_py_and_compiles_nothing(
     assert json.loads(json.dumps(plan.to_json()))["key"] == plan.key
 
 
-def test_no_arch_and_no_gpu_asks_for_arch(fake_repo: Path, tmp_path: Path,
-                                          doctor: list[DoctorReport]) -> None:
+def test_no_arch_and_no_gpu_asks_for_arch(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     doctor[0] = replace(doctor[0], recommended_archs=())
     with pytest.raises(UsageError, match="pass --arch"):
         core.build(_options(fake_repo, tmp_path / "out"), Recorder())
 
 
-def test_cli_with_no_gpu_and_no_arch_refuses_with_a_hint(fake_repo: Path, tmp_path: Path,
-                                                          doctor: list[DoctorReport]) -> None:
+def test_cli_with_no_gpu_and_no_arch_refuses_with_a_hint(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     doctor[0] = replace(doctor[0], recommended_archs=())  # what doctor says without a GPU
-    result = CliRunner().invoke(app, ["build", "--repo", str(fake_repo), "--ref", "v0.1.0",
-                                      "--out", str(tmp_path / "out"), "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "build",
+            "--repo",
+            str(fake_repo),
+            "--ref",
+            "v0.1.0",
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+    )
     assert result.exit_code == UsageError.exit_code
     assert "pass --arch" in json.loads(result.stdout)["error"]
     assert not (tmp_path / "out").exists()
 
 
 def test_failed_blocking_check_stops_the_build_unless_forced(
-        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     broken = Check("ninja", Status.FAIL, hint="pip install ninja", blocking=True)
     doctor[0] = replace(doctor[0], checks=(broken,), ready=False)
     recorder = Recorder()
@@ -331,24 +399,29 @@ def test_failed_blocking_check_stops_the_build_unless_forced(
     assert result.wheel.is_file()
 
 
-@pytest.mark.parametrize(("choice", "version"), [
-    ("none", "0.1.0"), ("mine.2", "0.1.0+mine.2"), ("+cu130", "0.1.0+cu130")])
-def test_local_version_choices(fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport],
-                               choice: str, version: str) -> None:
+@pytest.mark.parametrize(
+    ("choice", "version"),
+    [("none", "0.1.0"), ("mine.2", "0.1.0+mine.2"), ("+cu130", "0.1.0+cu130")],
+)
+def test_local_version_choices(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], choice: str, version: str
+) -> None:
     result = core.build(_options(fake_repo, tmp_path / "out", local_version=choice), Recorder())
     assert result.wheel.name.startswith(f"mamba_ssm-{version}-")
 
 
-def test_invalid_local_version_fails_before_any_work(fake_repo: Path, tmp_path: Path,
-                                                     doctor: list[DoctorReport]) -> None:
+def test_invalid_local_version_fails_before_any_work(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     recorder = Recorder()
     with pytest.raises(UsageError, match="--local-version"):
         core.build(_options(fake_repo, tmp_path / "out", local_version="cu 13!"), recorder)
     assert recorder.steps == []
 
 
-def test_source_and_ref_together_are_refused(fake_repo: Path, tmp_path: Path,
-                                             doctor: list[DoctorReport]) -> None:
+def test_source_and_ref_together_are_refused(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     with pytest.raises(UsageError, match="--source and --ref"):
         core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo))
 
@@ -362,12 +435,21 @@ def test_guard_refuses_a_real_upstream_tree(tmp_path: Path) -> None:
     assert not (tmp_path / "ws" / "logs").exists()  # nothing was started
 
 
-def test_cli_plan_json_and_failure_exit_code(fake_repo: Path, tmp_path: Path,
-                                             doctor: list[DoctorReport],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_plan_json_and_failure_exit_code(
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+) -> None:
     runner = CliRunner()
-    args = ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--arch", "8.6",
-            "--out", str(tmp_path / "out")]
+    args = [
+        "build",
+        "--repo",
+        str(fake_repo),
+        "--ref",
+        "v0.1.0",
+        "--arch",
+        "8.6",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     planned = runner.invoke(app, [*args, "--plan", "--json"])
     assert planned.exit_code == 0, planned.output
     assert json.loads(planned.stdout)["archs"] == "86"
@@ -382,7 +464,8 @@ def test_cli_plan_json_and_failure_exit_code(fake_repo: Path, tmp_path: Path,
 
 
 def test_a_second_build_into_the_same_build_folder_fails_clearly(
-        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     options = _options(fake_repo, tmp_path / "out")
     build_dir = core.plan(options, Recorder()).build_dir
     build_dir.mkdir(parents=True)

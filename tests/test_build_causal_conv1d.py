@@ -29,10 +29,17 @@ from mambawin.wheel.metadata import GUARD_BEGIN, read_provenance, requirements
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOOLCHAIN = Toolchain(
-    python_version="3.11.7", torch_version="2.15.0+cu132", torch_cuda="13.2",
-    torch_cxx_std="201703", nvcc="/fake/cuda/bin/nvcc", cuda_version="13.0",
-    cuda_home="/fake/cuda", host_compiler="gcc", host_compiler_version="12.2.0",
-    msvc_toolset=None, ninja="/usr/bin/ninja",
+    python_version="3.11.7",
+    torch_version="2.15.0+cu132",
+    torch_cuda="13.2",
+    torch_cxx_std="201703",
+    nvcc="/fake/cuda/bin/nvcc",
+    cuda_version="13.0",
+    cuda_home="/fake/cuda",
+    host_compiler="gcc",
+    host_compiler_version="12.2.0",
+    msvc_toolset=None,
+    ninja="/usr/bin/ninja",
 )
 runner = CliRunner()
 
@@ -45,8 +52,13 @@ def git_repo(root: Path, tags: dict[str, str], init: str) -> Path:
         (root / init).parent.mkdir(parents=True, exist_ok=True)
         (root / init).write_text(f'__version__ = "{version}"\n')
         (root / "setup.py").touch()
-        repo.index.add([p.relative_to(root).as_posix() for p in root.rglob("*")
-                        if p.is_file() and ".git" not in p.parts])
+        repo.index.add(
+            [
+                p.relative_to(root).as_posix()
+                for p in root.rglob("*")
+                if p.is_file() and ".git" not in p.parts
+            ]
+        )
         repo.index.commit(tag, author=actor, committer=actor)
         repo.create_tag(tag)
     return root
@@ -71,15 +83,18 @@ def test_package_names_and_unknown_ones() -> None:
         get_package("flash-attn")
 
 
-@pytest.mark.parametrize(("mamba", "conv", "fits"), [
-    ("2.3.2.post1", "1.6.1.post4", True),
-    ("2.3.2.post1", "1.5.0.post8", False),  # no causal_conv1d.cpp_functions before 1.5.1
-    ("2.2.4", "1.4.0", True),
-    ("2.0.0", "1.3.0.post1", False),
-    ("1.1.4", "1.2.0", False),
-    ("1.1.4", "1.1.3.post1", True),
-    ("1.0.1", "1.0.0", True),
-])
+@pytest.mark.parametrize(
+    ("mamba", "conv", "fits"),
+    [
+        ("2.3.2.post1", "1.6.1.post4", True),
+        ("2.3.2.post1", "1.5.0.post8", False),  # no causal_conv1d.cpp_functions before 1.5.1
+        ("2.2.4", "1.4.0", True),
+        ("2.0.0", "1.3.0.post1", False),
+        ("1.1.4", "1.2.0", False),
+        ("1.1.4", "1.1.3.post1", True),
+        ("1.0.1", "1.0.0", True),
+    ],
+)
 def test_pair_rules(mamba: str, conv: str, fits: bool) -> None:
     problem = pair_problem(Version(mamba), Version(conv))
     assert (problem is None) == fits
@@ -87,23 +102,30 @@ def test_pair_rules(mamba: str, conv: str, fits: bool) -> None:
         assert f"causal-conv1d {conv} does not fit mamba-ssm {mamba}" in problem
 
 
-CONV_TAGS = {"v1.3.0": "1.3.0", "v1.4.0": "1.4.0", "v1.5.0.post8": "1.5.0.post8",
-             "v1.6.1.post4": "1.6.1"}
+CONV_TAGS = {
+    "v1.3.0": "1.3.0",
+    "v1.4.0": "1.4.0",
+    "v1.5.0.post8": "1.5.0.post8",
+    "v1.6.1.post4": "1.6.1",
+}
 
 
 def test_newest_fitting_release() -> None:
     tags = [*CONV_TAGS, "nightly"]
     assert pair.newest_fitting(tags, Version("2.3.2.post1")) == "v1.6.1.post4"
-    assert pair.newest_fitting(["v1.3.0", "v1.4.0", "v1.5.0.post8"],
-                               Version("2.1.0")) == "v1.5.0.post8"
+    assert (
+        pair.newest_fitting(["v1.3.0", "v1.4.0", "v1.5.0.post8"], Version("2.1.0"))
+        == "v1.5.0.post8"
+    )
     with pytest.raises(UpstreamError, match=r"causal-conv1d>=1\.5\.1"):
         pair.newest_fitting(["v1.3.0", "v1.4.0"], Version("2.3.0"))
 
 
 @pytest.fixture
 def mirrors(tmp_path: Path) -> tuple[Path, Path]:
-    mamba = git_repo(tmp_path / "mamba", {"v2.2.4": "2.2.4", "v2.3.2.post1": "2.3.1"},
-                     "mamba_ssm/__init__.py")
+    mamba = git_repo(
+        tmp_path / "mamba", {"v2.2.4": "2.2.4", "v2.3.2.post1": "2.3.1"}, "mamba_ssm/__init__.py"
+    )
     conv = git_repo(tmp_path / "conv", CONV_TAGS, "causal_conv1d/__init__.py")
     return mamba, conv
 
@@ -118,42 +140,64 @@ def test_choose_pair_defaults_to_the_newest_fitting_release(mirrors: tuple[Path,
     assert choice.mamba_version == Version("2.3.2.post1")
 
 
-def test_cli_refuses_an_incompatible_pair_before_building(mirrors: tuple[Path, Path],
-                                                         tmp_path: Path) -> None:
+def test_cli_refuses_an_incompatible_pair_before_building(
+    mirrors: tuple[Path, Path], tmp_path: Path
+) -> None:
     mamba, conv = mirrors
     out = tmp_path / "out"
-    result = runner.invoke(app, ["build", "--repo", str(mamba), "--ref", "v2.2.4",
-                                 "--with", "causal-conv1d==v1.3.0", "--with-repo", str(conv),
-                                 "--arch", "90", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "build",
+            "--repo",
+            str(mamba),
+            "--ref",
+            "v2.2.4",
+            "--with",
+            "causal-conv1d==v1.3.0",
+            "--with-repo",
+            str(conv),
+            "--arch",
+            "90",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 2
     assert "causal-conv1d 1.3.0 does not fit mamba-ssm 2.2.4" in result.output
     assert "causal-conv1d>=1.4.0" in result.output
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--with", "flash-attn"], "unknown package"),
-    (["--with", "causal-conv1d=="], "only causal-conv1d"),
-    (["--with", "mamba-ssm"], "only causal-conv1d"),
-    (["--package", "causal-conv1d", "--with", "causal-conv1d"], "drop --package or drop --with"),
-    (["--with-repo", "x"], "add --with"),
-    (["--package", "causal-conv1d", "--keep-complex", "--ref", "v1"], "drop --keep-complex"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--with", "flash-attn"], "unknown package"),
+        (["--with", "causal-conv1d=="], "only causal-conv1d"),
+        (["--with", "mamba-ssm"], "only causal-conv1d"),
+        (
+            ["--package", "causal-conv1d", "--with", "causal-conv1d"],
+            "drop --package or drop --with",
+        ),
+        (["--with-repo", "x"], "add --with"),
+        (["--package", "causal-conv1d", "--keep-complex", "--ref", "v1"], "drop --keep-complex"),
+    ],
+)
 def test_cli_rejects_bad_pair_options(args: list[str], message: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["build", "--out", str(tmp_path / "out"), *args])
     assert result.exit_code == 2, result.output
     assert message in result.output
 
 
-def test_causal_conv1d_alone(tmp_path: Path, doctor: None,
-                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_causal_conv1d_alone(tmp_path: Path, doctor: None, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = fake(tmp_path, "fake_causal_conv1d")
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     monkeypatch.setenv("CAUSAL_CONV1D_SKIP_CUDA_BUILD", "TRUE")  # stale shell settings
     monkeypatch.setenv("CAUSAL_CONV1D_LOCAL_VERSION", "stale")
-    options = core.BuildOptions(repo=str(repo), ref="v0.1.0", out=tmp_path / "out",
-                                package=CAUSAL_CONV1D)
+    options = core.BuildOptions(
+        repo=str(repo), ref="v0.1.0", out=tmp_path / "out", package=CAUSAL_CONV1D
+    )
     result = core.build(options, None)
 
     seen = json.loads(dump.read_text())
@@ -175,9 +219,23 @@ def test_causal_conv1d_alone(tmp_path: Path, doctor: None,
 def test_pair_builds_both_wheels_into_one_out(tmp_path: Path, doctor: None) -> None:
     mamba, conv = fake(tmp_path, "fake_upstream"), fake(tmp_path, "fake_causal_conv1d")
     out = tmp_path / "out"
-    result = runner.invoke(app, ["build", "--repo", str(mamba), "--ref", "v0.1.0",
-                                 "--with", "causal-conv1d", "--with-repo", str(conv),
-                                 "--out", str(out), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "build",
+            "--repo",
+            str(mamba),
+            "--ref",
+            "v0.1.0",
+            "--with",
+            "causal-conv1d",
+            "--with-repo",
+            str(conv),
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     builds = json.loads(result.stdout)["builds"]
     assert [b["package"] for b in builds] == ["mamba-ssm", "causal-conv1d"]
@@ -188,37 +246,66 @@ def test_pair_builds_both_wheels_into_one_out(tmp_path: Path, doctor: None) -> N
     assert builds[0]["key"] != builds[1]["key"]
 
 
-
 def test_pair_hands_each_left_out_patch_to_its_package(tmp_path: Path, doctor: None) -> None:
     mamba, conv = fake(tmp_path, "fake_upstream"), fake(tmp_path, "fake_causal_conv1d")
-    base = ["build", "--repo", str(mamba), "--ref", "v0.1.0", "--with", "causal-conv1d",
-            "--with-repo", str(conv), "--json"]
-    result = runner.invoke(app, [*base, "--out", str(tmp_path / "out"),
-                                 "--skip-patch", "silu-bwd-tail,math-defines"])
+    base = [
+        "build",
+        "--repo",
+        str(mamba),
+        "--ref",
+        "v0.1.0",
+        "--with",
+        "causal-conv1d",
+        "--with-repo",
+        str(conv),
+        "--json",
+    ]
+    result = runner.invoke(
+        app, [*base, "--out", str(tmp_path / "out"), "--skip-patch", "silu-bwd-tail,math-defines"]
+    )
     assert result.exit_code == 0, result.output
     wheels = {p.name.split("-")[0]: p for p in (tmp_path / "out").iterdir()}
     assert read_provenance(wheels["mamba_ssm"])["left_out"] == ["math-defines"]
     assert read_provenance(wheels["causal_conv1d"])["left_out"] == ["silu-bwd-tail"]
     wrong = runner.invoke(app, [*base, "--out", str(tmp_path / "out2"), "--skip-patch", "nope"])
     assert wrong.exit_code == 2
-    assert "neither mamba-ssm nor causal-conv1d has a patch 'nope'" in json.loads(
-        wrong.stdout)["error"]
+    assert (
+        "neither mamba-ssm nor causal-conv1d has a patch 'nope'"
+        in json.loads(wrong.stdout)["error"]
+    )
     assert not (tmp_path / "out2").exists()
 
+
 def test_the_build_key_separates_packages() -> None:
-    inputs = KeyInputs("c0ffee", (), "tree", "90", "2.15", "13.0", "gcc", "cp311",
-                       "linux-x86_64", False)
+    inputs = KeyInputs(
+        "c0ffee", (), "tree", "90", "2.15", "13.0", "gcc", "cp311", "linux-x86_64", False
+    )
     other = KeyInputs(*list(inputs.__dict__.values())[:-1], package="causal-conv1d")
     assert build_key(inputs) != build_key(other)
 
 
 def test_pair_plan_shows_both_packages(tmp_path: Path, doctor: None) -> None:
     mamba, conv = fake(tmp_path, "fake_upstream"), fake(tmp_path, "fake_causal_conv1d")
-    result = runner.invoke(app, ["build", "--repo", str(mamba), "--ref", "v0.1.0", "--plan",
-                                 "--with", "causal-conv1d==v0.1.0", "--with-repo", str(conv),
-                                 "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "build",
+            "--repo",
+            str(mamba),
+            "--ref",
+            "v0.1.0",
+            "--plan",
+            "--with",
+            "causal-conv1d==v0.1.0",
+            "--with-repo",
+            str(conv),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     plans = json.loads(result.stdout)["builds"]
     assert [(p["package"], p["ext_name"]) for p in plans] == [
-        ("mamba-ssm", "selective_scan_cuda"), ("causal-conv1d", "causal_conv1d_cuda")]
+        ("mamba-ssm", "selective_scan_cuda"),
+        ("causal-conv1d", "causal_conv1d_cuda"),
+    ]
     assert plans[1]["upstream"]["ref"] == "v0.1.0"

@@ -15,10 +15,12 @@ from mambawin.wheel.metadata import read_provenance, requirements
 
 @pytest.mark.slow
 @pytest.mark.upstream
-def test_real_v226_build_for_sm90_then_an_identical_rebuild(upstream_repo: Path,
-                                                            tmp_path: Path) -> None:
-    options = core.BuildOptions(repo=str(upstream_repo), ref="v2.2.6", archs=parse_archs("90"),
-                                out=tmp_path / "wheels")
+def test_real_v226_build_for_sm90_then_an_identical_rebuild(
+    upstream_repo: Path, tmp_path: Path
+) -> None:
+    options = core.BuildOptions(
+        repo=str(upstream_repo), ref="v2.2.6", archs=parse_archs("90"), out=tmp_path / "wheels"
+    )
     first = core.build(options)
 
     assert first.wheel.name.startswith("mamba_ssm-2.2.6+cu")

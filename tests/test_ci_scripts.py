@@ -26,9 +26,14 @@ SHELLS = {
     "python": ["python3", "{0}"],
 }
 FAKES = ("python", "mambawin", "gh", "nvcc", "sccache", "pip")
-GITHUB = {"github.workspace": "/runner/work/wheels", "github.token": "fake-token",
-          "github.repository": "team/wheels", "github.run_number": "7",
-          "github.workflow": "mamba wheels", "github.ref": "refs/heads/main"}
+GITHUB = {
+    "github.workspace": "/runner/work/wheels",
+    "github.token": "fake-token",
+    "github.repository": "team/wheels",
+    "github.run_number": "7",
+    "github.workflow": "mamba wheels",
+    "github.ref": "refs/heads/main",
+}
 _EXPRESSION = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
 
 SPEC = """\
@@ -58,10 +63,22 @@ skip_patches = ["silu-bwd-tail"]
 def generate(tmp_path: Path, spec: str, publish: str) -> dict[str, Any]:
     (tmp_path / "mambawin.toml").write_text(spec, encoding="utf-8")
     out = tmp_path / "wheels.yml"
-    result = CliRunner().invoke(app, [
-        "ci", "github", "--spec", str(tmp_path / "mambawin.toml"), "--out", str(out),
-        "--publish", publish, "--no-check",
-        "--mambawin", "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40])
+    result = CliRunner().invoke(
+        app,
+        [
+            "ci",
+            "github",
+            "--spec",
+            str(tmp_path / "mambawin.toml"),
+            "--out",
+            str(out),
+            "--publish",
+            publish,
+            "--no-check",
+            "--mambawin",
+            "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40,
+        ],
+    )
     assert result.exit_code == 0, result.output
     workflow: dict[str, Any] = yaml.safe_load(out.read_text(encoding="utf-8"))
     return workflow
@@ -89,14 +106,17 @@ def fake_tools(folder: Path, log: Path) -> None:
     folder.mkdir()
     for name in FAKES:
         tool = folder / name
-        tool.write_text('#!/bin/bash\n{ printf "%s" "$(basename "$0")"; for a in "$@"; do '
-                        'printf "\\t%s" "$a"; done; printf "\\n"; } >> "' + str(log) + '"\n',
-                        encoding="utf-8")
+        tool.write_text(
+            '#!/bin/bash\n{ printf "%s" "$(basename "$0")"; for a in "$@"; do '
+            'printf "\\t%s" "$a"; done; printf "\\n"; } >> "' + str(log) + '"\n',
+            encoding="utf-8",
+        )
         tool.chmod(0o755)
 
 
-def run_step(step: dict[str, Any], env: dict[str, str], matrix: dict[str, Any],
-             tmp_path: Path) -> list[list[str]]:
+def run_step(
+    step: dict[str, Any], env: dict[str, str], matrix: dict[str, Any], tmp_path: Path
+) -> list[list[str]]:
     """Run one step's script; the argv of every faked program it called."""
     shell = step.get("shell", "bash")
     assert shell in SHELLS, f"step {step.get('name')!r}: the suite cannot run shell {shell!r}"
@@ -110,19 +130,23 @@ def run_step(step: dict[str, Any], env: dict[str, str], matrix: dict[str, Any],
     step_env = {k: fill(str(v), matrix, env) for k, v in {**env, **step.get("env", {})}.items()}
     full_env = {**step_env, "PATH": f"{work / 'bin'}:/usr/bin:/bin", "HOME": str(work)}
     argv = [part.replace("{0}", str(script)) for part in SHELLS[shell]]
-    done = subprocess.run(argv, cwd=work, env=full_env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        argv, cwd=work, env=full_env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, f"{step.get('name')}: {done.stderr}"
     lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
     return [line.split("\t") for line in lines]
 
 
-def run_job(workflow: dict[str, Any], job_id: str, matrix: dict[str, Any],
-            tmp_path: Path) -> dict[str, list[list[str]]]:
+def run_job(
+    workflow: dict[str, Any], job_id: str, matrix: dict[str, Any], tmp_path: Path
+) -> dict[str, list[list[str]]]:
     """Every run step of one job for one matrix entry: step name → the calls it made."""
     job = workflow["jobs"][job_id]
-    env = {k: fill(str(v), matrix, {}) for k, v in {**workflow.get("env", {}),
-                                                     **job.get("env", {})}.items()}
+    env = {
+        k: fill(str(v), matrix, {})
+        for k, v in {**workflow.get("env", {}), **job.get("env", {})}.items()
+    }
     calls = {}
     for step in job["steps"]:
         if "run" in step:
@@ -140,8 +164,12 @@ def parses_as_mambawin(args: list[str]) -> None:
 
 
 def includes(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [(job_id, entry) for job_id, job in workflow["jobs"].items()
-            if "strategy" in job for entry in job["strategy"]["matrix"]["include"]]
+    return [
+        (job_id, entry)
+        for job_id, job in workflow["jobs"].items()
+        if "strategy" in job
+        for entry in job["strategy"]["matrix"]["include"]
+    ]
 
 
 def test_every_build_script_runs_and_calls_the_tools_as_meant(tmp_path: Path) -> None:
@@ -151,8 +179,15 @@ def test_every_build_script_runs_and_calls_the_tools_as_meant(tmp_path: Path) ->
     for job_id, entry in cells:
         calls = run_job(workflow, job_id, entry, tmp_path)
         install = calls["torch and mambawin"]
-        assert ["python", "-m", "pip", "install", "torch==2.10.0", "--index-url",
-                "https://download.pytorch.org/whl/cu130"] in install
+        assert [
+            "python",
+            "-m",
+            "pip",
+            "install",
+            "torch==2.10.0",
+            "--index-url",
+            "https://download.pytorch.org/whl/cu130",
+        ] in install
         assert install[-1][-1] == "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40
         (doctor,) = calls["mambawin doctor"]
         assert doctor[:3] == ["mambawin", "doctor", "--arch"]
@@ -172,8 +207,13 @@ def test_the_publish_scripts_run(publish: str, tmp_path: Path) -> None:
     workflow = generate(tmp_path, SPEC, publish)
     calls = run_job(workflow, "publish", {}, tmp_path)
     index = calls["mambawin index"]
-    assert index[0] == ["python", "-m", "pip", "install",
-                        "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40]
+    assert index[0] == [
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40,
+    ]
     assert index[1] == ["mambawin", "index", "wheelhouse", "--out", "site"]
     parses_as_mambawin(index[1][1:])
     if publish == "release":
@@ -183,9 +223,12 @@ def test_the_publish_scripts_run(publish: str, tmp_path: Path) -> None:
 
 def test_no_call_gets_an_unexpanded_variable(tmp_path: Path) -> None:
     workflow = generate(tmp_path, SPEC, "release")
-    everything = [call for job_id, entry in [*includes(workflow), ("publish", {})]
-                  for calls in run_job(workflow, job_id, entry, tmp_path).values()
-                  for call in calls]
+    everything = [
+        call
+        for job_id, entry in [*includes(workflow), ("publish", {})]
+        for calls in run_job(workflow, job_id, entry, tmp_path).values()
+        for call in calls
+    ]
     assert everything
     for call in everything:
         for arg in call:
@@ -194,8 +237,12 @@ def test_no_call_gets_an_unexpanded_variable(tmp_path: Path) -> None:
 
 def test_the_executor_catches_a_powershell_variable_under_bash(tmp_path: Path) -> None:
     # The first generated workflow's publish step: `"$env:MAMBAWIN_REQ"` under `shell: bash`.
-    step = {"name": "old", "shell": "bash", "run": 'python -m pip install "$env:MAMBAWIN_REQ"\n',
-            "env": {"MAMBAWIN_REQ": "mambawin==0.1.0"}}
+    step = {
+        "name": "old",
+        "shell": "bash",
+        "run": 'python -m pip install "$env:MAMBAWIN_REQ"\n',
+        "env": {"MAMBAWIN_REQ": "mambawin==0.1.0"},
+    }
     (call,) = run_step(step, {}, {}, tmp_path)
     assert call[-1] == ":MAMBAWIN_REQ"  # what pip got; test_no_call_gets_... refuses it
     with pytest.raises(AssertionError, match="cannot run shell 'pwsh'"):

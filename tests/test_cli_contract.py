@@ -46,10 +46,14 @@ def _args(args: list[str], tmp_path: Path) -> list[str]:
     return [a.format(tmp=tmp_path, fake=fake) for a in args]
 
 
-@pytest.mark.parametrize(("args", "code", "words"), BAD_INPUTS, ids=lambda v: " ".join(v)
-                         if isinstance(v, list) else None)
-def test_every_command_fails_as_json_under_json(tmp_path: Path, args: list[str], code: int,
-                                                words: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    BAD_INPUTS,
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_every_command_fails_as_json_under_json(
+    tmp_path: Path, args: list[str], code: int, words: str
+) -> None:
     result = runner.invoke(app, [*_args(args, tmp_path), "--json"])
     assert result.exit_code == code, result.output
     data = json.loads(result.stdout)  # stdout is one JSON document, nothing else
@@ -59,8 +63,9 @@ def test_every_command_fails_as_json_under_json(tmp_path: Path, args: list[str],
 
 
 @pytest.mark.parametrize(("args", "code", "words"), BAD_INPUTS[:4])
-def test_without_json_a_failure_is_one_line_on_stderr(tmp_path: Path, args: list[str], code: int,
-                                                     words: str) -> None:
+def test_without_json_a_failure_is_one_line_on_stderr(
+    tmp_path: Path, args: list[str], code: int, words: str
+) -> None:
     result = runner.invoke(app, _args(args, tmp_path))
     assert result.exit_code == code and result.stdout == ""
     assert result.stderr.startswith("error: ") and words in result.stderr
@@ -95,12 +100,28 @@ def test_patch_table_goes_to_stdout_and_the_dry_run_diff_owns_it(tmp_path: Path)
 # ---- --help -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("command", "defaults"), [
-    ("build", ["the newest release", "the package's GitHub repo", "this GPU",
-               "$MAX_JOBS, else doctor's", "#archs, max 4", "dist", "auto"]),
-    ("fetch", ["the newest vX.Y.Z[.postN] tag", "GitHub's", "a short path in the mambawin cache"]),
-    ("metadata", ["wheelhouse", "the wheel's own"]),
-])
+@pytest.mark.parametrize(
+    ("command", "defaults"),
+    [
+        (
+            "build",
+            [
+                "the newest release",
+                "the package's GitHub repo",
+                "this GPU",
+                "$MAX_JOBS, else doctor's",
+                "#archs, max 4",
+                "dist",
+                "auto",
+            ],
+        ),
+        (
+            "fetch",
+            ["the newest vX.Y.Z[.postN] tag", "GitHub's", "a short path in the mambawin cache"],
+        ),
+        ("metadata", ["wheelhouse", "the wheel's own"]),
+    ],
+)
 def test_help_shows_every_default(command: str, defaults: list[str]) -> None:
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0

@@ -19,8 +19,9 @@ from typer.testing import CliRunner
 from mambawin.cli import app
 
 
-def commands(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...],
-                                                                              Any]]:
+def commands(
+    command: Any = None, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], Any]]:
     command = command or typer.main.get_command(app)
     subcommands = getattr(command, "commands", None)
     if subcommands:
@@ -46,8 +47,15 @@ def shown_default(option: click.Option) -> str | None:
 
 
 def test_every_command_is_covered() -> None:
-    assert {" ".join(path) for path in COMMANDS} >= {"build", "verify", "ci github", "index",
-                                                       "doctor", "patch", "matrix"}
+    assert {" ".join(path) for path in COMMANDS} >= {
+        "build",
+        "verify",
+        "ci github",
+        "index",
+        "doctor",
+        "patch",
+        "matrix",
+    }
 
 
 @pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
@@ -61,7 +69,10 @@ def test_every_option_shows_its_default_and_no_help_hides_one(path: tuple[str, .
         assert "[default:" not in (option.help or ""), f"{option.opts}: hand-written default"
         expected = shown_default(option)
         if expected is not None:
-            shown = f"[default: ({expected})]" if isinstance(option.show_default, str) else (
-                f"[default: {expected}]")
+            shown = (
+                f"[default: ({expected})]"
+                if isinstance(option.show_default, str)
+                else (f"[default: {expected}]")
+            )
             assert shown in text, f"{' '.join(path)} {option.opts[0]}: {shown} not in --help"
     assert not re.search(r"\s\.\s", text), "a help line ends in ' .' (markup swallowed)"

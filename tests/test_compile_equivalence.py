@@ -41,10 +41,16 @@ FWD = tuple(f"selective_scan_fwd_{t}.cu" for t in ("fp32", "fp16", "bf16"))
 BWD = tuple(f"selective_scan_bwd_{t}_real.cu" for t in ("fp32", "fp16", "bf16"))
 # The device-side flags of upstream setup.py (every tag), without -lineinfo/--ptxas-options=-v.
 UPSTREAM_FLAGS = (
-    "-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
-    "-U__CUDA_NO_BFLOAT16_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
-    "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
-    "--expt-relaxed-constexpr", "--expt-extended-lambda", "--use_fast_math",
+    "-O3",
+    "-U__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_BFLOAT16_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-U__CUDA_NO_BFLOAT162_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "--use_fast_math",
 )
 CUDA_CONFIGS = {(32, 4), (32, 8), (32, 16), (64, 16), (128, 16)}  # (kNThreads, kNItems)
 _TRAITS = re.compile(r"_kernel_traitsI((?:L[a-z]\d+E)+)(.*)EEv")
@@ -54,10 +60,11 @@ STT_FUNC, STB_GLOBAL, SHT_SYMTAB = 2, 1, 2
 def kernel_symbols(cubin: bytes) -> set[str]:
     """Names of the global function symbols (the `.entry` kernels) of an ELF64 cubin."""
     assert cubin[:4] == b"\x7fELF" and cubin[4] == 2, "not an ELF64 cubin"
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize)
-                for i in range(shnum)]
+    sections = [
+        struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)
+    ]
     names: set[str] = set()
     for _, kind, _, _, offset, size, link, _, _, entsize in sections:
         if kind != SHT_SYMTAB:
@@ -67,7 +74,7 @@ def kernel_symbols(cubin: bytes) -> set[str]:
             name_at, info = struct.unpack_from("<IB", cubin, pos)
             if info & 0xF == STT_FUNC and info >> 4 == STB_GLOBAL:
                 end = cubin.index(b"\0", strtab_offset + name_at)
-                names.add(cubin[strtab_offset + name_at:end].decode("ascii"))
+                names.add(cubin[strtab_offset + name_at : end].decode("ascii"))
     return names
 
 
@@ -79,8 +86,21 @@ def compile_cubins(jobs: list[tuple[Path, Path]], flags: list[str]) -> None:
 
     def one(job: tuple[Path, Path]) -> None:
         source, out = job
-        proc.run([nvcc, "-cubin", "-arch=sm_90", *UPSTREAM_FLAGS, *flags,
-                  "-I", source.parent, source, "-o", out], timeout=1800)
+        proc.run(
+            [
+                nvcc,
+                "-cubin",
+                "-arch=sm_90",
+                *UPSTREAM_FLAGS,
+                *flags,
+                "-I",
+                source.parent,
+                source,
+                "-o",
+                out,
+            ],
+            timeout=1800,
+        )
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(one, jobs))
@@ -117,9 +137,11 @@ def test_patched_kernels_equal_stock(upstream_repo: Path, tmp_path: Path, ref: s
     kernels = {name: root / KERNELS for name, root in trees.items()}
     for source in BWD:  # complex-removal does not touch the bwd real files: compile them once
         assert (kernels["lean"] / source).read_bytes() == (kernels["keep"] / source).read_bytes()
-    jobs = [(kernels[tree] / src, tmp_path / f"{tree}-{src}.cubin")
-            for tree, sources in (("stock", FWD + BWD), ("keep", FWD + BWD), ("lean", FWD))
-            for src in sources]
+    jobs = [
+        (kernels[tree] / src, tmp_path / f"{tree}-{src}.cubin")
+        for tree, sources in (("stock", FWD + BWD), ("keep", FWD + BWD), ("lean", FWD))
+        for src in sources
+    ]
     compile_cubins(jobs, torch_nvcc_flags())
     symbols = {out.name: kernel_symbols(out.read_bytes()) for _, out in jobs}
     for src in FWD + BWD:
@@ -152,9 +174,14 @@ def sass_per_kernel(text: str) -> dict[str, tuple[str, ...]]:
     become one: cuobjdump pads every line to the longest one in the whole file.
     """
     parts = _FUNCTION.split(text)
-    return {name: tuple(" ".join(line.split()) for line in body.splitlines()
-                        if line.strip() and not line.strip().startswith("."))
-            for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    return {
+        name: tuple(
+            " ".join(line.split())
+            for line in body.splitlines()
+            if line.strip() and not line.strip().startswith(".")
+        )
+        for name, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
 
 
 def sass_of(cuobjdump: str, cubin: Path) -> dict[str, tuple[str, ...]]:
@@ -175,8 +202,7 @@ def stock_tree(repo: Path, ref: str, dest: Path) -> Path:
 
 
 @pytest.mark.parametrize("ref", SASS_REFS)
-def test_patched_kernels_have_the_stock_sass(upstream_repo: Path, tmp_path: Path,
-                                             ref: str) -> None:
+def test_patched_kernels_have_the_stock_sass(upstream_repo: Path, tmp_path: Path, ref: str) -> None:
     cuobjdump = find_cuobjdump()
     if cuobjdump is None:
         pytest.skip("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
@@ -184,16 +210,21 @@ def test_patched_kernels_have_the_stock_sass(upstream_repo: Path, tmp_path: Path
     patched = clone(upstream_repo, ref, tmp_path / "patched")
     statuses = apply_kernel_patches(patched)
     assert statuses["bool-switch"] == "applied" == statuses["complex-removal"], statuses
-    jobs = [(root / KERNELS / src, tmp_path / f"{name}-{src}.cubin")
-            for name, root in (("stock", stock), ("patched", patched)) for src in SASS_SOURCES]
+    jobs = [
+        (root / KERNELS / src, tmp_path / f"{name}-{src}.cubin")
+        for name, root in (("stock", stock), ("patched", patched))
+        for src in SASS_SOURCES
+    ]
     compile_cubins(jobs, torch_nvcc_flags())
     for src in SASS_SOURCES:
         before = sass_of(cuobjdump, tmp_path / f"stock-{src}.cubin")
         after = sass_of(cuobjdump, tmp_path / f"patched-{src}.cubin")
         common = sorted(before.keys() & after.keys())
         same = [name for name in common if before[name] == after[name]]
-        print(f"SASS {ref} {src} sm_90: stock {len(before)} kernels, patched {len(after)}, "
-              f"identical SASS for {len(same)} of {len(common)} common kernels")
+        print(
+            f"SASS {ref} {src} sm_90: stock {len(before)} kernels, patched {len(after)}, "
+            f"identical SASS for {len(same)} of {len(common)} common kernels"
+        )
         # complex-removal drops the complex<float> fwd kernels; nothing is ever added.
         lost = {name for name in before.keys() - after.keys() if not is_complex(name)}
         assert after.keys() <= before.keys() and not lost, sorted(after.keys() ^ before.keys())

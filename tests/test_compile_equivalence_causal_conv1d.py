@@ -32,16 +32,17 @@ KERNEL_PATCHES = ("alt-tokens", "rocm-directives")
 
 def code_per_kernel(cubin: bytes) -> dict[str, bytes]:
     """The bytes of every `.text.<kernel>` section of an ELF64 cubin, keyed by kernel name."""
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize)
-                for i in range(shnum)]
+    sections = [
+        struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)
+    ]
     names_at = sections[shstrndx][4]
     code: dict[str, bytes] = {}
     for name_at, _, _, _, offset, size, *_ in sections:
-        name = cubin[names_at + name_at:cubin.index(b"\0", names_at + name_at)].decode("ascii")
+        name = cubin[names_at + name_at : cubin.index(b"\0", names_at + name_at)].decode("ascii")
         if name.startswith(".text."):
-            code[name.removeprefix(".text.")] = cubin[offset:offset + size]
+            code[name.removeprefix(".text.")] = cubin[offset : offset + size]
     return code
 
 
@@ -54,14 +55,19 @@ def mirror() -> Path:
 
 
 @pytest.mark.parametrize("ref", ["v1.4.0", "v1.6.0"])
-def test_patched_kernels_compile_to_the_same_machine_code(mirror: Path, tmp_path: Path,
-                                                   ref: str) -> None:
+def test_patched_kernels_compile_to_the_same_machine_code(
+    mirror: Path, tmp_path: Path, ref: str
+) -> None:
     stock, patched = (clone(mirror, ref, tmp_path / name) for name in ("stock", "patched"))
     report = apply_patches(patched, PatchOptions(), only=KERNEL_PATCHES, package=CAUSAL_CONV1D)
     assert {r.id: r.status for r in report.results if r.id in KERNEL_PATCHES} == dict.fromkeys(
-        KERNEL_PATCHES, "applied")
-    jobs = [(tree / "csrc" / src, tmp_path / f"{tree.name}-{src}.cubin")
-            for tree in (stock, patched) for src in SOURCES]
+        KERNEL_PATCHES, "applied"
+    )
+    jobs = [
+        (tree / "csrc" / src, tmp_path / f"{tree.name}-{src}.cubin")
+        for tree in (stock, patched)
+        for src in SOURCES
+    ]
     compile_cubins(jobs, torch_nvcc_flags())
     for src in SOURCES:
         before, after = tmp_path / f"stock-{src}.cubin", tmp_path / f"patched-{src}.cubin"

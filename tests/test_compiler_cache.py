@@ -47,7 +47,9 @@ def _fake_sccache(folder: Path, stats: Path) -> Path:
         '  --zero-stats) echo zeroed >> "$(dirname "$0")/calls" ;;\n'
         f'  --show-stats) cat "{stats}" ;;\n'
         '  *) exec "$@" ;;\n'
-        "esac\n", encoding="utf-8")
+        "esac\n",
+        encoding="utf-8",
+    )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
 
@@ -65,8 +67,9 @@ def test_doctor_finds_sccache_on_path(tmp_path: Path, monkeypatch: pytest.Monkey
     assert (check.status, check.version) == (Status.OK, "sccache 0.16.0")
 
 
-def test_doctor_without_a_cache_says_how_to_get_one(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctor_without_a_cache_says_how_to_get_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(tools, "_in_scripts", lambda name, platform: None)
     found = tools.compiler_cache(ProbeContext(env={"PATH": str(tmp_path)}))
     check = tools._cache(found)
@@ -86,14 +89,17 @@ def test_nvcc_goes_through_the_cache_quoted_for_the_shell_that_reads_it() -> Non
     assert posix["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] == "1"
     nvcc = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v13.0\\bin\\nvcc"
     windows = launcher_env(CompilerCache.from_path("C:\\tools\\sccache.exe"), nvcc, windows=True)
-    assert windows["PYTORCH_NVCC"] == ('C:\\tools\\sccache.exe "C:\\Program Files\\NVIDIA GPU '
-                                       'Computing Toolkit\\CUDA\\v13.0\\bin\\nvcc"')
+    assert windows["PYTORCH_NVCC"] == (
+        'C:\\tools\\sccache.exe "C:\\Program Files\\NVIDIA GPU '
+        'Computing Toolkit\\CUDA\\v13.0\\bin\\nvcc"'
+    )
 
 
 def test_ccache_is_recognised_by_name() -> None:
     assert CompilerCache.from_path("/usr/bin/ccache").kind == "ccache"
     assert "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES" not in launcher_env(
-        CompilerCache.from_path("/usr/bin/ccache"), "nvcc", windows=False)
+        CompilerCache.from_path("/usr/bin/ccache"), "nvcc", windows=False
+    )
 
 
 def test_no_cache_means_torch_wraps_nothing_either() -> None:
@@ -135,9 +141,12 @@ def test_ccache_print_stats() -> None:
 
 
 @POSIX_ONLY
-def test_build_counts_hits_and_records_them(fake_repo: Path, tmp_path: Path,  # noqa: F811
-                                            doctor: list[DoctorReport],  # noqa: F811
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_counts_hits_and_records_them(
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: list[DoctorReport],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fake = _fake_sccache(tmp_path / "bin", FIXTURES / "sccache-0.16.0-stats.json")
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, compiler_cache=str(fake)))
     dump = tmp_path / "env.json"
@@ -155,18 +164,23 @@ def test_build_counts_hits_and_records_them(fake_repo: Path, tmp_path: Path,  # 
     assert json.loads((result.build_dir / "build.json").read_text())["cache"] == result.cache
 
 
-def test_cache_asked_for_but_missing_stops_before_work(fake_repo: Path,  # noqa: F811
-                                                       tmp_path: Path,
-                                                       doctor: list[DoctorReport]) -> None:  # noqa: F811
+def test_cache_asked_for_but_missing_stops_before_work(
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: list[DoctorReport],
+) -> None:
     with pytest.raises(ToolchainError, match="pip install sccache"):
         core.build(_options(fake_repo, tmp_path / "out", cache=True), Recorder())
     assert not (tmp_path / "out").exists()
 
 
 @POSIX_ONLY
-def test_no_cache_option_leaves_it_out(fake_repo: Path, tmp_path: Path,  # noqa: F811
-                                       doctor: list[DoctorReport],  # noqa: F811
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_cache_option_leaves_it_out(
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: list[DoctorReport],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fake = _fake_sccache(tmp_path / "bin", FIXTURES / "sccache-0.16.0-stats.json")
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, compiler_cache=str(fake)))
     dump = tmp_path / "env.json"
@@ -180,7 +194,8 @@ def test_no_cache_option_leaves_it_out(fake_repo: Path, tmp_path: Path,  # noqa:
 
 
 def test_another_ref_builds_in_the_same_folder_with_its_own_tree(
-        fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]) -> None:  # noqa: F811
+    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+) -> None:
     first = core.build(_options(fake_repo, tmp_path / "out"), Recorder())
     repo = git.Repo(fake_repo)
     (fake_repo / "NEWS.md").write_text("a release with the same kernels\n", encoding="utf-8")
@@ -196,16 +211,20 @@ def test_another_ref_builds_in_the_same_folder_with_its_own_tree(
     assert (second.build_dir / "src" / "NEWS.md").is_file()
 
 
-def test_another_arch_gets_another_folder(fake_repo: Path, tmp_path: Path,  # noqa: F811
-                                          doctor: list[DoctorReport]) -> None:  # noqa: F811
+def test_another_arch_gets_another_folder(
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: list[DoctorReport],
+) -> None:
     base = core.plan(_options(fake_repo, tmp_path / "out"), Recorder())
     other = core.plan(_options(fake_repo, tmp_path / "out", archs=parse_archs("86")), Recorder())
     assert base.build_dir != other.build_dir
 
 
 @POSIX_ONLY
-def test_torch_link_gives_every_venv_one_path(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_link_gives_every_venv_one_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     venvs = [tmp_path / name / "site-packages" for name in ("venv-a", "venv-b")]
     for site in venvs:
         (site / "torch").mkdir(parents=True)
@@ -226,8 +245,11 @@ def test_no_torch_no_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert ws.torch_link(ws.Workspace(tmp_path / "slot")) is None
 
 
-def test_plan_says_reuse_only_for_the_same_tree(fake_repo: Path, tmp_path: Path,  # noqa: F811
-                                                doctor: list[DoctorReport]) -> None:  # noqa: F811
+def test_plan_says_reuse_only_for_the_same_tree(
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: list[DoctorReport],
+) -> None:
     core.build(_options(fake_repo, tmp_path / "out"), Recorder())
     assert core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).reuses_objects
     ws_root = core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).build_dir

@@ -9,7 +9,7 @@ import pytest
 from mambawin.builder.configure import configure, configure_env, gencode_pairs
 from mambawin.errors import BuildError
 
-FAKE_SETUP = '''
+FAKE_SETUP = """
 import os
 from setuptools import Extension, setup
 
@@ -26,7 +26,7 @@ if os.getenv("MAMBA_KEEP_CUDA_BUILD", "FALSE") == "TRUE":
     ext_modules.append(ext)
 print("chatter on stdout, like upstream's torch.__version__ banner")
 setup(name="mamba_ssm", version="2.2.6", ext_modules=ext_modules)
-'''
+"""
 
 
 def write_setup(tmp_path: Path, body: str) -> Path:

@@ -18,8 +18,12 @@ runner = CliRunner()
 @pytest.fixture
 def fake_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PATH with only fake tools, CUDA 13.0 in CUDA_HOME, no machine toolkits."""
-    cuda = make_cuda(tmp_path / "cuda", fixture("nvcc-version-linux-13.0.88.txt"),
-                     fixture("nvcc-list-gpu-code-13.0.txt"), host_config=GCC_GATE_15)
+    cuda = make_cuda(
+        tmp_path / "cuda",
+        fixture("nvcc-version-linux-13.0.88.txt"),
+        fixture("nvcc-list-gpu-code-13.0.txt"),
+        host_config=GCC_GATE_15,
+    )
     for name, out in (("g++", "12.2.0"), ("ninja", "1.12.1"), ("git", "git version 2.47.1")):
         make_tool(tmp_path / "bin" / name, stdout=out + "\n")
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
@@ -64,8 +68,9 @@ def test_json_goes_to_stdout_with_the_documented_keys(monkeypatch: pytest.Monkey
     assert (data["error"], data["exit_code"]) == ("not ready: fix nvcc archs first", 1)
     arch = next(c for c in data["checks"] if c["name"] == "nvcc archs")
     assert arch["status"] == "fail" and "sm_53" in arch["hint"]
-    assert all(set(c) == {"name", "status", "found", "version", "required", "hint"}
-               for c in data["checks"])
+    assert all(
+        set(c) == {"name", "status", "found", "version", "required", "hint"} for c in data["checks"]
+    )
     assert data["recommended"]["jobs"] >= 1 and data["recommended"]["arch"] == []  # no GPU
     assert data["archs"] == ["53"]
 

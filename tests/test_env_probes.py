@@ -35,12 +35,23 @@ def _no_machine_toolkits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cuda_probe, "default_toolkits", lambda ctx: [])
 
 
-def world(tmp_path: Path, *, nvcc: tuple[str, str] = NVCC_13, gcc: str = "12.2.0",
-          tools: tuple[str, ...] = ("ninja", "git"), smi: str | None = None,
-          nvcc_sleep: float = 0.0) -> dict[str, str]:
+def world(
+    tmp_path: Path,
+    *,
+    nvcc: tuple[str, str] = NVCC_13,
+    gcc: str = "12.2.0",
+    tools: tuple[str, ...] = ("ninja", "git"),
+    smi: str | None = None,
+    nvcc_sleep: float = 0.0,
+) -> dict[str, str]:
     """An environment whose PATH holds only fake tools, with a CUDA toolkit in CUDA_HOME."""
-    cuda = make_cuda(tmp_path / "cuda", fixture(nvcc[0]), fixture(nvcc[1]),
-                     host_config=GCC_GATE_15, sleep=nvcc_sleep)
+    cuda = make_cuda(
+        tmp_path / "cuda",
+        fixture(nvcc[0]),
+        fixture(nvcc[1]),
+        host_config=GCC_GATE_15,
+        sleep=nvcc_sleep,
+    )
     bin_dir = tmp_path / "bin"
     make_tool(bin_dir / "g++", stdout=gcc + "\n")
     for name in tools:
@@ -50,11 +61,18 @@ def world(tmp_path: Path, *, nvcc: tuple[str, str] = NVCC_13, gcc: str = "12.2.0
     return {"PATH": str(bin_dir), "CUDA_HOME": str(cuda)}
 
 
-def doctor(env: dict[str, str], archs: str = "", facts: TorchFacts | None = None,
-           **kwargs: object) -> DoctorReport:
+def doctor(
+    env: dict[str, str], archs: str = "", facts: TorchFacts | None = None, **kwargs: object
+) -> DoctorReport:
     provided = facts or torch_facts()
-    return run_checks(parse_archs(archs) if archs else (), env=env, platform="linux",
-                      torch_facts=lambda: provided, system=FakeSystem(), **kwargs)  # type: ignore[arg-type]
+    return run_checks(
+        parse_archs(archs) if archs else (),
+        env=env,
+        platform="linux",
+        torch_facts=lambda: provided,
+        system=FakeSystem(),
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 def check(report: DoctorReport, name: str) -> Check:
@@ -66,17 +84,20 @@ def check(report: DoctorReport, name: str) -> Check:
 # ---- parsers on recorded outputs --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "version"), [
-    (recorded("nvcc-version-win-11.1.74.txt"), "11.1.74"),
-    (recorded("nvcc-version-win-12.4.99.txt"), "12.4.99"),
-    (recorded("nvcc-version-win-12.6.85.txt"), "12.6.85"),
-    (recorded("nvcc-version-win-13.0.txt"), "13.0.48"),
-    (fixture("nvcc-version-win-11.8-synthetic.txt"), "11.8.89"),
-    (fixture("nvcc-version-win-12.8-synthetic.txt"), "12.8.93"),
-    (fixture("nvcc-version-win-12.9-synthetic.txt"), "12.9.86"),
-    (fixture("nvcc-version-linux-13.0.88.txt"), "13.0.88"),
-    ("release 11.0, no V part", "11.0"),
-])
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        (recorded("nvcc-version-win-11.1.74.txt"), "11.1.74"),
+        (recorded("nvcc-version-win-12.4.99.txt"), "12.4.99"),
+        (recorded("nvcc-version-win-12.6.85.txt"), "12.6.85"),
+        (recorded("nvcc-version-win-13.0.txt"), "13.0.48"),
+        (fixture("nvcc-version-win-11.8-synthetic.txt"), "11.8.89"),
+        (fixture("nvcc-version-win-12.8-synthetic.txt"), "12.8.93"),
+        (fixture("nvcc-version-win-12.9-synthetic.txt"), "12.9.86"),
+        (fixture("nvcc-version-linux-13.0.88.txt"), "13.0.88"),
+        ("release 11.0, no V part", "11.0"),
+    ],
+)
 def test_nvcc_version_is_parsed(text: str, version: str) -> None:
     parsed = cuda_probe.parse_nvcc_version(text)
     assert parsed is not None and parsed.public == version
@@ -96,16 +117,20 @@ def test_nvidia_smi_csv_gives_name_and_capability() -> None:
     assert [g.capability for g in gpu_probe.parse_nvidia_smi_csv(narrow)] == [(8, 9), (8, 6)]
 
 
-@pytest.mark.parametrize(("arch", "cap", "runs"), [
-    (Arch(8, 0), (8, 6), True),       # SASS runs on a higher minor of the same major
-    (Arch(8, 6), (8, 0), False),
-    (Arch(8, 6), (9, 0), False),      # ... never on another major
-    (Arch(7, 5, ptx=True), (8, 9), True),   # PTX JIT-compiles forward
-    (Arch(9, 0, "a"), (9, 0), True),
-    (Arch(9, 0, "a"), (10, 0), False),      # arch-specific targets are not portable
-])
-def test_arch_coverage_follows_cuda_binary_compatibility(arch: Arch, cap: tuple[int, int],
-                                                          runs: bool) -> None:
+@pytest.mark.parametrize(
+    ("arch", "cap", "runs"),
+    [
+        (Arch(8, 0), (8, 6), True),  # SASS runs on a higher minor of the same major
+        (Arch(8, 6), (8, 0), False),
+        (Arch(8, 6), (9, 0), False),  # ... never on another major
+        (Arch(7, 5, ptx=True), (8, 9), True),  # PTX JIT-compiles forward
+        (Arch(9, 0, "a"), (9, 0), True),
+        (Arch(9, 0, "a"), (10, 0), False),  # arch-specific targets are not portable
+    ],
+)
+def test_arch_coverage_follows_cuda_binary_compatibility(
+    arch: Arch, cap: tuple[int, int], runs: bool
+) -> None:
     assert gpu_probe.covers(arch, cap) is runs
 
 
@@ -113,16 +138,19 @@ def test_arch_coverage_follows_cuda_binary_compatibility(arch: Arch, cap: tuple[
 
 
 def test_torch_facts_come_from_its_files_without_importing_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pkg = tmp_path / "torch"
     (pkg / "include" / "ATen").mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise RuntimeError('torch must not be imported')\n")
-    (pkg / "version.py").write_text("from typing import Optional\n__version__ = '2.11.0'\n"
-                                    "cuda: Optional[str] = None\n")
+    (pkg / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.11.0'\ncuda: Optional[str] = None\n"
+    )
     # Hand-written: only the guard construct the probe anchors on.
     (pkg / "include" / "ATen" / "ATen.h").write_text(
         "#if !defined(_MSVC_LANG) && __cplusplus < 202002L\n#error C++20 or later compatible "
-        "compiler is required to use ATen.\n#endif\n")
+        "compiler is required to use ATen.\n#endif\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     # Another test may have imported the real torch; find_spec would then answer from sys.modules.
     monkeypatch.delitem(sys.modules, "torch", raising=False)
@@ -147,8 +175,10 @@ def test_cuda13_torch_with_nvcc13_is_ready_and_suggests_archs(tmp_path: Path) ->
     assert check(report, "torch CUDA").status is Status.OK
     # No GPU: nothing is picked for the user (a build asks for --arch), a portable list is hinted.
     assert report.recommended_archs == () == report.archs
-    assert "a build needs --arch, e.g. --arch '75;80;86;89;90;100;120+PTX'" in check(
-        report, "GPU").hint
+    assert (
+        "a build needs --arch, e.g. --arch '75;80;86;89;90;100;120+PTX'"
+        in check(report, "GPU").hint
+    )
     assert "ready to build with --arch" in summary(report)
     assert report.toolchain.cuda_version == "13.0.88" and report.toolchain.host_compiler == "gcc"
 
@@ -167,17 +197,20 @@ def test_arch_86_89_is_accepted_by_nvcc13(tmp_path: Path) -> None:
 
 def test_arch_suffixes_are_checked_against_nvcc(tmp_path: Path) -> None:
     # --list-gpu-code lists sm_90 and sm_100, never sm_90a or sm_100f: the suffix needs a release.
-    assert check(doctor(world(tmp_path / "13"), archs="90a;100f"), "nvcc archs").status \
-        is Status.OK
+    assert check(doctor(world(tmp_path / "13"), archs="90a;100f"), "nvcc archs").status is Status.OK
     old = ("nvcc-version-win-11.8-synthetic.txt", "nvcc-list-gpu-code-11.8.txt")
-    report = doctor(world(tmp_path / "11", nvcc=old), archs="90a", facts=torch_facts(
-        "2.5.0+cu118", "11.8"))
+    report = doctor(
+        world(tmp_path / "11", nvcc=old), archs="90a", facts=torch_facts("2.5.0+cu118", "11.8")
+    )
     arch = check(report, "nvcc archs")
     assert arch.status is Status.FAIL and not report.ready
     assert "'a' needs CUDA 12.0+" in arch.hint and "--arch 90" in arch.hint
     nvcc_128 = ("nvcc-version-win-12.8-synthetic.txt", "nvcc-list-gpu-code-12.9.txt")
-    report = doctor(world(tmp_path / "12", nvcc=nvcc_128), archs="100f",
-                    facts=torch_facts("2.7.0+cu128", "12.8"))
+    report = doctor(
+        world(tmp_path / "12", nvcc=nvcc_128),
+        archs="100f",
+        facts=torch_facts("2.7.0+cu128", "12.8"),
+    )
     assert "'f' needs CUDA 12.9+" in check(report, "nvcc archs").hint
 
 
@@ -190,8 +223,9 @@ def test_doctor_reports_the_requested_archs_not_a_default_list(tmp_path: Path) -
 
 def test_blackwell_needs_a_newer_nvcc_than_12_4(tmp_path: Path) -> None:
     nvcc = ("nvcc-version-win-12.8-synthetic.txt", "nvcc-list-gpu-code-12.4.txt")
-    report = doctor(world(tmp_path, nvcc=nvcc), archs="120",
-                    facts=torch_facts("2.7.0+cu128", "12.8"))
+    report = doctor(
+        world(tmp_path, nvcc=nvcc), archs="120", facts=torch_facts("2.7.0+cu128", "12.8")
+    )
     arch = check(report, "nvcc archs")
     assert arch.status is Status.FAIL and "12.8+" in arch.hint
 
@@ -233,7 +267,8 @@ def test_a_hung_nvcc_is_reported_not_waited_for(tmp_path: Path) -> None:
 
 
 def test_cuda_home_beats_cuda_path_like_torch_and_the_disagreement_is_reported(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     env = world(tmp_path)
     other = make_cuda(tmp_path / "other", fixture(NVCC_13[0]), fixture(NVCC_13[1]))
     env["CUDA_PATH"] = str(other)
@@ -249,8 +284,9 @@ def test_a_gcc_newer_than_nvcc_allows_blocks(tmp_path: Path) -> None:
     assert host.stops_build and "gcc 15" in host.hint and host.required == "gcc <= 15"
 
 
-def test_missing_ninja_blocks_and_missing_cmake_does_not(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_ninja_blocks_and_missing_cmake_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("mambawin.doctor.probes.tools._in_scripts", lambda name, platform: None)
     report = doctor(world(tmp_path, tools=("git",)))
     assert check(report, "ninja").stops_build and "pip install ninja" in check(report, "ninja").hint
@@ -278,8 +314,9 @@ def test_a_crashing_probe_becomes_a_failed_check(tmp_path: Path) -> None:
     def broken() -> TorchFacts:
         raise OSError("disk on fire")
 
-    report = run_checks(env=world(tmp_path), platform="linux", torch_facts=broken,
-                        system=FakeSystem())
+    report = run_checks(
+        env=world(tmp_path), platform="linux", torch_facts=broken, system=FakeSystem()
+    )
     torch = check(report, "torch")
     assert torch.status is Status.FAIL and "disk on fire" in torch.hint
 
@@ -294,12 +331,15 @@ def test_low_disk_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert disk.stops_build and "--build-dir" in disk.hint
 
 
-@pytest.mark.parametrize(("available", "cpus", "archs", "jobs"), [
-    (48, 16, 1, 16),   # plenty of RAM: one job per CPU
-    (48, 16, 4, 9),    # 4 archs per job (--threads 4): ~4 GiB a job
-    (3, 16, 1, 2),
-    (0.5, 8, 1, 1),    # never below one
-])
+@pytest.mark.parametrize(
+    ("available", "cpus", "archs", "jobs"),
+    [
+        (48, 16, 1, 16),  # plenty of RAM: one job per CPU
+        (48, 16, 4, 9),  # 4 archs per job (--threads 4): ~4 GiB a job
+        (3, 16, 1, 2),
+        (0.5, 8, 1, 1),  # never below one
+    ],
+)
 def test_recommended_jobs_fit_in_memory(available: float, cpus: int, archs: int, jobs: int) -> None:
     memory = (64 * system.GIB, int(available * system.GIB))
     assert system.recommended_jobs(memory, cpus, archs) == jobs

@@ -14,8 +14,10 @@ from mambawin.archs import parse_archs
 from mambawin.doctor.checks import run_checks
 from mambawin.status import Status
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None or sys.platform == "win32",
-                                reason="needs a real nvcc on PATH (Linux)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("nvcc") is None or sys.platform == "win32",
+    reason="needs a real nvcc on PATH (Linux)",
+)
 
 
 def test_real_toolchain_is_found_quickly() -> None:

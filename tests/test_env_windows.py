@@ -32,33 +32,61 @@ def _no_machine_toolkits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cuda_probe, "default_toolkits", lambda ctx: [])
 
 
-def box(tmp_path: Path, toolsets: tuple[str, ...] = ("14.44.35207",), *,
-        vswhere: str | None = None, git_longpaths: str = "true") -> dict[str, str]:
+def box(
+    tmp_path: Path,
+    toolsets: tuple[str, ...] = ("14.44.35207",),
+    *,
+    vswhere: str | None = None,
+    git_longpaths: str = "true",
+) -> dict[str, str]:
     """A Windows machine: VS at a fake path, CUDA 12.6 in CUDA_PATH, tools on PATH."""
     vs = make_vs_instance(tmp_path / "VS" / "2022" / "BuildTools", toolsets)
     if vswhere is None:
         vswhere = vswhere_json(recorded(VSWHERE_2022), [vs])
     make_vswhere(tmp_path / "PF86", vswhere)
-    cuda = make_cuda(tmp_path / "CUDA" / "v12.6", recorded("nvcc-version-win-12.6.85.txt"),
-                     recorded("nvcc-list-gpu-code-linux-12.8.txt"), exe="nvcc.exe",
-                     host_config=recorded("cuda-host-config-msc-ver-check-12.6.3-win-crlf.txt"))
+    cuda = make_cuda(
+        tmp_path / "CUDA" / "v12.6",
+        recorded("nvcc-version-win-12.6.85.txt"),
+        recorded("nvcc-list-gpu-code-linux-12.8.txt"),
+        exe="nvcc.exe",
+        host_config=recorded("cuda-host-config-msc-ver-check-12.6.3-win-crlf.txt"),
+    )
     bin_dir = tmp_path / "bin"
     for name in ("ninja", "cmake"):
         make_tool(bin_dir / name, stdout="1.12.1\n")
-    make_tool(bin_dir / "git", stdout=git_longpaths + "\n",
-              by_arg={"--version": "git version 2.47.1.windows.1\n"})
-    make_tool(bin_dir / "nvidia-smi",
-              stdout=recorded("nvidia-smi-query-gpu-csv-win-rtx2080super-591.86.txt"))
-    return {"PATH": str(bin_dir), "CUDA_PATH": str(cuda),
-            "ProgramFiles(x86)": str(tmp_path / "PF86")}
+    make_tool(
+        bin_dir / "git",
+        stdout=git_longpaths + "\n",
+        by_arg={"--version": "git version 2.47.1.windows.1\n"},
+    )
+    make_tool(
+        bin_dir / "nvidia-smi",
+        stdout=recorded("nvidia-smi-query-gpu-csv-win-rtx2080super-591.86.txt"),
+    )
+    return {
+        "PATH": str(bin_dir),
+        "CUDA_PATH": str(cuda),
+        "ProgramFiles(x86)": str(tmp_path / "PF86"),
+    }
 
 
-def doctor(env: dict[str, str], *, registry: MappingRegistry = LONG_PATHS_ON,
-           build_dir: Path | None = None, codepage: int | None = 65001,
-           archs: tuple = ()) -> DoctorReport:
-    return run_checks(archs, build_dir, platform="win32", registry=registry, env=env,
-                      torch_facts=lambda: torch_facts("2.6.0+cu126", "12.6"),
-                      system=FakeSystem(codepage=codepage))
+def doctor(
+    env: dict[str, str],
+    *,
+    registry: MappingRegistry = LONG_PATHS_ON,
+    build_dir: Path | None = None,
+    codepage: int | None = 65001,
+    archs: tuple = (),
+) -> DoctorReport:
+    return run_checks(
+        archs,
+        build_dir,
+        platform="win32",
+        registry=registry,
+        env=env,
+        torch_facts=lambda: torch_facts("2.6.0+cu126", "12.6"),
+        system=FakeSystem(codepage=codepage),
+    )
 
 
 def check(report: DoctorReport, name: str) -> Check:
@@ -119,10 +147,15 @@ def test_missing_vswhere_is_reported(tmp_path: Path) -> None:
 
 def test_a_32_bit_hosted_developer_prompt_warns(tmp_path: Path) -> None:
     env = box(tmp_path)
-    cl = make_tool(tmp_path / "bin" / "cl",
-                   stdout=recorded("cl-banner-19.10-zh-cn-x86.txt"))
-    env.update({"VSCMD_ARG_TGT_ARCH": "x64", "VSCMD_ARG_HOST_ARCH": "x86",
-                "VCToolsVersion": "14.44.35207", "DISTUTILS_USE_SDK": "1"})
+    cl = make_tool(tmp_path / "bin" / "cl", stdout=recorded("cl-banner-19.10-zh-cn-x86.txt"))
+    env.update(
+        {
+            "VSCMD_ARG_TGT_ARCH": "x64",
+            "VSCMD_ARG_HOST_ARCH": "x86",
+            "VCToolsVersion": "14.44.35207",
+            "DISTUTILS_USE_SDK": "1",
+        }
+    )
     prompt = check(doctor(env), "developer prompt")
     assert prompt.status is Status.WARN and "C1060" in prompt.hint
     assert prompt.version == "19.10.25019" and cl.exists()
@@ -132,8 +165,9 @@ def test_an_activated_prompt_with_a_toolset_nvcc_rejects_warns(tmp_path: Path) -
     env = box(tmp_path)
     banner = recorded("cl-banner-19.41-en-x64-with-d9002-vcpkg-issue41139.txt")
     make_tool(tmp_path / "bin" / "cl", stdout=banner)
-    env.update({"VSCMD_ARG_TGT_ARCH": "x64", "VSCMD_ARG_HOST_ARCH": "x64",
-                "VCToolsVersion": "14.50.35717"})
+    env.update(
+        {"VSCMD_ARG_TGT_ARCH": "x64", "VSCMD_ARG_HOST_ARCH": "x64", "VCToolsVersion": "14.50.35717"}
+    )
     prompt = check(doctor(env), "developer prompt")
     assert prompt.status is Status.WARN and "outside nvcc's" in prompt.hint
 
@@ -177,18 +211,28 @@ def test_a_non_utf8_oem_code_page_warns(tmp_path: Path) -> None:
     assert check(doctor(box(tmp_path), codepage=65001), "code page").status is Status.OK
 
 
-@pytest.mark.parametrize(("version", "status"), [
-    ("75.8.2", Status.OK), ("75.9.0", Status.WARN), ("78.0.2", Status.WARN), ("78.1.0", Status.OK),
-])
-def test_setuptools_that_breaks_torchs_msvc_activation_warns_on_windows(version: str,
-                                                                         status: Status) -> None:
+@pytest.mark.parametrize(
+    ("version", "status"),
+    [
+        ("75.8.2", Status.OK),
+        ("75.9.0", Status.WARN),
+        ("78.0.2", Status.WARN),
+        ("78.1.0", Status.OK),
+    ],
+)
+def test_setuptools_that_breaks_torchs_msvc_activation_warns_on_windows(
+    version: str, status: Status
+) -> None:
     checks = tool_checks(ToolFacts(setuptools=version, wheel="0.45.1"), windows=True)
     setuptools = next(c for c in checks if c.name == "setuptools")
     assert setuptools.status is status
     if status is Status.WARN:
         assert "pytorch#148877" in setuptools.hint
-    linux = next(c for c in tool_checks(ToolFacts(setuptools=version, wheel="1"), windows=False)
-                 if c.name == "setuptools")
+    linux = next(
+        c
+        for c in tool_checks(ToolFacts(setuptools=version, wheel="1"), windows=False)
+        if c.name == "setuptools"
+    )
     assert linux.status is Status.OK
 
 

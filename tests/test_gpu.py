@@ -17,6 +17,7 @@ def kernel():
 
 def test_smoke_on_the_gpu(kernel):
     from mambawin.verify.runners import smoke
+
     config = smoke.SmokeConfig(seed=smoke.parse_args([]).seed)
     report = smoke.run_smoke(config, kernel)
     failed = [c for c in report["cases"] if not c["passed"]]
@@ -25,6 +26,7 @@ def test_smoke_on_the_gpu(kernel):
 
 def test_bench_quick_on_the_gpu(kernel):
     from mambawin.verify.runners import bench
+
     report = bench.run_bench(bench.BenchConfig(shapes=bench.QUICK_SHAPES, reps=3), kernel)
     assert report.copy_gbps > 0
     assert all(r.kernel_ms > 0 for r in report.rows)

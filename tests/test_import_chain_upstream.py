@@ -98,11 +98,18 @@ def _refs() -> list[object]:
     path = os.environ.get("MAMBAWIN_TEST_UPSTREAM")
     if not path:
         return ["main"]
-    tags = [t.name for t in git.Repo(path).tags
-            if (v := release_version(t.name)) is not None and v.major >= 2]
+    tags = [
+        t.name
+        for t in git.Repo(path).tags
+        if (v := release_version(t.name)) is not None and v.major >= 2
+    ]
     ordered = [*sorted(tags, key=lambda t: release_version(t) or 0), "main"]
-    return [pytest.param(ref, marks=pytest.mark.xfail(strict=True, reason=BROKEN_UPSTREAM[ref]))
-            if ref in BROKEN_UPSTREAM else ref for ref in ordered]
+    return [
+        pytest.param(ref, marks=pytest.mark.xfail(strict=True, reason=BROKEN_UPSTREAM[ref]))
+        if ref in BROKEN_UPSTREAM
+        else ref
+        for ref in ordered
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +143,9 @@ def transformers_stub(python: str, root: Path) -> str:
     generation = (root / "mamba_ssm/utils/generation.py").read_text(encoding="utf-8")
     if "GreedySearchDecoderOnlyOutput" not in generation:
         return ""
-    probe = ("import transformers.generation as g; "
-             "print(hasattr(g, 'GreedySearchDecoderOnlyOutput'))")
+    probe = (
+        "import transformers.generation as g; print(hasattr(g, 'GreedySearchDecoderOnlyOutput'))"
+    )
     try:
         has = proc.run([python, "-c", probe], timeout=300).stdout.strip().endswith("True")
     except CommandError:
@@ -147,12 +155,17 @@ def transformers_stub(python: str, root: Path) -> str:
 
 def import_in_child(python: str, root: Path, mode: str) -> dict | str:
     """The child's RESULT record, or the last line of its traceback when the import failed."""
-    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONNOUSERSITE": "1",
-           "CUDA_VISIBLE_DEVICES": ""}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "PYTHONNOUSERSITE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     forced = transformers_stub(python, root)
     try:
-        done = proc.run([python, "-c", CHILD, mode, ",".join(BLOCKED), forced], cwd=root,
-                        env=env, timeout=600)
+        done = proc.run(
+            [python, "-c", CHILD, mode, ",".join(BLOCKED), forced], cwd=root, env=env, timeout=600
+        )
     except CommandError as exc:
         return exc.tail.strip().splitlines()[-1]
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
@@ -161,7 +174,8 @@ def import_in_child(python: str, root: Path, mode: str) -> dict | str:
 
 @pytest.mark.parametrize("ref", _refs())
 def test_patched_package_imports_without_the_mamba3_stack(
-        upstream_repo: Path, python: str, ref: str, tmp_path: Path) -> None:
+    upstream_repo: Path, python: str, ref: str, tmp_path: Path
+) -> None:
     root = export(upstream_repo, ref, tmp_path / "tree", patched=True)
     for mode in ("absent", "broken"):
         result = import_in_child(python, root, mode)
@@ -174,7 +188,8 @@ def test_patched_package_imports_without_the_mamba3_stack(
 
 @pytest.mark.parametrize("ref", ["v2.3.2", "v2.3.2.post1", "main"])
 def test_without_the_patch_a_broken_stack_breaks_the_import(
-        upstream_repo: Path, python: str, ref: str, tmp_path: Path) -> None:
+    upstream_repo: Path, python: str, ref: str, tmp_path: Path
+) -> None:
     root = export(upstream_repo, ref, tmp_path / "tree", patched=False)
     assert isinstance(import_in_child(python, root, "absent"), dict)
     assert "simulated broken install" in str(import_in_child(python, root, "broken"))

@@ -35,9 +35,16 @@ OTHER_PY = "cp312" if PY != "cp312" else "cp311"
 OTHER_PLATFORM = "win_amd64" if HERE != "win_amd64" else "linux_x86_64"
 
 
-def fake_wheel(folder: Path, version: str, python: str, platform: str, *,
-               requires_python: str = ">=3.10", provenance: dict | None = None,
-               project: str = "team_demo") -> Path:
+def fake_wheel(
+    folder: Path,
+    version: str,
+    python: str,
+    platform: str,
+    *,
+    requires_python: str = ">=3.10",
+    provenance: dict | None = None,
+    project: str = "team_demo",
+) -> Path:
     """A valid wheel of project 'team-demo' whose module says which build it is."""
     tag = f"{python}-{python}-{platform}" if python != "py3" else "py3-none-any"
     path = folder / f"{project}-{version}-{tag}.whl"
@@ -45,11 +52,16 @@ def fake_wheel(folder: Path, version: str, python: str, platform: str, *,
     folder.mkdir(parents=True, exist_ok=True)
     with WheelFile(path, "w") as wheel:
         wheel.writestr("team_demo/__init__.py", f'TAG = "{version} {tag}"\n')
-        wheel.writestr(f"{dist_info}/METADATA", "Metadata-Version: 2.1\n"
-                       f"Name: {project.replace('_', '-')}\n"
-                       f"Version: {version}\nRequires-Python: {requires_python}\n\n")
-        wheel.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
-                       f"Root-Is-Purelib: false\nTag: {tag}\n")
+        wheel.writestr(
+            f"{dist_info}/METADATA",
+            "Metadata-Version: 2.1\n"
+            f"Name: {project.replace('_', '-')}\n"
+            f"Version: {version}\nRequires-Python: {requires_python}\n\n",
+        )
+        wheel.writestr(
+            f"{dist_info}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n",
+        )
         if provenance is not None:
             wheel.writestr(f"{dist_info}/mambawin-provenance.json", json.dumps(provenance))
     return path
@@ -69,9 +81,21 @@ def wheelhouse(tmp_path: Path) -> Path:
 
 def pip_install(index_args: list[str], target: Path, *extra: str) -> str:
     """pip install team-demo into target with nothing from PyPI; the TAG of what it installed."""
-    argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-cache-dir",
-            "--disable-pip-version-check", "--quiet", "--target", str(target), *index_args,
-            *extra, "team-demo"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--target",
+        str(target),
+        *index_args,
+        *extra,
+        "team-demo",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     text = (target / "team_demo" / "__init__.py").read_text(encoding="utf-8")
@@ -84,13 +108,21 @@ def test_file_index_picks_python_platform_and_variant(wheelhouse: Path, tmp_path
     cu130 = (tmp_path / "site" / "cu130" / "simple").as_uri()
     cu128 = (tmp_path / "site" / "cu128" / "simple").as_uri()
     assert pip_install(["--index-url", cu130], tmp_path / "a") == (
-        f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}")
+        f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}"
+    )
     assert pip_install(["--index-url", cu128], tmp_path / "b") == (
-        f"1.0+cu128torch2.11 {PY}-{PY}-{HERE}")
-    other = ["--only-binary=:all:", "--platform", OTHER_PLATFORM,
-             "--python-version", OTHER_PY[2] + "." + OTHER_PY[3:]]
+        f"1.0+cu128torch2.11 {PY}-{PY}-{HERE}"
+    )
+    other = [
+        "--only-binary=:all:",
+        "--platform",
+        OTHER_PLATFORM,
+        "--python-version",
+        OTHER_PY[2] + "." + OTHER_PY[3:],
+    ]
     assert pip_install(["--index-url", cu130], tmp_path / "c", *other) == (
-        f"1.0+cu130torch2.11 {OTHER_PY}-{OTHER_PY}-{OTHER_PLATFORM}")
+        f"1.0+cu130torch2.11 {OTHER_PY}-{OTHER_PY}-{OTHER_PLATFORM}"
+    )
 
 
 @pytest.fixture
@@ -102,9 +134,20 @@ def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log = (tmp_path / "http.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
-                               "127.0.0.1", "--directory", str(site)],
-                              stdout=log, stderr=log)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            str(site),
+        ],
+        stdout=log,
+        stderr=log,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -120,12 +163,14 @@ def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         log.close()
 
 
-def test_http_index_installs_the_right_wheel(wheelhouse: Path, tmp_path: Path,
-                                             http_server: tuple[Path, str]) -> None:
+def test_http_index_installs_the_right_wheel(
+    wheelhouse: Path, tmp_path: Path, http_server: tuple[Path, str]
+) -> None:
     site, url = http_server
     build_index(wheelhouse, site)
     assert pip_install(["--index-url", f"{url}/cu130/simple"], tmp_path / "t") == (
-        f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}")
+        f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}"
+    )
     # The all-variants index serves every wheel too (pip sorts the local labels: cu130 > cu128).
     assert pip_install(["--index-url", f"{url}/simple"], tmp_path / "u").startswith("1.0+cu")
     # pip read METADATA from the PEP 658 file before it downloaded the wheel it chose.
@@ -134,8 +179,11 @@ def test_http_index_installs_the_right_wheel(wheelhouse: Path, tmp_path: Path,
 
 
 def test_find_links_on_the_wheelhouse(wheelhouse: Path, tmp_path: Path) -> None:
-    tag = pip_install(["--no-index", "--find-links", str(wheelhouse)], tmp_path / "t",
-                      "team-demo==1.0+cu128torch2.11")
+    tag = pip_install(
+        ["--no-index", "--find-links", str(wheelhouse)],
+        tmp_path / "t",
+        "team-demo==1.0+cu128torch2.11",
+    )
     assert tag == f"1.0+cu128torch2.11 {PY}-{PY}-{HERE}"
 
 
@@ -162,13 +210,16 @@ def test_adding_wheels_updates_in_place(wheelhouse: Path, tmp_path: Path) -> Non
     second = build_index(later.parent, site)
     assert second.added == (later.name,)
     assert len(second.wheels) == len(first.wheels) + 1
-    assert pip_install(["--index-url", (site / "cu130" / "simple").as_uri()],
-                       tmp_path / "t") == f"1.1+cu130torch2.11 {PY}-{PY}-{HERE}"
+    assert (
+        pip_install(["--index-url", (site / "cu130" / "simple").as_uri()], tmp_path / "t")
+        == f"1.1+cu130torch2.11 {PY}-{PY}-{HERE}"
+    )
     assert not [p for p in site.rglob(".*") if p.name not in (MARKER, LOCK)]  # no temp files
 
 
-def test_unchanged_wheels_are_not_read_again(wheelhouse: Path, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unchanged_wheels_are_not_read_again(
+    wheelhouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mambawin.index import simple
 
     site = tmp_path / "site"
@@ -214,15 +265,24 @@ def test_refuses_a_folder_that_is_not_an_index(wheelhouse: Path, tmp_path: Path)
 
 
 def test_human_page_shows_provenance_and_verify(tmp_path: Path) -> None:
-    provenance = {"upstream_repo": "https://github.com/state-spaces/mamba", "ref": "v2.2.6",
-                  "commit": "a" * 40, "patches": [{"id": "msvc-bool-switch", "status": "applied"}],
-                  "archs": ["90"], "torch_version": "2.11.0", "cuda_version": "13.0",
-                  "build_date": "2026-11-23T00:00:00+00:00", "compiler": "<cl> 19.44"}
+    provenance = {
+        "upstream_repo": "https://github.com/state-spaces/mamba",
+        "ref": "v2.2.6",
+        "commit": "a" * 40,
+        "patches": [{"id": "msvc-bool-switch", "status": "applied"}],
+        "archs": ["90"],
+        "torch_version": "2.11.0",
+        "cuda_version": "13.0",
+        "build_date": "2026-11-23T00:00:00+00:00",
+        "compiler": "<cl> 19.44",
+    }
     wheel = fake_wheel(tmp_path / "wh", "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
     (tmp_path / "wh" / (wheel.name + ".verify.json")).write_text(
-        json.dumps({"passed": True, "summary": "verified on NVIDIA H100 (sm_90)"}))
-    result = CliRunner().invoke(app, ["index", str(tmp_path / "wh"), "--out",
-                                      str(tmp_path / "site"), "--json"])
+        json.dumps({"passed": True, "summary": "verified on NVIDIA H100 (sm_90)"})
+    )
+    result = CliRunner().invoke(
+        app, ["index", str(tmp_path / "wh"), "--out", str(tmp_path / "site"), "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["variants"] == ["cu130"]
     page = (tmp_path / "site" / "index.html").read_text()
@@ -233,28 +293,33 @@ def test_human_page_shows_provenance_and_verify(tmp_path: Path) -> None:
     assert f'href="files/{wheel.name}"' in page
 
 
-def test_matrix_marks_cells_served_by_an_http_index(tmp_path: Path,
-                                                    http_server: tuple[Path, str]) -> None:
+def test_matrix_marks_cells_served_by_an_http_index(
+    tmp_path: Path, http_server: tuple[Path, str]
+) -> None:
     from mambawin.team.matrix import INDEXED, TODO, expand
     from mambawin.team.spec import parse_spec
 
     site, url = http_server
-    built = fake_wheel(tmp_path / "wh", "2.2.6+cu130torch2.11", "cp312", "win_amd64",
-                       project="mamba_ssm")
+    built = fake_wheel(
+        tmp_path / "wh", "2.2.6+cu130torch2.11", "cp312", "win_amd64", project="mamba_ssm"
+    )
     build_index(built.parent, site)
-    spec = parse_spec(f'index = "{url}/cu130/simple"\npython = ["3.11", "3.12"]\narchs = "90"\n'
-                      '[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
-                      '[[torch]]\nversion = "2.11.0"\ncuda = "13.0"\n', tmp_path / "t.toml")
+    spec = parse_spec(
+        f'index = "{url}/cu130/simple"\npython = ["3.11", "3.12"]\narchs = "90"\n'
+        '[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
+        '[[torch]]\nversion = "2.11.0"\ncuda = "13.0"\n',
+        tmp_path / "t.toml",
+    )
     cells = expand(spec, resolve=lambda p: ("2.2.6", ""))
     assert [(c.python, c.status) for c in cells] == [("3.11", TODO), ("3.12", INDEXED)]
-
 
 
 # ---- a publication: what users of the index rely on -------------------------------------------
 
 
 def test_a_wheel_changed_in_the_wheelhouse_later_leaves_the_published_one_alone(
-        wheelhouse: Path, tmp_path: Path) -> None:
+    wheelhouse: Path, tmp_path: Path
+) -> None:
     site = tmp_path / "site"
     build_index(wheelhouse, site)
     other = fake_wheel(tmp_path / "other", "1.0+cu130torch2.11", PY, HERE, requires_python=">=3")
@@ -278,11 +343,17 @@ def test_a_symlinked_wheel_is_published_as_a_real_file(tmp_path: Path) -> None:
     assert not published.is_symlink() and published.read_bytes() == built.read_bytes()
 
 
-@pytest.mark.parametrize("spelling", [
-    "Mamba_SSM-2.2.6+cu130torch2.11", "mamba.ssm-2.2.6+cu130torch2.11",
-    "mamba_ssm-2.2.6.0+cu130torch2.11"])
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "Mamba_SSM-2.2.6+cu130torch2.11",
+        "mamba.ssm-2.2.6+cu130torch2.11",
+        "mamba_ssm-2.2.6.0+cu130torch2.11",
+    ],
+)
 def test_another_spelling_of_a_published_wheel_with_other_bytes_is_refused(
-        spelling: str, tmp_path: Path) -> None:
+    spelling: str, tmp_path: Path
+) -> None:
     first = fake_wheel(tmp_path / "a", "2.2.6+cu130torch2.11", PY, HERE, project="mamba_ssm")
     site = tmp_path / "site"
     build_index(first.parent, site)
@@ -307,8 +378,9 @@ def test_a_conflict_anywhere_in_the_run_adds_nothing(wheelhouse: Path, tmp_path:
     assert {p: p.read_bytes() for p in site.rglob("*.html")} == pages
 
 
-def test_an_edited_marker_cannot_lead_writes_out_of_the_index(wheelhouse: Path,
-                                                              tmp_path: Path) -> None:
+def test_an_edited_marker_cannot_lead_writes_out_of_the_index(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
     site = tmp_path / "deep" / "site"
     build_index(wheelhouse, site)
     marker = json.loads((site / MARKER).read_text())
@@ -353,7 +425,8 @@ def _run_as_nobody() -> list[str]:
 
 
 def test_a_web_server_running_as_its_own_user_serves_the_index_to_pip(
-        wheelhouse: Path, tmp_path: Path) -> None:
+    wheelhouse: Path, tmp_path: Path
+) -> None:
     prefix = _run_as_nobody()
     # pytest's own folders are private (0700); the server's user must reach the index.
     served = Path(tempfile.mkdtemp(prefix="mambawin-served-"))
@@ -373,10 +446,22 @@ def test_a_web_server_running_as_its_own_user_serves_the_index_to_pip(
     python = shutil.which("python3", path="/usr/bin:/bin")  # one `nobody` may run (not /root's)
     if python is None:
         pytest.skip("no system python3 for the unprivileged server")
-    server = subprocess.Popen([*prefix, python, "-m", "http.server", str(port), "--bind",
-                               "127.0.0.1", "--directory", str(served / "site")],
-                              cwd=served, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            *prefix,
+            python,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            str(served / "site"),
+        ],
+        cwd=served,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -390,15 +475,17 @@ def test_a_web_server_running_as_its_own_user_serves_the_index_to_pip(
             log = server.communicate()[0].decode(errors="replace").splitlines()
             pytest.fail(f"the unprivileged http.server answered no page: {log[-2:]}")
         assert pip_install(["--index-url", f"{url}/cu130/simple"], tmp_path / "t") == (
-            f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}")
+            f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}"
+        )
     finally:
         server.terminate()
         server.wait(timeout=10)
         shutil.rmtree(served)
 
 
-def test_a_killed_runs_leftovers_are_removed_by_the_next_run(wheelhouse: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_killed_runs_leftovers_are_removed_by_the_next_run(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
     site = tmp_path / "site"
     build_index(wheelhouse, site)
     staging = site / "files" / ".mambawin-add-x1y2z3"  # a copy killed midway
@@ -414,18 +501,27 @@ def test_a_killed_runs_leftovers_are_removed_by_the_next_run(wheelhouse: Path,
 
 def test_runs_on_one_index_take_turns(wheelhouse: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
-    code = ("import sys; from pathlib import Path; from mambawin.index.simple import build_index;"
-            "build_index(Path(sys.argv[1]), Path(sys.argv[2]))")
-    runs = [subprocess.Popen([sys.executable, "-c", code, str(wheelhouse), str(site)],
-                             stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    code = (
+        "import sys; from pathlib import Path; from mambawin.index.simple import build_index;"
+        "build_index(Path(sys.argv[1]), Path(sys.argv[2]))"
+    )
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(wheelhouse), str(site)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     for run in runs:
         _, err = run.communicate(timeout=120)
         assert run.returncode == 0, err
     assert len(list((site / "files").glob("*.whl"))) == len(list(wheelhouse.glob("*.whl")))
 
 
-def test_runs_waiting_too_long_for_the_lock_say_who_holds_it(wheelhouse: Path,
-                                                             tmp_path: Path) -> None:
+def test_runs_waiting_too_long_for_the_lock_say_who_holds_it(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
     from filelock import FileLock
 
     site = tmp_path / "site"
@@ -437,8 +533,9 @@ def test_runs_waiting_too_long_for_the_lock_say_who_holds_it(wheelhouse: Path,
 def test_an_empty_wheelhouse_names_the_wheelhouse_and_creates_nothing(tmp_path: Path) -> None:
     house = tmp_path / "house"
     house.mkdir()
-    result = CliRunner().invoke(app, ["index", str(house), "--out", str(tmp_path / "site"),
-                                      "--json"])
+    result = CliRunner().invoke(
+        app, ["index", str(house), "--out", str(tmp_path / "site"), "--json"]
+    )
     assert result.exit_code == UsageError.exit_code
     assert str(house) in json.loads(result.stdout)["error"]
     assert not (tmp_path / "site").exists()
@@ -446,8 +543,9 @@ def test_an_empty_wheelhouse_names_the_wheelhouse_and_creates_nothing(tmp_path: 
 
 def test_an_out_under_a_file_is_one_line_with_exit_10(wheelhouse: Path, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x", encoding="utf-8")
-    result = CliRunner().invoke(app, ["index", str(wheelhouse), "--out",
-                                      str(tmp_path / "a-file" / "site"), "--json"])
+    result = CliRunner().invoke(
+        app, ["index", str(wheelhouse), "--out", str(tmp_path / "a-file" / "site"), "--json"]
+    )
     assert result.exit_code == 10, result.output
     error = json.loads(result.stdout)["error"]
     assert "a-file" in error and "not a directory" in error.lower()

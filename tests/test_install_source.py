@@ -35,8 +35,12 @@ def checkout(tmp_path: Path, origin: str | None) -> Path:
 
 
 def test_pips_record_of_a_git_install_is_the_default() -> None:
-    record = json.dumps({"url": "https://github.com/team/mambawin.git",
-                         "vcs_info": {"vcs": "git", "commit_id": COMMIT}})
+    record = json.dumps(
+        {
+            "url": "https://github.com/team/mambawin.git",
+            "vcs_info": {"vcs": "git", "commit_id": COMMIT},
+        }
+    )
     found = install_source.default_source(checkout=None, direct_url=record)
     assert found.requirement == f"mambawin @ git+https://github.com/team/mambawin.git@{COMMIT}"
 
@@ -68,8 +72,9 @@ def test_a_requirement_pip_cannot_find_is_refused_with_the_fix() -> None:
 def test_offline_ci_github_writes_with_one_warning_line(tmp_path: Path) -> None:
     spec = tmp_path / "mambawin.toml"
     assert CliRunner().invoke(app, ["init", "--out", str(spec)]).exit_code == 0
-    result = CliRunner().invoke(app, ["ci", "github", "--spec", str(spec),
-                                      "--out", str(tmp_path / "w.yml")])
+    result = CliRunner().invoke(
+        app, ["ci", "github", "--spec", str(spec), "--out", str(tmp_path / "w.yml")]
+    )
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "MAMBAWIN_OFFLINE" in warnings[0]

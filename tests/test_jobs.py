@@ -15,24 +15,31 @@ from mambawin.doctor.checks import DoctorReport
 from mambawin.errors import UsageError
 
 
-def _built_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path,
-                **changes: object) -> str:
+def _built_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path, **changes: object
+) -> str:
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     core.build(_options(repo, tmp_path / "out", **changes), Recorder())
     return str(json.loads(dump.read_text())["MAX_JOBS"])
 
 
-def test_max_jobs_from_the_environment_is_honoured(fake_repo: Path, tmp_path: Path,  # noqa: F811
-                                                   doctor: list[DoctorReport],  # noqa: F811
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_max_jobs_from_the_environment_is_honoured(
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: list[DoctorReport],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("MAX_JOBS", "2")
     assert _built_with(tmp_path, monkeypatch, fake_repo) == "2"
 
 
-def test_jobs_option_wins_over_max_jobs(fake_repo: Path, tmp_path: Path,  # noqa: F811
-                                        doctor: list[DoctorReport],  # noqa: F811
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_jobs_option_wins_over_max_jobs(
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: list[DoctorReport],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("MAX_JOBS", "2")
     assert _built_with(tmp_path, monkeypatch, fake_repo, jobs=6) == "6"
 
@@ -49,10 +56,15 @@ def test_empty_max_jobs_falls_back_to_the_doctor(monkeypatch: pytest.MonkeyPatch
     assert core._jobs(None, 3) == 3
 
 
-def test_cli_exit_code_for_bad_max_jobs(fake_repo: Path, tmp_path: Path,  # noqa: F811
-                                        doctor: list[DoctorReport]) -> None:  # noqa: F811
+def test_cli_exit_code_for_bad_max_jobs(
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: list[DoctorReport],
+) -> None:
     result = CliRunner().invoke(
-        app, ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--out", str(tmp_path)],
-        env={"MAX_JOBS": "lots"})
+        app,
+        ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--out", str(tmp_path)],
+        env={"MAX_JOBS": "lots"},
+    )
     assert result.exit_code == UsageError.exit_code
     assert "MAX_JOBS='lots'" in result.output

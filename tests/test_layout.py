@@ -37,9 +37,13 @@ def import_graph() -> dict[str, set[str]]:
     """Each mambawin module and the mambawin modules it imports anywhere in its body."""
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     modules = set(files)
-    return {name: _imported(ast.parse(path.read_text(encoding="utf-8")), name,
-                            path.name == "__init__.py", modules) - {name}
-            for name, path in files.items()}
+    return {
+        name: _imported(
+            ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py", modules
+        )
+        - {name}
+        for name, path in files.items()
+    }
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -50,7 +54,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return [*path[path.index(nxt):], node, nxt] if nxt in path else [node, nxt]
+                return [*path[path.index(nxt) :], node, nxt] if nxt in path else [node, nxt]
             if nxt not in state and (cycle := visit(nxt, [*path, node])):
                 return cycle
         state[node] = 2
@@ -74,11 +78,16 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import() -> None
 
 
 def test_function_level_relative_and_type_checking_imports_are_all_edges() -> None:
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mambawin.b\n"
-                     "def f():\n    from . import c\n    from mambawin.d import x\n")
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mambawin.b\n"
+        "def f():\n    from . import c\n    from mambawin.d import x\n"
+    )
     modules = {"mambawin", "mambawin.a", "mambawin.b", "mambawin.c", "mambawin.d"}
     assert _imported(tree, "mambawin.a", False, modules) == {
-        "mambawin.b", "mambawin.c", "mambawin.d"}
+        "mambawin.b",
+        "mambawin.c",
+        "mambawin.d",
+    }
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -88,12 +97,33 @@ def test_each_pipeline_stage_is_a_package(stage: str) -> None:
 
 # Unanchored folder names in GitHub's standard Python .gitignore (and Black's/pytest's default
 # excludes): a fork that adopts them would stop tracking, linting and testing such a folder.
-IGNORED_BY_COMMON_RULES = {"build", "dist", "develop-eggs", "downloads", "eggs", ".eggs", "lib",
-                           "lib64", "parts", "sdist", "var", "wheels", "env", "venv", ".venv",
-                           "ENV", "htmlcov", "__pypackages__", "site"}
+IGNORED_BY_COMMON_RULES = {
+    "build",
+    "dist",
+    "develop-eggs",
+    "downloads",
+    "eggs",
+    ".eggs",
+    "lib",
+    "lib64",
+    "parts",
+    "sdist",
+    "var",
+    "wheels",
+    "env",
+    "venv",
+    ".venv",
+    "ENV",
+    "htmlcov",
+    "__pypackages__",
+    "site",
+}
 
 
 def test_no_source_folder_has_a_name_common_ignore_rules_hide() -> None:
-    hidden = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*")
-                    if p.is_dir() and p.name in IGNORED_BY_COMMON_RULES)
+    hidden = sorted(
+        str(p.relative_to(PACKAGE.parent))
+        for p in PACKAGE.rglob("*")
+        if p.is_dir() and p.name in IGNORED_BY_COMMON_RULES
+    )
     assert hidden == [], f"rename these: {hidden}"

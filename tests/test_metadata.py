@@ -38,14 +38,25 @@ INIT = '"""Mamba."""\n\nfrom __future__ import annotations\n\n__version__ = "2.2
 
 
 def metadata_bytes(requires: list[str], version: str = "2.2.6", name: str = "mamba_ssm") -> bytes:
-    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
-             "Summary: Mamba state-space model"]
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {name}",
+        f"Version: {version}",
+        "Summary: Mamba state-space model",
+    ]
     lines += [f"Requires-Dist: {r}" for r in requires]
     return ("\n".join(lines) + "\n\nMamba, built by hand for a test.\n").encode()
 
 
-def make_wheel(folder: Path, requires: list[str] | None = None, *, version: str = "2.2.6",
-               raw_metadata: bytes | None = None, tag: str = TAG, init: str = INIT) -> Path:
+def make_wheel(
+    folder: Path,
+    requires: list[str] | None = None,
+    *,
+    version: str = "2.2.6",
+    raw_metadata: bytes | None = None,
+    tag: str = TAG,
+    init: str = INIT,
+) -> Path:
     """A small mamba_ssm wheel built with the wheel library: package, `.so` stand-in, dist-info."""
     src = folder / f"src-{version}"
     dist = src / f"mamba_ssm-{version}.dist-info"
@@ -54,8 +65,9 @@ def make_wheel(folder: Path, requires: list[str] | None = None, *, version: str 
     (src / "mamba_ssm" / "__init__.py").write_text(init)
     (src / SO).write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
     (dist / "METADATA").write_bytes(raw_metadata or metadata_bytes(requires or [], version))
-    (dist / "WHEEL").write_text(f"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: false\n"
-                                f"Tag: {tag}\n\n")
+    (dist / "WHEEL").write_text(
+        f"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: false\nTag: {tag}\n\n"
+    )
     path = folder / f"mamba_ssm-{version}-{tag}.whl"
     with WheelFile(path, "w") as out:
         out.write_files(str(src))
@@ -80,8 +92,11 @@ def record_of(data: dict[str, bytes], dist: str) -> bytes:
 
 def valid_members() -> dict[str, bytes]:
     dist = "mamba_ssm-2.2.6.dist-info"
-    data = {"mamba_ssm/__init__.py": INIT.encode(), f"{dist}/METADATA": metadata_bytes([]),
-            f"{dist}/WHEEL": f"Wheel-Version: 1.0\nTag: {TAG}\n\n".encode()}
+    data = {
+        "mamba_ssm/__init__.py": INIT.encode(),
+        f"{dist}/METADATA": metadata_bytes([]),
+        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nTag: {TAG}\n\n".encode(),
+    }
     return {**data, f"{dist}/RECORD": record_of(data, dist)}
 
 
@@ -95,13 +110,23 @@ def member(wheel: Path, suffix: str) -> bytes:
 # ---- requirements ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spelling", [
-    "triton", "triton>=3.5.0", 'triton ; sys_platform == "linux"', "triton[extra]", "Triton",
-    "triton (>=2.0)", 'triton; extra == "dev"', "TRITON==3.1.0",
-    "triton (>=2.0) ; python_version >= '3.8'",
-])
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "triton",
+        "triton>=3.5.0",
+        'triton ; sys_platform == "linux"',
+        "triton[extra]",
+        "Triton",
+        "triton (>=2.0)",
+        'triton; extra == "dev"',
+        "TRITON==3.1.0",
+        "triton (>=2.0) ; python_version >= '3.8'",
+    ],
+)
 def test_on_windows_triton_becomes_triton_windows_however_it_is_spelled(
-        tmp_path: Path, spelling: str) -> None:
+    tmp_path: Path, spelling: str
+) -> None:
     others = ["tritonclient>=2", "pytorch-triton", "triton-nightly", "einops"]
     wheel = make_wheel(tmp_path, ["torch", spelling, *others], tag=WIN)
     out = requirements(rewrite_wheel(wheel, tmp_path / "out"))
@@ -109,7 +134,10 @@ def test_on_windows_triton_becomes_triton_windows_however_it_is_spelled(
     original = Requirement(spelling)
     assert renamed.name == "triton-windows"
     assert (renamed.specifier, renamed.marker, renamed.extras) == (
-        original.specifier, original.marker, original.extras)
+        original.specifier,
+        original.marker,
+        original.extras,
+    )
     assert [out[0], *out[2:]] == ["torch", *others]
 
 
@@ -122,12 +150,16 @@ def test_on_linux_triton_stays_unless_dropped(tmp_path: Path, spelling: str) -> 
 
 
 def test_every_other_metadata_byte_stays_as_it_was(tmp_path: Path) -> None:
-    head = (b"Metadata-Version: 2.1\r\nName: mamba_ssm\r\nVersion: 2.2.6\r\n"
-            b"Summary:   odd   spacing  \r\nKeywords: a,\r\n  folded,\r\n\tvalue\r\n"
-            b"Requires-Dist:   einops   \r\n")
+    head = (
+        b"Metadata-Version: 2.1\r\nName: mamba_ssm\r\nVersion: 2.2.6\r\n"
+        b"Summary:   odd   spacing  \r\nKeywords: a,\r\n  folded,\r\n\tvalue\r\n"
+        b"Requires-Dist:   einops   \r\n"
+    )
     triton = b"Requires-Dist: triton\r\n  >=3.0 ; extra == 'dev'\r\n"
-    tail = (b"Requires-Dist: transformers ; extra == \"x\"\r\nProvides-Extra: x\r\n\r\n"
-            b"Body text mentions\r\nRequires-Dist: triton\r\nand stays.\r\n")
+    tail = (
+        b'Requires-Dist: transformers ; extra == "x"\r\nProvides-Extra: x\r\n\r\n'
+        b"Body text mentions\r\nRequires-Dist: triton\r\nand stays.\r\n"
+    )
     wheel = make_wheel(tmp_path, raw_metadata=head + triton + tail)
     out = rewrite_wheel(wheel, tmp_path / "out", drop=("triton",), keep=("transformers",))
     assert member(out, ".dist-info/METADATA") == head + tail
@@ -136,7 +168,10 @@ def test_every_other_metadata_byte_stays_as_it_was(tmp_path: Path) -> None:
 def test_on_linux_upstreams_set_stays_and_projects_go_only_on_request(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, ["torch", "tilelang==0.1.8", "triton"])
     assert requirements(rewrite_wheel(wheel, tmp_path / "a")) == [
-        "torch", "tilelang==0.1.8", "triton"]
+        "torch",
+        "tilelang==0.1.8",
+        "triton",
+    ]
     dropped = rewrite_wheel(wheel, tmp_path / "b", drop=("triton", "TileLang"))
     assert requirements(dropped) == ["torch"]
 
@@ -146,8 +181,12 @@ def test_on_linux_upstreams_set_stays_and_projects_go_only_on_request(tmp_path: 
 
 def test_record_lists_every_file_with_its_real_hash_and_size(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, ["triton", "torch"])
-    out = rewrite_wheel(wheel, tmp_path / "out", local_version="cu129torch2.8",
-                        provenance=Provenance(torch_version="2.8.0", cuda_version="12.9"))
+    out = rewrite_wheel(
+        wheel,
+        tmp_path / "out",
+        local_version="cu129torch2.8",
+        provenance=Provenance(torch_version="2.8.0", cuda_version="12.9"),
+    )
     with zipfile.ZipFile(out) as archive:
         names = archive.namelist()
         record_name = next(n for n in names if n.endswith(".dist-info/RECORD"))
@@ -180,13 +219,17 @@ def test_the_data_folder_is_renamed_with_the_dist_info(tmp_path: Path) -> None:
     members["mamba_ssm-2.2.6.data/scripts/mamba-bench"] = b"#!python\n"
     dist = "mamba_ssm-2.2.6.dist-info"
     members[f"{dist}/RECORD"] = record_of(members, dist)
-    out = rewrite_wheel(raw_zip(data / wheel.name, members), tmp_path / "out",
-                        local_version="cu129torch2.8")
+    out = rewrite_wheel(
+        raw_zip(data / wheel.name, members), tmp_path / "out", local_version="cu129torch2.8"
+    )
     assert member(out, ".data/scripts/mamba-bench") == b"#!python\n"
     with zipfile.ZipFile(out) as archive:
         tops = {n.split("/")[0] for n in archive.namelist() if "/" in n}
-    assert tops == {"mamba_ssm", "mamba_ssm-2.2.6+cu129torch2.8.data",
-                    "mamba_ssm-2.2.6+cu129torch2.8.dist-info"}
+    assert tops == {
+        "mamba_ssm",
+        "mamba_ssm-2.2.6+cu129torch2.8.data",
+        "mamba_ssm-2.2.6+cu129torch2.8.dist-info",
+    }
 
 
 def test_without_a_local_version_the_version_is_kept(tmp_path: Path) -> None:
@@ -195,12 +238,15 @@ def test_without_a_local_version_the_version_is_kept(tmp_path: Path) -> None:
     assert b"\nVersion: 2.2.6\n" in member(out, "METADATA")
 
 
-@pytest.mark.parametrize(("cuda", "torch", "extra", "label"), [
-    ("12.9", "2.8.0+cu129", "", "cu129torch2.8"),
-    ("13.0.1", "2.9.1", "", "cu130torch2.9"),
-    ("12", "2.10.0.dev20260101", "", "cu120torch2.10"),
-    ("12.4", "2.6.0", "cxx11abiTRUE", "cu124torch2.6cxx11abitrue"),
-])
+@pytest.mark.parametrize(
+    ("cuda", "torch", "extra", "label"),
+    [
+        ("12.9", "2.8.0+cu129", "", "cu129torch2.8"),
+        ("13.0.1", "2.9.1", "", "cu130torch2.9"),
+        ("12", "2.10.0.dev20260101", "", "cu120torch2.10"),
+        ("12.4", "2.6.0", "cxx11abiTRUE", "cu124torch2.6cxx11abitrue"),
+    ],
+)
 def test_local_version_label(cuda: str, torch: str, extra: str, label: str) -> None:
     assert local_version_label(cuda, torch, extra=extra) == label
 
@@ -220,15 +266,22 @@ def test_a_bad_version_for_the_label_is_a_usage_error() -> None:
 
 
 def full_provenance() -> Provenance:
-    return Provenance(upstream_repo="https://github.com/state-spaces/mamba", ref="v2.2.6",
-                      commit="0" * 40, version="2.2.6",
-                      patches=({"id": "bool-switch", "status": "applied"},),
-                      archs=("sm_86", "sm_89"), torch_version="2.8.0+cu129", cuda_version="12.9",
-                      compiler="MSVC 19.44")
+    return Provenance(
+        upstream_repo="https://github.com/state-spaces/mamba",
+        ref="v2.2.6",
+        commit="0" * 40,
+        version="2.2.6",
+        patches=({"id": "bool-switch", "status": "applied"},),
+        archs=("sm_86", "sm_89"),
+        torch_version="2.8.0+cu129",
+        cuda_version="12.9",
+        compiler="MSVC 19.44",
+    )
 
 
-def test_provenance_is_recorded_with_the_build_date(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_provenance_is_recorded_with_the_build_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     out = rewrite_wheel(make_wheel(tmp_path), tmp_path / "out", provenance=full_provenance())
     record = read_provenance(out)
@@ -236,9 +289,14 @@ def test_provenance_is_recorded_with_the_build_date(tmp_path: Path,
     assert record["build_date"] == "2023-11-14T22:13:20+00:00"
     assert record["patches"] == [{"id": "bool-switch", "status": "applied"}]
     assert (record["commit"], record["archs"], record["mambawin_version"]) == (
-        "0" * 40, ["sm_86", "sm_89"], metadata.__version__)
-    assert member(out, f".dist-info/{PROVENANCE_NAME}") == (
-        json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+        "0" * 40,
+        ["sm_86", "sm_89"],
+        metadata.__version__,
+    )
+    assert (
+        member(out, f".dist-info/{PROVENANCE_NAME}")
+        == (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+    )
 
 
 def test_a_wheel_without_provenance_reads_as_none(tmp_path: Path) -> None:
@@ -281,8 +339,9 @@ def test_guard_can_be_skipped_and_removed(tmp_path: Path) -> None:
 def test_input_is_never_modified(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, ["triton"])
     before = wheel.read_bytes()
-    rewrite_wheel(wheel, tmp_path / "out", local_version="cu129torch2.8",
-                  provenance=full_provenance())
+    rewrite_wheel(
+        wheel, tmp_path / "out", local_version="cu129torch2.8", provenance=full_provenance()
+    )
     assert wheel.read_bytes() == before
 
 
@@ -292,8 +351,9 @@ def test_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
         rewrite_wheel(wheel, tmp_path)
 
 
-def test_source_date_epoch_gives_identical_wheels(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_source_date_epoch_gives_identical_wheels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     wheel = make_wheel(tmp_path, ["triton"])
     first = rewrite_wheel(wheel, tmp_path / "a", provenance=full_provenance())
@@ -313,8 +373,9 @@ def test_existing_output_is_replaced_whole(tmp_path: Path) -> None:
     assert sorted(p.name for p in target.parent.iterdir()) == [wheel.name]
 
 
-def test_a_failure_leaves_the_old_output_and_no_scratch(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_leaves_the_old_output_and_no_scratch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wheel = make_wheel(tmp_path, ["triton"])
     target = tmp_path / "out" / wheel.name
     target.parent.mkdir()
@@ -331,8 +392,9 @@ def test_a_failure_leaves_the_old_output_and_no_scratch(tmp_path: Path,
 
 
 @pytest.mark.parametrize("value", ["yesterday", "-5", "1.5"])
-def test_a_malformed_source_date_epoch_is_refused(tmp_path: Path, value: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_malformed_source_date_epoch_is_refused(
+    tmp_path: Path, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wheel = make_wheel(tmp_path)
     monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
     with pytest.raises(UsageError, match="SOURCE_DATE_EPOCH"):
@@ -364,16 +426,24 @@ def corrupt_cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     members["mamba_ssm/__init__.py"] = b"import os; os.system('evil')\n"
     (tmp_path / "tampered").mkdir()
     cases["hash"] = (raw_zip(tmp_path / "tampered" / name, members), "RECORD hash")
-    for label, evil in (("dotdot", "../evil.py"), ("abs", "/etc/evil.py"), ("drive", "C:/evil.py"),
-                        ("nested", "mamba_ssm/../../evil.py")):
+    for label, evil in (
+        ("dotdot", "../evil.py"),
+        ("abs", "/etc/evil.py"),
+        ("drive", "C:/evil.py"),
+        ("nested", "mamba_ssm/../../evil.py"),
+    ):
         (tmp_path / label).mkdir()
         cases[label] = (raw_zip(tmp_path / label / name, {**valid_members(), evil: b"x"}), "unsafe")
     (tmp_path / "unlisted").mkdir()
-    cases["unlisted"] = (raw_zip(tmp_path / "unlisted" / name,
-                                 {**valid_members(), "extra.py": b"x"}), "not listed in RECORD")
+    cases["unlisted"] = (
+        raw_zip(tmp_path / "unlisted" / name, {**valid_members(), "extra.py": b"x"}),
+        "not listed in RECORD",
+    )
     (tmp_path / "tags").mkdir()
-    cases["tags"] = (raw_zip(tmp_path / "tags" / name.replace("linux_x86_64", "win_amd64"),
-                             valid_members()), "do not match the file name")
+    cases["tags"] = (
+        raw_zip(tmp_path / "tags" / name.replace("linux_x86_64", "win_amd64"), valid_members()),
+        "do not match the file name",
+    )
     return cases
 
 
@@ -402,9 +472,20 @@ def test_a_missing_wheel_is_refused(tmp_path: Path) -> None:
 
 def test_cli_rewrites_and_reports_json(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, ["torch", "triton>=3", "tilelang==0.1.8"])
-    result = CliRunner().invoke(app, ["metadata", str(wheel), "--drop", "tilelang",
-                                      "--local-version", "cu129torch2.8",
-                                      "--out", str(tmp_path / "out"), "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "metadata",
+            str(wheel),
+            "--drop",
+            "tilelang",
+            "--local-version",
+            "cu129torch2.8",
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["dropped"] == ["tilelang==0.1.8"]
@@ -414,15 +495,21 @@ def test_cli_rewrites_and_reports_json(tmp_path: Path) -> None:
 
 def test_cli_windows_wheel_reports_each_change_with_its_reason(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, ["torch", "triton>=3.5.0", "tilelang==0.1.8"], tag=WIN)
-    result = CliRunner().invoke(app, ["metadata", str(wheel), "--keep", "tilelang",
-                                      "--out", str(tmp_path / "out"), "--json"])
+    result = CliRunner().invoke(
+        app,
+        ["metadata", str(wheel), "--keep", "tilelang", "--out", str(tmp_path / "out"), "--json"],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert [(c["from"], c["to"]) for c in report["changes"]] == [
-        ("triton>=3.5.0", "triton-windows>=3.5.0")]
+        ("triton>=3.5.0", "triton-windows>=3.5.0")
+    ]
     assert "triton-windows provides the `triton` module" in report["changes"][0]["reason"]
     assert requirements(Path(report["wheel"])) == [
-        "torch", "triton-windows>=3.5.0", "tilelang==0.1.8"]
+        "torch",
+        "triton-windows>=3.5.0",
+        "tilelang==0.1.8",
+    ]
 
 
 @pytest.mark.parametrize("out", ["notes.txt", "notes.txt/sub"])
@@ -438,8 +525,9 @@ def test_cli_out_that_is_a_file_is_one_line(tmp_path: Path, out: str) -> None:
 @pytest.mark.parametrize("none", ["none", "None"])
 def test_cli_local_version_none_drops_the_label_as_build_does(tmp_path: Path, none: str) -> None:
     wheel = make_wheel(tmp_path, ["torch"], version="2.2.6+cu129torch2.8")
-    result = CliRunner().invoke(app, ["metadata", str(wheel), "--local-version", none,
-                                      "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        app, ["metadata", str(wheel), "--local-version", none, "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 0, result.output
     written = Path(result.stdout.strip())  # the new wheel's path is the result, on stdout
     assert written.name == f"mamba_ssm-2.2.6-{TAG}.whl"
@@ -474,8 +562,9 @@ def opened_members(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     opened: list[str] = []
     original = zipfile.ZipFile.open
 
-    def spy(self: zipfile.ZipFile, name: str | zipfile.ZipInfo, *args: object,
-            **kwargs: object) -> object:
+    def spy(
+        self: zipfile.ZipFile, name: str | zipfile.ZipInfo, *args: object, **kwargs: object
+    ) -> object:
         opened.append(name if isinstance(name, str) else name.filename)
         return original(self, name, *args, **kwargs)  # type: ignore[arg-type]
 
@@ -485,7 +574,8 @@ def opened_members(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.mark.parametrize("huge", ["METADATA", "RECORD"])
 def test_a_huge_metadata_or_record_is_refused_before_it_is_inflated(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, huge: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, huge: str
+) -> None:
     dist = "mamba_ssm-2.2.6.dist-info"
     members = valid_members()
     members[f"{dist}/{huge}"] = members[f"{dist}/{huge}"] + b" " * (12 * 1024 * 1024)
@@ -499,7 +589,8 @@ def test_a_huge_metadata_or_record_is_refused_before_it_is_inflated(
 
 
 def test_a_wheel_with_an_absurd_member_count_is_refused_without_reading_members(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     members = {**valid_members(), **{f"mamba_ssm/f{i}.py": b"" for i in range(20_001)}}
     path = raw_zip(tmp_path / f"mamba_ssm-2.2.6-{TAG}.whl", members)
     opened = opened_members(monkeypatch)

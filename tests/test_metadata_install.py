@@ -27,10 +27,13 @@ def tiny_wheel(folder: Path) -> Path:
     (src / "selective_scan_cuda.py").write_text("LOADED = True\n")
     # A binary stand-in for another Python (cp39), so this interpreter never tries to load it.
     (src / "selective_scan_cuda.cpython-39-x86_64-linux-gnu.so").write_bytes(b"\x7fELF stand-in")
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mamba_ssm\nVersion: 2.2.6\n"
-                                   "Requires-Dist: torch\nRequires-Dist: triton\n\n")
-    (dist / "WHEEL").write_text(f"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: false\n"
-                                f"Tag: {TAG}\n\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: mamba_ssm\nVersion: 2.2.6\n"
+        "Requires-Dist: torch\nRequires-Dist: triton\n\n"
+    )
+    (dist / "WHEEL").write_text(
+        f"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: false\nTag: {TAG}\n\n"
+    )
     path = folder / f"mamba_ssm-2.2.6-{TAG}.whl"
     with WheelFile(path, "w") as out:
         out.write_files(str(src))
@@ -42,7 +45,8 @@ def fake_torch(folder: Path, version: str, cuda: str | None) -> Path:
     (folder / "torch").mkdir(parents=True)
     (folder / "torch" / "__init__.py").write_text(
         f"from types import SimpleNamespace\n__version__ = {version!r}\n"
-        f"version = SimpleNamespace(cuda={cuda!r})\n")
+        f"version = SimpleNamespace(cuda={cuda!r})\n"
+    )
     return folder
 
 
@@ -51,11 +55,25 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The rewritten wheel (built for torch 2.8 / CUDA 12.9) installed with pip --target."""
     tmp_path = tmp_path_factory.mktemp("install")
     provenance = Provenance(torch_version="2.8.0+cu129", cuda_version="12.9.1")
-    wheel = rewrite_wheel(tiny_wheel(tmp_path), tmp_path / "out", local_version="cu129torch2.8",
-                          provenance=provenance)
+    wheel = rewrite_wheel(
+        tiny_wheel(tmp_path), tmp_path / "out", local_version="cu129torch2.8", provenance=provenance
+    )
     target = tmp_path / "site"
-    proc.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
-              "--disable-pip-version-check", "--target", str(target), str(wheel)], timeout=300)
+    proc.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        timeout=300,
+    )
     return target
 
 
@@ -65,8 +83,11 @@ def import_mamba(site: Path, torch_dir: Path, **env: str) -> str:
     environ = {k: v for k, v in os.environ.items() if k != "MAMBAWIN_SKIP_TORCH_CHECK"}
     environ.update(PYTHONPATH=path, **env)
     try:
-        done = proc.run([sys.executable, "-S", "-c", "import mamba_ssm; print('imported')"],
-                        env=environ, timeout=60)
+        done = proc.run(
+            [sys.executable, "-S", "-c", "import mamba_ssm; print('imported')"],
+            env=environ,
+            timeout=60,
+        )
     except CommandError as exc:
         return exc.tail
     return done.stdout
@@ -79,10 +100,12 @@ def test_pip_installs_the_rewritten_wheel(installed: Path) -> None:
     assert "Requires-Dist: triton\n" in (dist_info / "METADATA").read_text()  # Linux keeps it
 
 
-@pytest.mark.parametrize(("version", "cuda"), [("2.7.1+cu126", "12.6"), ("2.8.0+cu130", "13.0"),
-                                               ("2.8.0+cpu", None)])
-def test_a_different_torch_gets_a_message_naming_both(installed: Path, tmp_path: Path,
-                                                      version: str, cuda: str | None) -> None:
+@pytest.mark.parametrize(
+    ("version", "cuda"), [("2.7.1+cu126", "12.6"), ("2.8.0+cu130", "13.0"), ("2.8.0+cpu", None)]
+)
+def test_a_different_torch_gets_a_message_naming_both(
+    installed: Path, tmp_path: Path, version: str, cuda: str | None
+) -> None:
     output = import_mamba(installed, fake_torch(tmp_path / "torch", version, cuda))
     assert "ImportError: mamba_ssm was built for torch 2.8 with CUDA 12.x" in output
     assert f"but torch {version} with CUDA {cuda} is installed" in output

@@ -30,20 +30,25 @@ NVCC_126 = "nvcc-version-win-12.6.85.txt"
 
 def test_vswhere_json_lists_every_instance_with_its_product() -> None:
     multi = msvc.parse_vswhere_json(recorded(VSWHERE_MULTI))
-    assert [i.name for i in multi] == ["Visual Studio Community 2019",
-                                       "Visual Studio Community 2017"]
+    assert [i.name for i in multi] == [
+        "Visual Studio Community 2019",
+        "Visual Studio Community 2017",
+    ]
     assert multi[0].path.endswith(r"2019\Community")
     build_tools = msvc.parse_vswhere_json(recorded(VSWHERE_NO_VC))
     assert build_tools[0].product == "Microsoft.VisualStudio.Product.BuildTools"
     assert msvc.parse_vswhere_json("[]") == []
 
 
-@pytest.mark.parametrize(("name", "window"), [
-    ("cuda-host-config-msc-ver-check-11.4.txt", (1910, 1930)),
-    ("cuda-host-config-msc-ver-check-11.8.txt", (1910, 1940)),
-    (HOST_CONFIG_126, (1910, 1950)),
-    ("cuda-host-config-msc-ver-check-13.0.txt", (1920, 1951)),
-])
+@pytest.mark.parametrize(
+    ("name", "window"),
+    [
+        ("cuda-host-config-msc-ver-check-11.4.txt", (1910, 1930)),
+        ("cuda-host-config-msc-ver-check-11.8.txt", (1910, 1940)),
+        (HOST_CONFIG_126, (1910, 1950)),
+        ("cuda-host-config-msc-ver-check-13.0.txt", (1920, 1951)),
+    ],
+)
 def test_msc_window_is_read_from_host_config(name: str, window: tuple[int, int]) -> None:
     parsed = msvc.parse_msc_window(recorded(name))
     assert parsed is not None and (parsed.low, parsed.high) == window
@@ -54,14 +59,17 @@ def test_msc_window_of_a_header_without_the_check_is_unknown() -> None:
     assert msvc.parse_msc_window("#if defined(__GNUC__)\n#endif\n") is None
 
 
-@pytest.mark.parametrize(("name", "version"), [
-    ("cl-banner-19.41-en-x64-with-d9002-vcpkg-issue41139.txt", "19.41.34120"),
-    ("cl-banner-19.16-zh-cn-x64.txt", "19.16.27035"),
-    ("cl-banner-19.10-zh-cn-x86.txt", "19.10.25019"),
-    ("cl-banner-19.27-ko-x64.txt", "19.27.29111"),
-    ("cl-banner-19.23-it-x64-meson-pr6153.txt", "19.23.28106"),
-    ("cl-banner-19.15-en-x64-in-ninja-step-vcpkg-issue4654.txt", "19.15.26730"),
-])
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("cl-banner-19.41-en-x64-with-d9002-vcpkg-issue41139.txt", "19.41.34120"),
+        ("cl-banner-19.16-zh-cn-x64.txt", "19.16.27035"),
+        ("cl-banner-19.10-zh-cn-x86.txt", "19.10.25019"),
+        ("cl-banner-19.27-ko-x64.txt", "19.27.29111"),
+        ("cl-banner-19.23-it-x64-meson-pr6153.txt", "19.23.28106"),
+        ("cl-banner-19.15-en-x64-in-ninja-step-vcpkg-issue4654.txt", "19.15.26730"),
+    ],
+)
 def test_cl_version_is_found_in_any_language(name: str, version: str) -> None:
     assert msvc.parse_cl_version(recorded(name)) == version
 
@@ -76,8 +84,9 @@ def test_toolsets_are_listed_newest_first_with_their_msc_ver(tmp_path: Path) -> 
 
 
 def test_stl_minimum_cuda_comes_from_the_toolsets_header_else_the_table(tmp_path: Path) -> None:
-    root = make_vs_instance(tmp_path / "vs", ["14.44.35207", "14.51.36014"],
-                            stl_cuda={"14.44.35207": "12.4"})
+    root = make_vs_instance(
+        tmp_path / "vs", ["14.44.35207", "14.51.36014"], stl_cuda={"14.44.35207": "12.4"}
+    )
     instance = msvc.VsInstance(str(root), "18.0", "VS")
     by_version = {t.version: t for t in msvc.list_toolsets(instance)}
     assert msvc.stl_min_cuda(by_version["14.44.35207"]) == Version("12.4")
@@ -113,8 +122,9 @@ def test_path_lists_are_deduplicated_keeping_the_first(tmp_path: Path) -> None:
 
 
 def test_merge_is_case_insensitive_and_sets_distutils_use_sdk() -> None:
-    merged = msvc.merge_environment({"Path": r"C:\old", "Keep": "1"},
-                                    {"PATH": r"C:\vc;C:\vc;C:\old", "INCLUDE": "x"})
+    merged = msvc.merge_environment(
+        {"Path": r"C:\old", "Keep": "1"}, {"PATH": r"C:\vc;C:\vc;C:\old", "INCLUDE": "x"}
+    )
     assert merged["Path"] == r"C:\vc;C:\old" and "PATH" not in merged
     assert merged["DISTUTILS_USE_SDK"] == "1" and merged["Keep"] == "1"
 
@@ -146,22 +156,33 @@ def windows_box(tmp_path: Path) -> dict[str, Path]:
     """VS 2026 with toolsets 14.50 and 14.44, CUDA 12.6, vswhere at its fixed place."""
     vs = make_vs_instance(tmp_path / "VS" / "18" / "Community", ["14.50.35717", "14.44.35207"])
     make_vswhere(tmp_path / "PF86", vswhere_json(recorded(VSWHERE_2022), [vs]))
-    cuda = make_cuda(tmp_path / "CUDA" / "v12.6", recorded(NVCC_126), "",
-                     host_config=recorded(HOST_CONFIG_126))
-    return {"root": tmp_path, "vs": vs, "cuda": cuda,
-            "cl_dir": vs / "VC" / "Tools" / "MSVC" / "14.44.35207" / "bin" / "Hostx64" / "x64"}
+    cuda = make_cuda(
+        tmp_path / "CUDA" / "v12.6", recorded(NVCC_126), "", host_config=recorded(HOST_CONFIG_126)
+    )
+    return {
+        "root": tmp_path,
+        "vs": vs,
+        "cuda": cuda,
+        "cl_dir": vs / "VC" / "Tools" / "MSVC" / "14.44.35207" / "bin" / "Hostx64" / "x64",
+    }
 
 
 def _env(box: dict[str, Path], cmd: Path) -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], "ProgramFiles(x86)": str(box["root"] / "PF86"),
-            "COMSPEC": str(cmd), "Path_extra": "unchanged"}
+    return {
+        "PATH": os.environ["PATH"],
+        "ProgramFiles(x86)": str(box["root"] / "PF86"),
+        "COMSPEC": str(cmd),
+        "Path_extra": "unchanged",
+    }
 
 
 def test_capture_picks_a_toolset_nvcc_accepts_and_returns_the_merged_env(
-        windows_box: dict[str, Path]) -> None:
+    windows_box: dict[str, Path],
+) -> None:
     banner = "[vcvarsall.bat] Environment initialized for: 'x64'\r\n".encode("utf-16-le")
-    cmd = make_cmd(windows_box["root"] / "cmd.exe", env_dump=set_dump(windows_box["cl_dir"]),
-                   stdout=banner)
+    cmd = make_cmd(
+        windows_box["root"] / "cmd.exe", env_dump=set_dump(windows_box["cl_dir"]), stdout=banner
+    )
     env = msvc.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
     bat = Path(str(cmd) + ".last.bat").read_text(encoding="utf-8")
     assert "-vcvars_ver=14.44.35207" in bat and "vcvars64.bat" in bat
@@ -172,18 +193,23 @@ def test_capture_picks_a_toolset_nvcc_accepts_and_returns_the_merged_env(
 
 
 def test_capture_fails_on_error_lines_even_when_vcvars_exits_zero(
-        windows_box: dict[str, Path]) -> None:
+    windows_box: dict[str, Path],
+) -> None:
     output = recorded("vcvars-error-vcvars-ver-not-installed-cpp-client-telemetry-issue923.txt")
-    cmd = make_cmd(windows_box["root"] / "cmd.exe", stdout=output.encode("utf-16-le"),
-                   env_dump=set_dump(windows_box["cl_dir"]))
+    cmd = make_cmd(
+        windows_box["root"] / "cmd.exe",
+        stdout=output.encode("utf-16-le"),
+        env_dump=set_dump(windows_box["cl_dir"]),
+    )
     with pytest.raises(ToolchainError, match=r"\[ERROR:vcvars\.bat\] Version '14\.29\.30133'"):
         msvc.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
 
 
 def test_capture_fails_when_vcvars_exits_nonzero(windows_box: dict[str, Path]) -> None:
     output = recorded("vcvarsall-exit-255-vs2022-17.6-vcpkg-issue38831.txt")
-    cmd = make_cmd(windows_box["root"] / "cmd.exe", stdout=output.encode("utf-16-le"),
-                   exit_code=255)
+    cmd = make_cmd(
+        windows_box["root"] / "cmd.exe", stdout=output.encode("utf-16-le"), exit_code=255
+    )
     with pytest.raises(ToolchainError, match="exited with code 255"):
         msvc.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
 
@@ -191,8 +217,9 @@ def test_capture_fails_when_vcvars_exits_nonzero(windows_box: dict[str, Path]) -
 def test_capture_names_the_toolset_to_install_when_none_fits(tmp_path: Path) -> None:
     vs = make_vs_instance(tmp_path / "VS" / "18" / "Community", ["14.50.35717"])
     make_vswhere(tmp_path / "PF86", vswhere_json(recorded(VSWHERE_2022), [vs]))
-    cuda = make_cuda(tmp_path / "cuda", recorded(NVCC_126), "",
-                     host_config=recorded(HOST_CONFIG_126))
+    cuda = make_cuda(
+        tmp_path / "cuda", recorded(NVCC_126), "", host_config=recorded(HOST_CONFIG_126)
+    )
     env = {"PATH": os.environ["PATH"], "ProgramFiles(x86)": str(tmp_path / "PF86")}
     with pytest.raises(ToolchainError, match=r"found 14\.50\.35717.*v14\.44"):
         msvc.capture_msvc_environment(cuda, env=env)
@@ -206,11 +233,15 @@ def test_capture_without_vswhere_says_what_to_install(tmp_path: Path) -> None:
 
 def test_vswhere_is_asked_for_every_product_and_the_vc_component(tmp_path: Path) -> None:
     log = tmp_path / "argv.txt"
-    script = make_tool(tmp_path / "PF86" / "Microsoft Visual Studio" / "Installer" / "vswhere.exe",
-                       stdout="[]")
-    script.write_text(script.read_text().replace(
-        "import sys, time\n",
-        f"import sys, time\nopen({str(log)!r}, 'w').write(' '.join(sys.argv[1:]))\n"))
+    script = make_tool(
+        tmp_path / "PF86" / "Microsoft Visual Studio" / "Installer" / "vswhere.exe", stdout="[]"
+    )
+    script.write_text(
+        script.read_text().replace(
+            "import sys, time\n",
+            f"import sys, time\nopen({str(log)!r}, 'w').write(' '.join(sys.argv[1:]))\n",
+        )
+    )
     env = {"PATH": os.environ["PATH"], "ProgramFiles(x86)": str(tmp_path / "PF86")}
     assert msvc.list_instances(env) == []
     argv = log.read_text()

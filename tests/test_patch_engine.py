@@ -52,12 +52,20 @@ def replacer(rel: str, old: str, new: str) -> object:
             raise ctx.drift(rel, old)
         tree.write(rel, text.replace(old, new))
         return "applied"
+
     return transform
 
 
 def fake_patch(pid: str, rel: str, old: str, new: str, versions: str = ">=1.0") -> Patch:
-    return Patch(pid, f"summary {pid}", "an error", SpecifierSet(versions), "issue #1", (rel,),
-                 replacer(rel, old, new))  # type: ignore[arg-type]
+    return Patch(
+        pid,
+        f"summary {pid}",
+        "an error",
+        SpecifierSet(versions),
+        "issue #1",
+        (rel,),
+        replacer(rel, old, new),
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -78,7 +86,8 @@ def statuses(report: engine.PatchReport) -> dict[str, str]:
 
 
 def test_later_patch_failing_leaves_earlier_patches_files_untouched(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path)
     (root / "setup.py").write_text("import os\n\nJOBS = 4\n")  # 'three' drifts
     before = snapshot(root)
@@ -88,7 +97,8 @@ def test_later_patch_failing_leaves_earlier_patches_files_untouched(
 
 
 def test_write_failing_midway_restores_every_original(
-        tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = make_tree(tmp_path)
     before = snapshot(root)
     calls = {"n": 0}
@@ -110,8 +120,12 @@ def test_write_failing_midway_restores_every_original(
 def test_applies_gates_and_records(tmp_path: Path, fake_registry: list[Patch]) -> None:
     root = make_tree(tmp_path)
     report = apply_patches(root, PatchOptions())
-    assert statuses(report) == {"one": "applied", "two": "applied", "three": "applied",
-                                "old-only": "not-applicable"}
+    assert statuses(report) == {
+        "one": "applied",
+        "two": "applied",
+        "three": "applied",
+        "old-only": "not-applicable",
+    }
     assert (root / "csrc" / "a.cu").read_bytes() == b"// a\nint a = 10;"
     record = json.loads((root / RECORD).read_text())
     assert record["patches"] == ["one", "two", "three"]
@@ -121,7 +135,8 @@ def test_applies_gates_and_records(tmp_path: Path, fake_registry: list[Patch]) -
 
 
 def test_second_run_changes_no_byte_including_the_record(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path)
     apply_patches(root, PatchOptions())
     before = snapshot(root)
@@ -133,13 +148,18 @@ def test_second_run_changes_no_byte_including_the_record(
 def test_only_and_skip_mark_patches_skipped(tmp_path: Path, fake_registry: list[Patch]) -> None:
     root = make_tree(tmp_path)
     report = apply_patches(root, PatchOptions(), only=("one", "two"), skip=("two",))
-    assert statuses(report) == {"one": "applied", "two": "skipped", "three": "skipped",
-                                "old-only": "skipped"}
+    assert statuses(report) == {
+        "one": "applied",
+        "two": "skipped",
+        "three": "skipped",
+        "old-only": "skipped",
+    }
     assert (root / "csrc" / "b.h").read_text() == "#pragma once\nint b = 2;\n"
 
 
 def test_record_keeps_patches_a_later_only_run_did_not_touch(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path)
     apply_patches(root, PatchOptions())
     apply_patches(root, PatchOptions(), only=("one",))
@@ -149,9 +169,16 @@ def test_record_keeps_patches_a_later_only_run_did_not_touch(
 def test_skip_reason_from_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_tree(tmp_path)
     base = fake_patch("cx", "csrc/a.cu", "int a = 1;", "int a = 3;")
-    gated = Patch(base.id, base.summary, base.prevents, base.versions, base.why, base.files,
-                  base.transform,
-                  skip_reason=lambda o: "--keep-complex" if o.keep_complex else None)
+    gated = Patch(
+        base.id,
+        base.summary,
+        base.prevents,
+        base.versions,
+        base.why,
+        base.files,
+        base.transform,
+        skip_reason=lambda o: "--keep-complex" if o.keep_complex else None,
+    )
     monkeypatch.setattr(engine, "PATCHES", (gated,))
     report = apply_patches(root, PatchOptions(keep_complex=True), dry_run=True)
     assert (report.results[0].status, report.results[0].reason) == ("skipped", "--keep-complex")
@@ -164,7 +191,8 @@ def test_unknown_ids_are_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_dry_run_writes_nothing_and_returns_the_diff(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path)
     before = snapshot(root)
     report = apply_patches(root, PatchOptions(), dry_run=True)
@@ -185,7 +213,8 @@ def git_apply_in_order(patches: list[Path], tree: Path) -> None:
 
 
 def test_exported_patches_apply_with_git_apply_in_order(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path / "patched")
     clean = tmp_path / "clean"
     shutil.copytree(root, clean)
@@ -200,7 +229,8 @@ def test_exported_patches_apply_with_git_apply_in_order(
 
 
 def test_export_from_an_already_patched_plain_copy_says_why_not(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path)
     apply_patches(root, PatchOptions())
     with pytest.raises(UsageError, match="patched before and is not a git checkout"):
@@ -210,16 +240,22 @@ def test_export_from_an_already_patched_plain_copy_says_why_not(
 
 def git_checkout(root: Path) -> Path:
     """root as a git checkout with everything committed (what `mambawin fetch` gives)."""
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-           "PATH": os.environ["PATH"], "HOME": str(root)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "PATH": os.environ["PATH"],
+        "HOME": str(root),
+    }
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "upstream"]):
         proc.run(["git", *args], cwd=root, env=env)
     return root
 
 
 def test_export_from_an_already_patched_checkout_replays_the_record(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = git_checkout(make_tree(tmp_path / "src"))
     clean = tmp_path / "clean"
     shutil.copytree(root, clean, ignore=shutil.ignore_patterns(".git"))
@@ -229,12 +265,14 @@ def test_export_from_an_already_patched_checkout_replays_the_record(
     written = sorted((tmp_path / "out").iterdir())
     assert [p.name for p in written] == ["0001-one.patch", "0002-two.patch", "0003-three.patch"]
     git_apply_in_order(written, clean)
-    assert snapshot(clean) == {k: v for k, v in snapshot(root).items()
-                               if not k.startswith((".git", ".mambawin"))}
+    assert snapshot(clean) == {
+        k: v for k, v in snapshot(root).items() if not k.startswith((".git", ".mambawin"))
+    }
 
 
 def test_export_never_deletes_patch_files_it_did_not_write(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path / "src")
     out = tmp_path / "out"
     out.mkdir()
@@ -249,7 +287,8 @@ def test_export_never_deletes_patch_files_it_did_not_write(
 
 
 def test_export_replaces_only_its_own_earlier_files(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path / "src")
     out = tmp_path / "out"
     export_patches(apply_patches(root, PatchOptions(), dry_run=True), out)
@@ -263,7 +302,8 @@ def test_export_replaces_only_its_own_earlier_files(
 
 @pytest.mark.parametrize("name", ["notes.txt", "notes.txt/sub"])
 def test_export_to_a_file_fails_before_anything_is_patched(
-        tmp_path: Path, fake_registry: list[Patch], name: str) -> None:
+    tmp_path: Path, fake_registry: list[Patch], name: str
+) -> None:
     root = make_tree(tmp_path / "src")
     (tmp_path / "notes.txt").write_text("mine")
     before = snapshot(root)
@@ -299,7 +339,8 @@ def test_a_source_that_is_not_utf8_is_named(tmp_path: Path, fake_registry: list[
 
 
 def test_a_second_run_on_the_same_tree_fails_while_the_first_holds_it(
-        tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = make_tree(tmp_path)
     seen: list[str] = []
     first = fake_registry[0]
@@ -310,8 +351,7 @@ def test_a_second_run_on_the_same_tree_fails_while_the_first_holds_it(
         seen.append(str(caught.value))
         return first.transform(tree, ctx)
 
-    monkeypatch.setattr(engine, "PATCHES", (replace(first, transform=nested),
-                                            *fake_registry[1:]))
+    monkeypatch.setattr(engine, "PATCHES", (replace(first, transform=nested), *fake_registry[1:]))
     apply_patches(root, PatchOptions())
     assert len(seen) == 1 and "is in use by another mambawin run (pid " in seen[0]
     assert not (root / engine.LOCK).exists()  # the first run removed its lock
@@ -330,8 +370,8 @@ def test_a_stale_lock_is_named_with_the_fix(tmp_path: Path, fake_registry: list[
 
 @pytest.mark.parametrize("where", ["_write_new", "_replace"])
 def test_ctrl_c_while_writing_leaves_every_file_and_no_temp_file(
-        tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch,
-        where: str) -> None:
+    tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     root = make_tree(tmp_path)
     before = snapshot(root)
     real = getattr(engine, where)
@@ -356,10 +396,14 @@ def test_ctrl_c_while_writing_leaves_every_file_and_no_temp_file(
 @pytest.fixture
 def gated_registry(monkeypatch: pytest.MonkeyPatch) -> tuple[Patch, ...]:
     """complex-removal (off with --keep-complex) and arch-list (off without --arch) stand-ins."""
-    arch = replace(fake_patch("arch-list", "setup.py", "THREADS = 4", "THREADS = 86"),
-                   skip_reason=lambda o: None if o.archs else "no --arch")
-    complex_ = replace(fake_patch("complex-removal", "csrc/a.cu", "int a = 1;", "int a = 0;"),
-                       skip_reason=lambda o: "--keep-complex" if o.keep_complex else None)
+    arch = replace(
+        fake_patch("arch-list", "setup.py", "THREADS = 4", "THREADS = 86"),
+        skip_reason=lambda o: None if o.archs else "no --arch",
+    )
+    complex_ = replace(
+        fake_patch("complex-removal", "csrc/a.cu", "int a = 1;", "int a = 0;"),
+        skip_reason=lambda o: "--keep-complex" if o.keep_complex else None,
+    )
     patches = (arch, complex_)
     monkeypatch.setattr(engine, "PATCHES", patches)
     monkeypatch.setattr(engine, "patch_ids", lambda: tuple(p.id for p in patches))
@@ -367,7 +411,8 @@ def gated_registry(monkeypatch: pytest.MonkeyPatch) -> tuple[Patch, ...]:
 
 
 def test_keep_complex_restores_what_an_earlier_run_removed(
-        tmp_path: Path, gated_registry: tuple[Patch, ...]) -> None:
+    tmp_path: Path, gated_registry: tuple[Patch, ...]
+) -> None:
     root = git_checkout(make_tree(tmp_path))
     apply_patches(root, PatchOptions(archs=parse_archs("86")))
     assert (root / "csrc" / "a.cu").read_bytes() == b"// a\nint a = 0;"
@@ -381,7 +426,8 @@ def test_keep_complex_restores_what_an_earlier_run_removed(
 
 
 def test_keep_complex_on_a_patched_plain_copy_is_refused(
-        tmp_path: Path, gated_registry: tuple[Patch, ...]) -> None:
+    tmp_path: Path, gated_registry: tuple[Patch, ...]
+) -> None:
     root = make_tree(tmp_path)
     apply_patches(root, PatchOptions())
     before = snapshot(root)
@@ -392,7 +438,8 @@ def test_keep_complex_on_a_patched_plain_copy_is_refused(
 
 
 def test_keep_complex_refuses_to_drop_a_hand_edit(
-        tmp_path: Path, gated_registry: tuple[Patch, ...]) -> None:
+    tmp_path: Path, gated_registry: tuple[Patch, ...]
+) -> None:
     root = git_checkout(make_tree(tmp_path))
     apply_patches(root, PatchOptions())
     (root / "csrc" / "a.cu").write_bytes(b"// a\nint a = 0; // mine")
@@ -403,7 +450,8 @@ def test_keep_complex_refuses_to_drop_a_hand_edit(
 
 
 def test_the_record_keeps_the_arch_a_skipped_arch_list_left_in_the_tree(
-        tmp_path: Path, gated_registry: tuple[Patch, ...]) -> None:
+    tmp_path: Path, gated_registry: tuple[Patch, ...]
+) -> None:
     root = make_tree(tmp_path)
     apply_patches(root, PatchOptions(archs=parse_archs("86")))
     apply_patches(root, PatchOptions())  # no --arch: arch-list is skipped, its edit stays
@@ -436,7 +484,8 @@ def test_cli_drift_exits_4_and_writes_nothing(tmp_path: Path, fake_registry: lis
 
 
 def test_cli_dry_run_prints_diff_on_stdout_and_writes_nothing(
-        tmp_path: Path, fake_registry: list[Patch]) -> None:
+    tmp_path: Path, fake_registry: list[Patch]
+) -> None:
     root = make_tree(tmp_path / "src")
     before = snapshot(root)
     result = runner.invoke(app, ["patch", str(root), "--dry-run", "--export", str(tmp_path / "x")])
@@ -444,7 +493,10 @@ def test_cli_dry_run_prints_diff_on_stdout_and_writes_nothing(
     assert result.stdout.startswith("diff --git a/csrc/a.cu b/csrc/a.cu\n")
     assert snapshot(root) == before
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == [
-        "0001-one.patch", "0002-two.patch", "0003-three.patch"]
+        "0001-one.patch",
+        "0002-two.patch",
+        "0003-three.patch",
+    ]
 
 
 def test_cli_patches_lists_the_real_catalogue() -> None:
@@ -452,8 +504,13 @@ def test_cli_patches_lists_the_real_catalogue() -> None:
     assert result.exit_code == 0
     rows = json.loads(result.stdout)
     ids = [row["id"] for row in rows]
-    for required in ("arch-list", "cached-wheels", "nvcc-threads", "compiler-flags",
-                     "keep-cuda-build"):
+    for required in (
+        "arch-list",
+        "cached-wheels",
+        "nvcc-threads",
+        "compiler-flags",
+        "keep-cuda-build",
+    ):
         assert required in ids
     assert all(row["why"] and row["prevents"] and row["versions"] for row in rows)
     assert all(re.match(r"^[<>=!~]", row["versions"]) for row in rows)

@@ -18,8 +18,9 @@ from mambawin.patch.registry import patch_ids
 GUARDED = (Path(__file__).parent / "fixtures" / "mamba3" / "mamba3.py").read_text()
 
 
-def run(tmp_path: Path, text: str | None, version: str = "2.3.2.post1",
-        eol: str = "\n") -> tuple[str, str | None]:
+def run(
+    tmp_path: Path, text: str | None, version: str = "2.3.2.post1", eol: str = "\n"
+) -> tuple[str, str | None]:
     if text is not None:
         path = tmp_path / mamba3_imports.MAMBA3
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -33,7 +34,8 @@ def run(tmp_path: Path, text: str | None, version: str = "2.3.2.post1",
 
 @pytest.mark.parametrize("eol", ["\n", "\r\n"])
 def test_both_guards_catch_any_exception_and_a_second_run_changes_nothing(
-        tmp_path: Path, eol: str) -> None:
+    tmp_path: Path, eol: str
+) -> None:
     outcome, text = run(tmp_path, GUARDED, eol=eol)
     assert outcome == "applied" and text is not None
     assert "except ImportError" not in text

@@ -25,8 +25,7 @@ from mambawin.patch.engine import RECORD, apply_patches
 from mambawin.patch.registry import patch_ids
 
 FIXTURE = Path(__file__).parent / "fixtures" / "causal_conv1d"
-FWD, BWD, CPP = ("csrc/causal_conv1d_fwd.cu", "csrc/causal_conv1d_bwd.cu",
-                 "csrc/causal_conv1d.cpp")
+FWD, BWD, CPP = ("csrc/causal_conv1d_fwd.cu", "csrc/causal_conv1d_bwd.cu", "csrc/causal_conv1d.cpp")
 runner = CliRunner()
 
 
@@ -38,8 +37,11 @@ def tree(tmp_path: Path, version: str = "1.6.0") -> Path:
 
 
 def hashes(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def statuses(root: Path, **kw: object) -> dict[str, str]:
@@ -101,7 +103,7 @@ def _expand(root: Path, rel: str, rocm: bool) -> str:
     argv = ["cpp", "-P", f"-I{root / 'csrc'}", *(["-DUSE_ROCM"] if rocm else []), str(source)]
     out = proc.run(argv).stdout
     source.unlink()
-    body = out[out.index("template<"):]
+    body = out[out.index("template<") :]
     return " ".join(body.split())
 
 
@@ -114,14 +116,18 @@ def test_second_run_changes_no_byte(tmp_path: Path) -> None:
     assert hashes(root) == before
 
 
-@pytest.mark.parametrize(("version", "alt", "rocm"), [
-    ("1.0.0", "not-applicable", "not-applicable"),
-    ("1.2.0", "applied", "not-applicable"),
-    ("1.3.0", "applied", "applied"),
-    ("1.6.1", "not-applicable", "not-applicable"),  # upstream PR #93 fixed both
-])
-def test_kernel_patches_follow_their_version_gates(tmp_path: Path, version: str, alt: str,
-                                                   rocm: str) -> None:
+@pytest.mark.parametrize(
+    ("version", "alt", "rocm"),
+    [
+        ("1.0.0", "not-applicable", "not-applicable"),
+        ("1.2.0", "applied", "not-applicable"),
+        ("1.3.0", "applied", "applied"),
+        ("1.6.1", "not-applicable", "not-applicable"),  # upstream PR #93 fixed both
+    ],
+)
+def test_kernel_patches_follow_their_version_gates(
+    tmp_path: Path, version: str, alt: str, rocm: str
+) -> None:
     got = statuses(tree(tmp_path, version))
     assert (got["alt-tokens"], got["rocm-directives"]) == (alt, rocm)
     assert got["arch-list"] == "skipped"  # no --arch: upstream's own list is kept
@@ -145,8 +151,11 @@ def test_silu_bwd_tail_loads_the_previous_chunk_whole(tmp_path: Path) -> None:
 def test_silu_bwd_tail_drift_when_the_load_changed(tmp_path: Path) -> None:
     root = tree(tmp_path)
     bwd = root / BWD
-    bwd.write_text(bwd.read_text().replace("if (chunk * kChunkSize + i < params.seqlen)",
-                                           "if (i < params.seqlen)"))
+    bwd.write_text(
+        bwd.read_text().replace(
+            "if (chunk * kChunkSize + i < params.seqlen)", "if (i < params.seqlen)"
+        )
+    )
     before = hashes(root)
     with pytest.raises(PatchError, match=r"silu-bwd-tail.*causal_conv1d_bwd\.cu"):
         apply_patches(root, PatchOptions())
@@ -215,8 +224,9 @@ def test_cli_patches_lists_each_catalogue() -> None:
 def test_exported_patches_rebuild_the_patched_tree(tmp_path: Path) -> None:
     root = tree(tmp_path)
     out = tmp_path / "export"
-    result = runner.invoke(app, ["patch", str(root), "--arch", "90", "--dry-run",
-                                 "--export", str(out)])
+    result = runner.invoke(
+        app, ["patch", str(root), "--arch", "90", "--dry-run", "--export", str(out)]
+    )
     assert result.exit_code == 0, result.output
     names = [p.name for p in sorted(out.glob("*.patch"))]
     assert names[3:5] == ["0004-alt-tokens.patch", "0005-rocm-directives.patch"]

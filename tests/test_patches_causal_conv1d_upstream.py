@@ -60,8 +60,11 @@ def at(repo: git.Repo, ref: str) -> Path:
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.parts}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.parts
+    }
 
 
 def configured(ref: str) -> bool:
@@ -72,8 +75,7 @@ def configured(ref: str) -> bool:
 @pytest.mark.parametrize("ref", _refs())
 def test_every_ref_patches_idempotently(work: git.Repo, ref: str) -> None:
     root = at(work, ref)
-    first = runner.invoke(app, ["patch", str(root), "--arch", ARCHS, "--package",
-                                "causal-conv1d"])
+    first = runner.invoke(app, ["patch", str(root), "--arch", ARCHS, "--package", "causal-conv1d"])
     assert first.exit_code == 0, first.output
     patched = tree_hashes(root)
     assert RECORD in patched
@@ -83,8 +85,11 @@ def test_every_ref_patches_idempotently(work: git.Repo, ref: str) -> None:
     assert tree_hashes(root) == patched
     for rel in ("csrc/causal_conv1d_fwd.cu", "csrc/causal_conv1d_bwd.cu"):
         assert not _NESTED.search((root / rel).read_text()), rel
-    checks = [ln.split(', "')[0] for ln in (root / "csrc/causal_conv1d.cpp").read_text()
-              .splitlines() if ln.strip().startswith("TORCH_CHECK(")]
+    checks = [
+        ln.split(', "')[0]
+        for ln in (root / "csrc/causal_conv1d.cpp").read_text().splitlines()
+        if ln.strip().startswith("TORCH_CHECK(")
+    ]
     assert not [c for c in checks if re.search(r"\b(and|or)\b", c)]
     bwd = (root / "csrc/causal_conv1d_bwd.cu").read_text()
     assert "if (chunk * kChunkSize + i < params.seqlen)" not in bwd  # silu-bwd-tail, every tag
@@ -93,7 +98,8 @@ def test_every_ref_patches_idempotently(work: git.Repo, ref: str) -> None:
 
 @pytest.mark.parametrize("ref", [r for r in _refs() if configured(r)])
 def test_every_ref_from_v1_4_configures_to_exactly_the_archs(
-        work: git.Repo, ref: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    work: git.Repo, ref: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if importlib.util.find_spec("torch") is None:
         pytest.skip("configure runs upstream's setup.py, which imports torch")
     root = at(work, ref)
@@ -110,8 +116,7 @@ def test_every_ref_from_v1_4_configures_to_exactly_the_archs(
 
 
 @pytest.mark.parametrize("ref", ["v1.0.0", "v1.4.0", "main"])
-def test_drifted_setup_fails_naming_the_patch_and_leaves_the_tree(work: git.Repo,
-                                                                  ref: str) -> None:
+def test_drifted_setup_fails_naming_the_patch_and_leaves_the_tree(work: git.Repo, ref: str) -> None:
     root = at(work, ref)
     setup = root / "setup.py"
     setup.write_text(setup.read_text().replace("    # HACK: The compiler flag", "    # note:"))
@@ -123,12 +128,14 @@ def test_drifted_setup_fails_naming_the_patch_and_leaves_the_tree(work: git.Repo
 
 
 @pytest.mark.parametrize("ref", ["v1.2.0", "v1.5.0.post8", "v1.6.0", "v1.6.1.post4"])
-def test_exported_patches_git_apply_on_a_clean_checkout(work: git.Repo, ref: str,
-                                                         tmp_path: Path) -> None:
+def test_exported_patches_git_apply_on_a_clean_checkout(
+    work: git.Repo, ref: str, tmp_path: Path
+) -> None:
     root = at(work, ref)
     out = tmp_path / "patches"
-    result = runner.invoke(app, ["patch", str(root), "--arch", ARCHS, "--dry-run",
-                                 "--export", str(out)])
+    result = runner.invoke(
+        app, ["patch", str(root), "--arch", ARCHS, "--dry-run", "--export", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert runner.invoke(app, ["patch", str(root), "--arch", ARCHS]).exit_code == 0
     expected = {k: v for k, v in tree_hashes(root).items() if k != RECORD}
@@ -142,8 +149,9 @@ def test_v1_6_0_patched_kernels_match_upstreams_own_msvc_fix(work: git.Repo) -> 
     """v1.6.0 + alt-tokens/rocm-directives == v1.6.1's PR #93 code, up to mambawin's comments."""
     fixed = {rel: (at(work, "v1.6.1") / rel).read_text() for rel in _KERNELS}
     root = at(work, "v1.6.0")
-    result = runner.invoke(app, ["patch", str(root), "--only", "alt-tokens", "--only",
-                                 "rocm-directives"])
+    result = runner.invoke(
+        app, ["patch", str(root), "--only", "alt-tokens", "--only", "rocm-directives"]
+    )
     assert result.exit_code == 0, result.output
     for rel in _KERNELS:
         assert _code(root / rel) == _code_text(fixed[rel]), rel

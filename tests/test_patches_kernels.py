@@ -106,20 +106,30 @@ def test_patched_fixture_files_keep_no_final_newline(tmp_path: Path) -> None:
 
 DRIFTS = [
     ("bool-switch", bool_switch.FWD, "void selective_scan_fwd_launch(", "void fwd_launch_renamed("),
-    ("bool-switch", bool_switch.BWD, "BOOL_SWITCH(params.delta_softplus, kDeltaSoftplus, [&] {",
-     "if (params.delta_softplus) {"),
+    (
+        "bool-switch",
+        bool_switch.BWD,
+        "BOOL_SWITCH(params.delta_softplus, kDeltaSoftplus, [&] {",
+        "if (params.delta_softplus) {",
+    ),
     ("math-defines", math_defines.HEADERS[1], "#pragma once", "#ifndef HEADER_GUARD"),
-    ("complex-removal", complex_removal.CPP, "DISPATCH_WTYPE_FLOAT_AND_COMPLEX(A.scalar_type(), "
-     '"selective_scan_bwd"', 'DISPATCH_WTYPE_ANY(A.scalar_type(), "selective_scan_bwd"'),
+    (
+        "complex-removal",
+        complex_removal.CPP,
+        'DISPATCH_WTYPE_FLOAT_AND_COMPLEX(A.scalar_type(), "selective_scan_bwd"',
+        'DISPATCH_WTYPE_ANY(A.scalar_type(), "selective_scan_bwd"',
+    ),
     ("complex-removal", complex_removal.SETUP, "selective_scan_bwd_", "selective_scan_backward_"),
     ("cuda13-cub", cuda13_cub.REVERSE_SCAN, "cub::LaneId()", "cub::LaneIdx()"),
 ]
 
 
-@pytest.mark.parametrize(("patch_id", "rel", "old", "new"), DRIFTS,
-                         ids=[f"{d[0]}:{Path(d[1]).name}" for d in DRIFTS])
-def test_drift_refuses_and_names_the_anchor(tmp_path: Path, patch_id: str, rel: str, old: str,
-                                            new: str) -> None:
+@pytest.mark.parametrize(
+    ("patch_id", "rel", "old", "new"), DRIFTS, ids=[f"{d[0]}:{Path(d[1]).name}" for d in DRIFTS]
+)
+def test_drift_refuses_and_names_the_anchor(
+    tmp_path: Path, patch_id: str, rel: str, old: str, new: str
+) -> None:
     root = fixture_tree(tmp_path)
     text = read(root, rel)
     assert old in text
@@ -153,9 +163,11 @@ def test_bool_switch_leaves_no_switch_and_no_directive_in_macro_args(tmp_path: P
     fwd = read(root, bool_switch.FWD)
     assert "static constexpr int kNRows = 1;" in fwd
     # Every switched bool is a template parameter of the body, in upstream's order.
-    assert ("template<int kNThreads, int kNItems, typename input_t, typename weight_t, "
-            "bool kIsEvenLen, bool kIsVariableB, bool kIsVariableC, bool kHasZ>\n"
-            "void selective_scan_fwd_launch_body(") in fwd
+    assert (
+        "template<int kNThreads, int kNItems, typename input_t, typename weight_t, "
+        "bool kIsEvenLen, bool kIsVariableB, bool kIsVariableC, bool kHasZ>\n"
+        "void selective_scan_fwd_launch_body("
+    ) in fwd
     assert "if (params.z_ptr != nullptr) {" in fwd
 
 
@@ -177,8 +189,10 @@ def test_directive_checker_finds_the_stock_problem(tmp_path: Path) -> None:
 def gxx_run(root: Path, tmp_path: Path, name: str) -> str:
     """Compile the fixture harness against root's headers with g++ and return what it prints."""
     exe = tmp_path / name
-    proc.run(["g++", "-std=c++17", "-O0", "-I", root / KERNELS, FIXTURE / "harness.cpp", "-o", exe],
-             timeout=120)
+    proc.run(
+        ["g++", "-std=c++17", "-O0", "-I", root / KERNELS, FIXTURE / "harness.cpp", "-o", exe],
+        timeout=120,
+    )
     return proc.run([exe], timeout=30).stdout
 
 
@@ -209,8 +223,11 @@ def assert_m_log2e_guarded(text: str) -> None:
     guard = lines.index("#ifndef M_LOG2E")
     assert lines[guard + 1] == "#define M_LOG2E 1.4426950408889634074"
     assert lines[guard + 2] == "#endif"
-    assert lines.index("#pragma once") < guard < next(
-        i for i, line in enumerate(lines) if line.startswith("#include"))
+    assert (
+        lines.index("#pragma once")
+        < guard
+        < next(i for i, line in enumerate(lines) if line.startswith("#include"))
+    )
 
 
 # --- complex-removal -----------------------------------------------------------------------------
@@ -337,8 +354,10 @@ def test_every_upstream_ref_patches_cleanly(upstream_repo: Path, tmp_path: Path)
             expected["cuda13-cub"] = "not-applicable"  # upstream's own fix (PR #776) is there
         assert apply_kernel_patches(upstream_clone) == expected, ref
         assert_windows_ready(upstream_clone, ref)
-        again = {key: "already-applied" if value == "applied" else value
-                 for key, value in expected.items()}
+        again = {
+            key: "already-applied" if value == "applied" else value
+            for key, value in expected.items()
+        }
         assert apply_kernel_patches(upstream_clone) == again, ref
         for source, header in PREPROCESS.items():
             digest = hashlib.sha256(read(upstream_clone, header).encode()).hexdigest()
@@ -360,8 +379,10 @@ def assert_windows_ready(root: Path, ref: str) -> None:
     assert "cub::LaneId" not in reverse_scan and "cub::CTA_SYNC" not in reverse_scan, ref
 
 
-PREPROCESS = {"selective_scan_fwd_fp32.cu": bool_switch.FWD,
-              "selective_scan_bwd_fp32_real.cu": bool_switch.BWD}
+PREPROCESS = {
+    "selective_scan_fwd_fp32.cu": bool_switch.FWD,
+    "selective_scan_bwd_fp32_real.cu": bool_switch.BWD,
+}
 # What BOOL_SWITCH expands to: a constexpr local that MSVC cannot see across the lambdas (C2975).
 _SWITCH_LOCAL = re.compile(r"(?<!static )constexpr bool kIsEvenLen = (true|false)")
 
@@ -371,8 +392,22 @@ def assert_preprocesses(root: Path, source: str, out: Path) -> None:
     gxx, nvcc = proc.which("g++"), proc.which("nvcc")
     if gxx is None or nvcc is None:
         return
-    proc.run([gxx, "-E", "-x", "c++", *torch_nvcc_flags(), *nvcc_includes(nvcc),
-              "-I", root / KERNELS, root / KERNELS / source, "-o", out], timeout=300)
+    proc.run(
+        [
+            gxx,
+            "-E",
+            "-x",
+            "c++",
+            *torch_nvcc_flags(),
+            *nvcc_includes(nvcc),
+            "-I",
+            root / KERNELS,
+            root / KERNELS / source,
+            "-o",
+            out,
+        ],
+        timeout=300,
+    )
     expanded = out.read_text(encoding="utf-8", errors="replace")
     assert f"{bool_switch.LAUNCHERS[PREPROCESS[source]]}_body" in expanded, source
     assert not _SWITCH_LOCAL.search(expanded), source
@@ -381,8 +416,11 @@ def assert_preprocesses(root: Path, source: str, out: Path) -> None:
 def nvcc_includes(nvcc: str) -> list[str]:
     """The CUDA and CCCL include folders nvcc itself passes (it may be a wrapper script)."""
     dry = proc.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], timeout=60)
-    lines = [line for line in (dry.stdout + dry.stderr).splitlines()
-             if re.match(r"#\$ (SYSTEM_)?INCLUDES=", line)]
+    lines = [
+        line
+        for line in (dry.stdout + dry.stderr).splitlines()
+        if re.match(r"#\$ (SYSTEM_)?INCLUDES=", line)
+    ]
     quoted = [found for line in lines for found in re.findall(r'"(?:-I)?([^"]+)"', line)]
     folders = [folder for folder in quoted if folder != "-isystem"]
     assert folders, "nvcc --dryrun printed no include folders"

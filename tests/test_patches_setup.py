@@ -24,8 +24,15 @@ from mambawin.patch.mamba import arch_list, compiler_flags
 
 FIXTURES = Path(__file__).parent / "fixtures" / "setup_py"
 SETUP_IDS = ("arch-list", "cached-wheels", "nvcc-threads", "compiler-flags", "keep-cuda-build")
-SHAPES = {"a1": "1.1.3", "a2": "2.0.4", "a3": "2.2.4", "a4": "2.2.5", "a5": "2.3.1",
-          "a6": "2.3.2", "main": "2.3.2.post1"}
+SHAPES = {
+    "a1": "1.1.3",
+    "a2": "2.0.4",
+    "a3": "2.2.4",
+    "a4": "2.2.5",
+    "a5": "2.3.1",
+    "a6": "2.3.2",
+    "main": "2.3.2.post1",
+}
 ARCHS = PatchOptions(archs=parse_archs("86;89"))
 
 
@@ -41,8 +48,11 @@ def make_tree(root: Path, shape: str, eol: str = "\n") -> Path:
 
 def snapshot(root: Path) -> dict[str, str]:
     """sha256 of every file under root, so 'nothing changed' covers files not named by a patch."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def patch(root: Path, options: PatchOptions = ARCHS, **kw: Any) -> dict[str, str]:
@@ -51,13 +61,15 @@ def patch(root: Path, options: PatchOptions = ARCHS, **kw: Any) -> dict[str, str
 
 
 class _Ext:
-    def __init__(self, name: str, sources: list[str], extra_compile_args: dict[str, list[str]],
-                 **_: Any) -> None:
+    def __init__(
+        self, name: str, sources: list[str], extra_compile_args: dict[str, list[str]], **_: Any
+    ) -> None:
         self.name, self.sources, self.extra_compile_args = name, sources, extra_compile_args
 
 
-def run_setup(root: Path, *, hip: bool = False, nvcc: str = "12.8",
-              torch_include: Path | None = None) -> dict[str, Any]:
+def run_setup(
+    root: Path, *, hip: bool = False, nvcc: str = "12.8", torch_include: Path | None = None
+) -> dict[str, Any]:
     """Execute root/setup.py with stand-ins; return what it passed to setup() plus its globals."""
     seen: dict[str, Any] = {}
 
@@ -71,12 +83,17 @@ def run_setup(root: Path, *, hip: bool = False, nvcc: str = "12.8",
     torch_file = (torch_include or root / "no-torch") / "__init__.py"
     namespace = {
         "__name__": "__main__",
-        "torch": types.SimpleNamespace(version=types.SimpleNamespace(hip="6.0" if hip else None,
-                                                                     cuda=nvcc),
-                                       _C=types.SimpleNamespace(), __file__=str(torch_file)),
-        "CUDA_HOME": "/cuda", "CUDAExtension": _Ext, "_bdist_wheel": BdistWheel,
+        "torch": types.SimpleNamespace(
+            version=types.SimpleNamespace(hip="6.0" if hip else None, cuda=nvcc),
+            _C=types.SimpleNamespace(),
+            __file__=str(torch_file),
+        ),
+        "CUDA_HOME": "/cuda",
+        "CUDAExtension": _Ext,
+        "_bdist_wheel": BdistWheel,
         "get_cuda_bare_metal_version": lambda _home: ("", Version(nvcc)),
-        "get_wheel_url": no_download, "setup": lambda **kw: seen.update(kw),
+        "get_wheel_url": no_download,
+        "setup": lambda **kw: seen.update(kw),
     }
     exec(compile((root / "setup.py").read_text(), "setup.py", "exec"), namespace)
     seen["globals"] = namespace
@@ -96,25 +113,34 @@ def test_every_setup_patch_applies_to_each_shape(tmp_path: Path, shape: str) -> 
     root = make_tree(tmp_path, shape)
     statuses = patch(root)
     expected_keep = "applied" if shape == "main" else "not-applicable"
-    assert statuses == {"arch-list": "applied", "cached-wheels": "applied",
-                        "nvcc-threads": "applied", "compiler-flags": "applied",
-                        "keep-cuda-build": expected_keep}
+    assert statuses == {
+        "arch-list": "applied",
+        "cached-wheels": "applied",
+        "nvcc-threads": "applied",
+        "compiler-flags": "applied",
+        "keep-cuda-build": expected_keep,
+    }
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_patched_setup_builds_exactly_the_chosen_archs(tmp_path: Path, shape: str,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_patched_setup_builds_exactly_the_chosen_archs(
+    tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = make_tree(tmp_path, shape)
     patch(root, PatchOptions(archs=parse_archs("86;8.9+PTX")))
     monkeypatch.setenv("MAMBA_KEEP_CUDA_BUILD", "TRUE")
     flags = nvcc_flags(run_setup(root, nvcc="13.0"))
-    assert gencode(flags) == ["arch=compute_86,code=sm_86", "arch=compute_89,code=sm_89",
-                              "arch=compute_89,code=compute_89"]
+    assert gencode(flags) == [
+        "arch=compute_86,code=sm_86",
+        "arch=compute_89,code=sm_89",
+        "arch=compute_89,code=compute_89",
+    ]
 
 
 @pytest.mark.parametrize("shape", ["a3", "a6", "main"])
-def test_hip_build_keeps_its_flags_and_gets_no_gencode(tmp_path: Path, shape: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hip_build_keeps_its_flags_and_gets_no_gencode(
+    tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = make_tree(tmp_path, shape)
     patch(root)
     monkeypatch.setenv("MAMBA_KEEP_CUDA_BUILD", "TRUE")
@@ -185,7 +211,10 @@ def test_no_arch_given_skips_arch_list_and_keeps_upstream_list(tmp_path: Path) -
     result = next(r for r in report.results if r.id == "arch-list")
     assert (result.status, "no --arch" in result.reason) == ("skipped", True)
     assert gencode(nvcc_flags(run_setup(root))) == [
-        "arch=compute_70,code=sm_70", "arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90"]
+        "arch=compute_70,code=sm_70",
+        "arch=compute_80,code=sm_80",
+        "arch=compute_90,code=sm_90",
+    ]
 
 
 def test_arch_block_is_inserted_before_the_hack_anchor() -> None:
@@ -195,12 +224,17 @@ def test_arch_block_is_inserted_before_the_hack_anchor() -> None:
     assert arch_list.ANCHOR.search(text) is not None
 
 
-@pytest.mark.parametrize(("env", "option", "expected"),
-                         [(None, None, "4"), ("2", None, "2"), (None, 8, "8"), ("", 8, "8"),
-                          ("16", 8, "16")])
-def test_nvcc_threads_follow_env_then_option_then_4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    env: str | None, option: int | None,
-                                                    expected: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "option", "expected"),
+    [(None, None, "4"), ("2", None, "2"), (None, 8, "8"), ("", 8, "8"), ("16", 8, "16")],
+)
+def test_nvcc_threads_follow_env_then_option_then_4(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: str | None,
+    option: int | None,
+    expected: str,
+) -> None:
     root = make_tree(tmp_path, "a2")
     patch(root, PatchOptions(archs=parse_archs("86"), nvcc_threads=option))
     if env is None:
@@ -220,8 +254,9 @@ def test_changing_nvcc_threads_option_rewrites_the_default(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("shape", ["a1", "main"])
 @pytest.mark.parametrize("force", [None, "TRUE", "true"])
-def test_cached_wheels_always_builds_from_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 shape: str, force: str | None) -> None:
+def test_cached_wheels_always_builds_from_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str, force: str | None
+) -> None:
     root = make_tree(tmp_path, shape)
     patch(root)
     monkeypatch.delenv("MAMBA_FORCE_BUILD", raising=False)
@@ -232,8 +267,9 @@ def test_cached_wheels_always_builds_from_source(tmp_path: Path, monkeypatch: py
     assert seen["built_from_source"] is True
 
 
-def test_unpatched_cached_wheels_would_download(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unpatched_cached_wheels_would_download(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The stand-in harness can see the bug the patch removes (so the test above can fail)."""
     root = make_tree(tmp_path, "a1")
     monkeypatch.delenv("MAMBA_FORCE_BUILD", raising=False)
@@ -243,8 +279,9 @@ def test_unpatched_cached_wheels_would_download(tmp_path: Path,
 
 
 @pytest.mark.parametrize(("env", "builds"), [(None, True), ("TRUE", True), ("FALSE", False)])
-def test_keep_cuda_build_defaults_to_true_on_main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  env: str | None, builds: bool) -> None:
+def test_keep_cuda_build_defaults_to_true_on_main(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: str | None, builds: bool
+) -> None:
     root = make_tree(tmp_path, "main")
     patch(root)
     monkeypatch.delenv("MAMBA_KEEP_CUDA_BUILD", raising=False)
@@ -272,15 +309,24 @@ def torch_headers(root: Path, check: str | None) -> Path:
     return root / "torch"
 
 
-def run_flags_block(torch_dir: Path, *, platform: str, nvcc: str | None,
-                    hip: bool = False) -> dict[str, list[str]]:
-    ext = _Ext("selective_scan_cuda", [], {"cxx": ["-O3", "-std=c++17"],
-                                           "nvcc": ["-O3", "-std=c++17", "--threads", "4"]})
+def run_flags_block(
+    torch_dir: Path, *, platform: str, nvcc: str | None, hip: bool = False
+) -> dict[str, list[str]]:
+    ext = _Ext(
+        "selective_scan_cuda",
+        [],
+        {"cxx": ["-O3", "-std=c++17"], "nvcc": ["-O3", "-std=c++17", "--threads", "4"]},
+    )
     namespace: dict[str, Any] = {
-        "os": os, "re": __import__("re"), "Version": Version, "ext_modules": [ext],
+        "os": os,
+        "re": __import__("re"),
+        "Version": Version,
+        "ext_modules": [ext],
         "sys": types.SimpleNamespace(platform=platform),
-        "torch": types.SimpleNamespace(__file__=str(torch_dir / "__init__.py"),
-                                       version=types.SimpleNamespace(hip="6.0" if hip else None)),
+        "torch": types.SimpleNamespace(
+            __file__=str(torch_dir / "__init__.py"),
+            version=types.SimpleNamespace(hip="6.0" if hip else None),
+        ),
         "CUDA_HOME": "/cuda" if nvcc else None,
         "get_cuda_bare_metal_version": lambda _home: ("", Version(nvcc or "0")),
     }
@@ -306,8 +352,16 @@ def test_older_torch_keeps_cxx17(tmp_path: Path, check: str | None) -> None:
 def test_windows_gets_msvc_spellings_and_zc_preprocessor_from_cuda_13_2(tmp_path: Path) -> None:
     args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="win32", nvcc="13.2")
     assert args["cxx"] == ["/O2", "/std:c++20", "/Zc:preprocessor"]
-    assert args["nvcc"] == ["-O3", "--threads", "4", "-std=c++20", "-Xcompiler", "/std:c++20",
-                            "-Xcompiler", "/Zc:preprocessor"]
+    assert args["nvcc"] == [
+        "-O3",
+        "--threads",
+        "4",
+        "-std=c++20",
+        "-Xcompiler",
+        "/std:c++20",
+        "-Xcompiler",
+        "/Zc:preprocessor",
+    ]
 
 
 def test_windows_before_cuda_13_2_has_no_zc_preprocessor(tmp_path: Path) -> None:
@@ -317,8 +371,9 @@ def test_windows_before_cuda_13_2_has_no_zc_preprocessor(tmp_path: Path) -> None
 
 
 def test_hip_flags_are_left_alone(tmp_path: Path) -> None:
-    args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="linux", nvcc=None,
-                           hip=True)
+    args = run_flags_block(
+        torch_headers(tmp_path, CXX20_CHECK), platform="linux", nvcc=None, hip=True
+    )
     assert args["cxx"] == ["-O3", "-std=c++17"]
 
 
@@ -329,8 +384,9 @@ def test_injected_code_needs_no_mambawin() -> None:
     assert "import" not in compiler_flags.BLOCK
 
 
-def test_patched_setup_runs_with_real_windows_flags(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_patched_setup_runs_with_real_windows_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The whole patched file (not just the block) yields MSVC flags when sys.platform is win32."""
     root = make_tree(tmp_path / "src", "a6")
     patch(root)

@@ -55,8 +55,11 @@ def at(repo: git.Repo, ref: str) -> Path:
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.parts}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.parts
+    }
 
 
 def patched(work: git.Repo, ref: str) -> Path:
@@ -77,15 +80,20 @@ def test_every_ref_patches_idempotently(upstream_repo: Path, work: git.Repo, ref
     assert '"status": "applied"' not in second.stdout
     assert tree_hashes(root) == patched_tree
     if "bool-switch" in patch_ids():
-        users = [p for p in (root / "csrc").rglob("*")
-                 if p.is_file() and p.name != "static_switch.h"
-                 and "BOOL_SWITCH(" in p.read_text(errors="replace")]
+        users = [
+            p
+            for p in (root / "csrc").rglob("*")
+            if p.is_file()
+            and p.name != "static_switch.h"
+            and "BOOL_SWITCH(" in p.read_text(errors="replace")
+        ]
         assert users == []
 
 
 @pytest.mark.parametrize("ref", _refs())
-def test_every_patched_ref_configures(upstream_repo: Path, work: git.Repo, ref: str,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_patched_ref_configures(
+    upstream_repo: Path, work: git.Repo, ref: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if importlib.util.find_spec("torch") is None:
         # configure() runs the patched setup.py, whose first lines import torch's cpp_extension.
         pytest.skip("torch is not installed: setup.py imports torch.utils.cpp_extension")
@@ -100,7 +108,8 @@ def test_every_patched_ref_configures(upstream_repo: Path, work: git.Repo, ref: 
 
 @pytest.mark.parametrize("ref", ["v1.0.0", "v2.2.6", "main"])
 def test_drifted_setup_fails_naming_the_patch_and_leaves_the_tree(
-        upstream_repo: Path, work: git.Repo, ref: str) -> None:
+    upstream_repo: Path, work: git.Repo, ref: str
+) -> None:
     root = at(work, ref)
     setup = root / "setup.py"
     setup.write_text(setup.read_text().replace("    # HACK: The compiler flag", "    # note:"))
@@ -113,11 +122,13 @@ def test_drifted_setup_fails_naming_the_patch_and_leaves_the_tree(
 
 @pytest.mark.parametrize("ref", ["v1.0.0", "v2.1.0", "v2.3.2", "main"])
 def test_exported_patches_git_apply_on_a_clean_checkout(
-        upstream_repo: Path, work: git.Repo, ref: str, tmp_path: Path) -> None:
+    upstream_repo: Path, work: git.Repo, ref: str, tmp_path: Path
+) -> None:
     root = at(work, ref)
     out = tmp_path / "patches"
-    result = runner.invoke(app, ["patch", str(root), "--arch", ARCHS, "--dry-run",
-                                 "--export", str(out)])
+    result = runner.invoke(
+        app, ["patch", str(root), "--arch", ARCHS, "--dry-run", "--export", str(out)]
+    )
     assert result.exit_code == 0, result.output
     wanted = runner.invoke(app, ["patch", str(root), "--arch", ARCHS])
     assert wanted.exit_code == 0

@@ -40,13 +40,17 @@ def checkout(mirror: Path, ref: str, dest: Path) -> Path:
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.parts}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.parts
+    }
 
 
 @pytest.mark.parametrize("ref", REFS)
 def test_keep_complex_after_a_plain_patch_equals_a_fresh_keep_complex_patch(
-        mirror: Path, ref: str, tmp_path: Path) -> None:
+    mirror: Path, ref: str, tmp_path: Path
+) -> None:
     fresh = checkout(mirror, ref, tmp_path / "fresh")
     kept = runner.invoke(app, ["patch", str(fresh), "--arch", "86", "--keep-complex"])
     assert kept.exit_code == 0, kept.output
@@ -61,7 +65,8 @@ def test_keep_complex_after_a_plain_patch_equals_a_fresh_keep_complex_patch(
 
 @pytest.mark.parametrize("ref", REFS)
 def test_export_from_an_already_patched_checkout_applies_to_a_clean_one(
-        mirror: Path, ref: str, tmp_path: Path) -> None:
+    mirror: Path, ref: str, tmp_path: Path
+) -> None:
     root = checkout(mirror, ref, tmp_path / "root")
     assert runner.invoke(app, ["patch", str(root), "--arch", "86;89"]).exit_code == 0
     out = tmp_path / "patches"

@@ -23,33 +23,40 @@ def _status_lines(fixture: str) -> list[NinjaStatus]:
 def test_msvc_cl_line_cut_before_its_input() -> None:
     # The stored line ends inside the include flags: no -c, no /Fo; the compiler is shown.
     assert _status_lines("ninja-progress-win-cl-line-flashattn-issue1017.txt") == [
-        NinjaStatus(1, 49, "cl")]
+        NinjaStatus(1, 49, "cl")
+    ]
 
 
 def test_hard_wrapped_nvcc_line_names_the_object_from_dependency_output() -> None:
     assert _status_lines("ninja-progress-win-nvcc-line-hardwrapped-sparseinst-issue129.txt") == [
-        NinjaStatus(2, 6, "deform_conv_cuda_kernel.obj")]
+        NinjaStatus(2, 6, "deform_conv_cuda_kernel.obj")
+    ]
 
 
 def test_status_after_a_prefix_and_an_unquoted_path_with_spaces() -> None:
     # torch JIT: "Error building extension 'x': [1/6] C:\Program Files\...\nvcc ..."
     assert _status_lines("ninja-progress-win-nvcc-line-torch-jit-comfyui3dpack-issue282.txt") == [
-        NinjaStatus(1, 6, "antialias.cuda.o")]
+        NinjaStatus(1, 6, "antialias.cuda.o")
+    ]
 
 
 def test_linux_nvcc_line_names_the_source_after_dash_c() -> None:
-    line = ("[3/10] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile "
-            "--dependency-output /b/temp/csrc/selective_scan/selective_scan_fwd_fp16.o.d "
-            "-I/src/csrc/selective_scan -c /src/csrc/selective_scan/selective_scan_fwd_fp16.cu "
-            "-o /b/temp/csrc/selective_scan/selective_scan_fwd_fp16.o -O3 --threads 1")
+    line = (
+        "[3/10] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile "
+        "--dependency-output /b/temp/csrc/selective_scan/selective_scan_fwd_fp16.o.d "
+        "-I/src/csrc/selective_scan -c /src/csrc/selective_scan/selective_scan_fwd_fp16.cu "
+        "-o /b/temp/csrc/selective_scan/selective_scan_fwd_fp16.o -O3 --threads 1"
+    )
     status = parse_status(line)
     assert status == NinjaStatus(3, 10, "selective_scan_fwd_fp16.cu")
     assert status.fraction == pytest.approx(0.3)
 
 
 def test_windows_cl_line_with_quoted_input() -> None:
-    line = ('[1/10] cl /showIncludes /nologo /O2 -c "C:\\mw\\src\\csrc\\selective_scan\\'
-            'selective_scan.cpp" /FoC:\\mw\\build\\selective_scan.obj /MD')
+    line = (
+        '[1/10] cl /showIncludes /nologo /O2 -c "C:\\mw\\src\\csrc\\selective_scan\\'
+        'selective_scan.cpp" /FoC:\\mw\\build\\selective_scan.obj /MD'
+    )
     assert parse_status(line) == NinjaStatus(1, 10, "selective_scan.cpp")
 
 
@@ -57,14 +64,17 @@ def test_msvc_output_flag_when_there_is_no_dash_c() -> None:
     assert compiled_unit("cl /c x /FoC:\\b\\selective_scan.obj") == "selective_scan.obj"
 
 
-@pytest.mark.parametrize("line", [
-    "ninja: no work to do.",
-    "[WinError 2] The system cannot find the file specified",
-    "[stderr:",
-    "[5/3] impossible",
-    "building 'selective_scan_cuda' extension",
-    "",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ninja: no work to do.",
+        "[WinError 2] The system cannot find the file specified",
+        "[stderr:",
+        "[5/3] impossible",
+        "building 'selective_scan_cuda' extension",
+        "",
+    ],
+)
 def test_other_lines_are_not_status(line: str) -> None:
     assert parse_status(line) is None
 
@@ -86,12 +96,14 @@ def test_console_reporter_shows_steps_and_closes_the_bar(monkeypatch: pytest.Mon
 
 def test_plain_line_names_unit_percent_elapsed_and_eta() -> None:
     assert line(5, 7, "selective_scan_bwd_fp16_real.cu", 38.2) == (
-        "  [5/7] 71% selective_scan_bwd_fp16_real.cu 38 s, eta 15 s")
+        "  [5/7] 71% selective_scan_bwd_fp16_real.cu 38 s, eta 15 s"
+    )
     assert line(0, 0, "compiling", 16) == "  [0/?] compiling 16 s"
 
 
 def test_piped_build_prints_one_plain_line_per_finished_unit(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     sink = io.StringIO()
     monkeypatch.setattr(ui, "console", Console(file=sink, width=80, force_terminal=False))
     reporter = ConsoleReporter()
@@ -102,7 +114,9 @@ def test_piped_build_prints_one_plain_line_per_finished_unit(
     assert "\x1b" not in out  # no ANSI: colour codes or cursor moves would garble a CI log
     lines = [text for text in out.splitlines() if text.strip().startswith("[")]
     assert [text.split()[:3] for text in lines] == [
-        ["[1/2]", "50%", "selective_scan_fwd_fp16.cu"], ["[2/2]", "100%", "[odd]"]]
+        ["[1/2]", "50%", "selective_scan_fwd_fp16.cu"],
+        ["[2/2]", "100%", "[odd]"],
+    ]
     assert "✓ build" in out
 
 
@@ -142,7 +156,9 @@ def test_no_heartbeat_right_after_a_unit_line() -> None:
 
 def test_doubled_dash_c_and_a_cache_launcher_still_name_the_source() -> None:
     # Recorded here: torch 2.14's nvcc rule behind sccache (PYTORCH_NVCC) writes `-c -c FILE`.
-    line = ("[2/7] /tmp/sccbin/sccache /usr/local/cuda/bin/nvcc  -I/w/src/csrc/selective_scan "
-            "-I/usr/local/cuda/include -c -c /w/src/csrc/selective_scan/selective_scan_fwd_fp32.cu "
-            "-o /w/build/temp/selective_scan_fwd_fp32.o -O3 --threads 1")
+    line = (
+        "[2/7] /tmp/sccbin/sccache /usr/local/cuda/bin/nvcc  -I/w/src/csrc/selective_scan "
+        "-I/usr/local/cuda/include -c -c /w/src/csrc/selective_scan/selective_scan_fwd_fp32.cu "
+        "-o /w/build/temp/selective_scan_fwd_fp32.o -O3 --threads 1"
+    )
     assert parse_status(line) == NinjaStatus(2, 7, "selective_scan_fwd_fp32.cu")

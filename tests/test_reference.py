@@ -28,10 +28,12 @@ def naive_scan(u, delta, A, B, C, D, z, delta_bias, softplus):
                 dt = dt if dt > 20 else math.log1p(math.exp(dt))
             y = 0.0
             for n in range(dstate):
-                b_val = float(B[d, n]) if B.dim() == 2 else float(
-                    B[b, d // (dim // B.shape[1]), n, t])
-                c_val = float(C[d, n]) if C.dim() == 2 else float(
-                    C[b, d // (dim // C.shape[1]), n, t])
+                b_val = (
+                    float(B[d, n]) if B.dim() == 2 else float(B[b, d // (dim // B.shape[1]), n, t])
+                )
+                c_val = (
+                    float(C[d, n]) if C.dim() == 2 else float(C[b, d // (dim // C.shape[1]), n, t])
+                )
                 state[n] = math.exp(dt * float(A[d, n])) * state[n] + dt * b_val * float(u[b, d, t])
                 y += state[n] * c_val
             if D is not None:
@@ -52,19 +54,28 @@ def make(var_B, var_C, groups, has_D, has_z, has_bias, batch=2, dim=4, dstate=3,
         return scale * fn(*shape, generator=gen, dtype=F64)
 
     return dict(
-        u=r(batch, dim, L), delta=r(batch, dim, L, scale=0.5, uniform=True),
+        u=r(batch, dim, L),
+        delta=r(batch, dim, L, scale=0.5, uniform=True),
         A=r(dim, dstate, scale=-1.0, uniform=True),
         B=r(batch, groups, dstate, L) if var_B else r(dim, dstate),
         C=r(batch, groups, dstate, L) if var_C else r(dim, dstate),
-        D=r(dim) if has_D else None, z=r(batch, dim, L) if has_z else None,
-        delta_bias=r(dim, scale=0.5, uniform=True) if has_bias else None)
+        D=r(dim) if has_D else None,
+        z=r(batch, dim, L) if has_z else None,
+        delta_bias=r(dim, scale=0.5, uniform=True) if has_bias else None,
+    )
 
 
 COMBOS = [
     (vb, vc, g, d, z, bias, sp)
     for vb, vc, g, d, z, bias, sp in itertools.product(
-        (False, True), (False, True), (1, 2), (False, True), (False, True), (False, True),
-        (False, True))
+        (False, True),
+        (False, True),
+        (1, 2),
+        (False, True),
+        (False, True),
+        (False, True),
+        (False, True),
+    )
     if g == 1 or (vb and vc)
 ]
 
@@ -94,15 +105,22 @@ def test_seqlen_one_is_a_single_step():
 
 def test_low_precision_inputs_are_upcast_exactly():
     x = make(True, True, 1, True, True, True)
-    low = {k: (v.to(torch.bfloat16) if v is not None and k in ("u", "delta", "z") else v)
-           for k, v in x.items()}
+    low = {
+        k: (v.to(torch.bfloat16) if v is not None and k in ("u", "delta", "z") else v)
+        for k, v in x.items()
+    }
     upcast = {k: (v.to(F64) if v is not None else None) for k, v in low.items()}
     torch.testing.assert_close(selective_scan_ref(**low), selective_scan_ref(**upcast))
 
 
-@pytest.mark.parametrize("combo", [(True, True, 2, True, True, True, True),
-                                   (False, False, 1, False, False, False, False),
-                                   (True, False, 1, True, False, True, True)])
+@pytest.mark.parametrize(
+    "combo",
+    [
+        (True, True, 2, True, True, True, True),
+        (False, False, 1, False, False, False, False),
+        (True, False, 1, True, False, True, True),
+    ],
+)
 def test_reference_backward_gradcheck(combo):
     var_B, var_C, groups, has_D, has_z, has_bias, softplus = combo
     x = make(var_B, var_C, groups, has_D, has_z, has_bias, batch=1, dim=2, dstate=2, L=4)
@@ -115,14 +133,17 @@ def test_reference_backward_gradcheck(combo):
     assert torch.autograd.gradcheck(fn, leaves)
 
 
-@pytest.mark.parametrize("combo", [(True, True, 2, True, True, True, True),
-                                   (False, True, 1, False, True, False, False)])
+@pytest.mark.parametrize(
+    "combo", [(True, True, 2, True, True, True, True), (False, True, 1, False, True, False, False)]
+)
 @pytest.mark.parametrize("L", [1, 5, 64, 100])
 def test_parallel_scan_matches_sequential(combo, L):
     var_B, var_C, groups, has_D, has_z, has_bias, softplus = combo
     x = make(var_B, var_C, groups, has_D, has_z, has_bias, L=L)
-    torch.testing.assert_close(selective_scan_parallel(**x, delta_softplus=softplus),
-                               selective_scan_ref(**x, delta_softplus=softplus))
+    torch.testing.assert_close(
+        selective_scan_parallel(**x, delta_softplus=softplus),
+        selective_scan_ref(**x, delta_softplus=softplus),
+    )
 
 
 def test_parallel_scan_keeps_the_input_dtype_and_has_gradients():
@@ -131,8 +152,9 @@ def test_parallel_scan_keeps_the_input_dtype_and_has_gradients():
     out = selective_scan_parallel(**x32, delta_softplus=True)
     assert out.dtype == torch.float32
     out.sum().backward()
-    torch.testing.assert_close(out.double(), selective_scan_ref(**x, delta_softplus=True),
-                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(
+        out.double(), selective_scan_ref(**x, delta_softplus=True), rtol=1e-4, atol=1e-4
+    )
     assert all(torch.isfinite(v.grad).all() for v in x32.values() if v is not None)
 
 

@@ -24,12 +24,20 @@ def upstream_lines(ref: str) -> list[str]:
     return [line for line in text.splitlines() if line and not line.startswith("#")]
 
 
-def metadata_for(requires: list[str], name: str = "mamba_ssm", version: str = "2.3.2.post1",
-                 ) -> bytes:
+def metadata_for(
+    requires: list[str],
+    name: str = "mamba_ssm",
+    version: str = "2.3.2.post1",
+) -> bytes:
     """METADATA like setuptools writes from upstream's pyproject (extras declared)."""
     extras = sorted({r.split('extra == "')[1].rstrip('"') for r in requires if "extra ==" in r})
-    head = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
-            *[f"Provides-Extra: {e}" for e in extras], *[f"Requires-Dist: {r}" for r in requires]]
+    head = [
+        "Metadata-Version: 2.1",
+        f"Name: {name}",
+        f"Version: {version}",
+        *[f"Provides-Extra: {e}" for e in extras],
+        *[f"Requires-Dist: {r}" for r in requires],
+    ]
     return ("\n".join(head) + "\n\nMamba.\n").encode()
 
 
@@ -51,12 +59,23 @@ def written(ref: str, tag: str) -> bytes:
 def test_windows_v2_3_2_post1_keeps_only_what_mamba_and_mamba2_need() -> None:
     raw = written("v2.3.2.post1", WIN)
     assert requires_dist(raw) == [
-        "torch", 'tilelang==0.1.8; extra == "mamba3"', 'apache-tvm-ffi<=0.1.9; extra == "mamba3"',
-        'quack-kernels>=0.3.4; extra == "mamba3"', "triton-windows>=3.5.0", "ninja", "einops",
-        "transformers", "packaging", "setuptools>=61.0.0",
-        'causal-conv1d>=1.2.0; extra == "causal-conv1d"', 'pytest; extra == "dev"']
-    assert (b"Provides-Extra: causal-conv1d\nProvides-Extra: dev\nProvides-Extra: mamba3\n"
-            b"Requires-Dist: torch\n") in raw
+        "torch",
+        'tilelang==0.1.8; extra == "mamba3"',
+        'apache-tvm-ffi<=0.1.9; extra == "mamba3"',
+        'quack-kernels>=0.3.4; extra == "mamba3"',
+        "triton-windows>=3.5.0",
+        "ninja",
+        "einops",
+        "transformers",
+        "packaging",
+        "setuptools>=61.0.0",
+        'causal-conv1d>=1.2.0; extra == "causal-conv1d"',
+        'pytest; extra == "dev"',
+    ]
+    assert (
+        b"Provides-Extra: causal-conv1d\nProvides-Extra: dev\nProvides-Extra: mamba3\n"
+        b"Requires-Dist: torch\n"
+    ) in raw
 
 
 @pytest.mark.parametrize("ref", ["v2.3.2.post1", "main"])
@@ -80,30 +99,37 @@ def test_before_v2_3_0_transformers_is_capped_below_5_everywhere(platform: str) 
 def test_every_change_names_its_reason_and_a_second_rewrite_changes_nothing() -> None:
     raw, plan = rewrite_requirements(upstream_metadata("main"), "mamba-ssm", "win_amd64")
     assert {c.before.split("<")[0].split(">")[0].split("=")[0] for c in plan.changes} == {
-        "triton", *MAMBA3_ONLY}
+        "triton",
+        *MAMBA3_ONLY,
+    }
     assert all(c.reason and c.after for c in plan.changes)
     assert "state-spaces/mamba#986" in next(
-        c.reason for c in plan.changes if c.before.startswith("apache-tvm-ffi"))
+        c.reason for c in plan.changes if c.before.startswith("apache-tvm-ffi")
+    )
     again, second = rewrite_requirements(raw, "mamba-ssm", "win_amd64")
     assert (again, second.changes) == (raw, ())
 
 
 def test_keep_exempts_a_project_and_drop_removes_one() -> None:
     raw = metadata_for(["torch", "triton>=3.5.0", "tilelang==0.1.8", "einops"])
-    out, plan = rewrite_requirements(raw, "mamba-ssm", "win_amd64", keep=("TileLang",),
-                                     drop=("einops",))
+    out, plan = rewrite_requirements(
+        raw, "mamba-ssm", "win_amd64", keep=("TileLang",), drop=("einops",)
+    )
     assert requires_dist(out) == ["torch", "triton-windows>=3.5.0", "tilelang==0.1.8"]
     assert b"Provides-Extra" not in out
     assert [c.after for c in plan.changes] == ["triton-windows>=3.5.0", None]
 
 
 def test_a_marker_is_kept_beside_the_new_extra_and_optional_lines_stay() -> None:
-    raw = metadata_for(['tilelang==0.1.8; python_version >= "3.9"',
-                        'quack-kernels; extra == "dev"'])
+    raw = metadata_for(
+        ['tilelang==0.1.8; python_version >= "3.9"', 'quack-kernels; extra == "dev"']
+    )
     out, _ = rewrite_requirements(raw, "mamba-ssm", "win_amd64")
-    assert requires_dist(out) == ['tilelang==0.1.8; python_version >= "3.9" and extra == "mamba3"',
-                                  'quack-kernels; extra == "dev"',
-                                  "triton-windows"]  # the import needs it; this list lacks it
+    assert requires_dist(out) == [
+        'tilelang==0.1.8; python_version >= "3.9" and extra == "mamba3"',
+        'quack-kernels; extra == "dev"',
+        "triton-windows",
+    ]  # the import needs it; this list lacks it
 
 
 # ---- a requirement the import needs but upstream does not list -----------------------------------
@@ -112,8 +138,9 @@ V224 = ["torch", "packaging", "ninja", "einops", "transformers"]  # v2.2.3/v2.2.
 
 
 def test_a_windows_wheel_whose_import_needs_triton_gets_triton_windows_even_unlisted() -> None:
-    out, changes = rewrite_requirements(metadata_for(V224, version="2.2.4"), "mamba-ssm",
-                                        "win_amd64")
+    out, changes = rewrite_requirements(
+        metadata_for(V224, version="2.2.4"), "mamba-ssm", "win_amd64"
+    )
     assert requires_dist(out) == [*V224[:-1], "transformers<5", "triton-windows"]
     (added,) = changes.added
     assert added.after == "triton-windows" and "v2.2.3 and v2.2.4" in added.reason
@@ -121,15 +148,20 @@ def test_a_windows_wheel_whose_import_needs_triton_gets_triton_windows_even_unli
     assert again == out and second.every == ()  # a second rewrite adds nothing
 
 
-@pytest.mark.parametrize(("version", "platform", "drop"), [
-    ("1.2.2", "win_amd64", ()),  # v1.x imports triton's layer norm inside try/except
-    ("2.2.4", "linux_x86_64", ()),  # Linux keeps upstream's list as it is
-    ("2.2.4", "win_amd64", ("triton",)),  # the user dropped it on purpose
-])
+@pytest.mark.parametrize(
+    ("version", "platform", "drop"),
+    [
+        ("1.2.2", "win_amd64", ()),  # v1.x imports triton's layer norm inside try/except
+        ("2.2.4", "linux_x86_64", ()),  # Linux keeps upstream's list as it is
+        ("2.2.4", "win_amd64", ("triton",)),  # the user dropped it on purpose
+    ],
+)
 def test_nothing_is_added_where_the_import_does_not_need_it_or_the_user_said_no(
-        version: str, platform: str, drop: tuple[str, ...]) -> None:
-    _, changes = rewrite_requirements(metadata_for(V224, version=version), "mamba-ssm",
-                                      platform, drop=drop)
+    version: str, platform: str, drop: tuple[str, ...]
+) -> None:
+    _, changes = rewrite_requirements(
+        metadata_for(V224, version=version), "mamba-ssm", platform, drop=drop
+    )
     assert changes.added == ()
 
 
@@ -146,8 +178,9 @@ def _imports_triton_at_package_import(repo: Path, tag: str) -> bool:
                 return done.stdout
         return None
 
-    imports = re.compile(r"^(?:from\s+(mamba_ssm[\w.]*)\s+import|import\s+(mamba_ssm[\w.]*))",
-                         re.MULTILINE)
+    imports = re.compile(
+        r"^(?:from\s+(mamba_ssm[\w.]*)\s+import|import\s+(mamba_ssm[\w.]*))", re.MULTILINE
+    )
     seen, todo = set(), ["mamba_ssm"]
     while todo:
         module = todo.pop()
@@ -173,7 +206,8 @@ def test_the_triton_rule_matches_every_tags_import_chain(upstream_repo: Path) ->
             continue
         version = table.Version(tag.removeprefix("v"))
         assert rule.applies("windows", version) == _imports_triton_at_package_import(
-            upstream_repo, tag), tag
+            upstream_repo, tag
+        ), tag
         checked += 1
     assert checked >= 30
 
@@ -185,9 +219,16 @@ def test_the_table_is_keyed_by_project() -> None:
     assert set(table.RULES) >= {"mamba-ssm", "causal-conv1d"}
 
 
-@pytest.mark.parametrize(("tag", "family"), [
-    ("win_amd64", "windows"), ("win_arm64", "windows"), ("linux_x86_64", "linux"),
-    ("manylinux_2_28_x86_64.manylinux2014_x86_64", "linux"), ("macosx_14_0_arm64", "other")])
+@pytest.mark.parametrize(
+    ("tag", "family"),
+    [
+        ("win_amd64", "windows"),
+        ("win_arm64", "windows"),
+        ("linux_x86_64", "linux"),
+        ("manylinux_2_28_x86_64.manylinux2014_x86_64", "linux"),
+        ("macosx_14_0_arm64", "other"),
+    ],
+)
 def test_platform_family(tag: str, family: str) -> None:
     assert table.platform_family(tag) == family
 
@@ -197,10 +238,23 @@ def test_platform_family(tag: str, family: str) -> None:
 
 def test_target_from_tag_and_markers_decided_for_the_target() -> None:
     target = resolve.target_from_tag(WIN)
-    assert target.pip_args() == ["--platform", "win_amd64", "--python-version", "3.11",
-                                 "--implementation", "cp", "--abi", "cp311"]
-    lines = ['a; sys_platform == "linux"', 'b; sys_platform == "win32"', 'c; extra == "x"',
-             'd; platform_machine == "AMD64"', "e>=1"]
+    assert target.pip_args() == [
+        "--platform",
+        "win_amd64",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+    ]
+    lines = [
+        'a; sys_platform == "linux"',
+        'b; sys_platform == "win32"',
+        'c; extra == "x"',
+        'd; platform_machine == "AMD64"',
+        "e>=1",
+    ]
     assert resolve.for_target(lines, target) == ["b", "d", "e>=1"]
     linux = resolve.target_from_tag(LINUX)
     assert resolve.for_target(lines, linux) == ["a", "e>=1"]
@@ -287,16 +341,18 @@ def test_the_fixture_lines_are_upstreams(upstream_repo: Path, ref: str) -> None:
 @pytest.mark.parametrize("tag", [WIN, LINUX])
 @pytest.mark.parametrize("ref", ["v2.2.6", "v2.3.2.post1", "main"])
 def test_the_metadata_mambawin_writes_from_upstream_resolves(
-        upstream_repo: Path, ref: str, tag: str) -> None:
-    raw, _ = rewrite_requirements(mirror_metadata(upstream_repo, ref), "mamba-ssm",
-                                  tag.split("-")[2])
+    upstream_repo: Path, ref: str, tag: str
+) -> None:
+    raw, _ = rewrite_requirements(
+        mirror_metadata(upstream_repo, ref), "mamba-ssm", tag.split("-")[2]
+    )
     result = pip_verdict(raw, tag)
     assert result.status == "ok", result.summary
 
 
 # ---- the verify step, with a recorded-pip stand-in ---------------------------------------------
 
-FAKE_PIP = r'''#!/usr/bin/env python3
+FAKE_PIP = r"""#!/usr/bin/env python3
 import json, sys
 args = sys.argv[1:]
 assert args[:4] == ["-m", "pip", "install", "--dry-run"], args
@@ -313,7 +369,7 @@ if bad:
     sys.exit(1)
 print(json.dumps({"install": [{"metadata": {"name": "einops", "version": "0.8.2"}},
                               {"metadata": {"name": "torch", "version": "2.9.0+x"}}]}))
-'''
+"""
 
 
 def fake_python(tmp_path: Path, mode: str) -> str:
@@ -337,15 +393,17 @@ def test_each_requirement_without_a_wheel_is_named(tmp_path: Path) -> None:
     assert [m.requirement for m in result.missing] == ["tilelang==0.1.8", "triton>=3.5.0"]
     assert "versions with one: 0.1.10, 0.1.11" in result.missing[0].reason
     assert result.summary.startswith("no win_amd64 wheel (pip --only-binary=:all:) for: ")
-    ok = resolve.resolve_metadata(written("v2.3.2.post1", WIN), WIN,
-                                  python=fake_python(tmp_path, "index"))
+    ok = resolve.resolve_metadata(
+        written("v2.3.2.post1", WIN), WIN, python=fake_python(tmp_path, "index")
+    )
     assert (ok.status, ok.installs) == ("ok", ("einops==0.8.2",))
 
 
 @pytest.mark.usefixtures("online")
 def test_unreachable_index_is_one_skip_line(tmp_path: Path) -> None:
-    result = resolve.resolve_metadata(written("main", WIN), WIN,
-                                      python=fake_python(tmp_path, "offline"))
+    result = resolve.resolve_metadata(
+        written("main", WIN), WIN, python=fake_python(tmp_path, "offline")
+    )
     assert result.status == "skip"
     assert result.summary.startswith("offline: pip could not reach the package index")
 
@@ -368,7 +426,9 @@ def test_verify_runs_the_requirements_step_on_the_wheels_own_tags(tmp_path: Path
     step = pipeline.requirements_step(options)
     assert step.status == "fail"
     assert [m["requirement"] for m in step.details["missing"]] == [
-        "tilelang==0.1.8", "triton>=3.5.0"]
+        "tilelang==0.1.8",
+        "triton>=3.5.0",
+    ]
     installed = pipeline.requirements_step(pipeline.VerifyOptions(installed=True))
     assert installed.status == "skip"
 
@@ -376,7 +436,7 @@ def test_verify_runs_the_requirements_step_on_the_wheels_own_tags(tmp_path: Path
 @pytest.mark.usefixtures("online")
 def test_a_python_without_pip_is_one_clear_failure(tmp_path: Path) -> None:
     script = tmp_path / "nopip"
-    script.write_text("#!/bin/sh\necho \"$0: No module named pip\" >&2\nexit 1\n")
+    script.write_text('#!/bin/sh\necho "$0: No module named pip" >&2\nexit 1\n')
     script.chmod(0o755)
     result = resolve.resolve_metadata(written("main", WIN), WIN, python=str(script))
     assert result.status == "fail" and result.missing == ()

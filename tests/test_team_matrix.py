@@ -53,18 +53,24 @@ def test_wheelhouse_and_index_mark_cells(tmp_path: Path) -> None:
     (tmp_path / "wh").mkdir()
     (tmp_path / "wh" / "mamba_ssm-2.2.6+cu130torch2.11-cp310-cp310-win_amd64.whl").touch()
     (tmp_path / "site" / "files").mkdir(parents=True)
-    (tmp_path / "site" / "files" / "mamba_ssm-2.2.6+cu130torch2.11-cp312-cp312-win_amd64.whl"
-     ).touch()
+    (
+        tmp_path / "site" / "files" / "mamba_ssm-2.2.6+cu130torch2.11-cp312-cp312-win_amd64.whl"
+    ).touch()
     cells = cells_of('index = "site"\n' + SPEC, tmp_path)
     assert [c.status for c in cells] == [BUILT, INDEXED]
 
 
-@pytest.mark.parametrize(("edit", "reason"), [
-    (('python = ["3.10", "3.12"]', 'python = ["3.10"]'),
-     "torch 2.11.0 has no wheel for Python 3.10"),
-    (('archs = ["90"]', 'archs = ["70", "90"]'), "CUDA 13.0 cannot compile sm_70 (removed in"),
-    (('cuda = "13.0"', 'cuda = "12.4"'), "CUDA 12.4 cannot compile sm_120 (needs CUDA 12.8+)"),
-])
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (
+            ('python = ["3.10", "3.12"]', 'python = ["3.10"]'),
+            "torch 2.11.0 has no wheel for Python 3.10",
+        ),
+        (('archs = ["90"]', 'archs = ["70", "90"]'), "CUDA 13.0 cannot compile sm_70 (removed in"),
+        (('cuda = "13.0"', 'cuda = "12.4"'), "CUDA 12.4 cannot compile sm_120 (needs CUDA 12.8+)"),
+    ],
+)
 def test_impossible_cells_say_why(tmp_path: Path, edit: tuple[str, str], reason: str) -> None:
     text = SPEC.replace('version = "2.11.0"', 'version = "2.15.0"') if "3.10" in edit[1] else SPEC
     text = text.replace('archs = ["90"]', 'archs = ["90", "120"]') if "12.4" in edit[1] else text
@@ -88,12 +94,19 @@ def test_version_is_read_at_the_ref_from_a_local_clone(tmp_path: Path) -> None:
     repo = tmp_path / "conv"
     (repo / "causal_conv1d").mkdir(parents=True)
     (repo / "causal_conv1d" / "__init__.py").write_text('__version__ = "1.6.1"\n')
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"], ["tag", "v1.6.1.post4"]):
         subprocess.run(["git", "-C", str(repo), *argv], check=True, env=env)
-    text = SPEC.replace('name = "mamba-ssm"\nref = "v2.2.6"',
-                        f'name = "causal-conv1d"\nref = "v1.6.1.post4"\nrepo = "{repo}"')
+    text = SPEC.replace(
+        'name = "mamba-ssm"\nref = "v2.2.6"',
+        f'name = "causal-conv1d"\nref = "v1.6.1.post4"\nrepo = "{repo}"',
+    )
     cell = expand(parse_spec(text, tmp_path / "t.toml"))[0]
     # The tag says .post4, but upstream's setup.py takes the wheel's version from the file.
     assert cell.wheel == "causal_conv1d-1.6.1+cu130torch2.11-cp310-cp310-win_amd64.whl"
@@ -107,7 +120,8 @@ def test_unfetched_branch_has_no_name_until_pinned(tmp_path: Path) -> None:
     assert cell.wheel is None and "set version in the spec" in cell.note
     pinned_spec = replace(spec, packages=(replace(spec.packages[0], version="2.3.2"),))
     assert expand(pinned_spec)[0].wheel == (
-        "mamba_ssm-2.3.2+cu130torch2.11-cp310-cp310-win_amd64.whl")
+        "mamba_ssm-2.3.2+cu130torch2.11-cp310-cp310-win_amd64.whl"
+    )
 
 
 @pytest.mark.upstream

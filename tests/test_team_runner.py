@@ -40,7 +40,7 @@ cuda = "13.0"
 index = "https://download.pytorch.org/whl/cu130"
 """
 
-FAKE_PYTHON = '''#!@EXE@
+FAKE_PYTHON = """#!@EXE@
 import json, os, sys
 from pathlib import Path
 with open(os.environ["FAKE_LOG"], "a") as log:
@@ -59,9 +59,9 @@ name = f"{dist}-{version}+{opt('--local-version')}-{tag}-{tag}-win_amd64.whl"
 Path(opt("--out")).mkdir(parents=True, exist_ok=True)
 (Path(opt("--out")) / name).write_bytes(b"wheel")
 print("built", name)
-'''
+"""
 
-FAKE_UV = '''#!@EXE@
+FAKE_UV = """#!@EXE@
 import json, os, sys
 from pathlib import Path
 args = sys.argv[1:]
@@ -76,7 +76,7 @@ if args[0] == "venv":
 elif any(a.startswith("torch==") for a in args) and "py3.12" in args[args.index("--python") + 1]:
     print("error: No solution found when resolving dependencies: torch==2.11.0 for cp312")
     sys.exit(1)
-'''
+"""
 
 
 @pytest.fixture
@@ -147,16 +147,23 @@ def test_builds_what_it_can_and_contains_failures(fakes: Path, tmp_path: Path) -
     assert built == wheelhouse / "mamba_ssm-2.2.6+cu130torch2.11-cp311-cp311-win_amd64.whl"
 
 
-def test_environments_come_from_the_spec_index_and_are_reused(fakes: Path,
-                                                              tmp_path: Path) -> None:
+def test_environments_come_from_the_spec_index_and_are_reused(fakes: Path, tmp_path: Path) -> None:
     spec = parse_spec(SPEC.replace(', "3.12"', ""), tmp_path / "team.toml")
     options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs", jobs=3)
     run_spec(spec, options, Collect())
     made = calls(fakes)
-    assert made[0] == ["uv", "venv", "--python", "3.11",
-                       str(tmp_path / "envs" / "py3.11-torch2.11.0-cu130")]
-    assert made[1][-3:] == ["torch==2.11.0", "--index-url",
-                            "https://download.pytorch.org/whl/cu130"]
+    assert made[0] == [
+        "uv",
+        "venv",
+        "--python",
+        "3.11",
+        str(tmp_path / "envs" / "py3.11-torch2.11.0-cu130"),
+    ]
+    assert made[1][-3:] == [
+        "torch==2.11.0",
+        "--index-url",
+        "https://download.pytorch.org/whl/cu130",
+    ]
     assert made[2][-2:] == envs.mambawin_requirement()[-2:] and "ninja" in made[2]
     build = next(c for c in made if c[0] == "python3.11" and "state-spaces" in str(c))
     assert build[build.index("--local-version") + 1] == "cu130torch2.11"
@@ -167,13 +174,15 @@ def test_environments_come_from_the_spec_index_and_are_reused(fakes: Path,
     fakes.unlink()
     second = run_spec(spec, options, Collect())
     assert not [c for c in calls(fakes) if c[0] == "uv"]  # the environment is ready: reused
-    mamba = next(r for r in second if r.cell.package.name == "mamba-ssm"
-                 and r.cell.platform == "win_amd64")
+    mamba = next(
+        r for r in second if r.cell.package.name == "mamba-ssm" and r.cell.platform == "win_amd64"
+    )
     assert mamba.outcome == SKIPPED  # built by the first run
 
 
 def test_a_cuda_variant_without_its_toolkit_fails_before_any_environment(
-        fakes: Path, tmp_path: Path) -> None:
+    fakes: Path, tmp_path: Path
+) -> None:
     text = SPEC.replace('cuda = "13.0"', 'cuda = "10.2"').replace('"90"', '"75"')
     spec = parse_spec(text.replace("/cu130", "/cu102"), tmp_path / "team.toml")
     options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs")
@@ -189,7 +198,11 @@ def test_package_and_requirement_flags() -> None:
     assert runner.package_args("causal-conv1d") == ["--package", "causal-conv1d"]
     assert runner.package_args("mamba-ssm") == []
     assert runner.requirement_args(Options(drop=("tilelang",), keep=("x",))) == [
-        "--drop", "tilelang", "--keep", "x"]
+        "--drop",
+        "tilelang",
+        "--keep",
+        "x",
+    ]
 
 
 def test_plan_spec_creates_installs_and_compiles_nothing(fakes: Path, tmp_path: Path) -> None:
@@ -212,11 +225,16 @@ def test_cli_build_spec_plan_runs_no_environment_tool(fakes: Path, tmp_path: Pat
     assert all("argv" in row for row in json.loads(result.stdout))
 
 
-def test_cli_exit_code_and_conflicting_options(fakes: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_exit_code_and_conflicting_options(
+    fakes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = tmp_path / "team.toml"
-    spec.write_text(SPEC.replace('platforms = ["win_amd64", "linux_aarch64"]',
-                                 'platforms = ["linux_x86_64", "win_amd64"]'))
+    spec.write_text(
+        SPEC.replace(
+            'platforms = ["win_amd64", "linux_aarch64"]',
+            'platforms = ["linux_x86_64", "win_amd64"]',
+        )
+    )
     monkeypatch.setattr("mambawin.team.envs.envs_root", lambda: tmp_path / "envs")
     result = CliRunner().invoke(app, ["build", "--spec", str(spec), "--json"])
     assert result.exit_code == 6
@@ -226,9 +244,9 @@ def test_cli_exit_code_and_conflicting_options(fakes: Path, tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_real_venv_and_pip_install_torch_from_the_spec_index(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
+def test_real_venv_and_pip_install_torch_from_the_spec_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real environment (venv + pip, uv hidden) whose torch comes from the spec's index only."""
     import subprocess
 
@@ -237,24 +255,37 @@ def test_real_venv_and_pip_install_torch_from_the_spec_index(tmp_path: Path,
     from mambawin.index.simple import build_index
     from mambawin.team.spec import TorchSpec
 
-    monkeypatch.setattr(envs.proc, "which", lambda name, path=None: None if name == "uv"
-                        else __import__("shutil").which(name, path=path))
+    monkeypatch.setattr(
+        envs.proc,
+        "which",
+        lambda name, path=None: (
+            None if name == "uv" else __import__("shutil").which(name, path=path)
+        ),
+    )
     house = tmp_path / "torch-wheels"
     house.mkdir()
     with WheelFile(house / "torch-2.11.0+cu130-py3-none-any.whl", "w") as wheel:
         wheel.writestr("torch/__init__.py", '__version__ = "2.11.0+cu130"\n')
-        wheel.writestr("torch-2.11.0+cu130.dist-info/METADATA",
-                       "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n\n")
-        wheel.writestr("torch-2.11.0+cu130.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\n"
-                       "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(
+            "torch-2.11.0+cu130.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n\n",
+        )
+        wheel.writestr(
+            "torch-2.11.0+cu130.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
     build_index(house, tmp_path / "idx")
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     torch = TorchSpec("2.11.0", "13.0", (tmp_path / "idx" / "cu130" / "simple").as_uri())
     env = envs.ensure_env(python, torch, root=tmp_path / "envs")
     assert env.tool == "venv+pip"
-    done = subprocess.run([str(env.python), "-c", "import torch, mambawin, ninja; "
-                           "print(torch.__version__)"], capture_output=True, text=True,
-                          check=True, env=envs.child_environ(env))
+    done = subprocess.run(
+        [str(env.python), "-c", "import torch, mambawin, ninja; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=envs.child_environ(env),
+    )
     assert done.stdout.strip() == "2.11.0+cu130"
 
 
@@ -277,9 +308,11 @@ def test_find_python_falls_back_to_pyenvs_own_installs(tmp_path: Path, monkeypat
 def test_each_cell_builds_with_its_packages_left_out_patches(tmp_path: Path) -> None:
     from mambawin.team.matrix import expand
 
-    text = ('python = ["3.12"]\narchs = "90"\n[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
-            '[[package]]\nname = "causal-conv1d"\nref = "v1.5.2"\n[[torch]]\nversion = "2.11.0"\n'
-            'cuda = "13.0"\n[options]\nskip_patches = ["silu-bwd-tail", "math-defines"]\n')
+    text = (
+        'python = ["3.12"]\narchs = "90"\n[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
+        '[[package]]\nname = "causal-conv1d"\nref = "v1.5.2"\n[[torch]]\nversion = "2.11.0"\n'
+        'cuda = "13.0"\n[options]\nskip_patches = ["silu-bwd-tail", "math-defines"]\n'
+    )
     spec = parse_spec(text, tmp_path / "team.toml")
     cells = expand(spec, resolve=lambda package: ("1.0.0", "pinned for the test"))
     argvs = {c.package.name: runner.build_argv(c, Path("py"), spec, RunOptions()) for c in cells}

@@ -69,29 +69,51 @@ def test_cuda_spelled_cu128_gets_the_default_index(tmp_path: Path) -> None:
     assert (torch.cuda, torch.index) == ("12.8", "https://download.pytorch.org/whl/cu128")
 
 
-@pytest.mark.parametrize(("edit", "expected"), [
-    (('ref = "v2.2.6"', 'ref = "v2.2.6"\nreff = "x"'), "t.toml:7: package[0].reff: unknown key"),
-    (('version = "2.11.0"', 'version = "2.11.0"\ncudaa = "13.0"'),
-     "t.toml:10: torch[0].cudaa: unknown key: expected one of version, cuda, index"),
-    (('python = ["3.11", "3.12"]', 'python = 3.11'),
-     "t.toml:1: python: must be a list of strings, got a number"),
-    (('archs = "90"', 'archs = "sm90x"'), "t.toml:2: archs: invalid CUDA arch 'sm90x'"),
-    (('name = "mamba_ssm"', 'name = "flash-attn"'),
-     "t.toml:5: package[0].name: unknown package 'flash-attn'"),
-    (('python = ["3.11", "3.12"]', 'python = ["3.9"]'), "t.toml:1: python: '3.9'"),
-    (('index = "https://download.pytorch.org/whl/cu130"', 'index = "download.pytorch.org"'),
-     "t.toml:10: torch[0].index: 'download.pytorch.org' is not a URL"),
-    (('index = "https://download.pytorch.org/whl/cu130"', ''), "t.toml:8: torch[0].cuda: missing"),
-    (('ref = "v2.2.6"\n', ''), "t.toml:4: package[0].ref: missing"),
-    (('archs = "90"', 'archs = "90"\n[options]\nkeep_complex = "yes"'),
-     "t.toml:4: options.keep_complex: must be true or false"),
-    (('archs = "90"', 'archs = "90"\n[options]\nskip_patches = ["math-defines", "nope"]'),
-     "t.toml:4: options.skip_patches[1]: unknown patch id 'nope'"),
-    (('archs = "90"', 'archs = "90"\nplatforms = ["macosx"]'),
-     "t.toml:3: platforms: unknown platform 'macosx'"),
-])
-def test_bad_spec_names_line_and_key(tmp_path: Path, edit: tuple[str, str],
-                                     expected: str) -> None:
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            ('ref = "v2.2.6"', 'ref = "v2.2.6"\nreff = "x"'),
+            "t.toml:7: package[0].reff: unknown key",
+        ),
+        (
+            ('version = "2.11.0"', 'version = "2.11.0"\ncudaa = "13.0"'),
+            "t.toml:10: torch[0].cudaa: unknown key: expected one of version, cuda, index",
+        ),
+        (
+            ('python = ["3.11", "3.12"]', "python = 3.11"),
+            "t.toml:1: python: must be a list of strings, got a number",
+        ),
+        (('archs = "90"', 'archs = "sm90x"'), "t.toml:2: archs: invalid CUDA arch 'sm90x'"),
+        (
+            ('name = "mamba_ssm"', 'name = "flash-attn"'),
+            "t.toml:5: package[0].name: unknown package 'flash-attn'",
+        ),
+        (('python = ["3.11", "3.12"]', 'python = ["3.9"]'), "t.toml:1: python: '3.9'"),
+        (
+            ('index = "https://download.pytorch.org/whl/cu130"', 'index = "download.pytorch.org"'),
+            "t.toml:10: torch[0].index: 'download.pytorch.org' is not a URL",
+        ),
+        (
+            ('index = "https://download.pytorch.org/whl/cu130"', ""),
+            "t.toml:8: torch[0].cuda: missing",
+        ),
+        (('ref = "v2.2.6"\n', ""), "t.toml:4: package[0].ref: missing"),
+        (
+            ('archs = "90"', 'archs = "90"\n[options]\nkeep_complex = "yes"'),
+            "t.toml:4: options.keep_complex: must be true or false",
+        ),
+        (
+            ('archs = "90"', 'archs = "90"\n[options]\nskip_patches = ["math-defines", "nope"]'),
+            "t.toml:4: options.skip_patches[1]: unknown patch id 'nope'",
+        ),
+        (
+            ('archs = "90"', 'archs = "90"\nplatforms = ["macosx"]'),
+            "t.toml:3: platforms: unknown platform 'macosx'",
+        ),
+    ],
+)
+def test_bad_spec_names_line_and_key(tmp_path: Path, edit: tuple[str, str], expected: str) -> None:
     message = spec_error(GOOD.replace(*edit), tmp_path)
     assert expected.replace("t.toml", str(tmp_path / "team.toml")) in message
 
@@ -103,7 +125,7 @@ def test_the_second_torch_table_is_located(tmp_path: Path) -> None:
 
 
 def test_bad_toml_names_the_line(tmp_path: Path) -> None:
-    message = spec_error(GOOD.replace('ref = "v2.2.6"', 'ref = v2.2.6'), tmp_path)
+    message = spec_error(GOOD.replace('ref = "v2.2.6"', "ref = v2.2.6"), tmp_path)
     assert "invalid TOML" in message and "line 6" in message
 
 
@@ -124,7 +146,8 @@ def test_cli_prints_brackets_in_errors_as_written(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["matrix", "--spec", str(spec)])
     assert result.exit_code == 2
     assert "torch: must be one or more [[torch]] tables, got a table" in " ".join(
-        result.output.split())
+        result.output.split()
+    )
 
 
 def test_the_specs_option_defaults_are_builds_own() -> None:
@@ -135,7 +158,11 @@ def test_the_specs_option_defaults_are_builds_own() -> None:
 
     built, spec = BuildOptions(), Options()
     assert (spec.keep_complex, spec.drop, spec.keep, spec.skip_patches) == (
-        built.keep_complex, built.drop, built.keep, built.skip_patches)
+        built.keep_complex,
+        built.drop,
+        built.keep,
+        built.skip_patches,
+    )
     assert "triton" not in spec.drop
 
 

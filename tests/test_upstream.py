@@ -80,8 +80,7 @@ def test_post_tag_on_same_commit_as_base(fake_upstream: Path) -> None:
     assert (post.tag, post.version) == ("v1.0.0.post1", "1.0.0.post1")
     # describe() cannot know which of the two tags was asked for: it picks the one the file names
     described = upstream.describe(post.path)
-    assert (described.tag, described.version, described.commit) == ("v1.0.0", "1.0.0",
-                                                                     post.commit)
+    assert (described.tag, described.version, described.commit) == ("v1.0.0", "1.0.0", post.commit)
 
 
 def test_branch_uses_the_file_version(fake_upstream: Path, tmp_path: Path) -> None:
@@ -129,8 +128,7 @@ def test_same_commit_checkout_is_reused(fake_upstream: Path) -> None:
     assert again.path == first.path and (again.path / "marker").exists()
 
 
-@pytest.mark.parametrize("error", [UpstreamError("cannot clone x: early EOF"),
-                                   KeyboardInterrupt()])
+@pytest.mark.parametrize("error", [UpstreamError("cannot clone x: early EOF"), KeyboardInterrupt()])
 def test_failed_or_interrupted_fill_leaves_nothing(tmp_path: Path, error: BaseException) -> None:
     def fill(tmp: Path) -> None:
         (tmp / "half.txt").write_text("half")
@@ -139,7 +137,6 @@ def test_failed_or_interrupted_fill_leaves_nothing(tmp_path: Path, error: BaseEx
     with pytest.raises(type(error)):
         upstream._atomic_dir(tmp_path / "target", fill)
     assert list(tmp_path.iterdir()) == []
-
 
 
 def test_a_copy_another_process_moved_in_first_is_kept(tmp_path: Path) -> None:
@@ -155,6 +152,7 @@ def test_a_copy_another_process_moved_in_first_is_kept(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["target"]
     assert [p.name for p in target.iterdir()] == ["theirs.txt"]
 
+
 # ---- git through proc.run: its reason, time limits, transports, broken caches ----------------
 
 
@@ -165,8 +163,9 @@ def test_a_failed_clone_keeps_gits_own_reason(tmp_path: Path) -> None:
     assert "does not appear to be a git repository" in message and "\n" not in message
 
 
-def test_a_stalled_git_is_stopped_at_its_time_limit(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stalled_git_is_stopped_at_its_time_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "git"
@@ -236,8 +235,9 @@ def test_describe_a_git_tree_without_a_commit(tmp_path: Path) -> None:
     assert upstream.describe(tmp_path).commit is None
 
 
-def test_fetch_dest_that_is_a_file_is_refused_before_cloning(fake_upstream: Path,
-                                                            tmp_path: Path) -> None:
+def test_fetch_dest_that_is_a_file_is_refused_before_cloning(
+    fake_upstream: Path, tmp_path: Path
+) -> None:
     dest = tmp_path / "notes.txt"
     dest.write_text("mine")
     result = runner.invoke(app, ["fetch", "--repo", str(fake_upstream), "--dest", str(dest)])
@@ -267,8 +267,9 @@ def test_mirror_name_is_readable_and_url_specific() -> None:
 
 
 def test_cli_fetch_json(fake_upstream: Path) -> None:
-    result = runner.invoke(app, ["fetch", "--repo", str(fake_upstream), "--ref", "v2.3.2",
-                                 "--json"])
+    result = runner.invoke(
+        app, ["fetch", "--repo", str(fake_upstream), "--ref", "v2.3.2", "--json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert set(data) == {"package", "path", "repo", "ref", "commit", "version", "tag", "warnings"}

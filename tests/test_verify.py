@@ -19,18 +19,31 @@ from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.metadata import PROVENANCE_NAME
 
 H100 = v.Target("2.8.0+cu128", "12.8", "NVIDIA H100", (9, 0))
-PROVENANCE = {"schema": 1, "ref": "v2.2.6", "commit": "0123456789abcdef", "archs": ["80"],
-              "torch_version": "2.8.0", "cuda_version": "12.8"}
+PROVENANCE = {
+    "schema": 1,
+    "ref": "v2.2.6",
+    "commit": "0123456789abcdef",
+    "archs": ["80"],
+    "torch_version": "2.8.0",
+    "cuda_version": "12.8",
+}
 STANDIN = "import sys\nprint('stand-in loaded', file=sys.stderr)\n"
 
 
-def make_wheel(folder: Path, *, tag: str = "py3-none-any", requires: tuple[str, ...] = ("torch",),
-               provenance: dict | None = PROVENANCE, files: dict[str, str] | None = None) -> Path:
+def make_wheel(
+    folder: Path,
+    *,
+    tag: str = "py3-none-any",
+    requires: tuple[str, ...] = ("torch",),
+    provenance: dict | None = PROVENANCE,
+    files: dict[str, str] | None = None,
+) -> Path:
     """A small real wheel (RECORD written by `wheel`) holding just what a test needs."""
     path = folder / f"mamba_ssm-2.2.6-{tag}.whl"
     dist = "mamba_ssm-2.2.6.dist-info"
     metadata = "Metadata-Version: 2.1\nName: mamba_ssm\nVersion: 2.2.6\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires)
+        f"Requires-Dist: {r}\n" for r in requires
+    )
     wheel_file = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n"
     with WheelFile(path, "w") as archive:
         for name, text in (files or {"mamba_ssm/__init__.py": ""}).items():
@@ -43,18 +56,31 @@ def make_wheel(folder: Path, *, tag: str = "py3-none-any", requires: tuple[str, 
 
 
 def code(*names: str) -> GpuCode:
-    return GpuCode(tuple(n for n in names if n.startswith("sm_")),
-                   tuple(n for n in names if n.startswith("compute_")), "fatbin")
+    return GpuCode(
+        tuple(n for n in names if n.startswith("sm_")),
+        tuple(n for n in names if n.startswith("compute_")),
+        "fatbin",
+    )
 
 
 # ---- fit rule ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("arch", "cc", "runs"), [
-    ("sm_86", (8, 6), True), ("sm_86", (8, 9), True), ("sm_86", (9, 0), False),
-    ("sm_80", (8, 6), True), ("sm_89", (8, 6), False), ("sm_90a", (9, 0), True),
-    ("sm_90a", (10, 0), False), ("compute_80", (9, 0), True), ("compute_80", (12, 0), True),
-    ("compute_90", (8, 9), False),
-])
+
+@pytest.mark.parametrize(
+    ("arch", "cc", "runs"),
+    [
+        ("sm_86", (8, 6), True),
+        ("sm_86", (8, 9), True),
+        ("sm_86", (9, 0), False),
+        ("sm_80", (8, 6), True),
+        ("sm_89", (8, 6), False),
+        ("sm_90a", (9, 0), True),
+        ("sm_90a", (10, 0), False),
+        ("compute_80", (9, 0), True),
+        ("compute_80", (12, 0), True),
+        ("compute_90", (8, 9), False),
+    ],
+)
 def test_runs_on(arch, cc, runs):
     parsed = v._as_arch(arch, ptx=arch.startswith("compute_"))
     assert v.runs_on(parsed, cc) is runs
@@ -94,12 +120,15 @@ def test_no_gpu_skips_the_arch_check_with_a_reason():
     assert "no CUDA GPU" in result.summary
 
 
-@pytest.mark.parametrize(("torch_version", "cuda", "fragment"), [
-    ("2.9.0+cu128", "12.8", "built for torch 2.8"),
-    ("2.8.0+cu130", "13.0", "built for CUDA 12"),
-    ("2.8.0+cpu", None, "CPU-only"),
-    (None, None, "not importable"),
-])
+@pytest.mark.parametrize(
+    ("torch_version", "cuda", "fragment"),
+    [
+        ("2.9.0+cu128", "12.8", "built for torch 2.8"),
+        ("2.8.0+cu130", "13.0", "built for CUDA 12"),
+        ("2.8.0+cpu", None, "CPU-only"),
+        (None, None, "not importable"),
+    ],
+)
 def test_torch_mismatch_fails(torch_version, cuda, fragment):
     target = v.Target(torch_version, cuda, "NVIDIA H100", (9, 0))
     result = v.fit_step(code("sm_90"), PROVENANCE, target)
@@ -113,6 +142,7 @@ def test_torch_patch_and_cuda_minor_differences_are_fine():
 
 
 # ---- static checks ------------------------------------------------------------------------------
+
 
 def test_tags_must_fit_this_python(tmp_path):
     here = str(next(iter(sys_tags())))
@@ -128,19 +158,22 @@ def test_a_windows_wheel_still_requiring_triton_fails(tmp_path):
     assert "mambawin metadata" in message
     other = tmp_path / "other"
     other.mkdir()
-    assert v.check_requirements(make_wheel(other, requires=("torch", "triton-windows>=3.0"),
-                                           tag="cp311-cp311-win_amd64"))[0]
+    assert v.check_requirements(
+        make_wheel(other, requires=("torch", "triton-windows>=3.0"), tag="cp311-cp311-win_amd64")
+    )[0]
     linux = tmp_path / "linux"
     linux.mkdir()
-    assert v.check_requirements(make_wheel(linux, requires=("torch", "triton>=3.0"),
-                                           tag="cp311-cp311-linux_x86_64"))[0]
+    assert v.check_requirements(
+        make_wheel(linux, requires=("torch", "triton>=3.0"), tag="cp311-cp311-linux_x86_64")
+    )[0]
 
 
 def test_static_step_reports_every_check(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": ""})
-    monkeypatch.setattr("mambawin.wheel.gpucode.gpu_code_in_wheel",
-                        lambda w: {"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so":
-                                   code("sm_90")})
+    monkeypatch.setattr(
+        "mambawin.wheel.gpucode.gpu_code_in_wheel",
+        lambda w: {"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": code("sm_90")},
+    )
     result, found, provenance = v.static_step(v.VerifyOptions(wheel=wheel), H100)
     assert result.status == "ok", result.summary
     assert found.sass == ("sm_90",) and provenance["ref"] == "v2.2.6"
@@ -170,22 +203,33 @@ def tamper(wheel: Path, how: str) -> Path:
     return wheel
 
 
-@pytest.mark.parametrize(("how", "reason"), [("hash", "does not match its RECORD hash"),
-                                             ("escape", "unsafe path '../../evil.py'")])
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [("hash", "does not match its RECORD hash"), ("escape", "unsafe path '../../evil.py'")],
+)
 def test_a_tampered_wheel_is_never_installed(tmp_path, monkeypatch, how, reason):
-    wheel = tamper(make_wheel(tmp_path, files={"mamba_ssm/__init__.py": "",
-                                               "selective_scan_cuda.py": STANDIN}), how)
+    wheel = tamper(
+        make_wheel(
+            tmp_path, files={"mamba_ssm/__init__.py": "", "selective_scan_cuda.py": STANDIN}
+        ),
+        how,
+    )
     monkeypatch.setattr(v, "prepare_env", lambda *a: pytest.fail("pip was asked to install it"))
     monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
     report = v.verify(v.VerifyOptions(wheel=wheel, target=H100, bench=True))
     assert [(s.name, s.status) for s in report.steps] == [
-        ("static", "fail"), ("fit", "skip"), ("install", "skip"), ("smoke", "skip"),
-        ("bench", "skip")]
+        ("static", "fail"),
+        ("fit", "skip"),
+        ("install", "skip"),
+        ("smoke", "skip"),
+        ("bench", "skip"),
+    ]
     assert reason in report.step("static").summary
     assert report.summary().startswith("FAILED at static")
 
 
 # ---- install step: a real venv with a pure-Python stand-in extension ---------------------------
+
 
 def test_install_step_imports_the_wheel_in_a_fresh_venv(tmp_path):
     pytest.importorskip("torch")  # the venv must see this environment's torch
@@ -213,23 +257,35 @@ def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
     monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_90"), "GPU code sm_90"))
     target = v.Target("2.8.0", "12.8")
     seen: list[str] = []
-    report = v.verify(v.VerifyOptions(wheel=wheel, target=target, bench=True),
-                      on_step=lambda s: seen.append(s.name))
+    report = v.verify(
+        v.VerifyOptions(wheel=wheel, target=target, bench=True),
+        on_step=lambda s: seen.append(s.name),
+    )
     # requirements is skipped: unit tests run offline (MAMBAWIN_OFFLINE, tests/conftest.py)
-    assert seen == ["static", "fit", "requirements", "install", "smoke", "calls", "blocks",
-                    "bench"]
+    assert seen == ["static", "fit", "requirements", "install", "smoke", "calls", "blocks", "bench"]
     assert report.passed and not report.gpu_verified
     assert "not verified on a GPU" in report.summary()
-    assert [s.status for s in report.steps] == ["ok", "skip", "skip", "ok", "skip", "skip",
-                                                "skip", "skip"]
+    assert [s.status for s in report.steps] == [
+        "ok",
+        "skip",
+        "skip",
+        "ok",
+        "skip",
+        "skip",
+        "skip",
+        "skip",
+    ]
     assert json.loads(json.dumps(report.to_json()))["passed"] is True
 
 
 def test_smoke_never_runs_when_the_wheel_does_not_fit(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_80"), "GPU code sm_80"))
-    monkeypatch.setattr(v, "install_step", lambda o, s, *p: (v.StepResult("install", "ok", ""),
-                                                         v.InstallEnv(sys.executable, None)))
+    monkeypatch.setattr(
+        v,
+        "install_step",
+        lambda o, s, *p: (v.StepResult("install", "ok", ""), v.InstallEnv(sys.executable, None)),
+    )
     monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
     report = v.verify(v.VerifyOptions(wheel=wheel, target=H100))
     assert not report.passed
@@ -238,34 +294,66 @@ def test_smoke_never_runs_when_the_wheel_does_not_fit(tmp_path, monkeypatch):
 
 
 def test_smoke_failure_fails_verify(tmp_path, monkeypatch):
-    monkeypatch.setattr(v, "run_module", lambda *a: {
-        "passed": False, "seed": 5, "device": "H100",
-        "per_dtype": {"float32": {"cases": 1, "failed": 1, "max_abs": 1.0, "max_rel": 1.0,
-                                  "worst_ratio": 99.0}},
-        "cases": [{"name": "float32 L=7 fixB fixC", "passed": False, "error": None,
-                   "errors": {"out": {"max_abs": 1.0, "max_rel": 1.0, "ratio": 99.0}}}],
-        "block": {"status": "skip", "reason": "no mamba_ssm"}})
+    monkeypatch.setattr(
+        v,
+        "run_module",
+        lambda *a: {
+            "passed": False,
+            "seed": 5,
+            "device": "H100",
+            "per_dtype": {
+                "float32": {
+                    "cases": 1,
+                    "failed": 1,
+                    "max_abs": 1.0,
+                    "max_rel": 1.0,
+                    "worst_ratio": 99.0,
+                }
+            },
+            "cases": [
+                {
+                    "name": "float32 L=7 fixB fixC",
+                    "passed": False,
+                    "error": None,
+                    "errors": {"out": {"max_abs": 1.0, "max_rel": 1.0, "ratio": 99.0}},
+                }
+            ],
+            "block": {"status": "skip", "reason": "no mamba_ssm"},
+        },
+    )
     fit = v.StepResult("fit", "ok", "")
     install = v.StepResult("install", "ok", "")
-    result = v.smoke_step(v.VerifyOptions(wheel=tmp_path), H100, fit, install,
-                          v.InstallEnv(sys.executable, None))
+    result = v.smoke_step(
+        v.VerifyOptions(wheel=tmp_path), H100, fit, install, v.InstallEnv(sys.executable, None)
+    )
     assert result.status == "fail"
     assert "1 of 1 cases failed" in result.summary and "out off by" in result.summary
 
 
 # ---- CLI -------------------------------------------------------------------------------------
 
+
 def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, provenance=None, files={"mamba_ssm/__init__.py": ""})
     monkeypatch.setattr(v, "probe_target", lambda python: v.Target("2.8.0", "12.8"))
-    monkeypatch.setattr(v, "install_step", lambda o, s, *p: (v.StepResult("install", "ok", "x"),
-                                                         v.InstallEnv(sys.executable, None)))
+    monkeypatch.setattr(
+        v,
+        "install_step",
+        lambda o, s, *p: (v.StepResult("install", "ok", "x"), v.InstallEnv(sys.executable, None)),
+    )
     result = CliRunner().invoke(app, ["verify", str(wheel), "--json"])
     assert result.exit_code == 8
     data = json.loads(result.stdout)  # one document: the report, with the error and exit code
     assert data["passed"] is False and data["exit_code"] == 8 and "FAILED at" in data["error"]
     assert [s["name"] for s in data["steps"]] == [
-        "static", "fit", "requirements", "install", "smoke", "calls", "blocks"]
+        "static",
+        "fit",
+        "requirements",
+        "install",
+        "smoke",
+        "calls",
+        "blocks",
+    ]
 
 
 def test_cli_verify_needs_a_wheel_or_installed():
@@ -280,23 +368,43 @@ def test_parse_arch_accepts_fatbin_names():
 
 # ---- GPU steps after install (runner output recorded, no GPU needed) ------------------------
 
+
 def _env():
     return v.InstallEnv(sys.executable, None)
 
 
 def test_calls_step_fails_when_an_api_bypasses_its_kernel(monkeypatch):
-    monkeypatch.setattr(v, "run_module", lambda *a: {"passed": False, "probes": [
-        {"api": "selective_scan_fn", "status": "fail",
-         "reason": "selective_scan_fn ran without calling selective_scan_cuda.fwd"},
-        {"api": "causal_conv1d_fn", "status": "skip", "reason": "not installed"}]})
+    monkeypatch.setattr(
+        v,
+        "run_module",
+        lambda *a: {
+            "passed": False,
+            "probes": [
+                {
+                    "api": "selective_scan_fn",
+                    "status": "fail",
+                    "reason": "selective_scan_fn ran without calling selective_scan_cuda.fwd",
+                },
+                {"api": "causal_conv1d_fn", "status": "skip", "reason": "not installed"},
+            ],
+        },
+    )
     step = v.runner_step("calls", v.VerifyOptions(wheel=Path("x")), None, _env())
     assert step.status == "fail" and "ran without calling selective_scan_cuda.fwd" in step.summary
 
 
 def test_blocks_step_skips_when_every_block_skipped(monkeypatch):
-    monkeypatch.setattr(v, "run_module", lambda *a: {"passed": True, "blocks": [
-        {"block": "Mamba", "status": "skip", "reason": "no triton"},
-        {"block": "Mamba2", "status": "skip", "reason": "no triton"}]})
+    monkeypatch.setattr(
+        v,
+        "run_module",
+        lambda *a: {
+            "passed": True,
+            "blocks": [
+                {"block": "Mamba", "status": "skip", "reason": "no triton"},
+                {"block": "Mamba2", "status": "skip", "reason": "no triton"},
+            ],
+        },
+    )
     step = v.runner_step("blocks", v.VerifyOptions(wheel=Path("x")), None, _env())
     assert step.status == "skip" and "Mamba skip: no triton" in step.summary
     blocked = v.runner_step("blocks", v.VerifyOptions(wheel=Path("x")), "no CUDA GPU", _env())
@@ -306,17 +414,32 @@ def test_blocks_step_skips_when_every_block_skipped(monkeypatch):
 def test_upstream_tests_step_reports_each_package(monkeypatch, tmp_path):
     from mambawin.verify import upstream_tests as ut
 
-    runs = [ut.TestRun("mamba-ssm", ut.TEST_FILES["mamba-ssm"], "v2.3.2.post1", passed=12,
-                       expected_failures=8, complex_removed=True),
-            ut.TestRun("causal-conv1d", ut.TEST_FILES["causal-conv1d"], "v1.6.1.post4",
-                       passed=3, failed=1, failures=["test_x[a]: AssertionError"])]
+    runs = [
+        ut.TestRun(
+            "mamba-ssm",
+            ut.TEST_FILES["mamba-ssm"],
+            "v2.3.2.post1",
+            passed=12,
+            expected_failures=8,
+            complex_removed=True,
+        ),
+        ut.TestRun(
+            "causal-conv1d",
+            ut.TEST_FILES["causal-conv1d"],
+            "v1.6.1.post4",
+            passed=3,
+            failed=1,
+            failures=["test_x[a]: AssertionError"],
+        ),
+    ]
     monkeypatch.setattr(ut, "run_all", lambda *a, **k: runs)
     options = v.VerifyOptions(wheel=tmp_path, upstream_tests=True)
     step = v.upstream_tests_step(options, None, _env(), [], tmp_path)
     assert step.status == "fail"
     assert "12 passed, 0 failed, 0 skipped, 8 expected failures (complex cases" in step.summary
     assert "causal_conv1d tests/test_causal_conv1d.py @ v1.6.1.post4: 3 passed, 1 failed" in (
-        step.summary)
+        step.summary
+    )
     assert step.details["mamba-ssm"]["ok"] is True
 
 
@@ -328,8 +451,9 @@ def test_cli_passes_upstream_tests_and_k(monkeypatch, tmp_path):
         return v.VerifyReport(None, v.Target(), ())
 
     monkeypatch.setattr(v, "verify", fake_verify)
-    result = CliRunner().invoke(app, ["verify", "--installed", "--upstream-tests", "-k",
-                                      "test_selective_scan and 128"])
+    result = CliRunner().invoke(
+        app, ["verify", "--installed", "--upstream-tests", "-k", "test_selective_scan and 128"]
+    )
     assert result.exit_code == 0, result.output
     assert seen["options"].upstream_tests
     assert seen["options"].test_keyword == "test_selective_scan and 128"
@@ -339,8 +463,14 @@ def test_upstream_tests_step_skips_when_the_filter_selects_nothing(monkeypatch, 
     from mambawin.verify import upstream_tests as ut
 
     none = ut.TestRun("causal-conv1d", ut.TEST_FILES["causal-conv1d"], "v1.6.1", keyword="zzz")
-    ran = ut.TestRun("mamba-ssm", ut.TEST_FILES["mamba-ssm"], "v2.3.2", passed=2, keyword="zzz",
-                     note="subset -k 'zzz'")
+    ran = ut.TestRun(
+        "mamba-ssm",
+        ut.TEST_FILES["mamba-ssm"],
+        "v2.3.2",
+        passed=2,
+        keyword="zzz",
+        note="subset -k 'zzz'",
+    )
     options = v.VerifyOptions(wheel=tmp_path, upstream_tests=True, test_keyword="zzz")
     monkeypatch.setattr(ut, "run_all", lambda *a, **k: [none])
     assert v.upstream_tests_step(options, None, _env(), [], tmp_path).status == "skip"
@@ -352,14 +482,19 @@ def test_upstream_tests_step_skips_when_the_filter_selects_nothing(monkeypatch, 
 def test_skip_leaves_out_the_named_steps_and_times_the_rest(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_90"), "GPU code sm_90"))
-    monkeypatch.setattr(v, "install_step", lambda o, s, *p: (v.StepResult("install", "ok", ""),
-                                                         v.InstallEnv(sys.executable, None)))
+    monkeypatch.setattr(
+        v,
+        "install_step",
+        lambda o, s, *p: (v.StepResult("install", "ok", ""), v.InstallEnv(sys.executable, None)),
+    )
     ran: list[str] = []
 
     def runner(env, module, args, timeout):
         ran.append(module.rsplit(".", 1)[-1])
-        return {"passed": True, "probes": [{"api": "selective_scan_fn", "status": "ok",
-                                            "reason": "called"}]}
+        return {
+            "passed": True,
+            "probes": [{"api": "selective_scan_fn", "status": "ok", "reason": "called"}],
+        }
 
     monkeypatch.setattr(v, "run_module", runner)
     options = v.VerifyOptions(wheel=wheel, target=H100, skip=frozenset({"smoke", "blocks"}))
@@ -381,8 +516,10 @@ def test_skipped_requirements_are_named_per_wheel(tmp_path):
 
 
 def test_passing_upstream_tests_count_as_verified_on_the_gpu():
-    steps = (v.StepResult("smoke", "skip", "left out (--skip smoke)"),
-             v.StepResult("upstream-tests", "ok", "20 passed"))
+    steps = (
+        v.StepResult("smoke", "skip", "left out (--skip smoke)"),
+        v.StepResult("upstream-tests", "ok", "20 passed"),
+    )
     report = v.VerifyReport("w", H100, steps)
     assert report.gpu_verified and report.summary().startswith("verified on")
 
@@ -396,10 +533,23 @@ def test_cli_skip_names_an_unknown_step_in_one_line(tmp_path):
 
 
 def test_conv_summary_names_a_known_upstream_bug():
-    report = {"device": "H100", "seed": 1, "modes": ["plain"], "per_dtype": {},
-              "cases": [{"name": "float16 plain w=2 L=1025 bias silu", "passed": False,
-                         "error": None, "note": "the known causal-conv1d SiLU backward bug",
-                         "errors": {"dx": {"max_abs": 3.4, "max_rel": 9.0, "ratio": 400.0}}}]}
+    report = {
+        "device": "H100",
+        "seed": 1,
+        "modes": ["plain"],
+        "per_dtype": {},
+        "cases": [
+            {
+                "name": "float16 plain w=2 L=1025 bias silu",
+                "passed": False,
+                "error": None,
+                "note": "the known causal-conv1d SiLU backward bug",
+                "errors": {"dx": {"max_abs": 3.4, "max_rel": 9.0, "ratio": 400.0}},
+            }
+        ],
+    }
     summary = v.conv_summary(report)
-    assert summary.startswith("1 of 1 cases failed, first float16 plain w=2 L=1025 bias silu: "
-                              "dx off by 3.4 (400x tolerance) (the known causal-conv1d SiLU")
+    assert summary.startswith(
+        "1 of 1 cases failed, first float16 plain w=2 L=1025 bias silu: "
+        "dx off by 3.4 (400x tolerance) (the known causal-conv1d SiLU"
+    )

@@ -65,6 +65,7 @@ def test_an_import_that_needs_something_else_fails(fakes, monkeypatch):
     monkeypatch.setitem(sys.modules, "mamba_ssm.modules.mamba_simple", None)  # ImportError
     mamba = _run(names=["Mamba"])["blocks"][0]
     assert mamba["status"] == "skip" and "this mamba_ssm has no Mamba" in mamba["reason"]
-    broken = blocks._import_failure(blocks.BLOCKS[0], ModuleNotFoundError(
-        "No module named 'tilelang'", name="tilelang"))
+    broken = blocks._import_failure(
+        blocks.BLOCKS[0], ModuleNotFoundError("No module named 'tilelang'", name="tilelang")
+    )
     assert broken["status"] == "fail" and "tilelang" in broken["reason"]

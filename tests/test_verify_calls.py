@@ -24,17 +24,24 @@ def test_every_api_reaches_its_kernels(fakes):
     report = calls.run_calls("cpu")
     assert report["passed"], report
     by_api = {p["api"]: p for p in report["probes"]}
-    assert set(by_api) == {"selective_scan_fn", "mamba_inner_fn", "causal_conv1d_fn",
-                           "causal_conv1d_update"}
+    assert set(by_api) == {
+        "selective_scan_fn",
+        "mamba_inner_fn",
+        "causal_conv1d_fn",
+        "causal_conv1d_update",
+    }
     assert all(p["status"] == "ok" for p in by_api.values())
     inner = by_api["mamba_inner_fn"]["counts"]
     assert inner["selective_scan_cuda.fwd"] >= 1 and inner["causal_conv1d_cuda.causal_conv1d_bwd"]
 
 
-@pytest.mark.parametrize(("module", "api", "kernel"), [
-    ("mamba_ssm.ops.selective_scan_interface", "selective_scan_fn", "selective_scan_cuda.fwd"),
-    ("causal_conv1d", "causal_conv1d_fn", "causal_conv1d_cuda.causal_conv1d_fwd"),
-])
+@pytest.mark.parametrize(
+    ("module", "api", "kernel"),
+    [
+        ("mamba_ssm.ops.selective_scan_interface", "selective_scan_fn", "selective_scan_cuda.fwd"),
+        ("causal_conv1d", "causal_conv1d_fn", "causal_conv1d_cuda.causal_conv1d_fwd"),
+    ],
+)
 def test_a_package_routed_to_the_reference_fails(fakes, module, api, kernel):
     importlib.import_module(module).ROUTE_TO_REFERENCE = True
     report = calls.run_calls("cpu", [api])

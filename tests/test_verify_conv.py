@@ -38,8 +38,16 @@ def test_features_follow_the_signature():
     def old(x, weight, bias=None, activation=None):
         return x
 
-    def new(x, weight, bias=None, seq_idx=None, initial_states=None, return_final_states=False,
-            final_states_out=None, activation=None):
+    def new(
+        x,
+        weight,
+        bias=None,
+        seq_idx=None,
+        initial_states=None,
+        return_final_states=False,
+        final_states_out=None,
+        activation=None,
+    ):
         return x
 
     assert conv.features(old) == ("plain", "channel_last")
@@ -56,7 +64,11 @@ def test_reference_matches_a_hand_computed_convolution():
     init = torch.tensor([[[10.0, 20.0]]])
     out, _ = conv.conv_ref(x, weight, None, initial_states=init)
     assert out.squeeze().tolist() == [
-        5.0 - 20.0 + 2.0, 10.0 - 1.0 + 4.0, 0.5 - 2.0 + 6.0, 1.0 - 3.0 + 8.0]
+        5.0 - 20.0 + 2.0,
+        10.0 - 1.0 + 4.0,
+        0.5 - 2.0 + 6.0,
+        1.0 - 3.0 + 8.0,
+    ]
     seq_idx = torch.tensor([[0, 0, 1, 1]], dtype=torch.int32)
     out, _ = conv.conv_ref(x, weight, None, seq_idx=seq_idx)
     assert out.squeeze().tolist() == [2.0, 3.0, 6.0, 8.0 - 3.0]
@@ -65,8 +77,9 @@ def test_reference_matches_a_hand_computed_convolution():
 def test_update_reference_rolls_the_state():
     torch = pytest.importorskip("torch")
     state = torch.tensor([[[1.0, 2.0, 3.0]]])
-    out, new_state = conv.update_ref(torch.tensor([[4.0]]), state, torch.tensor([[1.0, 1.0]]),
-                                     None, False)
+    out, new_state = conv.update_ref(
+        torch.tensor([[4.0]]), state, torch.tensor([[1.0, 1.0]]), None, False
+    )
     assert out.tolist() == [[7.0]] and new_state.squeeze().tolist() == [2.0, 3.0, 4.0]
 
 
@@ -76,14 +89,22 @@ def test_a_correct_kernel_passes_every_mode(fake):
     assert report["passed"], [c for c in report["cases"] if not c["passed"]][:1]
     assert report["modes"] == list(conv.MODES)
     names = set().union(*(c["errors"] for c in report["cases"]))
-    assert {"out", "dx", "dweight", "dbias", "final_states", "dinitial_states",
-            "conv_state"} <= names
+    assert {
+        "out",
+        "dx",
+        "dweight",
+        "dbias",
+        "final_states",
+        "dinitial_states",
+        "conv_state",
+    } <= names
     assert set(report["per_dtype"]) == set(conv.DTYPES)
 
 
-@pytest.mark.parametrize(("broken", "tensor"), [("bias", "out"), ("silu", "out"),
-                                                ("shift", "out"), ("dx", "dx"),
-                                                ("state", "conv_state")])
+@pytest.mark.parametrize(
+    ("broken", "tensor"),
+    [("bias", "out"), ("silu", "out"), ("shift", "out"), ("dx", "dx"), ("state", "conv_state")],
+)
 def test_a_wrong_kernel_is_caught(fake, broken, tensor):
     api, kernel = fake
     kernel.BROKEN = broken
@@ -98,8 +119,11 @@ def test_a_package_that_bypasses_the_kernel_fails(fake):
     api.ROUTE_TO_REFERENCE = True
     report = conv.run_conv(_config(dtypes=("float32",), update=False), api)
     assert not report["passed"]
-    assert all("never called causal_conv1d_cuda.causal_conv1d_fwd" in c["error"]
-               for c in report["cases"] if c["name"].startswith("float32 plain"))
+    assert all(
+        "never called causal_conv1d_cuda.causal_conv1d_fwd" in c["error"]
+        for c in report["cases"]
+        if c["name"].startswith("float32 plain")
+    )
 
 
 def test_a_channel_last_gradient_has_the_outputs_strides(fake):
@@ -135,19 +159,28 @@ def test_bad_arguments_exit_2(capsys):
 def test_upstreams_silu_tail_bug_is_caught_and_named(fake):
     api, kernel = fake
     kernel.BROKEN = "silu_tail"
-    report = conv.run_conv(_config(dtypes=("float32",), widths=(2,), seqlens=(1025, 1024),
-                                   update=False), api)
+    report = conv.run_conv(
+        _config(dtypes=("float32",), widths=(2,), seqlens=(1025, 1024), update=False), api
+    )
     failed = [c for c in report["cases"] if not c["passed"]]
     assert failed and all(c["name"].startswith("float32 plain w=2 L=1025") for c in failed)
     assert all("silu" in c["name"] for c in failed)
     assert "silu-bwd-tail" in failed[0]["note"] and "seqlen 1025 leaves 1" in failed[0]["note"]
 
 
-@pytest.mark.parametrize(("dtype", "mode", "seqlen", "silu", "named"), [
-    ("float16", "plain", 1025, True, True), ("float16", "plain", 1031, True, True),
-    ("float16", "plain", 1032, True, False), ("float32", "plain", 513, True, True),
-    ("float16", "plain", 513, True, False), ("float16", "plain", 1025, False, False),
-    ("float16", "channel_last", 1025, True, False), ("float32", "plain", 1, True, False)])
+@pytest.mark.parametrize(
+    ("dtype", "mode", "seqlen", "silu", "named"),
+    [
+        ("float16", "plain", 1025, True, True),
+        ("float16", "plain", 1031, True, True),
+        ("float16", "plain", 1032, True, False),
+        ("float32", "plain", 513, True, True),
+        ("float16", "plain", 513, True, False),
+        ("float16", "plain", 1025, False, False),
+        ("float16", "channel_last", 1025, True, False),
+        ("float32", "plain", 1, True, False),
+    ],
+)
 def test_the_silu_tail_signature(dtype, mode, seqlen, silu, named):
     case = conv.ConvCase(dtype, 2, seqlen, True, silu, mode)
     assert (conv.silu_tail_bug(case) is not None) is named

@@ -31,8 +31,13 @@ class cuda:
 """
 
 
-def fake_wheel(folder: Path, marker: str, version: str = "2.2.6", name: str = "mamba_ssm",
-               extension: str = "selective_scan_cuda") -> Path:
+def fake_wheel(
+    folder: Path,
+    marker: str,
+    version: str = "2.2.6",
+    name: str = "mamba_ssm",
+    extension: str = "selective_scan_cuda",
+) -> Path:
     """A wheel whose pure-Python stand-in extension says which copy it is (RECORD by `wheel`)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}-{version}-py3-none-any.whl"
@@ -40,16 +45,23 @@ def fake_wheel(folder: Path, marker: str, version: str = "2.2.6", name: str = "m
     with WheelFile(path, "w") as archive:
         archive.writestr(f"{name}/__init__.py", f"WHO = {marker!r}\n")
         archive.writestr(f"{extension}.py", f"WHO = {marker!r}\n")
-        archive.writestr(f"{dist}/METADATA",
-                         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
-                         "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(
+            f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        )
+        archive.writestr(
+            f"{dist}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
     return path
 
 
 def _purelib(python: Path) -> Path:
-    out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return Path(out.stdout.strip())
 
 
@@ -63,21 +75,43 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     # mambawin's dependencies (typer, rich, packaging, ...) come from this test's environment.
     dirs = [*site.getsitepackages(), site.getusersitepackages()]
     (purelib / "_deps.pth").write_text("".join(f"{d}\n" for d in dirs if Path(d).is_dir()))
-    shutil.copytree(Path(mambawin.__file__).parent, purelib / "mambawin",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(mambawin.__file__).parent,
+        purelib / "mambawin",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     (purelib / "torch").mkdir()
     (purelib / "torch" / "__init__.py").write_text(FAKE_TORCH)
     installed = fake_wheel(root / "old", "installed copy")
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-                    "--no-index", "--disable-pip-version-check", installed],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            installed,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return python, purelib
 
 
 def _verify(python: Path, cwd: Path, *args: str, code: int | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([python, "-m", "mambawin", "verify", *args, "--json"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [python, "-m", "mambawin", "verify", *args, "--json"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.stdout.strip(), done.stderr
     assert code is None or done.returncode == code, done.stderr
     return json.loads(done.stdout)
@@ -116,8 +150,16 @@ def test_a_wheelhouse_installs_both_wheels_into_one_venv(host, tmp_path):
     python, purelib = host
     report = _verify(python, tmp_path, str(_wheelhouse(tmp_path / "house", "1.6.1")))
     names = [s["name"] for s in report["steps"]]
-    assert names[:8] == ["static", "fit", "static causal_conv1d", "fit causal_conv1d",
-                         "requirements", "requirements causal_conv1d", "pair", "install"]
+    assert names[:8] == [
+        "static",
+        "fit",
+        "static causal_conv1d",
+        "fit causal_conv1d",
+        "requirements",
+        "requirements causal_conv1d",
+        "pair",
+        "install",
+    ]
     assert {"smoke", "conv", "calls", "blocks"} <= set(names)
     install = _install_step(report)
     assert install["status"] == "ok", install["summary"]

@@ -35,8 +35,10 @@ def test_fresh_seed_without_flag():
     assert len(seeds) > 1
 
 
-@pytest.mark.parametrize("argv", [["--dtypes", "float64"], ["--seqlens", "0"],
-                                  ["--seqlens", "a,b"], ["--per-length", "0"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["--dtypes", "float64"], ["--seqlens", "0"], ["--seqlens", "a,b"], ["--per-length", "0"]],
+)
 def test_bad_arguments_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         smoke.parse_args(argv)
@@ -45,8 +47,20 @@ def test_bad_arguments_exit_2(argv, capsys):
 
 
 def test_parse_subset():
-    config = smoke.parse_args(["--dtypes", "bfloat16", "--seqlens", "3,4097", "--per-length",
-                               "1", "--no-block", "--device", "cpu", "--json"])
+    config = smoke.parse_args(
+        [
+            "--dtypes",
+            "bfloat16",
+            "--seqlens",
+            "3,4097",
+            "--per-length",
+            "1",
+            "--no-block",
+            "--device",
+            "cpu",
+            "--json",
+        ]
+    )
     assert config.dtypes == ("bfloat16",) and config.seqlens == (3, 4097)
     assert not config.block and config.json_output
     assert len(smoke.plan_cases(config)) == 2
@@ -79,12 +93,23 @@ def test_run_smoke_passes_a_correct_kernel():
     assert set(report["per_dtype"]) == {"float32", "float16", "bfloat16"}
     assert report["tolerances"]["float32"] == {"rtol": 6e-4, "atol": 2e-3}
     names = set().union(*(c["errors"] for c in report["cases"]))
-    assert {"out", "last_state", "du", "ddelta", "dA", "dB", "dC", "dD", "dz",
-            "ddelta_bias"} <= names
+    assert {
+        "out",
+        "last_state",
+        "du",
+        "ddelta",
+        "dA",
+        "dB",
+        "dC",
+        "dD",
+        "dz",
+        "ddelta_bias",
+    } <= names
 
 
-@pytest.mark.parametrize(("broken", "tensor"), [("D", "out"), ("softplus", "out"),
-                                                ("state", "last_state")])
+@pytest.mark.parametrize(
+    ("broken", "tensor"), [("D", "out"), ("softplus", "out"), ("state", "last_state")]
+)
 def test_run_smoke_catches_a_wrong_kernel(broken, tensor):
     pytest.importorskip("torch")
     report = smoke.run_smoke(_config(), _fake(broken))
@@ -100,8 +125,9 @@ def test_kernel_exception_is_a_failed_case_not_a_crash():
         def fwd(self, *args):
             raise RuntimeError("CUDA error: no kernel image is available for execution")
 
-    config = smoke.SmokeConfig(seed=1, dtypes=("float32",), seqlens=(3,), per_length=1,
-                               block=False, device="cpu")
+    config = smoke.SmokeConfig(
+        seed=1, dtypes=("float32",), seqlens=(3,), per_length=1, block=False, device="cpu"
+    )
     report = smoke.run_smoke(config, Crashing())
     assert not report["passed"]
     assert "no kernel image" in report["cases"][0]["error"]
@@ -120,7 +146,8 @@ def test_block_skip_blames_triton_only_when_triton_is_missing() -> None:
 
     missing = ModuleNotFoundError("No module named 'triton'", name="triton")
     assert "triton-windows" in block_skip_reason(missing)
-    other = ImportError("cannot import name 'GreedySearchDecoderOnlyOutput'",
-                        name="transformers.generation")
+    other = ImportError(
+        "cannot import name 'GreedySearchDecoderOnlyOutput'", name="transformers.generation"
+    )
     reason = block_skip_reason(other)
     assert "GreedySearchDecoderOnlyOutput" in reason and "triton" not in reason

@@ -14,7 +14,7 @@ from mambawin.verify import upstream_tests as ut
 from mambawin.verify.sandbox import InstallEnv
 
 # A hand-written stand-in for upstream's test file: one case of each outcome.
-TESTS = '''
+TESTS = """
 import pytest
 
 def test_plain():
@@ -31,7 +31,7 @@ def test_needs_gpu():
 
 def test_broken():
     assert False, "really broken"
-'''
+"""
 REMOVED = [{"id": "complex-removal", "status": "applied"}]
 
 
@@ -43,8 +43,9 @@ def upstream(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(TESTS)
     repo.index.add([ut.TEST_FILES["mamba-ssm"]])
-    commit = repo.index.commit("tests", author=git.Actor("t", "t@t"),
-                               committer=git.Actor("t", "t@t"))
+    commit = repo.index.commit(
+        "tests", author=git.Actor("t", "t@t"), committer=git.Actor("t", "t@t")
+    )
     repo.create_tag("v9.9.9")
     path.write_text("def test_later():\n    pass\n")  # a later commit the wheel was not built from
     repo.index.add([ut.TEST_FILES["mamba-ssm"]])
@@ -53,8 +54,14 @@ def upstream(tmp_path):
 
 
 def _run(provenance, tmp_path, keyword=None):
-    return ut.run_tests(InstallEnv(sys.executable, None), "mamba-ssm", provenance,
-                        tmp_path / "run", keyword=keyword, timeout=300)
+    return ut.run_tests(
+        InstallEnv(sys.executable, None),
+        "mamba-ssm",
+        provenance,
+        tmp_path / "run",
+        keyword=keyword,
+        timeout=300,
+    )
 
 
 def test_counts_and_complex_cases_expected_when_removed(upstream, tmp_path):
@@ -80,18 +87,23 @@ def test_a_keyword_cuts_the_grid_down(upstream, tmp_path):
 
 
 def test_the_upstream_entry_wins_and_a_missing_ref_is_an_error():
-    nested = {"upstream": {"repo": "https://example.invalid/m", "ref": "v2.3.2", "commit": "abc"},
-              "ref": "ignored"}
-    assert ut.source_of("mamba-ssm", nested) == ut.Source("https://example.invalid/m", "v2.3.2",
-                                                          "abc")
+    nested = {
+        "upstream": {"repo": "https://example.invalid/m", "ref": "v2.3.2", "commit": "abc"},
+        "ref": "ignored",
+    }
+    assert ut.source_of("mamba-ssm", nested) == ut.Source(
+        "https://example.invalid/m", "v2.3.2", "abc"
+    )
     assert ut.source_of("causal-conv1d", {"ref": "v1.6.1"}).repo == ut.REPOS["causal-conv1d"]
     with pytest.raises(UpstreamError, match="records no upstream ref or commit"):
         ut.source_of("mamba-ssm", None)
 
 
 def test_junit_errors_are_not_passes():
-    xml = ('<testsuites><testsuite><testcase name="a"/><testcase name="b"><error message="boom">'
-           'x</error></testcase></testsuite></testsuites>')
+    xml = (
+        '<testsuites><testsuite><testcase name="a"/><testcase name="b"><error message="boom">'
+        "x</error></testcase></testsuite></testsuites>"
+    )
     run = ut.parse_junit(xml, "causal-conv1d", "tests/test_causal_conv1d.py", "v1.6.1", False)
     assert (run.passed, run.errors, run.ok) == (1, 1, False)
     assert run.failures == ["b: boom"]
@@ -116,4 +128,5 @@ def test_a_build_machines_local_mirror_falls_back_to_the_public_repo(tmp_path):
     assert ut._reachable("mamba-ssm", gone) == ut.REPOS["mamba-ssm"]
     assert ut._reachable("mamba-ssm", str(tmp_path)) == str(tmp_path)
     assert ut._reachable("causal-conv1d", "git@github.com:me/fork.git") == (
-        "git@github.com:me/fork.git")
+        "git@github.com:me/fork.git"
+    )

@@ -71,13 +71,15 @@ def build_config(workspace: Workspace) -> Path:
     """Write the distutils config that puts setuptools' build folder in the workspace."""
     config = workspace.root / "build.cfg"
     # Forward slashes: distutils reads this with configparser, where backslashes are literal.
-    config.write_text(f"[build]\nbuild_base = {workspace.build_base.as_posix()}\n",
-                      encoding="utf-8")
+    config.write_text(
+        f"[build]\nbuild_base = {workspace.build_base.as_posix()}\n", encoding="utf-8"
+    )
     return config
 
 
-def compile_wheel(workspace: Workspace, env: Mapping[str, str],
-                  on_status: Callable[[NinjaStatus], None]) -> CompileResult:
+def compile_wheel(
+    workspace: Workspace, env: Mapping[str, str], on_status: Callable[[NinjaStatus], None]
+) -> CompileResult:
     """Build the wheel in workspace.src; CompileFailed with the first compiler error on failure."""
     guard_real_build(workspace.src, env)
     remove_tree(workspace.dist)  # a wheel left by an earlier run must not pass for this one
@@ -92,16 +94,19 @@ def compile_wheel(workspace: Workspace, env: Mapping[str, str],
     if done.returncode != 0:
         raise _failure(log, done.returncode)
     wheel = _the_wheel(workspace.dist, log)
-    return CompileResult(wheel, log, watcher.units, watcher.reused,
-                         round(time.monotonic() - start, 1))
+    return CompileResult(
+        wheel, log, watcher.units, watcher.reused, round(time.monotonic() - start, 1)
+    )
 
 
 def guard_real_build(source: Path, env: Mapping[str, str] | None = None) -> None:
     """Refuse to build a real upstream tree while a unit test forbids it (see tests/conftest.py)."""
     forbidden = (env or os.environ).get(FORBID_ENV) == "1" or os.environ.get(FORBID_ENV) == "1"
     if forbidden and not (source / FAKE_MARKER).is_file():
-        msg = (f"a unit test tried to start a real build of {source}: mark the test "
-               f"@pytest.mark.slow or build a fake upstream that has a {FAKE_MARKER} file")
+        msg = (
+            f"a unit test tried to start a real build of {source}: mark the test "
+            f"@pytest.mark.slow or build a fake upstream that has a {FAKE_MARKER} file"
+        )
         raise RuntimeError(msg)
 
 
@@ -131,10 +136,19 @@ class _Watcher:
 
 
 def _write_header(handle: TextIO, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
-    shown = (*(name for package in PACKAGES for name in package.force_vars), "MAX_JOBS",
-             "NVCC_THREADS", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "DISTUTILS_USE_SDK",
-             "DIST_EXTRA_CONFIG", "PYTORCH_NVCC", "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES",
-             "TORCH_NO_COMPILER_WRAPPER", "PYTHONPATH")
+    shown = (
+        *(name for package in PACKAGES for name in package.force_vars),
+        "MAX_JOBS",
+        "NVCC_THREADS",
+        "TORCH_CUDA_ARCH_LIST",
+        "CUDA_HOME",
+        "DISTUTILS_USE_SDK",
+        "DIST_EXTRA_CONFIG",
+        "PYTORCH_NVCC",
+        "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES",
+        "TORCH_NO_COMPILER_WRAPPER",
+        "PYTHONPATH",
+    )
     handle.write(f"# mambawin build: {' '.join(argv)}\n# cwd: {cwd}\n")
     for name in shown:
         if name in env:
@@ -146,21 +160,27 @@ def _failure(log: Path, returncode: int) -> CompileFailed:
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     diagnostic = first_error(lines)
     if diagnostic is None:
-        msg = (f"setup.py exited with code {returncode} without a recognisable compiler error; "
-               f"read the full log {log}")
+        msg = (
+            f"setup.py exited with code {returncode} without a recognisable compiler error; "
+            f"read the full log {log}"
+        )
     else:
         text = diagnostic.one_line()
         if len(text) > _MESSAGE_LIMIT:
             text = text[:_MESSAGE_LIMIT] + "..."
-        msg = (f"build failed: {text} (line {diagnostic.log_line} of {log}); fix that, or run "
-               "`mambawin doctor`, and build again: compiled objects are kept")
+        msg = (
+            f"build failed: {text} (line {diagnostic.log_line} of {log}); fix that, or run "
+            "`mambawin doctor`, and build again: compiled objects are kept"
+        )
     return CompileFailed(msg, diagnostic=diagnostic, log=log)
 
 
 def _the_wheel(dist: Path, log: Path) -> Path:
     wheels = sorted(dist.glob("*.whl"))
     if len(wheels) != 1:
-        msg = (f"setup.py succeeded but left {len(wheels)} wheels in {dist}, expected 1; "
-               f"read the log {log}")
+        msg = (
+            f"setup.py succeeded but left {len(wheels)} wheels in {dist}, expected 1; "
+            f"read the log {log}"
+        )
         raise BuildError(msg)
     return wheels[0]

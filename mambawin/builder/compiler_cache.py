@@ -56,9 +56,13 @@ class CacheStats:
 
     def to_json(self) -> dict[str, Any]:
         """The form stored in build.json and the wheel's provenance."""
-        return {"tool": self.tool, "hits": self.hits, "misses": self.misses,
-                "uncacheable": self.uncacheable,
-                "by_kind": {kind: {"hits": h, "misses": m} for kind, h, m in self.by_kind}}
+        return {
+            "tool": self.tool,
+            "hits": self.hits,
+            "misses": self.misses,
+            "uncacheable": self.uncacheable,
+            "by_kind": {kind: {"hits": h, "misses": m} for kind, h, m in self.by_kind},
+        }
 
 
 def launcher_env(cache: CompilerCache, nvcc: str, windows: bool) -> dict[str, str]:
@@ -114,8 +118,13 @@ def parse_sccache_stats(text: str) -> CacheStats | None:
     kinds = sorted(set(hits) | set(misses))
     by_kind = tuple((k, int(hits.get(k, 0)), int(misses.get(k, 0))) for k in kinds)
     steps = [row for row in by_kind if row[0] != _NVCC_WRAPPER]
-    return CacheStats(SCCACHE, sum(h for _, h, _ in steps), sum(m for _, _, m in steps),
-                      int(stats.get("non_cacheable_compilations", 0)), by_kind)
+    return CacheStats(
+        SCCACHE,
+        sum(h for _, h, _ in steps),
+        sum(m for _, _, m in steps),
+        int(stats.get("non_cacheable_compilations", 0)),
+        by_kind,
+    )
 
 
 def parse_ccache_stats(text: str) -> CacheStats | None:
@@ -128,8 +137,7 @@ def parse_ccache_stats(text: str) -> CacheStats | None:
     if not counts:
         return None
     hits = counts.get("direct_cache_hit", 0) + counts.get("preprocessed_cache_hit", 0)
-    return CacheStats(CCACHE, hits, counts.get("cache_miss", 0),
-                      counts.get("uncacheable_call", 0))
+    return CacheStats(CCACHE, hits, counts.get("cache_miss", 0), counts.get("uncacheable_call", 0))
 
 
 def with_cache_on_path(env: dict[str, str], cache: CompilerCache) -> dict[str, str]:

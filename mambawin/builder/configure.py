@@ -57,8 +57,9 @@ class SetupConfig:
     version: str
 
 
-def configure(source: Path, env: Mapping[str, str] | None = None,
-              package: Package | None = None) -> SetupConfig:
+def configure(
+    source: Path, env: Mapping[str, str] | None = None, package: Package | None = None
+) -> SetupConfig:
     """Run source/setup.py with setup() intercepted and return its CUDA extension's settings.
 
     Without package, the tree's own version file says which package it is.
@@ -66,12 +67,13 @@ def configure(source: Path, env: Mapping[str, str] | None = None,
     package = package or detect_package(Path(source)) or MAMBA
     argv = [sys.executable, "-c", RUNNER]
     try:
-        done = proc.run(argv, cwd=Path(source), env=configure_env(env, package),
-                        timeout=TIMEOUT_S)
+        done = proc.run(argv, cwd=Path(source), env=configure_env(env, package), timeout=TIMEOUT_S)
     except CommandError as exc:
         reason = proc.last_line(exc.tail) or exc
-        msg = (f"configure-only run of {Path(source) / 'setup.py'} failed: {reason}; "
-               "check that torch imports with CUDA and CUDA_HOME names the toolkit")
+        msg = (
+            f"configure-only run of {Path(source) / 'setup.py'} failed: {reason}; "
+            "check that torch imports with CUDA and CUDA_HOME names the toolkit"
+        )
         raise BuildError(msg) from None
     return parse_output(done.stdout, Path(source), package)
 
@@ -87,19 +89,26 @@ def configure_env(env: Mapping[str, str] | None, package: Package = MAMBA) -> di
 def parse_output(stdout: str, source: Path, package: Package = MAMBA) -> SetupConfig:
     """The SetupConfig from the runner's JSON line; BuildError if setup.py declared no extension."""
     line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith(MARKER)), None)
-    data: dict[str, Any] = json.loads(line[len(MARKER):]) if line else {}
+    data: dict[str, Any] = json.loads(line[len(MARKER) :]) if line else {}
     exts = data.get("ext_modules") or []
     if not exts:
-        msg = (f"{source / 'setup.py'} declared no CUDA extension: check "
-               f"{package.env_prefix}_SKIP_CUDA_BUILD is unset and that this is a {package.name} "
-               "source tree")
+        msg = (
+            f"{source / 'setup.py'} declared no CUDA extension: check "
+            f"{package.env_prefix}_SKIP_CUDA_BUILD is unset and that this is a {package.name} "
+            "source tree"
+        )
         raise BuildError(msg)
     ext = exts[0]
     args = ext["extra_compile_args"] if isinstance(ext["extra_compile_args"], dict) else {}
     nvcc = tuple(str(f) for f in args.get("nvcc", ()))
-    return SetupConfig(ext["name"], tuple(ext["sources"]), nvcc,
-                       tuple(str(f) for f in args.get("cxx", ())), gencode_pairs(nvcc),
-                       data["version"])
+    return SetupConfig(
+        ext["name"],
+        tuple(ext["sources"]),
+        nvcc,
+        tuple(str(f) for f in args.get("cxx", ())),
+        gencode_pairs(nvcc),
+        data["version"],
+    )
 
 
 def gencode_pairs(nvcc_flags: tuple[str, ...]) -> tuple[str, ...]:
@@ -111,4 +120,3 @@ def gencode_pairs(nvcc_flags: tuple[str, ...]) -> tuple[str, ...]:
         elif flag.startswith("-gencode="):
             pairs.append(flag.split("=", 1)[1])
     return tuple(pairs)
-

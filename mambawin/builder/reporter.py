@@ -31,4 +31,3 @@ class QuietReporter:
 
     def progress(self, status: NinjaStatus) -> None:
         return None
-

@@ -86,8 +86,9 @@ def first_error(lines: Iterable[str]) -> Diagnostic | None:
     return _stl_error(normalised) or _first_by_priority(normalised, _FALLBACKS)
 
 
-def _first_in_log_order(lines: Sequence[tuple[int, str]],
-                        patterns: Sequence[re.Pattern[str]]) -> Diagnostic | None:
+def _first_in_log_order(
+    lines: Sequence[tuple[int, str]], patterns: Sequence[re.Pattern[str]]
+) -> Diagnostic | None:
     for index, (number, text) in enumerate(lines):
         if _is_not_a_diagnostic(text):
             continue
@@ -98,8 +99,9 @@ def _first_in_log_order(lines: Sequence[tuple[int, str]],
     return None
 
 
-def _first_by_priority(lines: Sequence[tuple[int, str]],
-                       patterns: Sequence[re.Pattern[str]]) -> Diagnostic | None:
+def _first_by_priority(
+    lines: Sequence[tuple[int, str]], patterns: Sequence[re.Pattern[str]]
+) -> Diagnostic | None:
     for pattern in patterns:
         found = _first_in_log_order(lines, (pattern,))
         if found is not None:
@@ -108,7 +110,7 @@ def _first_by_priority(lines: Sequence[tuple[int, str]],
 
 
 def _context(lines: Sequence[tuple[int, str]], index: int) -> tuple[str, ...]:
-    return tuple(text for _, text in lines[index + 1:index + 4] if text)
+    return tuple(text for _, text in lines[index + 1 : index + 4] if text)
 
 
 def _diagnostic(match: re.Match[str], number: int, context: tuple[str, ...]) -> Diagnostic:
@@ -129,8 +131,7 @@ def _stl_error(lines: Sequence[tuple[int, str]]) -> Diagnostic | None:
     for number, text in lines:
         match = _STL.search(text)
         if match:
-            return Diagnostic(match["msg"].strip(), code=match["code"], log_line=number,
-                              fatal=True)
+            return Diagnostic(match["msg"].strip(), code=match["code"], log_line=number, fatal=True)
     return None
 
 

@@ -164,7 +164,6 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-
 # ---- the user's folders: --source in, --out out ---------------------------------------------
 
 _COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
@@ -199,12 +198,16 @@ def _links_inside(root: Path) -> list[tuple[Path, Path]]:
             try:
                 target = link.resolve(strict=True)
             except (OSError, RuntimeError):
-                msg = (f"--source: {link} is a symlink that does not resolve (missing or in a "
-                       "loop): fix or remove it, or copy the tree without it")
+                msg = (
+                    f"--source: {link} is a symlink that does not resolve (missing or in a "
+                    "loop): fix or remove it, or copy the tree without it"
+                )
                 raise UsageError(msg) from None
             if target != root and root not in target.parents:
-                msg = (f"--source: {link} points outside the tree, to {target}: copy that file "
-                       "into the tree or remove the link")
+                msg = (
+                    f"--source: {link} points outside the tree, to {target}: copy that file "
+                    "into the tree or remove the link"
+                )
                 raise UsageError(msg)
             found.append((link, target.relative_to(root)))
     return found
@@ -215,8 +218,13 @@ def _links_inside(root: Path) -> list[tuple[Path, Path]]:
 WHEEL_MB_PER_ARCH = 20
 
 
-def check_out(out: Path, archs: int, keep_complex: bool, *,
-              disk_usage: Callable[[Path], Any] = shutil.disk_usage) -> None:
+def check_out(
+    out: Path,
+    archs: int,
+    keep_complex: bool,
+    *,
+    disk_usage: Callable[[Path], Any] = shutil.disk_usage,
+) -> None:
     """--out can take the wheel, checked before any fetch or compile: a folder (or one that can
     be made), writable, with room for the expected wheel."""
     if out.exists() and not out.is_dir():
@@ -233,6 +241,8 @@ def check_out(out: Path, archs: int, keep_complex: bool, *,
     need = WHEEL_MB_PER_ARCH * max(archs, 1) * (2 if keep_complex else 1) * 2 * 1_000_000
     free = disk_usage(existing).free
     if free < need:
-        msg = (f"--out {out}: {free / 1e6:.0f} MB free on its drive, and the wheel needs about "
-               f"{need / 1e6:.0f} MB: free some space or choose another --out")
+        msg = (
+            f"--out {out}: {free / 1e6:.0f} MB free on its drive, and the wheel needs about "
+            f"{need / 1e6:.0f} MB: free some space or choose another --out"
+        )
         raise FileSystemError(msg)

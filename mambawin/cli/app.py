@@ -40,12 +40,18 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and debug logs.")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     _state["debug"] = debug
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,7 +80,7 @@ def _say_error(message: str) -> None:
 
 def _wants_json(args: list[str]) -> bool:
     """--json among the options (not after a `--` that ends them)."""
-    return "--json" in (args[:args.index("--")] if "--" in args else args)
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 def _click_exception() -> type[Exception]:
@@ -105,8 +111,9 @@ class _JsonCommand(TyperCommand):
             raise fail_json(message, code) from None
 
 
-def command(name: str | None = None, *, group: typer.Typer | None = None,
-            **kwargs: Any) -> Callable[[F], F]:
+def command(
+    name: str | None = None, *, group: typer.Typer | None = None, **kwargs: Any
+) -> Callable[[F], F]:
     """Register a command whose MambawinError becomes one red line and that error's exit code.
 
     group: a sub-command group (`mambawin ci github`) instead of the top level.
@@ -137,8 +144,9 @@ def command(name: str | None = None, *, group: typer.Typer | None = None,
     return register
 
 
-def print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], *,
-                to: Console | None = None) -> None:
+def print_table(
+    title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], *, to: Console | None = None
+) -> None:
     """A result table on stdout (so `mambawin patches | less` pages it), or on `to`."""
     table = Table(title=title, show_lines=len(columns) > 3)
     for column in columns:

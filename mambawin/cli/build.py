@@ -18,54 +18,110 @@ if TYPE_CHECKING:
 
 @command("build")
 def build_command(
-    ref: Annotated[str | None, typer.Option(
-        "--ref", help="Upstream tag, branch or commit.", show_default="the newest release")] = None,
-    repo: Annotated[str | None, typer.Option(
-        "--repo", help="Upstream URL or local path.",
-        show_default="the package's GitHub repo")] = None,
-    package: Annotated[str, typer.Option(
-        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
-    with_: Annotated[str | None, typer.Option(
-        "--with", help="Also build causal-conv1d[==REF] into --out.",
-        show_default="REF: the newest release that fits the mamba-ssm version")] = None,
-    with_repo: Annotated[str | None, typer.Option(
-        "--with-repo", help="URL or local path of causal-conv1d for --with.")] = None,
-    source: Annotated[Path | None, typer.Option(
-        "--source", help="Build this existing source folder (copied, never edited).")] = None,
-    arch: Annotated[str | None, typer.Option(
-        "--arch", help="CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.",
-        show_default="this GPU")] = None,
+    ref: Annotated[
+        str | None,
+        typer.Option(
+            "--ref", help="Upstream tag, branch or commit.", show_default="the newest release"
+        ),
+    ] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo", help="Upstream URL or local path.", show_default="the package's GitHub repo"
+        ),
+    ] = None,
+    package: Annotated[
+        str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")
+    ] = "mamba-ssm",
+    with_: Annotated[
+        str | None,
+        typer.Option(
+            "--with",
+            help="Also build causal-conv1d[==REF] into --out.",
+            show_default="REF: the newest release that fits the mamba-ssm version",
+        ),
+    ] = None,
+    with_repo: Annotated[
+        str | None,
+        typer.Option("--with-repo", help="URL or local path of causal-conv1d for --with."),
+    ] = None,
+    source: Annotated[
+        Path | None,
+        typer.Option("--source", help="Build this existing source folder (copied, never edited)."),
+    ] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch", help="CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.", show_default="this GPU"
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for the finished wheel.")] = Path(
-        "dist"),
-    jobs: Annotated[int | None, typer.Option(
-        "--jobs", min=1, help="Parallel compile jobs (MAX_JOBS).",
-        show_default="$MAX_JOBS, else doctor's")] = None,
-    nvcc_threads: Annotated[int | None, typer.Option(
-        "--nvcc-threads", min=1, help="nvcc --threads per job.",
-        show_default="#archs, max 4")] = None,
-    keep_complex: Annotated[bool, typer.Option(
-        "--keep-complex", help="Keep the complex-weight kernels (slower build).")] = False,
-    skip_patch: Annotated[list[str] | None, typer.Option(
-        "--skip-patch", help="Leave this patch id out (repeatable or comma-separated; "
-                             "recorded in the provenance).")] = None,
-    local_version: Annotated[str, typer.Option(
-        "--local-version", help="auto (e.g. +cu130torch2.10), none, or a label.")] = "auto",
-    plan_only: Annotated[bool, typer.Option(
-        "--plan", help="Show what would be built; compile nothing.")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Build even when a blocking doctor check fails.")] = False,
-    drop: Annotated[list[str] | None, typer.Option(
-        "--drop", help="Also drop this requirement from METADATA (repeatable or "
-        "comma-separated).")] = None,
-    keep: Annotated[list[str] | None, typer.Option(
-        "--keep", help="Keep this requirement as upstream has it (repeatable or "
-        "comma-separated).")] = None,
-    cache: Annotated[bool | None, typer.Option(
-        "--cache/--no-cache", help="sccache/ccache in front of nvcc.",
-        show_default="on when doctor finds one")] = None,
+        "dist"
+    ),
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            min=1,
+            help="Parallel compile jobs (MAX_JOBS).",
+            show_default="$MAX_JOBS, else doctor's",
+        ),
+    ] = None,
+    nvcc_threads: Annotated[
+        int | None,
+        typer.Option(
+            "--nvcc-threads", min=1, help="nvcc --threads per job.", show_default="#archs, max 4"
+        ),
+    ] = None,
+    keep_complex: Annotated[
+        bool, typer.Option("--keep-complex", help="Keep the complex-weight kernels (slower build).")
+    ] = False,
+    skip_patch: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--skip-patch",
+            help="Leave this patch id out (repeatable or comma-separated; "
+            "recorded in the provenance).",
+        ),
+    ] = None,
+    local_version: Annotated[
+        str, typer.Option("--local-version", help="auto (e.g. +cu130torch2.10), none, or a label.")
+    ] = "auto",
+    plan_only: Annotated[
+        bool, typer.Option("--plan", help="Show what would be built; compile nothing.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Build even when a blocking doctor check fails.")
+    ] = False,
+    drop: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--drop",
+            help="Also drop this requirement from METADATA (repeatable or comma-separated).",
+        ),
+    ] = None,
+    keep: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--keep",
+            help="Keep this requirement as upstream has it (repeatable or comma-separated).",
+        ),
+    ] = None,
+    cache: Annotated[
+        bool | None,
+        typer.Option(
+            "--cache/--no-cache",
+            help="sccache/ccache in front of nvcc.",
+            show_default="on when doctor finds one",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    spec: Annotated[Path | None, typer.Option(
-        "--spec", help="Build every cell of a team spec this machine can (see `matrix`).")] = None,
+    spec: Annotated[
+        Path | None,
+        typer.Option(
+            "--spec", help="Build every cell of a team spec this machine can (see `matrix`)."
+        ),
+    ] = None,
 ) -> None:
     """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
     from mambawin.archs import parse_archs
@@ -78,24 +134,44 @@ def build_command(
         from mambawin.cli.team import build_spec
 
         given = {"--ref": ref, "--repo": repo, "--source": source, "--arch": arch}
-        build_spec(spec, jobs=jobs, force=force, as_json=as_json, plan_only=plan_only,
-                   conflicts=[name for name, value in given.items() if value])
+        build_spec(
+            spec,
+            jobs=jobs,
+            force=force,
+            as_json=as_json,
+            plan_only=plan_only,
+            conflicts=[name for name, value in given.items() if value],
+        )
         return
 
     options = core.BuildOptions(
-        repo=repo, ref=ref, source=source,
-        archs=parse_archs(arch) if arch is not None else (), out=out, jobs=jobs,
-        nvcc_threads=nvcc_threads, keep_complex=keep_complex, local_version=local_version,
-        force=force, drop=split_values(drop), keep=split_values(keep),
-        package=get_package(package), cache=cache,
-        skip_patches=split_values(skip_patch))
+        repo=repo,
+        ref=ref,
+        source=source,
+        archs=parse_archs(arch) if arch is not None else (),
+        out=out,
+        jobs=jobs,
+        nvcc_threads=nvcc_threads,
+        keep_complex=keep_complex,
+        local_version=local_version,
+        force=force,
+        drop=split_values(drop),
+        keep=split_values(keep),
+        package=get_package(package),
+        cache=cache,
+        skip_patches=split_values(skip_patch),
+    )
     reporter = ConsoleReporter()
     run: Callable[[core.BuildOptions, Reporter], core.BuildPlan | core.BuildResult] = (
-        core.plan if plan_only else core.build)
+        core.plan if plan_only else core.build
+    )
     if with_ is None and with_repo is not None:
         raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
-    results = ([run(options, reporter)] if with_ is None else
-               pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run))
+    results = (
+        [run(options, reporter)]
+        if with_ is None
+        else pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run)
+    )
     if as_json:
         data = results[0].to_json() if with_ is None else pair.pair_json(results)
         print_json(data)
@@ -106,16 +182,27 @@ def build_command(
 
 @command("fetch")
 def fetch_command(
-    ref: Annotated[str | None, typer.Option(
-        "--ref", help="Tag, branch or commit.",
-        show_default="the newest vX.Y.Z[.postN] tag")] = None,
-    repo: Annotated[str | None, typer.Option(
-        "--repo", help="Upstream URL, file:// URL or local path.", show_default="GitHub's")] = None,
-    dest: Annotated[Path | None, typer.Option(
-        "--dest", help="Checkout folder.",
-        show_default="a short path in the mambawin cache")] = None,
-    package: Annotated[str, typer.Option(
-        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
+    ref: Annotated[
+        str | None,
+        typer.Option(
+            "--ref", help="Tag, branch or commit.", show_default="the newest vX.Y.Z[.postN] tag"
+        ),
+    ] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo", help="Upstream URL, file:// URL or local path.", show_default="GitHub's"
+        ),
+    ] = None,
+    dest: Annotated[
+        Path | None,
+        typer.Option(
+            "--dest", help="Checkout folder.", show_default="a short path in the mambawin cache"
+        ),
+    ] = None,
+    package: Annotated[
+        str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")
+    ] = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Check out upstream mamba-ssm or causal-conv1d from a cached mirror (offline if cached)."""

@@ -19,24 +19,36 @@ app.add_typer(ci_app, name="ci")
 
 @command("github", group=ci_app)
 def github_command(
-    spec: Annotated[Path, typer.Option(
-        "--spec", help="The team spec (TOML); `mambawin init` writes one.")] = Path(
-        "mambawin.toml"),
+    spec: Annotated[
+        Path, typer.Option("--spec", help="The team spec (TOML); `mambawin init` writes one.")
+    ] = Path("mambawin.toml"),
     out: Annotated[Path, typer.Option("--out", help="The workflow file to write.")] = Path(
-        ".github/workflows/mamba-wheels.yml"),
-    publish: Annotated[str, typer.Option(
-        "--publish", help="Where the index goes: pages, release or none.")] = "pages",
-    runner: Annotated[str, typer.Option(
-        "--runner", help="The Windows runner label of the build jobs.")] = "windows-2022",
-    mambawin_req: Annotated[str | None, typer.Option(
-        "--mambawin", help="pip requirement the jobs install.",
-        show_default="the git source this mambawin came from, else its released version",
-    )] = None,
-    check: Annotated[bool, typer.Option(
-        "--check/--no-check",
-        help="Ask pip (a dry run) that the --mambawin requirement resolves.")] = True,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Replace --out even when mambawin did not write it.")] = False,
+        ".github/workflows/mamba-wheels.yml"
+    ),
+    publish: Annotated[
+        str, typer.Option("--publish", help="Where the index goes: pages, release or none.")
+    ] = "pages",
+    runner: Annotated[
+        str, typer.Option("--runner", help="The Windows runner label of the build jobs.")
+    ] = "windows-2022",
+    mambawin_req: Annotated[
+        str | None,
+        typer.Option(
+            "--mambawin",
+            help="pip requirement the jobs install.",
+            show_default="the git source this mambawin came from, else its released version",
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="Ask pip (a dry run) that the --mambawin requirement resolves.",
+        ),
+    ] = True,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace --out even when mambawin did not write it.")
+    ] = False,
 ) -> None:
     """Write a workflow: one Windows job per cell, then an index published to Pages or a release."""
     from mambawin.team import github, install_source
@@ -44,10 +56,14 @@ def github_command(
     from mambawin.team.spec import load_spec
 
     loaded = load_spec(spec)
-    source = (install_source.Source(mambawin_req, "--mambawin") if mambawin_req
-              else install_source.default_source())
-    options = github.WorkflowOptions(spec_path=_repo_relative(spec), publish=publish,
-                                     runner=runner, mambawin=source.requirement)
+    source = (
+        install_source.Source(mambawin_req, "--mambawin")
+        if mambawin_req
+        else install_source.default_source()
+    )
+    options = github.WorkflowOptions(
+        spec_path=_repo_relative(spec), publish=publish, runner=runner, mambawin=source.requirement
+    )
     cells = expand(loaded)
     text = github.render(loaded, cells, options)
     warning = ""
@@ -63,9 +79,12 @@ def github_command(
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     matrices = len(github.build_job_ids(chosen))
     split = f" in {matrices} matrices of at most {github.MATRIX_LIMIT}" if matrices > 1 else ""
-    console.print(f"wrote {written}: {len(chosen)} build jobs{split}, installing "
-                  f"{source.requirement}; commit it and run it from the Actions tab",
-                  soft_wrap=True, markup=False)
+    console.print(
+        f"wrote {written}: {len(chosen)} build jobs{split}, installing "
+        f"{source.requirement}; commit it and run it from the Actions tab",
+        soft_wrap=True,
+        markup=False,
+    )
     typer.echo(str(written))
 
 

@@ -11,8 +11,12 @@ from mambawin.cli.app import command, fail_json, print_json
 
 @command("doctor")
 def doctor_command(
-    arch: Annotated[str | None, typer.Option(
-        "--arch", help="CUDA archs you will build for, e.g. '86;89' (checked by nvcc).")] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch", help="CUDA archs you will build for, e.g. '86;89' (checked by nvcc)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check torch, CUDA, the host compiler, build tools, GPU and disk; say how to fix each."""

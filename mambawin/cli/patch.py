@@ -19,24 +19,39 @@ PACKAGE_HELP = "mamba-ssm or causal-conv1d."
 
 @command("patch")
 def patch_command(
-    source: Annotated[Path, typer.Argument(
-        help="Root of a mamba-ssm or causal-conv1d checkout (`mambawin fetch`).")],
-    arch: Annotated[str | None, typer.Option(
-        "--arch", help="CUDA archs to bake into setup.py, e.g. '86;89' or '8.9+PTX'.")] = None,
-    nvcc_threads: Annotated[int | None, typer.Option(
-        "--nvcc-threads", min=1, help="Default of NVCC_THREADS in the patched setup.py.")] = None,
-    keep_complex: Annotated[bool, typer.Option(
-        "--keep-complex", help="Keep the complex-weight kernels.")] = False,
-    only: Annotated[list[str] | None, typer.Option(
-        "--only", help="Apply only this patch id (repeatable).")] = None,
-    skip: Annotated[list[str] | None, typer.Option(
-        "--skip", help="Do not apply this patch id (repeatable).")] = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the unified diff and write nothing.")] = False,
-    export: Annotated[Path | None, typer.Option(
-        "--export", help="Also write NNNN-<id>.patch files for `git apply` here.")] = None,
-    package: Annotated[str | None, typer.Option("--package", help=PACKAGE_HELP,
-                                                show_default="what SOURCE is")] = None,
+    source: Annotated[
+        Path,
+        typer.Argument(help="Root of a mamba-ssm or causal-conv1d checkout (`mambawin fetch`)."),
+    ],
+    arch: Annotated[
+        str | None,
+        typer.Option("--arch", help="CUDA archs to bake into setup.py, e.g. '86;89' or '8.9+PTX'."),
+    ] = None,
+    nvcc_threads: Annotated[
+        int | None,
+        typer.Option(
+            "--nvcc-threads", min=1, help="Default of NVCC_THREADS in the patched setup.py."
+        ),
+    ] = None,
+    keep_complex: Annotated[
+        bool, typer.Option("--keep-complex", help="Keep the complex-weight kernels.")
+    ] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Apply only this patch id (repeatable).")
+    ] = None,
+    skip: Annotated[
+        list[str] | None, typer.Option("--skip", help="Do not apply this patch id (repeatable).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the unified diff and write nothing.")
+    ] = False,
+    export: Annotated[
+        Path | None,
+        typer.Option("--export", help="Also write NNNN-<id>.patch files for `git apply` here."),
+    ] = None,
+    package: Annotated[
+        str | None, typer.Option("--package", help=PACKAGE_HELP, show_default="what SOURCE is")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Apply the versioned Windows patch set to SOURCE: all patches or none."""
@@ -50,8 +65,14 @@ def patch_command(
     options = PatchOptions(archs, nvcc_threads, keep_complex)
     if export is not None:
         check_export_dest(export)  # before anything is patched
-    report = apply_patches(source, options, only=split_values(only), skip=split_values(skip),
-                           dry_run=dry_run, package=get_package(package) if package else None)
+    report = apply_patches(
+        source,
+        options,
+        only=split_values(only),
+        skip=split_values(skip),
+        dry_run=dry_run,
+        package=get_package(package) if package else None,
+    )
     exported = export_patches(report, export) if export is not None else []
     for path in exported:
         console.print(f"exported {path}")
@@ -61,28 +82,40 @@ def patch_command(
     if dry_run:  # the diff is the result: `mambawin patch --dry-run SRC > windows.patch`
         typer.echo(report.diff, nl=False)
     # Under --dry-run the diff owns stdout, so the table is narration there.
-    print_table(_title(report, dry_run), ("patch", "status", "files / reason"), _rows(report),
-                to=console if dry_run else None)
+    print_table(
+        _title(report, dry_run),
+        ("patch", "status", "files / reason"),
+        _rows(report),
+        to=console if dry_run else None,
+    )
 
 
 def _title(report: PatchReport, dry_run: bool) -> str:
-    return (f"{report.package} {report.version} {(report.commit or 'not a git checkout')[:10]}"
-            + (" (dry run: nothing written)" if dry_run else ""))
+    return f"{report.package} {report.version} {(report.commit or 'not a git checkout')[:10]}" + (
+        " (dry run: nothing written)" if dry_run else ""
+    )
 
 
 def _rows(report: PatchReport) -> list[tuple[str, ...]]:
-    return [(r.id, _STATUS_STYLE[r.status].format(r.status), ", ".join(r.files) or r.reason)
-            for r in report.results]
+    return [
+        (r.id, _STATUS_STYLE[r.status].format(r.status), ", ".join(r.files) or r.reason)
+        for r in report.results
+    ]
 
 
-_STATUS_STYLE = {"applied": "[green]{}[/]", "already-applied": "[cyan]{}[/]",
-                 "skipped": "[yellow]{}[/]", "not-applicable": "[dim]{}[/]"}
+_STATUS_STYLE = {
+    "applied": "[green]{}[/]",
+    "already-applied": "[cyan]{}[/]",
+    "skipped": "[yellow]{}[/]",
+    "not-applicable": "[dim]{}[/]",
+}
 
 
 @command("patches")
 def patches_command(
-    package: Annotated[str, typer.Option(
-        "--package", help="mamba-ssm or causal-conv1d.")] = "mamba-ssm",
+    package: Annotated[
+        str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")
+    ] = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON.")] = False,
 ) -> None:
     """List the patch catalogue: what each patch fixes, for which upstream versions, and why."""
@@ -90,12 +123,23 @@ def patches_command(
     from mambawin.patch.registry import patches_for
 
     chosen = get_package(package)
-    rows = [{"id": p.id, "summary": p.summary, "prevents": p.prevents,
-             "versions": str(p.versions), "why": p.why, "files": list(p.files)}
-            for p in patches_for(chosen)]
+    rows = [
+        {
+            "id": p.id,
+            "summary": p.summary,
+            "prevents": p.prevents,
+            "versions": str(p.versions),
+            "why": p.why,
+            "files": list(p.files),
+        }
+        for p in patches_for(chosen)
+    ]
     if as_json:
         print_json(rows)
         return
     columns = ("id", "summary", "prevents", "versions", "why")
-    print_table(f"mambawin patch catalogue for {chosen.name} (apply order)", columns,
-                 [tuple(str(row[c]) for c in columns) for row in rows])
+    print_table(
+        f"mambawin patch catalogue for {chosen.name} (apply order)",
+        columns,
+        [tuple(str(row[c]) for c in columns) for row in rows],
+    )

@@ -11,14 +11,16 @@ import typer
 from mambawin.cli.app import command
 from mambawin.ui.console import console
 
-SpecOption = Annotated[Path, typer.Option(
-    "--spec", help="The team spec (TOML); `mambawin init` writes one.")]
+SpecOption = Annotated[
+    Path, typer.Option("--spec", help="The team spec (TOML); `mambawin init` writes one.")
+]
 
 
 @command("init")
 def init_command(
     out: Annotated[Path, typer.Option("--out", help="Where to write the example spec.")] = Path(
-        "mambawin.toml"),
+        "mambawin.toml"
+    ),
 ) -> None:
     """Write a commented example team spec (never replaces an existing file)."""
     from mambawin.team.example import write_example
@@ -31,9 +33,12 @@ def init_command(
 @command("matrix")
 def matrix_command(
     spec: SpecOption = Path("mambawin.toml"),
-    wheelhouse: Annotated[Path | None, typer.Option(
-        "--wheelhouse", help="Look for wheels here.",
-        show_default="the spec's wheelhouse")] = None,
+    wheelhouse: Annotated[
+        Path | None,
+        typer.Option(
+            "--wheelhouse", help="Look for wheels here.", show_default="the spec's wheelhouse"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the cells as JSON.")] = False,
 ) -> None:
     """Expand the spec into cells: the exact wheel each makes, what exists, what cannot be built."""
@@ -58,7 +63,8 @@ def index_command(
     wheelhouse: Annotated[Path, typer.Argument(help="Folder of wheels to add to the index.")],
     out: Annotated[Path, typer.Option("--out", help="The index folder (created or updated).")],
     title: Annotated[str, typer.Option("--title", help="Title of the index page.")] = (
-        "mambawin wheels"),
+        "mambawin wheels"
+    ),
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Write (or update) a static PEP 503 index of WHEELHOUSE in OUT, per CUDA variant."""
@@ -68,14 +74,23 @@ def index_command(
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
-    console.print(f"{len(result.added)} wheel(s) added, {len(result.wheels)} in the index; "
-                  f"variants: {', '.join(result.variants) or 'none'}")
+    console.print(
+        f"{len(result.added)} wheel(s) added, {len(result.wheels)} in the index; "
+        f"variants: {', '.join(result.variants) or 'none'}"
+    )
     for root in result.to_json()["simple"]:
         typer.echo(root)
 
 
-def build_spec(spec: Path, *, jobs: int | None, force: bool, as_json: bool,
-               conflicts: list[str], plan_only: bool = False) -> None:
+def build_spec(
+    spec: Path,
+    *,
+    jobs: int | None,
+    force: bool,
+    as_json: bool,
+    conflicts: list[str],
+    plan_only: bool = False,
+) -> None:
     """`mambawin build --spec F`: every cell this machine can build; exit 6 if any failed."""
     from mambawin.errors import BuildError, UsageError
     from mambawin.team.runner import FAILED, RunOptions, plan_spec, run_spec
@@ -83,8 +98,10 @@ def build_spec(spec: Path, *, jobs: int | None, force: bool, as_json: bool,
     from mambawin.ui.team import TeamReporter, render_plan, render_results
 
     if conflicts:
-        msg = (f"--spec builds what the spec names: drop {', '.join(conflicts)} (or edit the "
-               "spec), or build one wheel without --spec")
+        msg = (
+            f"--spec builds what the spec names: drop {', '.join(conflicts)} (or edit the "
+            "spec), or build one wheel without --spec"
+        )
         raise UsageError(msg)
     if plan_only:  # nothing is created, installed or compiled
         planned = plan_spec(load_spec(spec), RunOptions(jobs=jobs, force=force))
@@ -99,6 +116,8 @@ def build_spec(spec: Path, *, jobs: int | None, force: bool, as_json: bool,
         typer.echo(json.dumps([r.to_json() for r in results], indent=2))
     failed = [r for r in results if r.outcome == FAILED]
     if failed:
-        msg = (f"{len(failed)} of {len(results)} cells failed (first: {failed[0].cell.id}: "
-               f"{failed[0].detail}); logs: {failed[0].log or 'none'}")
+        msg = (
+            f"{len(failed)} of {len(results)} cells failed (first: {failed[0].cell.id}: "
+            f"{failed[0].detail}); logs: {failed[0].log or 'none'}"
+        )
         raise BuildError(msg)

@@ -13,21 +13,42 @@ from mambawin.ui.console import console, out
 
 @command("verify")
 def verify_command(
-    wheel: Annotated[Path | None, typer.Argument(
-        help="A wheel, or a folder of wheels (mamba_ssm and causal_conv1d), installed together "
-             "into a throwaway venv.")] = None,
-    installed: Annotated[bool, typer.Option(
-        "--installed", help="Verify the mamba-ssm / causal-conv1d installed here.")] = False,
+    wheel: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A wheel, or a folder of wheels (mamba_ssm and causal_conv1d), installed together "
+            "into a throwaway venv."
+        ),
+    ] = None,
+    installed: Annotated[
+        bool,
+        typer.Option("--installed", help="Verify the mamba-ssm / causal-conv1d installed here."),
+    ] = False,
     bench: Annotated[bool, typer.Option("--bench", help="Also benchmark the kernel.")] = False,
-    upstream_tests: Annotated[bool, typer.Option(
-        "--upstream-tests", help="Also run each package's own tests from its upstream commit "
-                                 "(needs pytest and einops in the environment).")] = False,
-    keyword: Annotated[str | None, typer.Option(
-        "-k", "--tests-filter", help="Only the upstream tests matching this pytest -k "
-                                     "expression.")] = None,
-    skip: Annotated[list[str] | None, typer.Option(
-        "--skip", help="Leave out a step (repeat or comma-separate): requirements, smoke, conv, "
-                       "calls, blocks.")] = None,
+    upstream_tests: Annotated[
+        bool,
+        typer.Option(
+            "--upstream-tests",
+            help="Also run each package's own tests from its upstream commit "
+            "(needs pytest and einops in the environment).",
+        ),
+    ] = False,
+    keyword: Annotated[
+        str | None,
+        typer.Option(
+            "-k",
+            "--tests-filter",
+            help="Only the upstream tests matching this pytest -k expression.",
+        ),
+    ] = None,
+    skip: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--skip",
+            help="Leave out a step (repeat or comma-separate): requirements, smoke, conv, "
+            "calls, blocks.",
+        ),
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -38,12 +59,17 @@ def verify_command(
     from mambawin.verify import pipeline as core
 
     options = core.VerifyOptions(
-        wheel=wheel, installed=installed, bench=bench, seed=seed,
-        upstream_tests=upstream_tests, test_keyword=keyword,
+        wheel=wheel,
+        installed=installed,
+        bench=bench,
+        seed=seed,
+        upstream_tests=upstream_tests,
+        test_keyword=keyword,
         skip=frozenset(split_values(skip)),
         smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
         conv_args=("--seqlens", "1,128,1025", "--widths", "4") if quick else (),
-        bench_args=("--quick",) if quick else ())
+        bench_args=("--quick",) if quick else (),
+    )
     report = core.verify(options, on_step=render_step)
     if as_json and not report.passed:
         raise fail_json(report.summary(), VerifyError.exit_code, **report.to_json())
@@ -58,8 +84,9 @@ def verify_command(
 @command("bench")
 def bench_command(
     wheel: Annotated[Path | None, typer.Argument(help="The wheel to benchmark.")] = None,
-    installed: Annotated[bool, typer.Option(
-        "--installed", help="Benchmark the mamba-ssm installed here.")] = False,
+    installed: Annotated[
+        bool, typer.Option("--installed", help="Benchmark the mamba-ssm installed here.")
+    ] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="One small shape only.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

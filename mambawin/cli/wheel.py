@@ -14,28 +14,50 @@ from mambawin.ui.console import console
 @command("metadata")
 def metadata_command(
     wheel: Annotated[Path, typer.Argument(help="The wheel to rewrite; it is never modified.")],
-    drop: Annotated[list[str] | None, typer.Option(
-        "--drop", help="Also drop this requirement (repeatable).")] = None,
-    keep: Annotated[list[str] | None, typer.Option(
-        "--keep", help="Keep this requirement as upstream has it (repeatable).")] = None,
-    local_version: Annotated[str | None, typer.Option(
-        "--local-version", help="Local version label, e.g. cu129torch2.8; none drops the label.",
-        show_default="the wheel's own")] = None,
+    drop: Annotated[
+        list[str] | None, typer.Option("--drop", help="Also drop this requirement (repeatable).")
+    ] = None,
+    keep: Annotated[
+        list[str] | None,
+        typer.Option("--keep", help="Keep this requirement as upstream has it (repeatable)."),
+    ] = None,
+    local_version: Annotated[
+        str | None,
+        typer.Option(
+            "--local-version",
+            help="Local version label, e.g. cu129torch2.8; none drops the label.",
+            show_default="the wheel's own",
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for the new wheel.")] = Path(
-        "wheelhouse"),
-    no_guard: Annotated[bool, typer.Option(
-        "--no-guard", help="Leave out (or remove) the torch/CUDA import guard.")] = False,
+        "wheelhouse"
+    ),
+    no_guard: Annotated[
+        bool, typer.Option("--no-guard", help="Leave out (or remove) the torch/CUDA import guard.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Copy WHEEL with requirements for its platform, a local version, provenance, a torch guard."""
     from mambawin.wheel import metadata
+
     plan = metadata.requirement_plan(wheel, drop=drop or (), keep=keep or ())
-    written = metadata.rewrite_wheel(wheel, out, drop=drop or (), keep=keep or (),
-                                     local_version=local_version, guard=not no_guard)
+    written = metadata.rewrite_wheel(
+        wheel,
+        out,
+        drop=drop or (),
+        keep=keep or (),
+        local_version=local_version,
+        guard=not no_guard,
+    )
     if as_json:
-        print_json({"wheel": str(written), "changes": [c.to_json() for c in plan.every],
-                    "dropped": [c.before for c in plan.changes if c.after is None],
-                    "provenance": metadata.read_provenance(written)})
+        print_json(
+            {
+                "wheel": str(written),
+                "changes": [c.to_json() for c in plan.every],
+                "dropped": [c.before for c in plan.changes if c.after is None],
+                "provenance": metadata.read_provenance(written),
+            }
+        )
         return
     for change in plan.every:
         before, after = change.before or "(none)", change.after or "(dropped)"

@@ -40,8 +40,14 @@ from mambawin.toolchain.pytorch import (
 from mambawin.toolchain.winreg import RegistryReader, default_registry
 
 __all__ = [
-    "Check", "DoctorOptions", "DoctorReport", "Gpu", "Toolchain", "TorchFacts",
-    "run_checks", "summary",
+    "Check",
+    "DoctorOptions",
+    "DoctorReport",
+    "Gpu",
+    "Toolchain",
+    "TorchFacts",
+    "run_checks",
+    "summary",
 ]
 
 T = TypeVar("T")
@@ -113,11 +119,15 @@ class DoctorReport:
 
     def to_json(self) -> dict[str, Any]:
         """The stable `doctor --json` document."""
-        return {"ready": self.ready, "checks": [c.to_json() for c in self.checks],
-                "recommended": {"arch": [a.number + ("+PTX" if a.ptx else "")
-                                         for a in self.recommended_archs],
-                                "jobs": self.recommended_jobs},
-                "archs": [a.number + ("+PTX" if a.ptx else "") for a in self.archs]}
+        return {
+            "ready": self.ready,
+            "checks": [c.to_json() for c in self.checks],
+            "recommended": {
+                "arch": [a.number + ("+PTX" if a.ptx else "") for a in self.recommended_archs],
+                "jobs": self.recommended_jobs,
+            },
+            "archs": [a.number + ("+PTX" if a.ptx else "") for a in self.archs],
+        }
 
 
 @dataclass(frozen=True)
@@ -130,13 +140,26 @@ class _Facts:
     system: SystemFacts
 
 
-def run_checks(archs: Iterable[Arch] = (), build_dir: Path | None = None, *,
-               platform: str = sys.platform, registry: RegistryReader | None = None,
-               env: Mapping[str, str] | None = None, torch_facts: TorchFactsProvider | None = None,
-               system: SystemInfo | None = None, timeout: float = TOOL_TIMEOUT) -> DoctorReport:
+def run_checks(
+    archs: Iterable[Arch] = (),
+    build_dir: Path | None = None,
+    *,
+    platform: str = sys.platform,
+    registry: RegistryReader | None = None,
+    env: Mapping[str, str] | None = None,
+    torch_facts: TorchFactsProvider | None = None,
+    system: SystemInfo | None = None,
+    timeout: float = TOOL_TIMEOUT,
+) -> DoctorReport:
     """Run every probe (tools in parallel, each with a timeout) and judge the results."""
-    ctx = ProbeContext(platform, dict(os.environ if env is None else env),
-                       registry or default_registry(platform), tuple(archs), build_dir, timeout)
+    ctx = ProbeContext(
+        platform,
+        dict(os.environ if env is None else env),
+        registry or default_registry(platform),
+        tuple(archs),
+        build_dir,
+        timeout,
+    )
     facts = _gather(ctx, torch_facts or read_torch_facts, system or LocalSystem())
     checks = _judge(ctx, facts)
     recommended = recommend(facts.gpus.gpus, facts.cuda)
@@ -144,8 +167,14 @@ def run_checks(archs: Iterable[Arch] = (), build_dir: Path | None = None, *,
     jobs = recommended_jobs(facts.system.memory, facts.system.cpus, count)
     checks += system_checks(facts.system, jobs, count, ctx.windows)
     checks += gpu_checks(facts.gpus, ctx.archs, facts.cuda, recommended)
-    return DoctorReport(tuple(checks), not any(c.stops_build for c in checks), recommended, jobs,
-                        _toolchain(facts, ctx.platform), ctx.archs)
+    return DoctorReport(
+        tuple(checks),
+        not any(c.stops_build for c in checks),
+        recommended,
+        jobs,
+        _toolchain(facts, ctx.platform),
+        ctx.archs,
+    )
 
 
 def _gather(ctx: ProbeContext, torch_facts: TorchFactsProvider, system: SystemInfo) -> _Facts:
@@ -154,14 +183,29 @@ def _gather(ctx: ProbeContext, torch_facts: TorchFactsProvider, system: SystemIn
         torch = pool.submit(_safe("torch", torch_facts, lambda e: TorchFacts(error=e)))
         cuda = pool.submit(_safe("cuda", lambda: gather_cuda(ctx), lambda e: CudaFacts(error=e)))
         tools = pool.submit(_safe("tools", lambda: gather_tools(ctx), lambda e: ToolFacts(error=e)))
-        sysf = pool.submit(_safe("system", lambda: gather_system(ctx, system),
-                                 lambda e: SystemFacts(ctx.build_dir or Path("."), error=e)))
-        host = pool.submit(_after(cuda, lambda c: gather_host(ctx, c), "host compiler",
-                                  lambda e: HostFacts(error=e)))
-        gpus = pool.submit(_after(torch, lambda t: gather_gpus(ctx, t), "gpu",
-                                  lambda e: GpuFacts(error=e)))
-        return _Facts(torch.result(), cuda.result(), host.result(), gpus.result(), tools.result(),
-                      sysf.result())
+        sysf = pool.submit(
+            _safe(
+                "system",
+                lambda: gather_system(ctx, system),
+                lambda e: SystemFacts(ctx.build_dir or Path("."), error=e),
+            )
+        )
+        host = pool.submit(
+            _after(
+                cuda, lambda c: gather_host(ctx, c), "host compiler", lambda e: HostFacts(error=e)
+            )
+        )
+        gpus = pool.submit(
+            _after(torch, lambda t: gather_gpus(ctx, t), "gpu", lambda e: GpuFacts(error=e))
+        )
+        return _Facts(
+            torch.result(),
+            cuda.result(),
+            host.result(),
+            gpus.result(),
+            tools.result(),
+            sysf.result(),
+        )
 
 
 def _safe(name: str, fn: Callable[[], T], fallback: Callable[[str], T]) -> Callable[[], T]:
@@ -169,15 +213,19 @@ def _safe(name: str, fn: Callable[[], T], fallback: Callable[[str], T]) -> Calla
     return never_raises(name, lambda n, exc: fallback(crashed(n, exc)[0].hint))(fn)
 
 
-def _after(first: Future[Any], then: Callable[[Any], T], name: str,
-           fallback: Callable[[str], T]) -> Callable[[], T]:
+def _after(
+    first: Future[Any], then: Callable[[Any], T], name: str, fallback: Callable[[str], T]
+) -> Callable[[], T]:
     return _safe(name, lambda: then(first.result()), fallback)
 
 
 def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
     torch_cuda = facts.torch.cuda
-    checks = [*python_checks(), *torch_checks(facts.torch, facts.cuda.version),
-              *cuda_checks(facts.cuda, torch_cuda)]
+    checks = [
+        *python_checks(),
+        *torch_checks(facts.torch, facts.cuda.version),
+        *cuda_checks(facts.cuda, torch_cuda),
+    ]
     if facts.cuda.version is not None:
         checks.append(arch_check(facts.cuda, ctx.archs))
     checks += _host(ctx, facts)
@@ -196,14 +244,19 @@ def _toolchain(facts: _Facts, platform: str) -> Toolchain:
     torch, cuda, host = facts.torch, facts.cuda, facts.host
     return Toolchain(
         python_version=".".join(str(v) for v in sys.version_info[:3]),
-        torch_version=torch.version or None, torch_cuda=torch.cuda,
+        torch_version=torch.version or None,
+        torch_cuda=torch.cuda,
         torch_cxx_std=f"c++{torch.cxx_std}" if torch.cxx_std else None,
-        nvcc=cuda.nvcc, cuda_version=cuda.version.public if cuda.version else None,
-        cuda_home=cuda.home, host_compiler=host.name or None,
+        nvcc=cuda.nvcc,
+        cuda_version=cuda.version.public if cuda.version else None,
+        cuda_home=cuda.home,
+        host_compiler=host.name or None,
         host_compiler_version=host.version or None,
         msvc_toolset=host.chosen.toolset.version if host.chosen else None,
-        ninja=facts.tools.ninja.path, platform=platform,
-        compiler_cache=facts.tools.cache.path)
+        ninja=facts.tools.ninja.path,
+        platform=platform,
+        compiler_cache=facts.tools.cache.path,
+    )
 
 
 def summary(report: DoctorReport) -> str:

@@ -31,16 +31,20 @@ def check_url(url: str) -> None:
     git would read as an option (`--upload-pack=...` runs a command)."""
     check_not_option(url, "--repo")
     if _REMOTE_HELPER.match(url):
-        msg = (f"repository {url!r} uses git's remote-helper syntax (transport::address), which "
-               "can run arbitrary commands: pass an https://, ssh://, file:// URL or a local path")
+        msg = (
+            f"repository {url!r} uses git's remote-helper syntax (transport::address), which "
+            "can run arbitrary commands: pass an https://, ssh://, file:// URL or a local path"
+        )
         raise UsageError(msg)
 
 
 def check_not_option(value: str, flag: str) -> None:
     """UsageError for a value starting with '-', before git can take it as an option."""
     if value.startswith("-"):
-        msg = (f"{flag} {value!r} starts with '-', which git would read as an option: pass a "
-               "URL, a path (./-name for a folder whose name starts with '-') or a ref name")
+        msg = (
+            f"{flag} {value!r} starts with '-', which git would read as an option: pass a "
+            "URL, a path (./-name for a folder whose name starts with '-') or a ref name"
+        )
         raise UsageError(msg)
 
 
@@ -52,9 +56,15 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def run(args: Sequence[str | Path], *, what: str, cwd: Path | None = None,
-        network: bool = False, hint: str = NETWORK_HINT,
-        encoding: str | None = None) -> proc.Completed:
+def run(
+    args: Sequence[str | Path],
+    *,
+    what: str,
+    cwd: Path | None = None,
+    network: bool = False,
+    hint: str = NETWORK_HINT,
+    encoding: str | None = None,
+) -> proc.Completed:
     """Run `git args`; UpstreamError '<what>: <git's reason>; <hint>' when it fails."""
     timeout = NETWORK_TIMEOUT if network else LOCAL_TIMEOUT
     argv = ["git", *(_NETWORK_CONFIG if network else ()), *args]

@@ -55,13 +55,24 @@ class Checkout:
 
     def to_json(self) -> dict[str, Any]:
         """The --json shape of `mambawin fetch`."""
-        return {"package": self.package, "path": str(self.path), "repo": self.repo,
-                "ref": self.ref, "commit": self.commit, "version": self.version, "tag": self.tag,
-                "warnings": list(self.warnings)}
+        return {
+            "package": self.package,
+            "path": str(self.path),
+            "repo": self.repo,
+            "ref": self.ref,
+            "commit": self.commit,
+            "version": self.version,
+            "tag": self.tag,
+            "warnings": list(self.warnings),
+        }
 
 
-def checkout(repo: str = DEFAULT_REPO, ref: str | None = None,
-             dest: Path | None = None, package: Package = MAMBA) -> Checkout:
+def checkout(
+    repo: str = DEFAULT_REPO,
+    ref: str | None = None,
+    dest: Path | None = None,
+    package: Package = MAMBA,
+) -> Checkout:
     """Check out repo at ref (default: newest release) into dest (default: a short cache path)."""
     _check_dest(dest)
     if ref is not None:
@@ -76,8 +87,9 @@ def checkout(repo: str = DEFAULT_REPO, ref: str | None = None,
     target = dest if dest is not None else cache_dir() / "src" / commit[:10]
     if not _reusable(target, commit):
         _checkout_into(mirror, url, commit, target)
-    found = _describe_checkout(target, url, ref, commit, _tags_at(["--git-dir", mirror], commit),
-                               package)
+    found = _describe_checkout(
+        target, url, ref, commit, _tags_at(["--git-dir", mirror], commit), package
+    )
     return replace(found, warnings=(*warnings, *found.warnings))
 
 
@@ -111,8 +123,7 @@ def describe(path: Path, package: Package | None = None) -> Checkout:
     if commit is None:  # a plain copy, or a git repository without a commit
         return Checkout(path, str(path), None, None, file_version, None, package=package.name)
     origin = git.query(["-C", path, "config", "--get", "remote.origin.url"]) or str(path)
-    return _describe_checkout(path, origin, None, commit, _tags_at(["-C", path], commit),
-                              package)
+    return _describe_checkout(path, origin, None, commit, _tags_at(["-C", path], commit), package)
 
 
 def detect_package(path: Path) -> Package | None:
@@ -129,8 +140,10 @@ def read_file_version(path: Path, package: Package = MAMBA) -> str:
     try:
         text = init.read_text(encoding="utf-8") if init.is_file() else ""
     except UnicodeDecodeError:
-        msg = (f"{path}/{package.version_file} is not UTF-8 text: restore upstream's file or "
-               "re-fetch the checkout")
+        msg = (
+            f"{path}/{package.version_file} is not UTF-8 text: restore upstream's file or "
+            "re-fetch the checkout"
+        )
         raise UpstreamError(msg) from None
     if not (Path(path) / "setup.py").is_file():
         text = ""
@@ -141,15 +154,19 @@ def parse_file_version(text: str, where: str, package: Package = MAMBA) -> str:
     """The normalised `__version__` in text (the version file of package found at where)."""
     match = _VERSION_LINE.search(text)
     if match is None:
-        msg = (f"{where} is not a {package.name} source tree (no setup.py or no __version__ in "
-               f"{package.version_file}): pass the root of a {package.default_repo} checkout "
-               "(--package picks mamba-ssm or causal-conv1d), or run `mambawin fetch`")
+        msg = (
+            f"{where} is not a {package.name} source tree (no setup.py or no __version__ in "
+            f"{package.version_file}): pass the root of a {package.default_repo} checkout "
+            "(--package picks mamba-ssm or causal-conv1d), or run `mambawin fetch`"
+        )
         raise UpstreamError(msg)
     try:
         return str(Version(match[1]))
     except InvalidVersion:
-        msg = (f"{where}/{package.version_file} has an unreadable __version__ {match[1]!r}: "
-               "fix the file or re-fetch")
+        msg = (
+            f"{where}/{package.version_file} has an unreadable __version__ {match[1]!r}: "
+            "fix the file or re-fetch"
+        )
         raise UpstreamError(msg) from None
 
 
@@ -168,15 +185,18 @@ def newest_release(tags: Iterable[str], repo: str = DEFAULT_REPO) -> str:
     return max(releases)[1]
 
 
-def choose_version(file_version: str, tag: str | None,
-                   package: Package = MAMBA) -> tuple[str, tuple[str, ...]]:
+def choose_version(
+    file_version: str, tag: str | None, package: Package = MAMBA
+) -> tuple[str, tuple[str, ...]]:
     """Trust a release tag over the file when they differ, and say so in a warning."""
     tag_version = release_version(tag) if tag else None
     if tag_version is None or str(tag_version) == file_version:
         return file_version, ()
-    warning = (f"{package.version_file} says {file_version} but the release tag is {tag}: using "
-               f"{tag_version} "
-               "(upstream did not bump __version__; the wheel's own version comes from the file)")
+    warning = (
+        f"{package.version_file} says {file_version} but the release tag is {tag}: using "
+        f"{tag_version} "
+        "(upstream did not bump __version__; the wheel's own version comes from the file)"
+    )
     return str(tag_version), (warning,)
 
 
@@ -192,9 +212,11 @@ def normalize_repo(repo: str) -> str:
     resolved = str(path.resolve())
     # A folder cached before (mirrored while it was a clone) still checks out offline.
     if path.is_dir() and not _is_git_repository(path) and not mirror_path(resolved).is_dir():
-        msg = (f"{path} is a folder but not a git repository (no .git, not a bare repository): "
-               "pass a clone (`git clone URL PATH`) or its URL as --repo, or build the folder "
-               "as it is with --source PATH")
+        msg = (
+            f"{path} is a folder but not a git repository (no .git, not a bare repository): "
+            "pass a clone (`git clone URL PATH`) or its URL as --repo, or build the folder "
+            "as it is with --source PATH"
+        )
         raise UsageError(msg)
     return resolved
 
@@ -222,8 +244,14 @@ def ensure_mirror(url: str, ref: str | None) -> tuple[Path, tuple[str, ...]]:
         # A mirror mambawin made and an interrupted clone or a full disk broke: make it again.
         remove_tree(path)
     if not path.is_dir():
-        _atomic_dir(path, lambda tmp: git.run(["clone", "--mirror", "--quiet", "--", url, tmp],
-                                               what=f"cannot clone {url}", network=True))
+        _atomic_dir(
+            path,
+            lambda tmp: git.run(
+                ["clone", "--mirror", "--quiet", "--", url, tmp],
+                what=f"cannot clone {url}",
+                network=True,
+            ),
+        )
         return path, ()
     if ref is None or (_resolve(path, ref) is not None and not _is_branch(path, ref)):
         return path, ()
@@ -234,13 +262,18 @@ def _refresh(mirror: Path, url: str, ref: str) -> tuple[str, ...]:
     """Fetch the mirror; a cached branch is used as it is (with a warning) when that fails."""
     try:
         # A mirror's refspec is +refs/*:refs/*, so this updates every branch and tag.
-        git.run(["--git-dir", mirror, "fetch", "--prune", "--quiet", "origin"],
-                what=f"cannot fetch {url} to look for {ref!r}", network=True)
+        git.run(
+            ["--git-dir", mirror, "fetch", "--prune", "--quiet", "origin"],
+            what=f"cannot fetch {url} to look for {ref!r}",
+            network=True,
+        )
     except UpstreamError as exc:
         if _resolve(mirror, ref) is None:
             raise
-        return (f"could not refresh branch {ref!r} ({exc}); using the cached copy, which may be "
-                "behind upstream",)
+        return (
+            f"could not refresh branch {ref!r} ({exc}); using the cached copy, which may be "
+            "behind upstream",
+        )
     return ()
 
 
@@ -255,8 +288,9 @@ def _is_branch(mirror: Path, ref: str) -> bool:
     return git.query(["--git-dir", mirror, "show-ref", "--verify", f"refs/heads/{ref}"]) is not None
 
 
-def _describe_checkout(path: Path, repo: str, ref: str | None, commit: str,
-                       tags: list[str], package: Package = MAMBA) -> Checkout:
+def _describe_checkout(
+    path: Path, repo: str, ref: str | None, commit: str, tags: list[str], package: Package = MAMBA
+) -> Checkout:
     file_version = read_file_version(path, package)
     tag = _pick_tag(ref, tags, file_version)
     version, warnings = choose_version(file_version, tag, package)
@@ -266,8 +300,10 @@ def _describe_checkout(path: Path, repo: str, ref: str | None, commit: str,
 def _resolve_or_fail(mirror: Path, url: str, ref: str) -> str:
     commit = _resolve(mirror, ref)
     if commit is None:
-        msg = (f"ref {ref!r} not found in {url}: check the spelling (`git ls-remote --tags {url}` "
-               "lists tags) or omit --ref for the newest release")
+        msg = (
+            f"ref {ref!r} not found in {url}: check the spelling (`git ls-remote --tags {url}` "
+            "lists tags) or omit --ref for the newest release"
+        )
         raise UpstreamError(msg)
     return commit
 
@@ -290,8 +326,10 @@ def _check_dest(dest: Path | None) -> None:
 
 def _checkout_into(mirror_dir: Path, url: str, commit: str, target: Path) -> None:
     if target.exists() and any(target.iterdir()):
-        msg = (f"{target} already exists and is not a checkout of {commit[:10]}: "
-               "remove it or choose another --dest")
+        msg = (
+            f"{target} already exists and is not a checkout of {commit[:10]}: "
+            "remove it or choose another --dest"
+        )
         raise UpstreamError(msg)
     if target.exists():
         target.rmdir()
@@ -300,8 +338,11 @@ def _checkout_into(mirror_dir: Path, url: str, commit: str, target: Path) -> Non
 
     def clone(tmp: Path) -> None:
         config = [arg for key, value in _CHECKOUT_CONFIG for arg in ("-c", f"{key}={value}")]
-        git.run(["clone", "--no-checkout", "--quiet", *config, "--", mirror_dir, tmp], what=what,
-                hint=hint)
+        git.run(
+            ["clone", "--no-checkout", "--quiet", *config, "--", mirror_dir, tmp],
+            what=what,
+            hint=hint,
+        )
         git.run(["-C", tmp, "checkout", "--detach", "--quiet", commit], what=what, hint=hint)
         # describe() then names upstream, not the cache.
         git.run(["-C", tmp, "remote", "set-url", "origin", url], what=what, hint=hint)
@@ -333,8 +374,10 @@ def _reusable(target: Path, commit: str) -> bool:
 
 def _resolve(mirror: Path, ref: str) -> str | None:
     """The commit ref names in the mirror, or None."""
-    return git.query(["--git-dir", mirror, "rev-parse", "--verify", "--quiet",
-                      f"{ref}^{{commit}}"]) or None
+    return (
+        git.query(["--git-dir", mirror, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"])
+        or None
+    )
 
 
 def _tag_names(mirror: Path) -> list[str]:
@@ -364,8 +407,11 @@ def committed_files(path: Path, rels: Iterable[str]) -> dict[str, bytes | None]:
             found[rel] = None
             continue
         # latin-1 maps every byte to one character and back, so the bytes survive proc's text.
-        done = git.run(["-C", path, "cat-file", "blob", f"HEAD:{rel}"], encoding="latin-1",
-                       what=f"cannot read {rel} as committed in {path}",
-                       hint="check the checkout with `git status`")
+        done = git.run(
+            ["-C", path, "cat-file", "blob", f"HEAD:{rel}"],
+            encoding="latin-1",
+            what=f"cannot read {rel} as committed in {path}",
+            hint="check the checkout with `git status`",
+        )
         found[rel] = done.stdout.encode("latin-1")
     return found

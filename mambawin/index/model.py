@@ -28,13 +28,19 @@ class IndexedWheel:
     verify: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "project": self.project, "version": self.version,
-                "tags": list(self.tags), "sha256": self.sha256, "size": self.size,
-                "requires_python": self.requires_python, "variant": self.variant,
-                "metadata_sha256": self.metadata_sha256,
-                "provenance": dict(self.provenance) if self.provenance else None,
-                "verify": dict(self.verify) if self.verify else None}
-
+        return {
+            "file": self.file,
+            "project": self.project,
+            "version": self.version,
+            "tags": list(self.tags),
+            "sha256": self.sha256,
+            "size": self.size,
+            "requires_python": self.requires_python,
+            "variant": self.variant,
+            "metadata_sha256": self.metadata_sha256,
+            "provenance": dict(self.provenance) if self.provenance else None,
+            "verify": dict(self.verify) if self.verify else None,
+        }
 
 
 def sha256_file(path: Path) -> str:

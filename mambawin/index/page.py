@@ -14,34 +14,51 @@ from typing import Any
 from mambawin.index.model import IndexedWheel
 
 API = "1.0"  # PEP 629/691 repository version
-_HEAD = ('<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
-         f'<meta name="pypi:repository-version" content="{API}">\n<title>{{title}}</title>\n'
-         '</head>\n<body>\n')
+_HEAD = (
+    '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
+    f'<meta name="pypi:repository-version" content="{API}">\n<title>{{title}}</title>\n'
+    "</head>\n<body>\n"
+)
 _TAIL = "</body>\n</html>\n"
 
 
 def project_html(project: str, wheels: Sequence[IndexedWheel], files_url: str) -> str:
     """PEP 503 project page: one anchor per file, `#sha256=` and data-requires-python."""
-    lines = [_HEAD.format(title=f"Links for {escape(project)}"),
-             f"<h1>Links for {escape(project)}</h1>\n"]
+    lines = [
+        _HEAD.format(title=f"Links for {escape(project)}"),
+        f"<h1>Links for {escape(project)}</h1>\n",
+    ]
     for wheel in sorted(wheels, key=lambda w: w.file):
         href = escape(f"{files_url}{wheel.file}#sha256={wheel.sha256}", quote=True)
-        requires = (f' data-requires-python="{escape(wheel.requires_python, quote=True)}"'
-                    if wheel.requires_python else "")
+        requires = (
+            f' data-requires-python="{escape(wheel.requires_python, quote=True)}"'
+            if wheel.requires_python
+            else ""
+        )
         # PEP 714 names it data-core-metadata; pip < 23.3 reads only the PEP 658 spelling.
-        metadata = (f' data-core-metadata="sha256={wheel.metadata_sha256}"'
-                    f' data-dist-info-metadata="sha256={wheel.metadata_sha256}"'
-                    if wheel.metadata_sha256 else "")
+        metadata = (
+            f' data-core-metadata="sha256={wheel.metadata_sha256}"'
+            f' data-dist-info-metadata="sha256={wheel.metadata_sha256}"'
+            if wheel.metadata_sha256
+            else ""
+        )
         lines.append(f'<a href="{href}"{requires}{metadata}>{escape(wheel.file)}</a><br>\n')
     return "".join(lines) + _TAIL
 
 
 def project_json(project: str, wheels: Sequence[IndexedWheel], files_url: str) -> str:
     """PEP 691 project JSON (static servers cannot negotiate; tools may fetch it by name)."""
-    files = [{"filename": w.file, "url": files_url + w.file, "hashes": {"sha256": w.sha256},
-              "requires-python": w.requires_python, "size": w.size,
-              "core-metadata": {"sha256": w.metadata_sha256} if w.metadata_sha256 else False}
-             for w in sorted(wheels, key=lambda w: w.file)]
+    files = [
+        {
+            "filename": w.file,
+            "url": files_url + w.file,
+            "hashes": {"sha256": w.sha256},
+            "requires-python": w.requires_python,
+            "size": w.size,
+            "core-metadata": {"sha256": w.metadata_sha256} if w.metadata_sha256 else False,
+        }
+        for w in sorted(wheels, key=lambda w: w.file)
+    ]
     versions = sorted({w.version for w in wheels})
     data = {"meta": {"api-version": API}, "name": project, "versions": versions, "files": files}
     return json.dumps(data, indent=2) + "\n"
@@ -61,20 +78,26 @@ def root_json(projects: Iterable[str]) -> str:
 
 # ---- the page for people -----------------------------------------------------------------------
 
-_STYLE = ("body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
-          "td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top;font-size:90%}"
-          "code{font-size:95%}.ok{color:#070}.fail{color:#a00}")
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top;font-size:90%}"
+    "code{font-size:95%}.ok{color:#070}.fail{color:#a00}"
+)
 
 
 def render_page(title: str, wheels: Sequence[IndexedWheel], variants: Sequence[str]) -> str:
     """index.html: how to install from this index, then every wheel with its provenance."""
-    head = (f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
-            f"<title>{escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
-            f"<h1>{escape(title)}</h1>\n")
+    head = (
+        f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+        f"<h1>{escape(title)}</h1>\n"
+    )
     rows = "".join(_row(w) for w in sorted(wheels, key=lambda w: (w.project, w.file)))
-    table = ("<table>\n<tr><th>wheel</th><th>Python / platform</th><th>torch</th><th>CUDA</th>"
-             "<th>archs</th><th>upstream</th><th>patches</th><th>built</th><th>verify</th></tr>\n"
-             f"{rows}</table>\n")
+    table = (
+        "<table>\n<tr><th>wheel</th><th>Python / platform</th><th>torch</th><th>CUDA</th>"
+        "<th>archs</th><th>upstream</th><th>patches</th><th>built</th><th>verify</th></tr>\n"
+        f"{rows}</table>\n"
+    )
     return head + _install(variants) + table + _TAIL
 
 
@@ -83,8 +106,10 @@ def _install(variants: Sequence[str]) -> str:
     lines = ["<p>Install with pip from the index of your torch's CUDA variant, e.g.</p>\n"]
     for variant in variants or ("",):
         path = f"{variant}/simple" if variant else "simple"
-        lines.append(f"<pre>pip install --index-url &lt;this URL&gt;/{escape(path)} "
-                     "--extra-index-url https://pypi.org/simple mamba-ssm</pre>\n")
+        lines.append(
+            f"<pre>pip install --index-url &lt;this URL&gt;/{escape(path)} "
+            "--extra-index-url https://pypi.org/simple mamba-ssm</pre>\n"
+        )
     return "".join(lines)
 
 
@@ -98,10 +123,13 @@ def _row(wheel: IndexedWheel) -> str:
         escape(str(prov.get("cuda_version") or wheel.variant or "—")),
         escape(", ".join(str(a) for a in prov.get("archs") or ()) or "—"),
         _upstream(prov),
-        escape(", ".join(str(p.get("id", p)) for p in prov.get("patches") or ()
-                         if isinstance(p, Mapping)) or "—"),
-        escape(" ".join(str(prov.get(k) or "") for k in ("build_date", "compiler")).strip()
-               or "—"),
+        escape(
+            ", ".join(
+                str(p.get("id", p)) for p in prov.get("patches") or () if isinstance(p, Mapping)
+            )
+            or "—"
+        ),
+        escape(" ".join(str(prov.get(k) or "") for k in ("build_date", "compiler")).strip() or "—"),
         _verify(wheel.verify),
     ]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>\n"

@@ -81,14 +81,21 @@ class IndexResult:
 
     def to_json(self) -> dict[str, Any]:
         """The stable `index --json` form."""
-        return {"out": str(self.out), "added": list(self.added), "variants": list(self.variants),
-                "simple": [str(self.out / SIMPLE), *(str(self.out / v / SIMPLE)
-                                                     for v in self.variants)],
-                "wheels": [w.to_json() for w in self.wheels]}
+        return {
+            "out": str(self.out),
+            "added": list(self.added),
+            "variants": list(self.variants),
+            "simple": [
+                str(self.out / SIMPLE),
+                *(str(self.out / v / SIMPLE) for v in self.variants),
+            ],
+            "wheels": [w.to_json() for w in self.wheels],
+        }
 
 
-def build_index(wheelhouse: Path, out: Path, *, title: str = "mambawin wheels",
-                lock_timeout: float = 600.0) -> IndexResult:
+def build_index(
+    wheelhouse: Path, out: Path, *, title: str = "mambawin wheels", lock_timeout: float = 600.0
+) -> IndexResult:
     """Publish every wheel of wheelhouse in the index at out (created if absent); rewrite pages.
 
     All or nothing: every wheel is read and every name checked against what is published before
@@ -133,8 +140,10 @@ def _sources(wheelhouse: Path) -> list[Path]:
     """The wheelhouse's wheels, each read and checked; nothing is written when one is broken."""
     sources = _wheel_files(wheelhouse)
     if not sources:
-        msg = (f"{wheelhouse} holds no .whl files: build wheels into it first "
-               "(`mambawin build --out WHEELHOUSE`), or pass the folder that has them")
+        msg = (
+            f"{wheelhouse} holds no .whl files: build wheels into it first "
+            "(`mambawin build --out WHEELHOUSE`), or pass the folder that has them"
+        )
         raise UsageError(msg)
     for path in sources:
         read_wheel(path)
@@ -151,9 +160,12 @@ def identity(file_name: str) -> Identity:
     """What makes two wheel file names the same distribution file for pip: the normalized
     project (PEP 503), the normalized version (2.2.6.0 is 2.2.6), the build tag and the tags."""
     name, version, build, tags = parse_wheel_filename(file_name)
-    return (str(canonicalize_name(name)),
-            canonicalize_version(version, strip_trailing_zero=True),
-            "".join(map(str, build)), tuple(sorted(str(t) for t in tags)))
+    return (
+        str(canonicalize_name(name)),
+        canonicalize_version(version, strip_trailing_zero=True),
+        "".join(map(str, build)),
+        tuple(sorted(str(t) for t in tags)),
+    )
 
 
 def _new_wheels(sources: list[Path], files: Path) -> list[Path]:
@@ -169,9 +181,11 @@ def _new_wheels(sources: list[Path], files: Path) -> list[Path]:
         if key in seen:
             name, published = seen[key]
             if published != digest:
-                msg = (f"{path.name} (sha256 {digest}) has other bytes than the published "
-                       f"{name} (sha256 {published}): a published wheel never changes; "
-                       "nothing was added. Give the new build another version or local label")
+                msg = (
+                    f"{path.name} (sha256 {digest}) has other bytes than the published "
+                    f"{name} (sha256 {published}): a published wheel never changes; "
+                    "nothing was added. Give the new build another version or local label"
+                )
                 raise UsageError(msg)
             continue
         seen[key] = (path.name, digest)
@@ -239,8 +253,10 @@ def _locked(out: Path, timeout: float) -> Iterator[None]:
         with lock:
             yield
     except Timeout:
-        msg = (f"another `mambawin index` has held {out / LOCK} for {timeout:.0f} s: let it "
-               "finish, or stop it; the lock is released when that process ends")
+        msg = (
+            f"another `mambawin index` has held {out / LOCK} for {timeout:.0f} s: let it "
+            "finish, or stop it; the lock is released when that process ends"
+        )
         raise UsageError(msg) from None
 
 
@@ -281,9 +297,12 @@ def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]
     for path in _wheel_files(files):
         old = cached.get(path.name)
         info = path.stat()
-        if (isinstance(old, dict) and old.get("size") == info.st_size
-                and old.get("mtime_ns") == info.st_mtime_ns
-                and path.with_name(path.name + METADATA_SUFFIX).is_file()):
+        if (
+            isinstance(old, dict)
+            and old.get("size") == info.st_size
+            and old.get("mtime_ns") == info.st_mtime_ns
+            and path.with_name(path.name + METADATA_SUFFIX).is_file()
+        ):
             try:
                 entries.append(_from_json(old, path, _verify_record(path)))
                 continue
@@ -293,8 +312,9 @@ def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]
     return tuple(entries)
 
 
-def _from_json(data: Mapping[str, Any], path: Path,
-               verify: Mapping[str, Any] | None) -> IndexedWheel:
+def _from_json(
+    data: Mapping[str, Any], path: Path, verify: Mapping[str, Any] | None
+) -> IndexedWheel:
     """The marker's entry as read back, trusted only where it agrees with the file it describes:
     its names become folder names, so an edited `project` or `variant` must not lead out of
     --out (KeyError/TypeError/ValueError: read the wheel itself)."""
@@ -305,10 +325,18 @@ def _from_json(data: Mapping[str, Any], path: Path,
     if variant is not None and not re.fullmatch(_VARIANT.pattern.lstrip("^") + "$", variant):
         raise ValueError(variant)
     return IndexedWheel(
-        file=data["file"], project=data["project"], version=data["version"],
-        tags=tuple(data["tags"]), sha256=data["sha256"], size=data["size"],
-        requires_python=data["requires_python"], variant=data["variant"],
-        metadata_sha256=data["metadata_sha256"], provenance=data["provenance"], verify=verify)
+        file=data["file"],
+        project=data["project"],
+        version=data["version"],
+        tags=tuple(data["tags"]),
+        sha256=data["sha256"],
+        size=data["size"],
+        requires_python=data["requires_python"],
+        variant=data["variant"],
+        metadata_sha256=data["metadata_sha256"],
+        provenance=data["provenance"],
+        verify=verify,
+    )
 
 
 def _entry(path: Path) -> IndexedWheel:
@@ -329,11 +357,18 @@ def _entry(path: Path) -> IndexedWheel:
         write_atomic_bytes(sidecar, raw, mode=FILE_MODE)
     requires = metadata.get("Requires-Python")
     return IndexedWheel(
-        file=path.name, project=canonicalize_name(name), version=str(version),
-        tags=tuple(sorted(str(t) for t in tags)), sha256=sha256_file(path),
-        size=path.stat().st_size, requires_python=str(requires).strip() if requires else None,
-        variant=_variant(provenance, version.local), provenance=provenance,
-        verify=_verify_record(path), metadata_sha256=hashlib.sha256(raw).hexdigest())
+        file=path.name,
+        project=canonicalize_name(name),
+        version=str(version),
+        tags=tuple(sorted(str(t) for t in tags)),
+        sha256=sha256_file(path),
+        size=path.stat().st_size,
+        requires_python=str(requires).strip() if requires else None,
+        variant=_variant(provenance, version.local),
+        provenance=provenance,
+        verify=_verify_record(path),
+        metadata_sha256=hashlib.sha256(raw).hexdigest(),
+    )
 
 
 def _variant(provenance: Mapping[str, Any] | None, local: str | None) -> str | None:
@@ -403,8 +438,10 @@ def _check_out(out: Path) -> None:
 def _claim(out: Path) -> None:
     """Refuse a non-empty folder that is not a mambawin index: its files are not ours to change."""
     if out.is_dir() and {p.name for p in out.iterdir()} - {LOCK} and not (out / MARKER).is_file():
-        msg = (f"{out} is not empty and holds no mambawin index ({MARKER} missing): pass a new or "
-               "empty --out folder, or the folder of an earlier `mambawin index` run")
+        msg = (
+            f"{out} is not empty and holds no mambawin index ({MARKER} missing): pass a new or "
+            "empty --out folder, or the folder of an earlier `mambawin index` run"
+        )
         raise UsageError(msg)
 
 

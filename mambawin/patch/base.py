@@ -40,9 +40,11 @@ class PatchContext:
 
     def drift(self, path: str, anchor: str) -> PatchError:
         """The error for a missing anchor: names the patch, file, upstream version and anchor."""
-        msg = (f"patch {self.patch_id!r} cannot apply to {path} of upstream {self.version}: "
-               f"anchor not found: {anchor.strip()!r}. Upstream changed this code; pin --ref to a "
-               "known release or report it so the patch set can learn this version")
+        msg = (
+            f"patch {self.patch_id!r} cannot apply to {path} of upstream {self.version}: "
+            f"anchor not found: {anchor.strip()!r}. Upstream changed this code; pin --ref to a "
+            "known release or report it so the patch set can learn this version"
+        )
         return PatchError(msg)
 
 
@@ -147,9 +149,11 @@ def _decode(rel: str, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        msg = (f"{rel} is not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}), so "
-               f"mambawin cannot patch it: restore upstream's file (`git checkout -- {rel}`) or "
-               "fetch a fresh checkout")
+        msg = (
+            f"{rel} is not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}), so "
+            f"mambawin cannot patch it: restore upstream's file (`git checkout -- {rel}`) or "
+            "fetch a fresh checkout"
+        )
         raise PatchError(msg) from None
 
 
@@ -192,13 +196,14 @@ def marked_block(text: str, patch_id: str, comment: str = "#") -> re.Match[str] 
     return re.search(rf"^[ \t]*{begin}\b.*?^[ \t]*{end}[^\n]*\n", text, re.MULTILINE | re.DOTALL)
 
 
-def upsert_block(text: str, block: str, patch_id: str,
-                 anchor: re.Match[str]) -> tuple[str, Outcome]:
+def upsert_block(
+    text: str, block: str, patch_id: str, anchor: re.Match[str]
+) -> tuple[str, Outcome]:
     """Insert block before anchor's line or replace an earlier one (equal: already-applied)."""
     old = marked_block(text, patch_id)
     if old is not None:
         if old.group(0) == block:
             return text, "already-applied"
-        return text[: old.start()] + block + text[old.end():], "applied"
+        return text[: old.start()] + block + text[old.end() :], "applied"
     start = text.rfind("\n", 0, anchor.start()) + 1
     return text[:start] + block + text[start:], "applied"

@@ -75,14 +75,21 @@ class PatchReport:
         return {
             "package": self.package,
             "upstream": {"version": self.version, "commit": self.commit},
-            "patches": [{"id": r.id, "status": r.status, "files": list(r.files)}
-                        for r in self.results],
+            "patches": [
+                {"id": r.id, "status": r.status, "files": list(r.files)} for r in self.results
+            ],
         }
 
 
-def apply_patches(root: Path, options: PatchOptions, *, only: Sequence[str] = (),
-                  skip: Sequence[str] = (), dry_run: bool = False,
-                  package: Package | None = None) -> PatchReport:
+def apply_patches(
+    root: Path,
+    options: PatchOptions,
+    *,
+    only: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    dry_run: bool = False,
+    package: Package | None = None,
+) -> PatchReport:
     """Apply package's patch set to root, all or nothing; dry_run computes the diff only.
 
     Without package, the tree's own version file says which package it is (mamba-ssm if none).
@@ -99,17 +106,24 @@ def apply_patches(root: Path, options: PatchOptions, *, only: Sequence[str] = ()
     return report
 
 
-def _plan(root: Path, upstream: Checkout, options: PatchOptions, only: Sequence[str],
-          skip: Sequence[str], dry_run: bool,
-          package: Package) -> tuple[PatchReport, dict[str, bytes | None]]:
+def _plan(
+    root: Path,
+    upstream: Checkout,
+    options: PatchOptions,
+    only: Sequence[str],
+    skip: Sequence[str],
+    dry_run: bool,
+    package: Package,
+) -> tuple[PatchReport, dict[str, bytes | None]]:
     """The report of this run and every file it changes (the record included)."""
     record = read_record(root)
     rebase = _undoes_a_patch(options, record)
     base: dict[str, bytes | None] = {}
     if rebase:
         options = _with_recorded_options(options, record)
-        base = pristine_sources(root, upstream.commit, record, _NO_RESTORE.format(root=root),
-                                package=package)
+        base = pristine_sources(
+            root, upstream.commit, record, _NO_RESTORE.format(root=root), package=package
+        )
     tree, results = stage(root, base, Version(upstream.version), options, only, skip, package)
     in_effect = _in_effect(results, {} if rebase else record)
     changes = tree.changed()
@@ -118,19 +132,35 @@ def _plan(root: Path, upstream: Checkout, options: PatchOptions, only: Sequence[
     if tree.original(RECORD) != record_bytes:
         changes[RECORD] = record_bytes
     fresh = rebase or in_effect == {r.id for r in results if r.status == "applied"}
-    return PatchReport(root, upstream.version, upstream.commit, options, results, diff, dry_run,
-                       from_upstream=fresh, package=package.name), changes
+    return PatchReport(
+        root,
+        upstream.version,
+        upstream.commit,
+        options,
+        results,
+        diff,
+        dry_run,
+        from_upstream=fresh,
+        package=package.name,
+    ), changes
 
 
-def stage(root: Path, base: Mapping[str, bytes | None], version: Version, options: PatchOptions,
-          only: Sequence[str], skip: Sequence[str],
-          package: Package = MAMBA) -> tuple[Tree, tuple[PatchResult, ...]]:
+def stage(
+    root: Path,
+    base: Mapping[str, bytes | None],
+    version: Version,
+    options: PatchOptions,
+    only: Sequence[str],
+    skip: Sequence[str],
+    package: Package = MAMBA,
+) -> tuple[Tree, tuple[PatchResult, ...]]:
     """Run every patch on a staged Tree (nothing written); base's files start from base."""
     tree = Tree(root, base=base)
     for rel in base:  # a rebase resets these even when no patch of this run touches them
         tree.start(rel)
-    return tree, tuple(_run_one(p, tree, version, options, only, skip, package)
-                       for p in patch_set(package))
+    return tree, tuple(
+        _run_one(p, tree, version, options, only, skip, package) for p in patch_set(package)
+    )
 
 
 def patch_set(package: Package = MAMBA) -> tuple[Patch, ...]:
@@ -148,16 +178,20 @@ def resolve_package(root: Path, package: Package | None) -> Package:
     if package is None:
         return found or MAMBA
     if found is not None and found != package:
-        msg = (f"{root} is a {found.name} source tree, not {package.name}: pass "
-               f"--package {found.name} (or leave --package out to detect it)")
+        msg = (
+            f"{root} is a {found.name} source tree, not {package.name}: pass "
+            f"--package {found.name} (or leave --package out to detect it)"
+        )
         raise UsageError(msg)
     return package
 
 
 # --keep-complex restores what complex-removal deleted: only upstream's own files can.
-_NO_RESTORE = ("{root} was patched without --keep-complex, so its complex kernels are gone, and it "
-               "is not a git checkout they could be restored from: patch a fresh checkout "
-               "(`mambawin fetch --dest NEW`) with --keep-complex")
+_NO_RESTORE = (
+    "{root} was patched without --keep-complex, so its complex kernels are gone, and it "
+    "is not a git checkout they could be restored from: patch a fresh checkout "
+    "(`mambawin fetch --dest NEW`) with --keep-complex"
+)
 
 
 def _undoes_a_patch(options: PatchOptions, record: Mapping[str, Any]) -> bool:
@@ -165,9 +199,14 @@ def _undoes_a_patch(options: PatchOptions, record: Mapping[str, Any]) -> bool:
     return options.keep_complex and "complex-removal" in record.get("patches", ())
 
 
-def pristine_sources(root: Path, commit: str | None, record: Mapping[str, Any], not_git: str,
-                     error: type[MambawinError] = PatchError,
-                     package: Package = MAMBA) -> dict[str, bytes | None]:
+def pristine_sources(
+    root: Path,
+    commit: str | None,
+    record: Mapping[str, Any],
+    not_git: str,
+    error: type[MambawinError] = PatchError,
+    package: Package = MAMBA,
+) -> dict[str, bytes | None]:
     """Every file a patch may touch, as committed at HEAD; error when the tree is no git
     checkout (not_git says why that matters) or a file changed since mambawin wrote it."""
     if commit is None:
@@ -178,9 +217,11 @@ def pristine_sources(root: Path, commit: str | None, record: Mapping[str, Any], 
     for rel in files:
         disk = (root / rel).read_bytes() if (root / rel).is_file() else None
         if disk != committed[rel] and _sha256(disk) != recorded.get(rel):
-            msg = (f"{root / rel} changed since mambawin patched it, and restoring upstream's "
-                   f"file would lose that: keep your edit elsewhere, run `git -C {root} checkout "
-                   f"-- {rel}`, then patch again")
+            msg = (
+                f"{root / rel} changed since mambawin patched it, and restoring upstream's "
+                f"file would lose that: keep your edit elsewhere, run `git -C {root} checkout "
+                f"-- {rel}`, then patch again"
+            )
             raise error(msg)
     return committed
 
@@ -188,8 +229,11 @@ def pristine_sources(root: Path, commit: str | None, record: Mapping[str, Any], 
 def _with_recorded_options(options: PatchOptions, record: Mapping[str, Any]) -> PatchOptions:
     """options, with the recorded --arch and --nvcc-threads where this run gave none."""
     saved = recorded_options(record)
-    return replace(options, archs=options.archs or saved.archs,
-                   nvcc_threads=options.nvcc_threads or saved.nvcc_threads)
+    return replace(
+        options,
+        archs=options.archs or saved.archs,
+        nvcc_threads=options.nvcc_threads or saved.nvcc_threads,
+    )
 
 
 def recorded_options(record: Mapping[str, Any]) -> PatchOptions:
@@ -204,14 +248,23 @@ def check_ids(only: Iterable[str], skip: Iterable[str], package: Package = MAMBA
     known = patch_ids() if package == MAMBA else tuple(p.id for p in patch_set(package))
     unknown = sorted((set(only) | set(skip)) - set(known))
     if unknown:
-        msg = (f"unknown patch id {', '.join(unknown)} in --only/--skip: use one of "
-               f"{', '.join(known)} for {package.name} (see `mambawin patches --package "
-               f"{package.name}`)")
+        msg = (
+            f"unknown patch id {', '.join(unknown)} in --only/--skip: use one of "
+            f"{', '.join(known)} for {package.name} (see `mambawin patches --package "
+            f"{package.name}`)"
+        )
         raise UsageError(msg)
 
 
-def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
-             only: Sequence[str], skip: Sequence[str], package: Package = MAMBA) -> PatchResult:
+def _run_one(
+    patch: Patch,
+    tree: Tree,
+    version: Version,
+    options: PatchOptions,
+    only: Sequence[str],
+    skip: Sequence[str],
+    package: Package = MAMBA,
+) -> PatchResult:
     gate = _gate(patch, version, options, only, skip)
     if gate is not None:
         return PatchResult(patch.id, gate[0], reason=gate[1])
@@ -220,23 +273,26 @@ def _run_one(patch: Patch, tree: Tree, version: Version, options: PatchOptions,
     try:
         outcome = patch.transform(tree, ctx)
     except FileNotFoundError as exc:
-        msg = (f"patch {patch.id!r} cannot apply to {package.name} {version}: {exc.args[0]} is "
-               f"missing; pass the root of a complete {package.name} checkout or pin --ref to a "
-               "known release")
+        msg = (
+            f"patch {patch.id!r} cannot apply to {package.name} {version}: {exc.args[0]} is "
+            f"missing; pass the root of a complete {package.name} checkout or pin --ref to a "
+            "known release"
+        )
         raise PatchError(msg) from None
-    changed = [rel for rel in tree.loaded()
-               if tree.render(rel) != before.get(rel, tree.start(rel))]
+    changed = [rel for rel in tree.loaded() if tree.render(rel) != before.get(rel, tree.start(rel))]
     if not changed:
         status: PatchStatus = "not-applicable" if outcome == "not-applicable" else "already-applied"
         owned = tuple(f for f in patch.files if status != "not-applicable" and tree.exists(f))
         return PatchResult(patch.id, status, owned)
-    diff = "".join(unified_diff(rel, before.get(rel, tree.start(rel)), tree.render(rel))
-                   for rel in changed)
+    diff = "".join(
+        unified_diff(rel, before.get(rel, tree.start(rel)), tree.render(rel)) for rel in changed
+    )
     return PatchResult(patch.id, "applied", tuple(changed), diff=diff)
 
 
-def _gate(patch: Patch, version: Version, options: PatchOptions, only: Sequence[str],
-          skip: Sequence[str]) -> tuple[PatchStatus, str] | None:
+def _gate(
+    patch: Patch, version: Version, options: PatchOptions, only: Sequence[str], skip: Sequence[str]
+) -> tuple[PatchStatus, str] | None:
     """Why this patch does not run at all, or None when it should."""
     if only and patch.id not in only:
         return "skipped", "not named by --only"
@@ -248,9 +304,15 @@ def _gate(patch: Patch, version: Version, options: PatchOptions, only: Sequence[
     return ("skipped", reason) if reason else None
 
 
-def _record_bytes(tree: Tree, upstream: Checkout, options: PatchOptions,
-                  results: tuple[PatchResult, ...], in_effect: set[str],
-                  old: Mapping[str, Any], package: Package = MAMBA) -> bytes:
+def _record_bytes(
+    tree: Tree,
+    upstream: Checkout,
+    options: PatchOptions,
+    results: tuple[PatchResult, ...],
+    in_effect: set[str],
+    old: Mapping[str, Any],
+    package: Package = MAMBA,
+) -> bytes:
     """The deterministic record: upstream, options, patches in effect, sha256 of their files."""
     patches = patch_set(package)
     files = sorted({f for p in patches if p.id in in_effect for f in p.files})
@@ -270,12 +332,19 @@ def _record_bytes(tree: Tree, upstream: Checkout, options: PatchOptions,
 _OPTION_OF = {"arch-list": "archs", "nvcc-threads": "nvcc_threads"}
 
 
-def _record_options(options: PatchOptions, results: tuple[PatchResult, ...], in_effect: set[str],
-                    old: Mapping[str, Any]) -> dict[str, Any]:
+def _record_options(
+    options: PatchOptions,
+    results: tuple[PatchResult, ...],
+    in_effect: set[str],
+    old: Mapping[str, Any],
+) -> dict[str, Any]:
     saved = old.get("options", {})
     kept = in_effect - {r.id for r in results if r.status in IN_EFFECT}
-    chosen = {"archs": format_archs(options.archs), "nvcc_threads": options.nvcc_threads,
-              "keep_complex": options.keep_complex and "complex-removal" not in in_effect}
+    chosen = {
+        "archs": format_archs(options.archs),
+        "nvcc_threads": options.nvcc_threads,
+        "keep_complex": options.keep_complex and "complex-removal" not in in_effect,
+    }
     for patch_id in kept & set(_OPTION_OF):
         chosen[_OPTION_OF[patch_id]] = saved.get(_OPTION_OF[patch_id])
     return chosen

@@ -45,8 +45,10 @@ def check_export_dest(dest: Path) -> None:
         raise UsageError(msg)
     foreign = sorted(p.name for p in dest.glob(_NAME) if not _ours(p)) if dest.is_dir() else []
     if foreign:
-        msg = (f"--export {dest} holds {foreign[0]}, which mambawin did not write (or which was "
-               "edited since): export into an empty folder, or move those files away")
+        msg = (
+            f"--export {dest} holds {foreign[0]}, which mambawin did not write (or which was "
+            "edited since): export into an empty folder, or move those files away"
+        )
         raise UsageError(msg)
 
 
@@ -54,10 +56,14 @@ def export_patches(report_or_root: PatchReport | Path, dest: Path) -> list[Path]
     """Write one NNNN-<id>.patch per patch in effect; `git apply` takes them in order."""
     dest = Path(dest)
     check_export_dest(dest)
-    report = (report_or_root if isinstance(report_or_root, PatchReport)
-              else _report_for(Path(report_or_root)))
-    results, options = ((report.results, report.options) if report.from_upstream
-                        else _replayed(report.root))
+    report = (
+        report_or_root
+        if isinstance(report_or_root, PatchReport)
+        else _report_for(Path(report_or_root))
+    )
+    results, options = (
+        (report.results, report.options) if report.from_upstream else _replayed(report.root)
+    )
     if not any(r.diff for r in results):
         msg = f"nothing to export from {report.root}: no patch changes its files"
         raise UsageError(msg)
@@ -83,17 +89,28 @@ def _replayed(root: Path) -> tuple[tuple[PatchResult, ...], PatchOptions]:
     record = read_record(root)
     package = engine.resolve_package(root, None)
     upstream = describe(root, package)
-    not_git = (f"cannot export the patches of {root}: it was patched before and is not a git "
-               "checkout, so its unpatched files are gone; export from a clean copy "
-               "(`mambawin patch CLEAN --dry-run --export DIR`)")
+    not_git = (
+        f"cannot export the patches of {root}: it was patched before and is not a git "
+        "checkout, so its unpatched files are gone; export from a clean copy "
+        "(`mambawin patch CLEAN --dry-run --export DIR`)"
+    )
     base = pristine_sources(root, upstream.commit, record, not_git, UsageError, package)
     options = recorded_options(record)
-    tree, results = stage(root, base, Version(upstream.version), options,
-                          tuple(record.get("patches", ())), (), package)
+    tree, results = stage(
+        root,
+        base,
+        Version(upstream.version),
+        options,
+        tuple(record.get("patches", ())),
+        (),
+        package,
+    )
     differs = sorted(tree.changed())
     if differs:
-        msg = (f"cannot export the patches of {root}: {differs[0]} is not what its recorded "
-               "patches make of upstream's file; patch a fresh checkout and export from it")
+        msg = (
+            f"cannot export the patches of {root}: {differs[0]} is not what its recorded "
+            "patches make of upstream's file; patch a fresh checkout and export from it"
+        )
         raise UsageError(msg)
     return results, options
 
@@ -105,8 +122,9 @@ def _ours(path: Path) -> bool:
     except OSError:
         return False
     found = _CHECKSUM.search(data)
-    return found is not None and hashlib.sha256(data[found.end():]).hexdigest() == \
-        found[1].decode("ascii")
+    return found is not None and hashlib.sha256(data[found.end() :]).hexdigest() == found[1].decode(
+        "ascii"
+    )
 
 
 def _with_checksum(header: str, diff: str) -> bytes:
@@ -115,13 +133,19 @@ def _with_checksum(header: str, diff: str) -> bytes:
     return line + body
 
 
-def _patch_header(patch_id: str, version: str, options: PatchOptions,
-                  package: str = MAMBA.name) -> str:
+def _patch_header(
+    patch_id: str, version: str, options: PatchOptions, package: str = MAMBA.name
+) -> str:
     """Free text before the first `diff --git` line; git apply skips it like a mail header."""
     patch = next(p for p in engine.patch_set(get_package(package)) if p.id == patch_id)
     name = "mamba" if package == MAMBA.name else package
-    lines = [f"mambawin patch {patch.id} for {name} {version}: {patch.summary}",
-             f"Prevents: {patch.prevents}", f"Why: {patch.why}",
-             f"Options: archs={format_archs(options.archs) or 'upstream'}, "
-             f"nvcc_threads={options.nvcc_threads}, keep_complex={options.keep_complex}", "", ""]
+    lines = [
+        f"mambawin patch {patch.id} for {name} {version}: {patch.summary}",
+        f"Prevents: {patch.prevents}",
+        f"Why: {patch.why}",
+        f"Options: archs={format_archs(options.archs) or 'upstream'}, "
+        f"nvcc_threads={options.nvcc_threads}, keep_complex={options.keep_complex}",
+        "",
+        "",
+    ]
     return "\n".join(lines)

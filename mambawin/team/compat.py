@@ -17,10 +17,20 @@ from mambawin.packages import pair_rule
 # N = 9..15 (2026-11-23), cross-checked with --platform manylinux_2_28_x86_64 for 2.7+; the CUDA
 # indexes (download.pytorch.org/whl/cuXYZ) carry the same Python set per release.
 TORCH_PYTHONS: dict[str, tuple[int, int]] = {
-    "2.0": (9, 11), "2.1": (9, 11),
-    "2.2": (9, 12), "2.3": (9, 12), "2.4": (9, 12), "2.5": (9, 12),
-    "2.6": (9, 13), "2.7": (9, 13), "2.8": (9, 13),
-    "2.9": (10, 14), "2.10": (10, 14), "2.11": (10, 14), "2.12": (10, 14), "2.13": (10, 14),
+    "2.0": (9, 11),
+    "2.1": (9, 11),
+    "2.2": (9, 12),
+    "2.3": (9, 12),
+    "2.4": (9, 12),
+    "2.5": (9, 12),
+    "2.6": (9, 13),
+    "2.7": (9, 13),
+    "2.8": (9, 13),
+    "2.9": (10, 14),
+    "2.10": (10, 14),
+    "2.11": (10, 14),
+    "2.12": (10, 14),
+    "2.13": (10, 14),
     "2.14": (10, 14),
     "2.15": (11, 15),
 }
@@ -33,19 +43,37 @@ TORCH_PYTHONS_LINUX = {**TORCH_PYTHONS, "2.5": (9, 13)}
 # 13.0: drops sm_50-sm_72, renames sm_101 to sm_110). `nvcc --list-gpu-code` is the ground truth
 # on a machine; doctor checks that one.
 ARCH_CUDA: dict[str, tuple[str, str | None]] = {
-    "35": ("6.0", "12.0"), "37": ("6.0", "12.0"),
-    "50": ("6.0", "13.0"), "52": ("7.0", "13.0"), "53": ("7.0", "13.0"),
-    "60": ("8.0", "13.0"), "61": ("8.0", "13.0"), "62": ("8.0", "13.0"),
-    "70": ("9.0", "13.0"), "72": ("10.0", "13.0"),
-    "75": ("10.0", None), "80": ("11.0", None), "86": ("11.1", None), "87": ("11.4", None),
-    "89": ("11.8", None), "90": ("11.8", None), "90a": ("12.0", None),
-    "100": ("12.8", None), "100a": ("12.8", None), "101": ("12.8", "13.0"),
-    "101a": ("12.8", "13.0"), "103": ("12.9", None), "103a": ("12.9", None),
-    "110": ("13.0", None), "110a": ("13.0", None),
-    "120": ("12.8", None), "120a": ("12.8", None), "121": ("12.9", None), "121a": ("12.9", None),
+    "35": ("6.0", "12.0"),
+    "37": ("6.0", "12.0"),
+    "50": ("6.0", "13.0"),
+    "52": ("7.0", "13.0"),
+    "53": ("7.0", "13.0"),
+    "60": ("8.0", "13.0"),
+    "61": ("8.0", "13.0"),
+    "62": ("8.0", "13.0"),
+    "70": ("9.0", "13.0"),
+    "72": ("10.0", "13.0"),
+    "75": ("10.0", None),
+    "80": ("11.0", None),
+    "86": ("11.1", None),
+    "87": ("11.4", None),
+    "89": ("11.8", None),
+    "90": ("11.8", None),
+    "90a": ("12.0", None),
+    "100": ("12.8", None),
+    "100a": ("12.8", None),
+    "101": ("12.8", "13.0"),
+    "101a": ("12.8", "13.0"),
+    "103": ("12.9", None),
+    "103a": ("12.9", None),
+    "110": ("13.0", None),
+    "110a": ("13.0", None),
+    "120": ("12.8", None),
+    "120a": ("12.8", None),
+    "121": ("12.9", None),
+    "121a": ("12.9", None),
 }
 FAMILY_CUDA = "12.9"  # sm_XYf family-specific targets came with CUDA 12.9
-
 
 
 def torch_python(torch: str, python: str, platform: str) -> str:
@@ -59,8 +87,10 @@ def torch_python(torch: str, python: str, platform: str) -> str:
     wanted = Version(python).release[1]
     if low <= wanted <= high:
         return ""
-    return (f"torch {torch} has no wheel for Python {python} (torch {minor} ships 3.{low}-"
-            f"3.{high}): drop this Python or pick another torch")
+    return (
+        f"torch {torch} has no wheel for Python {python} (torch {minor} ships 3.{low}-"
+        f"3.{high}): drop this Python or pick another torch"
+    )
 
 
 def cuda_arch(cuda: str, arch: Arch) -> str:
@@ -75,8 +105,10 @@ def cuda_arch(cuda: str, arch: Arch) -> str:
     if version < Version(first):
         return f"CUDA {cuda} cannot compile {arch.sm} (needs CUDA {first}+): drop it or use newer"
     if last is not None and version >= Version(last):
-        return (f"CUDA {cuda} cannot compile {arch.sm} (removed in CUDA {last}): drop it or use "
-                "an older CUDA")
+        return (
+            f"CUDA {cuda} cannot compile {arch.sm} (removed in CUDA {last}): drop it or use "
+            "an older CUDA"
+        )
     return ""
 
 
@@ -88,5 +120,7 @@ def pair(mamba: str | None, conv: str | None) -> str:
     rule = pair_rule(Version(mamba))
     if rule is None or rule.causal_conv1d.contains(Version(conv), prereleases=True):
         return ""
-    return (f"mamba-ssm {mamba} needs causal-conv1d{rule.causal_conv1d}, the spec has {conv}: "
-            f"{rule.why}")
+    return (
+        f"mamba-ssm {mamba} needs causal-conv1d{rule.causal_conv1d}, the spec has {conv}: "
+        f"{rule.why}"
+    )

@@ -43,14 +43,23 @@ def env_dir(python: str, torch: TorchSpec, root: Path | None = None) -> Path:
     return (root or envs_root()) / f"py{python}-torch{torch.version}-{torch.variant}"
 
 
-def ensure_env(python: str, torch: TorchSpec, *, root: Path | None = None,
-               on_line: Callable[[str], None] | None = None) -> BuildEnv:
+def ensure_env(
+    python: str,
+    torch: TorchSpec,
+    *,
+    root: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> BuildEnv:
     """The ready environment for python + torch, made (or remade) when needed."""
     target = env_dir(python, torch, root)
     uv = proc.which("uv")
     env = BuildEnv(target, env_python(target), "uv" if uv else "venv+pip")
-    wanted = {"python": python, "torch": torch.version, "index": torch.index,
-              "mambawin": __version__}
+    wanted = {
+        "python": python,
+        "torch": torch.version,
+        "index": torch.index,
+        "mambawin": __version__,
+    }
     if _ready(env, wanted):
         return env
     remove_tree(target)  # a half-made environment of ours, or one for other settings
@@ -62,16 +71,25 @@ def ensure_env(python: str, torch: TorchSpec, *, root: Path | None = None,
 
 def _commands(env: BuildEnv, python: str, torch: TorchSpec, uv: str | None) -> list[list[str]]:
     """Create, install torch from its index, then the build tools and mambawin."""
-    pin = f"torch=={torch.version}" if len(torch.version.split(".")) > 2 else (
-        f"torch=={torch.version}.*")
+    pin = (
+        f"torch=={torch.version}"
+        if len(torch.version.split(".")) > 2
+        else (f"torch=={torch.version}.*")
+    )
     rest = [*BUILD_TOOLS, *mambawin_requirement()]
     if uv:
         install = [uv, "pip", "install", "--python", str(env.python)]
-        return [[uv, "venv", "--python", python, str(env.root)],
-                [*install, pin, "--index-url", torch.index], [*install, *rest]]
+        return [
+            [uv, "venv", "--python", python, str(env.root)],
+            [*install, pin, "--index-url", torch.index],
+            [*install, *rest],
+        ]
     install = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check"]
-    return [[*find_python(python), "-m", "venv", str(env.root)],
-            [*install, pin, "--index-url", torch.index], [*install, *rest]]
+    return [
+        [*find_python(python), "-m", "venv", str(env.root)],
+        [*install, pin, "--index-url", torch.index],
+        [*install, *rest],
+    ]
 
 
 def mambawin_requirement() -> list[str]:
@@ -92,9 +110,11 @@ def find_python(version: str) -> list[str]:
     for argv in candidates:
         if _runs_version(argv, version):
             return argv
-    msg = (f"Python {version} not found (tried python{version}"
-           f"{' and py -' + version if sys.platform == 'win32' else ''}): install it, or install "
-           "uv (`pip install uv`), which fetches any Python itself")
+    msg = (
+        f"Python {version} not found (tried python{version}"
+        f"{' and py -' + version if sys.platform == 'win32' else ''}): install it, or install "
+        "uv (`pip install uv`), which fetches any Python itself"
+    )
     raise ToolchainError(msg)
 
 
@@ -134,8 +154,11 @@ def env_python(root: Path) -> Path:
 
 def clean_environ() -> dict[str, str]:
     """This process's environment minus what would make the child see another Python's packages."""
-    return {k: v for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")
+    }
 
 
 def child_environ(env: BuildEnv) -> dict[str, str]:

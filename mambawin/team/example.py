@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mambawin.errors import UsageError
 
-EXAMPLE = '''\
+EXAMPLE = """\
 # mambawin team spec: every wheel your team needs, built by `mambawin build --spec FILE`.
 # `mambawin matrix --spec FILE` lists the cells (one wheel each) and why any cannot be built.
 # Paths are relative to this file.
@@ -58,7 +58,7 @@ drop = []              # more requirements to remove from METADATA (win_amd64 wh
                        # get triton-windows for triton, which `import mamba_ssm` needs)
 keep = []              # requirements kept even where mambawin would rewrite them
 skip_patches = []      # patch ids to leave out, e.g. ["silu-bwd-tail"] for upstream's exact kernels
-'''
+"""
 
 
 def write_example(path: Path) -> Path:

@@ -34,7 +34,7 @@ PUBLISH = ("pages", "release", "none")
 JOB_LIMIT_MIN = 360  # GitHub-hosted runners stop a job after 6 hours
 MATRIX_LIMIT = 256  # GitHub: "a matrix can generate a maximum of 256 jobs per workflow run"
 # upload-artifact refuses these in an artifact name; job ids allow letters, digits, - and _.
-_ARTIFACT_BAD = re.compile(r'[^A-Za-z0-9._+=,-]')
+_ARTIFACT_BAD = re.compile(r"[^A-Za-z0-9._+=,-]")
 
 
 @dataclass(frozen=True)
@@ -54,32 +54,54 @@ class Action:
 # The commits these tags pointed to when this mambawin was written (read from the actions' own
 # repositories with `git rev-parse TAG^{commit}`). Bumping one: change the SHA and the tag.
 CHECKOUT = Action("actions/checkout", "3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1")
-SETUP_PYTHON = Action("actions/setup-python", "5fda3b95a4ea91299a34e894583c3862153e4b97",
-                      "v7.0.0")
-CUDA_TOOLKIT = Action("Jimver/cuda-toolkit", "3d45d157f327c09c04b50ee6ccdea2d9d017ec76",
-                      "v0.2.35")
-SCCACHE = Action("Mozilla-Actions/sccache-action", "fc920bf0ec8de6ee65d409111f7ec508035751ba",
-                 "v0.0.11")
+SETUP_PYTHON = Action("actions/setup-python", "5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0")
+CUDA_TOOLKIT = Action("Jimver/cuda-toolkit", "3d45d157f327c09c04b50ee6ccdea2d9d017ec76", "v0.2.35")
+SCCACHE = Action(
+    "Mozilla-Actions/sccache-action", "fc920bf0ec8de6ee65d409111f7ec508035751ba", "v0.0.11"
+)
 UPLOAD = Action("actions/upload-artifact", "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0")
-DOWNLOAD = Action("actions/download-artifact", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c",
-                  "v8.0.1")
-UPLOAD_PAGES = Action("actions/upload-pages-artifact", "fc324d3547104276b827a68afc52ff2a11cc49c9",
-                      "v5.0.0")
-DEPLOY_PAGES = Action("actions/deploy-pages", "cd2ce8fcbc39b97be8ca5fce6e763baed58fa128",
-                      "v5.0.0")
+DOWNLOAD = Action("actions/download-artifact", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1")
+UPLOAD_PAGES = Action(
+    "actions/upload-pages-artifact", "fc324d3547104276b827a68afc52ff2a11cc49c9", "v5.0.0"
+)
+DEPLOY_PAGES = Action("actions/deploy-pages", "cd2ce8fcbc39b97be8ca5fce6e763baed58fa128", "v5.0.0")
 
 # CUDA releases Jimver/cuda-toolkit (at the pinned tag) installs on Windows; the newest patch of
 # the spec's major.minor is taken.
 CUDA_RELEASES = (
-    "11.8.0", "12.0.1", "12.1.1", "12.2.2", "12.3.2", "12.4.1", "12.5.1", "12.6.3", "12.8.1",
-    "12.9.1", "13.0.2", "13.1.1", "13.2.0",
+    "11.8.0",
+    "12.0.1",
+    "12.1.1",
+    "12.2.2",
+    "12.3.2",
+    "12.4.1",
+    "12.5.1",
+    "12.6.3",
+    "12.8.1",
+    "12.9.1",
+    "13.0.2",
+    "13.1.1",
+    "13.2.0",
 )
 # What torch extensions compile and link against: nvcc and its headers, the runtime, the math
 # libraries torch's headers include, thrust/cub, and MSBuild integration (CUDA's own CMake/MSVC
 # lookups). Names of NVIDIA's Windows installer; CUDA 12.8+ ships crt and nvvm apart from nvcc.
-CUDA_PACKAGES = ("nvcc", "cudart", "cublas", "cublas_dev", "cusparse", "cusparse_dev",
-                 "cusolver", "cusolver_dev", "curand", "curand_dev", "cufft", "cufft_dev",
-                 "thrust", "visual_studio_integration")
+CUDA_PACKAGES = (
+    "nvcc",
+    "cudart",
+    "cublas",
+    "cublas_dev",
+    "cusparse",
+    "cusparse_dev",
+    "cusolver",
+    "cusolver_dev",
+    "curand",
+    "curand_dev",
+    "cufft",
+    "cufft_dev",
+    "thrust",
+    "visual_studio_integration",
+)
 CUDA_PACKAGES_SPLIT = ("crt", "nvvm")
 
 
@@ -95,8 +117,10 @@ class WorkflowOptions:
     def __post_init__(self) -> None:
         for flag, value in (("--runner", self.runner), ("--mambawin", self.mambawin)):
             if EXPRESSION in value:
-                msg = (f"{flag} {value!r} holds a GitHub expression ({EXPRESSION}): give plain "
-                       "text; the workflow never evaluates what you pass")
+                msg = (
+                    f"{flag} {value!r} holds a GitHub expression ({EXPRESSION}): give plain "
+                    "text; the workflow never evaluates what you pass"
+                )
                 raise UsageError(msg)
 
 
@@ -108,13 +132,22 @@ def buildable(cells: Sequence[Cell]) -> list[Cell]:
 def matrix_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
     """One `include:` entry of the build job's matrix (everything its steps need)."""
     return {
-        "id": cell.id, "artifact": artifact, "package": cell.package.name,
-        "repo": cell.package.repo, "ref": cell.package.ref, "python": cell.python,
-        "torch": cell.torch.version, "torch_index": cell.torch.index, "cuda": cell.torch.cuda,
-        "cuda_toolkit": cuda_release(cell.torch.cuda), "archs": format_archs(cell.archs),
+        "id": cell.id,
+        "artifact": artifact,
+        "package": cell.package.name,
+        "repo": cell.package.repo,
+        "ref": cell.package.ref,
+        "python": cell.python,
+        "torch": cell.torch.version,
+        "torch_index": cell.torch.index,
+        "cuda": cell.torch.cuda,
+        "cuda_toolkit": cuda_release(cell.torch.cuda),
+        "archs": format_archs(cell.archs),
         "cuda_packages": json.dumps(cuda_packages(cell.torch.cuda)),
-        "keep_complex": cell.keep_complex, "skip_patches": ",".join(cell.skip_patches),
-        "drop": ",".join(spec.options.drop), "keep": ",".join(spec.options.keep),
+        "keep_complex": cell.keep_complex,
+        "skip_patches": ",".join(cell.skip_patches),
+        "drop": ",".join(spec.options.drop),
+        "keep": ",".join(spec.options.keep),
         "wheel": cell.wheel or "",
     }
 
@@ -148,8 +181,10 @@ def cuda_release(cuda: str) -> str:
     found = [r for r in CUDA_RELEASES if r.rsplit(".", 1)[0] == cuda]
     if not found:
         known = ", ".join(sorted({r.rsplit(".", 1)[0] for r in CUDA_RELEASES}))
-        msg = (f"CUDA {cuda} cannot be installed on a GitHub Windows runner by "
-               f"{CUDA_TOOLKIT.repo} {CUDA_TOOLKIT.tag}: use one of {known} in [[torch]] cuda")
+        msg = (
+            f"CUDA {cuda} cannot be installed on a GitHub Windows runner by "
+            f"{CUDA_TOOLKIT.repo} {CUDA_TOOLKIT.tag}: use one of {known} in [[torch]] cuda"
+        )
         raise UsageError(msg)
     return found[-1]
 
@@ -174,8 +209,10 @@ def render(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> str:
         raise UsageError(msg)
     chosen = buildable(cells)
     if not chosen:
-        msg = (f"{spec.path}: no cell can be built on a Windows runner (no win_amd64 cell, or "
-               "every one impossible): see `mambawin matrix`")
+        msg = (
+            f"{spec.path}: no cell can be built on a Windows runner (no win_amd64 cell, or "
+            "every one impossible): see `mambawin matrix`"
+        )
         raise UsageError(msg)
     workflow = _workflow(spec, chosen, options)
     return _header(options) + dump(workflow)
@@ -183,7 +220,7 @@ def render(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> str:
 
 def matrices(cells: Sequence[Cell]) -> list[Sequence[Cell]]:
     """The cells in groups GitHub accepts as one matrix each (at most MATRIX_LIMIT jobs)."""
-    return [cells[i:i + MATRIX_LIMIT] for i in range(0, len(cells), MATRIX_LIMIT)]
+    return [cells[i : i + MATRIX_LIMIT] for i in range(0, len(cells), MATRIX_LIMIT)]
 
 
 def build_job_ids(cells: Sequence[Cell]) -> list[str]:
@@ -192,9 +229,11 @@ def build_job_ids(cells: Sequence[Cell]) -> list[str]:
 
 
 def _header(options: WorkflowOptions) -> str:
-    return (f"{MARKER} from {options.spec_path}; regenerate it rather than editing.\n"
-            "# Checked with actionlint and zizmor when generated; the CUDA sub-package list and\n"
-            "# the build times are assumptions until the first run on GitHub.\n")
+    return (
+        f"{MARKER} from {options.spec_path}; regenerate it rather than editing.\n"
+        "# Checked with actionlint and zizmor when generated; the CUDA sub-package list and\n"
+        "# the build times are assumptions until the first run on GitHub.\n"
+    )
 
 
 def _workflow(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> dict[str, Any]:
@@ -202,31 +241,40 @@ def _workflow(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> di
     entries = [matrix_entry(c, spec, n) for c, n in zip(cells, names, strict=True)]
     ids = build_job_ids(cells)
     jobs: dict[str, Any] = {
-        job: _build_job(group, entries[i * MATRIX_LIMIT:(i + 1) * MATRIX_LIMIT], options)
-        for i, (job, group) in enumerate(zip(ids, matrices(cells), strict=True))}
+        job: _build_job(group, entries[i * MATRIX_LIMIT : (i + 1) * MATRIX_LIMIT], options)
+        for i, (job, group) in enumerate(zip(ids, matrices(cells), strict=True))
+    }
     if options.publish != "none":
         jobs["publish"] = _publish_job(options, ids)
     return {
         "name": "mamba wheels",
-        "on": {"workflow_dispatch": {}, "push": {"branches": ["main"],
-                                                  "paths": [path_filter(options.spec_path)]}},
+        "on": {
+            "workflow_dispatch": {},
+            "push": {"branches": ["main"], "paths": [path_filter(options.spec_path)]},
+        },
         "permissions": {},
-        "concurrency": {"group": "${{ github.workflow }}-${{ github.ref }}",
-                        "cancel-in-progress": False},
+        "concurrency": {
+            "group": "${{ github.workflow }}-${{ github.ref }}",
+            "cancel-in-progress": False,
+        },
         "jobs": jobs,
     }
 
 
-def _build_job(cells: Sequence[Cell], entries: list[dict[str, Any]],
-               options: WorkflowOptions) -> dict[str, Any]:
+def _build_job(
+    cells: Sequence[Cell], entries: list[dict[str, Any]], options: WorkflowOptions
+) -> dict[str, Any]:
     return {
         "name": "${{ matrix.id }}",
         "runs-on": options.runner,
         "timeout-minutes": timeout_minutes(cells),
         "permissions": {"contents": "read"},
         "strategy": {"fail-fast": False, "matrix": {"include": entries}},
-        "env": {"SCCACHE_GHA_ENABLED": "true", "PYTHONUTF8": "1", "MAMBAWIN_CACHE_DIR":
-                "${{ github.workspace }}\\.mw"},
+        "env": {
+            "SCCACHE_GHA_ENABLED": "true",
+            "PYTHONUTF8": "1",
+            "MAMBAWIN_CACHE_DIR": "${{ github.workspace }}\\.mw",
+        },
         "steps": _build_steps(options),
     }
 
@@ -235,23 +283,52 @@ def _build_steps(options: WorkflowOptions) -> list[dict[str, Any]]:
     return [
         _uses(CHECKOUT, {"persist-credentials": False}),
         _uses(SETUP_PYTHON, {"python-version": "${{ matrix.python }}"}),
-        {**_uses(CUDA_TOOLKIT, {"cuda": "${{ matrix.cuda_toolkit }}", "method": "network",
-                                "sub-packages": "${{ matrix.cuda_packages }}"}),
-         "name": "CUDA toolkit"},
+        {
+            **_uses(
+                CUDA_TOOLKIT,
+                {
+                    "cuda": "${{ matrix.cuda_toolkit }}",
+                    "method": "network",
+                    "sub-packages": "${{ matrix.cuda_packages }}",
+                },
+            ),
+            "name": "CUDA toolkit",
+        },
         {**_uses(SCCACHE, {}), "name": "sccache on the GitHub Actions cache"},
-        _run("torch and mambawin", _INSTALL, {
-            "TORCH": "${{ matrix.torch }}", "TORCH_INDEX": "${{ matrix.torch_index }}",
-            "MAMBAWIN_REQ": options.mambawin}),
-        _run("mambawin doctor", 'mambawin doctor --arch "$ARCHS"\n',
-             {"ARCHS": "${{ matrix.archs }}"}),
-        _run("build ${{ matrix.wheel }}", _BUILD, {
-            "PACKAGE": "${{ matrix.package }}", "REPO": "${{ matrix.repo }}",
-            "REF": "${{ matrix.ref }}", "ARCHS": "${{ matrix.archs }}",
-            "KEEP_COMPLEX": "${{ matrix.keep_complex }}",
-            "SKIP_PATCHES": "${{ matrix.skip_patches }}", "DROP": "${{ matrix.drop }}",
-            "KEEP": "${{ matrix.keep }}"}),
-        _uses(UPLOAD, {"name": "${{ matrix.artifact }}", "path": "wheelhouse/*.whl",
-                       "if-no-files-found": "error"}),
+        _run(
+            "torch and mambawin",
+            _INSTALL,
+            {
+                "TORCH": "${{ matrix.torch }}",
+                "TORCH_INDEX": "${{ matrix.torch_index }}",
+                "MAMBAWIN_REQ": options.mambawin,
+            },
+        ),
+        _run(
+            "mambawin doctor", 'mambawin doctor --arch "$ARCHS"\n', {"ARCHS": "${{ matrix.archs }}"}
+        ),
+        _run(
+            "build ${{ matrix.wheel }}",
+            _BUILD,
+            {
+                "PACKAGE": "${{ matrix.package }}",
+                "REPO": "${{ matrix.repo }}",
+                "REF": "${{ matrix.ref }}",
+                "ARCHS": "${{ matrix.archs }}",
+                "KEEP_COMPLEX": "${{ matrix.keep_complex }}",
+                "SKIP_PATCHES": "${{ matrix.skip_patches }}",
+                "DROP": "${{ matrix.drop }}",
+                "KEEP": "${{ matrix.keep }}",
+            },
+        ),
+        _uses(
+            UPLOAD,
+            {
+                "name": "${{ matrix.artifact }}",
+                "path": "wheelhouse/*.whl",
+                "if-no-files-found": "error",
+            },
+        ),
     ]
 
 
@@ -279,23 +356,45 @@ def _publish_job(options: WorkflowOptions, needs: list[str]) -> dict[str, Any]:
     steps: list[dict[str, Any]] = [
         _uses(DOWNLOAD, {"pattern": "wheel-*", "path": "wheelhouse", "merge-multiple": True}),
         _uses(SETUP_PYTHON, {"python-version": "3.12"}),
-        _run("mambawin index", 'python -m pip install "$MAMBAWIN_REQ"\n'
-             "mambawin index wheelhouse --out site\n", {"MAMBAWIN_REQ": options.mambawin}),
+        _run(
+            "mambawin index",
+            'python -m pip install "$MAMBAWIN_REQ"\nmambawin index wheelhouse --out site\n',
+            {"MAMBAWIN_REQ": options.mambawin},
+        ),
     ]
-    job: dict[str, Any] = {"name": "index and publish", "needs": needs[0] if len(needs) == 1
-                           else needs,
-                           "runs-on": "ubuntu-24.04", "timeout-minutes": 30}
+    job: dict[str, Any] = {
+        "name": "index and publish",
+        "needs": needs[0] if len(needs) == 1 else needs,
+        "runs-on": "ubuntu-24.04",
+        "timeout-minutes": 30,
+    }
     if options.publish == "pages":
-        steps += [_uses(UPLOAD_PAGES, {"path": "site"}),
-                  {**_uses(DEPLOY_PAGES, {}), "id": "deployment"}]
-        job |= {"permissions": {"pages": Commented("write", "deploy the index to Pages"),
-                                "id-token": Commented("write", "deploy-pages proves who deploys")},
-                "environment": {"name": "github-pages",
-                                "url": "${{ steps.deployment.outputs.page_url }}"}}
+        steps += [
+            _uses(UPLOAD_PAGES, {"path": "site"}),
+            {**_uses(DEPLOY_PAGES, {}), "id": "deployment"},
+        ]
+        job |= {
+            "permissions": {
+                "pages": Commented("write", "deploy the index to Pages"),
+                "id-token": Commented("write", "deploy-pages proves who deploys"),
+            },
+            "environment": {
+                "name": "github-pages",
+                "url": "${{ steps.deployment.outputs.page_url }}",
+            },
+        }
     else:
-        steps.append(_run("release", _RELEASE, {"GH_TOKEN": "${{ github.token }}",
-                                                "GH_REPO": "${{ github.repository }}",
-                                                "TAG": "wheels-${{ github.run_number }}"}))
+        steps.append(
+            _run(
+                "release",
+                _RELEASE,
+                {
+                    "GH_TOKEN": "${{ github.token }}",
+                    "GH_REPO": "${{ github.repository }}",
+                    "TAG": "wheels-${{ github.run_number }}",
+                },
+            )
+        )
         job |= {"permissions": {"contents": Commented("write", "create the release")}}
     return {**job, "steps": steps}
 
@@ -326,8 +425,10 @@ def write_workflow(text: str, out: Path, force: bool = False) -> Path:
         msg = f"--out {out} is a folder: name the workflow file, e.g. {out / DEFAULT_OUT.name}"
         raise UsageError(msg)
     if out.exists() and not force and not _ours(out):
-        msg = (f"{out} exists and was not written by `mambawin ci github`: choose another --out, "
-               "or pass --force to replace it")
+        msg = (
+            f"{out} exists and was not written by `mambawin ci github`: choose another --out, "
+            "or pass --force to replace it"
+        )
         raise UsageError(msg)
     return write_atomic(out, text)
 

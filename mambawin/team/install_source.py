@@ -32,8 +32,9 @@ class Source:
     origin: str
 
 
-def default_source(*, checkout: Path | None = PACKAGE_DIR.parent,
-                   direct_url: str | None = None) -> Source:
+def default_source(
+    *, checkout: Path | None = PACKAGE_DIR.parent, direct_url: str | None = None
+) -> Source:
     """This mambawin's own source as a pip requirement; the released version as a last resort."""
     recorded = direct_url if direct_url is not None else _direct_url_text()
     found = _from_direct_url(recorded) if recorded else None
@@ -112,8 +113,18 @@ _NOT_FOUND = ("No matching distribution found", "Could not find a version that s
 
 def pip_dry_run(requirement: str, *, timeout: float = 120.0) -> Resolution:
     """`pip install --dry-run --no-deps` of the requirement, as a runner would resolve it."""
-    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
-            "--quiet", "--disable-pip-version-check", requirement]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--no-deps",
+        "--ignore-installed",
+        "--quiet",
+        "--disable-pip-version-check",
+        requirement,
+    ]
     try:
         done = proc.run(argv, timeout=timeout, check=False)
     except CommandError as exc:
@@ -130,11 +141,15 @@ def checked(source: Source, check: Checker) -> str:
     """A warning when pip could not be asked; UsageError when the requirement cannot resolve."""
     found = check(source.requirement)
     if found.resolves is False:
-        msg = (f"{source.requirement} ({source.origin}) is not on the package index, so every "
-               "job would fail to install it: pass --mambawin 'mambawin @ git+https://…/"
-               "mambawin@<commit>' (a pushed commit) or the version your index serves")
+        msg = (
+            f"{source.requirement} ({source.origin}) is not on the package index, so every "
+            "job would fail to install it: pass --mambawin 'mambawin @ git+https://…/"
+            "mambawin@<commit>' (a pushed commit) or the version your index serves"
+        )
         raise UsageError(msg)
     if found.resolves is None:
-        return (f"could not check that {source.requirement} resolves ({found.reason}); "
-                "the jobs install it as written")
+        return (
+            f"could not check that {source.requirement} resolves ({found.reason}); "
+            "the jobs install it as written"
+        )
     return ""

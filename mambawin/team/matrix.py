@@ -54,8 +54,10 @@ class Cell:
     @property
     def id(self) -> str:
         """A short stable name, also usable as a CI job name."""
-        return (f"{self.package.name}-{self.package.ref}-py{self.python}-torch{self.torch.version}"
-                f"-{self.torch.variant}-{self.platform}")
+        return (
+            f"{self.package.name}-{self.package.ref}-py{self.python}-torch{self.torch.version}"
+            f"-{self.torch.variant}-{self.platform}"
+        )
 
     @property
     def python_tag(self) -> str:
@@ -64,13 +66,24 @@ class Cell:
     def to_json(self) -> dict[str, Any]:
         """The stable `matrix --json` form of one cell."""
         return {
-            "id": self.id, "package": self.package.name, "ref": self.package.ref,
-            "repo": self.package.repo, "version": self.version, "python": self.python,
-            "torch": self.torch.version, "cuda": self.torch.cuda, "variant": self.torch.variant,
-            "torch_index": self.torch.index, "platform": self.platform,
-            "archs": format_archs(self.archs), "keep_complex": self.keep_complex,
+            "id": self.id,
+            "package": self.package.name,
+            "ref": self.package.ref,
+            "repo": self.package.repo,
+            "version": self.version,
+            "python": self.python,
+            "torch": self.torch.version,
+            "cuda": self.torch.cuda,
+            "variant": self.torch.variant,
+            "torch_index": self.torch.index,
+            "platform": self.platform,
+            "archs": format_archs(self.archs),
+            "keep_complex": self.keep_complex,
             "skip_patches": list(self.skip_patches),
-            "wheel": self.wheel, "status": self.status, "reason": self.reason, "note": self.note,
+            "wheel": self.wheel,
+            "status": self.status,
+            "reason": self.reason,
+            "note": self.note,
         }
 
 
@@ -92,36 +105,61 @@ def expand(spec: Spec, *, resolve: Resolver | None = None) -> list[Cell]:
                     key = (package, python, torch, platform)
                     if key in cells:
                         # `cuda = "13.0"` and `cuda = "cu130"` name one torch: one wheel, one job.
-                        cells[key] = _noted(cells[key], f"[[torch]] #{number} is the same "
-                                            f"torch {torch.version} {torch.variant}: merged")
+                        cells[key] = _noted(
+                            cells[key],
+                            f"[[torch]] #{number} is the same "
+                            f"torch {torch.version} {torch.variant}: merged",
+                        )
                         continue
                     cells[key] = _mark(cell, spec, versions, existing)
     return list(cells.values())
 
 
 def _noted(cell: Cell, note: str) -> Cell:
-    return cell if note in cell.note else replace(
-        cell, note=f"{cell.note}; {note}" if cell.note else note)
+    return (
+        cell
+        if note in cell.note
+        else replace(cell, note=f"{cell.note}; {note}" if cell.note else note)
+    )
 
 
-def wheel_name(package: PackageSpec, version: str, python: str, torch: TorchSpec,
-               platform: str) -> str:
+def wheel_name(
+    package: PackageSpec, version: str, python: str, torch: TorchSpec, platform: str
+) -> str:
     """The file name mambawin build writes for this cell (local label as `build` sets it)."""
     label = local_version_label(torch.cuda, torch.version)
     tag = "cp" + python.replace(".", "")
     return f"{package.upstream.dist}-{Version(version).public}+{label}-{tag}-{tag}-{platform}.whl"
 
 
-def _cell(spec: Spec, package: PackageSpec, python: str, torch: TorchSpec, platform: str,
-          version: str | None, note: str) -> Cell:
+def _cell(
+    spec: Spec,
+    package: PackageSpec,
+    python: str,
+    torch: TorchSpec,
+    platform: str,
+    version: str | None,
+    note: str,
+) -> Cell:
     wheel = wheel_name(package, version, python, torch, platform) if version else None
     own = own_ids(spec.options.skip_patches, get_package(package.name))
-    return Cell(package, python, torch, platform, spec.archs, spec.options.keep_complex,
-                version, wheel, note=note, skip_patches=own)
+    return Cell(
+        package,
+        python,
+        torch,
+        platform,
+        spec.archs,
+        spec.options.keep_complex,
+        version,
+        wheel,
+        note=note,
+        skip_patches=own,
+    )
 
 
-def _mark(cell: Cell, spec: Spec, versions: dict[str, tuple[str | None, str]],
-          existing: dict[str, str]) -> Cell:
+def _mark(
+    cell: Cell, spec: Spec, versions: dict[str, tuple[str | None, str]], existing: dict[str, str]
+) -> Cell:
     """The cell with its status: impossible (with why) before indexed before built before todo."""
     reason = impossible(cell, {name: v for name, (v, _) in versions.items()})
     if reason:
@@ -160,10 +198,14 @@ def package_version(package: PackageSpec) -> tuple[str | None, str]:
             pass
     tag = _RELEASE_TAG.match(package.ref)
     if tag:
-        return tag[1], (f"version taken from the tag {package.ref} (upstream not fetched yet; "
-                        "`mambawin fetch` reads the real one)")
-    return None, (f"version of {package.ref!r} unknown until fetched: run `mambawin fetch "
-                  f"--repo {package.repo} --ref {package.ref}` or set version in the spec")
+        return tag[1], (
+            f"version taken from the tag {package.ref} (upstream not fetched yet; "
+            "`mambawin fetch` reads the real one)"
+        )
+    return None, (
+        f"version of {package.ref!r} unknown until fetched: run `mambawin fetch "
+        f"--repo {package.repo} --ref {package.ref}` or set version in the spec"
+    )
 
 
 def _file_at_ref(package: PackageSpec) -> str | None:

@@ -50,10 +50,14 @@ class CellResult:
     log: Path | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {**self.cell.to_json(), "outcome": self.outcome,
-                "built_wheel": str(self.wheel) if self.wheel else None,
-                "seconds": round(self.seconds, 1), "detail": self.detail,
-                "log": str(self.log) if self.log else None}
+        return {
+            **self.cell.to_json(),
+            "outcome": self.outcome,
+            "built_wheel": str(self.wheel) if self.wheel else None,
+            "seconds": round(self.seconds, 1),
+            "detail": self.detail,
+            "log": str(self.log) if self.log else None,
+        }
 
 
 class RunReporter(Protocol):
@@ -88,8 +92,11 @@ def _not_built(cell: Cell, options: RunOptions) -> CellResult | None:
     if cell.status != TODO:
         return CellResult(cell, SKIPPED, detail=f"already {cell.status}: {cell.wheel}")
     if cell.platform != options.platform:
-        return CellResult(cell, ELSEWHERE, detail=f"needs a {cell.platform} machine "
-                          f"(this one is {options.platform})")
+        return CellResult(
+            cell,
+            ELSEWHERE,
+            detail=f"needs a {cell.platform} machine (this one is {options.platform})",
+        )
     return None
 
 
@@ -104,8 +111,13 @@ class PlannedCell:
     argv: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
-        return {**self.cell.to_json(), "outcome": self.outcome, "detail": self.detail,
-                "environment": str(self.env) if self.env else None, "argv": list(self.argv)}
+        return {
+            **self.cell.to_json(),
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "environment": str(self.env) if self.env else None,
+            "argv": list(self.argv),
+        }
 
 
 def plan_spec(spec: Spec, options: RunOptions) -> list[PlannedCell]:
@@ -122,8 +134,9 @@ def plan_spec(spec: Spec, options: RunOptions) -> list[PlannedCell]:
     return planned
 
 
-def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
-               reporter: RunReporter) -> list[CellResult]:
+def _run_group(
+    cells: list[Cell], spec: Spec, options: RunOptions, reporter: RunReporter
+) -> list[CellResult]:
     """Find the group's CUDA toolkit, make its environment once, then build each cell in it."""
     first = cells[0]
     toolkit, note = toolkits.find_toolkit(first.torch.cuda, envs.clean_environ())
@@ -133,8 +146,9 @@ def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
         reporter.line(f"note: {note}")
     start = time.monotonic()
     try:
-        env = envs.ensure_env(first.python, first.torch, root=options.envs_root,
-                              on_line=reporter.line)
+        env = envs.ensure_env(
+            first.python, first.torch, root=options.envs_root, on_line=reporter.line
+        )
     except MambawinError as exc:
         spent = time.monotonic() - start
         return [CellResult(c, FAILED, seconds=spent, detail=f"environment: {exc}") for c in cells]
@@ -142,21 +156,33 @@ def _run_group(cells: list[Cell], spec: Spec, options: RunOptions,
     return [_build_cell(cell, env, environ, spec, options, reporter) for cell in cells]
 
 
-def _build_cell(cell: Cell, env: envs.BuildEnv, environ: dict[str, str], spec: Spec,
-                options: RunOptions, reporter: RunReporter) -> CellResult:
+def _build_cell(
+    cell: Cell,
+    env: envs.BuildEnv,
+    environ: dict[str, str],
+    spec: Spec,
+    options: RunOptions,
+    reporter: RunReporter,
+) -> CellResult:
     """Run the build pipeline for one cell in env; the wheel must appear in the wheelhouse."""
     reporter.cell_started(cell, str(env.root))
     log = _log_path(cell)
     before = _wheels(spec.wheelhouse)
     start = time.monotonic()
     with log.open("w", encoding="utf-8") as stream:
+
         def on_line(text: str) -> None:
             stream.write(text + "\n")
             reporter.line(text)
 
         try:
-            done = proc.run(build_argv(cell, env.python, spec, options), timeout=CELL_TIMEOUT,
-                            check=False, env=environ, on_line=on_line)
+            done = proc.run(
+                build_argv(cell, env.python, spec, options),
+                timeout=CELL_TIMEOUT,
+                check=False,
+                env=environ,
+                on_line=on_line,
+            )
         except MambawinError as exc:
             return CellResult(cell, FAILED, None, time.monotonic() - start, str(exc), log)
     spent = time.monotonic() - start
@@ -172,9 +198,22 @@ def _build_cell(cell: Cell, env: envs.BuildEnv, environ: dict[str, str], spec: S
 def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> list[str]:
     """`<env python> -m mambawin build` for this cell, with the label the matrix promised."""
     label = local_version_label(cell.torch.cuda, cell.torch.version)
-    argv = [str(python), "-m", "mambawin", "build", "--ref", cell.package.ref,
-            "--repo", cell.package.repo, "--arch", format_archs(cell.archs),
-            "--out", str(spec.wheelhouse), "--local-version", label]
+    argv = [
+        str(python),
+        "-m",
+        "mambawin",
+        "build",
+        "--ref",
+        cell.package.ref,
+        "--repo",
+        cell.package.repo,
+        "--arch",
+        format_archs(cell.archs),
+        "--out",
+        str(spec.wheelhouse),
+        "--local-version",
+        label,
+    ]
     argv += package_args(cell.package.name) + requirement_args(spec.options)
     argv += ["--keep-complex"] if cell.keep_complex else []
     argv += [arg for patch_id in cell.skip_patches for arg in ("--skip-patch", patch_id)]
@@ -190,8 +229,9 @@ def package_args(name: str) -> list[str]:
 
 def requirement_args(options: Options) -> list[str]:
     """--drop/--keep for the spec's requirement rules."""
-    return ([arg for name in options.drop for arg in ("--drop", name)]
-            + [arg for name in options.keep for arg in ("--keep", name)])
+    return [arg for name in options.drop for arg in ("--drop", name)] + [
+        arg for name in options.keep for arg in ("--keep", name)
+    ]
 
 
 def _log_path(cell: Cell) -> Path:
@@ -210,8 +250,11 @@ def _produced(cell: Cell, wheelhouse: Path, before: dict[str, float]) -> Path | 
     after = _wheels(wheelhouse)
     if cell.wheel:
         return wheelhouse / cell.wheel if cell.wheel in after else None
-    new = [n for n, t in after.items() if before.get(n) != t
-           and n.startswith(cell.package.upstream.dist + "-")]
+    new = [
+        n
+        for n, t in after.items()
+        if before.get(n) != t and n.startswith(cell.package.upstream.dist + "-")
+    ]
     return wheelhouse / new[0] if len(new) == 1 else None
 
 
@@ -219,4 +262,3 @@ def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if line.lower().startswith("error")]
     return (errors or lines or [""])[-1]
-

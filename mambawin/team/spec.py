@@ -119,8 +119,9 @@ class Spec:
 def load_spec(path: Path | str = DEFAULT_SPEC) -> Spec:
     """Read and validate a spec file; SpecError (one line: file, line, key) when it is wrong."""
     path = Path(path)
-    text = userfile.read_text(path, what="spec", error=SpecError,
-                              missing=f"write one with `mambawin init --out {path}`")
+    text = userfile.read_text(
+        path, what="spec", error=SpecError, missing=f"write one with `mambawin init --out {path}`"
+    )
     return parse_spec(text, path)
 
 
@@ -172,8 +173,10 @@ class _Reader:
         names = [p.name for p in found]
         for i, name in enumerate(names):
             if name in names[:i]:
-                raise self.fail(("package", i, "name"), f"{name} is listed twice: keep one "
-                                "[[package]] per package (one ref each)")
+                raise self.fail(
+                    ("package", i, "name"),
+                    f"{name} is listed twice: keep one [[package]] per package (one ref each)",
+                )
         return found
 
     def package(self, table: dict[str, Any], where: tuple[str | int, ...]) -> PackageSpec:
@@ -181,8 +184,9 @@ class _Reader:
         raw = self.string(self.required(table, (*where, "name")), (*where, "name"))
         name = canonicalize_name(raw)
         if name not in UPSTREAMS:
-            raise self.fail((*where, "name"), f"unknown package {raw!r}: use one of "
-                            + ", ".join(UPSTREAMS))
+            raise self.fail(
+                (*where, "name"), f"unknown package {raw!r}: use one of " + ", ".join(UPSTREAMS)
+            )
         version = self.optional_str(table, (*where, "version"))
         if version is not None:
             version = str(self.version(version, (*where, "version")))
@@ -203,8 +207,11 @@ class _Reader:
         self.version(version, (*where, "version"))
         index = self.optional_str(table, (*where, "index"))
         if index is not None and not _URL.match(index):
-            raise self.fail((*where, "index"), f"{index!r} is not a URL: give the index torch "
-                            "comes from, e.g. https://download.pytorch.org/whl/cu130")
+            raise self.fail(
+                (*where, "index"),
+                f"{index!r} is not a URL: give the index torch "
+                "comes from, e.g. https://download.pytorch.org/whl/cu130",
+            )
         cuda = self.cuda(table.get("cuda"), index, where)
         digits = cuda.replace(".", "")
         return TorchSpec(version=version, cuda=cuda, index=index or TORCH_INDEX.format(cuda=digits))
@@ -214,16 +221,20 @@ class _Reader:
         if value is None:
             match = _INDEX_CUDA.search(index or "")
             if match is None:
-                raise self.fail((*where, "cuda"), "missing: give the CUDA variant, e.g. "
-                                'cuda = "13.0" (or an index URL ending in /cu130)')
+                raise self.fail(
+                    (*where, "cuda"),
+                    "missing: give the CUDA variant, e.g. "
+                    'cuda = "13.0" (or an index URL ending in /cu130)',
+                )
             value = f"cu{match[1]}"
         text = self.string(value, (*where, "cuda")).lower().removeprefix("cu")
         if re.fullmatch(r"\d{2,3}", text):
             text = f"{text[:-1]}.{text[-1]}"
         release = self.version(text, (*where, "cuda")).release
         if len(release) < 2 or not 10 <= release[0] <= 20:
-            raise self.fail((*where, "cuda"), f"{value!r} is not a CUDA version: use e.g. "
-                            '"12.8" or "cu128"')
+            raise self.fail(
+                (*where, "cuda"), f'{value!r} is not a CUDA version: use e.g. "12.8" or "cu128"'
+            )
         return f"{release[0]}.{release[1]}"
 
     def pythons(self, value: object) -> tuple[str, ...]:
@@ -231,8 +242,11 @@ class _Reader:
         for text in self.strings(value, ("python",)):
             version = self.version(text, ("python",))
             if len(version.release) != 2 or version < MIN_PYTHON:
-                raise self.fail(("python",), f"{text!r}: give CPython versions as X.Y, "
-                                f"{MIN_PYTHON} or newer (mambawin runs in each build environment)")
+                raise self.fail(
+                    ("python",),
+                    f"{text!r}: give CPython versions as X.Y, "
+                    f"{MIN_PYTHON} or newer (mambawin runs in each build environment)",
+                )
             if text not in found:
                 found.append(text)
         return tuple(found)
@@ -249,8 +263,9 @@ class _Reader:
         texts = self.strings(value, ("platforms",))
         for text in texts:
             if text not in PLATFORMS:
-                raise self.fail(("platforms",), f"unknown platform {text!r}: use one of "
-                                + ", ".join(PLATFORMS))
+                raise self.fail(
+                    ("platforms",), f"unknown platform {text!r}: use one of " + ", ".join(PLATFORMS)
+                )
         return tuple(dict.fromkeys(texts))
 
     def options(self, value: object) -> Options:
@@ -259,24 +274,33 @@ class _Reader:
         keep_complex = table.get("keep_complex", Options.keep_complex)
         if not isinstance(keep_complex, bool):
             raise self.fail(("options", "keep_complex"), "must be true or false")
-        drop = self.strings(table.get("drop", list(Options.drop)), ("options", "drop"),
-                            empty_ok=True)
-        keep = self.strings(table.get("keep", list(Options.keep)), ("options", "keep"),
-                            empty_ok=True)
-        skips = self.strings(table.get("skip_patches", list(Options.skip_patches)),
-                             ("options", "skip_patches"), empty_ok=True)
+        drop = self.strings(
+            table.get("drop", list(Options.drop)), ("options", "drop"), empty_ok=True
+        )
+        keep = self.strings(
+            table.get("keep", list(Options.keep)), ("options", "keep"), empty_ok=True
+        )
+        skips = self.strings(
+            table.get("skip_patches", list(Options.skip_patches)),
+            ("options", "skip_patches"),
+            empty_ok=True,
+        )
         for index, patch_id in enumerate(skips):
             if patch_id not in every_patch_id():
-                raise self.fail(("options", "skip_patches", index),
-                                f"unknown patch id {patch_id!r}: `mambawin patches --package "
-                                "NAME` lists each package's")
-        return Options(keep_complex=keep_complex, drop=tuple(drop), keep=tuple(keep),
-                       skip_patches=tuple(skips))
+                raise self.fail(
+                    ("options", "skip_patches", index),
+                    f"unknown patch id {patch_id!r}: `mambawin patches --package "
+                    "NAME` lists each package's",
+                )
+        return Options(
+            keep_complex=keep_complex, drop=tuple(drop), keep=tuple(keep), skip_patches=tuple(skips)
+        )
 
     # -- types --
 
-    def known(self, table: Mapping[str, Any], where: tuple[str | int, ...],
-              keys: Sequence[str]) -> None:
+    def known(
+        self, table: Mapping[str, Any], where: tuple[str | int, ...], keys: Sequence[str]
+    ) -> None:
         for key in table:
             if key not in keys:
                 raise self.fail((*where, key), "unknown key: expected one of " + ", ".join(keys))
@@ -284,20 +308,22 @@ class _Reader:
     def required(self, table: Mapping[str, Any], where: tuple[str | int, ...]) -> object:
         key = str(where[-1])
         if key not in table:
-            raise self.fail(where, f"missing: the spec needs {_dotted(where)} "
-                            "(`mambawin init` writes an example)")
+            raise self.fail(
+                where,
+                f"missing: the spec needs {_dotted(where)} (`mambawin init` writes an example)",
+            )
         return table[key]
 
     def table(self, value: object, where: tuple[str | int, ...]) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise self.fail(where, f"must be a table ([{_dotted(where)}]), got "
-                            f"{_type_name(value)}")
+            raise self.fail(where, f"must be a table ([{_dotted(where)}]), got {_type_name(value)}")
         return value
 
     def tables(self, value: object, where: tuple[str | int, ...]) -> list[dict[str, Any]]:
         if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
-            raise self.fail(where, f"must be one or more [[{_dotted(where)}]] tables, got "
-                            f"{_type_name(value)}")
+            raise self.fail(
+                where, f"must be one or more [[{_dotted(where)}]] tables, got {_type_name(value)}"
+            )
         return value
 
     def string(self, value: object, where: tuple[str | int, ...]) -> str:
@@ -308,19 +334,26 @@ class _Reader:
     def data(self, text: str, where: tuple[str | int, ...]) -> str:
         """Text that is data wherever it goes: no GitHub expression, no option to a program."""
         if EXPRESSION in text:
-            raise self.fail(where, f"{text!r} holds a GitHub Actions expression ({EXPRESSION}): "
-                            "spec values are plain data; write the value itself")
+            raise self.fail(
+                where,
+                f"{text!r} holds a GitHub Actions expression ({EXPRESSION}): "
+                "spec values are plain data; write the value itself",
+            )
         if text.startswith("-"):
-            raise self.fail(where, f"{text!r} starts with '-', which git and pip would read as "
-                            "an option: write the value itself")
+            raise self.fail(
+                where,
+                f"{text!r} starts with '-', which git and pip would read as "
+                "an option: write the value itself",
+            )
         return text
 
     def optional_str(self, table: Mapping[str, Any], where: tuple[str | int, ...]) -> str | None:
         key = str(where[-1])
         return self.string(table[key], where) if key in table else None
 
-    def strings(self, value: object, where: tuple[str | int, ...], *,
-                empty_ok: bool = False) -> list[str]:
+    def strings(
+        self, value: object, where: tuple[str | int, ...], *, empty_ok: bool = False
+    ) -> list[str]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(where, f"must be a list of strings, got {_type_name(value)}")
         if not value and not empty_ok:
@@ -384,7 +417,12 @@ def _dotted(where: tuple[str | int, ...]) -> str:
 
 
 def _type_name(value: object) -> str:
-    names: dict[type, str] = {bool: "a boolean", int: "an integer", float: "a number",
-                              str: "a string", list: "a list", dict: "a table"}
+    names: dict[type, str] = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }
     return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
-

@@ -37,11 +37,15 @@ def find_toolkit(cuda: str, environ: Mapping[str, str]) -> tuple[Toolkit | None,
     if exact:
         return exact[0], ""
     if found:
-        return found[0], (f"no CUDA {cuda} toolkit found; building with CUDA {found[0].version} "
-                          "(same major: torch accepts it)")
-    return None, (f"no CUDA {wanted.major}.x toolkit found for torch's cu"
-                  f"{cuda.replace('.', '')}: install CUDA {cuda} (on Windows its installer sets "
-                  f"CUDA_PATH_V{cuda.replace('.', '_')}) or set CUDA_HOME to one")
+        return found[0], (
+            f"no CUDA {cuda} toolkit found; building with CUDA {found[0].version} "
+            "(same major: torch accepts it)"
+        )
+    return None, (
+        f"no CUDA {wanted.major}.x toolkit found for torch's cu"
+        f"{cuda.replace('.', '')}: install CUDA {cuda} (on Windows its installer sets "
+        f"CUDA_PATH_V{cuda.replace('.', '_')}) or set CUDA_HOME to one"
+    )
 
 
 def toolkit_environ(toolkit: Toolkit, environ: Mapping[str, str]) -> dict[str, str]:
@@ -71,8 +75,9 @@ def _candidates(cuda: str, environ: Mapping[str, str]) -> list[Path]:
     named = environ.get(f"CUDA_PATH_V{cuda.replace('.', '_')}")
     paths = [Path(named)] if named else []
     if sys.platform == "win32":
-        base = Path(environ.get("ProgramFiles", "C:/Program Files"), "NVIDIA GPU Computing Toolkit",
-                    "CUDA")
+        base = Path(
+            environ.get("ProgramFiles", "C:/Program Files"), "NVIDIA GPU Computing Toolkit", "CUDA"
+        )
         paths.append(base / f"v{cuda}")
     else:
         paths.append(Path(f"/usr/local/cuda-{cuda}"))

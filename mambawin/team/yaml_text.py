@@ -43,8 +43,10 @@ def dump(value: Any, indent: int = 0) -> str:
 
 def _entry(head: str, item: Any, indent: int) -> str:
     if isinstance(item, Block):
-        body = "".join(f"{' ' * (indent + 2)}{line}\n" if line else "\n"
-                       for line in item.rstrip("\n").split("\n"))
+        body = "".join(
+            f"{' ' * (indent + 2)}{line}\n" if line else "\n"
+            for line in item.rstrip("\n").split("\n")
+        )
         return f"{head} |\n{body}"
     if isinstance(item, (dict, list)) and item:
         return f"{head}\n{dump(item, indent + 2)}"
@@ -69,5 +71,3 @@ def _scalar(value: Any) -> str:
     if _PLAIN.match(text) and text.lower() not in _YAML_WORDS:
         return text
     return json.dumps(text)
-
-

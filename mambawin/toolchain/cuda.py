@@ -53,8 +53,9 @@ def parse_gpu_codes(text: str) -> tuple[str, ...]:
     return tuple(f"sm_{m[0]}{m[1]}" for m in _GPU_CODE.findall((text or "").replace("\r", "")))
 
 
-def nvcc_version(cuda_home: str | Path, env: Mapping[str, str] | None = None,
-                 timeout: float = 20.0) -> Version | None:
+def nvcc_version(
+    cuda_home: str | Path, env: Mapping[str, str] | None = None, timeout: float = 20.0
+) -> Version | None:
     """The version of <cuda_home>/bin/nvcc, or None when it does not run."""
     nvcc = Path(cuda_home, "bin", "nvcc.exe" if os.name == "nt" else "nvcc")
     try:
@@ -81,8 +82,9 @@ def torch_cuda_home(ctx: ProbeContext) -> tuple[str | None, str]:
 def default_toolkits(ctx: ProbeContext) -> list[Path]:
     """Toolkits in the installer's default places."""
     if ctx.windows:
-        base = Path(ctx.env.get("ProgramFiles", "C:/Program Files"), "NVIDIA GPU Computing Toolkit",
-                    "CUDA")
+        base = Path(
+            ctx.env.get("ProgramFiles", "C:/Program Files"), "NVIDIA GPU Computing Toolkit", "CUDA"
+        )
         return sorted(base.glob("v*.*")) if base.is_dir() else []
     found = [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"))]
     return [p for p in found if p.is_dir()]
@@ -98,8 +100,10 @@ def is_toolkit(home: str | Path | None, platform: str) -> bool:
     """A folder with bin/nvcc and include/cuda_runtime.h, which torch's build needs both of."""
     if not home:
         return False
-    return (Path(home, "bin", nvcc_name(platform)).is_file()
-            and Path(home, "include", "cuda_runtime.h").is_file())
+    return (
+        Path(home, "bin", nvcc_name(platform)).is_file()
+        and Path(home, "include", "cuda_runtime.h").is_file()
+    )
 
 
 def gather_cuda(ctx: ProbeContext) -> CudaFacts:
@@ -111,8 +115,9 @@ def gather_cuda(ctx: ProbeContext) -> CudaFacts:
     nvcc = str(Path(home, "bin", nvcc_name(ctx.platform)))
     version = parse_nvcc_version(output_of(ctx, [nvcc, "--version"]) or "")
     codes = parse_gpu_codes(output_of(ctx, [nvcc, "--list-gpu-code"]) or "")
-    return CudaFacts(torch_home, home, source, nvcc, version, codes,
-                     notes + _disagreements(ctx, home))
+    return CudaFacts(
+        torch_home, home, source, nvcc, version, codes, notes + _disagreements(ctx, home)
+    )
 
 
 def _usable_home(ctx: ProbeContext, torch_home: str | None) -> tuple[str | None, tuple[str, ...]]:
@@ -122,8 +127,14 @@ def _usable_home(ctx: ProbeContext, torch_home: str | None) -> tuple[str | None,
     others = [p for p in candidate_toolkits(ctx) if is_toolkit(p, ctx.platform)]
     if not others:
         return None, ()
-    note = (f"torch would use CUDA_HOME={torch_home} (no bin/nvcc + include/cuda_runtime.h there); "
-            f"mambawin builds with CUDA_HOME={others[0]}") if torch_home else ""
+    note = (
+        (
+            f"torch would use CUDA_HOME={torch_home} (no bin/nvcc + include/cuda_runtime.h there); "
+            f"mambawin builds with CUDA_HOME={others[0]}"
+        )
+        if torch_home
+        else ""
+    )
     return str(others[0]), (note,) if note else ()
 
 
@@ -176,16 +187,25 @@ def cuda_checks(cuda: CudaFacts, torch_cuda: str | None) -> list[Check]:
     if cuda.error:
         return [Check("nvcc", Status.FAIL, hint=cuda.error, blocking=True)]
     if cuda.home is None:
-        where = f"CUDA_HOME resolves to {cuda.torch_home}, which is not a toolkit; " \
-            if cuda.torch_home else ""
-        hint = (f"{where}install the CUDA toolkit ({want}, {CUDA_DOWNLOAD}) "
-                "or set CUDA_HOME to its folder")
-        return [Check("nvcc", Status.FAIL, found="not found", required=want, hint=hint,
-                      blocking=True)]
+        where = (
+            f"CUDA_HOME resolves to {cuda.torch_home}, which is not a toolkit; "
+            if cuda.torch_home
+            else ""
+        )
+        hint = (
+            f"{where}install the CUDA toolkit ({want}, {CUDA_DOWNLOAD}) "
+            "or set CUDA_HOME to its folder"
+        )
+        return [
+            Check("nvcc", Status.FAIL, found="not found", required=want, hint=hint, blocking=True)
+        ]
     if cuda.version is None:
         hint = f"{cuda.nvcc} --version did not run or printed no release: reinstall the toolkit"
-        return [Check("nvcc", Status.FAIL, found=cuda.nvcc or "", required=want, hint=hint,
-                      blocking=True)]
+        return [
+            Check(
+                "nvcc", Status.FAIL, found=cuda.nvcc or "", required=want, hint=hint, blocking=True
+            )
+        ]
     found = f"{cuda.nvcc} (CUDA_HOME={cuda.home}, from {cuda.source or 'a default folder'})"
     checks = [Check("nvcc", Status.OK, found=found, version=cuda.version.public, required=want)]
     if cuda.notes:
@@ -199,18 +219,29 @@ def arch_check(cuda: CudaFacts, archs: tuple[Arch, ...]) -> Check:
     if cuda.version is None:
         return Check("nvcc archs", Status.SKIP, hint="nvcc not found")
     if not cuda.gpu_codes:
-        return Check("nvcc archs", Status.WARN, version=cuda.version.public,
-                     hint=f"{cuda.nvcc} --list-gpu-code printed nothing; arch support unchecked")
+        return Check(
+            "nvcc archs",
+            Status.WARN,
+            version=cuda.version.public,
+            hint=f"{cuda.nvcc} --list-gpu-code printed nothing; arch support unchecked",
+        )
     numbers = sorted(_number(code) for code in cuda.gpu_codes)
     listed = f"sm_{numbers[0]} .. sm_{numbers[-1]}"
     missing = [a for a in archs if not _compiles(cuda, a)]
     if not missing:
         found = ", ".join(str(a) for a in archs) if archs else f"can compile {listed}"
-        return Check("nvcc archs", Status.OK, found=found, version=cuda.version.public,
-                     required=listed)
-    return Check("nvcc archs", Status.FAIL, found=", ".join(a.sm for a in missing),
-                 version=cuda.version.public, required=listed, hint=_arch_hint(cuda, missing),
-                 blocking=True)
+        return Check(
+            "nvcc archs", Status.OK, found=found, version=cuda.version.public, required=listed
+        )
+    return Check(
+        "nvcc archs",
+        Status.FAIL,
+        found=", ".join(a.sm for a in missing),
+        version=cuda.version.public,
+        required=listed,
+        hint=_arch_hint(cuda, missing),
+        blocking=True,
+    )
 
 
 # `--list-gpu-code` names base targets only (sm_90, not sm_90a): the suffixed ones came later.
@@ -231,8 +262,10 @@ def _arch_hint(cuda: CudaFacts, missing: list[Arch]) -> str:
     listed = [a for a in missing if f"sm_{a.major}{a.minor}" in cuda.gpu_codes]
     if listed:
         since = ", ".join(f"'{a.suffix}' needs CUDA {_SUFFIX_SINCE[a.suffix]}+" for a in listed)
-        return (f"nvcc {cuda.version} cannot compile {names} ({since}): use a newer toolkit, "
-                f"or drop the suffix (--arch {listed[0].major}{listed[0].minor})")
+        return (
+            f"nvcc {cuda.version} cannot compile {names} ({since}): use a newer toolkit, "
+            f"or drop the suffix (--arch {listed[0].major}{listed[0].minor})"
+        )
     if all(a.major * 10 + a.minor < lowest for a in missing):
         why = f"CUDA {cuda.version} dropped targets below sm_{lowest}: use CUDA 12.x"
     else:

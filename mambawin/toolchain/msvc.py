@@ -135,20 +135,28 @@ def parse_vswhere_json(text: str) -> list[VsInstance]:
 
 
 def _instance(item: Mapping[str, object]) -> VsInstance:
-    return VsInstance(path=str(item["installationPath"]),
-                      version=str(item.get("installationVersion", "")),
-                      name=str(item.get("displayName", item.get("productId", "Visual Studio"))),
-                      product=str(item.get("productId", "")),
-                      prerelease=bool(item.get("isPrerelease", False)))
+    return VsInstance(
+        path=str(item["installationPath"]),
+        version=str(item.get("installationVersion", "")),
+        name=str(item.get("displayName", item.get("productId", "Visual Studio"))),
+        product=str(item.get("productId", "")),
+        prerelease=bool(item.get("isPrerelease", False)),
+    )
 
 
-def list_instances(env: Mapping[str, str] | None = None, *, requires_vc: bool = True,
-                   timeout: float = VSWHERE_TIMEOUT) -> list[VsInstance]:
+def list_instances(
+    env: Mapping[str, str] | None = None,
+    *,
+    requires_vc: bool = True,
+    timeout: float = VSWHERE_TIMEOUT,
+) -> list[VsInstance]:
     """Every VS / Build Tools instance (`-products *`: without it Build Tools are invisible)."""
     vswhere = find_vswhere(env)
     if vswhere is None:
-        msg = ("vswhere.exe not found: install Visual Studio 2022 Build Tools with the "
-               "'Desktop development with C++' workload (https://aka.ms/vs/17/release/vs_BuildTools.exe)")
+        msg = (
+            "vswhere.exe not found: install Visual Studio 2022 Build Tools with the "
+            "'Desktop development with C++' workload (https://aka.ms/vs/17/release/vs_BuildTools.exe)"
+        )
         raise ToolchainError(msg)
     argv = [vswhere, "-products", "*", "-prerelease", "-format", "json", "-utf8", "-sort"]
     if requires_vc:
@@ -164,8 +172,9 @@ def list_toolsets(instance: VsInstance) -> list[Toolset]:
         names = [p.name for p in folder.iterdir() if p.is_dir() and _TOOLSET_DIR.match(p.name)]
     except OSError:
         return []
-    return sorted((Toolset(instance, n) for n in names), key=lambda t: Version(t.version),
-                  reverse=True)
+    return sorted(
+        (Toolset(instance, n) for n in names), key=lambda t: Version(t.version), reverse=True
+    )
 
 
 # ---- the two gates: nvcc's host_config.h and the STL's STL1002 --------------------------------
@@ -213,11 +222,18 @@ def judge(toolset: Toolset, window: MscWindow | None, cuda: Version | None) -> V
     return Verdict(toolset, nvcc_ok, stl_min, stl_ok, toolset.cl_x64.is_file())
 
 
-def choose_toolset(toolsets: Iterable[Toolset], window: MscWindow | None, cuda: Version | None,
-                   wanted: str | None = None) -> Verdict | None:
+def choose_toolset(
+    toolsets: Iterable[Toolset],
+    window: MscWindow | None,
+    cuda: Version | None,
+    wanted: str | None = None,
+) -> Verdict | None:
     """The newest x64-hosted toolset both gates accept (if given, one starting with `wanted`)."""
-    verdicts = [judge(t, window, cuda) for t in toolsets
-                if not wanted or t.version == wanted or t.version.startswith(wanted + ".")]
+    verdicts = [
+        judge(t, window, cuda)
+        for t in toolsets
+        if not wanted or t.version == wanted or t.version.startswith(wanted + ".")
+    ]
     usable = [v for v in verdicts if v.usable]
     return max(usable, key=lambda v: Version(v.toolset.version), default=None)
 
@@ -231,9 +247,14 @@ def parse_cl_version(banner: str) -> str | None:
 # ---- capturing the environment ----------------------------------------------------------------
 
 
-def capture_msvc_environment(cuda_home: str | Path, *, cuda_version: str | None = None,
-                             toolset: str | None = None, env: Mapping[str, str] | None = None,
-                             timeout: float = VCVARS_TIMEOUT) -> dict[str, str]:
+def capture_msvc_environment(
+    cuda_home: str | Path,
+    *,
+    cuda_version: str | None = None,
+    toolset: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = VCVARS_TIMEOUT,
+) -> dict[str, str]:
     """os.environ (or env) merged with vcvars64 of a toolset nvcc accepts; DISTUTILS_USE_SDK=1."""
     base = dict(os.environ if env is None else env)
     cuda = _cuda_version(cuda_home, cuda_version, base)
@@ -247,8 +268,9 @@ def capture_msvc_environment(cuda_home: str | Path, *, cuda_version: str | None 
     return merge_environment(base, captured)
 
 
-def _cuda_version(cuda_home: str | Path, given: str | None,
-                  env: Mapping[str, str]) -> Version | None:
+def _cuda_version(
+    cuda_home: str | Path, given: str | None, env: Mapping[str, str]
+) -> Version | None:
     if given:
         try:
             return Version(given)
@@ -257,16 +279,21 @@ def _cuda_version(cuda_home: str | Path, given: str | None,
     return nvcc_version(cuda_home, env)
 
 
-def _no_toolset_message(toolsets: Sequence[Toolset], window: MscWindow | None,
-                        cuda: Version | None, wanted: str | None) -> str:
+def _no_toolset_message(
+    toolsets: Sequence[Toolset], window: MscWindow | None, cuda: Version | None, wanted: str | None
+) -> str:
     if not toolsets:
-        return ("no MSVC toolset found: install Visual Studio 2022 Build Tools with "
-                "'Desktop development with C++' (MSVC v143 x64/x86 build tools)")
+        return (
+            "no MSVC toolset found: install Visual Studio 2022 Build Tools with "
+            "'Desktop development with C++' (MSVC v143 x64/x86 build tools)"
+        )
     found = ", ".join(sorted({t.version for t in toolsets}))
     limit = f" (nvcc {cuda} accepts {window})" if window else ""
     which = f"matching {wanted!r} " if wanted else ""
-    return (f"no installed MSVC toolset {which}works with this CUDA{limit}; found {found}: add "
-            "'MSVC v143 - VS 2022 C++ x64/x86 build tools (v14.44)' in the VS Installer")
+    return (
+        f"no installed MSVC toolset {which}works with this CUDA{limit}; found {found}: add "
+        "'MSVC v143 - VS 2022 C++ x64/x86 build tools (v14.44)' in the VS Installer"
+    )
 
 
 def vcvars_script(toolset: Toolset) -> str:
@@ -274,12 +301,20 @@ def vcvars_script(toolset: Toolset) -> str:
     call = f'call "{toolset.instance.vcvars64}" -vcvars_ver={toolset.version}'
     # The set dump goes to a file: with /u it is pure UTF-16LE there, while stdout may mix in
     # OEM-code-page bytes from programs vcvars runs.
-    return "\r\n".join(["@echo off", f"{call} 2>&1", "if errorlevel 1 exit /b %errorlevel%",
-                        'set > "%~dp0env.txt"', ""])
+    return "\r\n".join(
+        [
+            "@echo off",
+            f"{call} 2>&1",
+            "if errorlevel 1 exit /b %errorlevel%",
+            'set > "%~dp0env.txt"',
+            "",
+        ]
+    )
 
 
-def run_vcvars(toolset: Toolset, env: Mapping[str, str], *,
-               timeout: float = VCVARS_TIMEOUT) -> dict[str, str]:
+def run_vcvars(
+    toolset: Toolset, env: Mapping[str, str], *, timeout: float = VCVARS_TIMEOUT
+) -> dict[str, str]:
     """Run vcvars64.bat for the toolset and return the environment it produced."""
     comspec = env.get("COMSPEC") or env.get("ComSpec") or "cmd.exe"
     with tempfile.TemporaryDirectory(prefix="mw-vc-") as tmp:
@@ -287,8 +322,13 @@ def run_vcvars(toolset: Toolset, env: Mapping[str, str], *,
         bat.write_text(vcvars_script(toolset), encoding=_BAT_ENCODING, newline="")
         try:
             # latin-1 keeps every byte, so the mixed UTF-16/OEM output can be decoded below.
-            done = proc.run([comspec, "/d", "/u", "/c", str(bat)], env=env, timeout=timeout,
-                            check=False, encoding="latin-1")
+            done = proc.run(
+                [comspec, "/d", "/u", "/c", str(bat)],
+                env=env,
+                timeout=timeout,
+                check=False,
+                encoding="latin-1",
+            )
         except CommandError as exc:
             raise ToolchainError(f"could not run {toolset.instance.vcvars64}: {exc}") from exc
         output = decode_cmd_output((done.stdout + done.stderr).encode("latin-1"))
@@ -314,12 +354,16 @@ def check_vcvars_output(output: str, returncode: int, toolset: Toolset) -> None:
     """Fail on a nonzero exit or any [ERROR: line: vcvarsall can print errors and still exit 0."""
     errors = [line.strip() for line in output.splitlines() if line.lstrip().startswith("[ERROR:")]
     if errors:
-        msg = (f"vcvars64.bat -vcvars_ver={toolset.version} failed: {errors[0]}; repair the "
-               "toolset in the Visual Studio Installer or install another MSVC toolset")
+        msg = (
+            f"vcvars64.bat -vcvars_ver={toolset.version} failed: {errors[0]}; repair the "
+            "toolset in the Visual Studio Installer or install another MSVC toolset"
+        )
         raise ToolchainError(msg)
     if returncode != 0:
-        msg = (f"vcvars64.bat -vcvars_ver={toolset.version} exited with code {returncode}: run it "
-               "in a cmd window to see why, or repair Visual Studio in its Installer")
+        msg = (
+            f"vcvars64.bat -vcvars_ver={toolset.version} exited with code {returncode}: run it "
+            "in a cmd window to see why, or repair Visual Studio in its Installer"
+        )
         raise ToolchainError(msg)
 
 
@@ -339,12 +383,16 @@ def _validate_captured(captured: Mapping[str, str], toolset: Toolset | None) -> 
     upper = {k.upper(): v for k, v in captured.items()}
     where = f" for {toolset.version}" if toolset else ""
     if upper.get("VSCMD_ARG_TGT_ARCH", "").lower() != "x64":
-        msg = (f"vcvars64.bat{where} did not set up an x64 environment (no VSCMD_ARG_TGT_ARCH=x64):"
-               " repair the 'MSVC x64/x86 build tools' in the Visual Studio Installer")
+        msg = (
+            f"vcvars64.bat{where} did not set up an x64 environment (no VSCMD_ARG_TGT_ARCH=x64):"
+            " repair the 'MSVC x64/x86 build tools' in the Visual Studio Installer"
+        )
         raise ToolchainError(msg)
     if find_on_path("cl.exe", upper.get("PATH", "")) is None:
-        msg = (f"vcvars64.bat{where} ran but cl.exe is not on its PATH: repair the "
-               "'MSVC x64/x86 build tools' in the Visual Studio Installer")
+        msg = (
+            f"vcvars64.bat{where} ran but cl.exe is not on its PATH: repair the "
+            "'MSVC x64/x86 build tools' in the Visual Studio Installer"
+        )
         raise ToolchainError(msg)
 
 

@@ -46,8 +46,14 @@ class Check:
 
     def to_json(self) -> dict[str, str]:
         """The stable `doctor --json` form of a check."""
-        return {"name": self.name, "status": self.status.value, "found": self.found,
-                "version": self.version, "required": self.required, "hint": self.hint}
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "found": self.found,
+            "version": self.version,
+            "required": self.required,
+            "hint": self.hint,
+        }
 
 
 @dataclass(frozen=True)
@@ -96,8 +102,9 @@ def version_of(text: str | None) -> Version | None:
         return None
 
 
-def never_raises(name: str, fallback: Callable[[str, Exception], T]) -> Callable[
-        [Callable[..., T]], Callable[..., T]]:
+def never_raises(
+    name: str, fallback: Callable[[str, Exception], T]
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Turn any exception of a probe into its fallback result, so one broken probe is one line."""
 
     def wrap(fn: Callable[..., T]) -> Callable[..., T]:
@@ -116,6 +123,8 @@ def never_raises(name: str, fallback: Callable[[str, Exception], T]) -> Callable
 
 def crashed(name: str, exc: Exception) -> list[Check]:
     """The check list a crashed probe turns into."""
-    hint = (f"mambawin's {name} probe crashed ({type(exc).__name__}: {exc}); "
-            "run with --debug and report it")
+    hint = (
+        f"mambawin's {name} probe crashed ({type(exc).__name__}: {exc}); "
+        "run with --debug and report it"
+    )
     return [Check(name, Status.FAIL, hint=hint)]

@@ -67,9 +67,13 @@ def read_torch_facts() -> TorchFacts:
     root = Path(next(iter(spec.submodule_search_locations)))
     values = _assignments((root / "version.py").read_text(encoding="utf-8"))
     cuda = values.get("cuda")
-    return TorchFacts(installed=True, version=str(values.get("__version__", "")),
-                      cuda=str(cuda) if cuda else None, cxx_std=cxx_std(root / "include"),
-                      location=str(root))
+    return TorchFacts(
+        installed=True,
+        version=str(values.get("__version__", "")),
+        cuda=str(cuda) if cuda else None,
+        cxx_std=cxx_std(root / "include"),
+        location=str(root),
+    )
 
 
 def _assignments(source: str) -> dict[str, object]:
@@ -106,21 +110,44 @@ def cxx_std(include_dir: Path) -> int | None:
 # ---- checks ------------------------------------------------------------------------------------
 
 
-def python_checks(version: tuple[int, ...] = tuple(sys.version_info[:3]),
-                  bits64: bool = sys.maxsize > 2**32) -> list[Check]:
+def python_checks(
+    version: tuple[int, ...] = tuple(sys.version_info[:3]), bits64: bool = sys.maxsize > 2**32
+) -> list[Check]:
     """Python version and 64-bit interpreter (torch has no 32-bit CUDA builds)."""
     text = ".".join(str(v) for v in version)
     if not bits64:
-        return [Check("python", Status.FAIL, found=sys.executable, version=text, required="64-bit",
-                      hint="this is a 32-bit Python: install 64-bit Python from python.org",
-                      blocking=True)]
+        return [
+            Check(
+                "python",
+                Status.FAIL,
+                found=sys.executable,
+                version=text,
+                required="64-bit",
+                hint="this is a 32-bit Python: install 64-bit Python from python.org",
+                blocking=True,
+            )
+        ]
     if Version(text) not in PYTHON_REQUIRED:
-        return [Check("python", Status.FAIL, found=sys.executable, version=text,
-                      required=str(PYTHON_REQUIRED),
-                      hint="install Python 3.10 or newer (64-bit) and a CUDA torch for it",
-                      blocking=True)]
-    return [Check("python", Status.OK, found=sys.executable, version=text,
-                  required=f"{PYTHON_REQUIRED}, 64-bit")]
+        return [
+            Check(
+                "python",
+                Status.FAIL,
+                found=sys.executable,
+                version=text,
+                required=str(PYTHON_REQUIRED),
+                hint="install Python 3.10 or newer (64-bit) and a CUDA torch for it",
+                blocking=True,
+            )
+        ]
+    return [
+        Check(
+            "python",
+            Status.OK,
+            found=sys.executable,
+            version=text,
+            required=f"{PYTHON_REQUIRED}, 64-bit",
+        )
+    ]
 
 
 def cu_tag(cuda: Version | None) -> str:
@@ -142,33 +169,70 @@ def torch_checks(torch: TorchFacts, nvcc: Version | None) -> list[Check]:
     if torch.error:
         return [Check("torch", Status.FAIL, hint=torch.error, blocking=True)]
     if not torch.installed:
-        return [Check("torch", Status.FAIL, found="not installed", required="a CUDA build",
-                      hint=install_command(nvcc, replace=False), blocking=True)]
-    return [Check("torch", Status.OK, found=torch.location,
-                  version=torch.version), _torch_cuda(torch, nvcc)]
+        return [
+            Check(
+                "torch",
+                Status.FAIL,
+                found="not installed",
+                required="a CUDA build",
+                hint=install_command(nvcc, replace=False),
+                blocking=True,
+            )
+        ]
+    return [
+        Check("torch", Status.OK, found=torch.location, version=torch.version),
+        _torch_cuda(torch, nvcc),
+    ]
 
 
 def _torch_cuda(torch: TorchFacts, nvcc: Version | None) -> Check:
     need = f"CUDA {nvcc.major}.x (nvcc {nvcc.public})" if nvcc else "a CUDA build"
     if torch.cuda is None:
-        hint = (f"torch {torch.version} is CPU-only (torch.version.cuda is None): "
-                f"{install_command(nvcc)}")
-        return Check("torch CUDA", Status.FAIL, found="CPU-only", required=need, hint=hint,
-                     blocking=True)
+        hint = (
+            f"torch {torch.version} is CPU-only (torch.version.cuda is None): "
+            f"{install_command(nvcc)}"
+        )
+        return Check(
+            "torch CUDA", Status.FAIL, found="CPU-only", required=need, hint=hint, blocking=True
+        )
     built = version_of(torch.cuda)
     if nvcc is None or built is None:
-        return Check("torch CUDA", Status.SKIP, found=f"CUDA {torch.cuda}", version=torch.cuda,
-                     required=need, hint="nvcc not found, so the CUDA versions cannot be compared")
+        return Check(
+            "torch CUDA",
+            Status.SKIP,
+            found=f"CUDA {torch.cuda}",
+            version=torch.cuda,
+            required=need,
+            hint="nvcc not found, so the CUDA versions cannot be compared",
+        )
     if built.major != nvcc.major:
         # torch's _check_cuda_version raises on a major mismatch, before compiling anything.
-        hint = (f"torch was built with CUDA {torch.cuda} but nvcc is {nvcc.public}: install CUDA "
-                f"{torch.cuda} or {install_command(nvcc)}")
-        return Check("torch CUDA", Status.FAIL, found=f"CUDA {torch.cuda}", version=torch.cuda,
-                     required=need, hint=hint, blocking=True)
+        hint = (
+            f"torch was built with CUDA {torch.cuda} but nvcc is {nvcc.public}: install CUDA "
+            f"{torch.cuda} or {install_command(nvcc)}"
+        )
+        return Check(
+            "torch CUDA",
+            Status.FAIL,
+            found=f"CUDA {torch.cuda}",
+            version=torch.cuda,
+            required=need,
+            hint=hint,
+            blocking=True,
+        )
     if built.minor != nvcc.minor:
-        hint = (f"minor mismatch (torch {torch.cuda}, nvcc {nvcc.major}.{nvcc.minor}): torch only "
-                "warns; the wheel will need a driver for the newer of the two")
-        return Check("torch CUDA", Status.WARN, found=f"CUDA {torch.cuda}", version=torch.cuda,
-                     required=need, hint=hint)
-    return Check("torch CUDA", Status.OK, found=f"CUDA {torch.cuda}", version=torch.cuda,
-                 required=need)
+        hint = (
+            f"minor mismatch (torch {torch.cuda}, nvcc {nvcc.major}.{nvcc.minor}): torch only "
+            "warns; the wheel will need a driver for the newer of the two"
+        )
+        return Check(
+            "torch CUDA",
+            Status.WARN,
+            found=f"CUDA {torch.cuda}",
+            version=torch.cuda,
+            required=need,
+            hint=hint,
+        )
+    return Check(
+        "torch CUDA", Status.OK, found=f"CUDA {torch.cuda}", version=torch.cuda, required=need
+    )

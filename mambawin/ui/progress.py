@@ -64,8 +64,9 @@ class ConsoleReporter:
         if self._bar is None or self._task is None:
             self._open_bar(status.total, "")
         assert self._bar is not None and self._task is not None
-        self._bar.update(self._task, completed=status.done, total=status.total,
-                         unit=f"done: {status.unit}")
+        self._bar.update(
+            self._task, completed=status.done, total=status.total, unit=f"done: {status.unit}"
+        )
 
     def _open_bar(self, total: int | None, unit: str) -> None:
         self._bar = _new_bar() if ui.console.is_terminal else PlainProgress(_print_plain)
@@ -92,8 +93,12 @@ class PlainProgress:
     Quacks like the part of rich's Progress that ConsoleReporter uses.
     """
 
-    def __init__(self, emit: Callable[[str], None], heartbeat: float = HEARTBEAT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        emit: Callable[[str], None],
+        heartbeat: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._emit, self._heartbeat, self._clock = emit, heartbeat, clock
         self._start = self._last = clock()
         self._done, self._total = 0, 0
@@ -118,15 +123,17 @@ class PlainProgress:
         """A unit finished: print its line at once."""
         with self._lock:
             self._done, self._total = completed, total
-            self._say(line(completed, total, unit.removeprefix("done: "),
-                           self._clock() - self._start))
+            self._say(
+                line(completed, total, unit.removeprefix("done: "), self._clock() - self._start)
+            )
 
     def _tick(self) -> None:
         while not self._stopped.wait(self._heartbeat / 3):
             with self._lock:
                 if self._clock() - self._last >= self._heartbeat:
-                    self._say(line(self._done, self._total, "compiling",
-                                   self._clock() - self._start))
+                    self._say(
+                        line(self._done, self._total, "compiling", self._clock() - self._start)
+                    )
 
     def _say(self, text: str) -> None:
         self._last = self._clock()
@@ -168,27 +175,38 @@ def _show_build(result: BuildResult) -> None:
     ui.out.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
     if result.cache:
         cache = result.cache
-        ui.out.print(f"cache   {cache['tool']}: {cache['hits']} hits, {cache['misses']} misses "
-                     "(compile steps)")
+        ui.out.print(
+            f"cache   {cache['tool']}: {cache['hits']} hits, {cache['misses']} misses "
+            "(compile steps)"
+        )
     ui.out.print(f"log     {result.log}", soft_wrap=True)
 
 
 def _show_plan(plan: BuildPlan) -> None:
     up = plan.upstream
-    ui.out.print(f"[bold]mamba {up['version']}[/] from {up['repo']} "
-                     f"{up['ref'] or ''} at {up['commit'] or '(no git commit)'}", soft_wrap=True)
+    ui.out.print(
+        f"[bold]mamba {up['version']}[/] from {up['repo']} "
+        f"{up['ref'] or ''} at {up['commit'] or '(no git commit)'}",
+        soft_wrap=True,
+    )
     table = Table(title="patches (dry run on a throwaway copy)")
     for column in ("patch", "status", "files"):
         table.add_column(column, overflow="fold")
     for patch in plan.patches:
         table.add_row(patch["id"], patch["status"], ", ".join(patch["files"]))
     ui.out.print(table)
-    ui.out.print(f"archs   {plan.archs}: nvcc gets "
-                     + " ".join(f"-gencode {g}" for g in plan.gencode), soft_wrap=True)
-    ui.out.print(f"units   {len(plan.units)} of {plan.ext_name}: "
-                     + ", ".join(Path(u).name for u in plan.units), soft_wrap=True)
+    ui.out.print(
+        f"archs   {plan.archs}: nvcc gets " + " ".join(f"-gencode {g}" for g in plan.gencode),
+        soft_wrap=True,
+    )
+    ui.out.print(
+        f"units   {len(plan.units)} of {plan.ext_name}: "
+        + ", ".join(Path(u).name for u in plan.units),
+        soft_wrap=True,
+    )
     ui.out.print(f"jobs    {plan.jobs} (MAX_JOBS), nvcc --threads {plan.nvcc_threads}")
     reuse = "its objects will be reused" if plan.reuses_objects else "new"
     ui.out.print(f"folder  {plan.build_dir} ({reuse})", soft_wrap=True)
-    ui.out.print(f"version {up['version']}"
-                     + (f"+{plan.local_version}" if plan.local_version else ""))
+    ui.out.print(
+        f"version {up['version']}" + (f"+{plan.local_version}" if plan.local_version else "")
+    )

@@ -13,10 +13,19 @@ if TYPE_CHECKING:
     from mambawin.team.matrix import Cell
     from mambawin.team.runner import CellResult, PlannedCell
 
-STATUS_MARKS = {"todo": "[cyan]•[/] todo", "built": f"{OK} built", "indexed": f"{OK} indexed",
-                "impossible": f"{FAIL} impossible"}
-OUTCOME_MARKS = {"built": f"{OK} built", "skipped": f"{SKIP} skipped", "failed": f"{FAIL} failed",
-                 "impossible": f"{WARN} impossible", "elsewhere": f"{SKIP} other platform"}
+STATUS_MARKS = {
+    "todo": "[cyan]•[/] todo",
+    "built": f"{OK} built",
+    "indexed": f"{OK} indexed",
+    "impossible": f"{FAIL} impossible",
+}
+OUTCOME_MARKS = {
+    "built": f"{OK} built",
+    "skipped": f"{SKIP} skipped",
+    "failed": f"{FAIL} failed",
+    "impossible": f"{WARN} impossible",
+    "elsewhere": f"{SKIP} other platform",
+}
 
 
 def render_matrix(cells: Sequence[Cell]) -> None:
@@ -27,9 +36,14 @@ def render_matrix(cells: Sequence[Cell]) -> None:
     table.add_column("wheel (or why not)", overflow="fold", ratio=1)
     for cell in cells:
         why = f"[dim]{cell.reason}[/]" if cell.reason else cell.wheel or "? (version unknown)"
-        table.add_row(f"{cell.package.name} {cell.package.ref}", cell.python,
-                      f"{cell.torch.version} {cell.torch.variant}", cell.platform,
-                      STATUS_MARKS.get(cell.status, cell.status), why)
+        table.add_row(
+            f"{cell.package.name} {cell.package.ref}",
+            cell.python,
+            f"{cell.torch.version} {cell.torch.variant}",
+            cell.platform,
+            STATUS_MARKS.get(cell.status, cell.status),
+            why,
+        )
     console.print(table)
     for note in dict.fromkeys(cell.note for cell in cells if cell.note):
         console.print(f"[dim]note: {note}[/]", soft_wrap=True)
@@ -44,8 +58,12 @@ def render_results(results: Sequence[CellResult]) -> None:
         table.add_column(column, overflow="fold")
     for result in results:
         detail = result.wheel.name if result.wheel else result.detail
-        table.add_row(result.cell.id, OUTCOME_MARKS.get(result.outcome, result.outcome),
-                      f"{result.seconds:.0f}s" if result.seconds else "", detail)
+        table.add_row(
+            result.cell.id,
+            OUTCOME_MARKS.get(result.outcome, result.outcome),
+            f"{result.seconds:.0f}s" if result.seconds else "",
+            detail,
+        )
     console.print(table)
 
 

@@ -15,8 +15,7 @@ from mambawin.verify.pipeline import StepResult, VerifyReport
 def render_step(step: StepResult) -> None:
     """One line per step as soon as it finishes: ✓/✗/- name summary."""
     took = f" [dim]({step.seconds:.0f} s)[/]" if step.seconds and step.seconds >= 1 else ""
-    console.print(f"{MARKS[step.status]} [bold]{step.name}[/] {step.summary}{took}",
-                  soft_wrap=True)
+    console.print(f"{MARKS[step.status]} [bold]{step.name}[/] {step.summary}{took}", soft_wrap=True)
     if step.name in _TITLES and step.details.get("per_dtype"):
         console.print(smoke_table(step.details, _TITLES[step.name]))
     if step.name == "blocks" and step.details.get("blocks"):
@@ -32,8 +31,12 @@ def blocks_table(details: dict[str, Any] | Any) -> Table:
     """Per block and dtype: fast path vs reference path errors of output, dx, worst weight grad."""
     table = Table(title="Mamba blocks: fast path vs reference path (max abs error)")
     for column in ("block", "dtype", "status", "out", "dx", "worst param grad"):
-        table.add_column(column, justify="left" if column in ("block", "dtype", "status",
-                                                              "worst param grad") else "right")
+        table.add_column(
+            column,
+            justify="left"
+            if column in ("block", "dtype", "status", "worst param grad")
+            else "right",
+        )
     for block in details["blocks"]:
         rows = block.get("per_dtype") or {}
         if not rows:
@@ -42,8 +45,14 @@ def blocks_table(details: dict[str, Any] | Any) -> Table:
             errors = row.get("errors", {})
             grads = [(k, e) for k, e in errors.items() if k not in ("out", "dx")]
             worst = f"{grads[0][0]} {grads[0][1]['max_abs']:.3g}" if grads else "-"
-            table.add_row(block["block"], dtype, "ok" if row["passed"] else "fail",
-                          _err(errors.get("out")), _err(errors.get("dx")), worst)
+            table.add_row(
+                block["block"],
+                dtype,
+                "ok" if row["passed"] else "fail",
+                _err(errors.get("out")),
+                _err(errors.get("dx")),
+                worst,
+            )
     return table
 
 
@@ -51,12 +60,22 @@ def tests_table(details: dict[str, Any] | Any) -> Table:
     """Upstream tests per package: passed / failed / skipped / expected failures."""
     table = Table(title="upstream tests against the installed wheels")
     for column in ("package", "file", "ref", "passed", "failed", "skipped", "expected fail"):
-        table.add_column(column, justify="right" if column in ("passed", "failed", "skipped",
-                                                               "expected fail") else "left")
+        table.add_column(
+            column,
+            justify="right"
+            if column in ("passed", "failed", "skipped", "expected fail")
+            else "left",
+        )
     for run in details.values():
-        table.add_row(run["project"], run["file"], run["rev"][:12], str(run["passed"]),
-                      str(run["failed"] + run["errors"]), str(run["skipped"]),
-                      str(run["expected_failures"]))
+        table.add_row(
+            run["project"],
+            run["file"],
+            run["rev"][:12],
+            str(run["passed"]),
+            str(run["failed"] + run["errors"]),
+            str(run["skipped"]),
+            str(run["expected_failures"]),
+        )
     return table
 
 
@@ -72,8 +91,15 @@ def smoke_table(details: dict[str, Any] | Any, what: str = "selective scan") -> 
     tolerances = details.get("tolerances", {})
     for dtype, row in details["per_dtype"].items():
         tol = tolerances.get(dtype, {})
-        table.add_row(dtype, str(row["cases"]), str(row["failed"]), f"{row['max_abs']:.3g}",
-                      f"{row['max_rel']:.3g}", f"{tol.get('rtol', '?')}", f"{tol.get('atol', '?')}")
+        table.add_row(
+            dtype,
+            str(row["cases"]),
+            str(row["failed"]),
+            f"{row['max_abs']:.3g}",
+            f"{row['max_rel']:.3g}",
+            f"{tol.get('rtol', '?')}",
+            f"{tol.get('atol', '?')}",
+        )
     return table
 
 
@@ -89,18 +115,37 @@ def render_verify(report: VerifyReport) -> None:
 
 def bench_table(report: BenchReport) -> Table:
     """Kernel vs eager reference: times, speedup, GB/s against the copy bandwidth, peak memory."""
-    table = Table(title=f"{report.device}, torch {report.torch}; copy {report.copy_gbps:.0f} GB/s; "
-                        f"reference: {report.reference}")
-    columns = ("dtype", "b×d×L×n", "mode", "kernel ms", "ref ms", "speedup", "GB/s", "% copy",
-               "kernel MiB", "ref MiB")
+    table = Table(
+        title=f"{report.device}, torch {report.torch}; copy {report.copy_gbps:.0f} GB/s; "
+        f"reference: {report.reference}"
+    )
+    columns = (
+        "dtype",
+        "b×d×L×n",
+        "mode",
+        "kernel ms",
+        "ref ms",
+        "speedup",
+        "GB/s",
+        "% copy",
+        "kernel MiB",
+        "ref MiB",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column in ("dtype", "mode") else "right")
     for r in report.rows:
-        table.add_row(r.dtype, f"{r.batch}×{r.dim}×{r.seqlen}×{r.dstate}", r.mode,
-                      f"{r.kernel_ms:.3f}", _num(r.reference_ms, ".3f", r.note),
-                      _num(r.speedup, ".1f") + ("x" if r.speedup else ""), f"{r.kernel_gbps:.0f}",
-                      f"{r.bandwidth_fraction:.0%}", f"{r.kernel_peak_mb:.0f}",
-                      _num(r.reference_peak_mb, ".0f"))
+        table.add_row(
+            r.dtype,
+            f"{r.batch}×{r.dim}×{r.seqlen}×{r.dstate}",
+            r.mode,
+            f"{r.kernel_ms:.3f}",
+            _num(r.reference_ms, ".3f", r.note),
+            _num(r.speedup, ".1f") + ("x" if r.speedup else ""),
+            f"{r.kernel_gbps:.0f}",
+            f"{r.bandwidth_fraction:.0%}",
+            f"{r.kernel_peak_mb:.0f}",
+            _num(r.reference_peak_mb, ".0f"),
+        )
     return table
 
 

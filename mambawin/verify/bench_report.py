@@ -8,8 +8,15 @@ from typing import Any
 
 from mambawin.verify.runners.common import DTYPES
 
-__all__ = ["DTYPES", "QUICK_SHAPES", "REFERENCE", "SHAPES", "BenchConfig", "BenchReport",
-           "BenchRow"]
+__all__ = [
+    "DTYPES",
+    "QUICK_SHAPES",
+    "REFERENCE",
+    "SHAPES",
+    "BenchConfig",
+    "BenchReport",
+    "BenchRow",
+]
 
 REFERENCE = "vectorised log-depth (Hillis-Steele) scan in the input dtype, eager torch"
 SHAPES = ((1, 768, 1024, 16), (1, 768, 4096, 16), (2, 1536, 2048, 16), (1, 768, 2048, 64))
@@ -67,8 +74,9 @@ class BenchReport:
     def from_json(cls, data: dict[str, Any]) -> BenchReport:
         """Read back what to_json wrote (the child process's output)."""
         rows = [BenchRow(**row) for row in data.get("rows", [])]
-        return cls(data["device"], data["torch"], data["copy_gbps"],
-                   data.get("reference", REFERENCE), rows)
+        return cls(
+            data["device"], data["torch"], data["copy_gbps"], data.get("reference", REFERENCE), rows
+        )
 
     def headline(self) -> str:
         """One line: the best and worst speedups and bandwidth use."""
@@ -76,6 +84,8 @@ class BenchReport:
         if not speedups:
             return f"{len(self.rows)} rows on {self.device}; reference did not run"
         best_bw = max(r.bandwidth_fraction for r in self.rows)
-        return (f"{len(self.rows)} rows on {self.device}: kernel {min(speedups):.1f}x to "
-                f"{max(speedups):.1f}x faster than the eager scan; up to {best_bw:.0%} of copy "
-                f"bandwidth ({self.copy_gbps:.0f} GB/s)")
+        return (
+            f"{len(self.rows)} rows on {self.device}: kernel {min(speedups):.1f}x to "
+            f"{max(speedups):.1f}x faster than the eager scan; up to {best_bw:.0%} of copy "
+            f"bandwidth ({self.copy_gbps:.0f} GB/s)"
+        )

@@ -52,11 +52,16 @@ def find_wheels(path: Path, fits: Sequence[str] | None = None) -> tuple[WheelRef
     files = sorted(path.glob("*.whl")) if path.is_dir() else [path]
     refs = [ref for ref in (_describe(f, strict=not path.is_dir()) for f in files) if ref]
     if not refs:
-        msg = (f"{path} holds no mamba_ssm or causal_conv1d wheel: pass the folder "
-               "`mambawin build` wrote its wheels to")
+        msg = (
+            f"{path} holds no mamba_ssm or causal_conv1d wheel: pass the folder "
+            "`mambawin build` wrote its wheels to"
+        )
         raise UsageError(msg)
-    chosen = [_one_per_project([r for r in refs if r.project == p], fits)
-              for p in EXTENSIONS if any(r.project == p for r in refs)]
+    chosen = [
+        _one_per_project([r for r in refs if r.project == p], fits)
+        for p in EXTENSIONS
+        if any(r.project == p for r in refs)
+    ]
     return tuple(chosen)
 
 
@@ -68,8 +73,10 @@ def _describe(file: Path, *, strict: bool) -> WheelRef | None:
     project = canonicalize_name(name.name)
     if project not in EXTENSIONS:
         if strict:
-            msg = (f"{file.name} is a {name.name} wheel: verify checks mamba_ssm and "
-                   "causal_conv1d wheels")
+            msg = (
+                f"{file.name} is a {name.name} wheel: verify checks mamba_ssm and "
+                "causal_conv1d wheels"
+            )
             raise UsageError(msg)
         return None
     return WheelRef(file, project, name.version)
@@ -84,29 +91,38 @@ def _one_per_project(refs: list[WheelRef], fits: Sequence[str] | None) -> WheelR
         refs = [r for r in refs if parse_file_name(r.path.name).tags & supported] or refs
     if len(refs) > 1:
         names = ", ".join(r.path.name for r in refs)
-        msg = (f"the folder holds {len(refs)} {refs[0].label} wheels that fit this Python "
-               f"({names}): keep one per package")
+        msg = (
+            f"the folder holds {len(refs)} {refs[0].label} wheels that fit this Python "
+            f"({names}): keep one per package"
+        )
         raise UsageError(msg)
     return refs[0]
 
 
-def pair_problems(mamba: tuple[str, Mapping[str, Any] | None],
-                  conv: tuple[str, Mapping[str, Any] | None]) -> list[str]:
+def pair_problems(
+    mamba: tuple[str, Mapping[str, Any] | None], conv: tuple[str, Mapping[str, Any] | None]
+) -> list[str]:
     """Why a mamba-ssm and a causal-conv1d (version, provenance) do not belong together."""
     problems = []
     need = _conv_needed(mamba[0])
     if need is not None and not need.contains(_public(conv[0]), prereleases=True):
-        problems.append(f"mamba_ssm {mamba[0]} needs causal_conv1d{need}, found {conv[0]}: "
-                        f"build causal-conv1d at a tag matching {need}")
+        problems.append(
+            f"mamba_ssm {mamba[0]} needs causal_conv1d{need}, found {conv[0]}: "
+            f"build causal-conv1d at a tag matching {need}"
+        )
     labels = (_local(mamba[0]), _local(conv[0]))
     if all(labels) and labels[0] != labels[1]:
-        problems.append(f"local labels differ (+{labels[0]} vs +{labels[1]}): build both wheels "
-                        "against the same torch and CUDA")
+        problems.append(
+            f"local labels differ (+{labels[0]} vs +{labels[1]}): build both wheels "
+            "against the same torch and CUDA"
+        )
     for key, what in (("torch_version", "torch"), ("cuda_version", "CUDA")):
         built = (_minor((mamba[1] or {}).get(key)), _minor((conv[1] or {}).get(key)))
         if all(built) and built[0] != built[1]:
-            problems.append(f"built for different {what} ({built[0]} vs {built[1]}): rebuild "
-                            "both with the same toolchain")
+            problems.append(
+                f"built for different {what} ({built[0]} vs {built[1]}): rebuild "
+                "both with the same toolchain"
+            )
     return problems
 
 

@@ -76,6 +76,7 @@ r["extension"], r["provenance"] = mamba.get("extension"), mamba.get("provenance"
 print(json.dumps(r))
 """
 
+
 @dataclass(frozen=True)
 class Target:
     """What a wheel must run on here: the torch the install env sees, and its GPU."""
@@ -143,8 +144,10 @@ class VerifyReport:
         """The kernels really ran on a GPU and matched the reference."""
         # blocks (fast path vs upstream's reference path) and upstream's own tests also run the
         # kernels on the GPU against a reference; calls alone compares nothing.
-        return any(s.name in ("smoke", "conv", "blocks", "upstream-tests") and s.status == "ok"
-                   for s in self.steps)
+        return any(
+            s.name in ("smoke", "conv", "blocks", "upstream-tests") and s.status == "ok"
+            for s in self.steps
+        )
 
     def step(self, name: str) -> StepResult | None:
         """The step called `name`, if it ran."""
@@ -162,15 +165,22 @@ class VerifyReport:
 
     def to_json(self) -> dict[str, Any]:
         """A stable JSON object: wheel, target, passed, gpu_verified, summary, steps."""
-        document: dict[str, Any] = _finite({
-            "wheel": self.wheel, "target": asdict(self.target), "passed": self.passed,
-            "gpu_verified": self.gpu_verified, "summary": self.summary(),
-            "steps": [{**asdict(s), "status": s.status.value} for s in self.steps]})
+        document: dict[str, Any] = _finite(
+            {
+                "wheel": self.wheel,
+                "target": asdict(self.target),
+                "passed": self.passed,
+                "gpu_verified": self.gpu_verified,
+                "summary": self.summary(),
+                "steps": [{**asdict(s), "status": s.status.value} for s in self.steps],
+            }
+        )
         return document
 
 
-def verify(options: VerifyOptions,
-           on_step: Callable[[StepResult], None] | None = None) -> VerifyReport:
+def verify(
+    options: VerifyOptions, on_step: Callable[[StepResult], None] | None = None
+) -> VerifyReport:
     """Run every step in order; on_step sees each result as soon as it is known."""
     wheels = _check_options(options)
     target = options.target or probe_target(options.python)
@@ -206,8 +216,9 @@ def verify(options: VerifyOptions,
             record(pair_step(packages))
         install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
         record(install)
-        for step in _gpu_steps(options, target, _worst(fits), install, env, packages,
-                               Path(scratch)):
+        for step in _gpu_steps(
+            options, target, _worst(fits), install, env, packages, Path(scratch)
+        ):
             record(step)
     return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
 
@@ -223,8 +234,7 @@ def tampered(static: StepResult) -> bool:
 def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
     unknown = sorted(set(options.skip) - set(SKIPPABLE))
     if unknown:
-        raise UsageError(f"--skip: unknown step {unknown[0]!r}; choose from "
-                         f"{', '.join(SKIPPABLE)}")
+        raise UsageError(f"--skip: unknown step {unknown[0]!r}; choose from {', '.join(SKIPPABLE)}")
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to verify: pass a WHEEL path, or --installed for the current env")
     if options.wheel is None:
@@ -272,28 +282,44 @@ def probe_target(python: str = sys.executable) -> Target:
     except (MambawinError, ValueError, IndexError) as exc:
         return Target(error=f"could not probe torch with {python}: {exc}")
     capability = tuple(data["capability"]) if data.get("capability") else None
-    return Target(data.get("torch"), data.get("cuda"), data.get("gpu"), capability,
-                  data.get("error"), data.get("extension"), data.get("provenance"),
-                  data.get("packages") or {})
+    return Target(
+        data.get("torch"),
+        data.get("cuda"),
+        data.get("gpu"),
+        capability,
+        data.get("error"),
+        data.get("extension"),
+        data.get("provenance"),
+        data.get("packages") or {},
+    )
 
 
 # ---- step 1: static checks ------------------------------------------------------------------
 
 
-def _static_steps(options: VerifyOptions, target: Target, wheels: Sequence[WheelRef],
-                  ) -> list[tuple[str, str | None, StepResult, Any, Mapping[str, Any] | None]]:
+def _static_steps(
+    options: VerifyOptions,
+    target: Target,
+    wheels: Sequence[WheelRef],
+) -> list[tuple[str, str | None, StepResult, Any, Mapping[str, Any] | None]]:
     """(project, version, static result, GPU code, provenance) per wheel or installed package."""
     if wheels:
         return [(ref.project, ref.version, *static_step(options, target, ref)) for ref in wheels]
     installed = {p: row for p, row in target.installed_packages.items() if p in EXTENSIONS}
     if not installed:
         return [(MAMBA, None, *_static_installed(target))]
-    return [(p, installed[p].get("version"), *_static_installed(target, p))
-            for p in EXTENSIONS if p in installed]
+    return [
+        (p, installed[p].get("version"), *_static_installed(target, p))
+        for p in EXTENSIONS
+        if p in installed
+    ]
 
 
-def static_step(options: VerifyOptions, target: Target, ref: WheelRef | None = None,
-                ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+def static_step(
+    options: VerifyOptions,
+    target: Target,
+    ref: WheelRef | None = None,
+) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
     """Wheel name/tags, METADATA, provenance and GPU code; (result, GpuCode or None, provenance)."""
     if options.wheel is None:
         return _static_installed(target)
@@ -313,24 +339,32 @@ def static_step(options: VerifyOptions, target: Target, ref: WheelRef | None = N
     return _checks_result(_named("static", project), checks, code), code, provenance
 
 
-def _static_installed(target: Target, project: str = MAMBA,
-                      ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+def _static_installed(
+    target: Target,
+    project: str = MAMBA,
+) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
     row = target.installed_packages.get(project) or {}
     extension = row.get("extension") or (target.installed_extension if project == MAMBA else None)
-    provenance = row.get("provenance") or (target.installed_provenance if project == MAMBA
-                                           else None)
+    provenance = row.get("provenance") or (
+        target.installed_provenance if project == MAMBA else None
+    )
     if not extension:
-        msg = (f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
-               "its WHEEL path instead of --installed")
+        msg = (
+            f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
+            "its WHEEL path instead of --installed"
+        )
         return StepResult("static", Status.FAIL, msg), None, None
     code, code_msg = _binary_gpu_code(Path(extension), EXTENSIONS[project])
-    checks = [("provenance", provenance is not None, _provenance_message(provenance, project)),
-              ("gpu_code", code is not None, code_msg)]
+    checks = [
+        ("provenance", provenance is not None, _provenance_message(provenance, project)),
+        ("gpu_code", code is not None, code_msg),
+    ]
     return _checks_result(_named("static", project), checks, code), code, provenance
 
 
-def _checks_result(name: str, checks: list[tuple[str, bool, str]],
-                   code: GpuCode | None) -> StepResult:
+def _checks_result(
+    name: str, checks: list[tuple[str, bool, str]], code: GpuCode | None
+) -> StepResult:
     details = {check: {"ok": ok, "message": msg} for check, ok, msg in checks}
     if code is not None:
         details["gpu_code"]["code"] = code.to_json()
@@ -359,8 +393,10 @@ def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, st
     names = sorted(str(t) for t in wheel_tags)
     if not supported.intersection(names):
         here = next(iter(sys_tags()))
-        return False, (f"wheel tags {', '.join(names)} do not fit this Python ({here}): build "
-                       "the wheel with the Python and platform that will use it")
+        return False, (
+            f"wheel tags {', '.join(names)} do not fit this Python ({here}): build "
+            "the wheel with the Python and platform that will use it"
+        )
     return True, f"tags {', '.join(names)} fit this Python"
 
 
@@ -376,10 +412,13 @@ def check_requirements(wheel: Path) -> tuple[bool, str]:
         except InvalidRequirement:
             return False, f"METADATA has an unparsable Requires-Dist {text!r}: rebuild the wheel"
     if pending.every:
-        listed = "; ".join(f"{c.before or 'missing ' + str(c.after)} ({c.reason})"
-                           for c in pending.every)
-        return False, (f"METADATA is not rewritten for its platform: {listed}; rewrite it with "
-                       "`mambawin metadata` or build it with `mambawin build`")
+        listed = "; ".join(
+            f"{c.before or 'missing ' + str(c.after)} ({c.reason})" for c in pending.every
+        )
+        return False, (
+            f"METADATA is not rewritten for its platform: {listed}; rewrite it with "
+            "`mambawin metadata` or build it with `mambawin build`"
+        )
     return True, f"METADATA requires {', '.join(reqs) or 'nothing'}"
 
 
@@ -389,8 +428,11 @@ def check_requirements(wheel: Path) -> tuple[bool, str]:
 def requirements_step(options: VerifyOptions, ref: WheelRef | None = None) -> StepResult:
     """pip's resolver over a wheel's requirements for its own tags (online; torch excluded)."""
     if options.wheel is None:
-        return StepResult("requirements", Status.SKIP, "an installed package: pip already "
-                          "resolved its requirements when it was installed")
+        return StepResult(
+            "requirements",
+            Status.SKIP,
+            "an installed package: pip already resolved its requirements when it was installed",
+        )
     from mambawin.verify.resolve import resolve_wheel
 
     wheel = ref.path if ref is not None else Path(options.wheel)
@@ -399,13 +441,19 @@ def requirements_step(options: VerifyOptions, ref: WheelRef | None = None) -> St
         result = resolve_wheel(wheel, python=options.python)
     except MambawinError as exc:
         return StepResult(name, Status.FAIL, str(exc), _error_details(exc))
-    details = {"target": result.target, "installs": list(result.installs),
-               "missing": [asdict(m) for m in result.missing], **result.details}
+    details = {
+        "target": result.target,
+        "installs": list(result.installs),
+        "missing": [asdict(m) for m in result.missing],
+        **result.details,
+    }
     return StepResult(name, Status(result.status), result.summary, details)
 
 
-def _read_provenance(wheel: Path, project: str = MAMBA,
-                     ) -> tuple[Mapping[str, Any] | None, str]:
+def _read_provenance(
+    wheel: Path,
+    project: str = MAMBA,
+) -> tuple[Mapping[str, Any] | None, str]:
 
     try:
         provenance = read_provenance(wheel)
@@ -416,14 +464,18 @@ def _read_provenance(wheel: Path, project: str = MAMBA,
 
 def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAMBA) -> str:
     if provenance is None:
-        return ("no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
-                "CUDA and archs are recorded")
+        return (
+            "no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
+            "CUDA and archs are recorded"
+        )
     ref = provenance.get("ref") or provenance.get("version") or "?"
     commit = str(provenance.get("commit") or "")[:10]
     what = "mamba" if project == MAMBA else project
-    return (f"provenance: {what} {ref} {commit} for torch "
-            f"{provenance.get('torch_version') or '?'}, CUDA "
-            f"{provenance.get('cuda_version') or '?'}").replace("  ", " ")
+    return (
+        f"provenance: {what} {ref} {commit} for torch "
+        f"{provenance.get('torch_version') or '?'}, CUDA "
+        f"{provenance.get('cuda_version') or '?'}"
+    ).replace("  ", " ")
 
 
 def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
@@ -434,8 +486,11 @@ def _wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
         return None, f"GPU code unreadable: {exc}"
     members = [m for m in found if Path(m).name.startswith(extension)]
     if not members:
-        hint = (" (on upstream main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)"
-                if extension == EXTENSION else "")
+        hint = (
+            " (on upstream main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)"
+            if extension == EXTENSION
+            else ""
+        )
         return None, f"the wheel has no compiled {extension} extension: rebuild it{hint}"
     return _describe_code(found[members[0]], extension)
 
@@ -477,8 +532,9 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
     return Arch(arch.major, arch.minor, arch.suffix, ptx)
 
 
-def fit_step(code: Any, provenance: Mapping[str, Any] | None, target: Target,
-             project: str = MAMBA) -> StepResult:
+def fit_step(
+    code: Any, provenance: Mapping[str, Any] | None, target: Target, project: str = MAMBA
+) -> StepResult:
     """Torch/CUDA the wheel was built for vs the installed torch; GPU code vs this GPU."""
     result = _fit(code, provenance, target)
     return replace(result, name=_named("fit", project))
@@ -497,12 +553,17 @@ def _fit(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> Ste
         return StepResult("fit", Status.SKIP, f"GPU code unknown ({source}); {torch_msg}", details)
     arch_ok, arch_msg = check_archs(archs, target)
     details["archs"] = {"ok": arch_ok, "message": arch_msg, "source": source}
-    return StepResult("fit", Status.OK if arch_ok else Status.FAIL,
-                      f"{arch_msg}; {torch_msg}" if arch_ok else arch_msg, details)
+    return StepResult(
+        "fit",
+        Status.OK if arch_ok else Status.FAIL,
+        f"{arch_msg}; {torch_msg}" if arch_ok else arch_msg,
+        details,
+    )
 
 
-def _known_archs(code: GpuCode | None,
-                 provenance: Mapping[str, Any] | None) -> tuple[tuple[Arch, ...], str]:
+def _known_archs(
+    code: GpuCode | None, provenance: Mapping[str, Any] | None
+) -> tuple[tuple[Arch, ...], str]:
     if code is not None:
         return code_archs(code), "the extension's fatbin"
     recorded = (provenance or {}).get("archs") or ()
@@ -524,8 +585,10 @@ def check_archs(archs: Sequence[Arch], target: Target) -> tuple[bool, str]:
     if ptx:
         return True, f"PTX {ptx[-1].compute} is JIT-compiled for {gpu} (slow first launch)"
     has = ", ".join(a.compute if a.ptx else a.sm for a in archs)
-    return False, (f"no GPU code in the wheel runs on {gpu}: it has {has}; rebuild with "
-                   f"--arch {cc[0]}{cc[1]} (`mambawin build --arch {cc[0]}{cc[1]}`)")
+    return False, (
+        f"no GPU code in the wheel runs on {gpu}: it has {has}; rebuild with "
+        f"--arch {cc[0]}{cc[1]} (`mambawin build --arch {cc[0]}{cc[1]}`)"
+    )
 
 
 def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[bool, str]:
@@ -534,8 +597,10 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
         why = target.error or "not installed"
         return False, f"torch is not importable ({why}): install the CUDA torch the wheel needs"
     if target.torch_cuda is None:
-        return False, (f"torch {target.torch_version} is a CPU-only build: install a CUDA build "
-                       "from https://download.pytorch.org/whl/cuXXX")
+        return False, (
+            f"torch {target.torch_version} is a CPU-only build: install a CUDA build "
+            "from https://download.pytorch.org/whl/cuXXX"
+        )
     built_torch = str((provenance or {}).get("torch_version") or "")
     built_cuda = str((provenance or {}).get("cuda_version") or "")
     here = f"torch {target.torch_version} (CUDA {target.torch_cuda})"
@@ -544,11 +609,15 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
     # The extension links against torch's C++ API, which changes between minor releases
     # ("undefined symbol" / "DLL load failed ... procedure could not be found").
     if release(built_torch, 2) != release(target.torch_version, 2):
-        return False, (f"wheel built for torch {_dotted(built_torch, 2)} but {here} is installed: "
-                       f"install torch {_dotted(built_torch, 2)} or rebuild with `mambawin build`")
+        return False, (
+            f"wheel built for torch {_dotted(built_torch, 2)} but {here} is installed: "
+            f"install torch {_dotted(built_torch, 2)} or rebuild with `mambawin build`"
+        )
     if release(built_cuda, 1) != release(target.torch_cuda, 1):
-        return False, (f"wheel built for CUDA {_dotted(built_cuda, 1)} but {here} is installed: "
-                       f"install a torch cu{_dotted(built_cuda, 1)}x build or rebuild")
+        return False, (
+            f"wheel built for CUDA {_dotted(built_cuda, 1)} but {here} is installed: "
+            f"install a torch cu{_dotted(built_cuda, 1)}x build or rebuild"
+        )
     return True, f"{here} matches the build (torch {_dotted(built_torch, 2)}, CUDA {built_cuda})"
 
 
@@ -571,13 +640,17 @@ def pair_step(packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None
     problems = pair_problems(found[MAMBA], found[CONV])
     names = f"mamba_ssm {found[MAMBA][0]} with causal_conv1d {found[CONV][0]}"
     if problems:
-        return StepResult("pair", Status.FAIL, f"{names}: " + "; ".join(problems),
-                          {"problems": problems})
+        return StepResult(
+            "pair", Status.FAIL, f"{names}: " + "; ".join(problems), {"problems": problems}
+        )
     return StepResult("pair", Status.OK, f"{names}: compatible (versions, torch, CUDA)")
 
 
-def install_step(options: VerifyOptions, scratch: Path, projects: Sequence[str] = (MAMBA,),
-                 ) -> tuple[StepResult, InstallEnv | None]:
+def install_step(
+    options: VerifyOptions,
+    scratch: Path,
+    projects: Sequence[str] = (MAMBA,),
+) -> tuple[StepResult, InstallEnv | None]:
     """Install every wheel into one throwaway venv (or use this env) and import the kernels."""
     modules = [EXTENSIONS[p] for p in projects if p in EXTENSIONS] or [EXTENSION]
     try:
@@ -600,9 +673,15 @@ def _error_details(exc: MambawinError) -> dict[str, Any]:
 # ---- kernels on the GPU ----------------------------------------------------------------------
 
 
-def _gpu_steps(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
-               env: InstallEnv | None, packages: Sequence[tuple[str, Any, Any]],
-               scratch: Path) -> Iterator[StepResult]:
+def _gpu_steps(
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+    packages: Sequence[tuple[str, Any, Any]],
+    scratch: Path,
+) -> Iterator[StepResult]:
     """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks (mamba-ssm), bench, tests."""
     projects = [project for project, _, _ in packages]
     blocker = _gpu_blocker(target, fit, install)
@@ -618,27 +697,40 @@ def _gpu_steps(options: VerifyOptions, target: Target, fit: StepResult, install:
     if options.bench and smoke is not None:
         yield bench_step(options, smoke, env)
     if options.upstream_tests:
-        yield upstream_tests_step(options, blocker, env,
-                                  [(p, prov) for p, prov, _ in packages], scratch)
+        yield upstream_tests_step(
+            options, blocker, env, [(p, prov) for p, prov, _ in packages], scratch
+        )
 
 
-def smoke_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
-               env: InstallEnv | None) -> StepResult:
+def smoke_step(
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+) -> StepResult:
     """The selective scan against the float64 reference, in the install env."""
-    return _runner_result("smoke", options.smoke_args, smoke_summary, options, target, fit,
-                          install, env)
+    return _runner_result(
+        "smoke", options.smoke_args, smoke_summary, options, target, fit, install, env
+    )
 
 
-def _runner_result(name: str, extra: Sequence[str], summarize: Callable[[Mapping[str, Any]], str],
-                   options: VerifyOptions, target: Target, fit: StepResult,
-                   install: StepResult, env: InstallEnv | None) -> StepResult:
+def _runner_result(
+    name: str,
+    extra: Sequence[str],
+    summarize: Callable[[Mapping[str, Any]], str],
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+) -> StepResult:
     """Run `python -m mambawin.verify.runners.<name>` in the install env, unless an earlier step
     rules it out; its JSON report's `passed` decides the step."""
     reason = _gpu_blocker(target, fit, install)
     if reason or env is None:
         return StepResult(name, Status.SKIP, reason or "install failed")
-    args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []),
-            *extra]
+    args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []), *extra]
     try:
         report = run_module(env, f"mambawin.verify.runners.{name}", args, options.timeout)
     except MambawinError as exc:
@@ -693,18 +785,25 @@ def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None
         reason = f"smoke did not pass ({smoke.summary.split(';')[0]})"
         return StepResult("bench", Status.SKIP, reason)
     try:
-        data = run_module(env, "mambawin.verify.runners.bench", ["--json", *options.bench_args],
-                          options.timeout)
+        data = run_module(
+            env, "mambawin.verify.runners.bench", ["--json", *options.bench_args], options.timeout
+        )
     except MambawinError as exc:
         return StepResult("bench", Status.FAIL, f"benchmark failed: {exc}", _error_details(exc))
     return StepResult("bench", Status.OK, BenchReport.from_json(data).headline(), data)
 
 
-def conv_step(options: VerifyOptions, target: Target, fit: StepResult, install: StepResult,
-              env: InstallEnv | None) -> StepResult:
+def conv_step(
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+) -> StepResult:
     """causal-conv1d's kernels against the float64 reference, in the install env."""
-    return _runner_result("conv", options.conv_args, conv_summary, options, target, fit,
-                          install, env)
+    return _runner_result(
+        "conv", options.conv_args, conv_summary, options, target, fit, install, env
+    )
 
 
 def conv_summary(report: Mapping[str, Any]) -> str:
@@ -716,8 +815,9 @@ def conv_summary(report: Mapping[str, Any]) -> str:
 _RUNNER_ITEMS = {"calls": ("probes", "api"), "blocks": ("blocks", "block")}
 
 
-def runner_step(name: str, options: VerifyOptions, blocker: str | None,
-                env: InstallEnv | None) -> StepResult:
+def runner_step(
+    name: str, options: VerifyOptions, blocker: str | None, env: InstallEnv | None
+) -> StepResult:
     """The calls or blocks runner: ok / fail per item, skip when every item was skipped."""
     if blocker or env is None:
         return StepResult(name, Status.SKIP, blocker or "install failed")
@@ -734,22 +834,37 @@ def runner_step(name: str, options: VerifyOptions, blocker: str | None,
     return StepResult(name, status, summary or "nothing to run", report)
 
 
-def upstream_tests_step(options: VerifyOptions, blocker: str | None, env: InstallEnv | None,
-                        packages: Sequence[tuple[str, Mapping[str, Any] | None]],
-                        scratch: Path) -> StepResult:
+def upstream_tests_step(
+    options: VerifyOptions,
+    blocker: str | None,
+    env: InstallEnv | None,
+    packages: Sequence[tuple[str, Mapping[str, Any] | None]],
+    scratch: Path,
+) -> StepResult:
     """The packages' own upstream tests against the installed wheels (pytest, junit XML)."""
     if blocker or env is None:
         return StepResult("upstream-tests", Status.SKIP, blocker or "install failed")
     try:
-        runs = upstream_tests.run_all(env, packages, scratch / "upstream-tests",
-                                      keyword=options.test_keyword, timeout=options.timeout)
+        runs = upstream_tests.run_all(
+            env,
+            packages,
+            scratch / "upstream-tests",
+            keyword=options.test_keyword,
+            timeout=options.timeout,
+        )
     except MambawinError as exc:
         return StepResult("upstream-tests", Status.FAIL, str(exc), _error_details(exc))
     details = {run.project: run.to_json() for run in runs}
-    summary = "; ".join(run.summary() + (f" ({run.note})" if run.note and run.selected else "")
-                        for run in runs)
-    status = (Status.FAIL if not all(r.ok for r in runs)
-              else Status.SKIP if all(r.selected == 0 for r in runs) else Status.OK)
+    summary = "; ".join(
+        run.summary() + (f" ({run.note})" if run.note and run.selected else "") for run in runs
+    )
+    status = (
+        Status.FAIL
+        if not all(r.ok for r in runs)
+        else Status.SKIP
+        if all(r.selected == 0 for r in runs)
+        else Status.OK
+    )
     return StepResult("upstream-tests", status, summary, details)
 
 

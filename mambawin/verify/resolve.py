@@ -29,13 +29,19 @@ OFFLINE_ENV = "MAMBAWIN_OFFLINE"
 _OFFLINE = re.compile(
     r"NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution"
     r"|Name or service not known|Network is unreachable|No route to host|getaddrinfo failed"
-    r"|ProxyError|ConnectTimeoutError|Max retries exceeded", re.IGNORECASE)
+    r"|ProxyError|ConnectTimeoutError|Max retries exceeded",
+    re.IGNORECASE,
+)
 _NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
-_FROM_VERSIONS = re.compile(r"Could not find a version that satisfies the requirement (\S+) "
-                            r"\(from versions: ([^)]*)\)")
+_FROM_VERSIONS = re.compile(
+    r"Could not find a version that satisfies the requirement (\S+) "
+    r"\(from versions: ([^)]*)\)"
+)
 # pip reached a verdict about the requirements (rather than failing to run at all).
-_RESOLVER_VERDICT = re.compile(r"No matching distribution|ResolutionImpossible|conflicting "
-                               r"dependencies|Could not find a version")
+_RESOLVER_VERDICT = re.compile(
+    r"No matching distribution|ResolutionImpossible|conflicting "
+    r"dependencies|Could not find a version"
+)
 _TORCH = "torch"
 _STANDIN_LOCAL = "mambawin.standin"
 
@@ -56,8 +62,15 @@ class PipTarget:
 
     def pip_args(self) -> list[str]:
         args = [arg for platform in self.platforms for arg in ("--platform", platform)]
-        return [*args, "--python-version", self.python_version,
-                "--implementation", self.implementation, "--abi", self.abi]
+        return [
+            *args,
+            "--python-version",
+            self.python_version,
+            "--implementation",
+            self.implementation,
+            "--abi",
+            self.abi,
+        ]
 
 
 @dataclass(frozen=True)
@@ -121,18 +134,21 @@ def resolve_wheel(wheel: Path, *, python: str = sys.executable) -> Resolution:
         raw = read_member(info.path, archive, info.metadata_path)
         tag, version = sorted(info.file.tags)[0], info.version
     recorded = (read_provenance(wheel) or {}).get("torch_version")
-    return resolve_metadata(raw, tag, torch_version=str(recorded or "") or _torch_of(version),
-                            python=python)
+    return resolve_metadata(
+        raw, tag, torch_version=str(recorded or "") or _torch_of(version), python=python
+    )
 
 
-def resolve_metadata(raw: bytes, tag: str, *, torch_version: str | None = None,
-                     python: str = sys.executable) -> Resolution:
+def resolve_metadata(
+    raw: bytes, tag: str, *, torch_version: str | None = None, python: str = sys.executable
+) -> Resolution:
     """Resolve the requirements pip installs by default from METADATA bytes, for `tag`."""
     from mambawin.wheel.metadata import requires_dist
 
     target = target_from_tag(tag)
-    return resolve(for_target(requires_dist(raw), target), target,
-                   torch_version=torch_version, python=python)
+    return resolve(
+        for_target(requires_dist(raw), target), target, torch_version=torch_version, python=python
+    )
 
 
 def for_target(requires: Sequence[str], target: PipTarget) -> list[str]:
@@ -160,13 +176,17 @@ def for_target(requires: Sequence[str], target: PipTarget) -> list[str]:
 def _marker_env(target: PipTarget) -> dict[str, str]:
     windows = target.platform.startswith("win")
     machine = target.platform.split("_", 1)[-1]
-    return {"sys_platform": "win32" if windows else "linux", "os_name": "nt" if windows
-            else "posix", "platform_system": "Windows" if windows else "Linux",
-            "platform_machine": {"amd64": "AMD64"}.get(machine, machine),
-            "python_version": target.python_version,
-            "python_full_version": f"{target.python_version}.0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "extra": ""}
+    return {
+        "sys_platform": "win32" if windows else "linux",
+        "os_name": "nt" if windows else "posix",
+        "platform_system": "Windows" if windows else "Linux",
+        "platform_machine": {"amd64": "AMD64"}.get(machine, machine),
+        "python_version": target.python_version,
+        "python_full_version": f"{target.python_version}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "extra": "",
+    }
 
 
 def _torch_of(version: str) -> str | None:
@@ -175,8 +195,14 @@ def _torch_of(version: str) -> str | None:
     return f"{found.group(1)}.{found.group(2)}" if found else None
 
 
-def resolve(requires: Sequence[str], target: PipTarget, *, torch_version: str | None = None,
-            python: str = sys.executable, timeout: float = 600.0) -> Resolution:
+def resolve(
+    requires: Sequence[str],
+    target: PipTarget,
+    *,
+    torch_version: str | None = None,
+    python: str = sys.executable,
+    timeout: float = 600.0,
+) -> Resolution:
     """Resolve `requires` (torch excluded) for `target` with pip; never installs anything."""
     if os.environ.get(OFFLINE_ENV):
         return _skipped(target.platform)
@@ -195,8 +221,14 @@ def _skipped(where: str) -> Resolution:
 class _Pip:
     """pip runs that share one scratch folder, target and torch stand-in."""
 
-    def __init__(self, python: str, target: PipTarget, scratch: Path,
-                 torch_version: str | None, timeout: float) -> None:
+    def __init__(
+        self,
+        python: str,
+        target: PipTarget,
+        scratch: Path,
+        torch_version: str | None,
+        timeout: float,
+    ) -> None:
         self.python, self.target, self.scratch, self.timeout = python, target, scratch, timeout
         self.extra = _standin_args(scratch, torch_version) if torch_version else []
 
@@ -205,23 +237,46 @@ class _Pip:
         where = self.target.platform
         if ok:
             installs = _installs(output)
-            return Resolution("ok", f"pip resolves {len(wanted)} requirements for {where} "
-                              f"({len(installs)} wheels, torch excluded)", where, installs)
+            return Resolution(
+                "ok",
+                f"pip resolves {len(wanted)} requirements for {where} "
+                f"({len(installs)} wheels, torch excluded)",
+                where,
+                installs,
+            )
         offline = _OFFLINE.search(output)
         if offline:
-            return Resolution("skip", f"offline: pip could not reach the package index "
-                              f"({offline.group(0)}): requirements not checked", where)
+            return Resolution(
+                "skip",
+                f"offline: pip could not reach the package index "
+                f"({offline.group(0)}): requirements not checked",
+                where,
+            )
         details: dict[str, object] = {"pip": output[-4000:]}
         if not _RESOLVER_VERDICT.search(output):
-            return Resolution("fail", f"pip could not run the check with {self.python}: "
-                              f"{_errors(output)} (it needs pip >= 22.2)", where, details=details)
+            return Resolution(
+                "fail",
+                f"pip could not run the check with {self.python}: "
+                f"{_errors(output)} (it needs pip >= 22.2)",
+                where,
+                details=details,
+            )
         missing = self.missing(wanted)
         if not missing:
-            return Resolution("fail", f"pip finds no set of versions for {where} that fits "
-                              f"together: {_errors(output)}", where, details=details)
+            return Resolution(
+                "fail",
+                f"pip finds no set of versions for {where} that fits together: {_errors(output)}",
+                where,
+                details=details,
+            )
         names = "; ".join(f"{m.requirement} ({m.reason})" for m in missing)
-        return Resolution("fail", f"no {where} wheel (pip --only-binary=:all:) for: {names}",
-                          where, missing=missing, details=details)
+        return Resolution(
+            "fail",
+            f"no {where} wheel (pip --only-binary=:all:) for: {names}",
+            where,
+            missing=missing,
+            details=details,
+        )
 
     def missing(self, wanted: list[str]) -> tuple[Missing, ...]:
         """Each requirement that fails alone (pip stops at the first one it cannot find)."""
@@ -230,14 +285,33 @@ class _Pip:
         # Separate pip processes, each mostly waiting on the index: run a few at once.
         with ThreadPoolExecutor(max_workers=4) as pool:
             verdicts = list(pool.map(lambda text: self.run([text]), wanted))
-        return tuple(Missing(text, _errors(output))
-                     for text, (ok, output) in zip(wanted, verdicts, strict=True) if not ok)
+        return tuple(
+            Missing(text, _errors(output))
+            for text, (ok, output) in zip(wanted, verdicts, strict=True)
+            if not ok
+        )
 
     def run(self, requires: Iterable[str]) -> tuple[bool, str]:
-        argv = [self.python, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-                "--only-binary=:all:", "--report", "-", "--quiet", "--retries", "1",
-                "--no-input", "--target", str(self.scratch / "target"),
-                *self.target.pip_args(), *self.extra, *requires]
+        argv = [
+            self.python,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--only-binary=:all:",
+            "--report",
+            "-",
+            "--quiet",
+            "--retries",
+            "1",
+            "--no-input",
+            "--target",
+            str(self.scratch / "target"),
+            *self.target.pip_args(),
+            *self.extra,
+            *requires,
+        ]
         try:
             done = proc.run(argv, timeout=self.timeout, check=False)
         except CommandError as exc:
@@ -263,10 +337,13 @@ def _write_standin(folder: Path, version: str) -> None:
     src = folder / "src"
     dist = src / f"torch-{version}.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
-                                   encoding="utf-8")
-    (dist / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: mambawin\nRoot-Is-Purelib: true\n"
-                                "Tag: py3-none-any\n", encoding="utf-8")
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n", encoding="utf-8"
+    )
+    (dist / "WHEEL").write_text(
+        "Wheel-Version: 1.0\nGenerator: mambawin\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        encoding="utf-8",
+    )
     with WheelFile(folder / f"torch-{version}-py3-none-any.whl", "w") as out:
         out.write_files(str(src))
 
@@ -274,12 +351,17 @@ def _write_standin(folder: Path, version: str) -> None:
 def _installs(output: str) -> tuple[str, ...]:
     start = output.find("{")
     try:
-        report = json.loads(output[start:output.rfind("}") + 1]) if start >= 0 else {}
+        report = json.loads(output[start : output.rfind("}") + 1]) if start >= 0 else {}
     except ValueError:
         return ()
     items = [item.get("metadata", {}) for item in report.get("install", [])]
-    return tuple(sorted(f"{m.get('name')}=={m.get('version')}" for m in items
-                        if _name(str(m.get("name"))) != _TORCH))
+    return tuple(
+        sorted(
+            f"{m.get('name')}=={m.get('version')}"
+            for m in items
+            if _name(str(m.get("name"))) != _TORCH
+        )
+    )
 
 
 def _errors(output: str) -> str:
@@ -291,8 +373,11 @@ def _errors(output: str) -> str:
     missing = _NO_MATCH.search(output)
     if missing:
         return f"no matching distribution for {missing.group(1)}"
-    errors = [line.removeprefix("ERROR: ").strip() for line in output.splitlines()
-              if line.startswith("ERROR:")]
+    errors = [
+        line.removeprefix("ERROR: ").strip()
+        for line in output.splitlines()
+        if line.startswith("ERROR:")
+    ]
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     return errors[-1] if errors else (lines[-1] if lines else "pip printed nothing")
 

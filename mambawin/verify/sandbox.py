@@ -25,8 +25,10 @@ from mambawin.errors import CommandError
 EXTENSION = "selective_scan_cuda"
 CONV_EXTENSION = "causal_conv1d_cuda"
 # The compiled module(s) each distribution ships, by canonical distribution name.
-EXTENSIONS: Mapping[str, tuple[str, ...]] = {"mamba_ssm": (EXTENSION,),
-                                             "causal_conv1d": (CONV_EXTENSION,)}
+EXTENSIONS: Mapping[str, tuple[str, ...]] = {
+    "mamba_ssm": (EXTENSION,),
+    "causal_conv1d": (CONV_EXTENSION,),
+}
 RUNTIME_DIR = "mambawin-runtime"
 _IMPORT = """
 import importlib, json, sys, torch
@@ -61,18 +63,23 @@ def stage_runtime(scratch: Path) -> Path:
     """Copy the `mambawin` package alone into scratch: the child's only extra import path."""
 
     target = scratch / RUNTIME_DIR
-    shutil.copytree(Path(mambawin.__file__).resolve().parent, target / "mambawin",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        Path(mambawin.__file__).resolve().parent,
+        target / "mambawin",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     return target
 
 
 def create_venv(root: Path, base_python: str) -> str:
     """A venv that sees the base environment's packages (torch), even when that is a venv."""
-    proc.run([base_python, "-m", "venv", "--system-site-packages", "--without-pip", root],
-             timeout=300)
+    proc.run(
+        [base_python, "-m", "venv", "--system-site-packages", "--without-pip", root], timeout=300
+    )
     python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    purelib = proc.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                       timeout=120).stdout.strip()
+    purelib = proc.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], timeout=120
+    ).stdout.strip()
     # --system-site-packages points at the *base* interpreter: when mambawin runs from a venv
     # (where torch lives), that venv's site-packages would be missing. A .pth appends them after
     # the new venv's own, so the wheels under test still win over copies installed there.
@@ -89,8 +96,15 @@ def _parent_pth() -> str:
 
 def install_wheels(base_python: str, venv_python: str, wheels: Sequence[Path]) -> None:
     """pip install --no-deps --no-index the wheels together into the venv (base env's pip)."""
-    flags = ["install", "--no-deps", "--no-index", "--ignore-installed", "--no-cache-dir",
-             "--disable-pip-version-check", *(str(w.resolve()) for w in wheels)]
+    flags = [
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--ignore-installed",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        *(str(w.resolve()) for w in wheels),
+    ]
     names = ", ".join(w.name for w in wheels)
     try:
         proc.run([base_python, "-m", "pip", "--python", venv_python, *flags], timeout=900)
@@ -116,14 +130,18 @@ def import_check(env: InstallEnv, modules: Sequence[str] = (EXTENSION,)) -> dict
         done = proc.run([env.python, "-c", _IMPORT, *modules], env=env.env, timeout=300)
     except CommandError as exc:
         last = proc.last_line(exc.tail) or str(exc)
-        msg = (f"import {', '.join(modules)} failed: {last} (torch or CUDA runtime "
-               "mismatch? run `mambawin doctor`)")
+        msg = (
+            f"import {', '.join(modules)} failed: {last} (torch or CUDA runtime "
+            "mismatch? run `mambawin doctor`)"
+        )
         raise CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail) from None
     found: dict[str, Any] = json.loads(proc.last_line(done.stdout))
     for name, origin in found["extensions"].items():
         if env.venv and not _inside(Path(origin), env.venv):
-            msg = (f"{name} was imported from {origin}, not from the wheel under test: unset "
-                   "PYTHONPATH entries that hold another copy")
+            msg = (
+                f"{name} was imported from {origin}, not from the wheel under test: unset "
+                "PYTHONPATH entries that hold another copy"
+            )
             raise CommandError(msg)
     found["extension"] = next(iter(found["extensions"].values()), None)
     return found
@@ -145,8 +163,12 @@ def _child_env(runtime: Path) -> dict[str, str]:
     return env
 
 
-def run_module(env: InstallEnv, module: str, args: Sequence[str], timeout: float,
-               ) -> dict[str, Any]:
+def run_module(
+    env: InstallEnv,
+    module: str,
+    args: Sequence[str],
+    timeout: float,
+) -> dict[str, Any]:
     """Run `python -m module args` in the env; its last stdout line is a JSON object."""
     done = proc.run([env.python, "-m", module, *args], env=env.env, timeout=timeout)
     try:

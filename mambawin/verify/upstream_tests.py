@@ -20,10 +20,14 @@ from mambawin.errors import MambawinError, UpstreamError
 from mambawin.verify.packages import CONV, MAMBA
 from mambawin.verify.sandbox import InstallEnv
 
-TEST_FILES: Mapping[str, str] = {MAMBA: "tests/ops/test_selective_scan.py",
-                                 CONV: "tests/test_causal_conv1d.py"}
-REPOS: Mapping[str, str] = {MAMBA: "https://github.com/state-spaces/mamba",
-                            CONV: "https://github.com/Dao-AILab/causal-conv1d"}
+TEST_FILES: Mapping[str, str] = {
+    MAMBA: "tests/ops/test_selective_scan.py",
+    CONV: "tests/test_causal_conv1d.py",
+}
+REPOS: Mapping[str, str] = {
+    MAMBA: "https://github.com/state-spaces/mamba",
+    CONV: "https://github.com/Dao-AILab/causal-conv1d",
+}
 COMPLEX_PATCH = "complex-removal"
 # What the patched extension raises for complex weights (patch/mamba/complex_removal.MESSAGE).
 COMPLEX_MESSAGE = "complex weights (A) are not supported by this build"
@@ -63,8 +67,7 @@ class TestRun:
     @property
     def selected(self) -> int:
         """The cases pytest collected after -k (skipped ones included)."""
-        return (self.passed + self.failed + self.skipped + self.errors
-                + self.expected_failures)
+        return self.passed + self.failed + self.skipped + self.errors + self.expected_failures
 
     @property
     def ok(self) -> bool:
@@ -84,8 +87,10 @@ class TestRun:
         if self.errors:
             head += f", {self.errors} errors"
         if self.expected_failures:
-            head += (f", {self.expected_failures} expected failures (complex cases: the wheel was "
-                     f"built without the complex kernels, patch {COMPLEX_PATCH})")
+            head += (
+                f", {self.expected_failures} expected failures (complex cases: the wheel was "
+                f"built without the complex kernels, patch {COMPLEX_PATCH})"
+            )
         return head + (f"; first failure {self.failures[0]}" if self.failures else "")
 
     def to_json(self) -> dict[str, Any]:
@@ -98,11 +103,14 @@ def source_of(project: str, provenance: Mapping[str, Any] | None) -> Source:
     upstream = record.get("upstream") if isinstance(record.get("upstream"), Mapping) else None
     where = upstream or record
     repo = str(where.get("repo") or where.get("url") or record.get("upstream_repo") or "")
-    source = Source(repo or REPOS[project], str(where.get("ref") or ""),
-                    str(where.get("commit") or ""))
+    source = Source(
+        repo or REPOS[project], str(where.get("ref") or ""), str(where.get("commit") or "")
+    )
     if not source.rev:
-        msg = (f"the {project} wheel's provenance records no upstream ref or commit: build it with "
-               "`mambawin build` so --upstream-tests knows which tests belong to it")
+        msg = (
+            f"the {project} wheel's provenance records no upstream ref or commit: build it with "
+            "`mambawin build` so --upstream-tests knows which tests belong to it"
+        )
         raise UpstreamError(msg)
     return source
 
@@ -119,11 +127,13 @@ def fetch_test_file(project: str, source: Source, folder: Path) -> Path:
     from mambawin.fetch.upstream import ensure_mirror, normalize_repo
 
     path = TEST_FILES[project]
-    mirror, _warnings = ensure_mirror(normalize_repo(_reachable(project, source.repo)),
-                                      source.rev)
+    mirror, _warnings = ensure_mirror(normalize_repo(_reachable(project, source.repo)), source.rev)
     what = f"cannot read {path} at {source.rev} from {source.repo}"
-    text = git.run(["--git-dir", mirror, "show", f"{source.rev}:{path}"], what=what,
-                   hint="check the wheel's provenance names a commit of that repo").stdout
+    text = git.run(
+        ["--git-dir", mirror, "show", f"{source.rev}:{path}"],
+        what=what,
+        hint="check the wheel's provenance names a commit of that repo",
+    ).stdout
     target = folder / project / Path(path).name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text + "\n", encoding="utf-8")
@@ -140,30 +150,53 @@ def _reachable(project: str, repo: str) -> str:
     return REPOS[project]
 
 
-def run_tests(env: InstallEnv, project: str, provenance: Mapping[str, Any] | None,
-              folder: Path, *, keyword: str | None = None, timeout: float = 3600.0) -> TestRun:
+def run_tests(
+    env: InstallEnv,
+    project: str,
+    provenance: Mapping[str, Any] | None,
+    folder: Path,
+    *,
+    keyword: str | None = None,
+    timeout: float = 3600.0,
+) -> TestRun:
     """Fetch, run and count one package's upstream tests in the install env."""
     source = source_of(project, provenance)
     test_file = fetch_test_file(project, source, folder)
     junit = test_file.parent / "junit.xml"
-    argv = [env.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
-            str(test_file.parent / "pytest.ini"), f"--junitxml={junit}", str(test_file),
-            *(["-k", keyword] if keyword else [])]
+    argv = [
+        env.python,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        str(test_file.parent / "pytest.ini"),
+        f"--junitxml={junit}",
+        str(test_file),
+        *(["-k", keyword] if keyword else []),
+    ]
     done = proc.run(argv, cwd=test_file.parent, env=env.env, timeout=timeout, check=False)
     if not junit.is_file():
         last = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-1:]
-        msg = (f"pytest wrote no report for {TEST_FILES[project]} (exit {done.returncode}): "
-               f"{last[0].strip() if last else 'no output'} (is pytest installed there?)")
+        msg = (
+            f"pytest wrote no report for {TEST_FILES[project]} (exit {done.returncode}): "
+            f"{last[0].strip() if last else 'no output'} (is pytest installed there?)"
+        )
         raise MambawinError(msg)
-    run = parse_junit(junit.read_text(encoding="utf-8"), project, TEST_FILES[project],
-                      source.rev, complex_removed(provenance))
+    run = parse_junit(
+        junit.read_text(encoding="utf-8"),
+        project,
+        TEST_FILES[project],
+        source.rev,
+        complex_removed(provenance),
+    )
     if keyword:
         run.keyword, run.note = keyword, f"subset -k {keyword!r}"
     return run
 
 
-def parse_junit(xml_text: str, project: str, file: str, rev: str,
-                removed: bool) -> TestRun:
+def parse_junit(xml_text: str, project: str, file: str, rev: str, removed: bool) -> TestRun:
     """Count pytest's junit XML; complex failures are expected only when `removed`."""
     run = TestRun(project, file, rev, complex_removed=removed)
     for case in ET.fromstring(xml_text).iter("testcase"):
@@ -200,9 +233,16 @@ def _first_line(text: str) -> str:
     return lines[0][:200] if lines else "(no message)"
 
 
-def run_all(env: InstallEnv, packages: Sequence[tuple[str, Mapping[str, Any] | None]],
-            folder: Path, *, keyword: str | None = None,
-            timeout: float = 3600.0) -> list[TestRun]:
+def run_all(
+    env: InstallEnv,
+    packages: Sequence[tuple[str, Mapping[str, Any] | None]],
+    folder: Path,
+    *,
+    keyword: str | None = None,
+    timeout: float = 3600.0,
+) -> list[TestRun]:
     """Every package's tests, in order (mamba-ssm first)."""
-    return [run_tests(env, project, provenance, folder, keyword=keyword, timeout=timeout)
-            for project, provenance in packages]
+    return [
+        run_tests(env, project, provenance, folder, keyword=keyword, timeout=timeout)
+        for project, provenance in packages
+    ]

@@ -64,8 +64,11 @@ def find_cuobjdump() -> str | None:
     return _cuobjdump_from_pip(names)
 
 
-def list_gpu_code(binary: Path, *, method: Literal["auto", "cuobjdump", "fatbin"] = "auto",
-                  ) -> GpuCode:
+def list_gpu_code(
+    binary: Path,
+    *,
+    method: Literal["auto", "cuobjdump", "fatbin"] = "auto",
+) -> GpuCode:
     """The SASS and PTX targets inside one `.so`/`.pyd` (cuobjdump if found, else fatbin parse)."""
     binary = Path(binary)
     if not binary.is_file():
@@ -75,14 +78,19 @@ def list_gpu_code(binary: Path, *, method: Literal["auto", "cuobjdump", "fatbin"
     if tool:
         return _with_cuobjdump(tool, binary)
     if method == "cuobjdump":
-        msg = ("cuobjdump not found (PATH, CUDA_HOME/bin or pip): install the CUDA toolkit's "
-               "cuobjdump or `pip install nvidia-cuda-cuobjdump`")
+        msg = (
+            "cuobjdump not found (PATH, CUDA_HOME/bin or pip): install the CUDA toolkit's "
+            "cuobjdump or `pip install nvidia-cuda-cuobjdump`"
+        )
         raise ToolchainError(msg)
     return read_fatbin(binary)
 
 
-def gpu_code_in_wheel(wheel: Path, *, method: Literal["auto", "cuobjdump", "fatbin"] = "auto",
-                      ) -> dict[str, GpuCode]:
+def gpu_code_in_wheel(
+    wheel: Path,
+    *,
+    method: Literal["auto", "cuobjdump", "fatbin"] = "auto",
+) -> dict[str, GpuCode]:
     """GPU code of every extension module (`*.so`, `*.pyd`) in a wheel, by archive member."""
     result: dict[str, GpuCode] = {}
     with open_wheel(Path(wheel)) as (archive, info), tempfile.TemporaryDirectory() as scratch:
@@ -113,7 +121,8 @@ def read_fatbin(binary: Path) -> GpuCode:
         for kind, arch, flags in fatbin_entries(blob):
             suffix = "a" if flags & _FLAG_ARCH_SPECIFIC else ""
             (sass if kind == _KIND_ELF else ptx).add(
-                f"{'sm' if kind == _KIND_ELF else 'compute'}_{arch}{suffix}")
+                f"{'sm' if kind == _KIND_ELF else 'compute'}_{arch}{suffix}"
+            )
     return GpuCode(_sorted(sass), _sorted(ptx), "fatbin")
 
 
@@ -172,7 +181,7 @@ def _elf_sections(data: bytes, wanted: bytes) -> list[bytes]:
     """Contents of the ELF64 little-endian sections named `wanted` (CUDA builds are x86-64)."""
     if data[4] != 2 or data[5] != 1:
         return []
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     entsize, count, strndx = struct.unpack_from("<HHH", data, 0x3A)
     headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * entsize) for i in range(count)]
     if not headers or strndx >= count:
@@ -181,26 +190,27 @@ def _elf_sections(data: bytes, wanted: bytes) -> list[bytes]:
     found = []
     for name_off, kind, _, _, offset, size in headers:
         end = data.find(b"\0", names_at + name_off)
-        if data[names_at + name_off:end] == wanted and kind != 8:  # 8 = SHT_NOBITS
-            found.append(data[offset:offset + size])
+        if data[names_at + name_off : end] == wanted and kind != 8:  # 8 = SHT_NOBITS
+            found.append(data[offset : offset + size])
     return found
 
 
 def _pe_sections(data: bytes, wanted: bytes) -> list[bytes]:
     """Raw data of the PE/COFF sections named `wanted` (names padded with NUL to 8 bytes)."""
-    pe_at, = struct.unpack_from("<I", data, 0x3C)
-    if data[pe_at:pe_at + 4] != b"PE\0\0":
+    (pe_at,) = struct.unpack_from("<I", data, 0x3C)
+    if data[pe_at : pe_at + 4] != b"PE\0\0":
         msg = "the file starts with MZ but has no PE header: it is not a Windows .pyd/.dll"
         raise WheelError(msg)
-    count, = struct.unpack_from("<H", data, pe_at + 6)
-    optional_size, = struct.unpack_from("<H", data, pe_at + 20)
+    (count,) = struct.unpack_from("<H", data, pe_at + 6)
+    (optional_size,) = struct.unpack_from("<H", data, pe_at + 20)
     table = pe_at + 24 + optional_size
     found = []
     for index in range(count):
-        name, _, _, raw_size, raw_at = struct.unpack_from("<8sIIII", data,
-                                                          table + index * _PE_SECTION_SIZE)
+        name, _, _, raw_size, raw_at = struct.unpack_from(
+            "<8sIIII", data, table + index * _PE_SECTION_SIZE
+        )
         if name.rstrip(b"\0") == wanted:
-            found.append(data[raw_at:raw_at + raw_size])
+            found.append(data[raw_at : raw_at + raw_size])
     return found
 
 
@@ -213,8 +223,10 @@ def _with_cuobjdump(tool: str, binary: Path) -> GpuCode:
     text = done.stdout + "\n" + done.stderr
     if done.returncode != 0 and _NO_DEVICE_CODE not in text:
         last = proc.last_line(text) or "(no output)"
-        msg = (f"cuobjdump cannot read {binary.name} ({last}): check that it is a "
-               "complete CUDA extension module")
+        msg = (
+            f"cuobjdump cannot read {binary.name} ({last}): check that it is a "
+            "complete CUDA extension module"
+        )
         raise WheelError(msg)
     sass, ptx = parse_cuobjdump(done.stdout)
     return GpuCode(sass, ptx, "cuobjdump")
@@ -243,6 +255,7 @@ def _cuobjdump_from_pip(names: Iterable[str]) -> str | None:
 
 def _sorted(names: Iterable[str]) -> tuple[str, ...]:
     """Sorted by arch number (sm_90 before sm_100), then suffix."""
+
     def key(name: str) -> tuple[int, str]:
         number = re.search(r"_(\d+)", name)
         return (int(number.group(1)) if number else 0, name)

@@ -53,13 +53,23 @@ class WheelFileName:
     @property
     def tags(self) -> frozenset[str]:
         """Every `python-abi-platform` tag the compressed tag sets in the name expand to."""
-        return frozenset(f"{p}-{a}-{s}" for p in self.python.split(".")
-                         for a in self.abi.split(".") for s in self.platform.split("."))
+        return frozenset(
+            f"{p}-{a}-{s}"
+            for p in self.python.split(".")
+            for a in self.abi.split(".")
+            for s in self.platform.split(".")
+        )
 
     def with_version(self, version: str) -> str:
         """The same file name with another version (a `-` in it would split the name, so `_`)."""
-        parts = [self.name, version.replace("-", "_"), self.build, self.python, self.abi,
-                 self.platform]
+        parts = [
+            self.name,
+            version.replace("-", "_"),
+            self.build,
+            self.python,
+            self.abi,
+            self.platform,
+        ]
         return "-".join(part for part in parts if part) + ".whl"
 
 
@@ -93,8 +103,10 @@ def parse_file_name(file_name: str) -> WheelFileName:
     try:
         parse_wheel_filename(file_name)
     except InvalidWheelFilename as exc:
-        msg = (f"{file_name} is not a wheel file name ({exc}): expected "
-               "name-version[-build]-python-abi-platform.whl")
+        msg = (
+            f"{file_name} is not a wheel file name ({exc}): expected "
+            "name-version[-build]-python-abi-platform.whl"
+        )
         raise WheelError(msg) from None
     parts = file_name[: -len(".whl")].split("-")
     if len(parts) == 5:
@@ -129,13 +141,16 @@ def read_wheel(path: Path) -> WheelInfo:
         return info
 
 
-def read_member(path: Path, archive: zipfile.ZipFile, member: str,
-                limit: int | None = None) -> bytes:
+def read_member(
+    path: Path, archive: zipfile.ZipFile, member: str, limit: int | None = None
+) -> bytes:
     """One member's bytes (refused when over limit); a CRC or inflate failure is a WheelError."""
     size = archive.getinfo(member).file_size
     if limit is not None and size > limit:
-        msg = (f"{path.name}: member {member} claims {size:,} bytes, over the {limit:,} a wheel's "
-               "metadata may have: refusing it; the wheel is corrupt or hostile")
+        msg = (
+            f"{path.name}: member {member} claims {size:,} bytes, over the {limit:,} a wheel's "
+            "metadata may have: refusing it; the wheel is corrupt or hostile"
+        )
         raise WheelError(msg)
     try:
         with archive.open(member) as stream:
@@ -157,8 +172,10 @@ def _open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        msg = (f"{path.name} is not a readable zip archive ({exc}): the wheel is corrupt or "
-               "truncated; build or download it again")
+        msg = (
+            f"{path.name} is not a readable zip archive ({exc}): the wheel is corrupt or "
+            "truncated; build or download it again"
+        )
         raise WheelError(msg) from None
     with archive:
         yield archive
@@ -173,14 +190,18 @@ def _safe_members(path: Path, archive: zipfile.ZipFile) -> tuple[str, ...]:
     """Member names; refuse any that would land outside the install folder (zip-slip)."""
     names = [info.filename for info in archive.infolist()]
     if len(names) > MAX_MEMBERS:
-        msg = (f"{path.name} has {len(names):,} members, over the {MAX_MEMBERS:,} mambawin "
-               "accepts: refusing it; the wheel is corrupt or hostile")
+        msg = (
+            f"{path.name} has {len(names):,} members, over the {MAX_MEMBERS:,} mambawin "
+            "accepts: refusing it; the wheel is corrupt or hostile"
+        )
         raise WheelError(msg)
     for name in names:
         parts = name.replace("\\", "/").split("/")
         if name.startswith(("/", "\\")) or _DRIVE.match(name) or ".." in parts:
-            msg = (f"{path.name} contains the unsafe path {name!r} (absolute or with '..'): "
-                   "refusing it; rebuild the wheel with a normal build backend")
+            msg = (
+                f"{path.name} contains the unsafe path {name!r} (absolute or with '..'): "
+                "refusing it; rebuild the wheel with a normal build backend"
+            )
             raise WheelError(msg)
     duplicates = sorted(n for n, count in Counter(names).items() if count > 1)
     if duplicates:
@@ -190,12 +211,19 @@ def _safe_members(path: Path, archive: zipfile.ZipFile) -> tuple[str, ...]:
 
 
 def _find_dist_info(path: Path, members: tuple[str, ...]) -> str:
-    folders = sorted({m.split("/", 1)[0] for m in members
-                      if m.count("/") == 1 and m.split("/", 1)[0].endswith(".dist-info")})
+    folders = sorted(
+        {
+            m.split("/", 1)[0]
+            for m in members
+            if m.count("/") == 1 and m.split("/", 1)[0].endswith(".dist-info")
+        }
+    )
     if len(folders) != 1:
         found = ", ".join(folders) or "none"
-        msg = (f"{path.name} must have exactly one top-level .dist-info folder (found {found}): "
-               "it is not a wheel built by a standard backend")
+        msg = (
+            f"{path.name} must have exactly one top-level .dist-info folder (found {found}): "
+            "it is not a wheel built by a standard backend"
+        )
         raise WheelError(msg)
     for required in ("METADATA", "WHEEL", "RECORD"):
         if f"{folders[0]}/{required}" not in members:
@@ -204,8 +232,13 @@ def _find_dist_info(path: Path, members: tuple[str, ...]) -> str:
     return folders[0]
 
 
-def _describe(path: Path, archive: zipfile.ZipFile, file: WheelFileName, dist_info: str,
-              members: tuple[str, ...]) -> WheelInfo:
+def _describe(
+    path: Path,
+    archive: zipfile.ZipFile,
+    file: WheelFileName,
+    dist_info: str,
+    members: tuple[str, ...],
+) -> WheelInfo:
     wheel = read_message(read_text_member(path, archive, f"{dist_info}/WHEEL"))
     _check_wheel_tags(path, wheel, file)
     metadata = read_message(read_text_member(path, archive, f"{dist_info}/METADATA"))
@@ -221,13 +254,17 @@ def _check_wheel_tags(path: Path, wheel: Message, file: WheelFileName) -> None:
     """The WHEEL file's Tag/Build lines must say what the file name says (pip trusts the name)."""
     tags = frozenset(str(tag).strip() for tag in wheel.get_all("Tag") or ())
     if tags != file.tags:
-        msg = (f"{path.name}: the tags in WHEEL ({', '.join(sorted(tags)) or 'none'}) do not match "
-               f"the file name ({', '.join(sorted(file.tags))}): fix the name with `wheel tags`")
+        msg = (
+            f"{path.name}: the tags in WHEEL ({', '.join(sorted(tags)) or 'none'}) do not match "
+            f"the file name ({', '.join(sorted(file.tags))}): fix the name with `wheel tags`"
+        )
         raise WheelError(msg)
     build = str(wheel.get("Build") or "").strip()
     if build != file.build:
-        msg = (f"{path.name}: WHEEL says build tag {build or 'none'!r} but the file name says "
-               f"{file.build or 'none'!r}: fix the name with `wheel tags --build`")
+        msg = (
+            f"{path.name}: WHEEL says build tag {build or 'none'!r} but the file name says "
+            f"{file.build or 'none'!r}: fix the name with `wheel tags --build`"
+        )
         raise WheelError(msg)
 
 
@@ -237,8 +274,10 @@ def _check_name_and_version(path: Path, file: WheelFileName, name: str, version:
     except InvalidVersion:
         same_version = False
     if canonicalize_name(name) != canonicalize_name(file.name) or not same_version:
-        msg = (f"{path.name}: METADATA says {name} {version}, the file name says {file.name} "
-               f"{file.version}: rename the file to match METADATA")
+        msg = (
+            f"{path.name}: METADATA says {name} {version}, the file name says {file.name} "
+            f"{file.version}: rename the file to match METADATA"
+        )
         raise WheelError(msg)
 
 
@@ -250,14 +289,18 @@ def _check_record(info: WheelInfo, archive: zipfile.ZipFile) -> None:
         if member in unsigned:
             continue
         if member not in record or not record[member][0]:
-            msg = (f"{info.path.name}: {member} is not listed in RECORD: the wheel was altered; "
-                   "rebuild it")
+            msg = (
+                f"{info.path.name}: {member} is not listed in RECORD: the wheel was altered; "
+                "rebuild it"
+            )
             raise WheelError(msg)
         _check_hash(info, archive, member, *record[member])
     missing = sorted(set(record) - set(info.members) - unsigned)
     if missing:
-        msg = (f"{info.path.name}: RECORD lists {missing[0]} but the archive lacks it: "
-               "rebuild the wheel")
+        msg = (
+            f"{info.path.name}: RECORD lists {missing[0]} but the archive lacks it: "
+            "rebuild the wheel"
+        )
         raise WheelError(msg)
 
 
@@ -274,8 +317,9 @@ def _read_record(info: WheelInfo, archive: zipfile.ZipFile) -> dict[str, tuple[s
     return record
 
 
-def _check_hash(info: WheelInfo, archive: zipfile.ZipFile, member: str, hash_text: str,
-                size: str) -> None:
+def _check_hash(
+    info: WheelInfo, archive: zipfile.ZipFile, member: str, hash_text: str, size: str
+) -> None:
     algorithm, _, expected = hash_text.partition("=")
     algorithm = algorithm.lower()
     if algorithm not in _RECORD_HASHES:
@@ -292,7 +336,8 @@ def _check_hash(info: WheelInfo, archive: zipfile.ZipFile, member: str, hash_tex
         raise WheelError(msg) from None
     actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
     if actual != expected.rstrip("=") or (size and size != str(length)):
-        msg = (f"{info.path.name}: {member} does not match its RECORD hash/size: the wheel was "
-               "altered or damaged after it was built; rebuild it")
+        msg = (
+            f"{info.path.name}: {member} does not match its RECORD hash/size: the wheel was "
+            "altered or damaged after it was built; rebuild it"
+        )
         raise WheelError(msg)
-

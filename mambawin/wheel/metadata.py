@@ -105,8 +105,11 @@ class _Plan:
 def build_date() -> str:
     """ISO-8601 UTC build time: SOURCE_DATE_EPOCH when set (reproducible builds), else now."""
     epoch = source_date_epoch()
-    moment = datetime.fromtimestamp(epoch, timezone.utc) if epoch is not None else datetime.now(
-        timezone.utc)
+    moment = (
+        datetime.fromtimestamp(epoch, timezone.utc)
+        if epoch is not None
+        else datetime.now(timezone.utc)
+    )
     return moment.replace(microsecond=0).isoformat()
 
 
@@ -124,9 +127,11 @@ def source_date_epoch() -> int | None:
         msg = f"SOURCE_DATE_EPOCH={value!r} is not a whole number of seconds: fix or unset it"
         raise UsageError(msg)
     if not ZIP_EPOCHS[0] <= int(value) <= ZIP_EPOCHS[1]:
-        msg = (f"SOURCE_DATE_EPOCH={value} is outside what a wheel's ZIP dates can hold "
-               f"(1980-01-01 to 2107-12-31, {ZIP_EPOCHS[0]}..{ZIP_EPOCHS[1]}): set a time in that "
-               "range, e.g. `git log -1 --format=%ct`, or unset it")
+        msg = (
+            f"SOURCE_DATE_EPOCH={value} is outside what a wheel's ZIP dates can hold "
+            f"(1980-01-01 to 2107-12-31, {ZIP_EPOCHS[0]}..{ZIP_EPOCHS[1]}): set a time in that "
+            "range, e.g. `git log -1 --format=%ct`, or unset it"
+        )
         raise UsageError(msg)
     return int(value)
 
@@ -139,8 +144,10 @@ def normalize_local_label(text: str) -> str:
     except InvalidVersion:
         local = None
     if not local:
-        msg = (f"invalid local version label {text!r}: use ASCII letters, digits and '.' only "
-               "(PEP 440), e.g. cu129torch2.8")
+        msg = (
+            f"invalid local version label {text!r}: use ASCII letters, digits and '.' only "
+            "(PEP 440), e.g. cu129torch2.8"
+        )
         raise UsageError(msg)
     return local
 
@@ -196,11 +203,18 @@ def rewrite_wheel(
         return _write_atomically(entries, plan.target)
 
 
-def _requirement_plan(archive: zipfile.ZipFile, info: WheelInfo, drop: Iterable[str],
-                      keep: Iterable[str]) -> Plan:
+def _requirement_plan(
+    archive: zipfile.ZipFile, info: WheelInfo, drop: Iterable[str], keep: Iterable[str]
+) -> Plan:
     raw = read_member(info.path, archive, info.metadata_path)
-    return plan(info.name, info.file.platform, requires_dist(raw), version=info.version,
-                drop=drop, keep=keep)
+    return plan(
+        info.name,
+        info.file.platform,
+        requires_dist(raw),
+        version=info.version,
+        drop=drop,
+        keep=keep,
+    )
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -241,8 +255,10 @@ def _plan(info: WheelInfo, label: str | None, out_dir: Path) -> _Plan:
     dist_info = f"{info.file.name}-{file_version}.dist-info"
     target = out_dir / info.file.with_version(file_version)
     if target.resolve() == info.path.resolve():
-        msg = (f"the output {target} would overwrite the input wheel: pass another --out folder "
-               "(the input is never modified)")
+        msg = (
+            f"the output {target} would overwrite the input wheel: pass another --out folder "
+            "(the input is never modified)"
+        )
         raise WheelError(msg)
     return _Plan(info, version, dist_info, target)
 
@@ -261,9 +277,11 @@ def _existing_provenance(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str,
     return data
 
 
-def _provenance_dict(archive: zipfile.ZipFile, info: WheelInfo,
-                     provenance: Provenance | Mapping[str, object] | None,
-                     ) -> dict[str, object] | None:
+def _provenance_dict(
+    archive: zipfile.ZipFile,
+    info: WheelInfo,
+    provenance: Provenance | Mapping[str, object] | None,
+) -> dict[str, object] | None:
     """The caller's provenance, else the one already in the wheel (a second rewrite keeps it)."""
     if isinstance(provenance, Provenance):
         return provenance.to_dict()
@@ -281,9 +299,13 @@ def _guard_versions(record: Mapping[str, object]) -> tuple[str, str] | None:
     return f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0])
 
 
-def _entries(archive: zipfile.ZipFile, plan: _Plan, changes: Plan,
-             record: dict[str, object] | None,
-             versions: tuple[str, str] | None) -> Iterator[Entry]:
+def _entries(
+    archive: zipfile.ZipFile,
+    plan: _Plan,
+    changes: Plan,
+    record: dict[str, object] | None,
+    versions: tuple[str, str] | None,
+) -> Iterator[Entry]:
     """(new name, bytes, original entry) for every member of the new wheel, RECORD excluded."""
     info = plan.info
     skipped = {f"{info.dist_info}/{name}" for name in (*_SIGNATURES, PROVENANCE_NAME)}
@@ -308,25 +330,39 @@ def _guard_target(info: WheelInfo, *, needed: bool) -> str | None:
     if target in info.members:
         return target
     if needed:
-        msg = (f"{info.path.name} has no {target} to hold the torch/CUDA import guard: "
-               "rewrite it with guard=False (--no-guard)")
+        msg = (
+            f"{info.path.name} has no {target} to hold the torch/CUDA import guard: "
+            "rewrite it with guard=False (--no-guard)"
+        )
         raise WheelError(msg)
     return None
 
 
-def rewrite_requirements(raw: bytes, project: str, platform_tag: str, *, drop: Iterable[str] = (),
-                         keep: Iterable[str] = ()) -> tuple[bytes, Plan]:
+def rewrite_requirements(
+    raw: bytes,
+    project: str,
+    platform_tag: str,
+    *,
+    drop: Iterable[str] = (),
+    keep: Iterable[str] = (),
+) -> tuple[bytes, Plan]:
     """METADATA bytes with requirements for `platform_tag` (what rewrite_wheel writes), and why."""
     version = read_message(raw).get("Version")
-    changes = plan(project, platform_tag, requires_dist(raw), version=version and str(version),
-                   drop=drop, keep=keep)
+    changes = plan(
+        project,
+        platform_tag,
+        requires_dist(raw),
+        version=version and str(version),
+        drop=drop,
+        keep=keep,
+    )
     return edit_metadata(raw, changes, None), changes
 
 
 def requires_dist(raw: bytes) -> list[str]:
     """The Requires-Dist values of raw METADATA bytes, unfolded, in order."""
     values = []
-    for header in _logical_headers(raw[:_header_cut(raw)]):
+    for header in _logical_headers(raw[: _header_cut(raw)]):
         name, _, value = header.partition(b":")
         if name.strip().lower() == b"requires-dist":
             values.append(_unfold(value))
@@ -343,9 +379,14 @@ def edit_metadata(raw: bytes, changes: Plan, version: str | None) -> bytes:
     extras = _missing_extras(raw[:cut], changes.extras)
     kept: list[bytes] = []
     headers = _logical_headers(raw[:cut])
-    last_requirement = max((i for i, h in enumerate(headers)
-                            if h.partition(b":")[0].strip().lower() == b"requires-dist"),
-                           default=len(headers) - 1)
+    last_requirement = max(
+        (
+            i
+            for i, h in enumerate(headers)
+            if h.partition(b":")[0].strip().lower() == b"requires-dist"
+        ),
+        default=len(headers) - 1,
+    )
     for index, header in enumerate(headers):
         name, _, value = header.partition(b":")
         key, end = name.strip().lower(), _line_end(header)
@@ -374,9 +415,11 @@ def _header(name: str, value: str, end: bytes) -> bytes:
 
 def _missing_extras(head: bytes, extras: Iterable[str]) -> list[str]:
     """The extras the METADATA does not provide yet (a second rewrite adds none)."""
-    provided = {canonicalize_name(_unfold(header.partition(b":")[2]))
-                for header in _logical_headers(head)
-                if header.partition(b":")[0].strip().lower() == b"provides-extra"}
+    provided = {
+        canonicalize_name(_unfold(header.partition(b":")[2]))
+        for header in _logical_headers(head)
+        if header.partition(b":")[0].strip().lower() == b"provides-extra"
+    }
     return [extra for extra in extras if canonicalize_name(extra) not in provided]
 
 
@@ -431,8 +474,9 @@ def set_guard(source: bytes, versions: tuple[str, str] | None, project: str) -> 
 
 
 def _without_guard(text: str) -> str:
-    pattern = re.compile(rf"^{re.escape(GUARD_BEGIN)}.*?^{re.escape(GUARD_END)}[^\n]*\n?",
-                         re.MULTILINE | re.DOTALL)
+    pattern = re.compile(
+        rf"^{re.escape(GUARD_BEGIN)}.*?^{re.escape(GUARD_END)}[^\n]*\n?", re.MULTILINE | re.DOTALL
+    )
     return pattern.sub("", text)
 
 
@@ -445,9 +489,12 @@ def _guard_line(lines: list[str]) -> int:
         raise WheelError(msg) from None
     at = 0
     for index, node in enumerate(body):
-        is_docstring = (index == 0 and isinstance(node, ast.Expr)
-                        and isinstance(node.value, ast.Constant)
-                        and isinstance(node.value.value, str))
+        is_docstring = (
+            index == 0
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        )
         if not (is_docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__")):
             break
         at = node.end_lineno or node.lineno

@@ -92,28 +92,64 @@ _TOGETHER = "; moved with the rest of the Mamba3-only set (win_amd64 wheels exis
 
 RULES: Mapping[str, tuple[Rule, ...]] = {
     "mamba-ssm": (
-        Rule("triton", "windows", "rename", "triton-windows",
-             "triton publishes no Windows wheel; triton-windows provides the `triton` module that "
-             "`import mamba_ssm` imports at package import (every v2.x tag)"),
-        Rule("triton", "windows", "require", "triton-windows",
-             "`import mamba_ssm` imports triton (ops/triton/layer_norm.py, unguarded) on every tag "
-             "from v2.0.0, but v2.2.3 and v2.2.4 list no triton at all (setup.py comments it out), "
-             "so their Windows wheels would install and then fail at import",
-             versions=">=2.0.0"),
-        Rule("tilelang", "windows", "extra", MAMBA3_EXTRA,
-             "no win_amd64 wheel for upstream's pin tilelang==0.1.8 (0.1.10+ have one, but the "
-             "kernels target 0.1.8); " + _MAMBA3_ONLY.format(what="the MIMO kernels")),
-        Rule("quack-kernels", "windows", "extra", MAMBA3_EXTRA,
-             _MAMBA3_ONLY.format(what="the CuTe decode step") + _TOGETHER),
-        Rule("nvidia-cutlass-dsl", "windows", "extra", MAMBA3_EXTRA,
-             _MAMBA3_ONLY.format(what="the CuTe decode step") + _TOGETHER),
-        Rule("apache-tvm-ffi", "windows", "extra", MAMBA3_EXTRA,
-             "never imported by mamba_ssm; tilelang and the CuTe decode step use it; a mismatched "
-             "install breaks `import mamba_ssm` with an AttributeError (state-spaces/mamba#986)"),
-        Rule("transformers", "any", "cap", "<5",
-             "utils/generation.py imports GreedySearchDecoderOnlyOutput, which transformers 5 "
-             "removed, so `import mamba_ssm` fails with ImportError (upstream fixed it in PR #807, "
-             "v2.3.0)", versions="<2.3.0"),
+        Rule(
+            "triton",
+            "windows",
+            "rename",
+            "triton-windows",
+            "triton publishes no Windows wheel; triton-windows provides the `triton` module that "
+            "`import mamba_ssm` imports at package import (every v2.x tag)",
+        ),
+        Rule(
+            "triton",
+            "windows",
+            "require",
+            "triton-windows",
+            "`import mamba_ssm` imports triton (ops/triton/layer_norm.py, unguarded) on every tag "
+            "from v2.0.0, but v2.2.3 and v2.2.4 list no triton at all (setup.py comments it out), "
+            "so their Windows wheels would install and then fail at import",
+            versions=">=2.0.0",
+        ),
+        Rule(
+            "tilelang",
+            "windows",
+            "extra",
+            MAMBA3_EXTRA,
+            "no win_amd64 wheel for upstream's pin tilelang==0.1.8 (0.1.10+ have one, but the "
+            "kernels target 0.1.8); " + _MAMBA3_ONLY.format(what="the MIMO kernels"),
+        ),
+        Rule(
+            "quack-kernels",
+            "windows",
+            "extra",
+            MAMBA3_EXTRA,
+            _MAMBA3_ONLY.format(what="the CuTe decode step") + _TOGETHER,
+        ),
+        Rule(
+            "nvidia-cutlass-dsl",
+            "windows",
+            "extra",
+            MAMBA3_EXTRA,
+            _MAMBA3_ONLY.format(what="the CuTe decode step") + _TOGETHER,
+        ),
+        Rule(
+            "apache-tvm-ffi",
+            "windows",
+            "extra",
+            MAMBA3_EXTRA,
+            "never imported by mamba_ssm; tilelang and the CuTe decode step use it; a mismatched "
+            "install breaks `import mamba_ssm` with an AttributeError (state-spaces/mamba#986)",
+        ),
+        Rule(
+            "transformers",
+            "any",
+            "cap",
+            "<5",
+            "utils/generation.py imports GreedySearchDecoderOnlyOutput, which transformers 5 "
+            "removed, so `import mamba_ssm` fails with ImportError (upstream fixed it in PR #807, "
+            "v2.3.0)",
+            versions="<2.3.0",
+        ),
     ),
     # causal-conv1d requires torch, packaging and ninja: all resolve on Windows.
     "causal-conv1d": (),
@@ -130,25 +166,42 @@ def platform_family(platform_tag: str) -> Family:
     return "other"
 
 
-def plan(project: str, platform_tag: str, requires: Sequence[str], *, version: str | None = None,
-         drop: Iterable[str] = (), keep: Iterable[str] = ()) -> Plan:
+def plan(
+    project: str,
+    platform_tag: str,
+    requires: Sequence[str],
+    *,
+    version: str | None = None,
+    drop: Iterable[str] = (),
+    keep: Iterable[str] = (),
+) -> Plan:
     """The changes the table (and the user's drop/keep) make to `requires` for this platform."""
     family = platform_family(platform_tag)
     kept: set[str] = {str(canonicalize_name(name)) for name in keep}
     dropped: set[str] = {str(canonicalize_name(name)) for name in drop} - kept
     release = _version(version)
-    applicable = [rule for rule in RULES.get(canonicalize_name(project), ())
-                  if rule.applies(family, release) and rule.project not in kept]
+    applicable = [
+        rule
+        for rule in RULES.get(canonicalize_name(project), ())
+        if rule.applies(family, release) and rule.project not in kept
+    ]
     requires_rules = [rule for rule in applicable if rule.action == "require"]
     rules = {rule.project: rule for rule in applicable if rule.action != "require"}
-    changes = [change for text in requires
-               if (change := _change(text, rules, dropped)) is not None]
+    changes = [change for text in requires if (change := _change(text, rules, dropped)) is not None]
     reasons = {change.reason for change in changes}
-    extras = sorted({rule.target for rule in rules.values()
-                     if rule.action == "extra" and rule.reason in reasons})
+    extras = sorted(
+        {
+            rule.target
+            for rule in rules.values()
+            if rule.action == "extra" and rule.reason in reasons
+        }
+    )
     listed = {name for text in requires if (name := _name(text))}
-    added = tuple(Change("", rule.target, rule.reason) for rule in requires_rules
-                  if not {rule.project, rule.target} & (listed | dropped))
+    added = tuple(
+        Change("", rule.target, rule.reason)
+        for rule in requires_rules
+        if not {rule.project, rule.target} & (listed | dropped)
+    )
     return Plan(tuple(changes), tuple(extras), added)
 
 
@@ -199,4 +252,3 @@ def _with_extra(marker: Marker | None, extra: str) -> Marker:
     if marker is None:
         return Marker(f'extra == "{extra}"')
     return Marker(f'({marker}) and extra == "{extra}"')
-

@@ -15,9 +15,15 @@ from types import ModuleType
 import pytest
 
 VERIFY = Path(__file__).resolve().parents[1] / "fixtures" / "verify"
-_PACKAGES = ("mamba_ssm", "mamba_ssm.ops", "mamba_ssm.ops.selective_scan_interface",
-             "mamba_ssm.modules", "mamba_ssm.modules.mamba_simple", "mamba_ssm.modules.mamba2",
-             "causal_conv1d")
+_PACKAGES = (
+    "mamba_ssm",
+    "mamba_ssm.ops",
+    "mamba_ssm.ops.selective_scan_interface",
+    "mamba_ssm.modules",
+    "mamba_ssm.modules.mamba_simple",
+    "mamba_ssm.modules.mamba2",
+    "causal_conv1d",
+)
 
 
 def load(name: str, file: str) -> ModuleType:
@@ -31,8 +37,10 @@ def load(name: str, file: str) -> ModuleType:
 
 def install_fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
     """Register fresh fakes; returns the extension modules by their real names."""
-    fakes = {"selective_scan_cuda": load("selective_scan_cuda", "fake_selective_scan_cuda.py"),
-             "causal_conv1d_cuda": load("causal_conv1d_cuda", "fake_causal_conv1d_cuda.py")}
+    fakes = {
+        "selective_scan_cuda": load("selective_scan_cuda", "fake_selective_scan_cuda.py"),
+        "causal_conv1d_cuda": load("causal_conv1d_cuda", "fake_causal_conv1d_cuda.py"),
+    }
     for name, module in fakes.items():
         monkeypatch.setitem(sys.modules, name, module)
     for name in _PACKAGES:

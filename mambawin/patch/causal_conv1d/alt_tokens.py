@@ -21,8 +21,9 @@ CPP = "csrc/causal_conv1d.cpp"
 ANCHOR = "TORCH_CHECK(x.stride(2) % 8 == 0 and x.stride(0) % 8 == 0,"
 FIXED = "TORCH_CHECK(x.stride(2) % 8 == 0 && x.stride(0) % 8 == 0,"
 # A TORCH_CHECK line: the condition runs up to the first `, "` (where the message starts).
-_CHECK = re.compile(r'^(?P<head>[ \t]*TORCH_CHECK\()(?P<cond>[^"\n]*?)(?P<tail>, ".*)$',
-                    re.MULTILINE)
+_CHECK = re.compile(
+    r'^(?P<head>[ \t]*TORCH_CHECK\()(?P<cond>[^"\n]*?)(?P<tail>, ".*)$', re.MULTILINE
+)
 _TOKENS = ((re.compile(r"\band\b"), "&&"), (re.compile(r"\bor\b"), "||"))
 
 

@@ -23,10 +23,12 @@ BWD = "csrc/causal_conv1d_bwd.cu"
 MARKER = "// mambawin rocm-directives:"
 INCLUDE = re.compile(r'^#include "static_switch\.h"[ \t]*$', re.MULTILINE)
 ANCHOR = "#ifndef USE_ROCM\n    C10_CUDA_CHECK(cudaFuncSetAttribute(\n        kernel, ..."
-DEFINE = (f"{MARKER} ROCM_ONLY(x) replaces #ifndef USE_ROCM inside BOOL_SWITCH's\n"
-          "// macro argument (undefined behaviour that MSVC rejects); causal-conv1d PR #93.\n"
-          "#ifndef ROCM_ONLY\n#ifdef USE_ROCM\n#define ROCM_ONLY(x) x\n#else\n"
-          "#define ROCM_ONLY(x)\n#endif\n#endif")
+DEFINE = (
+    f"{MARKER} ROCM_ONLY(x) replaces #ifndef USE_ROCM inside BOOL_SWITCH's\n"
+    "// macro argument (undefined behaviour that MSVC rejects); causal-conv1d PR #93.\n"
+    "#ifndef ROCM_ONLY\n#ifdef USE_ROCM\n#define ROCM_ONLY(x) x\n#else\n"
+    "#define ROCM_ONLY(x)\n#endif\n#endif"
+)
 # The CUDA branch, `#else`, the HIP branch (optional comment, the cast call, a warning), `#endif`.
 _BLOCK = re.compile(
     r"^(?P<indent>[ \t]+)#ifndef USE_ROCM[ \t]*\n"
@@ -39,16 +41,19 @@ _BLOCK = re.compile(
     r"cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemSize\)\);[ \t]*\n"
     r"(?P<warn_indent>[ \t]*)(?P<warn>std::cerr << [^\n]*);[ \t]*\n"
     r"[ \t]*#endif[ \t]*\n",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 _NESTED = re.compile(r"^[ \t]+#(ifndef|ifdef|if|else|endif)\b", re.MULTILINE)
 
 
 def _replacement(match: re.Match[str]) -> str:
-    return (f"{match['indent']}{MARKER} HIP-only code through ROCM_ONLY (PR #93)\n"
-            f"{match['comment'] or ''}{match['call']}"
-            f"{match['args']}ROCM_ONLY((void *)) kernel, "
-            "cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemSize));\n"
-            f"{match['warn_indent']}ROCM_ONLY({match['warn']});\n")
+    return (
+        f"{match['indent']}{MARKER} HIP-only code through ROCM_ONLY (PR #93)\n"
+        f"{match['comment'] or ''}{match['call']}"
+        f"{match['args']}ROCM_ONLY((void *)) kernel, "
+        "cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemSize));\n"
+        f"{match['warn_indent']}ROCM_ONLY({match['warn']});\n"
+    )
 
 
 def _rewrite(tree: Tree, ctx: PatchContext, path: str) -> bool:
@@ -66,7 +71,7 @@ def _rewrite(tree: Tree, ctx: PatchContext, path: str) -> bool:
     include = find_line(new, INCLUDE)
     if include is None:
         raise ctx.drift(path, '#include "static_switch.h"')
-    tree.write(path, f"{new[:include.end()]}\n{DEFINE}{new[include.end():]}")
+    tree.write(path, f"{new[: include.end()]}\n{DEFINE}{new[include.end() :]}")
     return True
 
 

@@ -26,8 +26,7 @@ from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
 
 BWD = "csrc/causal_conv1d_bwd.cu"
 ANCHOR = "if (chunk * kChunkSize + i < params.seqlen) { x_vals_load[i] = x[-kNElts + i]; }"
-FIXED = ("x_vals_load[i] = x[-kNElts + i];  // mambawin silu-bwd-tail: the previous chunk is "
-         "whole")
+FIXED = "x_vals_load[i] = x[-kNElts + i];  // mambawin silu-bwd-tail: the previous chunk is whole"
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:

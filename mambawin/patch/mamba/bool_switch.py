@@ -72,8 +72,15 @@ def parse_launcher(match: re.Match[str], name: str) -> Launcher | None:
     if chain is None:
         return None
     switches, body = chain
-    return Launcher(name, match.group("tparams").strip(), match.group("params").strip(),
-                    tuple(lines[:first]), switches, body, match.span())
+    return Launcher(
+        name,
+        match.group("tparams").strip(),
+        match.group("params").strip(),
+        tuple(lines[:first]),
+        switches,
+        body,
+        match.span(),
+    )
 
 
 def _split_chain(lines: list[str]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None:
@@ -81,7 +88,7 @@ def _split_chain(lines: list[str]) -> tuple[tuple[tuple[str, str], ...], tuple[s
     switches: list[tuple[str, str]] = []
     while len(switches) < len(lines) and (sw := _SWITCH.match(lines[len(switches)])):
         switches.append((sw.group("cond").strip(), sw.group("name")))
-    rest = _strip_blank_tail(lines[len(switches):])
+    rest = _strip_blank_tail(lines[len(switches) :])
     depth = len(switches)
     if not depth or len(rest) < depth or any(line.strip() != "});" for line in rest[-depth:]):
         return None
@@ -118,25 +125,36 @@ def render(launcher: Launcher) -> str:
 def _render_body(launcher: Launcher, bools: list[str]) -> str:
     tparams = ", ".join([launcher.tparams, *(f"bool {name}" for name in bools)])
     # kNRows was a non-static constexpr read inside the lambdas; static keeps MSVC happy anywhere.
-    preamble = [re.sub(r"^(\s*)constexpr ", r"\1static constexpr ", line)
-                for line in launcher.preamble]
+    preamble = [
+        re.sub(r"^(\s*)constexpr ", r"\1static constexpr ", line) for line in launcher.preamble
+    ]
     body = textwrap.indent(textwrap.dedent("\n".join(launcher.body)), "    ").split("\n")
     lines = [line for line in preamble if line.strip()] + body
-    note = (f"{MARKER} BOOL_SWITCH lambdas replaced by if/else over templates (MSVC C2975,\n"
-            "// preprocessor directives inside macro arguments); same kernels as upstream.")
-    return (f"{note}\ntemplate<{tparams}>\nvoid {launcher.name}_body({launcher.params}) {{\n"
-            + "\n".join(line.rstrip() for line in lines) + "\n}")
+    note = (
+        f"{MARKER} BOOL_SWITCH lambdas replaced by if/else over templates (MSVC C2975,\n"
+        "// preprocessor directives inside macro arguments); same kernels as upstream."
+    )
+    return (
+        f"{note}\ntemplate<{tparams}>\nvoid {launcher.name}_body({launcher.params}) {{\n"
+        + "\n".join(line.rstrip() for line in lines)
+        + "\n}"
+    )
 
 
 def _render_level(launcher: Launcher, bools: list[str], level: int) -> str:
     cond, name = launcher.switches[level]
     known = bools[:level]
-    callee = f"{launcher.name}_{bools[level + 1]}" if level + 1 < len(bools) else (
-        f"{launcher.name}_body")
+    callee = (
+        f"{launcher.name}_{bools[level + 1]}"
+        if level + 1 < len(bools)
+        else (f"{launcher.name}_body")
+    )
     tparams = ", ".join([launcher.tparams, *(f"bool {known_name}" for known_name in known)])
-    return (f"template<{tparams}>\nvoid {launcher.name}_{name}({launcher.params}) {{\n"
-            f"    if ({cond}) {{\n        {_call(launcher, callee, [*known, 'true'])}\n"
-            f"    }} else {{\n        {_call(launcher, callee, [*known, 'false'])}\n    }}\n}}")
+    return (
+        f"template<{tparams}>\nvoid {launcher.name}_{name}({launcher.params}) {{\n"
+        f"    if ({cond}) {{\n        {_call(launcher, callee, [*known, 'true'])}\n"
+        f"    }} else {{\n        {_call(launcher, callee, [*known, 'false'])}\n    }}\n}}"
+    )
 
 
 def _call(launcher: Launcher, callee: str, extra: list[str]) -> str:
@@ -171,7 +189,8 @@ def _static_constexpr(tree: Tree) -> bool:
     text = tree.read(STATIC_SWITCH)
     # Eat up to 7 pad spaces so the line-continuation backslashes stay in their column.
     new = _SWITCH_CONST.sub(
-        lambda m: f"static constexpr bool CONST_NAME = {m.group(1)};" + m.group(2)[7:], text)
+        lambda m: f"static constexpr bool CONST_NAME = {m.group(1)};" + m.group(2)[7:], text
+    )
     if new == text:
         return False
     tree.write(STATIC_SWITCH, new)
@@ -188,12 +207,16 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
 PATCH = Patch(
     id="bool-switch",
     summary="selective_scan launchers dispatch with if/else over templates instead of BOOL_SWITCH",
-    prevents=("error C2975: 'kIsEvenLen_': invalid template argument for "
-              "'Selective_Scan_bwd_kernel_traits', expected compile-time constant expression"),
+    prevents=(
+        "error C2975: 'kIsEvenLen_': invalid template argument for "
+        "'Selective_Scan_bwd_kernel_traits', expected compile-time constant expression"
+    ),
     versions=SpecifierSet(">=1.0.0"),
-    why=("state-spaces/mamba#12 (MSVC C2975 on constexpr captured across BOOL_SWITCH lambdas); "
-         "#ifndef USE_ROCM inside macro arguments since v2.1.0 (mamba PR #846, causal-conv1d "
-         "PR #93 fix the same)"),
+    why=(
+        "state-spaces/mamba#12 (MSVC C2975 on constexpr captured across BOOL_SWITCH lambdas); "
+        "#ifndef USE_ROCM inside macro arguments since v2.1.0 (mamba PR #846, causal-conv1d "
+        "PR #93 fix the same)"
+    ),
     files=(FWD, BWD, STATIC_SWITCH),
     transform=transform,
 )

@@ -22,8 +22,9 @@ ID = "cached-wheels"
 SETUP = "setup.py"
 CLASS = re.compile(r"^class CachedWheelsCommand\(", re.MULTILINE)
 # Every tag: `if FORCE_BUILD:`; main (#977): `if FORCE_BUILD or not KEEP_CUDA_BUILD:`.
-GUARD = re.compile(r"^        if (?P<cond>FORCE_BUILD(?: or not KEEP_CUDA_BUILD)?):[ \t]*$",
-                   re.MULTILINE)
+GUARD = re.compile(
+    r"^        if (?P<cond>FORCE_BUILD(?: or not KEEP_CUDA_BUILD)?):[ \t]*$", re.MULTILINE
+)
 APPLIED = re.compile(rf"^        if True:  # mambawin {ID}: .*$", re.MULTILINE)
 
 
@@ -43,7 +44,7 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     guard = GUARD.search(text, cls.end())
     if guard is None:
         raise ctx.drift(SETUP, "        if FORCE_BUILD:")
-    tree.write(SETUP, text[: guard.start()] + replacement(guard["cond"]) + text[guard.end():])
+    tree.write(SETUP, text[: guard.start()] + replacement(guard["cond"]) + text[guard.end() :])
     return "applied"
 
 

@@ -22,34 +22,47 @@ KERNELS = "csrc/selective_scan"
 SETUP = "setup.py"
 CPP = f"{KERNELS}/selective_scan.cpp"
 FWD_SOURCES = tuple(f"{KERNELS}/selective_scan_fwd_{t}.cu" for t in ("fp32", "fp16", "bf16"))
-COMPLEX_SOURCES = tuple(f"{KERNELS}/selective_scan_bwd_{t}_complex.cu"
-                        for t in ("fp32", "fp16", "bf16"))
+COMPLEX_SOURCES = tuple(
+    f"{KERNELS}/selective_scan_bwd_{t}_complex.cu" for t in ("fp32", "fp16", "bf16")
+)
 
 OLD_DISPATCH = "DISPATCH_WTYPE_FLOAT_AND_COMPLEX(A.scalar_type(), "
 NEW_DISPATCH = "DISPATCH_WTYPE_FLOAT_ONLY(A.scalar_type(), "
-OLD_CHECK = ("TORCH_CHECK(weight_type == at::ScalarType::Float || "
-             "weight_type == at::ScalarType::ComplexFloat);")
-MESSAGE = ("selective_scan: complex weights (A) are not supported by this build: mambawin removed "
-           "the complex<float> kernels (patch complex-removal). Rebuild with "
-           "`mambawin build --keep-complex` to keep them.")
+OLD_CHECK = (
+    "TORCH_CHECK(weight_type == at::ScalarType::Float || "
+    "weight_type == at::ScalarType::ComplexFloat);"
+)
+MESSAGE = (
+    "selective_scan: complex weights (A) are not supported by this build: mambawin removed "
+    "the complex<float> kernels (patch complex-removal). Rebuild with "
+    "`mambawin build --keep-complex` to keep them."
+)
 NEW_CHECK = "TORCH_CHECK(weight_type == at::ScalarType::Float, MAMBAWIN_NO_COMPLEX);"
 DECLARATION = "template<typename input_t, typename weight_t>\nvoid selective_scan_fwd_cuda("
-MACRO = "\n".join([
-    "// mambawin complex-removal: float weights only; the complex<float> kernels are not built.",
-    f'#define MAMBAWIN_NO_COMPLEX "{MESSAGE}"',
-    *(line.ljust(84) + "\\" for line in (
-        "#define DISPATCH_WTYPE_FLOAT_ONLY(WTYPE, NAME, ...)",
-        "    if (WTYPE == at::ScalarType::Float) {",
-        "        using weight_t = float;",
-        "        __VA_ARGS__();",
-        "    } else {",
-        '        TORCH_CHECK(false, #NAME, ": ", MAMBAWIN_NO_COMPLEX);')),
-    "    }",
-])
+MACRO = "\n".join(
+    [
+        "// mambawin complex-removal: float weights only; "
+        "the complex<float> kernels are not built.",
+        f'#define MAMBAWIN_NO_COMPLEX "{MESSAGE}"',
+        *(
+            line.ljust(84) + "\\"
+            for line in (
+                "#define DISPATCH_WTYPE_FLOAT_ONLY(WTYPE, NAME, ...)",
+                "    if (WTYPE == at::ScalarType::Float) {",
+                "        using weight_t = float;",
+                "        __VA_ARGS__();",
+                "    } else {",
+                '        TORCH_CHECK(false, #NAME, ": ", MAMBAWIN_NO_COMPLEX);',
+            )
+        ),
+        "    }",
+    ]
+)
 
 _SETUP_LINE = re.compile(
     r'^[ \t]*"csrc/selective_scan/selective_scan_bwd_(fp32|fp16|bf16)_complex\.cu",?[ \t]*\n',
-    re.MULTILINE)
+    re.MULTILINE,
+)
 _FWD_COMPLEX = re.compile(r"^template void selective_scan_fwd_cuda<[^>]*complex_t>\(.*$")
 
 
@@ -116,11 +129,15 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
 PATCH = Patch(
     id="complex-removal",
     summary="build float weights only: no complex<float> kernels, sources or dispatch",
-    prevents=("error LNK2001: unresolved external symbol selective_scan_bwd_cuda<..., "
-              "c10::complex<float>> (when complex sources are dropped alone); halves fwd compile"),
+    prevents=(
+        "error LNK2001: unresolved external symbol selective_scan_bwd_cuda<..., "
+        "c10::complex<float>> (when complex sources are dropped alone); halves fwd compile"
+    ),
     versions=SpecifierSet(">=1.0.0"),
-    why=("no mamba_ssm module creates complex A; the complex kernels cost half the fwd and a third "
-         "of the bwd compile (docs/upstream-map.md §3); --keep-complex keeps them"),
+    why=(
+        "no mamba_ssm module creates complex A; the complex kernels cost half the fwd and a third "
+        "of the bwd compile (docs/upstream-map.md §3); --keep-complex keeps them"
+    ),
     files=(SETUP, CPP, *FWD_SOURCES),
     transform=transform,
     skip_reason=skip_reason,

@@ -26,8 +26,10 @@ _LINE = r'^KEEP_CUDA_BUILD = os\.getenv\("MAMBA_KEEP_CUDA_BUILD", "{default}"\) 
 ORIGINAL = re.compile(_LINE.format(default="FALSE") + r"[ \t]*$", re.MULTILINE)
 APPLIED = re.compile(_LINE.format(default="TRUE") + rf"  # mambawin {ID}.*$", re.MULTILINE)
 ANCHOR = 'KEEP_CUDA_BUILD = os.getenv("MAMBA_KEEP_CUDA_BUILD", "FALSE") == "TRUE"'
-REPLACEMENT = ('KEEP_CUDA_BUILD = os.getenv("MAMBA_KEEP_CUDA_BUILD", "TRUE") == "TRUE"'
-               f"  # mambawin {ID}: default was FALSE")
+REPLACEMENT = (
+    'KEEP_CUDA_BUILD = os.getenv("MAMBA_KEEP_CUDA_BUILD", "TRUE") == "TRUE"'
+    f"  # mambawin {ID}: default was FALSE"
+)
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
@@ -40,7 +42,7 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     found = ORIGINAL.search(text)
     if found is None:
         raise ctx.drift(SETUP, ANCHOR)
-    tree.write(SETUP, text[: found.start()] + REPLACEMENT + text[found.end():])
+    tree.write(SETUP, text[: found.start()] + REPLACEMENT + text[found.end() :])
     return "applied"
 
 

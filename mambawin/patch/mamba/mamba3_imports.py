@@ -26,10 +26,15 @@ MARK = "# mambawin mamba3-imports: a broken tilelang/tvm-ffi/CuTe install must n
 _GUARDS = ("tilelang", "cute")
 _GUARD = re.compile(
     r"^(try:\n    from mamba_ssm\.ops\.(tilelang|cute)\.mamba3\.[^\n]+\n)"
-    r"except ImportError:[ \t]*$", re.MULTILINE)
+    r"except ImportError:[ \t]*$",
+    re.MULTILINE,
+)
 _PATCHED = re.compile(
     r"^try:\n    from mamba_ssm\.ops\.(tilelang|cute)\.mamba3\.[^\n]+\nexcept Exception:  "
-    + re.escape(MARK) + "$", re.MULTILINE)
+    + re.escape(MARK)
+    + "$",
+    re.MULTILINE,
+)
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
@@ -55,8 +60,10 @@ PATCH = Patch(
     summary="modules/mamba3.py: optional tilelang/CuTe imports guarded by except Exception",
     prevents="AttributeError: module 'tvm_ffi' has no attribute ... (at `import mamba_ssm`)",
     versions=SpecifierSet(">=2.3.1"),  # the v2.3.2 tag says 2.3.1 (upstream-map §1, G17)
-    why=("Mamba3's optional kernels fail with AttributeError/OSError, not ImportError, when "
-         "installed but unloadable (state-spaces/mamba#986); Mamba/Mamba2 need none of them"),
+    why=(
+        "Mamba3's optional kernels fail with AttributeError/OSError, not ImportError, when "
+        "installed but unloadable (state-spaces/mamba#986); Mamba/Mamba2 need none of them"
+    ),
     files=(MAMBA3,),
     transform=transform,
 )

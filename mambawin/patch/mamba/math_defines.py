@@ -22,9 +22,11 @@ HEADERS = (f"{KERNELS}/selective_scan_fwd_kernel.cuh", f"{KERNELS}/selective_sca
 ANCHOR = "#pragma once"
 _ANCHOR = re.compile(r"^#pragma once[ \t]*$", re.MULTILINE)
 _GUARDED = re.compile(r"^#ifndef M_LOG2E[ \t]*$", re.MULTILINE)
-GUARD = ("// mambawin math-defines: MSVC defines M_LOG2E only with _USE_MATH_DEFINES "
-         "(error: identifier \"M_LOG2E\" is undefined).\n"
-         "#ifndef M_LOG2E\n#define M_LOG2E 1.4426950408889634074\n#endif")
+GUARD = (
+    "// mambawin math-defines: MSVC defines M_LOG2E only with _USE_MATH_DEFINES "
+    '(error: identifier "M_LOG2E" is undefined).\n'
+    "#ifndef M_LOG2E\n#define M_LOG2E 1.4426950408889634074\n#endif"
+)
 
 
 def _guard_header(tree: Tree, ctx: PatchContext, path: str) -> bool:
@@ -37,7 +39,7 @@ def _guard_header(tree: Tree, ctx: PatchContext, path: str) -> bool:
     anchor = find_line(text, _ANCHOR)
     if anchor is None:
         raise ctx.drift(path, ANCHOR)
-    tree.write(path, f"{text[:anchor.end()]}\n\n{GUARD}{text[anchor.end():]}")
+    tree.write(path, f"{text[: anchor.end()]}\n\n{GUARD}{text[anchor.end() :]}")
     return True
 
 
@@ -52,8 +54,10 @@ PATCH = Patch(
     summary="#ifndef-guarded M_LOG2E in both selective_scan kernel headers",
     prevents='error: identifier "M_LOG2E" is undefined',
     versions=SpecifierSet(">=1.0.0"),
-    why=("MSVC's <cmath> hides M_LOG2E without _USE_MATH_DEFINES; same guard as mamba PR #846 "
-         "(mistral.rs#941 shows the nvcc error text)"),
+    why=(
+        "MSVC's <cmath> hides M_LOG2E without _USE_MATH_DEFINES; same guard as mamba PR #846 "
+        "(mistral.rs#941 shows the nvcc error text)"
+    ),
     files=HEADERS,
     transform=transform,
 )

@@ -29,8 +29,10 @@ APPLIED = re.compile(
 
 def replacement(default: int) -> str:
     """The patched return line; an empty NVCC_THREADS counts as unset."""
-    return (f'    return nvcc_extra_args + ["--threads", os.getenv("NVCC_THREADS") or "{default}"]'
-            f"  # mambawin {ID}")
+    return (
+        f'    return nvcc_extra_args + ["--threads", os.getenv("NVCC_THREADS") or "{default}"]'
+        f"  # mambawin {ID}"
+    )
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
@@ -42,7 +44,7 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
         raise ctx.drift(SETUP, '    return nvcc_extra_args + ["--threads", "4"]')
     if found.group(0) == wanted:
         return "already-applied"
-    tree.write(SETUP, text[: found.start()] + wanted + text[found.end():])
+    tree.write(SETUP, text[: found.start()] + wanted + text[found.end() :])
     return "applied"
 
 

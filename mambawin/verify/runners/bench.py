@@ -42,8 +42,9 @@ def run_bench(config: BenchConfig, kernel: Any = None) -> BenchReport:
 
     if kernel is None:
         kernel = importlib.import_module("selective_scan_cuda")
-    report = BenchReport(torch.cuda.get_device_name(config.device), torch.__version__,
-                         copy_bandwidth(config.device))
+    report = BenchReport(
+        torch.cuda.get_device_name(config.device), torch.__version__, copy_bandwidth(config.device)
+    )
     for shape in config.shapes:
         for dtype in config.dtypes:
             for mode in config.modes:
@@ -51,8 +52,14 @@ def run_bench(config: BenchConfig, kernel: Any = None) -> BenchReport:
     return report
 
 
-def bench_one(kernel: Any, shape: tuple[int, int, int, int], dtype: str, mode: str,
-              config: BenchConfig, report: BenchReport) -> BenchRow:
+def bench_one(
+    kernel: Any,
+    shape: tuple[int, int, int, int],
+    dtype: str,
+    mode: str,
+    config: BenchConfig,
+    report: BenchReport,
+) -> BenchRow:
     """Kernel and reference for one point of the grid (the reference may run out of memory)."""
     import torch
 
@@ -69,9 +76,20 @@ def bench_one(kernel: Any, shape: tuple[int, int, int, int], dtype: str, mode: s
     torch.cuda.empty_cache()
     nbytes = traffic_bytes(shape, dtype, mode)
     gbps = nbytes / (kernel_ms * 1e-3) / 1e9
-    return BenchRow(dtype, *shape, mode, kernel_ms, ref_ms,
-                    ref_ms / kernel_ms if ref_ms else None, nbytes, gbps,
-                    gbps / report.copy_gbps, kernel_mb, ref_mb, note)
+    return BenchRow(
+        dtype,
+        *shape,
+        mode,
+        kernel_ms,
+        ref_ms,
+        ref_ms / kernel_ms if ref_ms else None,
+        nbytes,
+        gbps,
+        gbps / report.copy_gbps,
+        kernel_mb,
+        ref_mb,
+        note,
+    )
 
 
 def make_inputs(shape: tuple[int, int, int, int], dtype: str, device: str) -> dict[str, Any]:
@@ -84,10 +102,17 @@ def make_inputs(shape: tuple[int, int, int, int], dtype: str, device: str) -> di
     def randn(*size: int, dt: Any = itype) -> Any:
         return torch.randn(*size, device=device, dtype=dt)
 
-    return {"u": randn(b, d, L), "delta": 0.5 * torch.rand(b, d, L, device=device, dtype=itype),
-            "A": -torch.rand(d, n, device=device), "B": randn(b, 1, n, L), "C": randn(b, 1, n, L),
-            "D": randn(d, dt=torch.float32), "z": randn(b, d, L),
-            "delta_bias": 0.5 * torch.rand(d, device=device), "dout": randn(b, d, L)}
+    return {
+        "u": randn(b, d, L),
+        "delta": 0.5 * torch.rand(b, d, L, device=device, dtype=itype),
+        "A": -torch.rand(d, n, device=device),
+        "B": randn(b, 1, n, L),
+        "C": randn(b, 1, n, L),
+        "D": randn(d, dt=torch.float32),
+        "z": randn(b, d, L),
+        "delta_bias": 0.5 * torch.rand(d, device=device),
+        "dout": randn(b, d, L),
+    }
 
 
 def _kernel_fn(kernel: Any, x: dict[str, Any], backward: bool) -> Callable[[], None]:
@@ -176,8 +201,9 @@ def plot(report: BenchReport, path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    labels = [f"{r.dtype[:4]} {r.batch}x{r.dim}x{r.seqlen}x{r.dstate} {r.mode}"
-              for r in report.rows]
+    labels = [
+        f"{r.dtype[:4]} {r.batch}x{r.dim}x{r.seqlen}x{r.dstate} {r.mode}" for r in report.rows
+    ]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8, len(labels) * 0.5), 8), sharex=True)
     ax1.bar(labels, [r.speedup or 0 for r in report.rows])
     ax1.set_ylabel("speedup vs eager scan (x)")
@@ -214,8 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     config, as_json = parse_args(argv)
     report = run_bench(config)
     for row in report.rows:
-        print(f"{row.dtype} {row.batch}x{row.dim}x{row.seqlen}x{row.dstate} {row.mode}: "
-              f"kernel {row.kernel_ms:.3f} ms, reference {row.reference_ms} ms", file=sys.stderr)
+        print(
+            f"{row.dtype} {row.batch}x{row.dim}x{row.seqlen}x{row.dstate} {row.mode}: "
+            f"kernel {row.kernel_ms:.3f} ms, reference {row.reference_ms} ms",
+            file=sys.stderr,
+        )
     if as_json:
         print(json.dumps(report.to_json()))
     return 0

@@ -51,11 +51,18 @@ class Block:
 
 
 BLOCKS = (
-    Block("Mamba", "mamba_ssm.modules.mamba_simple",
-          (("d_model", 64), ("d_state", 16), ("d_conv", 4), ("expand", 2)), "use_fast_path"),
-    Block("Mamba2", "mamba_ssm.modules.mamba2",
-          (("d_model", 256), ("d_state", 64), ("d_conv", 4), ("expand", 2), ("headdim", 64)),
-          "use_mem_eff_path"),
+    Block(
+        "Mamba",
+        "mamba_ssm.modules.mamba_simple",
+        (("d_model", 64), ("d_state", 16), ("d_conv", 4), ("expand", 2)),
+        "use_fast_path",
+    ),
+    Block(
+        "Mamba2",
+        "mamba_ssm.modules.mamba2",
+        (("d_model", 256), ("d_state", 64), ("d_conv", 4), ("expand", 2), ("headdim", 64)),
+        "use_mem_eff_path",
+    ),
 )
 
 
@@ -88,14 +95,24 @@ def fast_path(block: Block, module: Any) -> tuple[bool, str]:
     """Whether the fused path can run here, and what the fast side is in words."""
     conv = getattr(module, "causal_conv1d_fn", None) is not None
     if block.name == "Mamba":
-        return (True, "mamba_inner_fn (fused)") if conv else (
-            False, "use_fast_path=False with the compiled selective_scan_fn (no causal-conv1d)")
-    return (True, "mamba_split_conv1d_scan_combined (fused)") if conv else (
-        False, "use_mem_eff_path=False (no causal-conv1d)")
+        return (
+            (True, "mamba_inner_fn (fused)")
+            if conv
+            else (
+                False,
+                "use_fast_path=False with the compiled selective_scan_fn (no causal-conv1d)",
+            )
+        )
+    return (
+        (True, "mamba_split_conv1d_scan_combined (fused)")
+        if conv
+        else (False, "use_mem_eff_path=False (no causal-conv1d)")
+    )
 
 
-def run_block(block: Block, dtypes: Sequence[str], device: str, seed: int,
-              seqlen: int) -> dict[str, Any]:
+def run_block(
+    block: Block, dtypes: Sequence[str], device: str, seed: int, seqlen: int
+) -> dict[str, Any]:
     """Every dtype of one block; skip (with the reason) when its module does not import."""
     try:
         module = importlib.import_module(block.module)
@@ -109,8 +126,13 @@ def run_block(block: Block, dtypes: Sequence[str], device: str, seed: int,
     failed = [f"{d}: {r['reason']}" for d, r in rows.items() if not r["passed"]]
     status = "fail" if failed else "ok"
     reason = "; ".join(failed) or f"fast path {fast} matches the reference path"
-    return {"block": block.name, "status": status, "reason": reason, "fast_path": fast,
-            "per_dtype": rows}
+    return {
+        "block": block.name,
+        "status": status,
+        "reason": reason,
+        "fast_path": fast,
+        "per_dtype": rows,
+    }
 
 
 def _import_failure(block: Block, exc: BaseException) -> dict[str, str]:
@@ -125,8 +147,16 @@ def _import_failure(block: Block, exc: BaseException) -> dict[str, str]:
     return {"status": "fail", "reason": reason}
 
 
-def compare_paths(block: Block, module: Any, cls: Any, dtype: str, device: str, seed: int,
-                  seqlen: int, fused: bool) -> dict[str, Any]:
+def compare_paths(
+    block: Block,
+    module: Any,
+    cls: Any,
+    dtype: str,
+    device: str,
+    seed: int,
+    seqlen: int,
+    fused: bool,
+) -> dict[str, Any]:
     """Fast path in `dtype` vs the reference path in float32, same weights and input."""
     import torch
 
@@ -150,14 +180,22 @@ def compare_paths(block: Block, module: Any, cls: Any, dtype: str, device: str, 
     return _errors(block, dtype, (y_fast, x_fast, fast), (y_ref, x_ref, reference), dict(calls))
 
 
-def _errors(block: Block, dtype: str, fast: tuple[Any, Any, Any], ref: tuple[Any, Any, Any],
-            calls: dict[str, int]) -> dict[str, Any]:
+def _errors(
+    block: Block,
+    dtype: str,
+    fast: tuple[Any, Any, Any],
+    ref: tuple[Any, Any, Any],
+    calls: dict[str, int],
+) -> dict[str, Any]:
     rtol, atol = TOLERANCES[dtype]
-    errors = {"out": compare(fast[0], ref[0], rtol, atol),
-              "dx": compare(fast[1].grad, ref[1].grad, rtol, GRAD_FACTOR * atol)}
+    errors = {
+        "out": compare(fast[0], ref[0], rtol, atol),
+        "dx": compare(fast[1].grad, ref[1].grad, rtol, GRAD_FACTOR * atol),
+    }
     worst_name, worst = "none", {"max_abs": 0.0, "max_rel": 0.0, "ratio": 0.0}
-    for (name, p_fast), (_, p_ref) in zip(fast[2].named_parameters(), ref[2].named_parameters(),
-                                          strict=True):
+    for (name, p_fast), (_, p_ref) in zip(
+        fast[2].named_parameters(), ref[2].named_parameters(), strict=True
+    ):
         if p_fast.grad is None or p_ref.grad is None:
             continue
         err = compare(p_fast.grad, p_ref.grad, rtol, GRAD_FACTOR * atol)
@@ -168,8 +206,13 @@ def _errors(block: Block, dtype: str, fast: tuple[Any, Any, Any], ref: tuple[Any
     reason = "within tolerance" if passed else _worst(errors)
     if block.name == "Mamba" and not calls.get(f"{SCAN}.fwd"):
         passed, reason = False, f"the fast path never called {SCAN}.fwd: not this wheel's kernel"
-    return {"passed": passed, "reason": reason, "errors": errors, "calls": calls,
-            "tolerance": {"rtol": rtol, "atol": atol, "grad_atol": GRAD_FACTOR * atol}}
+    return {
+        "passed": passed,
+        "reason": reason,
+        "errors": errors,
+        "calls": calls,
+        "tolerance": {"rtol": rtol, "atol": atol, "grad_atol": GRAD_FACTOR * atol},
+    }
 
 
 def _worst(errors: dict[str, dict[str, float]]) -> str:
@@ -177,19 +220,30 @@ def _worst(errors: dict[str, dict[str, float]]) -> str:
     return f"{name} off by {err['max_abs']:.3g} ({err['ratio']:.3g}x tolerance)"
 
 
-def run_blocks(dtypes: Sequence[str] = DTYPES, device: str = "cuda", seed: int = 0,
-               seqlen: int = 257, names: Sequence[str] = ()) -> dict[str, Any]:
+def run_blocks(
+    dtypes: Sequence[str] = DTYPES,
+    device: str = "cuda",
+    seed: int = 0,
+    seqlen: int = 257,
+    names: Sequence[str] = (),
+) -> dict[str, Any]:
     """Both blocks (or those named); passed when none failed."""
     blocks = [b for b in BLOCKS if not names or b.name in names]
     results = [run_block(b, dtypes, device, seed, seqlen) for b in blocks]
-    return {"device": device, "seed": seed, "seqlen": seqlen, "blocks": results,
-            "passed": all(r["status"] != "fail" for r in results)}
+    return {
+        "device": device,
+        "seed": seed,
+        "seqlen": seqlen,
+        "blocks": results,
+        "passed": all(r["status"] != "fail" for r in results),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: JSON on stdout with --json, errors per block and dtype on stderr."""
-    parser = argparse.ArgumentParser(prog="python -m mambawin.verify.runners.blocks",
-                                     description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m mambawin.verify.runners.blocks", description=__doc__
+    )
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--seqlen", type=int, default=257)
     parser.add_argument("--seed", type=int, default=0)

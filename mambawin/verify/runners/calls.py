@@ -64,8 +64,9 @@ def _counter(counts: Counter[str], key: str, original: Callable[..., Any]) -> Ca
     return wrapper
 
 
-def _scan_inputs(device: str, batch: int = 2, dim: int = 8, dstate: int = 4,
-                 seqlen: int = 33) -> dict[str, Any]:
+def _scan_inputs(
+    device: str, batch: int = 2, dim: int = 8, dstate: int = 4, seqlen: int = 33
+) -> dict[str, Any]:
     import torch
 
     gen = torch.Generator().manual_seed(0)
@@ -74,17 +75,32 @@ def _scan_inputs(device: str, batch: int = 2, dim: int = 8, dstate: int = 4,
         tensor = scale * torch.randn(*shape, generator=gen)
         return tensor.to(device).requires_grad_()
 
-    return {"u": rand(batch, dim, seqlen), "delta": rand(batch, dim, seqlen, scale=0.5),
-            "A": (-torch.rand(dim, dstate, generator=gen)).to(device).requires_grad_(),
-            "B": rand(batch, dstate, seqlen), "C": rand(batch, dstate, seqlen), "D": rand(dim),
-            "z": rand(batch, dim, seqlen), "delta_bias": rand(dim, scale=0.5)}
+    return {
+        "u": rand(batch, dim, seqlen),
+        "delta": rand(batch, dim, seqlen, scale=0.5),
+        "A": (-torch.rand(dim, dstate, generator=gen)).to(device).requires_grad_(),
+        "B": rand(batch, dstate, seqlen),
+        "C": rand(batch, dstate, seqlen),
+        "D": rand(dim),
+        "z": rand(batch, dim, seqlen),
+        "delta_bias": rand(dim, scale=0.5),
+    }
 
 
 def run_selective_scan(fn: Any, device: str) -> Any:
     """selective_scan_fn forward (with D, z, delta_bias, softplus) and backward."""
     x = _scan_inputs(device)
-    out = fn(x["u"], x["delta"], x["A"], x["B"], x["C"], x["D"], x["z"], x["delta_bias"],
-             delta_softplus=True)
+    out = fn(
+        x["u"],
+        x["delta"],
+        x["A"],
+        x["B"],
+        x["C"],
+        x["D"],
+        x["z"],
+        x["delta_bias"],
+        delta_softplus=True,
+    )
     out.sum().backward()
     return out
 
@@ -100,9 +116,21 @@ def run_mamba_inner(fn: Any, device: str) -> Any:
         return (scale * torch.randn(*shape, generator=gen)).to(device).requires_grad_()
 
     A = (-torch.rand(dim, dstate, generator=gen)).to(device).requires_grad_()
-    out = fn(rand(batch, 2 * dim, seqlen), rand(dim, 1, width), rand(dim),
-             rand(rank + 2 * dstate, dim), rand(dim, rank), rand(d_model, dim), None, A,
-             None, None, rand(dim), rand(dim), delta_softplus=True)
+    out = fn(
+        rand(batch, 2 * dim, seqlen),
+        rand(dim, 1, width),
+        rand(dim),
+        rand(rank + 2 * dstate, dim),
+        rand(dim, rank),
+        rand(d_model, dim),
+        None,
+        A,
+        None,
+        None,
+        rand(dim),
+        rand(dim),
+        delta_softplus=True,
+    )
     out.sum().backward()
     return out
 
@@ -133,13 +161,21 @@ def run_conv_update(fn: Any, device: str) -> Any:
 _SCAN_API = "mamba_ssm.ops.selective_scan_interface"
 PROBES = (
     Probe("selective_scan_fn", _SCAN_API, ((SCAN, "fwd"), (SCAN, "bwd")), run_selective_scan),
-    Probe("mamba_inner_fn", _SCAN_API,
-          ((SCAN, "fwd"), (SCAN, "bwd"), (CONV, "causal_conv1d_fwd"),
-           (CONV, "causal_conv1d_bwd")), run_mamba_inner),
-    Probe("causal_conv1d_fn", "causal_conv1d", ((CONV, "causal_conv1d_fwd"),
-                                                (CONV, "causal_conv1d_bwd")), run_causal_conv1d),
-    Probe("causal_conv1d_update", "causal_conv1d", ((CONV, "causal_conv1d_update"),),
-          run_conv_update),
+    Probe(
+        "mamba_inner_fn",
+        _SCAN_API,
+        ((SCAN, "fwd"), (SCAN, "bwd"), (CONV, "causal_conv1d_fwd"), (CONV, "causal_conv1d_bwd")),
+        run_mamba_inner,
+    ),
+    Probe(
+        "causal_conv1d_fn",
+        "causal_conv1d",
+        ((CONV, "causal_conv1d_fwd"), (CONV, "causal_conv1d_bwd")),
+        run_causal_conv1d,
+    ),
+    Probe(
+        "causal_conv1d_update", "causal_conv1d", ((CONV, "causal_conv1d_update"),), run_conv_update
+    ),
 )
 
 
@@ -174,12 +210,17 @@ def _verdict(probe: Probe, counts: dict[str, int], out: Any) -> dict[str, Any]:
 
     never = [f"{m}.{f}" for m, f in probe.kernels if not counts.get(f"{m}.{f}")]
     if never:
-        reason = (f"{probe.api} ran without calling {', '.join(never)}: its Python routes "
-                  "around the compiled kernel (a reference path?); rebuild or reinstall the wheel")
+        reason = (
+            f"{probe.api} ran without calling {', '.join(never)}: its Python routes "
+            "around the compiled kernel (a reference path?); rebuild or reinstall the wheel"
+        )
         return {"status": "fail", "reason": reason, "counts": counts}
     if not torch.isfinite(out).all().item():
-        return {"status": "fail", "reason": f"{probe.api} returned non-finite values",
-                "counts": counts}
+        return {
+            "status": "fail",
+            "reason": f"{probe.api} returned non-finite values",
+            "counts": counts,
+        }
     calls = ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
     return {"status": "ok", "reason": f"{probe.api} called {calls}", "counts": counts}
 
@@ -188,17 +229,26 @@ def run_calls(device: str = "cuda", apis: Sequence[str] = ()) -> dict[str, Any]:
     """Run every probe (or those named in apis); passed when none failed."""
     probes = [p for p in PROBES if not apis or p.api in apis]
     results = [run_probe(p, device) for p in probes]
-    return {"device": device, "probes": results,
-            "passed": all(r["status"] != "fail" for r in results)}
+    return {
+        "device": device,
+        "probes": results,
+        "passed": all(r["status"] != "fail" for r in results),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: JSON on stdout with --json, one line per probe on stderr."""
-    parser = argparse.ArgumentParser(prog="python -m mambawin.verify.runners.calls",
-                                     description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m mambawin.verify.runners.calls", description=__doc__
+    )
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--api", action="append", default=[],
-                        choices=[p.api for p in PROBES], help="only this API (repeatable)")
+    parser.add_argument(
+        "--api",
+        action="append",
+        default=[],
+        choices=[p.api for p in PROBES],
+        help="only this API (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     report = run_calls(args.device, args.api)

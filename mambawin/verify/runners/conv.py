@@ -38,8 +38,11 @@ MODES = ("plain", "channel_last", "initial_states", "seq_idx")
 # (rtol, atol) per input dtype and for the fp32 weights: upstream's tests/test_causal_conv1d.py.
 TOLERANCES = {"float32": (3e-4, 1e-3), "float16": (3e-3, 5e-3), "bfloat16": (1e-2, 5e-2)}
 WEIGHT_TOLERANCE = (1e-3, 1e-3)
-_KERNELS = {"fwd": (CONV, "causal_conv1d_fwd"), "bwd": (CONV, "causal_conv1d_bwd"),
-            "update": (CONV, "causal_conv1d_update")}
+_KERNELS = {
+    "fwd": (CONV, "causal_conv1d_fwd"),
+    "bwd": (CONV, "causal_conv1d_bwd"),
+    "update": (CONV, "causal_conv1d_update"),
+}
 
 
 @dataclass(frozen=True)
@@ -99,29 +102,42 @@ def plan_cases(config: ConvConfig, modes: Sequence[str]) -> list[ConvCase]:
             bias, silu = pairs[(i // len(modes) + i + d) % len(pairs)]
             cases.append(ConvCase(dtype, width, seqlen, bias, silu, mode))
         if config.update:
-            cases += [ConvCase(dtype, w, L, *pairs[(w + L + d) % len(pairs)], "update")
-                      for w in config.widths for L in (1, 4)]
+            cases += [
+                ConvCase(dtype, w, L, *pairs[(w + L + d) % len(pairs)], "update")
+                for w in config.widths
+                for L in (1, 4)
+            ]
     return cases
 
 
-def conv_ref(x: Any, weight: Any, bias: Any = None, initial_states: Any = None,
-             seq_idx: Any = None, silu: bool = False, compute: Any = None) -> tuple[Any, Any]:
+def conv_ref(
+    x: Any,
+    weight: Any,
+    bias: Any = None,
+    initial_states: Any = None,
+    seq_idx: Any = None,
+    silu: bool = False,
+    compute: Any = None,
+) -> tuple[Any, Any]:
     """(out, final_states) in float64 (or `compute`), differentiable; final_states = the last
     width-1 inputs."""
     import torch
     import torch.nn.functional as F
 
     f64, (batch, dim, seqlen), width = compute or torch.float64, x.shape, weight.shape[1]
-    pad = (initial_states.to(f64) if initial_states is not None
-           else x.new_zeros(batch, dim, width - 1, dtype=f64))
+    pad = (
+        initial_states.to(f64)
+        if initial_states is not None
+        else x.new_zeros(batch, dim, width - 1, dtype=f64)
+    )
     full = torch.cat([pad, x.to(f64)], dim=-1)
     out = x.new_zeros(batch, dim, seqlen, dtype=f64)
     for k in range(width):
-        term = weight[:, k, None].to(f64) * full[..., k:k + seqlen]
+        term = weight[:, k, None].to(f64) * full[..., k : k + seqlen]
         out = out + term * _same_sequence(seq_idx, width - 1 - k, seqlen, f64)
     if bias is not None:
         out = out + bias.to(f64)[:, None]
-    return (F.silu(out) if silu else out), full[..., full.shape[-1] - (width - 1):]
+    return (F.silu(out) if silu else out), full[..., full.shape[-1] - (width - 1) :]
 
 
 def _same_sequence(seq_idx: Any, lag: int, seqlen: int, dtype: Any) -> Any:
@@ -135,8 +151,9 @@ def _same_sequence(seq_idx: Any, lag: int, seqlen: int, dtype: Any) -> Any:
     return mask[:, None, :]
 
 
-def update_ref(x: Any, conv_state: Any, weight: Any, bias: Any, silu: bool,
-               compute: Any = None) -> tuple[Any, Any]:
+def update_ref(
+    x: Any, conv_state: Any, weight: Any, bias: Any, silu: bool, compute: Any = None
+) -> tuple[Any, Any]:
     """(out, new conv_state) of one decoding step: x (batch, dim[, seqlen]) after the state."""
     import torch
 
@@ -144,9 +161,9 @@ def update_ref(x: Any, conv_state: Any, weight: Any, bias: Any, silu: bool,
     wide = compute or torch.float64
     full = torch.cat([conv_state.to(wide), x3.to(wide)], dim=-1)
     width, seqlen = weight.shape[1], x3.shape[-1]
-    history = full[..., full.shape[-1] - seqlen - (width - 1): full.shape[-1] - seqlen]
+    history = full[..., full.shape[-1] - seqlen - (width - 1) : full.shape[-1] - seqlen]
     out, _ = conv_ref(x3, weight, bias, history, None, silu, compute)
-    return (out.squeeze(-1) if x.dim() == 2 else out), full[..., -conv_state.shape[-1]:]
+    return (out.squeeze(-1) if x.dim() == 2 else out), full[..., -conv_state.shape[-1] :]
 
 
 def tolerance(name: str, case: ConvCase) -> tuple[float, float]:
@@ -175,8 +192,12 @@ def make_inputs(case: ConvCase, device: str, gen: Any) -> dict[str, Any]:
     return inputs
 
 
-def kernel_forward_backward(api: Any, case: ConvCase, x: dict[str, Any], gen: Any,
-                            ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def kernel_forward_backward(
+    api: Any,
+    case: ConvCase,
+    x: dict[str, Any],
+    gen: Any,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(kernel, float64 reference, pure-torch) results for one fn case, forward and backward.
 
     The pure-torch run is upstream's `causal_conv1d_ref`: computed in float32 from the same
@@ -185,28 +206,53 @@ def kernel_forward_backward(api: Any, case: ConvCase, x: dict[str, Any], gen: An
     import torch
 
     def leaves(dtype: Any = None) -> dict[str, Any]:
-        return {k: v.detach().to(dtype or v.dtype).requires_grad_()
-                if v is not None and k != "seq_idx" else v for k, v in x.items()}
+        return {
+            k: v.detach().to(dtype or v.dtype).requires_grad_()
+            if v is not None and k != "seq_idx"
+            else v
+            for k, v in x.items()
+        }
 
     kernel, refs, torch_run = leaves(), leaves(torch.float64), leaves()
     act = "silu" if case.silu else None
     extra = {k: kernel[k] for k in ("initial_states", "seq_idx") if k in kernel}
     finals = case.mode == "initial_states"
-    got = api.causal_conv1d_fn(kernel["x"], kernel["weight"], kernel["bias"], activation=act,
-                               **extra, **({"return_final_states": True} if finals else {}))
+    got = api.causal_conv1d_fn(
+        kernel["x"],
+        kernel["weight"],
+        kernel["bias"],
+        activation=act,
+        **extra,
+        **({"return_final_states": True} if finals else {}),
+    )
     out, final = got if finals else (got, None)
-    ref_out, ref_final = conv_ref(refs["x"], refs["weight"], refs["bias"],
-                                  refs.get("initial_states"), refs.get("seq_idx"), case.silu)
-    pt_out, pt_final = conv_ref(torch_run["x"], torch_run["weight"], torch_run["bias"],
-                                torch_run.get("initial_states"), torch_run.get("seq_idx"),
-                                case.silu, compute=torch.float32)
+    ref_out, ref_final = conv_ref(
+        refs["x"],
+        refs["weight"],
+        refs["bias"],
+        refs.get("initial_states"),
+        refs.get("seq_idx"),
+        case.silu,
+    )
+    pt_out, pt_final = conv_ref(
+        torch_run["x"],
+        torch_run["weight"],
+        torch_run["bias"],
+        torch_run.get("initial_states"),
+        torch_run.get("seq_idx"),
+        case.silu,
+        compute=torch.float32,
+    )
     pt_out, pt_final = pt_out.to(out.dtype), pt_final.to(x["x"].dtype)
     g = output_grad(out, gen)
     _backward(out, final, g)
     _backward(ref_out, ref_final if finals else None, g)
     _backward(pt_out, pt_final if finals else None, g)
-    return (_collect(out, final, kernel), _collect(ref_out, ref_final if finals else None, refs),
-            _collect(pt_out, pt_final if finals else None, torch_run))
+    return (
+        _collect(out, final, kernel),
+        _collect(ref_out, ref_final if finals else None, refs),
+        _collect(pt_out, pt_final if finals else None, torch_run),
+    )
 
 
 def output_grad(out: Any, gen: Any) -> Any:
@@ -234,13 +280,16 @@ def _backward(out: Any, final: Any, g: Any) -> None:
 def _collect(out: Any, final: Any, leaves: dict[str, Any]) -> dict[str, Any]:
     names = {"x": "dx", "weight": "dweight", "bias": "dbias", "initial_states": "dinitial_states"}
     result = {"out": out, **({"final_states": final} if final is not None else {})}
-    result.update({names[k]: v.grad for k, v in leaves.items()
-                   if k in names and v is not None})
+    result.update({names[k]: v.grad for k, v in leaves.items() if k in names and v is not None})
     return result
 
 
-def update_case(api: Any, case: ConvCase, device: str, gen: Any,
-                ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def update_case(
+    api: Any,
+    case: ConvCase,
+    device: str,
+    gen: Any,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(kernel, reference, pure-torch) results of causal_conv1d_update: the output and the
     rolled state."""
     import torch
@@ -254,8 +303,11 @@ def update_case(api: Any, case: ConvCase, device: str, gen: Any,
     ref_out, ref_state = update_ref(x, state.clone(), weight, bias, case.silu)
     pt_out, pt_state = update_ref(x, state.clone(), weight, bias, case.silu, torch.float32)
     out = api.causal_conv1d_update(x, state, weight, bias, "silu" if case.silu else None)
-    return ({"out": out, "conv_state": state}, {"out": ref_out, "conv_state": ref_state},
-            {"out": pt_out.to(itype), "conv_state": pt_state.to(itype)})
+    return (
+        {"out": out, "conv_state": state},
+        {"out": ref_out, "conv_state": ref_state},
+        {"out": pt_out.to(itype), "conv_state": pt_state.to(itype)},
+    )
 
 
 def judge(mine: Any, want: Any, baseline: Any, rtol: float, atol: float) -> dict[str, float]:
@@ -283,7 +335,8 @@ def run_case(case: ConvCase, api: Any, device: str, gen: Any) -> CaseResult:
                 got, ref, torch_run = update_case(api, case, device, gen)
             else:
                 got, ref, torch_run = kernel_forward_backward(
-                    api, case, make_inputs(case, device, gen), gen)
+                    api, case, make_inputs(case, device, gen), gen
+                )
     except Exception as exc:  # a kernel error is a finding, not a crash of the runner
         result.passed, result.error = False, f"{type(exc).__name__}: {exc}".splitlines()[0]
         return result
@@ -292,8 +345,9 @@ def run_case(case: ConvCase, api: Any, device: str, gen: Any) -> CaseResult:
         result.passed = False
         result.error = f"the API never called {', '.join(never)}: not the compiled kernel"
     for name, want in ref.items():
-        result.errors[name] = judge(got.get(name), want, torch_run.get(name),
-                                    *tolerance(name, case))
+        result.errors[name] = judge(
+            got.get(name), want, torch_run.get(name), *tolerance(name, case)
+        )
         result.passed &= result.errors[name]["ratio"] <= 1.0
     if not result.passed and result.errors.get("dx", {}).get("ratio", 0) > 1.0:
         result.note = silu_tail_bug(case)
@@ -311,9 +365,11 @@ def silu_tail_bug(case: ConvCase) -> str | None:
     tail = case.seqlen % chunk
     if case.mode != "plain" or not case.silu or case.seqlen < chunk or not 0 < tail < elements:
         return None
-    return (f"the known causal-conv1d SiLU backward bug: seqlen {case.seqlen} leaves {tail} "
-            f"position(s) in the last chunk of {chunk}, fewer than the {elements} loaded at once; "
-            "wheels from `mambawin build` carry the fix (patch silu-bwd-tail): rebuild with it")
+    return (
+        f"the known causal-conv1d SiLU backward bug: seqlen {case.seqlen} leaves {tail} "
+        f"position(s) in the last chunk of {chunk}, fewer than the {elements} loaded at once; "
+        "wheels from `mambawin build` carry the fix (patch silu-bwd-tail): rebuild with it"
+    )
 
 
 def run_conv(config: ConvConfig, api: Any = None) -> dict[str, Any]:
@@ -326,12 +382,17 @@ def run_conv(config: ConvConfig, api: Any = None) -> dict[str, Any]:
     results = [run_case(c, api, config.device, gen) for c in plan_cases(config, modes)]
     extension = sys.modules.get(CONV)
     return {
-        "seed": config.seed, "device": _device_name(config.device), "torch": torch.__version__,
-        "version": getattr(api, "__version__", None), "modes": list(modes),
+        "seed": config.seed,
+        "device": _device_name(config.device),
+        "torch": torch.__version__,
+        "version": getattr(api, "__version__", None),
+        "modes": list(modes),
         "extension": getattr(extension, "__file__", None),
-        "tolerances": {d: {"rtol": TOLERANCES[d][0], "atol": TOLERANCES[d][1]}
-                       for d in config.dtypes},
-        "per_dtype": summarize(results), "cases": [asdict(r) for r in results],
+        "tolerances": {
+            d: {"rtol": TOLERANCES[d][0], "atol": TOLERANCES[d][1]} for d in config.dtypes
+        },
+        "per_dtype": summarize(results),
+        "cases": [asdict(r) for r in results],
         "passed": bool(results) and all(r.passed for r in results),
     }
 
@@ -344,8 +405,9 @@ def _device_name(device: str) -> str:
 
 def parse_args(argv: Sequence[str] | None = None) -> ConvConfig:
     """Parse the runner's command line (a fresh seed unless --seed)."""
-    parser = argparse.ArgumentParser(prog="python -m mambawin.verify.runners.conv",
-                                     description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m mambawin.verify.runners.conv", description=__doc__
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--widths", default=",".join(map(str, WIDTHS)))
@@ -357,8 +419,10 @@ def parse_args(argv: Sequence[str] | None = None) -> ConvConfig:
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
     if not dtypes or set(dtypes) - set(DTYPES):
         parser.error(f"--dtypes: choose from {', '.join(DTYPES)}")
-    widths, seqlens = _ints(parser, args.widths, "--widths"), _ints(parser, args.seqlens,
-                                                                      "--seqlens")
+    widths, seqlens = (
+        _ints(parser, args.widths, "--widths"),
+        _ints(parser, args.seqlens, "--seqlens"),
+    )
     if set(widths) - set(WIDTHS):
         parser.error("--widths: causal-conv1d's kernels support widths 2, 3 and 4")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)

@@ -21,9 +21,16 @@ if TYPE_CHECKING:
 
 
 def selective_scan_ref(
-    u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor,
-    D: Tensor | None = None, z: Tensor | None = None, delta_bias: Tensor | None = None,
-    delta_softplus: bool = False, return_last_state: bool = False,
+    u: Tensor,
+    delta: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    D: Tensor | None = None,
+    z: Tensor | None = None,
+    delta_bias: Tensor | None = None,
+    delta_softplus: bool = False,
+    return_last_state: bool = False,
 ) -> Any:
     """Sequential scan in float64 (differentiable); returns out or (out, last_state), float64."""
     import torch
@@ -44,8 +51,14 @@ def selective_scan_ref(
 
 
 def selective_scan_parallel(
-    u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor,
-    D: Tensor | None = None, z: Tensor | None = None, delta_bias: Tensor | None = None,
+    u: Tensor,
+    delta: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    D: Tensor | None = None,
+    z: Tensor | None = None,
+    delta_bias: Tensor | None = None,
     delta_softplus: bool = False,
 ) -> Tensor:
     """Vectorised log-depth (Hillis-Steele) scan in the input dtype: a fair eager baseline.

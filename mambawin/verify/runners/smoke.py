@@ -52,8 +52,12 @@ class Variant:
         """A short readable name, e.g. 'varB varC g2 D z bias softplus'."""
         parts = ["varB" if self.var_B else "fixB", "varC" if self.var_C else "fixC"]
         parts += [f"g{self.groups}"] if self.groups > 1 else []
-        flags = (("D", self.has_D), ("z", self.has_z), ("bias", self.has_bias),
-                 ("softplus", self.softplus))
+        flags = (
+            ("D", self.has_D),
+            ("z", self.has_z),
+            ("bias", self.has_bias),
+            ("softplus", self.softplus),
+        )
         return " ".join(parts + [name for name, on in flags if on])
 
 
@@ -112,8 +116,9 @@ class CaseResult:
 
 def parse_args(argv: Sequence[str] | None = None) -> SmokeConfig:
     """Parse the runner's command line into a SmokeConfig (a fresh seed unless --seed)."""
-    parser = argparse.ArgumentParser(prog="python -m mambawin.verify.runners.smoke",
-                                     description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m mambawin.verify.runners.smoke", description=__doc__
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: fresh)")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes")
     parser.add_argument("--seqlens", default=",".join(map(str, SEQLENS)))
@@ -130,8 +135,9 @@ def parse_args(argv: Sequence[str] | None = None) -> SmokeConfig:
     if not 1 <= args.per_length <= len(VARIANTS):
         parser.error(f"--per-length must be between 1 and {len(VARIANTS)}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    return SmokeConfig(seed, dtypes, seqlens, args.per_length, not args.no_block, args.device,
-                       args.json)
+    return SmokeConfig(
+        seed, dtypes, seqlens, args.per_length, not args.no_block, args.device, args.json
+    )
 
 
 def _positive_ints(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
@@ -162,8 +168,11 @@ def tolerance(name: str, case: Case) -> tuple[float, float]:
     if case.variant.has_z:  # upstream: with z the errors on the weights are higher
         rtolw, atolw = max(rtolw, rtol), max(atolw, atol)
     table = {
-        "out": (rtol, atol), "last_state": (rtol, atol), "du": (2 * rtol, 2 * atol),
-        "ddelta": (5 * rtol, 10 * atol), "dA": (rtolw, 5 * atolw),
+        "out": (rtol, atol),
+        "last_state": (rtol, atol),
+        "du": (2 * rtol, 2 * atol),
+        "ddelta": (5 * rtol, 10 * atol),
+        "dA": (rtolw, 5 * atolw),
         "dB": (rtol, atol) if case.variant.var_B else (rtolw, atolw),
         "dC": (rtol, atol) if case.variant.var_C else (rtolw, atolw),
     }
@@ -187,8 +196,7 @@ def compare(got: Any, ref: Any, rtol: float, atol: float) -> dict[str, float]:
     if not torch.isfinite(got).all():
         ratio = float("inf")
     rel = (diff / ref.abs().clamp_min(atol)).max().item() if diff.numel() else 0.0
-    return {"max_abs": diff.max().item() if diff.numel() else 0.0, "max_rel": rel,
-            "ratio": ratio}
+    return {"max_abs": diff.max().item() if diff.numel() else 0.0, "max_rel": rel, "ratio": ratio}
 
 
 def make_inputs(case: Case, device: str, gen: Any) -> dict[str, Any]:
@@ -203,7 +211,8 @@ def make_inputs(case: Case, device: str, gen: Any) -> dict[str, Any]:
         return fn(*shape, generator=gen, dtype=f32).to(device=device, dtype=dtype)
 
     inputs = {
-        "u": rand(b, d, L, dtype=itype), "delta": 0.5 * rand(b, d, L, dtype=itype, normal=False),
+        "u": rand(b, d, L, dtype=itype),
+        "delta": 0.5 * rand(b, d, L, dtype=itype, normal=False),
         "A": -0.5 * rand(d, n, normal=False),
         "B": rand(b, v.groups, n, L, dtype=itype) if v.var_B else rand(d, n),
         "C": rand(b, v.groups, n, L, dtype=itype) if v.var_C else rand(d, n),
@@ -214,18 +223,41 @@ def make_inputs(case: Case, device: str, gen: Any) -> dict[str, Any]:
     return inputs
 
 
-def kernel_forward_backward(kernel: Any, x: dict[str, Any], dout: Any,
-                            softplus: bool) -> dict[str, Any]:
+def kernel_forward_backward(
+    kernel: Any, x: dict[str, Any], dout: Any, softplus: bool
+) -> dict[str, Any]:
     """Call the compiled fwd and bwd with the argument order every upstream tag uses."""
-    u, delta, A, B, C, D, z, bias = (x[k] for k in ("u", "delta", "A", "B", "C", "D", "z",
-                                                    "delta_bias"))
+    u, delta, A, B, C, D, z, bias = (
+        x[k] for k in ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
+    )
     out, scan, *rest = kernel.fwd(u, delta, A, B, C, D, z, bias, softplus)
     final = rest[0] if z is not None else out
-    grads = kernel.bwd(u, delta, A, B, C, D, z, bias, dout, scan,
-                       out if z is not None else None, None, softplus, False)
+    grads = kernel.bwd(
+        u,
+        delta,
+        A,
+        B,
+        C,
+        D,
+        z,
+        bias,
+        dout,
+        scan,
+        out if z is not None else None,
+        None,
+        softplus,
+        False,
+    )
     du, ddelta, dA, dB, dC, dD, dbias, *more = grads
-    result = {"out": final, "last_state": kernel_last_state(scan, B), "du": du, "ddelta": ddelta,
-              "dA": dA, "dB": dB, "dC": dC}
+    result = {
+        "out": final,
+        "last_state": kernel_last_state(scan, B),
+        "du": du,
+        "ddelta": ddelta,
+        "dA": dA,
+        "dB": dB,
+        "dC": dC,
+    }
     optional = {"dD": (D, dD), "ddelta_bias": (bias, dbias), "dz": (z, more[0] if more else None)}
     result.update({k: g for k, (given, g) in optional.items() if given is not None})
     return result
@@ -248,14 +280,32 @@ def reference_forward_backward(x: dict[str, Any], dout: Any, softplus: bool) -> 
 
     leaves: dict[str, Any] = {
         k: (v.detach().to(torch.float64).requires_grad_() if v is not None else None)
-        for k, v in x.items()}
-    out, last = selective_scan_ref(leaves["u"], leaves["delta"], leaves["A"], leaves["B"],
-                                   leaves["C"], leaves["D"], leaves["z"], leaves["delta_bias"],
-                                   delta_softplus=softplus, return_last_state=True)
+        for k, v in x.items()
+    }
+    out, last = selective_scan_ref(
+        leaves["u"],
+        leaves["delta"],
+        leaves["A"],
+        leaves["B"],
+        leaves["C"],
+        leaves["D"],
+        leaves["z"],
+        leaves["delta_bias"],
+        delta_softplus=softplus,
+        return_last_state=True,
+    )
     out.backward(dout.to(torch.float64))
     result = {"out": out, "last_state": last}
-    names = {"u": "du", "delta": "ddelta", "A": "dA", "B": "dB", "C": "dC", "D": "dD",
-             "delta_bias": "ddelta_bias", "z": "dz"}
+    names = {
+        "u": "du",
+        "delta": "ddelta",
+        "A": "dA",
+        "B": "dB",
+        "C": "dC",
+        "D": "dD",
+        "delta_bias": "ddelta_bias",
+        "z": "dz",
+    }
     result.update({names[k]: v.grad for k, v in leaves.items() if v is not None})
     return result
 
@@ -284,8 +334,9 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, float]]:
     """Per dtype: cases, failures, and the largest abs/rel error over every tensor compared."""
     table: dict[str, dict[str, float]] = {}
     for r in results:
-        row = table.setdefault(r.dtype, {"cases": 0, "failed": 0, "max_abs": 0.0, "max_rel": 0.0,
-                                         "worst_ratio": 0.0})
+        row = table.setdefault(
+            r.dtype, {"cases": 0, "failed": 0, "max_abs": 0.0, "max_rel": 0.0, "worst_ratio": 0.0}
+        )
         row["cases"] += 1
         row["failed"] += 0 if r.passed else 1
         for e in r.errors.values():
@@ -301,8 +352,9 @@ def block_skip_reason(exc: BaseException) -> str:
     """Why the Mamba block was not run; the triton hint only when triton is what is missing."""
     reason = f"import mamba_ssm failed ({type(exc).__name__}: {exc})".splitlines()[0]
     if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "triton":
-        reason += (" (v2.x imports triton at package import; on Windows"
-                   " `pip install triton-windows`)")
+        reason += (
+            " (v2.x imports triton at package import; on Windows `pip install triton-windows`)"
+        )
     return reason
 
 
@@ -326,7 +378,8 @@ def block_test(device: str, seed: int) -> dict[str, str]:
         return {"status": "fail", "reason": f"{type(exc).__name__}: {exc}".splitlines()[0]}
     grads = [x.grad] + [p.grad for p in block.parameters()]
     finite = torch.isfinite(y).all().item() and all(
-        g is not None and torch.isfinite(g).all().item() for g in grads)
+        g is not None and torch.isfinite(g).all().item() for g in grads
+    )
     if y.shape != x.shape or not finite:
         return {"status": "fail", "reason": "Mamba block output or gradients are not finite"}
     return {"status": "ok", "reason": "Mamba(d_model=64) forward+backward finite, L=257"}
@@ -340,15 +393,19 @@ def run_smoke(config: SmokeConfig, kernel: Any = None) -> dict[str, Any]:
         kernel = importlib.import_module("selective_scan_cuda")
     gen = torch.Generator().manual_seed(config.seed)
     results = [run_case(case, kernel, config.device, gen) for case in plan_cases(config)]
-    block = block_test(config.device, config.seed) if config.block else {
-        "status": "skip", "reason": "not asked for (--no-block)"}
+    block = (
+        block_test(config.device, config.seed)
+        if config.block
+        else {"status": "skip", "reason": "not asked for (--no-block)"}
+    )
     return {
         "seed": config.seed,
         "device": _device_name(config.device),
         "torch": torch.__version__,
         "extension": getattr(kernel, "__file__", None),
-        "tolerances": {d: {"rtol": TOLERANCES[d][0], "atol": TOLERANCES[d][1]}
-                       for d in config.dtypes},
+        "tolerances": {
+            d: {"rtol": TOLERANCES[d][0], "atol": TOLERANCES[d][1]} for d in config.dtypes
+        },
         "per_dtype": summarize(results),
         "cases": [asdict(r) for r in results],
         "block": block,
