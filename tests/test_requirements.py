@@ -412,7 +412,8 @@ def test_unreachable_index_is_one_skip_line(tmp_path: Path) -> None:
 def test_verify_runs_the_requirements_step_on_the_wheels_own_tags(tmp_path: Path) -> None:
     from wheel.wheelfile import WheelFile
 
-    from mambawin.verify import pipeline
+    from mambawin.verify.options import VerifyOptions
+    from mambawin.verify.steps import requirements_step
 
     src = tmp_path / "src"
     dist = src / "mamba_ssm-2.3.2.post1.dist-info"
@@ -422,14 +423,14 @@ def test_verify_runs_the_requirements_step_on_the_wheels_own_tags(tmp_path: Path
     wheel = tmp_path / f"mamba_ssm-2.3.2.post1-{WIN}.whl"
     with WheelFile(wheel, "w") as out:
         out.write_files(str(src))
-    options = pipeline.VerifyOptions(wheel=wheel, python=fake_python(tmp_path, "index"))
-    step = pipeline.requirements_step(options)
+    options = VerifyOptions(wheel=wheel, python=fake_python(tmp_path, "index"))
+    step = requirements_step(options)
     assert step.status == "fail"
     assert [m["requirement"] for m in step.details["missing"]] == [
         "tilelang==0.1.8",
         "triton>=3.5.0",
     ]
-    installed = pipeline.requirements_step(pipeline.VerifyOptions(installed=True))
+    installed = requirements_step(VerifyOptions(installed=True))
     assert installed.status == "skip"
 
 

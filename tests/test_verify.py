@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,13 +13,17 @@ from packaging.tags import sys_tags
 from typer.testing import CliRunner
 from wheel.wheelfile import WheelFile
 
+from mambawin import proc
 from mambawin.archs import parse_arch
 from mambawin.cli import app
-from mambawin.verify import pipeline as v
+from mambawin.verify import fit, gpu, packages, pipeline, sandbox, static, steps
+from mambawin.verify.options import VerifyOptions, skipped
+from mambawin.verify.report import StepResult, Target, VerifyReport
+from mambawin.verify.tools import Tools
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.metadata import PROVENANCE_NAME
 
-H100 = v.Target("2.8.0+cu128", "12.8", "NVIDIA H100", (9, 0))
+H100 = Target("2.8.0+cu128", "12.8", "NVIDIA H100", (9, 0))
 PROVENANCE = {
     "schema": 1,
     "ref": "v2.2.6",
@@ -82,12 +87,12 @@ def code(*names: str) -> GpuCode:
     ],
 )
 def test_runs_on(arch, cc, runs):
-    parsed = v._as_arch(arch, ptx=arch.startswith("compute_"))
-    assert v.runs_on(parsed, cc) is runs
+    parsed = fit._as_arch(arch, ptx=arch.startswith("compute_"))
+    assert fit.runs_on(parsed, cc) is runs
 
 
 def test_sm80_only_wheel_fails_on_a_90_gpu_before_any_kernel():
-    result = v.fit_step(code("sm_80"), PROVENANCE, H100)
+    result = fit.fit_step(code("sm_80"), PROVENANCE, H100)
     assert result.status == "fail"
     assert "rebuild with --arch 90" in result.summary
     assert "mambawin build --arch 90" in result.summary
@@ -95,27 +100,27 @@ def test_sm80_only_wheel_fails_on_a_90_gpu_before_any_kernel():
 
 
 def test_sm86_sass_fits_an_89_gpu():
-    target = v.Target("2.8.0", "12.8", "RTX 4090", (8, 9))
-    result = v.fit_step(code("sm_80", "sm_86"), PROVENANCE, target)
+    target = Target("2.8.0", "12.8", "RTX 4090", (8, 9))
+    result = fit.fit_step(code("sm_80", "sm_86"), PROVENANCE, target)
     assert result.status == "ok"
     assert "SASS sm_86" in result.summary
 
 
 def test_ptx_80_fits_a_90_gpu_by_jit():
-    result = v.fit_step(code("sm_80", "compute_80"), PROVENANCE, H100)
+    result = fit.fit_step(code("sm_80", "compute_80"), PROVENANCE, H100)
     assert result.status == "ok"
     assert "PTX compute_80" in result.summary and "JIT" in result.summary
 
 
 def test_archs_fall_back_to_the_provenance_record():
     prov = dict(PROVENANCE, archs=["80", "90"])
-    result = v.fit_step(None, prov, H100)
+    result = fit.fit_step(None, prov, H100)
     assert result.status == "ok"
     assert result.details["archs"]["source"] == "the provenance record"
 
 
 def test_no_gpu_skips_the_arch_check_with_a_reason():
-    result = v.fit_step(code("sm_80"), PROVENANCE, v.Target("2.8.1", "12.8"))
+    result = fit.fit_step(code("sm_80"), PROVENANCE, Target("2.8.1", "12.8"))
     assert result.status == "skip"
     assert "no CUDA GPU" in result.summary
 
@@ -130,14 +135,14 @@ def test_no_gpu_skips_the_arch_check_with_a_reason():
     ],
 )
 def test_torch_mismatch_fails(torch_version, cuda, fragment):
-    target = v.Target(torch_version, cuda, "NVIDIA H100", (9, 0))
-    result = v.fit_step(code("sm_90"), PROVENANCE, target)
+    target = Target(torch_version, cuda, "NVIDIA H100", (9, 0))
+    result = fit.fit_step(code("sm_90"), PROVENANCE, target)
     assert result.status == "fail"
     assert fragment in result.summary
 
 
 def test_torch_patch_and_cuda_minor_differences_are_fine():
-    ok, message = v.check_torch(PROVENANCE, v.Target("2.8.1+cu126", "12.6"))
+    ok, message = fit.check_torch(PROVENANCE, Target("2.8.1+cu126", "12.6"))
     assert ok, message
 
 
@@ -146,24 +151,24 @@ def test_torch_patch_and_cuda_minor_differences_are_fine():
 
 def test_tags_must_fit_this_python(tmp_path):
     here = str(next(iter(sys_tags())))
-    assert v.check_tags(make_wheel(tmp_path, tag=here))[0]
-    ok, message = v.check_tags(make_wheel(tmp_path, tag="cp27-cp27m-win32"))
+    assert static.check_tags(make_wheel(tmp_path, tag=here))[0]
+    ok, message = static.check_tags(make_wheel(tmp_path, tag="cp27-cp27m-win32"))
     assert not ok and "do not fit this Python" in message
 
 
 def test_a_windows_wheel_still_requiring_triton_fails(tmp_path):
     wheel = make_wheel(tmp_path, requires=("torch", "triton>=3.0"), tag="cp311-cp311-win_amd64")
-    ok, message = v.check_requirements(wheel)
+    ok, message = static.check_requirements(wheel)
     assert not ok and "triton>=3.0 (triton publishes no Windows wheel" in message
     assert "mambawin metadata" in message
     other = tmp_path / "other"
     other.mkdir()
-    assert v.check_requirements(
+    assert static.check_requirements(
         make_wheel(other, requires=("torch", "triton-windows>=3.0"), tag="cp311-cp311-win_amd64")
     )[0]
     linux = tmp_path / "linux"
     linux.mkdir()
-    assert v.check_requirements(
+    assert static.check_requirements(
         make_wheel(linux, requires=("torch", "triton>=3.0"), tag="cp311-cp311-linux_x86_64")
     )[0]
 
@@ -174,7 +179,7 @@ def test_static_step_reports_every_check(tmp_path, monkeypatch):
         "mambawin.wheel.gpucode.gpu_code_in_wheel",
         lambda w: {"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": code("sm_90")},
     )
-    result, found, provenance = v.static_step(v.VerifyOptions(wheel=wheel), H100)
+    result, found, provenance = static.static_step(VerifyOptions(wheel=wheel), H100)
     assert result.status == "ok", result.summary
     assert found.sass == ("sm_90",) and provenance["ref"] == "v2.2.6"
     assert set(result.details) == {"integrity", "tags", "metadata", "provenance", "gpu_code"}
@@ -182,7 +187,7 @@ def test_static_step_reports_every_check(tmp_path, monkeypatch):
 
 def test_static_step_fails_without_provenance_or_extension(tmp_path):
     wheel = make_wheel(tmp_path, provenance=None)
-    result, found, _ = v.static_step(v.VerifyOptions(wheel=wheel), H100)
+    result, found, _ = static.static_step(VerifyOptions(wheel=wheel), H100)
     assert result.status == "fail"
     assert "no mambawin provenance" in result.summary
     assert "no compiled selective_scan_cuda" in result.summary
@@ -214,9 +219,11 @@ def test_a_tampered_wheel_is_never_installed(tmp_path, monkeypatch, how, reason)
         ),
         how,
     )
-    monkeypatch.setattr(v, "prepare_env", lambda *a: pytest.fail("pip was asked to install it"))
-    monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
-    report = v.verify(v.VerifyOptions(wheel=wheel, target=H100, bench=True))
+    tools = Tools(
+        prepare_env=lambda *a: pytest.fail("pip was asked to install it"),
+        run_module=lambda *a: pytest.fail("a kernel ran"),
+    )
+    report = pipeline.verify(VerifyOptions(wheel=wheel, target=H100, bench=True, tools=tools))
     assert [(s.name, s.status) for s in report.steps] == [
         ("static", "fail"),
         ("fit", "skip"),
@@ -234,19 +241,19 @@ def test_a_tampered_wheel_is_never_installed(tmp_path, monkeypatch, how, reason)
 def test_install_step_imports_the_wheel_in_a_fresh_venv(tmp_path):
     pytest.importorskip("torch")  # the venv must see this environment's torch
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
-    options = v.VerifyOptions(wheel=wheel)
-    result, env = v.install_step(options, tmp_path / "scratch")
+    options = VerifyOptions(wheel=wheel)
+    result, env = steps.install_step(options, tmp_path / "scratch")
     assert result.status == "ok", result.summary
     assert env is not None and env.venv is not None
     assert Path(result.details["extension"]).resolve().is_relative_to(env.venv.resolve())
     # The venv also runs mambawin's own modules (the smoke runner needs this).
-    done = v.proc.run([env.python, "-c", "import mambawin.verify.runners.smoke"], env=env.env)
+    done = proc.run([env.python, "-c", "import mambawin.verify.runners.smoke"], env=env.env)
     assert done.returncode == 0
 
 
 def test_install_step_reports_a_wheel_pip_refuses(tmp_path):
     wheel = make_wheel(tmp_path, tag="cp27-cp27m-win32", files={"selective_scan_cuda.py": ""})
-    result, env = v.install_step(v.VerifyOptions(wheel=wheel), tmp_path / "scratch")
+    result, env = steps.install_step(VerifyOptions(wheel=wheel), tmp_path / "scratch")
     assert result.status == "fail" and env is None
     assert "pip could not install" in result.summary
 
@@ -254,11 +261,11 @@ def test_install_step_reports_a_wheel_pip_refuses(tmp_path):
 def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
-    monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_90"), "GPU code sm_90"))
-    target = v.Target("2.8.0", "12.8")
+    tools = Tools(wheel_gpu_code=lambda w: (code("sm_90"), "GPU code sm_90"))
+    target = Target("2.8.0", "12.8")
     seen: list[str] = []
-    report = v.verify(
-        v.VerifyOptions(wheel=wheel, target=target, bench=True),
+    report = pipeline.verify(
+        VerifyOptions(wheel=wheel, target=target, bench=True, tools=tools),
         on_step=lambda s: seen.append(s.name),
     )
     # requirements is skipped: unit tests run offline (MAMBAWIN_OFFLINE, tests/conftest.py)
@@ -280,24 +287,20 @@ def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
 
 def test_smoke_never_runs_when_the_wheel_does_not_fit(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
-    monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_80"), "GPU code sm_80"))
-    monkeypatch.setattr(
-        v,
-        "install_step",
-        lambda o, s, *p: (v.StepResult("install", "ok", ""), v.InstallEnv(sys.executable, None)),
+    tools = replace(
+        INSTALLED,
+        wheel_gpu_code=lambda w: (code("sm_80"), "GPU code sm_80"),
+        run_module=lambda *a: pytest.fail("a kernel ran"),
     )
-    monkeypatch.setattr(v, "run_module", lambda *a: pytest.fail("a kernel ran"))
-    report = v.verify(v.VerifyOptions(wheel=wheel, target=H100))
+    report = pipeline.verify(VerifyOptions(wheel=wheel, target=H100, tools=tools))
     assert not report.passed
     assert report.step("smoke").status == "skip"
     assert report.summary().startswith("FAILED at fit")
 
 
 def test_smoke_failure_fails_verify(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        v,
-        "run_module",
-        lambda *a: {
+    tools = Tools(
+        run_module=lambda *a: {
             "passed": False,
             "seed": 5,
             "device": "H100",
@@ -321,10 +324,14 @@ def test_smoke_failure_fails_verify(tmp_path, monkeypatch):
             "block": {"status": "skip", "reason": "no mamba_ssm"},
         },
     )
-    fit = v.StepResult("fit", "ok", "")
-    install = v.StepResult("install", "ok", "")
-    result = v.smoke_step(
-        v.VerifyOptions(wheel=tmp_path), H100, fit, install, v.InstallEnv(sys.executable, None)
+    fit = StepResult("fit", "ok", "")
+    install = StepResult("install", "ok", "")
+    result = gpu.smoke_step(
+        VerifyOptions(wheel=tmp_path, tools=tools),
+        H100,
+        fit,
+        install,
+        sandbox.InstallEnv(sys.executable, None),
     )
     assert result.status == "fail"
     assert "1 of 1 cases failed" in result.summary and "out off by" in result.summary
@@ -335,11 +342,13 @@ def test_smoke_failure_fails_verify(tmp_path, monkeypatch):
 
 def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, provenance=None, files={"mamba_ssm/__init__.py": ""})
-    monkeypatch.setattr(v, "probe_target", lambda python: v.Target("2.8.0", "12.8"))
+    tools = replace(INSTALLED, probe_target=lambda python: Target("2.8.0", "12.8"))
+    real = pipeline.verify
+    # The CLI builds the options with the real tools; its core gets fakes of the sandbox.
     monkeypatch.setattr(
-        v,
-        "install_step",
-        lambda o, s, *p: (v.StepResult("install", "ok", "x"), v.InstallEnv(sys.executable, None)),
+        pipeline,
+        "verify",
+        lambda options, on_step=None: real(replace(options, tools=tools), on_step),
     )
     result = CliRunner().invoke(app, ["verify", str(wheel), "--json"])
     assert result.exit_code == 8
@@ -362,22 +371,30 @@ def test_cli_verify_needs_a_wheel_or_installed():
 
 
 def test_parse_arch_accepts_fatbin_names():
-    assert v._as_arch("sm_90a", ptx=False) == parse_arch("90a")
-    assert v._as_arch("compute_80", ptx=True).ptx
+    assert fit._as_arch("sm_90a", ptx=False) == parse_arch("90a")
+    assert fit._as_arch("compute_80", ptx=True).ptx
 
 
 # ---- GPU steps after install (runner output recorded, no GPU needed) ------------------------
 
 
+# The sandbox as if pip had installed the wheel and its extension imported (no venv, no pip).
+INSTALLED = Tools(
+    prepare_env=lambda wheels, python, scratch: sandbox.InstallEnv(sys.executable, None),
+    import_check=lambda env, modules: {
+        "extensions": {m: "site-packages" for m in modules},
+        "torch": "2.8.0",
+    },
+)
+
+
 def _env():
-    return v.InstallEnv(sys.executable, None)
+    return sandbox.InstallEnv(sys.executable, None)
 
 
 def test_calls_step_fails_when_an_api_bypasses_its_kernel(monkeypatch):
-    monkeypatch.setattr(
-        v,
-        "run_module",
-        lambda *a: {
+    tools = Tools(
+        run_module=lambda *a: {
             "passed": False,
             "probes": [
                 {
@@ -389,15 +406,13 @@ def test_calls_step_fails_when_an_api_bypasses_its_kernel(monkeypatch):
             ],
         },
     )
-    step = v.runner_step("calls", v.VerifyOptions(wheel=Path("x")), None, _env())
+    step = gpu.runner_step("calls", VerifyOptions(wheel=Path("x"), tools=tools), None, _env())
     assert step.status == "fail" and "ran without calling selective_scan_cuda.fwd" in step.summary
 
 
 def test_blocks_step_skips_when_every_block_skipped(monkeypatch):
-    monkeypatch.setattr(
-        v,
-        "run_module",
-        lambda *a: {
+    tools = Tools(
+        run_module=lambda *a: {
             "passed": True,
             "blocks": [
                 {"block": "Mamba", "status": "skip", "reason": "no triton"},
@@ -405,9 +420,11 @@ def test_blocks_step_skips_when_every_block_skipped(monkeypatch):
             ],
         },
     )
-    step = v.runner_step("blocks", v.VerifyOptions(wheel=Path("x")), None, _env())
+    step = gpu.runner_step("blocks", VerifyOptions(wheel=Path("x"), tools=tools), None, _env())
     assert step.status == "skip" and "Mamba skip: no triton" in step.summary
-    blocked = v.runner_step("blocks", v.VerifyOptions(wheel=Path("x")), "no CUDA GPU", _env())
+    blocked = gpu.runner_step(
+        "blocks", VerifyOptions(wheel=Path("x"), tools=tools), "no CUDA GPU", _env()
+    )
     assert blocked.status == "skip" and blocked.summary == "no CUDA GPU"
 
 
@@ -432,9 +449,9 @@ def test_upstream_tests_step_reports_each_package(monkeypatch, tmp_path):
             failures=["test_x[a]: AssertionError"],
         ),
     ]
-    monkeypatch.setattr(ut, "run_all", lambda *a, **k: runs)
-    options = v.VerifyOptions(wheel=tmp_path, upstream_tests=True)
-    step = v.upstream_tests_step(options, None, _env(), [], tmp_path)
+    tools = Tools(run_upstream_tests=lambda *a, **k: runs)
+    options = VerifyOptions(wheel=tmp_path, upstream_tests=True, tools=tools)
+    step = gpu.upstream_tests_step(options, None, _env(), [], tmp_path)
     assert step.status == "fail"
     assert "12 passed, 0 failed, 0 skipped, 8 expected failures (complex cases" in step.summary
     assert "causal_conv1d tests/test_causal_conv1d.py @ v1.6.1.post4: 3 passed, 1 failed" in (
@@ -448,9 +465,9 @@ def test_cli_passes_upstream_tests_and_k(monkeypatch, tmp_path):
 
     def fake_verify(options, on_step=None):
         seen["options"] = options
-        return v.VerifyReport(None, v.Target(), ())
+        return VerifyReport(None, Target(), ())
 
-    monkeypatch.setattr(v, "verify", fake_verify)
+    monkeypatch.setattr(pipeline, "verify", fake_verify)
     result = CliRunner().invoke(
         app, ["verify", "--installed", "--upstream-tests", "-k", "test_selective_scan and 128"]
     )
@@ -471,22 +488,16 @@ def test_upstream_tests_step_skips_when_the_filter_selects_nothing(monkeypatch, 
         keyword="zzz",
         note="subset -k 'zzz'",
     )
-    options = v.VerifyOptions(wheel=tmp_path, upstream_tests=True, test_keyword="zzz")
-    monkeypatch.setattr(ut, "run_all", lambda *a, **k: [none])
-    assert v.upstream_tests_step(options, None, _env(), [], tmp_path).status == "skip"
-    monkeypatch.setattr(ut, "run_all", lambda *a, **k: [ran, none])
-    step = v.upstream_tests_step(options, None, _env(), [], tmp_path)
+    options = VerifyOptions(wheel=tmp_path, upstream_tests=True, test_keyword="zzz")
+    options = replace(options, tools=Tools(run_upstream_tests=lambda *a, **k: [none]))
+    assert gpu.upstream_tests_step(options, None, _env(), [], tmp_path).status == "skip"
+    options = replace(options, tools=Tools(run_upstream_tests=lambda *a, **k: [ran, none]))
+    step = gpu.upstream_tests_step(options, None, _env(), [], tmp_path)
     assert step.status == "ok" and "no test matches -k 'zzz'" in step.summary
 
 
 def test_skip_leaves_out_the_named_steps_and_times_the_rest(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
-    monkeypatch.setattr(v, "_wheel_gpu_code", lambda w: (code("sm_90"), "GPU code sm_90"))
-    monkeypatch.setattr(
-        v,
-        "install_step",
-        lambda o, s, *p: (v.StepResult("install", "ok", ""), v.InstallEnv(sys.executable, None)),
-    )
     ran: list[str] = []
 
     def runner(env, module, args, timeout):
@@ -496,9 +507,13 @@ def test_skip_leaves_out_the_named_steps_and_times_the_rest(tmp_path, monkeypatc
             "probes": [{"api": "selective_scan_fn", "status": "ok", "reason": "called"}],
         }
 
-    monkeypatch.setattr(v, "run_module", runner)
-    options = v.VerifyOptions(wheel=wheel, target=H100, skip=frozenset({"smoke", "blocks"}))
-    report = v.verify(options)
+    tools = replace(
+        INSTALLED, wheel_gpu_code=lambda w: (code("sm_90"), "GPU code sm_90"), run_module=runner
+    )
+    options = VerifyOptions(
+        wheel=wheel, target=H100, skip=frozenset({"smoke", "blocks"}), tools=tools
+    )
+    report = pipeline.verify(options)
     assert ran == ["calls"]
     assert report.step("smoke").status == "skip"
     assert report.step("smoke").summary == "left out (--skip smoke)"
@@ -509,18 +524,18 @@ def test_skip_leaves_out_the_named_steps_and_times_the_rest(tmp_path, monkeypatc
 
 
 def test_skipped_requirements_are_named_per_wheel(tmp_path):
-    ref = v.WheelRef(tmp_path / "c.whl", "causal-conv1d", "1.6.1")
-    options = v.VerifyOptions(wheel=tmp_path, skip=frozenset({"requirements"}))
-    assert v.skipped("requirements", options, ref).name == "requirements causal_conv1d"
-    assert v.skipped("smoke", options) is None
+    ref = packages.WheelRef(tmp_path / "c.whl", "causal-conv1d", "1.6.1")
+    options = VerifyOptions(wheel=tmp_path, skip=frozenset({"requirements"}))
+    assert skipped("requirements", options, ref).name == "requirements causal_conv1d"
+    assert skipped("smoke", options) is None
 
 
 def test_passing_upstream_tests_count_as_verified_on_the_gpu():
     steps = (
-        v.StepResult("smoke", "skip", "left out (--skip smoke)"),
-        v.StepResult("upstream-tests", "ok", "20 passed"),
+        StepResult("smoke", "skip", "left out (--skip smoke)"),
+        StepResult("upstream-tests", "ok", "20 passed"),
     )
-    report = v.VerifyReport("w", H100, steps)
+    report = VerifyReport("w", H100, steps)
     assert report.gpu_verified and report.summary().startswith("verified on")
 
 
@@ -548,7 +563,7 @@ def test_conv_summary_names_a_known_upstream_bug():
             }
         ],
     }
-    summary = v.conv_summary(report)
+    summary = gpu.conv_summary(report)
     assert summary.startswith(
         "1 of 1 cases failed, first float16 plain w=2 L=1025 bias silu: "
         "dx off by 3.4 (400x tolerance) (the known causal-conv1d SiLU"

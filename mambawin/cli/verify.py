@@ -57,8 +57,9 @@ def verify_command(
     from mambawin.errors import VerifyError
     from mambawin.ui.verify import render_step, render_verify
     from mambawin.verify import pipeline as core
+    from mambawin.verify.options import VerifyOptions
 
-    options = core.VerifyOptions(
+    options = VerifyOptions(
         wheel=wheel,
         installed=installed,
         bench=bench,

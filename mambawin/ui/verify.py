@@ -9,7 +9,7 @@ from rich.table import Table
 from mambawin.status import Status
 from mambawin.ui.console import MARKS, console, out
 from mambawin.verify.bench_report import BenchReport
-from mambawin.verify.pipeline import StepResult, VerifyReport
+from mambawin.verify.report import StepResult, VerifyReport
 
 
 def render_step(step: StepResult) -> None:

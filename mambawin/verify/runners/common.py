@@ -17,5 +17,5 @@ def emit(report: Mapping[str, Any], json_output: bool) -> None:
     for dtype, row in report.get("per_dtype", {}).items():
         print(f"{dtype}: {row}", file=sys.stderr)
     if json_output:
-        # Python's json writes inf as Infinity; the reader is verify.pipeline (Python too).
+        # Python's json writes inf as Infinity; the reader is verify (Python too).
         print(json.dumps(report, default=str))

@@ -1,0 +1,218 @@
+"""The steps that run kernels: smoke, conv, calls, blocks, bench, upstream tests; each runs a
+runner module in the install environment (a child process), unless an earlier step rules it out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mambawin.errors import MambawinError
+from mambawin.status import Status
+from mambawin.verify.bench_report import BenchReport
+from mambawin.verify.options import VerifyOptions, skipped
+from mambawin.verify.packages import CONV, MAMBA
+from mambawin.verify.report import StepResult, Target
+from mambawin.verify.sandbox import InstallEnv
+from mambawin.verify.steps import error_details
+
+# ---- kernels on the GPU ----------------------------------------------------------------------
+
+
+def gpu_steps(
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+    packages: Sequence[tuple[str, Any, Any]],
+    scratch: Path,
+) -> Iterator[StepResult]:
+    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks (mamba-ssm), bench, tests."""
+    projects = [project for project, _, _ in packages]
+    blocker = _gpu_blocker(target, fit, install)
+    smoke = None
+    if MAMBA in projects:
+        smoke = skipped("smoke", options) or smoke_step(options, target, fit, install, env)
+        yield smoke
+    if CONV in projects:
+        yield skipped("conv", options) or conv_step(options, target, fit, install, env)
+    yield skipped("calls", options) or runner_step("calls", options, blocker, env)
+    if MAMBA in projects:
+        yield skipped("blocks", options) or runner_step("blocks", options, blocker, env)
+    if options.bench and smoke is not None:
+        yield bench_step(options, smoke, env)
+    if options.upstream_tests:
+        yield upstream_tests_step(
+            options, blocker, env, [(p, prov) for p, prov, _ in packages], scratch
+        )
+
+
+def smoke_step(
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+) -> StepResult:
+    """The selective scan against the float64 reference, in the install env."""
+    return _runner_result(
+        "smoke", options.smoke_args, smoke_summary, options, target, fit, install, env
+    )
+
+
+def _runner_result(
+    name: str,
+    extra: Sequence[str],
+    summarize: Callable[[Mapping[str, Any]], str],
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+) -> StepResult:
+    """Run `python -m mambawin.verify.runners.<name>` in the install env, unless an earlier step
+    rules it out; its JSON report's `passed` decides the step."""
+    reason = _gpu_blocker(target, fit, install)
+    if reason or env is None:
+        return StepResult(name, Status.SKIP, reason or "install failed")
+    args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []), *extra]
+    try:
+        report = options.tools.run_module(
+            env, f"mambawin.verify.runners.{name}", args, options.timeout
+        )
+    except MambawinError as exc:
+        return StepResult(name, Status.FAIL, f"{name} runner failed: {exc}", error_details(exc))
+    status = Status.OK if report["passed"] else Status.FAIL
+    return StepResult(name, status, summarize(report), report)
+
+
+def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
+    if target.capability is None:
+        return "no CUDA GPU visible: kernels not run (not verified on a GPU)"
+    if fit.status is Status.FAIL:
+        return "the wheel does not fit this GPU/torch (see fit): kernels not run"
+    if install.status is not Status.OK:
+        return "install failed: kernels not run"
+    return None
+
+
+def smoke_summary(report: Mapping[str, Any]) -> str:
+    """'36 cases (seed 123): float32 max abs 1e-05 ...' plus the first failures."""
+    parts = _case_lines(report, f"(seed {report.get('seed')})")
+    block = report.get("block", {})
+    parts.append(f"Mamba block {block.get('status')}: {block.get('reason')}")
+    return "; ".join(parts)
+
+
+def _case_lines(report: Mapping[str, Any], setup: str) -> list[str]:
+    """A runner report's case count, per-dtype errors and first failure (with what it is known
+    to be, when the runner knows), as summary parts."""
+    cases = report.get("cases", [])
+    parts = [f"{len(cases)} cases on {report.get('device')} {setup}"]
+    for dtype, row in report.get("per_dtype", {}).items():
+        parts.append(f"{dtype} max abs {row['max_abs']:.2g} rel {row['max_rel']:.2g}")
+    failed = [c for c in cases if not c["passed"]]
+    if failed:
+        first = failed[0]
+        why = first.get("error") or _worst_tensor(first)
+        if first.get("note"):
+            why += f" ({first['note']})"
+        parts.insert(0, f"{len(failed)} of {len(cases)} cases failed, first {first['name']}: {why}")
+    return parts
+
+
+def _worst_tensor(case: Mapping[str, Any]) -> str:
+    name, err = max(case["errors"].items(), key=lambda kv: kv[1]["ratio"])
+    return f"{name} off by {err['max_abs']:.3g} ({err['ratio']:.3g}x tolerance)"
+
+
+def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None) -> StepResult:
+    """Benchmark in the install env once the smoke test passed."""
+    if smoke.status is not Status.OK or env is None:
+        reason = f"smoke did not pass ({smoke.summary.split(';')[0]})"
+        return StepResult("bench", Status.SKIP, reason)
+    try:
+        data = options.tools.run_module(
+            env, "mambawin.verify.runners.bench", ["--json", *options.bench_args], options.timeout
+        )
+    except MambawinError as exc:
+        return StepResult("bench", Status.FAIL, f"benchmark failed: {exc}", error_details(exc))
+    return StepResult("bench", Status.OK, BenchReport.from_json(data).headline(), data)
+
+
+def conv_step(
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+) -> StepResult:
+    """causal-conv1d's kernels against the float64 reference, in the install env."""
+    return _runner_result(
+        "conv", options.conv_args, conv_summary, options, target, fit, install, env
+    )
+
+
+def conv_summary(report: Mapping[str, Any]) -> str:
+    """'45 cases on H100 (seed 1; modes plain, ...): float32 max abs ...' plus the first failure."""
+    modes = ", ".join(report.get("modes", []))
+    return "; ".join(_case_lines(report, f"(seed {report.get('seed')}; modes {modes}, update)"))
+
+
+_RUNNER_ITEMS = {"calls": ("probes", "api"), "blocks": ("blocks", "block")}
+
+
+def runner_step(
+    name: str, options: VerifyOptions, blocker: str | None, env: InstallEnv | None
+) -> StepResult:
+    """The calls or blocks runner: ok / fail per item, skip when every item was skipped."""
+    if blocker or env is None:
+        return StepResult(name, Status.SKIP, blocker or "install failed")
+    try:
+        report = options.tools.run_module(
+            env, f"mambawin.verify.runners.{name}", ["--json"], options.timeout
+        )
+    except MambawinError as exc:
+        return StepResult(name, Status.FAIL, f"{name} runner failed: {exc}", error_details(exc))
+    key, label = _RUNNER_ITEMS[name]
+    items = report.get(key, [])
+    summary = "; ".join(f"{i[label]} {i['status']}: {i['reason']}" for i in items)
+    if not report.get("passed"):
+        return StepResult(name, Status.FAIL, summary, report)
+    status: Status = Status.OK if any(i["status"] == "ok" for i in items) else Status.SKIP
+    return StepResult(name, status, summary or "nothing to run", report)
+
+
+def upstream_tests_step(
+    options: VerifyOptions,
+    blocker: str | None,
+    env: InstallEnv | None,
+    packages: Sequence[tuple[str, Mapping[str, Any] | None]],
+    scratch: Path,
+) -> StepResult:
+    """The packages' own upstream tests against the installed wheels (pytest, junit XML)."""
+    if blocker or env is None:
+        return StepResult("upstream-tests", Status.SKIP, blocker or "install failed")
+    try:
+        runs = options.tools.run_upstream_tests(
+            env,
+            packages,
+            scratch / "upstream-tests",
+            keyword=options.test_keyword,
+            timeout=options.timeout,
+        )
+    except MambawinError as exc:
+        return StepResult("upstream-tests", Status.FAIL, str(exc), error_details(exc))
+    details = {run.project: run.to_json() for run in runs}
+    summary = "; ".join(
+        run.summary() + (f" ({run.note})" if run.note and run.selected else "") for run in runs
+    )
+    status = (
+        Status.FAIL
+        if not all(r.ok for r in runs)
+        else Status.SKIP
+        if all(r.selected == 0 for r in runs)
+        else Status.OK
+    )
+    return StepResult("upstream-tests", status, summary, details)

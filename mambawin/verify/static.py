@@ -1,0 +1,189 @@
+"""The static step: a wheel's name, tags, METADATA, provenance and GPU code, before any install."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import sys_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from mambawin.errors import MambawinError
+from mambawin.status import Status
+from mambawin.verify.options import VerifyOptions
+from mambawin.verify.packages import EXTENSIONS, MAMBA, WheelRef
+from mambawin.verify.report import StepResult, Target, named
+from mambawin.verify.sandbox import EXTENSION
+from mambawin.verify.tools import binary_gpu_code
+from mambawin.wheel.gpucode import GpuCode
+from mambawin.wheel.info import read_wheel
+from mambawin.wheel.metadata import (
+    read_provenance,
+    requirement_plan,
+    requirements,
+)
+
+TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
+
+
+def tampered(static: StepResult) -> bool:
+    """Whether the static step found the wheel altered or unsafe (bad RECORD, path escape)."""
+    return not static.details.get("integrity", {}).get("ok", True)
+
+
+# ---- step 1: static checks ------------------------------------------------------------------
+
+
+def static_steps(
+    options: VerifyOptions,
+    target: Target,
+    wheels: Sequence[WheelRef],
+) -> list[tuple[str, str | None, StepResult, Any, Mapping[str, Any] | None]]:
+    """(project, version, static result, GPU code, provenance) per wheel or installed package."""
+    if wheels:
+        return [(ref.project, ref.version, *static_step(options, target, ref)) for ref in wheels]
+    installed = {p: row for p, row in target.installed_packages.items() if p in EXTENSIONS}
+    if not installed:
+        return [(MAMBA, None, *_static_installed(target))]
+    return [
+        (p, installed[p].get("version"), *_static_installed(target, p))
+        for p in EXTENSIONS
+        if p in installed
+    ]
+
+
+def static_step(
+    options: VerifyOptions,
+    target: Target,
+    ref: WheelRef | None = None,
+) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+    """Wheel name/tags, METADATA, provenance and GPU code; (result, GpuCode or None, provenance)."""
+    if options.wheel is None:
+        return _static_installed(target)
+    wheel = ref.path if ref is not None else Path(options.wheel)
+    project = ref.project if ref is not None else MAMBA
+    integrity = ("integrity", *check_integrity(wheel))
+    if not integrity[1]:
+        return _checks_result(named("static", project), [integrity], None), None, None
+    checks: list[tuple[str, bool, str]] = [integrity]
+    tags_ok, tags_msg = check_tags(wheel)
+    checks.append(("tags", tags_ok, tags_msg))
+    checks.append(("metadata", *check_requirements(wheel)))
+    provenance, prov_msg = _read_provenance(wheel, project)
+    checks.append(("provenance", provenance is not None, prov_msg))
+    code, code_msg = options.tools.wheel_gpu_code(wheel)
+    checks.append(("gpu_code", code is not None, code_msg))
+    return _checks_result(named("static", project), checks, code), code, provenance
+
+
+def _static_installed(
+    target: Target,
+    project: str = MAMBA,
+) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+    row = target.installed_packages.get(project) or {}
+    extension = row.get("extension") or (target.installed_extension if project == MAMBA else None)
+    provenance = row.get("provenance") or (
+        target.installed_provenance if project == MAMBA else None
+    )
+    if not extension:
+        msg = (
+            f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
+            "its WHEEL path instead of --installed"
+        )
+        return StepResult("static", Status.FAIL, msg), None, None
+    code, code_msg = binary_gpu_code(Path(extension), EXTENSIONS[project])
+    checks = [
+        ("provenance", provenance is not None, _provenance_message(provenance, project)),
+        ("gpu_code", code is not None, code_msg),
+    ]
+    return _checks_result(named("static", project), checks, code), code, provenance
+
+
+def _checks_result(
+    name: str, checks: list[tuple[str, bool, str]], code: GpuCode | None
+) -> StepResult:
+    details = {check: {"ok": ok, "message": msg} for check, ok, msg in checks}
+    if code is not None:
+        details["gpu_code"]["code"] = code.to_json()
+    failed = [msg for _, ok, msg in checks if not ok]
+    if failed:
+        return StepResult(name, Status.FAIL, "; ".join(failed), details)
+    return StepResult(name, Status.OK, "; ".join(msg for _, _, msg in checks), details)
+
+
+def check_integrity(wheel: Path) -> tuple[bool, str]:
+    """Zip, member paths, names and every RECORD hash and size (wheel.info.open_wheel)."""
+    try:
+        info = read_wheel(wheel)
+    except MambawinError as exc:
+        return False, str(exc)
+    return True, f"{len(info.members)} members match RECORD; no path leaves the install folder"
+
+
+def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, str]:
+    """Whether the wheel's file-name tags fit this interpreter (packaging.tags.sys_tags())."""
+    try:
+        _, _, _, wheel_tags = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename as exc:
+        return False, f"{wheel.name} is not a wheel file name ({exc}): rebuild it"
+    supported = set(tags) if tags is not None else {str(t) for t in sys_tags()}
+    names = sorted(str(t) for t in wheel_tags)
+    if not supported.intersection(names):
+        here = next(iter(sys_tags()))
+        return False, (
+            f"wheel tags {', '.join(names)} do not fit this Python ({here}): build "
+            "the wheel with the Python and platform that will use it"
+        )
+    return True, f"tags {', '.join(names)} fit this Python"
+
+
+def check_requirements(wheel: Path) -> tuple[bool, str]:
+    """METADATA parses and is already rewritten for the wheel's platform (wheel.requirements)."""
+    try:
+        reqs, pending = requirements(wheel), requirement_plan(wheel)
+    except MambawinError as exc:
+        return False, str(exc)
+    for text in reqs:
+        try:
+            Requirement(text)
+        except InvalidRequirement:
+            return False, f"METADATA has an unparsable Requires-Dist {text!r}: rebuild the wheel"
+    if pending.every:
+        listed = "; ".join(
+            f"{c.before or 'missing ' + str(c.after)} ({c.reason})" for c in pending.every
+        )
+        return False, (
+            f"METADATA is not rewritten for its platform: {listed}; rewrite it with "
+            "`mambawin metadata` or build it with `mambawin build`"
+        )
+    return True, f"METADATA requires {', '.join(reqs) or 'nothing'}"
+
+
+def _read_provenance(
+    wheel: Path,
+    project: str = MAMBA,
+) -> tuple[Mapping[str, Any] | None, str]:
+
+    try:
+        provenance = read_provenance(wheel)
+    except MambawinError as exc:
+        return None, f"provenance unreadable: {exc}"
+    return provenance, _provenance_message(provenance, project)
+
+
+def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAMBA) -> str:
+    if provenance is None:
+        return (
+            "no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
+            "CUDA and archs are recorded"
+        )
+    ref = provenance.get("ref") or provenance.get("version") or "?"
+    commit = str(provenance.get("commit") or "")[:10]
+    what = "mamba" if project == MAMBA else project
+    return (
+        f"provenance: {what} {ref} {commit} for torch "
+        f"{provenance.get('torch_version') or '?'}, CUDA "
+        f"{provenance.get('cuda_version') or '?'}"
+    ).replace("  ", " ")

@@ -1,0 +1,83 @@
+"""The steps between static and the GPU: requirements (pip, online), pair, install."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from mambawin.errors import MambawinError
+from mambawin.status import Status
+from mambawin.verify.options import VerifyOptions
+from mambawin.verify.packages import CONV, EXTENSIONS, MAMBA, WheelRef, find_wheels, pair_problems
+from mambawin.verify.report import StepResult, named
+from mambawin.verify.sandbox import EXTENSION, InstallEnv
+
+# ---- step 2: requirements resolve on the wheel's platform -----------------------------------
+
+
+def requirements_step(options: VerifyOptions, ref: WheelRef | None = None) -> StepResult:
+    """pip's resolver over a wheel's requirements for its own tags (online; torch excluded)."""
+    if options.wheel is None:
+        return StepResult(
+            "requirements",
+            Status.SKIP,
+            "an installed package: pip already resolved its requirements when it was installed",
+        )
+    from mambawin.verify.resolve import resolve_wheel
+
+    wheel = ref.path if ref is not None else Path(options.wheel)
+    name = named("requirements", ref.project if ref is not None else MAMBA)
+    try:
+        result = resolve_wheel(wheel, python=options.python)
+    except MambawinError as exc:
+        return StepResult(name, Status.FAIL, str(exc), error_details(exc))
+    details = {
+        "target": result.target,
+        "installs": list(result.installs),
+        "missing": [asdict(m) for m in result.missing],
+        **result.details,
+    }
+    return StepResult(name, Status(result.status), result.summary, details)
+
+
+# ---- pair and install ------------------------------------------------------------------------
+
+
+def pair_step(packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None]]) -> StepResult:
+    """mamba-ssm and causal-conv1d belong together: versions, local labels, torch and CUDA."""
+    found = {project: (version or "", provenance) for project, provenance, version in packages}
+    if not found.get(MAMBA, ("", None))[0] or not found.get(CONV, ("", None))[0]:
+        return StepResult("pair", Status.SKIP, "versions unknown: pair compatibility not checked")
+    problems = pair_problems(found[MAMBA], found[CONV])
+    names = f"mamba_ssm {found[MAMBA][0]} with causal_conv1d {found[CONV][0]}"
+    if problems:
+        return StepResult(
+            "pair", Status.FAIL, f"{names}: " + "; ".join(problems), {"problems": problems}
+        )
+    return StepResult("pair", Status.OK, f"{names}: compatible (versions, torch, CUDA)")
+
+
+def install_step(
+    options: VerifyOptions,
+    scratch: Path,
+    projects: Sequence[str] = (MAMBA,),
+) -> tuple[StepResult, InstallEnv | None]:
+    """Install every wheel into one throwaway venv (or use this env) and import the kernels."""
+    modules = [EXTENSIONS[p] for p in projects if p in EXTENSIONS] or [EXTENSION]
+    try:
+        wheels = [r.path for r in find_wheels(Path(options.wheel))] if options.wheel else []
+        env = options.tools.prepare_env(wheels, options.python, scratch)
+        found = options.tools.import_check(env, modules)
+    except MambawinError as exc:
+        return StepResult("install", Status.FAIL, str(exc), error_details(exc)), None
+    where = "a throwaway venv" if env.venv else "the current environment"
+    imported = ", ".join(f"{name} from {origin}" for name, origin in found["extensions"].items())
+    summary = f"{imported} import in {where} (torch {found['torch']})"
+    return StepResult("install", Status.OK, summary, found), env
+
+
+def error_details(exc: MambawinError) -> dict[str, Any]:
+    tail = getattr(exc, "tail", "")
+    return {"error": str(exc), "tail": tail} if tail else {"error": str(exc)}

@@ -1,0 +1,64 @@
+"""What verify reaches outside itself, passed in as one record: the target probe, the GPU-code
+reader, the install sandbox, the runner and the upstream tests. The real ones are the defaults;
+tests give fakes (`replace(Tools(), run_module=...)`) instead of monkeypatching modules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from mambawin.errors import MambawinError
+from mambawin.verify import sandbox, upstream_tests
+from mambawin.verify.packages import EXTENSIONS
+from mambawin.verify.sandbox import EXTENSION
+from mambawin.verify.target import probe_target
+from mambawin.wheel import gpucode
+from mambawin.wheel.gpucode import list_gpu_code
+from mambawin.wheel.info import parse_file_name
+
+
+def wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
+    extension = EXTENSIONS.get(canonicalize_name(parse_file_name(wheel.name).name), EXTENSION)
+    try:
+        found = gpucode.gpu_code_in_wheel(wheel)
+    except MambawinError as exc:
+        return None, f"GPU code unreadable: {exc}"
+    members = [m for m in found if Path(m).name.startswith(extension)]
+    if not members:
+        hint = (
+            " (on upstream main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)"
+            if extension == EXTENSION
+            else ""
+        )
+        return None, f"the wheel has no compiled {extension} extension: rebuild it{hint}"
+    return describe_code(found[members[0]], extension)
+
+
+def binary_gpu_code(binary: Path, extension: str = EXTENSION) -> tuple[Any, str]:
+    try:
+        return describe_code(list_gpu_code(binary), extension)
+    except MambawinError as exc:
+        return None, f"GPU code unreadable: {exc}"
+
+
+def describe_code(code: Any, extension: str = EXTENSION) -> tuple[Any, str]:
+    if not code.sass and not code.ptx:
+        return None, f"{extension} holds no GPU code: rebuild with `mambawin build --arch ...`"
+    listed = ", ".join([*code.sass, *code.ptx])
+    return code, f"GPU code {listed} (read with {code.method})"
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The collaborators one verify run uses."""
+
+    probe_target: Callable[..., Any] = probe_target
+    wheel_gpu_code: Callable[[Path], tuple[Any, str]] = wheel_gpu_code
+    prepare_env: Callable[..., Any] = sandbox.prepare_env
+    import_check: Callable[..., Any] = sandbox.import_check
+    run_module: Callable[..., Any] = sandbox.run_module
+    run_upstream_tests: Callable[..., Any] = upstream_tests.run_all
