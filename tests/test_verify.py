@@ -176,8 +176,10 @@ def test_a_windows_wheel_still_requiring_triton_fails(tmp_path):
 def test_static_step_reports_every_check(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": ""})
     monkeypatch.setattr(
-        "mambawin.wheel.gpucode.gpu_code_in_wheel",
-        lambda w: {"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": code("sm_90")},
+        "mambawin.wheel.gpucode.gpu_code_in_archive",
+        lambda archive, info: {
+            "selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": code("sm_90")
+        },
     )
     result, found, provenance = static.static_step(VerifyOptions(wheel=wheel), H100)
     assert result.status == "ok", result.summary
@@ -261,7 +263,7 @@ def test_install_step_reports_a_wheel_pip_refuses(tmp_path):
 def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
-    tools = Tools(wheel_gpu_code=lambda w: (code("sm_90"), "GPU code sm_90"))
+    tools = Tools(wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"))
     target = Target("2.8.0", "12.8")
     seen: list[str] = []
     report = pipeline.verify(
@@ -289,7 +291,7 @@ def test_smoke_never_runs_when_the_wheel_does_not_fit(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     tools = replace(
         INSTALLED,
-        wheel_gpu_code=lambda w: (code("sm_80"), "GPU code sm_80"),
+        wheel_gpu_code=lambda archive, info: (code("sm_80"), "GPU code sm_80"),
         run_module=lambda *a: pytest.fail("a kernel ran"),
     )
     report = pipeline.verify(VerifyOptions(wheel=wheel, target=H100, tools=tools))
@@ -508,7 +510,9 @@ def test_skip_leaves_out_the_named_steps_and_times_the_rest(tmp_path, monkeypatc
         }
 
     tools = replace(
-        INSTALLED, wheel_gpu_code=lambda w: (code("sm_90"), "GPU code sm_90"), run_module=runner
+        INSTALLED,
+        wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
+        run_module=runner,
     )
     options = VerifyOptions(
         wheel=wheel, target=H100, skip=frozenset({"smoke", "blocks"}), tools=tools
@@ -568,3 +572,26 @@ def test_conv_summary_names_a_known_upstream_bug():
         "1 of 1 cases failed, first float16 plain w=2 L=1025 bias silu: "
         "dx off by 3.4 (400x tolerance) (the known causal-conv1d SiLU"
     )
+
+
+def test_the_static_step_opens_and_hashes_each_wheel_once(tmp_path, monkeypatch):
+    from mambawin.wheel import info as wheel_info
+
+    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": ""})
+    checked: list[str] = []
+    real = wheel_info._check_record
+
+    def counting(info, archive):
+        checked.append(info.path.name)
+        return real(info, archive)
+
+    monkeypatch.setattr(wheel_info, "_check_record", counting)  # counts, changes nothing
+    result, _, provenance = static.static_step(VerifyOptions(wheel=wheel), H100)
+    assert checked == [wheel.name]  # every RECORD hash checked once, not once per check
+    assert provenance is not None and set(result.details) == {
+        "integrity",
+        "tags",
+        "metadata",
+        "provenance",
+        "gpu_code",
+    }

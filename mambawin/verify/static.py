@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,8 @@ from mambawin.verify.report import StepResult, Target, named
 from mambawin.verify.sandbox import EXTENSION
 from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.gpucode import GpuCode
-from mambawin.wheel.info import read_wheel
-from mambawin.wheel.metadata import (
-    read_provenance,
-    requirement_plan,
-    requirements,
-)
+from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
+from mambawin.wheel.metadata import provenance_in, requirement_plan_in, requirements_in
 
 TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
 
@@ -64,18 +61,28 @@ def static_step(
         return _static_installed(target)
     wheel = ref.path if ref is not None else Path(options.wheel)
     project = ref.project if ref is not None else MAMBA
-    integrity = ("integrity", *check_integrity(wheel))
-    if not integrity[1]:
+    # One open: open_wheel checks the zip, the names and every RECORD hash, and each check below
+    # reads the members it needs from that same archive.
+    try:
+        with open_wheel(wheel) as (archive, info):
+            checks, code, provenance = _wheel_checks(options, project, archive, info)
+    except MambawinError as exc:
+        integrity = ("integrity", False, str(exc))
         return _checks_result(named("static", project), [integrity], None), None, None
-    checks: list[tuple[str, bool, str]] = [integrity]
-    tags_ok, tags_msg = check_tags(wheel)
-    checks.append(("tags", tags_ok, tags_msg))
-    checks.append(("metadata", *check_requirements(wheel)))
-    provenance, prov_msg = _read_provenance(wheel, project)
-    checks.append(("provenance", provenance is not None, prov_msg))
-    code, code_msg = options.tools.wheel_gpu_code(wheel)
-    checks.append(("gpu_code", code is not None, code_msg))
     return _checks_result(named("static", project), checks, code), code, provenance
+
+
+def _wheel_checks(
+    options: VerifyOptions, project: str, archive: zipfile.ZipFile, info: WheelInfo
+) -> tuple[list[tuple[str, bool, str]], Any, Mapping[str, Any] | None]:
+    members = f"{len(info.members)} members match RECORD; no path leaves the install folder"
+    checks = [("integrity", True, members), ("tags", *check_tags(info.path))]
+    checks.append(("metadata", *_requirements_check(archive, info)))
+    provenance, prov_msg = _read_provenance(archive, info, project)
+    checks.append(("provenance", provenance is not None, prov_msg))
+    code, code_msg = options.tools.wheel_gpu_code(archive, info)
+    checks.append(("gpu_code", code is not None, code_msg))
+    return checks, code, provenance
 
 
 def _static_installed(
@@ -142,7 +149,15 @@ def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, st
 def check_requirements(wheel: Path) -> tuple[bool, str]:
     """METADATA parses and is already rewritten for the wheel's platform (wheel.requirements)."""
     try:
-        reqs, pending = requirements(wheel), requirement_plan(wheel)
+        with open_wheel(wheel) as (archive, info):
+            return _requirements_check(archive, info)
+    except MambawinError as exc:
+        return False, str(exc)
+
+
+def _requirements_check(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[bool, str]:
+    try:
+        reqs, pending = requirements_in(archive, info), requirement_plan_in(archive, info)
     except MambawinError as exc:
         return False, str(exc)
     for text in reqs:
@@ -162,12 +177,10 @@ def check_requirements(wheel: Path) -> tuple[bool, str]:
 
 
 def _read_provenance(
-    wheel: Path,
-    project: str = MAMBA,
+    archive: zipfile.ZipFile, info: WheelInfo, project: str = MAMBA
 ) -> tuple[Mapping[str, Any] | None, str]:
-
     try:
-        provenance = read_provenance(wheel)
+        provenance = provenance_in(archive, info)
     except MambawinError as exc:
         return None, f"provenance unreadable: {exc}"
     return provenance, _provenance_message(provenance, project)

@@ -4,6 +4,7 @@ tests give fakes (`replace(Tools(), run_module=...)`) instead of monkeypatching 
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +19,14 @@ from mambawin.verify.sandbox import EXTENSION
 from mambawin.verify.target import probe_target
 from mambawin.wheel import gpucode
 from mambawin.wheel.gpucode import list_gpu_code
-from mambawin.wheel.info import parse_file_name
+from mambawin.wheel.info import WheelInfo
 
 
-def wheel_gpu_code(wheel: Path) -> tuple[Any, str]:
-    extension = EXTENSIONS.get(canonicalize_name(parse_file_name(wheel.name).name), EXTENSION)
+def wheel_gpu_code(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[Any, str]:
+    """The GPU code of the package's own extension in a wheel opened (and checked) once."""
+    extension = EXTENSIONS.get(canonicalize_name(info.name), EXTENSION)
     try:
-        found = gpucode.gpu_code_in_wheel(wheel)
+        found = gpucode.gpu_code_in_archive(archive, info)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
     members = [m for m in found if Path(m).name.startswith(extension)]
@@ -57,7 +59,7 @@ class Tools:
     """The collaborators one verify run uses."""
 
     probe_target: Callable[..., Any] = probe_target
-    wheel_gpu_code: Callable[[Path], tuple[Any, str]] = wheel_gpu_code
+    wheel_gpu_code: Callable[[zipfile.ZipFile, WheelInfo], tuple[Any, str]] = wheel_gpu_code
     prepare_env: Callable[..., Any] = sandbox.prepare_env
     import_check: Callable[..., Any] = sandbox.import_check
     run_module: Callable[..., Any] = sandbox.run_module

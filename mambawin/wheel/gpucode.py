@@ -14,6 +14,7 @@ import os
 import re
 import struct
 import tempfile
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Literal
 
 from mambawin import proc
 from mambawin.errors import CommandError, ToolchainError, WheelError
-from mambawin.wheel.info import open_wheel, read_member
+from mambawin.wheel.info import WheelInfo, open_wheel, read_member
 
 Method = Literal["cuobjdump", "fatbin"]
 
@@ -92,8 +93,19 @@ def gpu_code_in_wheel(
     method: Literal["auto", "cuobjdump", "fatbin"] = "auto",
 ) -> dict[str, GpuCode]:
     """GPU code of every extension module (`*.so`, `*.pyd`) in a wheel, by archive member."""
+    with open_wheel(Path(wheel)) as (archive, info):
+        return gpu_code_in_archive(archive, info, method=method)
+
+
+def gpu_code_in_archive(
+    archive: zipfile.ZipFile,
+    info: WheelInfo,
+    *,
+    method: Literal["auto", "cuobjdump", "fatbin"] = "auto",
+) -> dict[str, GpuCode]:
+    """GPU code of every extension module of a wheel already opened (and checked) once."""
     result: dict[str, GpuCode] = {}
-    with open_wheel(Path(wheel)) as (archive, info), tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch:
         for member in info.extensions:
             # cuobjdump needs a real file, so each module is unpacked under its own base name.
             copy = Path(scratch) / Path(member).name

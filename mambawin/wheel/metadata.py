@@ -162,20 +162,25 @@ def local_version_label(cuda_version: str, torch_version: str, extra: str = "") 
 def requirements(wheel: Path) -> list[str]:
     """The wheel's Requires-Dist values, in METADATA order."""
     with open_wheel(Path(wheel)) as (archive, info):
-        metadata = read_message(read_text_member(info.path, archive, info.metadata_path))
+        return requirements_in(archive, info)
+
+
+def requirements_in(archive: zipfile.ZipFile, info: WheelInfo) -> list[str]:
+    """Requires-Dist of a wheel already opened (and checked) once."""
+    metadata = read_message(read_text_member(info.path, archive, info.metadata_path))
     return [str(value).strip() for value in metadata.get_all("Requires-Dist") or ()]
 
 
 def read_provenance(wheel: Path) -> dict[str, object] | None:
     """The provenance recorded in a wheel by `rewrite_wheel`, None when it has none."""
     with open_wheel(Path(wheel)) as (archive, info):
-        return _existing_provenance(archive, info)
+        return provenance_in(archive, info)
 
 
 def requirement_plan(wheel: Path, *, drop: Iterable[str] = (), keep: Iterable[str] = ()) -> Plan:
     """What `rewrite_wheel` would change in the wheel's Requires-Dist, for its platform tag."""
     with open_wheel(Path(wheel)) as (archive, info):
-        return _requirement_plan(archive, info, drop, keep)
+        return requirement_plan_in(archive, info, drop, keep)
 
 
 def rewrite_wheel(
@@ -194,7 +199,7 @@ def rewrite_wheel(
     label = _label_of(local_version)
     with open_wheel(Path(wheel)) as (archive, info):
         plan = _plan(info, label, Path(out_dir))
-        changes = _requirement_plan(archive, info, drop, keep)
+        changes = requirement_plan_in(archive, info, drop, keep)
         record = _provenance_dict(archive, info, provenance)
         if record is not None and changes.every:
             record["requirements"] = [change.to_json() for change in changes.every]
@@ -203,9 +208,10 @@ def rewrite_wheel(
         return _write_atomically(entries, plan.target)
 
 
-def _requirement_plan(
-    archive: zipfile.ZipFile, info: WheelInfo, drop: Iterable[str], keep: Iterable[str]
+def requirement_plan_in(
+    archive: zipfile.ZipFile, info: WheelInfo, drop: Iterable[str] = (), keep: Iterable[str] = ()
 ) -> Plan:
+    """What `rewrite_wheel` would change in a wheel already opened (and checked) once."""
     raw = read_member(info.path, archive, info.metadata_path)
     return plan(
         info.name,
@@ -263,7 +269,8 @@ def _plan(info: WheelInfo, label: str | None, out_dir: Path) -> _Plan:
     return _Plan(info, version, dist_info, target)
 
 
-def _existing_provenance(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str, object] | None:
+def provenance_in(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str, object] | None:
+    """The provenance of a wheel already opened (and checked) once; None when it has none."""
     member = f"{info.dist_info}/{PROVENANCE_NAME}"
     if member not in info.members:
         return None
@@ -287,7 +294,7 @@ def _provenance_dict(
         return provenance.to_dict()
     if provenance is not None:
         return dict(provenance)
-    return _existing_provenance(archive, info)
+    return provenance_in(archive, info)
 
 
 def _guard_versions(record: Mapping[str, object]) -> tuple[str, str] | None:
