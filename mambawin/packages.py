@@ -29,6 +29,11 @@ class Package:
     force_vars: tuple[str, ...]
 
     @property
+    def extension(self) -> str:
+        """The compiled module `import <package>` loads its kernels from."""
+        return self.extensions[0]
+
+    @property
     def version_file(self) -> str:
         """The file whose `__version__ = "..."` line is the upstream version."""
         return f"{self.import_name}/__init__.py"
@@ -65,6 +70,13 @@ CAUSAL_CONV1D = Package(
 )
 
 PACKAGES: tuple[Package, ...] = (MAMBA, CAUSAL_CONV1D)
+PACKAGE_NAMES: tuple[str, ...] = tuple(p.name for p in PACKAGES)
+
+
+def package_named(name: str) -> Package | None:
+    """The package with this distribution or import name, None for any other project."""
+    wanted = name.strip().lower().replace("_", "-")
+    return next((p for p in PACKAGES if p.name == wanted), None)
 
 
 def get_package(name: str) -> Package:
@@ -121,12 +133,27 @@ def pair_rule(mamba_version: Version) -> PairRule | None:
     )
 
 
-def pair_problem(mamba_version: Version, conv_version: Version) -> str | None:
-    """Why this causal-conv1d cannot go with this mamba-ssm, or None when the pair is fine."""
-    rule = pair_rule(mamba_version)
-    if rule is None or rule.causal_conv1d.contains(conv_version, prereleases=True):
+@dataclass(frozen=True)
+class PairProblem:
+    """A causal-conv1d that does not fit a mamba-ssm: both versions, what fits, and why.
+
+    The one pair check (build --with, team specs, verify of a wheelhouse); each caller words the
+    fix for its own input.
+    """
+
+    mamba: Version
+    conv: Version
+    needed: SpecifierSet  # the causal-conv1d versions this mamba-ssm works with
+    why: str
+
+
+def pair_problem(mamba_version: Version, conv_version: Version) -> PairProblem | None:
+    """Why this causal-conv1d cannot go with this mamba-ssm, or None when the pair is fine.
+
+    Local labels (+cu130torch2.11) are ignored: the rules are about upstream releases.
+    """
+    mamba, conv = Version(mamba_version.public), Version(conv_version.public)
+    rule = pair_rule(mamba)
+    if rule is None or rule.causal_conv1d.contains(conv, prereleases=True):
         return None
-    return (
-        f"causal-conv1d {conv_version} does not fit mamba-ssm {mamba_version}: {rule.why}; "
-        f"use causal-conv1d{rule.causal_conv1d} (or leave out ==REF for the newest that fits)"
-    )
+    return PairProblem(mamba, conv, rule.causal_conv1d, rule.why)

@@ -98,8 +98,9 @@ def test_package_names_and_unknown_ones() -> None:
 def test_pair_rules(mamba: str, conv: str, fits: bool) -> None:
     problem = pair_problem(Version(mamba), Version(conv))
     assert (problem is None) == fits
-    if problem:
-        assert f"causal-conv1d {conv} does not fit mamba-ssm {mamba}" in problem
+    if problem:  # structured: each caller words the fix for its own input
+        assert (problem.mamba, problem.conv) == (Version(mamba), Version(conv))
+        assert not problem.needed.contains(Version(conv)) and problem.why
 
 
 CONV_TAGS = {

@@ -8,7 +8,10 @@ import pytest
 from wheel.wheelfile import WheelFile
 
 from mambawin.errors import UsageError
-from mambawin.verify.packages import CONV, MAMBA, find_wheels, pair_problems
+from mambawin.packages import CAUSAL_CONV1D, MAMBA
+from mambawin.verify.packages import find_wheels, pair_problems
+
+MAMBA_NAME, CONV_NAME = MAMBA.name, CAUSAL_CONV1D.name
 
 
 def wheel(folder: Path, dist: str, version: str, tag: str = "py3-none-any") -> Path:
@@ -31,8 +34,8 @@ def test_a_wheelhouse_yields_both_packages_mamba_first(tmp_path):
     wheel(tmp_path, "einops", "0.8.1")  # a dependency wheel in the same folder is left alone
     refs = find_wheels(tmp_path)
     assert [(r.project, r.extension) for r in refs] == [
-        (MAMBA, "selective_scan_cuda"),
-        (CONV, "causal_conv1d_cuda"),
+        (MAMBA_NAME, "selective_scan_cuda"),
+        (CONV_NAME, "causal_conv1d_cuda"),
     ]
     assert refs[1].version == "1.6.1.post4+cu130torch2.11" and refs[1].label == "causal_conv1d"
 

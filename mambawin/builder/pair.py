@@ -65,7 +65,12 @@ def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
         conv_version = upstream.version_at(conv_repo, companion.ref, CAUSAL_CONV1D)
         problem = pair_problem(mamba_version, conv_version)
         if problem:
-            raise UsageError(problem)
+            msg = (
+                f"causal-conv1d {conv_version} does not fit mamba-ssm {mamba_version}: "
+                f"{problem.why}; use causal-conv1d{problem.needed} (or leave out ==REF for the "
+                "newest that fits)"
+            )
+            raise UsageError(msg)
         return PairChoice(mamba_version, companion.ref, conv_version)
     conv_ref = newest_fitting(upstream.release_tags(conv_repo), mamba_version)
     version = upstream.release_version(conv_ref) or Version("0")

@@ -170,6 +170,15 @@ def parse_file_version(text: str, where: str, package: Package = MAMBA) -> str:
         raise UpstreamError(msg) from None
 
 
+def file_version(text: str) -> Version | None:
+    """The `__version__` a version file's text sets, None when it sets none (or no valid one)."""
+    match = _VERSION_LINE.search(text)
+    try:
+        return Version(match[1]) if match else None
+    except InvalidVersion:
+        return None
+
+
 def release_version(tag: str) -> Version | None:
     """The version of a release tag like v2.2.6.post1, or None for any other name."""
     match = _RELEASE_TAG.match(tag)

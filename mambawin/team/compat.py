@@ -10,7 +10,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from mambawin.archs import Arch
-from mambawin.packages import pair_rule
+from mambawin.packages import pair_problem
 
 # torch minor → (lowest, highest) CPython 3.x minor with a wheel. Source: `pip index versions
 # torch --python-version 3.N --platform win_amd64 --only-binary=:all:` against PyPI for
@@ -116,11 +116,9 @@ def pair(mamba: str | None, conv: str | None) -> str:
     """Why this mamba-ssm version cannot use this causal-conv1d version, or ''."""
     if mamba is None or conv is None:
         return ""
-    # One table for build, verify and team specs: mambawin.packages.PAIR_RULES.
-    rule = pair_rule(Version(mamba))
-    if rule is None or rule.causal_conv1d.contains(Version(conv), prereleases=True):
+    problem = pair_problem(Version(mamba), Version(conv))
+    if problem is None:
         return ""
     return (
-        f"mamba-ssm {mamba} needs causal-conv1d{rule.causal_conv1d}, the spec has {conv}: "
-        f"{rule.why}"
+        f"mamba-ssm {mamba} needs causal-conv1d{problem.needed}, the spec has {conv}: {problem.why}"
     )

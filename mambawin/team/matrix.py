@@ -7,7 +7,6 @@ wheelhouse or the team's index, and, when it cannot be built, why in one line.
 
 from __future__ import annotations
 
-import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -17,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from mambawin import proc
 from mambawin.archs import Arch, format_archs
 from mambawin.errors import CommandError
+from mambawin.fetch.upstream import file_version, mirror_path, release_version
 from mambawin.packages import get_package
 from mambawin.patch.registry import own_ids
 from mambawin.team import compat
@@ -29,8 +29,6 @@ from mambawin.team.spec import PackageSpec, Spec, TorchSpec
 from mambawin.wheel.metadata import local_version_label
 
 TODO, BUILT, INDEXED, IMPOSSIBLE = "todo", "built", "indexed", "impossible"
-_VERSION_LINE = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
-_RELEASE_TAG = re.compile(r"^v(\d+\.\d+\.\d+(?:\.post\d+)?)$")
 INDEX_FILES = "files"  # where `mambawin index` keeps the wheels inside its output folder
 
 
@@ -129,7 +127,8 @@ def wheel_name(
     """The file name mambawin build writes for this cell (local label as `build` sets it)."""
     label = local_version_label(torch.cuda, torch.version)
     tag = "cp" + python.replace(".", "")
-    return f"{package.upstream.dist}-{Version(version).public}+{label}-{tag}-{tag}-{platform}.whl"
+    dist = package.upstream.import_name  # PEP 427: the wheel name's '-' becomes '_'
+    return f"{dist}-{Version(version).public}+{label}-{tag}-{tag}-{platform}.whl"
 
 
 def _cell(
@@ -189,16 +188,12 @@ def package_version(package: PackageSpec) -> tuple[str | None, str]:
     """(the wheel's version, how it was found): pinned in the spec, read at ref, or the tag's."""
     if package.version:
         return package.version, ""
-    text = _file_at_ref(package)
-    found = _VERSION_LINE.search(text or "")
-    if found:
-        try:
-            return str(Version(found[1])), ""
-        except InvalidVersion:
-            pass
-    tag = _RELEASE_TAG.match(package.ref)
-    if tag:
-        return tag[1], (
+    found = file_version(_file_at_ref(package) or "")
+    if found is not None:
+        return str(found), ""
+    tag = release_version(package.ref)
+    if tag is not None:
+        return str(tag), (
             f"version taken from the tag {package.ref} (upstream not fetched yet; "
             "`mambawin fetch` reads the real one)"
         )
@@ -214,7 +209,7 @@ def _file_at_ref(package: PackageSpec) -> str | None:
     if git_dir is None:
         return None
     try:
-        at_ref = f"{package.ref}:{package.upstream.init}"
+        at_ref = f"{package.ref}:{package.upstream.version_file}"
         done = proc.run(["git", "-C", str(git_dir), "show", at_ref], timeout=30, check=False)
     except CommandError:
         return None
@@ -222,8 +217,6 @@ def _file_at_ref(package: PackageSpec) -> str | None:
 
 
 def _local_git(repo: str) -> Path | None:
-    from mambawin.fetch.upstream import mirror_path
-
     if "://" not in repo and Path(repo).expanduser().is_dir():
         return Path(repo).expanduser()
     mirror = mirror_path(repo)

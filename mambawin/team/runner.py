@@ -253,7 +253,7 @@ def _produced(cell: Cell, wheelhouse: Path, before: dict[str, float]) -> Path | 
     new = [
         n
         for n, t in after.items()
-        if before.get(n) != t and n.startswith(cell.package.upstream.dist + "-")
+        if before.get(n) != t and n.startswith(cell.package.upstream.import_name + "-")
     ]
     return wheelhouse / new[0] if len(new) == 1 else None
 

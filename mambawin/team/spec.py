@@ -22,7 +22,7 @@ from mambawin import userfile
 from mambawin.archs import Arch, parse_archs
 from mambawin.builder.pipeline import BuildOptions
 from mambawin.errors import SpecError, UsageError
-from mambawin.packages import PACKAGES
+from mambawin.packages import PACKAGE_NAMES, Package, get_package
 from mambawin.patch.registry import every_patch_id
 
 if sys.version_info >= (3, 11):
@@ -42,24 +42,6 @@ EXPRESSION = "${{"
 
 
 @dataclass(frozen=True)
-class Upstream:
-    """What mambawin knows of a package it can build: where it lives, where its version is."""
-
-    name: str
-    repo: str
-    init: str  # the file whose __version__ is the wheel's version
-
-    @property
-    def dist(self) -> str:
-        """The name in wheel file names (PEP 427: '-' becomes '_')."""
-        return self.name.replace("-", "_")
-
-
-# From mambawin.packages, the one description of each package mambawin builds.
-UPSTREAMS = {p.name: Upstream(p.name, p.default_repo, p.version_file) for p in PACKAGES}
-
-
-@dataclass(frozen=True)
 class PackageSpec:
     """One package to build, at one upstream ref."""
 
@@ -69,8 +51,9 @@ class PackageSpec:
     version: str | None = None  # the wheel version when the spec pins it (a branch or commit ref)
 
     @property
-    def upstream(self) -> Upstream:
-        return UPSTREAMS[self.name]
+    def upstream(self) -> Package:
+        """What mambawin knows of the package: its repository, version file, import name."""
+        return get_package(self.name)
 
 
 @dataclass(frozen=True)
@@ -183,9 +166,9 @@ class _Reader:
         self.known(table, where, ("name", "ref", "repo", "version"))
         raw = self.string(self.required(table, (*where, "name")), (*where, "name"))
         name = canonicalize_name(raw)
-        if name not in UPSTREAMS:
+        if name not in PACKAGE_NAMES:
             raise self.fail(
-                (*where, "name"), f"unknown package {raw!r}: use one of " + ", ".join(UPSTREAMS)
+                (*where, "name"), f"unknown package {raw!r}: use one of " + ", ".join(PACKAGE_NAMES)
             )
         version = self.optional_str(table, (*where, "version"))
         if version is not None:
@@ -193,7 +176,7 @@ class _Reader:
         return PackageSpec(
             name=name,
             ref=self.string(self.required(table, (*where, "ref")), (*where, "ref")),
-            repo=self.optional_str(table, (*where, "repo")) or UPSTREAMS[name].repo,
+            repo=self.optional_str(table, (*where, "repo")) or get_package(name).default_repo,
             version=version,
         )
 

@@ -8,8 +8,10 @@ from typing import Any
 
 from mambawin.archs import Arch, parse_arch
 from mambawin.errors import UsageError
+from mambawin.packages import (
+    MAMBA,
+)
 from mambawin.status import Status
-from mambawin.verify.packages import MAMBA
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import release
 from mambawin.wheel.gpucode import GpuCode
@@ -48,7 +50,7 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
 
 
 def fit_step(
-    code: Any, provenance: Mapping[str, Any] | None, target: Target, project: str = MAMBA
+    code: Any, provenance: Mapping[str, Any] | None, target: Target, project: str = MAMBA.name
 ) -> StepResult:
     """Torch/CUDA the wheel was built for vs the installed torch; GPU code vs this GPU."""
     result = _fit(code, provenance, target)

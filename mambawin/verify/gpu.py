@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.errors import MambawinError
+from mambawin.packages import (
+    CAUSAL_CONV1D,
+    MAMBA,
+)
 from mambawin.status import Status
 from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.options import VerifyOptions, skipped
-from mambawin.verify.packages import CONV, MAMBA
 from mambawin.verify.report import StepResult, Target
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.steps import error_details
@@ -32,13 +35,13 @@ def gpu_steps(
     projects = [project for project, _, _ in packages]
     blocker = _gpu_blocker(target, fit, install)
     smoke = None
-    if MAMBA in projects:
+    if MAMBA.name in projects:
         smoke = skipped("smoke", options) or smoke_step(options, target, fit, install, env)
         yield smoke
-    if CONV in projects:
+    if CAUSAL_CONV1D.name in projects:
         yield skipped("conv", options) or conv_step(options, target, fit, install, env)
     yield skipped("calls", options) or runner_step("calls", options, blocker, env)
-    if MAMBA in projects:
+    if MAMBA.name in projects:
         yield skipped("blocks", options) or runner_step("blocks", options, blocker, env)
     if options.bench and smoke is not None:
         yield bench_step(options, smoke, env)

@@ -10,17 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mambawin.errors import UsageError, WheelError
-from mambawin.packages import PACKAGES, pair_rule
+from mambawin.packages import (
+    PACKAGE_NAMES,
+    PairProblem,
+    get_package,
+    package_named,
+    pair_problem,
+)
 from mambawin.wheel.info import parse_file_name
 
-MAMBA, CONV = "mamba-ssm", "causal-conv1d"
-# The compiled module each package ships, by canonical distribution name.
-EXTENSIONS: Mapping[str, str] = {p.name: p.extensions[0] for p in PACKAGES}
 # Which causal-conv1d a mamba-ssm release needs: one table for build, verify and team specs,
 # mambawin.packages.PAIR_RULES.
 
@@ -36,7 +38,7 @@ class WheelRef:
     @property
     def extension(self) -> str:
         """The compiled module this package ships."""
-        return EXTENSIONS[self.project]
+        return get_package(self.project).extension
 
     @property
     def label(self) -> str:
@@ -59,7 +61,7 @@ def find_wheels(path: Path, fits: Sequence[str] | None = None) -> tuple[WheelRef
         raise UsageError(msg)
     chosen = [
         _one_per_project([r for r in refs if r.project == p], fits)
-        for p in EXTENSIONS
+        for p in PACKAGE_NAMES
         if any(r.project == p for r in refs)
     ]
     return tuple(chosen)
@@ -71,7 +73,7 @@ def _describe(file: Path, *, strict: bool) -> WheelRef | None:
     except WheelError as exc:
         raise UsageError(str(exc)) from None
     project = canonicalize_name(name.name)
-    if project not in EXTENSIONS:
+    if package_named(project) is None:
         if strict:
             msg = (
                 f"{file.name} is a {name.name} wheel: verify checks mamba_ssm and "
@@ -104,11 +106,11 @@ def pair_problems(
 ) -> list[str]:
     """Why a mamba-ssm and a causal-conv1d (version, provenance) do not belong together."""
     problems = []
-    need = _conv_needed(mamba[0])
-    if need is not None and not need.contains(_public(conv[0]), prereleases=True):
+    found = _pair_problem(mamba[0], conv[0])
+    if found is not None:
         problems.append(
-            f"mamba_ssm {mamba[0]} needs causal_conv1d{need}, found {conv[0]}: "
-            f"build causal-conv1d at a tag matching {need}"
+            f"mamba_ssm {mamba[0]} needs causal_conv1d{found.needed}, found {conv[0]}: "
+            f"build causal-conv1d at a tag matching {found.needed}"
         )
     labels = (_local(mamba[0]), _local(conv[0]))
     if all(labels) and labels[0] != labels[1]:
@@ -126,12 +128,11 @@ def pair_problems(
     return problems
 
 
-def _conv_needed(mamba_version: str) -> SpecifierSet | None:
+def _pair_problem(mamba_version: str, conv_version: str) -> PairProblem | None:
     try:
-        rule = pair_rule(Version(_public(mamba_version)))
+        return pair_problem(Version(mamba_version), Version(conv_version))
     except InvalidVersion:
         return None
-    return rule.causal_conv1d if rule else None
 
 
 def _public(version: str) -> str:

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mambawin.packages import (
+    MAMBA,
+)
 from mambawin.status import Status
-from mambawin.verify.packages import MAMBA
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ class VerifyReport:
 
 def named(step: str, project: str) -> str:
     """'static' for mamba-ssm (as before the wheelhouse), 'static causal_conv1d' otherwise."""
-    return step if project == MAMBA else f"{step} {project.replace('-', '_')}"
+    return step if project == MAMBA.name else f"{step} {project.replace('-', '_')}"
 
 
 def _cc(capability: tuple[int, int] | None) -> str:

@@ -21,14 +21,10 @@ from typing import Any
 import mambawin
 from mambawin import proc
 from mambawin.errors import CommandError
+from mambawin.packages import (
+    MAMBA,
+)
 
-EXTENSION = "selective_scan_cuda"
-CONV_EXTENSION = "causal_conv1d_cuda"
-# The compiled module(s) each distribution ships, by canonical distribution name.
-EXTENSIONS: Mapping[str, tuple[str, ...]] = {
-    "mamba_ssm": (EXTENSION,),
-    "causal_conv1d": (CONV_EXTENSION,),
-}
 RUNTIME_DIR = "mambawin-runtime"
 _IMPORT = """
 import importlib, json, sys, torch
@@ -124,7 +120,7 @@ def _pip_error(exc: CommandError, names: str) -> CommandError:
     return CommandError(msg, argv=exc.argv, returncode=exc.returncode, tail=exc.tail)
 
 
-def import_check(env: InstallEnv, modules: Sequence[str] = (EXTENSION,)) -> dict[str, Any]:
+def import_check(env: InstallEnv, modules: Sequence[str] = (MAMBA.extension,)) -> dict[str, Any]:
     """`import torch` and each extension in the env; in a venv, each must load the wheel's copy."""
     try:
         done = proc.run([env.python, "-c", _IMPORT, *modules], env=env.env, timeout=300)

@@ -12,11 +12,16 @@ from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from mambawin.errors import MambawinError
+from mambawin.packages import (
+    MAMBA,
+    PACKAGE_NAMES,
+    get_package,
+    package_named,
+)
 from mambawin.status import Status
 from mambawin.verify.options import VerifyOptions
-from mambawin.verify.packages import EXTENSIONS, MAMBA, WheelRef
+from mambawin.verify.packages import WheelRef
 from mambawin.verify.report import StepResult, Target, named
-from mambawin.verify.sandbox import EXTENSION
 from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
@@ -41,12 +46,14 @@ def static_steps(
     """(project, version, static result, GPU code, provenance) per wheel or installed package."""
     if wheels:
         return [(ref.project, ref.version, *static_step(options, target, ref)) for ref in wheels]
-    installed = {p: row for p, row in target.installed_packages.items() if p in EXTENSIONS}
+    installed = {
+        p: row for p, row in target.installed_packages.items() if package_named(p) is not None
+    }
     if not installed:
-        return [(MAMBA, None, *_static_installed(target))]
+        return [(MAMBA.name, None, *_static_installed(target))]
     return [
         (p, installed[p].get("version"), *_static_installed(target, p))
-        for p in EXTENSIONS
+        for p in PACKAGE_NAMES
         if p in installed
     ]
 
@@ -60,7 +67,7 @@ def static_step(
     if options.wheel is None:
         return _static_installed(target)
     wheel = ref.path if ref is not None else Path(options.wheel)
-    project = ref.project if ref is not None else MAMBA
+    project = ref.project if ref is not None else MAMBA.name
     # One open: open_wheel checks the zip, the names and every RECORD hash, and each check below
     # reads the members it needs from that same archive.
     try:
@@ -87,20 +94,22 @@ def _wheel_checks(
 
 def _static_installed(
     target: Target,
-    project: str = MAMBA,
+    project: str = MAMBA.name,
 ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
     row = target.installed_packages.get(project) or {}
-    extension = row.get("extension") or (target.installed_extension if project == MAMBA else None)
+    extension = row.get("extension") or (
+        target.installed_extension if project == MAMBA.name else None
+    )
     provenance = row.get("provenance") or (
-        target.installed_provenance if project == MAMBA else None
+        target.installed_provenance if project == MAMBA.name else None
     )
     if not extension:
         msg = (
-            f"no {EXTENSION} importable by this Python: install a mamba-ssm wheel, or pass "
+            f"no {MAMBA.extension} importable by this Python: install a mamba-ssm wheel, or pass "
             "its WHEEL path instead of --installed"
         )
         return StepResult("static", Status.FAIL, msg), None, None
-    code, code_msg = binary_gpu_code(Path(extension), EXTENSIONS[project])
+    code, code_msg = binary_gpu_code(Path(extension), get_package(project).extension)
     checks = [
         ("provenance", provenance is not None, _provenance_message(provenance, project)),
         ("gpu_code", code is not None, code_msg),
@@ -177,7 +186,7 @@ def _requirements_check(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[bool
 
 
 def _read_provenance(
-    archive: zipfile.ZipFile, info: WheelInfo, project: str = MAMBA
+    archive: zipfile.ZipFile, info: WheelInfo, project: str = MAMBA.name
 ) -> tuple[Mapping[str, Any] | None, str]:
     try:
         provenance = provenance_in(archive, info)
@@ -186,7 +195,7 @@ def _read_provenance(
     return provenance, _provenance_message(provenance, project)
 
 
-def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAMBA) -> str:
+def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAMBA.name) -> str:
     if provenance is None:
         return (
             "no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
@@ -194,7 +203,7 @@ def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAM
         )
     ref = provenance.get("ref") or provenance.get("version") or "?"
     commit = str(provenance.get("commit") or "")[:10]
-    what = "mamba" if project == MAMBA else project
+    what = "mamba" if project == MAMBA.name else project
     return (
         f"provenance: {what} {ref} {commit} for torch "
         f"{provenance.get('torch_version') or '?'}, CUDA "

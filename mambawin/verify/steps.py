@@ -8,11 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.errors import MambawinError
+from mambawin.packages import (
+    CAUSAL_CONV1D,
+    MAMBA,
+    package_named,
+)
 from mambawin.status import Status
 from mambawin.verify.options import VerifyOptions
-from mambawin.verify.packages import CONV, EXTENSIONS, MAMBA, WheelRef, find_wheels, pair_problems
+from mambawin.verify.packages import WheelRef, find_wheels, pair_problems
 from mambawin.verify.report import StepResult, named
-from mambawin.verify.sandbox import EXTENSION, InstallEnv
+from mambawin.verify.sandbox import InstallEnv
 
 # ---- step 2: requirements resolve on the wheel's platform -----------------------------------
 
@@ -28,7 +33,7 @@ def requirements_step(options: VerifyOptions, ref: WheelRef | None = None) -> St
     from mambawin.verify.resolve import resolve_wheel
 
     wheel = ref.path if ref is not None else Path(options.wheel)
-    name = named("requirements", ref.project if ref is not None else MAMBA)
+    name = named("requirements", ref.project if ref is not None else MAMBA.name)
     try:
         result = resolve_wheel(wheel, python=options.python)
     except MambawinError as exc:
@@ -48,10 +53,10 @@ def requirements_step(options: VerifyOptions, ref: WheelRef | None = None) -> St
 def pair_step(packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None]]) -> StepResult:
     """mamba-ssm and causal-conv1d belong together: versions, local labels, torch and CUDA."""
     found = {project: (version or "", provenance) for project, provenance, version in packages}
-    if not found.get(MAMBA, ("", None))[0] or not found.get(CONV, ("", None))[0]:
+    if not found.get(MAMBA.name, ("", None))[0] or not found.get(CAUSAL_CONV1D.name, ("", None))[0]:
         return StepResult("pair", Status.SKIP, "versions unknown: pair compatibility not checked")
-    problems = pair_problems(found[MAMBA], found[CONV])
-    names = f"mamba_ssm {found[MAMBA][0]} with causal_conv1d {found[CONV][0]}"
+    problems = pair_problems(found[MAMBA.name], found[CAUSAL_CONV1D.name])
+    names = f"mamba_ssm {found[MAMBA.name][0]} with causal_conv1d {found[CAUSAL_CONV1D.name][0]}"
     if problems:
         return StepResult(
             "pair", Status.FAIL, f"{names}: " + "; ".join(problems), {"problems": problems}
@@ -62,10 +67,11 @@ def pair_step(packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None
 def install_step(
     options: VerifyOptions,
     scratch: Path,
-    projects: Sequence[str] = (MAMBA,),
+    projects: Sequence[str] = (MAMBA.name,),
 ) -> tuple[StepResult, InstallEnv | None]:
     """Install every wheel into one throwaway venv (or use this env) and import the kernels."""
-    modules = [EXTENSIONS[p] for p in projects if p in EXTENSIONS] or [EXTENSION]
+    known = [found for p in projects if (found := package_named(p)) is not None]
+    modules = [package.extension for package in known] or [MAMBA.extension]
     try:
         wheels = [r.path for r in find_wheels(Path(options.wheel))] if options.wheel else []
         env = options.tools.prepare_env(wheels, options.python, scratch)

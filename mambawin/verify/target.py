@@ -8,7 +8,9 @@ import sys
 
 from mambawin import proc
 from mambawin.errors import MambawinError
-from mambawin.verify.packages import EXTENSIONS
+from mambawin.packages import (
+    PACKAGES,
+)
 from mambawin.verify.report import Target
 from mambawin.wheel.metadata import (
     PROVENANCE_NAME,
@@ -50,7 +52,7 @@ print(json.dumps(r))
 def probe_target(python: str = sys.executable) -> Target:
     """Ask `python` for its torch, CUDA and GPU in a child process; never raises."""
     try:
-        probe = _PROBE % (tuple(EXTENSIONS.items()), PROVENANCE_NAME)
+        probe = _PROBE % (tuple((p.name, p.extension) for p in PACKAGES), PROVENANCE_NAME)
         done = proc.run([python, "-c", probe], timeout=180)
         data = json.loads(proc.last_line(done.stdout))
     except (MambawinError, ValueError, IndexError) as exc:

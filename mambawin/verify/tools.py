@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from mambawin.errors import MambawinError
+from mambawin.packages import (
+    MAMBA,
+    package_named,
+)
 from mambawin.verify import sandbox, upstream_tests
-from mambawin.verify.packages import EXTENSIONS
-from mambawin.verify.sandbox import EXTENSION
 from mambawin.verify.target import probe_target
 from mambawin.wheel import gpucode
 from mambawin.wheel.gpucode import list_gpu_code
@@ -24,7 +24,7 @@ from mambawin.wheel.info import WheelInfo
 
 def wheel_gpu_code(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[Any, str]:
     """The GPU code of the package's own extension in a wheel opened (and checked) once."""
-    extension = EXTENSIONS.get(canonicalize_name(info.name), EXTENSION)
+    extension = (package_named(info.name) or MAMBA).extension
     try:
         found = gpucode.gpu_code_in_archive(archive, info)
     except MambawinError as exc:
@@ -33,21 +33,21 @@ def wheel_gpu_code(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[Any, str]
     if not members:
         hint = (
             " (on upstream main the kernels build only with MAMBA_KEEP_CUDA_BUILD=TRUE)"
-            if extension == EXTENSION
+            if extension == MAMBA.extension
             else ""
         )
         return None, f"the wheel has no compiled {extension} extension: rebuild it{hint}"
     return describe_code(found[members[0]], extension)
 
 
-def binary_gpu_code(binary: Path, extension: str = EXTENSION) -> tuple[Any, str]:
+def binary_gpu_code(binary: Path, extension: str = MAMBA.extension) -> tuple[Any, str]:
     try:
         return describe_code(list_gpu_code(binary), extension)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
 
 
-def describe_code(code: Any, extension: str = EXTENSION) -> tuple[Any, str]:
+def describe_code(code: Any, extension: str = MAMBA.extension) -> tuple[Any, str]:
     if not code.sass and not code.ptx:
         return None, f"{extension} holds no GPU code: rebuild with `mambawin build --arch ...`"
     listed = ", ".join([*code.sass, *code.ptx])

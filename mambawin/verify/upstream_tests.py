@@ -17,16 +17,19 @@ from typing import Any
 
 from mambawin import proc
 from mambawin.errors import MambawinError, UpstreamError
-from mambawin.verify.packages import CONV, MAMBA
+from mambawin.packages import (
+    CAUSAL_CONV1D,
+    MAMBA,
+)
 from mambawin.verify.sandbox import InstallEnv
 
 TEST_FILES: Mapping[str, str] = {
-    MAMBA: "tests/ops/test_selective_scan.py",
-    CONV: "tests/test_causal_conv1d.py",
+    MAMBA.name: "tests/ops/test_selective_scan.py",
+    CAUSAL_CONV1D.name: "tests/test_causal_conv1d.py",
 }
 REPOS: Mapping[str, str] = {
-    MAMBA: "https://github.com/state-spaces/mamba",
-    CONV: "https://github.com/Dao-AILab/causal-conv1d",
+    MAMBA.name: "https://github.com/state-spaces/mamba",
+    CAUSAL_CONV1D.name: "https://github.com/Dao-AILab/causal-conv1d",
 }
 COMPLEX_PATCH = "complex-removal"
 # What the patched extension raises for complex weights (patch/mamba/complex_removal.MESSAGE).

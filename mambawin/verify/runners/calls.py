@@ -25,8 +25,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-SCAN = "selective_scan_cuda"
-CONV = "causal_conv1d_cuda"
+from mambawin.packages import CAUSAL_CONV1D, MAMBA
+
+SCAN = MAMBA.extension
+CONV = CAUSAL_CONV1D.extension
 
 
 @dataclass(frozen=True)
