@@ -15,7 +15,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from typer.testing import CliRunner
 
-from mambawin import proc
+from mambawin import atomic, proc
 from mambawin.archs import parse_archs
 from mambawin.cli import app
 from mambawin.errors import PatchError, UsageError
@@ -102,7 +102,7 @@ def test_write_failing_midway_restores_every_original(
     root = make_tree(tmp_path)
     before = snapshot(root)
     calls = {"n": 0}
-    real = engine._replace
+    real = atomic.replace_file
 
     def flaky(src: Path, dst: Path) -> None:
         calls["n"] += 1
@@ -110,7 +110,7 @@ def test_write_failing_midway_restores_every_original(
             raise PermissionError(13, "The process cannot access the file (WinError 32)")
         real(src, dst)
 
-    monkeypatch.setattr(engine, "_replace", flaky)
+    monkeypatch.setattr(atomic, "replace_file", flaky)
     with pytest.raises(PatchError, match="nothing was changed"):
         apply_patches(root, PatchOptions())
     assert calls["n"] == 5
@@ -368,13 +368,13 @@ def test_a_stale_lock_is_named_with_the_fix(tmp_path: Path, fake_registry: list[
     assert snapshot(root) == before
 
 
-@pytest.mark.parametrize("where", ["_write_new", "_replace"])
+@pytest.mark.parametrize("where", ["write_staged", "replace_file"])
 def test_ctrl_c_while_writing_leaves_every_file_and_no_temp_file(
     tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     root = make_tree(tmp_path)
     before = snapshot(root)
-    real = getattr(engine, where)
+    real = getattr(atomic, where)
     calls = {"n": 0}
 
     def interrupted(*args: Path | bytes) -> None:
@@ -383,7 +383,7 @@ def test_ctrl_c_while_writing_leaves_every_file_and_no_temp_file(
             raise KeyboardInterrupt
         real(*args)
 
-    monkeypatch.setattr(engine, where, interrupted)
+    monkeypatch.setattr(atomic, where, interrupted)
     with pytest.raises(KeyboardInterrupt):
         apply_patches(root, PatchOptions())
     assert snapshot(root) == before  # no .mambawin-new/-old file, no lock, no record

@@ -10,6 +10,7 @@ import git
 import pytest
 from typer.testing import CliRunner
 
+from mambawin.atomic import fill_dir
 from mambawin.cache import cache_dir
 from mambawin.cli import app
 from mambawin.errors import UpstreamError, UsageError
@@ -135,7 +136,7 @@ def test_failed_or_interrupted_fill_leaves_nothing(tmp_path: Path, error: BaseEx
         raise error
 
     with pytest.raises(type(error)):
-        upstream._atomic_dir(tmp_path / "target", fill)
+        fill_dir(tmp_path / "target", fill)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -148,7 +149,7 @@ def test_a_copy_another_process_moved_in_first_is_kept(tmp_path: Path) -> None:
         target.mkdir()
         (target / "theirs.txt").write_text("theirs")
 
-    upstream._atomic_dir(target, fill)
+    fill_dir(target, fill)
     assert [p.name for p in tmp_path.iterdir()] == ["target"]
     assert [p.name for p in target.iterdir()] == ["theirs.txt"]
 

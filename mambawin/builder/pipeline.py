@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
+from mambawin.atomic import staging_dir
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
@@ -41,7 +42,6 @@ from mambawin.builder.workspace import (
     holds,
     publish,
     sha256_of,
-    staging_dir,
     torch_link,
     workspace_for,
 )

@@ -22,8 +22,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,17 +67,6 @@ def builds_root() -> Path:
 def workspace_for(slot: str) -> Workspace:
     """The workspace of one toolchain slot (not created)."""
     return Workspace(builds_root() / slot)
-
-
-@contextmanager
-def staging_dir(parent: Path, prefix: str) -> Iterator[Path]:
-    """A temporary folder inside parent (same file system, so a rename into place is atomic)."""
-    parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    try:
-        yield path
-    finally:
-        remove_tree(path)
 
 
 def adopt_source(staged: Path, workspace: Workspace, key: str) -> bool:

@@ -17,16 +17,15 @@ branch or a commit without a release tag, the file is the version.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from mambawin.atomic import fill_dir
 from mambawin.cache import cache_dir, remove_tree
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
@@ -253,7 +252,7 @@ def ensure_mirror(url: str, ref: str | None) -> tuple[Path, tuple[str, ...]]:
         # A mirror mambawin made and an interrupted clone or a full disk broke: make it again.
         remove_tree(path)
     if not path.is_dir():
-        _atomic_dir(
+        fill_dir(
             path,
             lambda tmp: git.run(
                 ["clone", "--mirror", "--quiet", "--", url, tmp],
@@ -356,24 +355,7 @@ def _checkout_into(mirror_dir: Path, url: str, commit: str, target: Path) -> Non
         # describe() then names upstream, not the cache.
         git.run(["-C", tmp, "remote", "set-url", "origin", url], what=what, hint=hint)
 
-    _atomic_dir(target, clone)
-
-
-def _atomic_dir(target: Path, fill: Callable[[Path], object]) -> None:
-    """Fill a temp sibling folder, then move it into place; on failure nothing is left behind."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        fill(tmp)
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            # Another process sharing the cache (a matrix cell, a second verify) moved its own
-            # copy into place first: that one is as good as ours.
-            if not target.is_dir():
-                raise
-    finally:  # also on Ctrl-C
-        remove_tree(tmp)
+    fill_dir(target, clone)
 
 
 def _reusable(target: Path, commit: str) -> bool:

@@ -41,7 +41,7 @@ from packaging.utils import (
 )
 
 from mambawin import userfile
-from mambawin.cache import TEMP_PREFIX, write_atomic, write_atomic_bytes
+from mambawin.atomic import TEMP_PREFIX, write_file, write_text
 from mambawin.errors import MambawinError, UsageError, WheelError
 from mambawin.index.model import IndexedWheel, sha256_file
 from mambawin.index.page import (
@@ -232,7 +232,7 @@ def _reflink(reader: Any, writer: Any) -> bool:
 
 def _write_page(path: Path, text: str) -> Path:
     _make_dir(path.parent)
-    return write_atomic(path, text, mode=FILE_MODE)
+    return write_text(path, text, mode=FILE_MODE)
 
 
 def _make_dir(folder: Path) -> None:
@@ -354,7 +354,7 @@ def _entry(path: Path) -> IndexedWheel:
     sidecar = path.with_name(path.name + METADATA_SUFFIX)
     if not sidecar.is_file() or sidecar.read_bytes() != raw:
         _make_dir(sidecar.parent)
-        write_atomic_bytes(sidecar, raw, mode=FILE_MODE)
+        write_file(sidecar, raw, mode=FILE_MODE)
     requires = metadata.get("Requires-Python")
     return IndexedWheel(
         file=path.name,
@@ -401,7 +401,7 @@ def _copy_verify_record(wheel: Path, files: Path) -> None:
     record = wheel.with_name(wheel.name + VERIFY_SUFFIX)
     if record.exists():
         text = userfile.read_text(record, what="verify record")
-        write_atomic(files / record.name, text, mode=FILE_MODE)
+        write_text(files / record.name, text, mode=FILE_MODE)
 
 
 # ---- pages -------------------------------------------------------------------------------------
@@ -454,7 +454,7 @@ def _record(out: Path, wheels: Iterable[IndexedWheel]) -> None:
         data["mtime_ns"] = (out / FILES / wheel.file).stat().st_mtime_ns
         entries[wheel.file] = data
     text = json.dumps({"schema": 1, "wheels": entries}, indent=2, sort_keys=True) + "\n"
-    write_atomic(out / MARKER, text, mode=FILE_MODE)
+    write_text(out / MARKER, text, mode=FILE_MODE)
 
 
 def _cached(out: Path) -> Mapping[str, Any]:

@@ -14,9 +14,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
-import shutil
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -25,7 +22,7 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
-from mambawin import __version__
+from mambawin import __version__, atomic
 from mambawin.archs import format_archs, parse_archs
 from mambawin.errors import MambawinError, PatchError, UsageError
 from mambawin.fetch.upstream import Checkout, committed_files, describe, detect_package
@@ -398,80 +395,9 @@ def _lines(data: bytes | None) -> list[str]:
 
 
 def write_atomically(root: Path, changes: Mapping[str, bytes | None]) -> None:
-    """Write (or delete, for None) every file, or none: a failing rename undoes the earlier ones,
-    and so does Ctrl-C (no temp or backup file is left)."""
-    staged = _stage(root, changes)
-    moved: list[tuple[Path, Path | None]] = []  # (target, its backup or None if it is new)
+    """Write (or delete, for None) every file, or none (mambawin.atomic.write_files)."""
     try:
-        for rel, tmp in staged:
-            target = root / rel
-            backup = target.with_name(f".{target.name}.mambawin-old") if target.exists() else None
-            if backup is not None:
-                _replace(target, backup)
-            moved.append((target, backup))
-            if tmp is not None:
-                _replace(tmp, target)
-    except BaseException as exc:
-        _undo(moved)
-        _discard(tmp for _, tmp in staged)
-        if not isinstance(exc, OSError):
-            raise
+        atomic.write_files(root, changes)
+    except OSError as exc:
         msg = f"could not write the patched files under {root} ({exc}); nothing was changed"
         raise PatchError(msg) from None
-    _discard(backup for _, backup in moved)
-
-
-def _stage(root: Path, changes: Mapping[str, bytes | None]) -> list[tuple[str, Path | None]]:
-    """Phase 1: every new content in a temp file next to its target (same volume for renames),
-    with the target's permission bits (an executable stays executable, read-only stays so)."""
-    staged: list[tuple[str, Path | None]] = []
-    try:
-        for rel, data in changes.items():
-            if data is None:
-                staged.append((rel, None))
-                continue
-            target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.mambawin-new")
-            staged.append((rel, tmp))
-            _write_new(tmp, data, target)
-    except BaseException as exc:
-        _discard(tmp for _, tmp in staged)
-        if not isinstance(exc, OSError):
-            raise
-        raise PatchError(f"could not write under {root} ({exc}); nothing was changed") from None
-    return staged
-
-
-def _write_new(tmp: Path, data: bytes, target: Path) -> None:
-    """Write tmp, then give it target's mode (a test makes the n-th write fail here)."""
-    tmp.write_bytes(data)
-    if target.exists():
-        shutil.copymode(target, tmp)
-
-
-def _undo(moved: list[tuple[Path, Path | None]]) -> None:
-    for target, backup in reversed(moved):
-        _unlink(target)
-        if backup is not None:
-            os.replace(backup, target)
-
-
-def _discard(paths: Iterable[Path | None]) -> None:
-    for path in paths:
-        if path is not None:
-            _unlink(path)
-
-
-def _unlink(path: Path) -> None:
-    """Delete path if it is there; Windows refuses a read-only file until it is made writable."""
-    try:
-        path.unlink(missing_ok=True)
-    except PermissionError:
-        os.chmod(path, stat.S_IWRITE)
-        path.unlink(missing_ok=True)
-
-
-def _replace(src: Path, dst: Path) -> None:
-    """os.replace, kept in one place so a test can make the n-th rename fail."""
-    os.replace(src, dst)

@@ -22,7 +22,7 @@ from typing import Any
 from packaging.version import Version
 
 from mambawin.archs import format_archs
-from mambawin.cache import write_atomic
+from mambawin.atomic import write_text
 from mambawin.errors import UsageError
 from mambawin.team.matrix import IMPOSSIBLE, Cell
 from mambawin.team.spec import EXPRESSION, Spec
@@ -430,7 +430,7 @@ def write_workflow(text: str, out: Path, force: bool = False) -> Path:
             "or pass --force to replace it"
         )
         raise UsageError(msg)
-    return write_atomic(out, text)
+    return write_text(out, text)
 
 
 def _ours(path: Path) -> bool:

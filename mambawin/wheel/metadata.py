@@ -13,9 +13,7 @@ import ast
 import json
 import os
 import re
-import shutil
 import stat
-import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -28,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
 from mambawin import __version__
+from mambawin.atomic import staging_dir
 from mambawin.errors import UsageError, WheelError
 from mambawin.versions import release
 from mambawin.wheel.info import (
@@ -544,18 +543,14 @@ del _mambawin_torch_guard
 
 def _write_atomically(entries: Iterable[Entry], target: Path) -> Path:
     """Write through a scratch folder beside the target and move the wheel in with os.replace."""
-    target.parent.mkdir(parents=True, exist_ok=True)
     # WheelFile derives the .dist-info name from the file name, so the partial file gets the final
     # name inside a private scratch folder rather than a `.part` suffix.
-    scratch = Path(tempfile.mkdtemp(prefix=".mambawin-", dir=target.parent))
-    try:
+    with staging_dir(target.parent) as scratch:
         partial = scratch / target.name
         with WheelFile(partial, "w") as out:
             for name, data, original in entries:
                 out.writestr(_zip_entry(name, original), data)
         os.replace(partial, target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 

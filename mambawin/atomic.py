@@ -1,0 +1,151 @@
+"""Leave nothing half-written: one file, one folder, or a set of files, all or nothing.
+
+Every write goes to a temporary name beside its target (the same file system, so the final
+os.replace is atomic) and is moved into place only when complete; a failure, or Ctrl-C, removes
+the temporary and leaves the target as it was. Temporary names start with `.mambawin-`, so a
+later run that owns the folder can recognise and remove what a killed run left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from mambawin.cache import remove_tree
+
+TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process is killed
+
+
+def write_text(path: Path, text: str, *, mode: int | None = None) -> Path:
+    """write_file for UTF-8 text."""
+    return write_file(path, text.encode("utf-8"), mode=mode)
+
+
+def write_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
+    """Write bytes through a temp file beside path and os.replace it into place.
+
+    mode: the file's permissions; None gives what a plain open() would (0o666 less the umask),
+    not the 0o600 of the temp file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.chmod(temp, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+@contextmanager
+def staging_dir(parent: Path, prefix: str = ".mambawin-") -> Iterator[Path]:
+    """A temporary folder inside parent, removed afterwards whatever happens."""
+    parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        yield path
+    finally:
+        remove_tree(path)
+
+
+def fill_dir(target: Path, fill: Callable[[Path], object]) -> None:
+    """Fill a temp sibling folder, then move it into place as target; on failure nothing stays.
+
+    When another process moved its own copy into place first (a shared cache), that one is kept.
+    """
+    with staging_dir(target.parent, f".{target.name}.") as tmp:
+        fill(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not target.is_dir():
+                raise
+
+
+def write_files(root: Path, changes: Mapping[str, bytes | None]) -> None:
+    """Write (or delete, for None) every file under root, or none: an OSError while writing or
+    moving undoes what was done and is raised again; Ctrl-C undoes it too. File modes are kept
+    (an executable stays executable, a read-only file read-only)."""
+    staged = _stage(root, changes)
+    moved: list[tuple[Path, Path | None]] = []  # (target, its backup or None if it is new)
+    try:
+        for rel, tmp in staged:
+            target = root / rel
+            backup = target.with_name(f".{target.name}.mambawin-old") if target.exists() else None
+            if backup is not None:
+                replace_file(target, backup)
+            moved.append((target, backup))
+            if tmp is not None:
+                replace_file(tmp, target)
+    except BaseException:
+        _undo(moved)
+        _discard(tmp for _, tmp in staged)
+        raise
+    _discard(backup for _, backup in moved)
+
+
+def _stage(root: Path, changes: Mapping[str, bytes | None]) -> list[tuple[str, Path | None]]:
+    """Phase 1: every new content in a temp file next to its target, with the target's mode."""
+    staged: list[tuple[str, Path | None]] = []
+    try:
+        for rel, data in changes.items():
+            if data is None:
+                staged.append((rel, None))
+                continue
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.mambawin-new")
+            staged.append((rel, tmp))
+            write_staged(tmp, data, target)
+    except BaseException:
+        _discard(tmp for _, tmp in staged)
+        raise
+    return staged
+
+
+def write_staged(tmp: Path, data: bytes, target: Path) -> None:
+    """Write tmp, then give it target's mode (tests make the n-th write fail here)."""
+    tmp.write_bytes(data)
+    if target.exists():
+        shutil.copymode(target, tmp)
+
+
+def replace_file(src: Path, dst: Path) -> None:
+    """os.replace (tests make the n-th rename fail here, as Windows does when a file is open)."""
+    os.replace(src, dst)
+
+
+def _undo(moved: list[tuple[Path, Path | None]]) -> None:
+    for target, backup in reversed(moved):
+        _unlink(target)
+        if backup is not None:
+            os.replace(backup, target)
+
+
+def _discard(paths: Iterable[Path | None]) -> None:
+    for path in paths:
+        if path is not None:
+            _unlink(path)
+
+
+def _unlink(path: Path) -> None:
+    """Delete path if it is there; Windows refuses a read-only file until it is made writable."""
+    try:
+        path.unlink(missing_ok=True)
+    except PermissionError:
+        os.chmod(path, stat.S_IWRITE)
+        path.unlink(missing_ok=True)
