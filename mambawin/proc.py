@@ -176,5 +176,30 @@ def command_line(argv: Sequence[str], *, windows: bool) -> str:
 
 def last_line(text: str) -> str:
     """The last non-blank line of a program's output, stripped; '' when there is none."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
+    return reason(text)
+
+
+def reason(
+    output: str,
+    *,
+    markers: tuple[str, ...] = (),
+    pick: str = "last",
+    none: str = "",
+    strip_marker: bool = True,
+) -> str:
+    """The line of a tool's output that says why it failed, for a one-line message.
+
+    The first or last (pick) line starting with one of markers (case-insensitive; the marker
+    removed unless strip_marker is False: git's `fatal:`, pip's `ERROR:`), else the last
+    non-blank line, else none.
+    """
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lowered = tuple(m.lower() for m in markers)
+    marked = [line for line in lines if line.lower().startswith(lowered)] if markers else []
+    if marked:
+        line = marked[0] if pick == "first" else marked[-1]
+        if not strip_marker:
+            return line
+        prefix = next(m for m in markers if line.lower().startswith(m.lower()))
+        return line[len(prefix) :].strip() or line
+    return lines[-1] if lines else none

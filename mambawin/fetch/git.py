@@ -95,7 +95,6 @@ def query(args: Sequence[str | Path], *, cwd: Path | None = None) -> str | None:
 def reason(output: str) -> str:
     """git's own reason: its first `fatal:`/`error:` line (later ones are generic), else its last
     line."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    chosen = errors[0] if errors else (lines or ["git failed without a message"])[-1]
-    return chosen.removeprefix("fatal:").removeprefix("error:").strip()
+    return proc.reason(
+        output, markers=("fatal:", "error:"), pick="first", none="git failed without a message"
+    )

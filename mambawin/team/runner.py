@@ -259,6 +259,5 @@ def _produced(cell: Cell, wheelhouse: Path, before: dict[str, float]) -> Path | 
 
 
 def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if line.lower().startswith("error")]
-    return (errors or lines or [""])[-1]
+    """A failed build's reason: its last line starting with `error`, else its last line."""
+    return proc.reason(text, markers=("error",), strip_marker=False)

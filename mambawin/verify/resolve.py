@@ -373,13 +373,7 @@ def _errors(output: str) -> str:
     missing = _NO_MATCH.search(output)
     if missing:
         return f"no matching distribution for {missing.group(1)}"
-    errors = [
-        line.removeprefix("ERROR: ").strip()
-        for line in output.splitlines()
-        if line.startswith("ERROR:")
-    ]
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return errors[-1] if errors else (lines[-1] if lines else "pip printed nothing")
+    return proc.reason(output, markers=("ERROR:",), none="pip printed nothing")
 
 
 def _name(text: str) -> str:

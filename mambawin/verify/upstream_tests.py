@@ -181,10 +181,10 @@ def run_tests(
     ]
     done = proc.run(argv, cwd=test_file.parent, env=env.env, timeout=timeout, check=False)
     if not junit.is_file():
-        last = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-1:]
+        last = proc.reason(done.stdout + done.stderr, none="no output")
         msg = (
             f"pytest wrote no report for {TEST_FILES[project]} (exit {done.returncode}): "
-            f"{last[0].strip() if last else 'no output'} (is pytest installed there?)"
+            f"{last} (is pytest installed there?)"
         )
         raise MambawinError(msg)
     run = parse_junit(
