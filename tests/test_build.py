@@ -319,7 +319,7 @@ def test_an_unknown_left_out_patch_fails_before_any_work(
     )
     assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
-    assert error.startswith("--skip-patch: mamba-ssm has no patch 'silu-bwd-tail'")
+    assert error.startswith("--skip-patch: unknown patch id 'silu-bwd-tail' for mamba-ssm")
     assert not out.exists()
 
 

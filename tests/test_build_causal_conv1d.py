@@ -271,7 +271,7 @@ def test_pair_hands_each_left_out_patch_to_its_package(tmp_path: Path, doctor: N
     wrong = runner.invoke(app, [*base, "--out", str(tmp_path / "out2"), "--skip-patch", "nope"])
     assert wrong.exit_code == 2
     assert (
-        "neither mamba-ssm nor causal-conv1d has a patch 'nope'"
+        "unknown patch id 'nope' for mamba-ssm or causal-conv1d"
         in json.loads(wrong.stdout)["error"]
     )
     assert not (tmp_path / "out2").exists()

@@ -19,7 +19,7 @@ from mambawin.builder.reporter import Reporter
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import upstream
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem, pair_rule
-from mambawin.patch.registry import every_patch_id, own_ids
+from mambawin.patch.registry import check_ids, every_patch_id, own_ids
 
 T = TypeVar("T")
 
@@ -114,13 +114,8 @@ def companion_options(
 def split_skips(options: BuildOptions) -> BuildOptions:
     """mamba-ssm's build options with only its own --skip-patch ids; an id neither package
     knows is a usage error."""
-    unknown = sorted(set(options.skip_patches) - every_patch_id())
-    if unknown:
-        msg = (
-            f"--skip-patch: neither mamba-ssm nor causal-conv1d has a patch {unknown[0]!r} "
-            "(`mambawin patches --package NAME` lists them)"
-        )
-        raise UsageError(msg)
+    known = sorted(every_patch_id())
+    check_ids(options.skip_patches, known, flag="--skip-patch", owner="mamba-ssm or causal-conv1d")
     return replace(options, skip_patches=own_ids(options.skip_patches, MAMBA))
 
 

@@ -59,7 +59,7 @@ from mambawin.patch.engine import (
     PatchResult,
     apply_patches,
 )
-from mambawin.patch.registry import patch_ids
+from mambawin.patch.registry import check_ids, patch_ids
 from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
 
 RECORD_NAME = "build.json"
@@ -506,14 +506,8 @@ def _check_options(options: BuildOptions) -> str | None:
             "none: drop --keep-complex"
         )
         raise UsageError(msg)
-    unknown = sorted(set(options.skip_patches) - set(patch_ids(options.package)))
-    if unknown:
-        msg = (
-            f"--skip-patch: {options.package.name} has no patch {unknown[0]!r}: use one of "
-            f"{', '.join(patch_ids(options.package))} (`mambawin patches --package "
-            f"{options.package.name}`)"
-        )
-        raise UsageError(msg)
+    known = patch_ids(options.package)
+    check_ids(options.skip_patches, known, flag="--skip-patch", owner=options.package.name)
     return _check_local_version(options.local_version)
 
 

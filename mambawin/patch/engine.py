@@ -28,8 +28,9 @@ from mambawin.errors import MambawinError, PatchError, UsageError
 from mambawin.fetch.upstream import Checkout, committed_files, describe, detect_package
 from mambawin.lock import hold
 from mambawin.packages import MAMBA, Package
+from mambawin.patch import registry
 from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
-from mambawin.patch.registry import PATCHES, patch_ids, patches_for
+from mambawin.patch.registry import PATCHES, patches_for
 
 RECORD = ".mambawin/patches.json"
 LOCK = ".mambawin/patch.lock"
@@ -242,15 +243,8 @@ def recorded_options(record: Mapping[str, Any]) -> PatchOptions:
 
 def check_ids(only: Iterable[str], skip: Iterable[str], package: Package = MAMBA) -> None:
     """UsageError naming every id in --only/--skip that is not in the package's catalogue."""
-    known = patch_ids() if package == MAMBA else tuple(p.id for p in patch_set(package))
-    unknown = sorted((set(only) | set(skip)) - set(known))
-    if unknown:
-        msg = (
-            f"unknown patch id {', '.join(unknown)} in --only/--skip: use one of "
-            f"{', '.join(known)} for {package.name} (see `mambawin patches --package "
-            f"{package.name}`)"
-        )
-        raise UsageError(msg)
+    known = tuple(p.id for p in patch_set(package))
+    registry.check_ids((*only, *skip), known, flag="--only/--skip", owner=package.name)
 
 
 def _run_one(

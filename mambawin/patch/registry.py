@@ -8,8 +8,9 @@ here and listing its PATCH at its place in its package's order below.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, Package
 from mambawin.patch import causal_conv1d as conv
 from mambawin.patch.base import Patch
@@ -68,6 +69,26 @@ def patch_ids(package: Package = MAMBA) -> tuple[str, ...]:
 def every_patch_id() -> frozenset[str]:
     """The ids of every package's patches (what a spec or a pair build may name)."""
     return frozenset(i for patches in PATCH_SETS.values() for i in (p.id for p in patches))
+
+
+def unknown_ids(ids: Iterable[str], known: Iterable[str]) -> list[str]:
+    """The ids that name no patch in known, sorted (the one validator of patch ids)."""
+    return sorted(set(ids) - set(known))
+
+
+def check_ids(ids: Iterable[str], known: Sequence[str], *, flag: str, owner: str) -> None:
+    """UsageError naming every id no patch of owner (a package, or both) has, and the choices.
+
+    owner: who the ids were checked against, as the message names it ("mamba-ssm").
+    """
+    unknown = unknown_ids(ids, known)
+    if unknown:
+        msg = (
+            f"{flag}: unknown patch id {', '.join(repr(i) for i in unknown)} for {owner}: "
+            f"use one of {', '.join(known)} (`mambawin patches --package NAME` lists each "
+            "package's)"
+        )
+        raise UsageError(msg)
 
 
 def own_ids(ids: Iterable[str], package: Package) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from mambawin.archs import Arch, parse_archs
 from mambawin.builder.pipeline import BuildOptions
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGE_NAMES, Package, get_package
-from mambawin.patch.registry import every_patch_id
+from mambawin.patch.registry import every_patch_id, unknown_ids
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -269,7 +269,7 @@ class _Reader:
             empty_ok=True,
         )
         for index, patch_id in enumerate(skips):
-            if patch_id not in every_patch_id():
+            if unknown_ids([patch_id], every_patch_id()):
                 raise self.fail(
                     ("options", "skip_patches", index),
                     f"unknown patch id {patch_id!r}: `mambawin patches --package "
