@@ -30,7 +30,7 @@ BAD_INPUTS = [
     (["build", "--arch", ""], UsageError.exit_code, "empty --arch"),
     (["build", "--arch", "89f"], UsageError.exit_code, "no sm_89f exists"),
     (["build", "--jobs", "0"], 2, "Invalid value for '--jobs'"),
-    (["build", "--local-version", "cu 13"], UsageError.exit_code, "invalid --local-version"),
+    (["build", "--local-version", "cu 13"], UsageError.exit_code, "--local-version: invalid"),
     (["metadata", "{tmp}/" + WHEEL], WheelError.exit_code, WHEEL),
     (["metadata"], 2, "Missing argument"),
     (["verify", "{tmp}/" + WHEEL], UsageError.exit_code, "does not exist"),

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
@@ -60,7 +58,12 @@ from mambawin.patch.engine import (
     apply_patches,
 )
 from mambawin.patch.registry import check_ids, patch_ids
-from mambawin.wheel.metadata import Provenance, local_version_label, rewrite_wheel
+from mambawin.wheel.metadata import (
+    Provenance,
+    local_version_label,
+    normalize_local_label,
+    rewrite_wheel,
+)
 
 RECORD_NAME = "build.json"
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
@@ -517,14 +520,9 @@ def _check_local_version(choice: str) -> str | None:
     if text.lower() in ("auto", "none"):
         return text.lower() if text.lower() == "auto" else None
     try:
-        Version(f"0+{text.removeprefix('+')}")
-    except InvalidVersion:
-        msg = (
-            f"invalid --local-version {choice!r}: use auto, none, or letters/digits/dots "
-            "like cu129torch2.8"
-        )
-        raise UsageError(msg) from None
-    return text.removeprefix("+")
+        return normalize_local_label(text)  # the one validator of a label (wheel.metadata)
+    except UsageError as exc:
+        raise UsageError(f"--local-version: {exc}; or auto, or none") from None
 
 
 def _label(choice: str | None, prepared: Prepared) -> str | None:
