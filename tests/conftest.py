@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,16 +29,36 @@ def _isolated_cache(
     monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
+FAKE_MARKER = "MAMBAWIN_FAKE_UPSTREAM"  # a hand-written fake upstream carries this file
+
+
 @pytest.fixture(autouse=True)
 def _forbid_real_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside `slow` tests a real setup.py build raises instead of compiling for minutes.
 
-    mambawin.builder.compile checks MAMBAWIN_FORBID_REAL_BUILD right before it starts
-    setup.py; only a hand-written fake upstream (it has a MAMBAWIN_FAKE_UPSTREAM file) may
-    then be built.
+    The guard sits at the process boundary, in the tests alone: every program mambawin runs goes
+    through mambawin.proc.run, and a `setup.py bdist_wheel` there may only build a hand-written
+    fake upstream (one with a MAMBAWIN_FAKE_UPSTREAM file).
     """
-    if request.node.get_closest_marker("slow") is None:
-        monkeypatch.setenv("MAMBAWIN_FORBID_REAL_BUILD", "1")
+    if request.node.get_closest_marker("slow") is not None:
+        return
+    from mambawin import proc
+
+    real_run = proc.run
+
+    def guarded(argv: Any, *args: Any, **kwargs: Any) -> Any:
+        words = [str(a) for a in argv]
+        cwd = kwargs.get("cwd")
+        building = "setup.py" in words and "bdist_wheel" in words and cwd is not None
+        if building and not (Path(cwd) / FAKE_MARKER).is_file():
+            msg = (
+                f"a unit test tried to start a real build of {cwd}: mark the test "
+                f"@pytest.mark.slow or build a fake upstream that has a {FAKE_MARKER} file"
+            )
+            raise RuntimeError(msg)
+        return real_run(argv, *args, **kwargs)
+
+    monkeypatch.setattr(proc, "run", guarded)
 
 
 @pytest.fixture(autouse=True)

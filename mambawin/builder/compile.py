@@ -17,7 +17,6 @@ ninja run and a second link). A setuptools too old to read DIST_EXTRA_CONFIG bui
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -33,11 +32,6 @@ from mambawin.cache import remove_tree
 from mambawin.errors import BuildError
 from mambawin.packages import PACKAGES
 
-# Unit tests must never start a real build (minutes of nvcc). tests/conftest.py sets this variable
-# for every test not marked slow; only a hand-written fake upstream, which carries the marker
-# file, may then be built.
-FORBID_ENV = "MAMBAWIN_FORBID_REAL_BUILD"
-FAKE_MARKER = "MAMBAWIN_FAKE_UPSTREAM"
 _NO_WORK = "ninja: no work to do."
 _MESSAGE_LIMIT = 300
 
@@ -81,7 +75,6 @@ def compile_wheel(
     workspace: Workspace, env: Mapping[str, str], on_status: Callable[[NinjaStatus], None]
 ) -> CompileResult:
     """Build the wheel in workspace.src; CompileFailed with the first compiler error on failure."""
-    guard_real_build(workspace.src, env)
     remove_tree(workspace.dist)  # a wheel left by an earlier run must not pass for this one
     argv = setup_command(workspace)
     env = {**env, "DIST_EXTRA_CONFIG": str(build_config(workspace))}
@@ -97,17 +90,6 @@ def compile_wheel(
     return CompileResult(
         wheel, log, watcher.units, watcher.reused, round(time.monotonic() - start, 1)
     )
-
-
-def guard_real_build(source: Path, env: Mapping[str, str] | None = None) -> None:
-    """Refuse to build a real upstream tree while a unit test forbids it (see tests/conftest.py)."""
-    forbidden = (env or os.environ).get(FORBID_ENV) == "1" or os.environ.get(FORBID_ENV) == "1"
-    if forbidden and not (source / FAKE_MARKER).is_file():
-        msg = (
-            f"a unit test tried to start a real build of {source}: mark the test "
-            f"@pytest.mark.slow or build a fake upstream that has a {FAKE_MARKER} file"
-        )
-        raise RuntimeError(msg)
 
 
 class _Watcher:
