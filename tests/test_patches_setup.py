@@ -20,7 +20,7 @@ from mambawin.archs import parse_archs
 from mambawin.errors import PatchError
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import RECORD, apply_patches
-from mambawin.patch.mamba import arch_list, compiler_flags
+from mambawin.patch.setup_py import arch_list, compiler_flags
 
 FIXTURES = Path(__file__).parent / "fixtures" / "setup_py"
 SETUP_IDS = ("arch-list", "cached-wheels", "nvcc-threads", "compiler-flags", "keep-cuda-build")

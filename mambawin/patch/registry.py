@@ -15,17 +15,14 @@ from mambawin.packages import CAUSAL_CONV1D, MAMBA, Package
 from mambawin.patch import causal_conv1d as conv
 from mambawin.patch.base import Patch
 from mambawin.patch.mamba import (
-    arch_list,
     bool_switch,
-    cached_wheels,
-    compiler_flags,
     complex_removal,
     cuda13_cub,
     keep_cuda_build,
     mamba3_imports,
     math_defines,
-    nvcc_threads,
 )
+from mambawin.patch.setup_py import arch_list, cached_wheels, compiler_flags, nvcc_threads
 
 PATCHES: tuple[Patch, ...] = (
     arch_list.PATCH,  # arch-list

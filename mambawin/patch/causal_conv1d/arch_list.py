@@ -14,10 +14,10 @@ from dataclasses import replace
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.patch.mamba import arch_list as mamba
+from mambawin.patch.setup_py import arch_list as shared
 
 PATCH = replace(
-    mamba.PATCH,
+    shared.PATCH,
     prevents="nvcc fatal: Unsupported gpu architecture 'compute_53' (nvcc 13, v1.0.0..v1.5.2), "
     "and 11 archs compiled (v1.5.3+) for a GPU that runs one",
     versions=SpecifierSet(">=1.0.0"),

@@ -13,10 +13,10 @@ from dataclasses import replace
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.patch.mamba import cached_wheels as mamba
+from mambawin.patch.setup_py import cached_wheels as shared
 
 PATCH = replace(
-    mamba.PATCH,
+    shared.PATCH,
     versions=SpecifierSet(">=1.0.0"),
     why="upstream catches only HTTPError and get_wheel_url() raises before the try (same code "
     "as mamba#55); CAUSAL_CONV1D_FORCE_BUILD must be spelled exactly TRUE",

@@ -13,10 +13,10 @@ from dataclasses import replace
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.patch.mamba import compiler_flags as mamba
+from mambawin.patch.setup_py import compiler_flags as shared
 
 PATCH = replace(
-    mamba.PATCH,
+    shared.PATCH,
     versions=SpecifierSet(">=1.0.0"),
     why="upstream hard-codes gcc-style -O3 (and -std=c++17 for HIP) in every tag; torch 2.10+ "
     "needs C++20; pytorch#148317 (/Zc:preprocessor)",

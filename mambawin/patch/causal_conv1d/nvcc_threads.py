@@ -11,10 +11,10 @@ from dataclasses import replace
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.patch.mamba import nvcc_threads as mamba
+from mambawin.patch.setup_py import nvcc_threads as shared
 
 PATCH = replace(
-    mamba.PATCH,
+    shared.PATCH,
     versions=SpecifierSet(">=1.0.0"),
     why="every causal-conv1d tag hard-codes --threads 4 and no tag reads NVCC_THREADS",
 )
