@@ -7,21 +7,18 @@ wheelhouse or the team's index, and, when it cannot be built, why in one line.
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from mambawin import proc
 from mambawin.archs import Arch, format_archs
 from mambawin.errors import CommandError
 from mambawin.fetch.upstream import file_version, mirror_path, release_version
+from mambawin.index.reader import index_files
 from mambawin.packages import get_package
 from mambawin.patch.registry import own_ids
 from mambawin.team import compat
@@ -29,7 +26,6 @@ from mambawin.team.spec import PackageSpec, Spec, TorchSpec
 from mambawin.wheel.metadata import local_version_label
 
 TODO, BUILT, INDEXED, IMPOSSIBLE = "todo", "built", "indexed", "impossible"
-INDEX_FILES = "files"  # where `mambawin index` keeps the wheels inside its output folder
 
 
 @dataclass(frozen=True)
@@ -230,42 +226,9 @@ def _existing(spec: Spec, names: Iterable[str]) -> dict[str, str]:
     """File name → built/indexed for wheels in the wheelhouse and the team's index."""
     found: dict[str, str] = {}
     if spec.index:
-        for name in _index_files(spec.index, names):
+        for name in index_files(spec.index, names):
             found[name] = INDEXED
     if spec.wheelhouse.is_dir():
         for path in spec.wheelhouse.glob("*.whl"):
             found.setdefault(path.name, BUILT)
     return found
-
-
-def _index_files(index: str, names: Iterable[str]) -> set[str]:
-    """Wheel file names an index holds: a `mambawin index` folder, or a PEP 503 URL (simple/)."""
-    if "://" not in index:
-        folder = Path(index) / INDEX_FILES
-        return {p.name for p in folder.glob("*.whl")} if folder.is_dir() else set()
-    found: set[str] = set()
-    for name in names:
-        found |= _hrefs(f"{index.rstrip('/')}/{canonicalize_name(name)}/")
-    return found
-
-
-def _hrefs(url: str) -> set[str]:
-    """The wheel names linked from one project page; empty when it cannot be read."""
-    try:
-        with urllib.request.urlopen(url, timeout=15) as response:
-            page = response.read().decode("utf-8", errors="replace")
-    except (OSError, urllib.error.URLError, ValueError):
-        return set()
-    parser = _Links()
-    parser.feed(page)
-    return {href.split("#")[0].rsplit("/", 1)[-1] for href in parser.hrefs if ".whl" in href}
-
-
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self.hrefs += [v for k, v in attrs if k == "href" and v]
