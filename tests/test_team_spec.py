@@ -171,3 +171,19 @@ def test_the_example_spec_drops_nothing_by_default(tmp_path: Path) -> None:
     from mambawin.team.spec import load_spec
 
     assert load_spec(write_example(tmp_path / "mambawin.toml")).options.drop == ()
+
+
+def test_docs_key_table_is_the_specs_own() -> None:
+    # docs/team.md shows the table the reader checks keys against; a new key changes both.
+    from mambawin.team.spec import SPEC_KEYS, TABLE_KEYS, key_table
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "team.md").read_text(encoding="utf-8")
+    assert key_table() in doc
+    for key in SPEC_KEYS:
+        for sub in TABLE_KEYS.get(key.toml_name, ()):
+            assert f"`{sub}`" in key.meaning, f"{key.name}'s row does not name `{sub}`"
+
+
+def test_a_key_outside_the_table_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="unknown key: expected one of python, platforms"):
+        parse_spec("extra = 1\n" + GOOD, tmp_path / "t.toml")

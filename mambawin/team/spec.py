@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,89 @@ class Spec:
     options: Options = field(default_factory=Options)
 
 
+# ---- the keys a spec may have: the one list the reader checks and docs/team.md shows ------------
+
+
+@dataclass(frozen=True)
+class SpecKey:
+    """One key of the spec (a table's sub-keys are its `keys`), as docs/team.md shows it."""
+
+    name: str  # `python`, or `[[package]]` / `[options]` for a table
+    kind: str
+    meaning: str
+
+    @property
+    def toml_name(self) -> str:
+        return self.name.strip("[]")
+
+
+SPEC_KEYS: tuple[SpecKey, ...] = (
+    SpecKey(
+        "python",
+        'list of `"X.Y"`',
+        "CPython versions, 3.10 or newer (mambawin itself runs in each build environment)",
+    ),
+    SpecKey(
+        "platforms",
+        "list",
+        "wheel platform tags: `win_amd64`, `linux_x86_64`, `linux_aarch64` (default "
+        '`["win_amd64"]`)',
+    ),
+    SpecKey(
+        "archs",
+        "list or string",
+        'CUDA archs for every wheel, spelled like `--arch`: `"86"`, `"8.9"`, `"sm_90"`, `"90+PTX"`',
+    ),
+    SpecKey(
+        "wheelhouse",
+        "path",
+        "where built wheels go (default `wheelhouse`, relative to the spec file)",
+    ),
+    SpecKey(
+        "index",
+        "path or URL",
+        "optional: a `mambawin index` folder or a `…/simple` URL already serving wheels",
+    ),
+    SpecKey(
+        "[[package]]",
+        "table, one per package",
+        "`name` (`mamba-ssm` or `causal-conv1d`), `ref` (tag, branch or commit), "
+        "optional `repo` (URL or local clone) and `version` (for a branch or commit not"
+        " fetched yet)",
+    ),
+    SpecKey(
+        "[[torch]]",
+        "table, one per torch build",
+        '`version` (`"2.11.0"`), `cuda` (`"13.0"` or `"cu130"`), `index` torch is '
+        "installed from (`https://download.pytorch.org/whl/cu130`); give either `cuda` "
+        "or an index URL ending in `/cuXYZ` and the other is derived",
+    ),
+    SpecKey(
+        "[options]",
+        "table",
+        "`keep_complex` (bool), `drop` / `keep` (requirement names removed from / kept "
+        "in METADATA), `skip_patches` (patch ids left out, as `build --skip-patch`; "
+        "each cell gets the ids its package has; an id neither package has is a spec "
+        "error). Every default is `mambawin build`'s own (`drop = []`: win_amd64 wheels"
+        " get `triton-windows` for the `triton` their import needs)",
+    ),
+)
+
+# The keys inside each table; [options] has exactly the Options fields (build's own options).
+TABLE_KEYS: Mapping[str, tuple[str, ...]] = {
+    "package": ("name", "ref", "repo", "version"),
+    "torch": ("version", "cuda", "index"),
+    "options": tuple(f.name for f in fields(Options)),
+}
+
+
+def key_table() -> str:
+    """The Markdown table of every spec key (docs/team.md holds it; a test keeps them equal)."""
+    lines = ["| key | type | meaning |", "| --- | --- | --- |"]
+    lines += [f"| `{k.name}` | {k.kind} | {k.meaning} |" for k in SPEC_KEYS]
+    return "\n".join(lines) + "\n"
+
+
 # ---- loading -----------------------------------------------------------------------------------
 
 
@@ -132,8 +215,7 @@ class _Reader:
         return SpecError(f"{at}: {_dotted(where)}: {problem}")
 
     def spec(self, data: dict[str, Any]) -> Spec:
-        top = ("python", "platforms", "archs", "wheelhouse", "index", "package", "torch", "options")
-        self.known(data, (), top)
+        self.known(data, (), tuple(k.toml_name for k in SPEC_KEYS))
         base = self.path.parent
         index = self.optional_str(data, ("index",))
         return Spec(
@@ -163,7 +245,7 @@ class _Reader:
         return found
 
     def package(self, table: dict[str, Any], where: tuple[str | int, ...]) -> PackageSpec:
-        self.known(table, where, ("name", "ref", "repo", "version"))
+        self.known(table, where, TABLE_KEYS["package"])
         raw = self.string(self.required(table, (*where, "name")), (*where, "name"))
         name = canonicalize_name(raw)
         if name not in PACKAGE_NAMES:
@@ -185,7 +267,7 @@ class _Reader:
         return tuple(self.torch(table, ("torch", i)) for i, table in enumerate(tables))
 
     def torch(self, table: dict[str, Any], where: tuple[str | int, ...]) -> TorchSpec:
-        self.known(table, where, ("version", "cuda", "index"))
+        self.known(table, where, TABLE_KEYS["torch"])
         version = self.string(self.required(table, (*where, "version")), (*where, "version"))
         self.version(version, (*where, "version"))
         index = self.optional_str(table, (*where, "index"))
@@ -253,7 +335,7 @@ class _Reader:
 
     def options(self, value: object) -> Options:
         table = self.table(value, ("options",))
-        self.known(table, ("options",), ("keep_complex", "drop", "keep", "skip_patches"))
+        self.known(table, ("options",), TABLE_KEYS["options"])
         keep_complex = table.get("keep_complex", Options.keep_complex)
         if not isinstance(keep_complex, bool):
             raise self.fail(("options", "keep_complex"), "must be true or false")
