@@ -140,7 +140,7 @@ def test_an_os_error_under_json_is_a_json_document(tmp_path: Path) -> None:
 def test_a_source_date_epoch_a_zip_cannot_hold_is_refused(
     value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mambawin.wheel.metadata import source_date_epoch
+    from mambawin.wheel.provenance import source_date_epoch
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
     with pytest.raises(UsageError, match="1980-01-01 to 2107-12-31"):

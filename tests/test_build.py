@@ -34,7 +34,8 @@ from mambawin.doctor.checks import Check, DoctorReport, Toolchain
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
 from mambawin.status import Status
-from mambawin.wheel.metadata import read_provenance, requirements
+from mambawin.wheel.metadata import requirements
+from mambawin.wheel.provenance import read_provenance
 
 FAKE = Path(__file__).parent / "fixtures" / "fake_upstream"
 STEPS = ["doctor", "fetch", "patch", "build", "metadata", "record"]

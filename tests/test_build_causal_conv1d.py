@@ -25,7 +25,9 @@ from mambawin.cli import app
 from mambawin.doctor.checks import DoctorReport, Toolchain
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem
-from mambawin.wheel.metadata import GUARD_BEGIN, read_provenance, requirements
+from mambawin.wheel.guard import GUARD_BEGIN
+from mambawin.wheel.metadata import requirements
+from mambawin.wheel.provenance import read_provenance
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOOLCHAIN = Toolchain(

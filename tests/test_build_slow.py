@@ -10,7 +10,8 @@ import pytest
 from mambawin.archs import parse_archs
 from mambawin.builder import pipeline as core
 from mambawin.wheel.gpucode import list_gpu_code
-from mambawin.wheel.metadata import read_provenance, requirements
+from mambawin.wheel.metadata import requirements
+from mambawin.wheel.provenance import read_provenance
 
 
 @pytest.mark.slow

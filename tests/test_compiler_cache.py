@@ -30,7 +30,7 @@ from mambawin.doctor.probes import tools
 from mambawin.errors import ToolchainError
 from mambawin.status import Status
 from mambawin.toolchain.probe import ProbeContext
-from mambawin.wheel.metadata import read_provenance
+from mambawin.wheel.provenance import read_provenance
 
 FIXTURES = Path(__file__).parent / "fixtures" / "compiler_cache"
 POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="fake tools are sh scripts")

@@ -1,4 +1,4 @@
-"""metadata.rewrite_wheel on small hand-made wheels: requirements, versions, RECORD, provenance."""
+"""repack.rewrite_wheel on small hand-made wheels: requirements, versions, RECORD, provenance."""
 
 from __future__ import annotations
 
@@ -18,18 +18,19 @@ from packaging.version import Version
 from typer.testing import CliRunner
 from wheel.wheelfile import WheelFile
 
+from mambawin import __version__
 from mambawin.cli import app
 from mambawin.errors import UsageError, WheelError
-from mambawin.wheel import metadata
-from mambawin.wheel.metadata import (
-    GUARD_BEGIN,
+from mambawin.wheel import repack
+from mambawin.wheel.guard import GUARD_BEGIN
+from mambawin.wheel.metadata import requirements
+from mambawin.wheel.provenance import (
     PROVENANCE_NAME,
     Provenance,
     local_version_label,
     read_provenance,
-    requirements,
-    rewrite_wheel,
 )
+from mambawin.wheel.repack import rewrite_wheel
 
 TAG = "cp311-cp311-linux_x86_64"
 WIN = "cp311-cp311-win_amd64"
@@ -291,7 +292,7 @@ def test_provenance_is_recorded_with_the_build_date(
     assert (record["commit"], record["archs"], record["mambawin_version"]) == (
         "0" * 40,
         ["sm_86", "sm_89"],
-        metadata.__version__,
+        __version__,
     )
     assert (
         member(out, f".dist-info/{PROVENANCE_NAME}")
@@ -384,7 +385,7 @@ def test_a_failure_leaves_the_old_output_and_no_scratch(
     def explode(*args: object) -> bytes:
         raise OSError("disk full")
 
-    monkeypatch.setattr(metadata, "edit_metadata", explode)
+    monkeypatch.setattr(repack, "edit_metadata", explode)
     with pytest.raises(OSError, match="disk full"):
         rewrite_wheel(wheel, tmp_path / "out")
     assert target.read_bytes() == b"an older wheel"

@@ -11,7 +11,8 @@ from wheel.wheelfile import WheelFile
 
 from mambawin import proc
 from mambawin.errors import CommandError
-from mambawin.wheel.metadata import Provenance, rewrite_wheel
+from mambawin.wheel.provenance import Provenance
+from mambawin.wheel.repack import rewrite_wheel
 
 TAG = "py3-none-any"  # pip refuses a platform tag that is not this machine's, so keep it neutral
 INIT = '"""Mamba."""\n\n__version__ = "2.2.6"\nimport selective_scan_cuda  # noqa\n'

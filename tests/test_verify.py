@@ -21,7 +21,7 @@ from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.report import StepResult, Target, VerifyReport
 from mambawin.verify.tools import Tools
 from mambawin.wheel.gpucode import GpuCode
-from mambawin.wheel.metadata import PROVENANCE_NAME
+from mambawin.wheel.provenance import PROVENANCE_NAME
 
 H100 = Target("2.8.0+cu128", "12.8", "NVIDIA H100", (9, 0))
 PROVENANCE = {

@@ -58,12 +58,8 @@ from mambawin.patch.engine import (
     apply_patches,
 )
 from mambawin.patch.registry import check_ids, patch_ids
-from mambawin.wheel.metadata import (
-    Provenance,
-    local_version_label,
-    normalize_local_label,
-    rewrite_wheel,
-)
+from mambawin.wheel.provenance import Provenance, local_version_label, normalize_local_label
+from mambawin.wheel.repack import rewrite_wheel
 
 RECORD_NAME = "build.json"
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)

@@ -38,10 +38,12 @@ def metadata_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Copy WHEEL with requirements for its platform, a local version, provenance, a torch guard."""
-    from mambawin.wheel import metadata
+    from mambawin.wheel.metadata import requirement_plan
+    from mambawin.wheel.provenance import read_provenance
+    from mambawin.wheel.repack import rewrite_wheel
 
-    plan = metadata.requirement_plan(wheel, drop=drop or (), keep=keep or ())
-    written = metadata.rewrite_wheel(
+    plan = requirement_plan(wheel, drop=drop or (), keep=keep or ())
+    written = rewrite_wheel(
         wheel,
         out,
         drop=drop or (),
@@ -55,7 +57,7 @@ def metadata_command(
                 "wheel": str(written),
                 "changes": [c.to_json() for c in plan.every],
                 "dropped": [c.before for c in plan.changes if c.after is None],
-                "provenance": metadata.read_provenance(written),
+                "provenance": read_provenance(written),
             }
         )
         return

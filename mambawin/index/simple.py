@@ -52,7 +52,7 @@ from mambawin.index.page import (
     root_json,
 )
 from mambawin.wheel.info import open_wheel, read_member, read_message, read_wheel
-from mambawin.wheel.metadata import read_provenance
+from mambawin.wheel.provenance import read_provenance
 
 FILES = "files"
 SIMPLE = "simple"

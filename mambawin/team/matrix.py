@@ -23,7 +23,7 @@ from mambawin.packages import get_package
 from mambawin.patch.registry import own_ids
 from mambawin.team import compat
 from mambawin.team.spec import PackageSpec, Spec, TorchSpec
-from mambawin.wheel.metadata import local_version_label
+from mambawin.wheel.provenance import local_version_label
 
 TODO, BUILT, INDEXED, IMPOSSIBLE = "todo", "built", "indexed", "impossible"
 

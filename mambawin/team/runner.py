@@ -22,7 +22,7 @@ from mambawin.errors import MambawinError
 from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
 from mambawin.team.spec import Options, Spec
-from mambawin.wheel.metadata import local_version_label
+from mambawin.wheel.provenance import local_version_label
 
 BUILT, SKIPPED, FAILED, ELSEWHERE = "built", "skipped", "failed", "elsewhere"
 CELL_TIMEOUT = 6 * 3600  # a cold build of every arch on a small machine takes hours

@@ -126,7 +126,7 @@ def platform_tags(platform: str) -> tuple[str, ...]:
 def resolve_wheel(wheel: Path, *, python: str = sys.executable) -> Resolution:
     """Resolve a wheel's default requirements for its own tag, torch at the version it was for."""
     from mambawin.wheel.info import open_wheel, read_member
-    from mambawin.wheel.metadata import read_provenance
+    from mambawin.wheel.provenance import read_provenance
 
     if os.environ.get(OFFLINE_ENV):
         return _skipped("")

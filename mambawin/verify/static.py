@@ -25,7 +25,8 @@ from mambawin.verify.report import StepResult, Target, named
 from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
-from mambawin.wheel.metadata import provenance_in, requirement_plan_in, requirements_in
+from mambawin.wheel.metadata import requirement_plan_in, requirements_in
+from mambawin.wheel.provenance import provenance_in
 
 TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
 

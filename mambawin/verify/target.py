@@ -12,9 +12,7 @@ from mambawin.packages import (
     PACKAGES,
 )
 from mambawin.verify.report import Target
-from mambawin.wheel.metadata import (
-    PROVENANCE_NAME,
-)
+from mambawin.wheel.provenance import PROVENANCE_NAME
 
 _PROBE = """
 import importlib.util, json

@@ -1,0 +1,185 @@
+"""Rewrite a built wheel so its platform can install and trust it; the input is never modified.
+
+Rewrites requirements for the wheel's platform tag (`wheel.requirements`: on Windows triton becomes
+triton-windows and Mamba3-only requirements move to an extra), sets a local version that says what
+the wheel was built for, records provenance (with every requirement change) in the .dist-info and
+adds a torch/CUDA import guard to the package.
+The new wheel is written through `wheel.wheelfile.WheelFile`, so RECORD is regenerated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+from wheel.wheelfile import WheelFile, get_zipinfo_datetime
+
+from mambawin.atomic import staging_dir
+from mambawin.errors import UsageError, WheelError
+from mambawin.wheel.guard import guard_target, guard_versions, set_guard
+from mambawin.wheel.info import (
+    WheelInfo,
+    open_wheel,
+    read_member,
+)
+from mambawin.wheel.metadata import edit_metadata, requirement_plan_in
+from mambawin.wheel.provenance import (
+    NO_LABEL,
+    PROVENANCE_NAME,
+    Provenance,
+    normalize_local_label,
+    provenance_in,
+    source_date_epoch,
+)
+from mambawin.wheel.requirements import Plan
+
+_SIGNATURES = ("RECORD", "RECORD.jws", "RECORD.p7s")
+
+
+Entry = tuple[str, bytes, zipfile.ZipInfo | None]  # new name, bytes, the entry it came from
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Names in the new wheel: version, .dist-info/.data folders and the target path."""
+
+    info: WheelInfo
+    version: str | None  # new METADATA Version, None to keep it
+    dist_info: str
+    target: Path
+
+    def rename(self, member: str) -> str:
+        top, sep, rest = member.partition("/")
+        old_data = self.info.dist_info[: -len(".dist-info")] + ".data"
+        if top == self.info.dist_info:
+            return f"{self.dist_info}{sep}{rest}"
+        if top == old_data:
+            return f"{self.dist_info[: -len('.dist-info')]}.data{sep}{rest}"
+        return member
+
+
+def rewrite_wheel(
+    wheel: Path,
+    out_dir: Path,
+    *,
+    drop: Iterable[str] = (),
+    keep: Iterable[str] = (),
+    local_version: str | None = None,
+    provenance: Provenance | Mapping[str, object] | None = None,
+    guard: bool = True,
+) -> Path:
+    """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring)."""
+    source_date_epoch()  # fail before any work when it is malformed
+    _check_out_dir(Path(out_dir))
+    label = _label_of(local_version)
+    with open_wheel(Path(wheel)) as (archive, info):
+        plan = _plan(info, label, Path(out_dir))
+        changes = requirement_plan_in(archive, info, drop, keep)
+        record = _provenance_dict(archive, info, provenance)
+        if record is not None and changes.every:
+            record["requirements"] = [change.to_json() for change in changes.every]
+        versions = guard_versions(record) if guard and record else None
+        entries = _entries(archive, plan, changes, record, versions)
+        return _write_atomically(entries, plan.target)
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """UsageError when out_dir, or the nearest of its parents that exists, is not a folder."""
+    existing = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        msg = f"--out {out_dir}: {existing} is a file, not a folder: pass a folder for the wheel"
+        raise UsageError(msg)
+
+
+def _label_of(local_version: str | None) -> str | None:
+    """None keeps the wheel's version; 'none' drops its label, as `build --local-version none`."""
+    if local_version is None:
+        return None
+    if local_version.strip().lower() == NO_LABEL:
+        return ""
+    return normalize_local_label(local_version)
+
+
+def _plan(info: WheelInfo, label: str | None, out_dir: Path) -> _Plan:
+    public = Version(info.version).public
+    version = None if label is None else (f"{public}+{label}" if label else public)
+    file_version = version.replace("-", "_") if version else info.file.version
+    # WheelFile puts RECORD under `<name>-<version>.dist-info` from the file name, so the folder
+    # must be named exactly like that or RECORD would land in a second .dist-info.
+    dist_info = f"{info.file.name}-{file_version}.dist-info"
+    target = out_dir / info.file.with_version(file_version)
+    if target.resolve() == info.path.resolve():
+        msg = (
+            f"the output {target} would overwrite the input wheel: pass another --out folder "
+            "(the input is never modified)"
+        )
+        raise WheelError(msg)
+    return _Plan(info, version, dist_info, target)
+
+
+def _provenance_dict(
+    archive: zipfile.ZipFile,
+    info: WheelInfo,
+    provenance: Provenance | Mapping[str, object] | None,
+) -> dict[str, object] | None:
+    """The caller's provenance, else the one already in the wheel (a second rewrite keeps it)."""
+    if isinstance(provenance, Provenance):
+        return provenance.to_dict()
+    if provenance is not None:
+        return dict(provenance)
+    return provenance_in(archive, info)
+
+
+def _entries(
+    archive: zipfile.ZipFile,
+    plan: _Plan,
+    changes: Plan,
+    record: dict[str, object] | None,
+    versions: tuple[str, str] | None,
+) -> Iterator[Entry]:
+    """(new name, bytes, original entry) for every member of the new wheel, RECORD excluded."""
+    info = plan.info
+    skipped = {f"{info.dist_info}/{name}" for name in (*_SIGNATURES, PROVENANCE_NAME)}
+    guarded = guard_target(info, needed=versions is not None)
+    for entry in archive.infolist():
+        if entry.is_dir() or entry.filename in skipped:
+            continue
+        data = read_member(info.path, archive, entry.filename)
+        if entry.filename == info.metadata_path:
+            data = edit_metadata(data, changes, plan.version)
+        elif entry.filename == guarded:
+            data = set_guard(data, versions, info.name)
+        yield plan.rename(entry.filename), data, entry
+    if record is not None:
+        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+        yield f"{plan.dist_info}/{PROVENANCE_NAME}", text.encode("utf-8"), None
+
+
+def _write_atomically(entries: Iterable[Entry], target: Path) -> Path:
+    """Write through a scratch folder beside the target and move the wheel in with os.replace."""
+    # WheelFile derives the .dist-info name from the file name, so the partial file gets the final
+    # name inside a private scratch folder rather than a `.part` suffix.
+    with staging_dir(target.parent) as scratch:
+        partial = scratch / target.name
+        with WheelFile(partial, "w") as out:
+            for name, data, original in entries:
+                out.writestr(_zip_entry(name, original), data)
+        os.replace(partial, target)
+    return target
+
+
+def _zip_entry(name: str, original: zipfile.ZipInfo | None) -> zipfile.ZipInfo:
+    """A fresh entry: SOURCE_DATE_EPOCH (else the old time) and the old permission bits."""
+    keep_time = original is not None and "SOURCE_DATE_EPOCH" not in os.environ
+    date_time = original.date_time if keep_time and original else get_zipinfo_datetime()
+    entry = zipfile.ZipInfo(name, date_time=date_time)
+    entry.compress_type = zipfile.ZIP_DEFLATED
+    mode = (original.external_attr >> 16) if original else 0
+    entry.external_attr = ((stat.S_IMODE(mode) or 0o644) | stat.S_IFREG) << 16
+    return entry
