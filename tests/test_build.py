@@ -28,6 +28,7 @@ from mambawin.builder import pipeline as core
 from mambawin.builder.compile import CompileFailed, compile_wheel
 from mambawin.builder.key import build_key
 from mambawin.builder.ninja import NinjaStatus
+from mambawin.builder.options import BuildOptions
 from mambawin.builder.workspace import Workspace, builds_root
 from mambawin.cli import app
 from mambawin.doctor.checks import Check, DoctorReport, Toolchain
@@ -101,8 +102,8 @@ def doctor(monkeypatch: pytest.MonkeyPatch) -> list[DoctorReport]:
     return reports
 
 
-def _options(repo: Path, out: Path, **changes: Any) -> core.BuildOptions:
-    options = core.BuildOptions(repo=str(repo), ref="v0.1.0", out=out)
+def _options(repo: Path, out: Path, **changes: Any) -> BuildOptions:
+    options = BuildOptions(repo=str(repo), ref="v0.1.0", out=out)
     return replace(options, **changes)
 
 
@@ -279,7 +280,7 @@ def test_a_left_out_patch_leaves_its_file_and_changes_the_key(tmp_path: Path) ->
         root = tmp_path / name
         shutil.copytree(Path(__file__).parent / "fixtures" / "causal_conv1d", root)
         (root / "causal_conv1d" / "__init__.py").write_text('__version__ = "1.6.1"\n')
-        options = core.BuildOptions(package=CAUSAL_CONV1D, skip_patches=skip)
+        options = BuildOptions(package=CAUSAL_CONV1D, skip_patches=skip)
         report = core._patch(root, parse_archs("90"), options)
         checkout = upstream.Checkout(root, "repo", "v1.6.1", "c0ffee", "1.6.1", "v1.6.1")
         trees.append(

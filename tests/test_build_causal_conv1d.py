@@ -21,6 +21,7 @@ from mambawin.archs import parse_archs
 from mambawin.builder import pair
 from mambawin.builder import pipeline as core
 from mambawin.builder.key import KeyInputs, build_key
+from mambawin.builder.options import BuildOptions
 from mambawin.cli import app
 from mambawin.doctor.checks import DoctorReport, Toolchain
 from mambawin.errors import UpstreamError, UsageError
@@ -135,11 +136,11 @@ def mirrors(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_choose_pair_defaults_to_the_newest_fitting_release(mirrors: tuple[Path, Path]) -> None:
     mamba, conv = mirrors
-    options = core.BuildOptions(repo=str(mamba), ref="v2.3.2.post1")
+    options = BuildOptions(repo=str(mamba), ref="v2.3.2.post1")
     choice = pair.choose_pair(options, pair.Companion(repo=str(conv)))
     assert (choice.mamba_version, choice.conv_ref) == (Version("2.3.2.post1"), "v1.6.1.post4")
     # Without --ref, mamba's newest release decides.
-    choice = pair.choose_pair(core.BuildOptions(repo=str(mamba)), pair.Companion(repo=str(conv)))
+    choice = pair.choose_pair(BuildOptions(repo=str(mamba)), pair.Companion(repo=str(conv)))
     assert choice.mamba_version == Version("2.3.2.post1")
 
 
@@ -198,7 +199,7 @@ def test_causal_conv1d_alone(tmp_path: Path, doctor: None, monkeypatch: pytest.M
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     monkeypatch.setenv("CAUSAL_CONV1D_SKIP_CUDA_BUILD", "TRUE")  # stale shell settings
     monkeypatch.setenv("CAUSAL_CONV1D_LOCAL_VERSION", "stale")
-    options = core.BuildOptions(
+    options = BuildOptions(
         repo=str(repo), ref="v0.1.0", out=tmp_path / "out", package=CAUSAL_CONV1D
     )
     result = core.build(options, None)

@@ -9,6 +9,7 @@ import pytest
 
 from mambawin.archs import parse_archs
 from mambawin.builder import pipeline as core
+from mambawin.builder.options import BuildOptions
 from mambawin.wheel.gpucode import list_gpu_code
 from mambawin.wheel.metadata import requirements
 from mambawin.wheel.provenance import read_provenance
@@ -19,7 +20,7 @@ from mambawin.wheel.provenance import read_provenance
 def test_real_v226_build_for_sm90_then_an_identical_rebuild(
     upstream_repo: Path, tmp_path: Path
 ) -> None:
-    options = core.BuildOptions(
+    options = BuildOptions(
         repo=str(upstream_repo), ref="v2.2.6", archs=parse_archs("90"), out=tmp_path / "wheels"
     )
     first = core.build(options)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from packaging.version import Version
 
-from mambawin.builder.pipeline import BuildOptions
+from mambawin.builder.options import BuildOptions
 from mambawin.builder.reporter import Reporter
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import upstream

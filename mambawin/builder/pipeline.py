@@ -18,9 +18,7 @@ import sysconfig
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
@@ -28,11 +26,12 @@ from mambawin.atomic import staging_dir
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
-from mambawin.builder.environment import EnvRequest, build_environment
+from mambawin.builder.environment import build_environment
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
+from mambawin.builder.options import BuildOptions, check_options
 from mambawin.builder.reporter import QuietReporter, Reporter
+from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.workspace import (
-    Workspace,
     adopt_source,
     builds_root,
     check_out,
@@ -41,152 +40,23 @@ from mambawin.builder.workspace import (
     publish,
     sha256_of,
     torch_link,
-    workspace_for,
 )
 from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
-from mambawin.packages import MAMBA, Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import (
     IN_EFFECT,
-    SKIPPED_BY_USER,
     PatchReport,
-    PatchResult,
     apply_patches,
 )
-from mambawin.patch.registry import check_ids, patch_ids
-from mambawin.wheel.provenance import Provenance, local_version_label, normalize_local_label
+from mambawin.wheel.provenance import Provenance, local_version_label
 from mambawin.wheel.repack import rewrite_wheel
 
 RECORD_NAME = "build.json"
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """What the user asked `mambawin build` for."""
-
-    repo: str | None = None  # None: the package's own upstream (DEFAULT_REPO for mamba-ssm)
-    ref: str | None = None  # None: upstream's newest release
-    source: Path | None = None  # an existing source folder instead of repo + ref
-    archs: tuple[Arch, ...] = ()  # empty: the doctor's recommendation (the local GPU)
-    out: Path = Path("dist")
-    jobs: int | None = None
-    nvcc_threads: int | None = None
-    keep_complex: bool = False
-    local_version: str = "auto"  # auto | none | a PEP 440 local label
-    force: bool = False  # go on past failed blocking doctor checks
-    cache: bool | None = None  # the compiler cache: None uses it when doctor found one
-    drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
-    keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
-    package: Package = MAMBA
-    skip_patches: tuple[str, ...] = ()  # patch ids left out (--skip-patch), recorded as left out
-
-    @property
-    def upstream_repo(self) -> str:
-        """The repository to fetch from: --repo, else the package's upstream."""
-        return self.repo or self.package.default_repo
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A patched tree and everything decided about its build (shared by plan and build)."""
-
-    checkout: Checkout
-    patches: PatchReport
-    archs: tuple[Arch, ...]
-    toolchain: Toolchain
-    jobs: int
-    nvcc_threads: int
-    key: str
-    slot: str
-    cache: CompilerCache | None = None
-    package: Package = MAMBA
-
-    @property
-    def workspace(self) -> Workspace:
-        return workspace_for(self.slot)
-
-    def env_request(
-        self, windows: bool = sys.platform == "win32", link: Path | None = None
-    ) -> EnvRequest:
-        return EnvRequest(
-            self.archs,
-            self.jobs,
-            self.nvcc_threads,
-            self.toolchain.cuda_home,
-            self.toolchain.cuda,
-            windows,
-            self.cache,
-            link,
-            self.package,
-        )
-
-    def applied(self) -> list[dict[str, str]]:
-        """The patches that changed (or had already changed) the tree, as id/status pairs."""
-        return [
-            {"id": r.id, "status": r.status} for r in self.patches.results if r.status in IN_EFFECT
-        ]
-
-    def left_out(self) -> list[str]:
-        """The patches the user left out with --skip-patch."""
-        return [r.id for r in self.patches.results if r.reason == SKIPPED_BY_USER]
-
-
-@dataclass(frozen=True)
-class BuildPlan:
-    """What `build` would do, found without compiling anything (`--plan`)."""
-
-    upstream: dict[str, Any]
-    patches: list[dict[str, Any]]
-    archs: str
-    ext_name: str
-    units: list[str]
-    gencode: list[str]
-    nvcc_flags: list[str]
-    jobs: int
-    nvcc_threads: int
-    key: str
-    build_dir: Path
-    reuses_objects: bool
-    local_version: str | None
-    package: str = MAMBA.name
-
-    def to_json(self) -> dict[str, Any]:
-        """The stable `build --plan --json` form."""
-        data = dict(self.__dict__)
-        data["build_dir"] = str(self.build_dir)
-        return data
-
-
-@dataclass(frozen=True)
-class BuildResult:
-    """The finished wheel and how it was made."""
-
-    wheel: Path
-    size: int
-    sha256: str
-    archs: str
-    log: Path
-    version: str
-    commit: str | None
-    key: str
-    build_dir: Path
-    units_compiled: int
-    reused_objects: bool
-    steps: dict[str, float] = field(default_factory=dict)
-    package: str = MAMBA.name
-    cache: dict[str, Any] | None = None  # compiler cache hits/misses of this build
-
-    def to_json(self) -> dict[str, Any]:
-        """The stable `build --json` form."""
-        data = dict(self.__dict__)
-        for name in ("wheel", "log", "build_dir"):
-            data[name] = str(data[name])
-        return data
 
 
 # ---- the pipeline ------------------------------------------------------------------------------
@@ -195,7 +65,7 @@ class BuildResult:
 def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     steps = _Steps(reporter or QuietReporter())
-    label_choice = _check_options(options)
+    label_choice = check_options(options)
     check_out(options.out, len(options.archs), options.keep_complex)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging)
@@ -230,14 +100,14 @@ def _finish(
 def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
     """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
     steps = _Steps(reporter or QuietReporter())
-    label_choice = _check_options(options)
+    label_choice = check_options(options)
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared = _prepare(options, steps, staging)
         with steps("configure"):
             config = _configure(prepared)
     return BuildPlan(
-        upstream=_upstream_json(prepared.checkout),
-        patches=[_patch_json(r) for r in prepared.patches.results],
+        upstream=upstream_json(prepared.checkout),
+        patches=[patch_json(r) for r in prepared.patches.results],
         archs=format_archs(prepared.archs),
         ext_name=config.ext_name,
         units=list(config.sources),
@@ -491,55 +361,11 @@ def _run_checks(archs: tuple[Arch, ...]) -> DoctorReport:
     return run_checks(archs, builds_root())
 
 
-def _check_options(options: BuildOptions) -> str | None:
-    """Reject contradictory options before any work; return the checked local-version choice."""
-    if options.source is not None and options.ref is not None:
-        msg = (
-            "--source and --ref both name the upstream code: pass --source DIR for a folder "
-            "you have, or --ref REF (with --repo) to fetch one"
-        )
-        raise UsageError(msg)
-    if options.keep_complex and options.package != MAMBA:
-        msg = (
-            f"--keep-complex keeps mamba-ssm's complex kernels; {options.package.name} has "
-            "none: drop --keep-complex"
-        )
-        raise UsageError(msg)
-    known = patch_ids(options.package)
-    check_ids(options.skip_patches, known, flag="--skip-patch", owner=options.package.name)
-    return _check_local_version(options.local_version)
-
-
-def _check_local_version(choice: str) -> str | None:
-    """'auto' stays 'auto', 'none' → None, anything else must be a valid PEP 440 local label."""
-    text = choice.strip()
-    if text.lower() in ("auto", "none"):
-        return text.lower() if text.lower() == "auto" else None
-    try:
-        return normalize_local_label(text)  # the one validator of a label (wheel.metadata)
-    except UsageError as exc:
-        raise UsageError(f"--local-version: {exc}; or auto, or none") from None
-
-
 def _label(choice: str | None, prepared: Prepared) -> str | None:
     if choice != "auto":
         return choice
     tools = prepared.toolchain
     return local_version_label(tools.cuda, tools.torch) if tools.cuda and tools.torch else None
-
-
-def _upstream_json(checkout: Checkout) -> dict[str, Any]:
-    return {
-        "repo": checkout.repo,
-        "ref": checkout.ref,
-        "commit": checkout.commit,
-        "version": checkout.version,
-        "tag": checkout.tag,
-    }
-
-
-def _patch_json(result: PatchResult) -> dict[str, Any]:
-    return {"id": result.id, "status": result.status, "files": list(result.files)}
 
 
 class _Steps:

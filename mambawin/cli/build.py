@@ -127,6 +127,8 @@ def build_command(
     from mambawin.archs import parse_archs
     from mambawin.builder import pair
     from mambawin.builder import pipeline as core
+    from mambawin.builder.options import BuildOptions
+    from mambawin.builder.results import BuildPlan, BuildResult
     from mambawin.packages import get_package
     from mambawin.ui.progress import ConsoleReporter
 
@@ -144,7 +146,7 @@ def build_command(
         )
         return
 
-    options = core.BuildOptions(
+    options = BuildOptions(
         repo=repo,
         ref=ref,
         source=source,
@@ -162,7 +164,7 @@ def build_command(
         skip_patches=split_values(skip_patch),
     )
     reporter = ConsoleReporter()
-    run: Callable[[core.BuildOptions, Reporter], core.BuildPlan | core.BuildResult] = (
+    run: Callable[[BuildOptions, Reporter], BuildPlan | BuildResult] = (
         core.plan if plan_only else core.build
     )
     if with_ is None and with_repo is not None:

@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import userfile
 from mambawin.archs import Arch, parse_archs
-from mambawin.builder.pipeline import BuildOptions
+from mambawin.builder.options import BuildOptions
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGE_NAMES, Package, get_package
 from mambawin.patch.registry import every_patch_id, unknown_ids

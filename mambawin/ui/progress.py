@@ -27,7 +27,7 @@ from rich.progress import (
 from rich.table import Table
 
 from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
-from mambawin.builder.pipeline import BuildPlan, BuildResult
+from mambawin.builder.results import BuildPlan, BuildResult
 from mambawin.ui import console as ui
 
 HEARTBEAT_S = 15.0  # a CI log that stays silent longer looks hung (and some CIs kill it)

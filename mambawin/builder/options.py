@@ -1,0 +1,68 @@
+"""What a user asks `mambawin build` for, checked before any work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mambawin.archs import Arch
+from mambawin.errors import UsageError
+from mambawin.packages import MAMBA, Package
+from mambawin.patch.registry import check_ids, patch_ids
+from mambawin.wheel.provenance import normalize_local_label
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What the user asked `mambawin build` for."""
+
+    repo: str | None = None  # None: the package's own upstream (DEFAULT_REPO for mamba-ssm)
+    ref: str | None = None  # None: upstream's newest release
+    source: Path | None = None  # an existing source folder instead of repo + ref
+    archs: tuple[Arch, ...] = ()  # empty: the doctor's recommendation (the local GPU)
+    out: Path = Path("dist")
+    jobs: int | None = None
+    nvcc_threads: int | None = None
+    keep_complex: bool = False
+    local_version: str = "auto"  # auto | none | a PEP 440 local label
+    force: bool = False  # go on past failed blocking doctor checks
+    cache: bool | None = None  # the compiler cache: None uses it when doctor found one
+    drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
+    keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
+    package: Package = MAMBA
+    skip_patches: tuple[str, ...] = ()  # patch ids left out (--skip-patch), recorded as left out
+
+    @property
+    def upstream_repo(self) -> str:
+        """The repository to fetch from: --repo, else the package's upstream."""
+        return self.repo or self.package.default_repo
+
+
+def check_options(options: BuildOptions) -> str | None:
+    """Reject contradictory options before any work; return the checked local-version choice."""
+    if options.source is not None and options.ref is not None:
+        msg = (
+            "--source and --ref both name the upstream code: pass --source DIR for a folder "
+            "you have, or --ref REF (with --repo) to fetch one"
+        )
+        raise UsageError(msg)
+    if options.keep_complex and options.package != MAMBA:
+        msg = (
+            f"--keep-complex keeps mamba-ssm's complex kernels; {options.package.name} has "
+            "none: drop --keep-complex"
+        )
+        raise UsageError(msg)
+    known = patch_ids(options.package)
+    check_ids(options.skip_patches, known, flag="--skip-patch", owner=options.package.name)
+    return check_local_version(options.local_version)
+
+
+def check_local_version(choice: str) -> str | None:
+    """'auto' stays 'auto', 'none' → None, anything else must be a valid PEP 440 local label."""
+    text = choice.strip()
+    if text.lower() in ("auto", "none"):
+        return text.lower() if text.lower() == "auto" else None
+    try:
+        return normalize_local_label(text)  # the one validator of a label (wheel.metadata)
+    except UsageError as exc:
+        raise UsageError(f"--local-version: {exc}; or auto, or none") from None

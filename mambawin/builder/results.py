@@ -1,0 +1,137 @@
+"""What a build (or its plan) decided and produced: the prepared tree, the plan, the result."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mambawin.archs import Arch
+from mambawin.builder.compiler_cache import CompilerCache
+from mambawin.builder.environment import EnvRequest
+from mambawin.builder.workspace import (
+    Workspace,
+    workspace_for,
+)
+from mambawin.doctor.checks import Toolchain
+from mambawin.fetch.upstream import Checkout
+from mambawin.packages import MAMBA, Package
+from mambawin.patch.engine import (
+    IN_EFFECT,
+    SKIPPED_BY_USER,
+    PatchReport,
+    PatchResult,
+)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A patched tree and everything decided about its build (shared by plan and build)."""
+
+    checkout: Checkout
+    patches: PatchReport
+    archs: tuple[Arch, ...]
+    toolchain: Toolchain
+    jobs: int
+    nvcc_threads: int
+    key: str
+    slot: str
+    cache: CompilerCache | None = None
+    package: Package = MAMBA
+
+    @property
+    def workspace(self) -> Workspace:
+        return workspace_for(self.slot)
+
+    def env_request(
+        self, windows: bool = sys.platform == "win32", link: Path | None = None
+    ) -> EnvRequest:
+        return EnvRequest(
+            self.archs,
+            self.jobs,
+            self.nvcc_threads,
+            self.toolchain.cuda_home,
+            self.toolchain.cuda,
+            windows,
+            self.cache,
+            link,
+            self.package,
+        )
+
+    def applied(self) -> list[dict[str, str]]:
+        """The patches that changed (or had already changed) the tree, as id/status pairs."""
+        return [
+            {"id": r.id, "status": r.status} for r in self.patches.results if r.status in IN_EFFECT
+        ]
+
+    def left_out(self) -> list[str]:
+        """The patches the user left out with --skip-patch."""
+        return [r.id for r in self.patches.results if r.reason == SKIPPED_BY_USER]
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """What `build` would do, found without compiling anything (`--plan`)."""
+
+    upstream: dict[str, Any]
+    patches: list[dict[str, Any]]
+    archs: str
+    ext_name: str
+    units: list[str]
+    gencode: list[str]
+    nvcc_flags: list[str]
+    jobs: int
+    nvcc_threads: int
+    key: str
+    build_dir: Path
+    reuses_objects: bool
+    local_version: str | None
+    package: str = MAMBA.name
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `build --plan --json` form."""
+        data = dict(self.__dict__)
+        data["build_dir"] = str(self.build_dir)
+        return data
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """The finished wheel and how it was made."""
+
+    wheel: Path
+    size: int
+    sha256: str
+    archs: str
+    log: Path
+    version: str
+    commit: str | None
+    key: str
+    build_dir: Path
+    units_compiled: int
+    reused_objects: bool
+    steps: dict[str, float] = field(default_factory=dict)
+    package: str = MAMBA.name
+    cache: dict[str, Any] | None = None  # compiler cache hits/misses of this build
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `build --json` form."""
+        data = dict(self.__dict__)
+        for name in ("wheel", "log", "build_dir"):
+            data[name] = str(data[name])
+        return data
+
+
+def upstream_json(checkout: Checkout) -> dict[str, Any]:
+    return {
+        "repo": checkout.repo,
+        "ref": checkout.ref,
+        "commit": checkout.commit,
+        "version": checkout.version,
+        "tag": checkout.tag,
+    }
+
+
+def patch_json(result: PatchResult) -> dict[str, Any]:
+    return {"id": result.id, "status": result.status, "files": list(result.files)}
