@@ -21,8 +21,10 @@ from mambawin.cli import app
 from mambawin.errors import PatchError, UsageError
 from mambawin.patch import engine
 from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
-from mambawin.patch.engine import RECORD, apply_patches, unified_diff
+from mambawin.patch.diff import unified_diff
+from mambawin.patch.engine import apply_patches
 from mambawin.patch.export import export_patches
+from mambawin.patch.record import RECORD, PatchReport
 
 runner = CliRunner()
 
@@ -80,7 +82,7 @@ def fake_registry(monkeypatch: pytest.MonkeyPatch) -> list[Patch]:
     return patches
 
 
-def statuses(report: engine.PatchReport) -> dict[str, str]:
+def statuses(report: PatchReport) -> dict[str, str]:
     return {r.id: r.status for r in report.results}
 
 

@@ -21,7 +21,8 @@ from mambawin.cli import app
 from mambawin.errors import PatchError, UsageError
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import RECORD, apply_patches
+from mambawin.patch.engine import apply_patches
+from mambawin.patch.record import RECORD
 from mambawin.patch.registry import patch_ids
 
 FIXTURE = Path(__file__).parent / "fixtures" / "causal_conv1d"

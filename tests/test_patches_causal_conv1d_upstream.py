@@ -23,7 +23,7 @@ from mambawin import proc
 from mambawin.builder.configure import configure
 from mambawin.cli import app
 from mambawin.fetch.upstream import release_version
-from mambawin.patch.engine import RECORD
+from mambawin.patch.record import RECORD
 
 pytestmark = pytest.mark.upstream
 runner = CliRunner()

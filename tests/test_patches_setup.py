@@ -19,7 +19,8 @@ from packaging.version import Version
 from mambawin.archs import parse_archs
 from mambawin.errors import PatchError
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import RECORD, apply_patches
+from mambawin.patch.engine import apply_patches
+from mambawin.patch.record import RECORD
 from mambawin.patch.setup_py import arch_list, compiler_flags
 
 FIXTURES = Path(__file__).parent / "fixtures" / "setup_py"

@@ -19,7 +19,7 @@ from mambawin import proc
 from mambawin.builder.configure import configure
 from mambawin.cli import app
 from mambawin.fetch.upstream import release_version
-from mambawin.patch.engine import RECORD
+from mambawin.patch.record import RECORD
 from mambawin.patch.registry import patch_ids
 
 pytestmark = pytest.mark.upstream

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from mambawin import proc
 from mambawin.cli import app
-from mambawin.patch.engine import RECORD
+from mambawin.patch.record import RECORD
 
 pytestmark = pytest.mark.upstream
 runner = CliRunner()

@@ -47,11 +47,8 @@ from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import (
-    IN_EFFECT,
-    PatchReport,
-    apply_patches,
-)
+from mambawin.patch.engine import apply_patches
+from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.wheel.provenance import Provenance, local_version_label
 from mambawin.wheel.repack import rewrite_wheel
 

@@ -17,12 +17,7 @@ from mambawin.builder.workspace import (
 from mambawin.doctor.checks import Toolchain
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA, Package
-from mambawin.patch.engine import (
-    IN_EFFECT,
-    SKIPPED_BY_USER,
-    PatchReport,
-    PatchResult,
-)
+from mambawin.patch.record import IN_EFFECT, SKIPPED_BY_USER, PatchReport, PatchResult
 
 
 @dataclass(frozen=True)

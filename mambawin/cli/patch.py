@@ -11,7 +11,7 @@ from mambawin.cli.app import command, print_json, print_table, split_values
 from mambawin.ui.console import console
 
 if TYPE_CHECKING:
-    from mambawin.patch.engine import PatchReport
+    from mambawin.patch.record import PatchReport
 
 
 PACKAGE_HELP = "mamba-ssm or causal-conv1d."

@@ -11,72 +11,37 @@ from the files as committed at the checkout's HEAD, or refuses when the tree is 
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from packaging.version import Version
 
-from mambawin import __version__, atomic
-from mambawin.archs import format_archs, parse_archs
+from mambawin import atomic
+from mambawin.archs import parse_archs
 from mambawin.errors import MambawinError, PatchError, UsageError
 from mambawin.fetch.upstream import Checkout, committed_files, describe, detect_package
 from mambawin.lock import hold
 from mambawin.packages import MAMBA, Package
 from mambawin.patch import registry
-from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
+from mambawin.patch.base import Patch, PatchContext, PatchOptions, Tree
+from mambawin.patch.diff import unified_diff
+from mambawin.patch.record import (
+    RECORD,
+    SKIPPED_BY_USER,
+    PatchReport,
+    PatchResult,
+    PatchStatus,
+    in_effect_ids,
+    read_record,
+    record_bytes,
+    sha256,
+)
 from mambawin.patch.registry import PATCHES, patches_for
 
-RECORD = ".mambawin/patches.json"
 LOCK = ".mambawin/patch.lock"
-# What a transform returns (base.Outcome), or "skipped" when the engine never ran it.
-PatchStatus = Literal[Outcome, "skipped"]
-IN_EFFECT: tuple[PatchStatus, ...] = ("applied", "already-applied")  # the tree holds their edits
-# The reason of a patch the user left out (patch --skip, build --skip-patch).
-SKIPPED_BY_USER = "named by --skip"
-
-
-@dataclass(frozen=True)
-class PatchResult:
-    """What one patch did: its status, the files it changed (or owns, if already applied)."""
-
-    id: str
-    status: PatchStatus
-    files: tuple[str, ...] = ()
-    reason: str = ""  # why skipped / not-applicable
-    diff: str = ""  # this patch's own git-style diff, relative to the tree before it ran
-
-
-@dataclass(frozen=True)
-class PatchReport:
-    """The outcome of apply_patches over one source tree."""
-
-    root: Path
-    version: str
-    commit: str | None
-    options: PatchOptions
-    results: tuple[PatchResult, ...]
-    diff: str  # every change against the files on disk before the run
-    dry_run: bool = False
-    # Each result's diff starts from upstream's files (no patch was in effect before this run, or
-    # the run started again from HEAD), so --export can write them as they are.
-    from_upstream: bool = True
-    package: str = MAMBA.name
-
-    def to_json(self) -> dict[str, Any]:
-        """The stable --json shape of `mambawin patch`."""
-        return {
-            "package": self.package,
-            "upstream": {"version": self.version, "commit": self.commit},
-            "patches": [
-                {"id": r.id, "status": r.status, "files": list(r.files)} for r in self.results
-            ],
-        }
 
 
 def apply_patches(
@@ -123,12 +88,14 @@ def _plan(
             root, upstream.commit, record, _NO_RESTORE.format(root=root), package=package
         )
     tree, results = stage(root, base, Version(upstream.version), options, only, skip, package)
-    in_effect = _in_effect(results, {} if rebase else record)
+    in_effect = in_effect_ids(results, {} if rebase else record)
     changes = tree.changed()
     diff = "".join(unified_diff(rel, tree.original(rel), new) for rel, new in changes.items())
-    record_bytes = _record_bytes(tree, upstream, options, results, in_effect, record, package)
-    if tree.original(RECORD) != record_bytes:
-        changes[RECORD] = record_bytes
+    written = record_bytes(
+        tree, upstream, options, results, in_effect, record, package, patch_set(package)
+    )
+    if tree.original(RECORD) != written:
+        changes[RECORD] = written
     fresh = rebase or in_effect == {r.id for r in results if r.status == "applied"}
     return PatchReport(
         root,
@@ -214,7 +181,7 @@ def pristine_sources(
     recorded = record.get("files", {})
     for rel in files:
         disk = (root / rel).read_bytes() if (root / rel).is_file() else None
-        if disk != committed[rel] and _sha256(disk) != recorded.get(rel):
+        if disk != committed[rel] and sha256(disk) != recorded.get(rel):
             msg = (
                 f"{root / rel} changed since mambawin patched it, and restoring upstream's "
                 f"file would lose that: keep your edit elsewhere, run `git -C {root} checkout "
@@ -293,99 +260,6 @@ def _gate(
         return "not-applicable", f"upstream {version} is outside {patch.versions}"
     reason = patch.skip_reason(options) if patch.skip_reason else None
     return ("skipped", reason) if reason else None
-
-
-def _record_bytes(
-    tree: Tree,
-    upstream: Checkout,
-    options: PatchOptions,
-    results: tuple[PatchResult, ...],
-    in_effect: set[str],
-    old: Mapping[str, Any],
-    package: Package = MAMBA,
-) -> bytes:
-    """The deterministic record: upstream, options, patches in effect, sha256 of their files."""
-    patches = patch_set(package)
-    files = sorted({f for p in patches if p.id in in_effect for f in p.files})
-    record = {
-        "tool": f"mambawin {__version__}",
-        **({} if package == MAMBA else {"package": package.name}),
-        "upstream": {"version": upstream.version, "commit": upstream.commit},
-        "options": _record_options(options, results, in_effect, old),
-        "patches": [p.id for p in patches if p.id in in_effect],
-        "files": {rel: _sha256(tree.render(rel) if tree.exists(rel) else None) for rel in files},
-    }
-    return (json.dumps(record, indent=2) + "\n").encode("utf-8")
-
-
-# The option each patch bakes into the tree: a patch kept from an earlier run (this run skipped
-# it) keeps the value it was applied with, so the record says what the files hold.
-_OPTION_OF = {"arch-list": "archs", "nvcc-threads": "nvcc_threads"}
-
-
-def _record_options(
-    options: PatchOptions,
-    results: tuple[PatchResult, ...],
-    in_effect: set[str],
-    old: Mapping[str, Any],
-) -> dict[str, Any]:
-    saved = old.get("options", {})
-    kept = in_effect - {r.id for r in results if r.status in IN_EFFECT}
-    chosen = {
-        "archs": format_archs(options.archs),
-        "nvcc_threads": options.nvcc_threads,
-        "keep_complex": options.keep_complex and "complex-removal" not in in_effect,
-    }
-    for patch_id in kept & set(_OPTION_OF):
-        chosen[_OPTION_OF[patch_id]] = saved.get(_OPTION_OF[patch_id])
-    return chosen
-
-
-def _in_effect(results: tuple[PatchResult, ...], old: Mapping[str, Any]) -> set[str]:
-    """Patches applied now, plus recorded ones this run skipped (their edits are still there)."""
-    ids = {r.id for r in results if r.status in IN_EFFECT}
-    skipped = {r.id for r in results if r.status == "skipped"}
-    return ids | (set(old.get("patches", ())) & skipped)
-
-
-def read_record(root: Path) -> dict[str, Any]:
-    """The tree's .mambawin/patches.json, or {} when it was never patched."""
-    path = Path(root) / RECORD
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _sha256(data: bytes | None) -> str | None:
-    return hashlib.sha256(data).hexdigest() if data is not None else None
-
-
-def unified_diff(rel: str, old: bytes | None, new: bytes | None) -> str:
-    """A git-style diff of one file that `git apply` accepts (keeps 'No newline at end of file')."""
-    if old == new:
-        return ""
-    head = [f"diff --git a/{rel} b/{rel}\n"]
-    if old is None:
-        head.append("new file mode 100644\n")
-    elif new is None:
-        head.append("deleted file mode 100644\n")
-    before = "/dev/null" if old is None else f"a/{rel}"
-    after = "/dev/null" if new is None else f"b/{rel}"
-    out = head
-    body = difflib.unified_diff(_lines(old), _lines(new), before, after)
-    for line in body:
-        out.append(line)
-        if not line.endswith("\n"):
-            out.append("\n\\ No newline at end of file\n")
-    return "".join(out)
-
-
-def _lines(data: bytes | None) -> list[str]:
-    return data.decode("utf-8").splitlines(keepends=True) if data else []
 
 
 def write_atomically(root: Path, changes: Mapping[str, bytes | None]) -> None:

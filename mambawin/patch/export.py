@@ -22,15 +22,8 @@ from mambawin.fetch.upstream import describe
 from mambawin.packages import MAMBA, get_package
 from mambawin.patch import engine
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import (
-    PatchReport,
-    PatchResult,
-    apply_patches,
-    pristine_sources,
-    read_record,
-    recorded_options,
-    stage,
-)
+from mambawin.patch.engine import apply_patches, pristine_sources, recorded_options, stage
+from mambawin.patch.record import PatchReport, PatchResult, read_record
 
 _NAME = "[0-9][0-9][0-9][0-9]-*.patch"
 _CHECKSUM = re.compile(rb"^mambawin-checksum: sha256=([0-9a-f]{64})\n", re.MULTILINE)
