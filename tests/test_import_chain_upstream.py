@@ -26,7 +26,7 @@ import pytest
 
 from mambawin import proc
 from mambawin.errors import CommandError
-from mambawin.fetch.upstream import release_version
+from mambawin.fetch.version_rules import release_version
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from mambawin import proc
 from mambawin.builder.configure import configure
 from mambawin.cli import app
-from mambawin.fetch.upstream import release_version
+from mambawin.fetch.version_rules import release_version
 from mambawin.patch.record import RECORD
 from mambawin.patch.registry import patch_ids
 

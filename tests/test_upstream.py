@@ -15,7 +15,7 @@ from mambawin.cache import cache_dir
 from mambawin.cli import app
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git as git_runner
-from mambawin.fetch import upstream
+from mambawin.fetch import mirror, upstream, version_rules
 
 runner = CliRunner()
 
@@ -48,12 +48,12 @@ def fake_upstream(tmp_path: Path) -> Path:
 
 def test_default_ref_is_newest_release_by_version_not_string() -> None:
     tags = ["v2.9.0", "v2.10.0", "v2.3.2.post1", "nightly", "v3.0.0rc1", "v2.10.0.post1"]
-    assert upstream.newest_release(tags) == "v2.10.0.post1"
+    assert version_rules.newest_release(tags) == "v2.10.0.post1"
 
 
 def test_no_release_tags_is_an_upstream_error() -> None:
     with pytest.raises(UpstreamError, match="no release tags"):
-        upstream.newest_release(["main", "nightly"])
+        version_rules.newest_release(["main", "nightly"])
 
 
 def test_checkout_default_ref_and_short_path(fake_upstream: Path) -> None:
@@ -198,12 +198,12 @@ def test_ext_transport_is_refused_before_git_runs(tmp_path: Path) -> None:
 def test_a_broken_cached_mirror_is_cloned_again(fake_upstream: Path, damage: str) -> None:
     first = upstream.checkout(str(fake_upstream), "v2.9.0")
     shutil.rmtree(first.path)
-    mirror = upstream.mirror_path(str(fake_upstream.resolve()))
-    shutil.rmtree(mirror)
-    mirror.mkdir()
+    cached = mirror.mirror_path(str(fake_upstream.resolve()))
+    shutil.rmtree(cached)
+    cached.mkdir()
     if damage == "garbage":
-        (mirror / "HEAD").write_text("not a ref\n")
-        (mirror / "objects").mkdir()
+        (cached / "HEAD").write_text("not a ref\n")
+        (cached / "objects").mkdir()
     again = upstream.checkout(str(fake_upstream), "v2.9.0")
     assert again.commit == first.commit and (again.path / "setup.py").is_file()
 
@@ -261,8 +261,8 @@ def test_describe_plain_folder_and_non_mamba(tmp_path: Path) -> None:
 
 
 def test_mirror_name_is_readable_and_url_specific() -> None:
-    a = upstream.mirror_path("https://github.com/state-spaces/mamba")
-    b = upstream.mirror_path("https://github.com/state-spaces/mamba.git/")
+    a = mirror.mirror_path("https://github.com/state-spaces/mamba")
+    b = mirror.mirror_path("https://github.com/state-spaces/mamba.git/")
     assert a.name.startswith("state-spaces+mamba-") and b.name.startswith("state-spaces+mamba-")
     assert a != b
 

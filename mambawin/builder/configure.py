@@ -20,7 +20,7 @@ from typing import Any
 
 from mambawin import proc
 from mambawin.errors import BuildError, CommandError
-from mambawin.fetch.upstream import detect_package
+from mambawin.fetch.version_rules import detect_package
 from mambawin.packages import MAMBA, Package
 
 MARKER = "MAMBAWIN_CONFIGURE_JSON:"

@@ -17,7 +17,7 @@ from packaging.version import Version
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.reporter import Reporter
 from mambawin.errors import UpstreamError, UsageError
-from mambawin.fetch import upstream
+from mambawin.fetch import upstream, version_rules
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem, pair_rule
 from mambawin.patch.registry import check_ids, every_patch_id, own_ids
 
@@ -73,7 +73,7 @@ def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
             raise UsageError(msg)
         return PairChoice(mamba_version, companion.ref, conv_version)
     conv_ref = newest_fitting(upstream.release_tags(conv_repo), mamba_version)
-    version = upstream.release_version(conv_ref) or Version("0")
+    version = version_rules.release_version(conv_ref) or Version("0")
     return PairChoice(mamba_version, conv_ref, version)
 
 
@@ -83,7 +83,7 @@ def newest_fitting(tags: list[str], mamba_version: Version) -> str:
     fitting = [
         (version, tag)
         for tag in tags
-        if (version := upstream.release_version(tag)) is not None
+        if (version := version_rules.release_version(tag)) is not None
         and (rule is None or rule.causal_conv1d.contains(version, prereleases=True))
     ]
     if not fitting:
@@ -146,5 +146,5 @@ def _mamba_version(options: BuildOptions) -> Version:
     if options.source is not None:
         return Version(upstream.describe(options.source, MAMBA).version)
     repo = options.upstream_repo
-    ref = options.ref or upstream.newest_release(upstream.release_tags(repo), repo)
+    ref = options.ref or version_rules.newest_release(upstream.release_tags(repo), repo)
     return upstream.version_at(repo, ref, MAMBA)

@@ -22,7 +22,8 @@ from packaging.version import Version
 from mambawin import atomic
 from mambawin.archs import parse_archs
 from mambawin.errors import MambawinError, PatchError, UsageError
-from mambawin.fetch.upstream import Checkout, committed_files, describe, detect_package
+from mambawin.fetch.upstream import Checkout, committed_files, describe
+from mambawin.fetch.version_rules import detect_package
 from mambawin.lock import hold
 from mambawin.packages import MAMBA, Package
 from mambawin.patch import registry

@@ -17,7 +17,8 @@ from packaging.version import Version
 from mambawin import proc
 from mambawin.archs import Arch, format_archs
 from mambawin.errors import CommandError
-from mambawin.fetch.upstream import file_version, mirror_path, release_version
+from mambawin.fetch.mirror import mirror_path
+from mambawin.fetch.version_rules import file_version, release_version
 from mambawin.index.reader import index_files
 from mambawin.packages import get_package
 from mambawin.patch.registry import own_ids

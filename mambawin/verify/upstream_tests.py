@@ -127,7 +127,7 @@ def complex_removed(provenance: Mapping[str, Any] | None) -> bool:
 def fetch_test_file(project: str, source: Source, folder: Path) -> Path:
     """Write the package's test file at the source's commit into folder (from the mirror)."""
     from mambawin.fetch import git
-    from mambawin.fetch.upstream import ensure_mirror, normalize_repo
+    from mambawin.fetch.mirror import ensure_mirror, normalize_repo
 
     path = TEST_FILES[project]
     mirror, _warnings = ensure_mirror(normalize_repo(_reachable(project, source.repo)), source.rev)
