@@ -19,7 +19,7 @@ from mambawin import atomic, proc
 from mambawin.archs import parse_archs
 from mambawin.cli import app
 from mambawin.errors import PatchError, UsageError
-from mambawin.patch import engine
+from mambawin.patch import engine, registry
 from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
 from mambawin.patch.diff import unified_diff
 from mambawin.patch.engine import apply_patches
@@ -78,7 +78,7 @@ def fake_registry(monkeypatch: pytest.MonkeyPatch) -> list[Patch]:
         fake_patch("three", "setup.py", "THREADS = 4", "THREADS = 8"),
         fake_patch("old-only", "setup.py", "import os", "import sys", versions="<2.0"),
     ]
-    monkeypatch.setattr(engine, "PATCHES", tuple(patches))
+    monkeypatch.setitem(registry.PATCH_SETS, "mamba-ssm", tuple(patches))
     return patches
 
 
@@ -180,7 +180,7 @@ def test_skip_reason_from_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         base.transform,
         skip_reason=lambda o: "--keep-complex" if o.keep_complex else None,
     )
-    monkeypatch.setattr(engine, "PATCHES", (gated,))
+    monkeypatch.setitem(registry.PATCH_SETS, "mamba-ssm", (gated,))
     report = apply_patches(root, PatchOptions(keep_complex=True), dry_run=True)
     assert (report.results[0].status, report.results[0].reason) == ("skipped", "--keep-complex")
 
@@ -352,7 +352,9 @@ def test_a_second_run_on_the_same_tree_fails_while_the_first_holds_it(
         seen.append(str(caught.value))
         return first.transform(tree, ctx)
 
-    monkeypatch.setattr(engine, "PATCHES", (replace(first, transform=nested), *fake_registry[1:]))
+    monkeypatch.setitem(
+        registry.PATCH_SETS, "mamba-ssm", (replace(first, transform=nested), *fake_registry[1:])
+    )
     apply_patches(root, PatchOptions())
     assert len(seen) == 1 and "is in use by another mambawin run (pid " in seen[0]
     assert not (root / engine.LOCK).exists()  # the first run removed its lock
@@ -406,7 +408,7 @@ def gated_registry(monkeypatch: pytest.MonkeyPatch) -> tuple[Patch, ...]:
         skip_reason=lambda o: "--keep-complex" if o.keep_complex else None,
     )
     patches = (arch, complex_)
-    monkeypatch.setattr(engine, "PATCHES", patches)
+    monkeypatch.setitem(registry.PATCH_SETS, "mamba-ssm", patches)
     return patches
 
 

@@ -40,7 +40,7 @@ from mambawin.patch.record import (
     record_bytes,
     sha256,
 )
-from mambawin.patch.registry import PATCHES, patches_for
+from mambawin.patch.registry import patches_for
 
 LOCK = ".mambawin/patch.lock"
 
@@ -130,8 +130,8 @@ def stage(
 
 
 def patch_set(package: Package = MAMBA) -> tuple[Patch, ...]:
-    """The ordered patches of package (mamba's through this module's PATCHES, which tests swap)."""
-    return PATCHES if package == MAMBA else patches_for(package)
+    """The ordered patches of package (registry.PATCH_SETS)."""
+    return patches_for(package)
 
 
 def resolve_package(root: Path, package: Package | None) -> Package:
