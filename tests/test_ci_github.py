@@ -53,24 +53,16 @@ keep_complex = true
 SPECS = {"team": (TEAM, "pages"), "small-release": (SMALL, "release"), "no-publish": (TEAM, "none")}
 
 
-def _generate(tmp_path: Path, text: str, publish: str, *extra: str) -> tuple[Path, Any]:
+def ci_github(tmp_path: Path, text: str, *args: str) -> Any:
+    """`mambawin ci github` over text written as the spec in tmp_path (no pip check)."""
     (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
+    spec = str(tmp_path / "mambawin.toml")
+    return CliRunner().invoke(app, ["ci", "github", "--spec", spec, "--no-check", *args])
+
+
+def _generate(tmp_path: Path, text: str, publish: str, *extra: str) -> tuple[Path, Any]:
     out = tmp_path / ".github" / "workflows" / "mamba-wheels.yml"
-    result = CliRunner().invoke(
-        app,
-        [
-            "ci",
-            "github",
-            "--spec",
-            str(tmp_path / "mambawin.toml"),
-            "--out",
-            str(out),
-            "--publish",
-            publish,
-            "--no-check",
-            *extra,
-        ],
-    )
+    result = ci_github(tmp_path, text, "--out", str(out), "--publish", publish, *extra)
     assert result.exit_code == 0, result.output
     return out, yaml.safe_load(out.read_text(encoding="utf-8"))
 
@@ -330,20 +322,8 @@ def test_artifact_names_stay_unique_when_sanitizing_makes_them_equal() -> None:
 
 def test_two_spellings_of_one_cuda_are_one_job_with_a_note(tmp_path: Path) -> None:
     text = TEAM.replace('version = "2.9.1"\ncuda = "12.8"', 'version = "2.10.0"\ncuda = "cu130"')
-    (tmp_path / "mambawin.toml").write_text(text, encoding="utf-8")
     out = tmp_path / "w.yml"
-    result = CliRunner().invoke(
-        app,
-        [
-            "ci",
-            "github",
-            "--spec",
-            str(tmp_path / "mambawin.toml"),
-            "--out",
-            str(out),
-            "--no-check",
-        ],
-    )
+    result = ci_github(tmp_path, text, "--out", str(out))
     assert result.exit_code == 0, result.output
     assert "merged" in result.output
     include = yaml.safe_load(out.read_text())["jobs"]["build"]["strategy"]["matrix"]["include"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import typer
-from typer.testing import CliRunner
+from test_ci_github import ci_github
 
 from mambawin.cli import app
 
@@ -35,6 +35,7 @@ GITHUB = {
     "github.ref": "refs/heads/main",
 }
 _EXPRESSION = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
+SOURCE = "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40
 
 SPEC = """\
 python = ["3.12"]
@@ -61,23 +62,9 @@ skip_patches = ["silu-bwd-tail"]
 
 
 def generate(tmp_path: Path, spec: str, publish: str) -> dict[str, Any]:
-    (tmp_path / "mambawin.toml").write_text(spec, encoding="utf-8")
     out = tmp_path / "wheels.yml"
-    result = CliRunner().invoke(
-        app,
-        [
-            "ci",
-            "github",
-            "--spec",
-            str(tmp_path / "mambawin.toml"),
-            "--out",
-            str(out),
-            "--publish",
-            publish,
-            "--no-check",
-            "--mambawin",
-            "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40,
-        ],
+    result = ci_github(
+        tmp_path, spec, "--out", str(out), "--publish", publish, "--mambawin", SOURCE
     )
     assert result.exit_code == 0, result.output
     workflow: dict[str, Any] = yaml.safe_load(out.read_text(encoding="utf-8"))
@@ -188,7 +175,7 @@ def test_every_build_script_runs_and_calls_the_tools_as_meant(tmp_path: Path) ->
             "--index-url",
             "https://download.pytorch.org/whl/cu130",
         ] in install
-        assert install[-1][-1] == "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40
+        assert install[-1][-1] == SOURCE
         (doctor,) = calls["mambawin doctor"]
         assert doctor[:3] == ["mambawin", "doctor", "--arch"]
         parses_as_mambawin(doctor[1:])
@@ -212,7 +199,7 @@ def test_the_publish_scripts_run(publish: str, tmp_path: Path) -> None:
         "-m",
         "pip",
         "install",
-        "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40,
+        SOURCE,
     ]
     assert index[1] == ["mambawin", "index", "wheelhouse", "--out", "site"]
     parses_as_mambawin(index[1][1:])

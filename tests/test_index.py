@@ -18,8 +18,10 @@ import sysconfig
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -130,23 +132,22 @@ def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """`python -m http.server` on a free 127.0.0.1 port, serving tmp_path/site; stopped after."""
     site = tmp_path / "site"
     site.mkdir()
+    with (tmp_path / "http.log").open("w") as log, serve(site, log) as url:
+        yield site, url
+
+
+@contextmanager
+def serve(
+    folder: Path, log: Any, *, python: str = sys.executable, prefix: Sequence[str] = ()
+) -> Iterator[str]:
+    """An http.server (run through prefix, e.g. as another user) on a free loopback port; its
+    URL once it answers, and the server stopped afterwards."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    log = (tmp_path / "http.log").open("w")
+    argv = [*prefix, python, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            str(site),
-        ],
-        stdout=log,
-        stderr=log,
+        [*argv, "--directory", str(folder)], cwd=folder.parent, stdout=log, stderr=log
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -156,11 +157,12 @@ def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
                 break
             except OSError:
                 time.sleep(0.1)
-        yield site, url
+        else:
+            pytest.fail(f"http.server on {folder} answered no page")
+        yield url
     finally:
         server.terminate()
         server.wait(timeout=10)
-        log.close()
 
 
 def test_http_index_installs_the_right_wheel(
@@ -440,46 +442,15 @@ def test_a_web_server_running_as_its_own_user_serves_the_index_to_pip(
         build_index(wheelhouse, served / "site")
     finally:
         os.umask(old)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     python = shutil.which("python3", path="/usr/bin:/bin")  # one `nobody` may run (not /root's)
     if python is None:
         pytest.skip("no system python3 for the unprivileged server")
-    server = subprocess.Popen(
-        [
-            *prefix,
-            python,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            str(served / "site"),
-        ],
-        cwd=served,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url, timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            server.terminate()
-            log = server.communicate()[0].decode(errors="replace").splitlines()
-            pytest.fail(f"the unprivileged http.server answered no page: {log[-2:]}")
-        assert pip_install(["--index-url", f"{url}/cu130/simple"], tmp_path / "t") == (
-            f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}"
-        )
+        with serve(served / "site", subprocess.DEVNULL, python=python, prefix=prefix) as url:
+            assert pip_install(["--index-url", f"{url}/cu130/simple"], tmp_path / "t") == (
+                f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}"
+            )
     finally:
-        server.terminate()
-        server.wait(timeout=10)
         shutil.rmtree(served)
 
 
