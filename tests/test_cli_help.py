@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import click
 import pytest
 import typer
+from typer.core import TyperOption
 from typer.testing import CliRunner
 
 from mambawin.cli import app
@@ -34,7 +34,7 @@ def commands(
 COMMANDS = dict(commands())
 
 
-def shown_default(option: click.Option) -> str | None:
+def shown_default(option: TyperOption) -> str | None:
     """What --help must show as the option's default; None when there is nothing to show."""
     if isinstance(option.show_default, str):
         return option.show_default
@@ -64,7 +64,7 @@ def test_every_option_shows_its_default_and_no_help_hides_one(path: tuple[str, .
     assert result.exit_code == 0, result.output
     text = re.sub(r"\s+", " ", result.output)
     for option in COMMANDS[path].params:
-        if not isinstance(option, click.Option):
+        if not isinstance(option, TyperOption):
             continue
         assert "[default:" not in (option.help or ""), f"{option.opts}: hand-written default"
         expected = shown_default(option)

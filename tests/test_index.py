@@ -29,7 +29,8 @@ from wheel.wheelfile import WheelFile
 
 from mambawin.cli import app
 from mambawin.errors import UsageError
-from mambawin.index.simple import LOCK, MARKER, build_index
+from mambawin.index.publish import LOCK, MARKER
+from mambawin.index.simple import build_index
 
 HERE = sysconfig.get_platform().replace("-", "_").replace(".", "_")
 PY = f"cp{sys.version_info[0]}{sys.version_info[1]}"

@@ -21,27 +21,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
-import sys
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
 from packaging.utils import (
     InvalidWheelFilename,
     canonicalize_name,
-    canonicalize_version,
     parse_wheel_filename,
 )
 
 from mambawin import userfile
-from mambawin.atomic import TEMP_PREFIX, write_file, write_text
+from mambawin.atomic import write_file, write_text
 from mambawin.errors import MambawinError, UsageError, WheelError
 from mambawin.index.model import IndexedWheel, sha256_file
 from mambawin.index.page import (
@@ -51,22 +44,38 @@ from mambawin.index.page import (
     root_html,
     root_json,
 )
+from mambawin.index.publish import (
+    FILE_MODE,
+    MARKER,
+    check_out,
+    claim,
+    clean_leftovers,
+    copy_in,
+    locked,
+    make_dir,
+    new_wheels,
+    remove_if_only_lock,
+    wheel_files,
+    write_page,
+)
 from mambawin.wheel.info import open_wheel, read_member, read_message, read_wheel
 from mambawin.wheel.provenance import read_provenance
 
 FILES = "files"
+
+
 SIMPLE = "simple"
-MARKER = ".mambawin-index.json"
+
+
 VERIFY_SUFFIX = ".verify.json"
+
+
 # PEP 658: the wheel's METADATA beside it, so pip's resolver reads requirements without
 # downloading a wheel of hundreds of megabytes.
 METADATA_SUFFIX = ".metadata"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
-LOCK = ".mambawin-index.lock"
-STAGING_PREFIX = ".mambawin-add-"
-FILE_MODE, DIR_MODE = 0o644, 0o755  # published: readable by a web server's own user
+
+
 _VARIANT = re.compile(r"^(cu\d{2,3}|rocm[\d.]+|cpu)")
-_COPY_CHUNK = 1 << 20
-_FICLONE = 0x40049409  # linux/fs.h: share the source's blocks (btrfs, XFS, bcachefs)
 
 
 @dataclass(frozen=True)
@@ -104,25 +113,25 @@ def build_index(
     """
     sources = _sources(Path(wheelhouse))
     out = Path(out)
-    _check_out(out)
+    check_out(out)
     created = not out.exists()
     try:
-        _make_dir(out)
-        with _locked(out, lock_timeout):
-            _claim(out)
-            _clean_leftovers(out)
+        make_dir(out)
+        with locked(out, lock_timeout):
+            claim(out)
+            clean_leftovers(out)
             result = _publish(sources, out, title)
     except BaseException:
         if created:
-            _remove_if_only_lock(out)
+            remove_if_only_lock(out)
         raise
     return result
 
 
 def _publish(sources: list[Path], out: Path, title: str) -> IndexResult:
-    new = _new_wheels(sources, out / FILES)
-    _make_dir(out / FILES)
-    added = _copy_in(new, out / FILES)
+    new = new_wheels(sources, out / FILES)
+    make_dir(out / FILES)
+    added = copy_in(new, out / FILES)
     for path in sources:
         _copy_verify_record(path, out / FILES)
     wheels = _entries(out / FILES, _cached(out))
@@ -131,14 +140,14 @@ def _publish(sources: list[Path], out: Path, title: str) -> IndexResult:
     for variant in variants:
         chosen = [w for w in wheels if w.variant == variant]
         pages += _write_simple(out / variant / SIMPLE, chosen, depth=3)
-    pages.append(_write_page(out / "index.html", render_page(title, wheels, variants)))
+    pages.append(write_page(out / "index.html", render_page(title, wheels, variants)))
     _record(out, wheels)
     return IndexResult(out, wheels, added, variants, tuple(pages))
 
 
 def _sources(wheelhouse: Path) -> list[Path]:
     """The wheelhouse's wheels, each read and checked; nothing is written when one is broken."""
-    sources = _wheel_files(wheelhouse)
+    sources = wheel_files(wheelhouse)
     if not sources:
         msg = (
             f"{wheelhouse} holds no .whl files: build wheels into it first "
@@ -153,148 +162,11 @@ def _sources(wheelhouse: Path) -> list[Path]:
 # ---- publishing: a name is published once, with one content --------------------------------
 
 
-Identity = tuple[str, str, str, tuple[str, ...]]
-
-
-def identity(file_name: str) -> Identity:
-    """What makes two wheel file names the same distribution file for pip: the normalized
-    project (PEP 503), the normalized version (2.2.6.0 is 2.2.6), the build tag and the tags."""
-    name, version, build, tags = parse_wheel_filename(file_name)
-    return (
-        str(canonicalize_name(name)),
-        canonicalize_version(version, strip_trailing_zero=True),
-        "".join(map(str, build)),
-        tuple(sorted(str(t) for t in tags)),
-    )
-
-
-def _new_wheels(sources: list[Path], files: Path) -> list[Path]:
-    """The sources not yet published; UsageError naming both sha256 when a published name (in any
-    spelling) would get other bytes, or two sources claim one name with different bytes."""
-    seen: dict[Identity, tuple[str, str]] = {}
-    if files.is_dir():
-        for path in _wheel_files(files):
-            seen[identity(path.name)] = (path.name, sha256_file(path))
-    new = []
-    for path in sources:
-        digest, key = sha256_file(path), identity(path.name)
-        if key in seen:
-            name, published = seen[key]
-            if published != digest:
-                msg = (
-                    f"{path.name} (sha256 {digest}) has other bytes than the published "
-                    f"{name} (sha256 {published}): a published wheel never changes; "
-                    "nothing was added. Give the new build another version or local label"
-                )
-                raise UsageError(msg)
-            continue
-        seen[key] = (path.name, digest)
-        new.append(path)
-    return new
-
-
-def _copy_in(new: list[Path], files: Path) -> tuple[str, ...]:
-    """Copy the new wheels into files/ (never a link: a published file must not follow the
-    wheelhouse): all staged in one hidden folder first, then each moved into place."""
-    if not new:
-        return ()
-    scratch = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=files))
-    try:
-        for source in new:
-            copy_file(source, scratch / source.name)
-        for source in new:
-            os.replace(scratch / source.name, files / source.name)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return tuple(source.name for source in new)
-
-
-def copy_file(source: Path, target: Path) -> None:
-    """A real copy of source's bytes (through a symlink), world-readable; a reflink (copy on
-    write) where the file system has one, so a big wheel costs no space twice."""
-    with source.open("rb") as reader, target.open("wb") as writer:
-        if not _reflink(reader, writer):
-            shutil.copyfileobj(reader, writer, _COPY_CHUNK)
-    os.chmod(target, FILE_MODE)
-
-
-def _reflink(reader: Any, writer: Any) -> bool:
-    if sys.platform != "linux":
-        return False
-    import fcntl
-
-    try:
-        fcntl.ioctl(writer.fileno(), _FICLONE, reader.fileno())
-    except OSError:
-        return False
-    return True
-
-
-def _write_page(path: Path, text: str) -> Path:
-    _make_dir(path.parent)
-    return write_text(path, text, mode=FILE_MODE)
-
-
-def _make_dir(folder: Path) -> None:
-    """A folder of the index, world-readable so a web server running as its own user serves it."""
-    missing = [p for p in (folder, *folder.parents) if not p.exists()]
-    folder.mkdir(parents=True, exist_ok=True)
-    for made in missing:
-        os.chmod(made, DIR_MODE)
-
-
-# ---- one run at a time, and what a killed run left ------------------------------------------
-
-
-@contextmanager
-def _locked(out: Path, timeout: float) -> Iterator[None]:
-    lock = FileLock(out / LOCK, timeout=timeout)
-    try:
-        with lock:
-            yield
-    except Timeout:
-        msg = (
-            f"another `mambawin index` has held {out / LOCK} for {timeout:.0f} s: let it "
-            "finish, or stop it; the lock is released when that process ends"
-        )
-        raise UsageError(msg) from None
-
-
-def _clean_leftovers(out: Path) -> None:
-    """Remove the staging folders and temp files of a run that was killed midway (only names
-    mambawin gives its own temporary files, inside an index it owns)."""
-    for path in sorted(out.rglob(".mambawin-*"), key=lambda p: len(p.parts), reverse=True):
-        if path.name.startswith(STAGING_PREFIX) and path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        elif path.name.startswith(TEMP_PREFIX) and path.is_file():
-            path.unlink(missing_ok=True)
-
-
-def _remove_if_only_lock(out: Path) -> None:
-    """A failed first run leaves no folder behind (only the lock file was written there)."""
-    try:
-        if {p.name for p in out.iterdir()} <= {LOCK}:
-            (out / LOCK).unlink(missing_ok=True)
-            out.rmdir()
-    except OSError:
-        pass
-
-
-# ---- wheels ------------------------------------------------------------------------------------
-
-
-def _wheel_files(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        msg = f"{folder} is not a folder of wheels: pass the wheelhouse that holds your .whl files"
-        raise UsageError(msg)
-    return sorted(p for p in folder.glob("*.whl") if p.is_file())
-
-
 def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]:
     """Every wheel in files/; one unchanged since the last run (same size and mtime) is taken
     from the marker instead of being read again (a wheel is hundreds of megabytes)."""
     entries = []
-    for path in _wheel_files(files):
+    for path in wheel_files(files):
         old = cached.get(path.name)
         info = path.stat()
         if (
@@ -353,7 +225,7 @@ def _entry(path: Path) -> IndexedWheel:
     provenance = read_provenance(path)
     sidecar = path.with_name(path.name + METADATA_SUFFIX)
     if not sidecar.is_file() or sidecar.read_bytes() != raw:
-        _make_dir(sidecar.parent)
+        make_dir(sidecar.parent)
         write_file(sidecar, raw, mode=FILE_MODE)
     requires = metadata.get("Requires-Python")
     return IndexedWheel(
@@ -416,33 +288,14 @@ def _write_simple(root: Path, wheels: Iterable[IndexedWheel], *, depth: int) -> 
     pages = []
     for project, chosen in sorted(by_project.items()):
         folder = root / project
-        pages.append(_write_page(folder / "index.html", project_html(project, chosen, files_url)))
-        pages.append(_write_page(folder / "index.json", project_json(project, chosen, files_url)))
-    pages.append(_write_page(root / "index.html", root_html(sorted(by_project))))
-    pages.append(_write_page(root / "index.json", root_json(sorted(by_project))))
+        pages.append(write_page(folder / "index.html", project_html(project, chosen, files_url)))
+        pages.append(write_page(folder / "index.json", project_json(project, chosen, files_url)))
+    pages.append(write_page(root / "index.html", root_html(sorted(by_project))))
+    pages.append(write_page(root / "index.json", root_json(sorted(by_project))))
     return pages
 
 
 # ---- ownership ---------------------------------------------------------------------------------
-
-
-def _check_out(out: Path) -> None:
-    """--out is a folder mambawin may write: absent, empty, or an index of its own."""
-    if out.exists() and not out.is_dir():
-        msg = f"{out} is a file, not a folder: pass a folder for the index as --out"
-        raise UsageError(msg)
-    if not (out / LOCK).exists():  # else another run is making it: checked again under the lock
-        _claim(out)
-
-
-def _claim(out: Path) -> None:
-    """Refuse a non-empty folder that is not a mambawin index: its files are not ours to change."""
-    if out.is_dir() and {p.name for p in out.iterdir()} - {LOCK} and not (out / MARKER).is_file():
-        msg = (
-            f"{out} is not empty and holds no mambawin index ({MARKER} missing): pass a new or "
-            "empty --out folder, or the folder of an earlier `mambawin index` run"
-        )
-        raise UsageError(msg)
 
 
 def _record(out: Path, wheels: Iterable[IndexedWheel]) -> None:
