@@ -300,7 +300,7 @@ def test_matrix_marks_cells_served_by_an_http_index(
     tmp_path: Path, http_server: tuple[Path, str]
 ) -> None:
     from mambawin.team.matrix import INDEXED, TODO, expand
-    from mambawin.team.spec import parse_spec
+    from mambawin.team.spec_reader import parse_spec
 
     site, url = http_server
     built = fake_wheel(

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from mambawin.cli import app
 from mambawin.team.matrix import BUILT, IMPOSSIBLE, INDEXED, TODO, expand
-from mambawin.team.spec import PackageSpec, parse_spec
+from mambawin.team.spec import PackageSpec
+from mambawin.team.spec_reader import parse_spec
 
 SPEC = """\
 python = ["3.10", "3.12"]

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from mambawin.cli import app
 from mambawin.team import envs, runner
 from mambawin.team.runner import BUILT, ELSEWHERE, FAILED, SKIPPED, RunOptions, run_spec
-from mambawin.team.spec import parse_spec
+from mambawin.team.spec_reader import parse_spec
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="fake tools are POSIX scripts")
 

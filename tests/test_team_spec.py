@@ -9,7 +9,7 @@ import pytest
 from mambawin.archs import parse_archs
 from mambawin.errors import SpecError
 from mambawin.team.example import EXAMPLE, write_example
-from mambawin.team.spec import load_spec, parse_spec
+from mambawin.team.spec_reader import load_spec, parse_spec
 
 GOOD = """\
 python = ["3.11", "3.12"]
@@ -168,7 +168,7 @@ def test_the_specs_option_defaults_are_builds_own() -> None:
 
 def test_the_example_spec_drops_nothing_by_default(tmp_path: Path) -> None:
     from mambawin.team.example import write_example
-    from mambawin.team.spec import load_spec
+    from mambawin.team.spec_reader import load_spec
 
     assert load_spec(write_example(tmp_path / "mambawin.toml")).options.drop == ()
 

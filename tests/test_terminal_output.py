@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from mambawin.cli import app
 from mambawin.team.matrix import expand
-from mambawin.team.spec import load_spec
+from mambawin.team.spec_reader import load_spec
 
 
 def test_a_piped_matrix_keeps_every_wheel_name_on_one_line(tmp_path: Path) -> None:

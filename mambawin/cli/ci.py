@@ -53,7 +53,7 @@ def github_command(
     """Write a workflow: one Windows job per cell, then an index published to Pages or a release."""
     from mambawin.team import github, install_source
     from mambawin.team.matrix import expand
-    from mambawin.team.spec import load_spec
+    from mambawin.team.spec_reader import load_spec
 
     loaded = load_spec(spec)
     source = (

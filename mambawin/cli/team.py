@@ -45,7 +45,7 @@ def matrix_command(
     from dataclasses import replace
 
     from mambawin.team.matrix import expand
-    from mambawin.team.spec import load_spec
+    from mambawin.team.spec_reader import load_spec
     from mambawin.ui.team import render_matrix
 
     loaded = load_spec(spec)
@@ -94,7 +94,7 @@ def build_spec(
     """`mambawin build --spec F`: every cell this machine can build; exit 6 if any failed."""
     from mambawin.errors import BuildError, UsageError
     from mambawin.team.runner import FAILED, RunOptions, plan_spec, run_spec
-    from mambawin.team.spec import load_spec
+    from mambawin.team.spec_reader import load_spec
     from mambawin.ui.team import TeamReporter, render_plan, render_results
 
     if conflicts:

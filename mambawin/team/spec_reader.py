@@ -1,0 +1,358 @@
+"""Reading a team spec: TOML parsed with tomllib (tomli on 3.10) and every key validated; an
+unknown key, a wrong type or bad TOML raises SpecError with one line naming the file, the line and
+the key."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from mambawin import userfile
+from mambawin.archs import Arch, parse_archs
+from mambawin.errors import SpecError, UsageError
+from mambawin.packages import PACKAGE_NAMES, get_package
+from mambawin.patch.registry import every_patch_id, unknown_ids
+from mambawin.team.spec import (
+    _INDEX_CUDA,
+    _URL,
+    DEFAULT_SPEC,
+    EXPRESSION,
+    MIN_PYTHON,
+    PLATFORMS,
+    SPEC_KEYS,
+    TABLE_KEYS,
+    TORCH_INDEX,
+    Options,
+    PackageSpec,
+    Spec,
+    TorchSpec,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+def load_spec(path: Path | str = DEFAULT_SPEC) -> Spec:
+    """Read and validate a spec file; SpecError (one line: file, line, key) when it is wrong."""
+    path = Path(path)
+    text = userfile.read_text(
+        path, what="spec", error=SpecError, missing=f"write one with `mambawin init --out {path}`"
+    )
+    return parse_spec(text, path)
+
+
+def parse_spec(text: str, path: Path) -> Spec:
+    """Validate the TOML text of a spec whose file is path (for messages and relative paths)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"{path}: invalid TOML: {exc}"
+        raise SpecError(msg) from None
+    reader = _Reader(path, text)
+    return reader.spec(data)
+
+
+class _Reader:
+    """Validates the parsed TOML, naming the line of any key it rejects."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.lines = _key_lines(text)
+
+    def fail(self, where: tuple[str | int, ...], problem: str) -> SpecError:
+        line = _find_line(self.lines, where)
+        at = f"{self.path}:{line}" if line else str(self.path)
+        return SpecError(f"{at}: {_dotted(where)}: {problem}")
+
+    def spec(self, data: dict[str, Any]) -> Spec:
+        self.known(data, (), tuple(k.toml_name for k in SPEC_KEYS))
+        base = self.path.parent
+        index = self.optional_str(data, ("index",))
+        return Spec(
+            path=self.path,
+            packages=self.packages(self.required(data, ("package",))),
+            pythons=self.pythons(self.required(data, ("python",))),
+            torches=self.torches(self.required(data, ("torch",))),
+            archs=self.archs(self.required(data, ("archs",))),
+            platforms=self.platforms(data.get("platforms", ["win_amd64"])),
+            wheelhouse=base / (self.optional_str(data, ("wheelhouse",)) or "wheelhouse"),
+            index=index if index is None or _URL.match(index) else str(base / index),
+            options=self.options(data.get("options", {})),
+        )
+
+    # -- sections --
+
+    def packages(self, value: object) -> tuple[PackageSpec, ...]:
+        tables = self.tables(value, ("package",))
+        found = tuple(self.package(table, ("package", i)) for i, table in enumerate(tables))
+        names = [p.name for p in found]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise self.fail(
+                    ("package", i, "name"),
+                    f"{name} is listed twice: keep one [[package]] per package (one ref each)",
+                )
+        return found
+
+    def package(self, table: dict[str, Any], where: tuple[str | int, ...]) -> PackageSpec:
+        self.known(table, where, TABLE_KEYS["package"])
+        raw = self.string(self.required(table, (*where, "name")), (*where, "name"))
+        name = canonicalize_name(raw)
+        if name not in PACKAGE_NAMES:
+            raise self.fail(
+                (*where, "name"), f"unknown package {raw!r}: use one of " + ", ".join(PACKAGE_NAMES)
+            )
+        version = self.optional_str(table, (*where, "version"))
+        if version is not None:
+            version = str(self.version(version, (*where, "version")))
+        return PackageSpec(
+            name=name,
+            ref=self.string(self.required(table, (*where, "ref")), (*where, "ref")),
+            repo=self.optional_str(table, (*where, "repo")) or get_package(name).default_repo,
+            version=version,
+        )
+
+    def torches(self, value: object) -> tuple[TorchSpec, ...]:
+        tables = self.tables(value, ("torch",))
+        return tuple(self.torch(table, ("torch", i)) for i, table in enumerate(tables))
+
+    def torch(self, table: dict[str, Any], where: tuple[str | int, ...]) -> TorchSpec:
+        self.known(table, where, TABLE_KEYS["torch"])
+        version = self.string(self.required(table, (*where, "version")), (*where, "version"))
+        self.version(version, (*where, "version"))
+        index = self.optional_str(table, (*where, "index"))
+        if index is not None and not _URL.match(index):
+            raise self.fail(
+                (*where, "index"),
+                f"{index!r} is not a URL: give the index torch "
+                "comes from, e.g. https://download.pytorch.org/whl/cu130",
+            )
+        cuda = self.cuda(table.get("cuda"), index, where)
+        digits = cuda.replace(".", "")
+        return TorchSpec(version=version, cuda=cuda, index=index or TORCH_INDEX.format(cuda=digits))
+
+    def cuda(self, value: object, index: str | None, where: tuple[str | int, ...]) -> str:
+        """'13.0' or 'cu130' as given, else read from an index URL ending in /cu130."""
+        if value is None:
+            match = _INDEX_CUDA.search(index or "")
+            if match is None:
+                raise self.fail(
+                    (*where, "cuda"),
+                    "missing: give the CUDA variant, e.g. "
+                    'cuda = "13.0" (or an index URL ending in /cu130)',
+                )
+            value = f"cu{match[1]}"
+        text = self.string(value, (*where, "cuda")).lower().removeprefix("cu")
+        if re.fullmatch(r"\d{2,3}", text):
+            text = f"{text[:-1]}.{text[-1]}"
+        release = self.version(text, (*where, "cuda")).release
+        if len(release) < 2 or not 10 <= release[0] <= 20:
+            raise self.fail(
+                (*where, "cuda"), f'{value!r} is not a CUDA version: use e.g. "12.8" or "cu128"'
+            )
+        return f"{release[0]}.{release[1]}"
+
+    def pythons(self, value: object) -> tuple[str, ...]:
+        found: list[str] = []
+        for text in self.strings(value, ("python",)):
+            version = self.version(text, ("python",))
+            if len(version.release) != 2 or version < MIN_PYTHON:
+                raise self.fail(
+                    ("python",),
+                    f"{text!r}: give CPython versions as X.Y, "
+                    f"{MIN_PYTHON} or newer (mambawin runs in each build environment)",
+                )
+            if text not in found:
+                found.append(text)
+        return tuple(found)
+
+    def archs(self, value: object) -> tuple[Arch, ...]:
+        texts = [value] if isinstance(value, str) else self.strings(value, ("archs",))
+        try:
+            return parse_archs([str(t) for t in texts])
+        except UsageError as exc:
+            problem = str(exc).replace(" in --arch", "").replace("--arch", "archs")
+            raise self.fail(("archs",), problem) from None
+
+    def platforms(self, value: object) -> tuple[str, ...]:
+        texts = self.strings(value, ("platforms",))
+        for text in texts:
+            if text not in PLATFORMS:
+                raise self.fail(
+                    ("platforms",), f"unknown platform {text!r}: use one of " + ", ".join(PLATFORMS)
+                )
+        return tuple(dict.fromkeys(texts))
+
+    def options(self, value: object) -> Options:
+        table = self.table(value, ("options",))
+        self.known(table, ("options",), TABLE_KEYS["options"])
+        keep_complex = table.get("keep_complex", Options.keep_complex)
+        if not isinstance(keep_complex, bool):
+            raise self.fail(("options", "keep_complex"), "must be true or false")
+        drop = self.strings(
+            table.get("drop", list(Options.drop)), ("options", "drop"), empty_ok=True
+        )
+        keep = self.strings(
+            table.get("keep", list(Options.keep)), ("options", "keep"), empty_ok=True
+        )
+        skips = self.strings(
+            table.get("skip_patches", list(Options.skip_patches)),
+            ("options", "skip_patches"),
+            empty_ok=True,
+        )
+        for index, patch_id in enumerate(skips):
+            if unknown_ids([patch_id], every_patch_id()):
+                raise self.fail(
+                    ("options", "skip_patches", index),
+                    f"unknown patch id {patch_id!r}: `mambawin patches --package "
+                    "NAME` lists each package's",
+                )
+        return Options(
+            keep_complex=keep_complex, drop=tuple(drop), keep=tuple(keep), skip_patches=tuple(skips)
+        )
+
+    # -- types --
+
+    def known(
+        self, table: Mapping[str, Any], where: tuple[str | int, ...], keys: Sequence[str]
+    ) -> None:
+        for key in table:
+            if key not in keys:
+                raise self.fail((*where, key), "unknown key: expected one of " + ", ".join(keys))
+
+    def required(self, table: Mapping[str, Any], where: tuple[str | int, ...]) -> object:
+        key = str(where[-1])
+        if key not in table:
+            raise self.fail(
+                where,
+                f"missing: the spec needs {_dotted(where)} (`mambawin init` writes an example)",
+            )
+        return table[key]
+
+    def table(self, value: object, where: tuple[str | int, ...]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"must be a table ([{_dotted(where)}]), got {_type_name(value)}")
+        return value
+
+    def tables(self, value: object, where: tuple[str | int, ...]) -> list[dict[str, Any]]:
+        if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+            raise self.fail(
+                where, f"must be one or more [[{_dotted(where)}]] tables, got {_type_name(value)}"
+            )
+        return value
+
+    def string(self, value: object, where: tuple[str | int, ...]) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, f"must be a non-empty string, got {_type_name(value)}")
+        return self.data(value.strip(), where)
+
+    def data(self, text: str, where: tuple[str | int, ...]) -> str:
+        """Text that is data wherever it goes: no GitHub expression, no option to a program."""
+        if EXPRESSION in text:
+            raise self.fail(
+                where,
+                f"{text!r} holds a GitHub Actions expression ({EXPRESSION}): "
+                "spec values are plain data; write the value itself",
+            )
+        if text.startswith("-"):
+            raise self.fail(
+                where,
+                f"{text!r} starts with '-', which git and pip would read as "
+                "an option: write the value itself",
+            )
+        return text
+
+    def optional_str(self, table: Mapping[str, Any], where: tuple[str | int, ...]) -> str | None:
+        key = str(where[-1])
+        return self.string(table[key], where) if key in table else None
+
+    def strings(
+        self, value: object, where: tuple[str | int, ...], *, empty_ok: bool = False
+    ) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(where, f"must be a list of strings, got {_type_name(value)}")
+        if not value and not empty_ok:
+            raise self.fail(where, "must name at least one")
+        return [self.data(v.strip(), (*where, i)) for i, v in enumerate(value)]
+
+    def version(self, text: str, where: tuple[str | int, ...]) -> Version:
+        try:
+            return Version(text)
+        except InvalidVersion:
+            raise self.fail(where, f"{text!r} is not a version (PEP 440)") from None
+
+
+# ---- where a key is ----------------------------------------------------------------------------
+
+
+_HEADER = re.compile(r"^\s*\[(\[)?\s*([^\]]+?)\s*\]\]?")
+
+
+_NAME = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+
+
+_KEY = re.compile(rf"^\s*({_NAME}(?:\s*\.\s*{_NAME})*)\s*=")
+
+
+_DOT = re.compile(r"""\.(?=(?:[^"']*["'][^"']*["'])*[^"']*$)""")  # a dot outside quotes
+
+
+def _key_lines(text: str) -> dict[tuple[str | int, ...], int]:
+    """The first line of every table header and key, by its path: ('torch', 1, 'cuda') → 9."""
+    found: dict[tuple[str | int, ...], int] = {}
+    table: tuple[str | int, ...] = ()
+    counts: dict[tuple[str, ...], int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            names = tuple(_parts(header[2]))
+            if header[1]:  # [[array]]: the n-th table of that name
+                table = (*names, counts.get(names, 0))
+                counts[names] = counts.get(names, 0) + 1
+            else:
+                table = names
+            found.setdefault(table, number)
+            continue
+        key = _KEY.match(line)
+        if key:
+            found.setdefault((*table, *_parts(key[1])), number)
+    return found
+
+
+def _parts(dotted: str) -> list[str]:
+    return [part.strip().strip("\"'") for part in _DOT.split(dotted)]
+
+
+def _find_line(lines: Mapping[tuple[str | int, ...], int], where: tuple[str | int, ...]) -> int:
+    """The line of the key, else of its nearest enclosing table; 0 when none is written."""
+    for size in range(len(where), 0, -1):
+        if where[:size] in lines:
+            return lines[where[:size]]
+    return 0
+
+
+def _dotted(where: tuple[str | int, ...]) -> str:
+    text = ""
+    for part in where:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+def _type_name(value: object) -> str:
+    names: dict[type, str] = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+    }
+    return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
