@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from mambawin.cli import app
 from mambawin.errors import UsageError
-from mambawin.team import github
+from mambawin.team import actions, github
 
 yaml = pytest.importorskip("yaml")
 
@@ -244,7 +244,7 @@ def test_unknown_publish_target(tmp_path: Path) -> None:
 
 def test_action_pins_are_full_shas() -> None:
     with pytest.raises(ValueError, match="40-hex"):
-        github.Action("actions/checkout", "v4", "v4")
+        actions.Action("actions/checkout", "v4", "v4")
 
 
 def test_left_out_patches_reach_each_packages_cells_and_the_build_step(tmp_path: Path) -> None:
