@@ -19,7 +19,7 @@ from fakes.toolchain import (
 from packaging.version import Version
 
 from mambawin.errors import ToolchainError
-from mambawin.toolchain import msvc
+from mambawin.toolchain import msvc, vcvars
 
 VSWHERE_2022 = "vswhere-2022-community-17.5-requires-vctools-flutter.json.txt"
 VSWHERE_MULTI = "vswhere-2019-2017-community-multi-polish.json.txt"
@@ -118,11 +118,11 @@ def test_a_toolset_without_the_x64_hosted_compiler_is_not_usable(tmp_path: Path)
 
 def test_path_lists_are_deduplicated_keeping_the_first(tmp_path: Path) -> None:
     value = r"C:\A;c:\a\;C:\B;;C:\A;C:\B\ "
-    assert msvc.dedupe_path_list(value) == r"C:\A;C:\B"
+    assert vcvars.dedupe_path_list(value) == r"C:\A;C:\B"
 
 
 def test_merge_is_case_insensitive_and_sets_distutils_use_sdk() -> None:
-    merged = msvc.merge_environment(
+    merged = vcvars.merge_environment(
         {"Path": r"C:\old", "Keep": "1"}, {"PATH": r"C:\vc;C:\vc;C:\old", "INCLUDE": "x"}
     )
     assert merged["Path"] == r"C:\vc;C:\old" and "PATH" not in merged
@@ -132,7 +132,7 @@ def test_merge_is_case_insensitive_and_sets_distutils_use_sdk() -> None:
 def test_a_utf16_set_dump_is_parsed_and_hidden_drive_variables_dropped(tmp_path: Path) -> None:
     root = make_vs_instance(tmp_path / "vs", ["14.44.35207"])
     cl_dir = root / "VC/Tools/MSVC/14.44.35207/bin/Hostx64/x64"
-    captured = msvc.parse_set_dump(set_dump(cl_dir))
+    captured = vcvars.parse_set_dump(set_dump(cl_dir))
     assert captured["VSCMD_ARG_TGT_ARCH"] == "x64"
     assert captured["VCToolsVersion"] == "14.44.35207"
     assert "=C:" not in captured and "" not in captured
@@ -140,12 +140,12 @@ def test_a_utf16_set_dump_is_parsed_and_hidden_drive_variables_dropped(tmp_path:
 
 def test_a_set_dump_without_an_x64_target_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match="VSCMD_ARG_TGT_ARCH"):
-        msvc.parse_set_dump(set_dump(tmp_path, drop=["VSCMD_ARG_TGT_ARCH"]))
+        vcvars.parse_set_dump(set_dump(tmp_path, drop=["VSCMD_ARG_TGT_ARCH"]))
 
 
 def test_a_set_dump_without_cl_on_its_path_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match=r"cl\.exe is not on its PATH"):
-        msvc.parse_set_dump(set_dump(tmp_path / "empty"))
+        vcvars.parse_set_dump(set_dump(tmp_path / "empty"))
 
 
 # ---- end to end: vswhere -> vcvars64.bat under cmd /u -> merged environment ---------------------
@@ -183,7 +183,7 @@ def test_capture_picks_a_toolset_nvcc_accepts_and_returns_the_merged_env(
     cmd = make_cmd(
         windows_box["root"] / "cmd.exe", env_dump=set_dump(windows_box["cl_dir"]), stdout=banner
     )
-    env = msvc.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
+    env = vcvars.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
     bat = Path(str(cmd) + ".last.bat").read_text(encoding="utf-8")
     assert "-vcvars_ver=14.44.35207" in bat and "vcvars64.bat" in bat
     assert env["VCToolsVersion"] == "14.44.35207" and env["DISTUTILS_USE_SDK"] == "1"
@@ -202,7 +202,7 @@ def test_capture_fails_on_error_lines_even_when_vcvars_exits_zero(
         env_dump=set_dump(windows_box["cl_dir"]),
     )
     with pytest.raises(ToolchainError, match=r"\[ERROR:vcvars\.bat\] Version '14\.29\.30133'"):
-        msvc.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
+        vcvars.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
 
 
 def test_capture_fails_when_vcvars_exits_nonzero(windows_box: dict[str, Path]) -> None:
@@ -211,7 +211,7 @@ def test_capture_fails_when_vcvars_exits_nonzero(windows_box: dict[str, Path]) -
         windows_box["root"] / "cmd.exe", stdout=output.encode("utf-16-le"), exit_code=255
     )
     with pytest.raises(ToolchainError, match="exited with code 255"):
-        msvc.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
+        vcvars.capture_msvc_environment(windows_box["cuda"], env=_env(windows_box, cmd))
 
 
 def test_capture_names_the_toolset_to_install_when_none_fits(tmp_path: Path) -> None:
@@ -222,13 +222,13 @@ def test_capture_names_the_toolset_to_install_when_none_fits(tmp_path: Path) -> 
     )
     env = {"PATH": os.environ["PATH"], "ProgramFiles(x86)": str(tmp_path / "PF86")}
     with pytest.raises(ToolchainError, match=r"found 14\.50\.35717.*v14\.44"):
-        msvc.capture_msvc_environment(cuda, env=env)
+        vcvars.capture_msvc_environment(cuda, env=env)
 
 
 def test_capture_without_vswhere_says_what_to_install(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "ProgramFiles(x86)": str(tmp_path / "none")}
     with pytest.raises(ToolchainError, match="Build Tools"):
-        msvc.capture_msvc_environment(tmp_path, cuda_version="12.6", env=env)
+        vcvars.capture_msvc_environment(tmp_path, cuda_version="12.6", env=env)
 
 
 def test_vswhere_is_asked_for_every_product_and_the_vc_component(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from mambawin.archs import Arch
 from mambawin.builder.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
 from mambawin.errors import ToolchainError
 from mambawin.packages import MAMBA, Package
-from mambawin.toolchain import msvc
+from mambawin.toolchain import vcvars
 
 MsvcCapture = Callable[[str, str | None, Mapping[str, str]], dict[str, str]]
 
@@ -108,7 +108,7 @@ def _with_msvc(
 def _capture_msvc(
     cuda_home: str, cuda_version: str | None, env: Mapping[str, str]
 ) -> dict[str, str]:
-    return msvc.capture_msvc_environment(cuda_home, cuda_version=cuda_version, env=env)
+    return vcvars.capture_msvc_environment(cuda_home, cuda_version=cuda_version, env=env)
 
 
 def _scripts_first(path: str) -> str:
