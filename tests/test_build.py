@@ -94,12 +94,18 @@ def fake_repo(tmp_path: Path) -> Path:
     return root
 
 
+class RecordedDoctor(list[DoctorReport]):
+    """A doctor that answers every build with reports[0] (tests may replace it), passed in as
+    `doctor=` to the pipeline and as `obj={"doctor": ...}` to the CLI."""
+
+    def __call__(self, archs: tuple[Any, ...]) -> DoctorReport:
+        return self[0]
+
+
 @pytest.fixture
-def doctor(monkeypatch: pytest.MonkeyPatch) -> list[DoctorReport]:
-    """Replace the doctor's probes with a recorded report; tests may edit reports[0]."""
-    reports = [DoctorReport((), True, parse_archs("90"), 2, TOOLCHAIN)]
-    monkeypatch.setattr(core, "_run_checks", lambda archs: reports[0])
-    return reports
+def doctor() -> RecordedDoctor:
+    """A recorded doctor report instead of the probes; tests may edit doctor[0]."""
+    return RecordedDoctor([DoctorReport((), True, parse_archs("90"), 2, TOOLCHAIN)])
 
 
 def _options(repo: Path, out: Path, **changes: Any) -> BuildOptions:
@@ -126,10 +132,10 @@ def _record_matches(wheel: Path) -> bool:
 
 
 def test_build_puts_a_fixed_wheel_in_out(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     recorder = Recorder()
-    result = core.build(_options(fake_repo, tmp_path / "out"), recorder)
+    result = core.build(_options(fake_repo, tmp_path / "out"), recorder, doctor=doctor)
 
     python = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the interpreter that built it
     assert (
@@ -154,7 +160,7 @@ def test_build_puts_a_fixed_wheel_in_out(
 
 
 def test_setup_py_sees_the_build_environment(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
@@ -163,7 +169,7 @@ def test_setup_py_sees_the_build_environment(
     options = _options(
         fake_repo, tmp_path / "out", archs=parse_archs("86;90+PTX"), jobs=3, nvcc_threads=2
     )
-    result = core.build(options, Recorder())
+    result = core.build(options, Recorder(), doctor=doctor)
 
     seen = json.loads(dump.read_text())
     assert seen["MAMBA_FORCE_BUILD"] == "TRUE" and seen["MAMBA_KEEP_CUDA_BUILD"] == "TRUE"
@@ -177,22 +183,22 @@ def test_setup_py_sees_the_build_environment(
 
 
 def test_jobs_default_to_the_doctors_advice(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     doctor[0] = replace(doctor[0], recommended_jobs=5)
-    core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
     seen = json.loads(dump.read_text())
     assert (seen["MAX_JOBS"], seen["NVCC_THREADS"]) == ("5", "1")
 
 
 def test_identical_second_build_reuses_every_object(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    first = core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    first = core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
     recorder = Recorder()
-    second = core.build(_options(fake_repo, tmp_path / "out"), recorder)
+    second = core.build(_options(fake_repo, tmp_path / "out"), recorder, doctor=doctor)
 
     assert (second.key, second.build_dir) == (first.key, first.build_dir)
     assert (second.units_compiled, second.reused_objects) == (0, True)
@@ -203,27 +209,27 @@ def test_identical_second_build_reuses_every_object(
 
 
 def test_interrupted_build_resumes_where_it_stopped(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_FAIL", "1")  # unit 1 is compiled, unit 2 fails
     with pytest.raises(BuildError):
-        core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+        core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
     monkeypatch.delenv("FAKE_FAIL")
-    result = core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    result = core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
     assert result.units_compiled == 2
 
 
 def test_failed_build_names_the_error_and_keeps_the_previous_wheel(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "out"
-    previous = core.build(_options(fake_repo, out), Recorder()).wheel
+    previous = core.build(_options(fake_repo, out), Recorder(), doctor=doctor).wheel
     before = previous.read_bytes()
     monkeypatch.setenv("FAKE_FAIL", "1")
     recorder = Recorder()
     # Another arch: a new build folder, the same wheel name in --out.
     with pytest.raises(CompileFailed) as failure:
-        core.build(_options(fake_repo, out, archs=parse_archs("89")), recorder)
+        core.build(_options(fake_repo, out, archs=parse_archs("89")), recorder, doctor=doctor)
 
     error = failure.value
     assert error.exit_code == 6
@@ -237,17 +243,21 @@ def test_failed_build_names_the_error_and_keeps_the_previous_wheel(
 
 
 def test_build_key_follows_what_decides_the_binary(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    base = core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).key
-    other_arch = core.plan(_options(fake_repo, tmp_path / "out", archs=parse_archs("89")))
-    complex_kept = core.plan(_options(fake_repo, tmp_path / "out", keep_complex=True))
+    base = core.plan(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor).key
+    other_arch = core.plan(
+        _options(fake_repo, tmp_path / "out", archs=parse_archs("89")), doctor=doctor
+    )
+    complex_kept = core.plan(
+        _options(fake_repo, tmp_path / "out", keep_complex=True), doctor=doctor
+    )
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, torch_version="2.16.0+cu132"))
-    other_torch = core.plan(_options(fake_repo, tmp_path / "out"))
+    other_torch = core.plan(_options(fake_repo, tmp_path / "out"), doctor=doctor)
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, host_compiler_version="13.1"))
-    other_compiler = core.plan(_options(fake_repo, tmp_path / "out"))
+    other_compiler = core.plan(_options(fake_repo, tmp_path / "out"), doctor=doctor)
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, cuda_version="13.1"))
-    other_cuda = core.plan(_options(fake_repo, tmp_path / "out"))
+    other_cuda = core.plan(_options(fake_repo, tmp_path / "out"), doctor=doctor)
     keys = {
         base,
         other_arch.key,
@@ -259,15 +269,19 @@ def test_build_key_follows_what_decides_the_binary(
     assert len(keys) == 6
     # Jobs, threads and the output folder do not change the binary, so not the key either.
     doctor[0] = replace(doctor[0], toolchain=TOOLCHAIN)
-    same = core.plan(_options(fake_repo, tmp_path / "elsewhere", jobs=7, nvcc_threads=3))
+    same = core.plan(
+        _options(fake_repo, tmp_path / "elsewhere", jobs=7, nvcc_threads=3), doctor=doctor
+    )
     assert same.key == base
 
 
 def test_a_left_out_patch_is_recorded_in_the_provenance(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    base = core.build(_options(fake_repo, tmp_path / "a"), None)
-    result = core.build(_options(fake_repo, tmp_path / "b", skip_patches=("math-defines",)), None)
+    base = core.build(_options(fake_repo, tmp_path / "a"), None, doctor=doctor)
+    result = core.build(
+        _options(fake_repo, tmp_path / "b", skip_patches=("math-defines",)), None, doctor=doctor
+    )
     assert read_provenance(result.wheel)["left_out"] == ["math-defines"]
     assert read_provenance(base.wheel)["left_out"] == []
 
@@ -301,7 +315,7 @@ def test_a_left_out_patch_leaves_its_file_and_changes_the_key(tmp_path: Path) ->
 
 
 def test_an_unknown_left_out_patch_fails_before_any_work(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     out = tmp_path / "out"
     result = CliRunner().invoke(
@@ -318,6 +332,7 @@ def test_an_unknown_left_out_patch_fails_before_any_work(
             "silu-bwd-tail",
             "--json",
         ],
+        obj={"doctor": doctor},
     )
     assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
@@ -326,21 +341,25 @@ def test_an_unknown_left_out_patch_fails_before_any_work(
 
 
 def test_source_folder_is_copied_and_its_edits_change_the_key(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    first = core.plan(_options(fake_repo, tmp_path / "out", ref=None, source=fake_repo))
+    first = core.plan(
+        _options(fake_repo, tmp_path / "out", ref=None, source=fake_repo), doctor=doctor
+    )
     unit = fake_repo / "csrc" / "selective_scan" / "selective_scan.cpp"
     unit.write_text(unit.read_text() + "// a local edit\n")
-    second = core.plan(_options(fake_repo, tmp_path / "out", ref=None, source=fake_repo))
+    second = core.plan(
+        _options(fake_repo, tmp_path / "out", ref=None, source=fake_repo), doctor=doctor
+    )
     assert first.key != second.key
     assert not (fake_repo / ".mambawin").exists()  # the user's tree is never patched in place
 
 
 def test_plan_reads_the_patched_setup_py_and_compiles_nothing(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     recorder = Recorder()
-    plan = core.plan(_options(fake_repo, tmp_path / "out", jobs=4), recorder)
+    plan = core.plan(_options(fake_repo, tmp_path / "out", jobs=4), recorder, doctor=doctor)
 
     assert recorder.steps == ["doctor", "fetch", "patch", "configure"]
     assert plan.upstream["version"] == "0.1.0" and plan.upstream["tag"] == "v0.1.0"
@@ -359,15 +378,15 @@ def test_plan_reads_the_patched_setup_py_and_compiles_nothing(
 
 
 def test_no_arch_and_no_gpu_asks_for_arch(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     doctor[0] = replace(doctor[0], recommended_archs=())
     with pytest.raises(UsageError, match="pass --arch"):
-        core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+        core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
 
 
 def test_cli_with_no_gpu_and_no_arch_refuses_with_a_hint(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     doctor[0] = replace(doctor[0], recommended_archs=())  # what doctor says without a GPU
     result = CliRunner().invoke(
@@ -382,6 +401,7 @@ def test_cli_with_no_gpu_and_no_arch_refuses_with_a_hint(
             str(tmp_path / "out"),
             "--json",
         ],
+        obj={"doctor": doctor},
     )
     assert result.exit_code == UsageError.exit_code
     assert "pass --arch" in json.loads(result.stdout)["error"]
@@ -389,15 +409,17 @@ def test_cli_with_no_gpu_and_no_arch_refuses_with_a_hint(
 
 
 def test_failed_blocking_check_stops_the_build_unless_forced(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     broken = Check("ninja", Status.FAIL, hint="pip install ninja", blocking=True)
     doctor[0] = replace(doctor[0], checks=(broken,), ready=False)
     recorder = Recorder()
     with pytest.raises(ToolchainError, match="ninja failed: pip install ninja"):
-        core.build(_options(fake_repo, tmp_path / "out"), recorder)
+        core.build(_options(fake_repo, tmp_path / "out"), recorder, doctor=doctor)
     assert recorder.steps == ["doctor"]
-    result = core.build(_options(fake_repo, tmp_path / "out", force=True), Recorder())
+    result = core.build(
+        _options(fake_repo, tmp_path / "out", force=True), Recorder(), doctor=doctor
+    )
     assert result.wheel.is_file()
 
 
@@ -406,26 +428,30 @@ def test_failed_blocking_check_stops_the_build_unless_forced(
     [("none", "0.1.0"), ("mine.2", "0.1.0+mine.2"), ("+cu130", "0.1.0+cu130")],
 )
 def test_local_version_choices(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], choice: str, version: str
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, choice: str, version: str
 ) -> None:
-    result = core.build(_options(fake_repo, tmp_path / "out", local_version=choice), Recorder())
+    result = core.build(
+        _options(fake_repo, tmp_path / "out", local_version=choice), Recorder(), doctor=doctor
+    )
     assert result.wheel.name.startswith(f"mamba_ssm-{version}-")
 
 
 def test_invalid_local_version_fails_before_any_work(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     recorder = Recorder()
     with pytest.raises(UsageError, match="--local-version"):
-        core.build(_options(fake_repo, tmp_path / "out", local_version="cu 13!"), recorder)
+        core.build(
+            _options(fake_repo, tmp_path / "out", local_version="cu 13!"), recorder, doctor=doctor
+        )
     assert recorder.steps == []
 
 
 def test_source_and_ref_together_are_refused(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     with pytest.raises(UsageError, match="--source and --ref"):
-        core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo))
+        core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo), doctor=doctor)
 
 
 def test_guard_refuses_a_real_upstream_tree(tmp_path: Path) -> None:
@@ -438,7 +464,7 @@ def test_guard_refuses_a_real_upstream_tree(tmp_path: Path) -> None:
 
 
 def test_cli_plan_json_and_failure_exit_code(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport], monkeypatch: pytest.MonkeyPatch
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runner = CliRunner()
     args = [
@@ -452,30 +478,32 @@ def test_cli_plan_json_and_failure_exit_code(
         "--out",
         str(tmp_path / "out"),
     ]
-    planned = runner.invoke(app, [*args, "--plan", "--json"])
+    planned = runner.invoke(app, [*args, "--plan", "--json"], obj={"doctor": doctor})
     assert planned.exit_code == 0, planned.output
     assert json.loads(planned.stdout)["archs"] == "86"
-    shown = runner.invoke(app, [*args, "--plan"])  # the plan is the result: stdout
+    shown = runner.invoke(
+        app, [*args, "--plan"], obj={"doctor": doctor}
+    )  # the plan is the result: stdout
     assert "archs   86: nvcc gets -gencode" in shown.stdout, shown.stdout
     assert "doctor" in shown.stderr and "doctor" not in shown.stdout  # steps are narration
 
     monkeypatch.setenv("FAKE_FAIL", "1")
-    failed = runner.invoke(app, args)
+    failed = runner.invoke(app, args, obj={"doctor": doctor})
     assert failed.exit_code == 6
     assert "error C2975" in failed.output
 
 
 def test_a_second_build_into_the_same_build_folder_fails_clearly(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     options = _options(fake_repo, tmp_path / "out")
-    build_dir = core.plan(options, Recorder()).build_dir
+    build_dir = core.plan(options, Recorder(), doctor=doctor).build_dir
     build_dir.mkdir(parents=True)
     (build_dir / core.LOCK_NAME).write_text("pid 4242 on elsewhere\n")  # a build in progress
     with pytest.raises(BuildError, match=r"is in use by another mambawin run \(pid 4242"):
-        core.build(options, Recorder())
+        core.build(options, Recorder(), doctor=doctor)
     assert (build_dir / core.LOCK_NAME).exists()  # not ours to remove
     assert not (build_dir / "src").exists() and not (tmp_path / "out").exists()
     (build_dir / core.LOCK_NAME).unlink()
-    core.build(options, Recorder())
+    core.build(options, Recorder(), doctor=doctor)
     assert not (build_dir / core.LOCK_NAME).exists()  # the build removed its own lock

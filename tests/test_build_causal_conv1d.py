@@ -15,6 +15,7 @@ from pathlib import Path
 import git
 import pytest
 from packaging.version import Version
+from test_build import RecordedDoctor
 from typer.testing import CliRunner
 
 from mambawin.archs import parse_archs
@@ -75,9 +76,8 @@ def fake(tmp_path: Path, name: str) -> Path:
 
 
 @pytest.fixture
-def doctor(monkeypatch: pytest.MonkeyPatch) -> None:
-    report = DoctorReport((), True, parse_archs("90"), 2, TOOLCHAIN)
-    monkeypatch.setattr(core, "_run_checks", lambda archs: report)
+def doctor() -> RecordedDoctor:
+    return RecordedDoctor([DoctorReport((), True, parse_archs("90"), 2, TOOLCHAIN)])
 
 
 def test_package_names_and_unknown_ones() -> None:
@@ -193,7 +193,9 @@ def test_cli_rejects_bad_pair_options(args: list[str], message: str, tmp_path: P
     assert message in result.output
 
 
-def test_causal_conv1d_alone(tmp_path: Path, doctor: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_causal_conv1d_alone(
+    tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = fake(tmp_path, "fake_causal_conv1d")
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
@@ -202,7 +204,7 @@ def test_causal_conv1d_alone(tmp_path: Path, doctor: None, monkeypatch: pytest.M
     options = BuildOptions(
         repo=str(repo), ref="v0.1.0", out=tmp_path / "out", package=CAUSAL_CONV1D
     )
-    result = core.build(options, None)
+    result = core.build(options, None, doctor=doctor)
 
     seen = json.loads(dump.read_text())
     assert seen["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"
@@ -220,7 +222,7 @@ def test_causal_conv1d_alone(tmp_path: Path, doctor: None, monkeypatch: pytest.M
     assert "mambawin build --package causal-conv1d" in init
 
 
-def test_pair_builds_both_wheels_into_one_out(tmp_path: Path, doctor: None) -> None:
+def test_pair_builds_both_wheels_into_one_out(tmp_path: Path, doctor: RecordedDoctor) -> None:
     mamba, conv = fake(tmp_path, "fake_upstream"), fake(tmp_path, "fake_causal_conv1d")
     out = tmp_path / "out"
     result = runner.invoke(
@@ -239,6 +241,7 @@ def test_pair_builds_both_wheels_into_one_out(tmp_path: Path, doctor: None) -> N
             str(out),
             "--json",
         ],
+        obj={"doctor": doctor},
     )
     assert result.exit_code == 0, result.output
     builds = json.loads(result.stdout)["builds"]
@@ -250,7 +253,9 @@ def test_pair_builds_both_wheels_into_one_out(tmp_path: Path, doctor: None) -> N
     assert builds[0]["key"] != builds[1]["key"]
 
 
-def test_pair_hands_each_left_out_patch_to_its_package(tmp_path: Path, doctor: None) -> None:
+def test_pair_hands_each_left_out_patch_to_its_package(
+    tmp_path: Path, doctor: RecordedDoctor
+) -> None:
     mamba, conv = fake(tmp_path, "fake_upstream"), fake(tmp_path, "fake_causal_conv1d")
     base = [
         "build",
@@ -265,13 +270,19 @@ def test_pair_hands_each_left_out_patch_to_its_package(tmp_path: Path, doctor: N
         "--json",
     ]
     result = runner.invoke(
-        app, [*base, "--out", str(tmp_path / "out"), "--skip-patch", "silu-bwd-tail,math-defines"]
+        app,
+        [*base, "--out", str(tmp_path / "out"), "--skip-patch", "silu-bwd-tail,math-defines"],
+        obj={"doctor": doctor},
     )
     assert result.exit_code == 0, result.output
     wheels = {p.name.split("-")[0]: p for p in (tmp_path / "out").iterdir()}
     assert read_provenance(wheels["mamba_ssm"])["left_out"] == ["math-defines"]
     assert read_provenance(wheels["causal_conv1d"])["left_out"] == ["silu-bwd-tail"]
-    wrong = runner.invoke(app, [*base, "--out", str(tmp_path / "out2"), "--skip-patch", "nope"])
+    wrong = runner.invoke(
+        app,
+        [*base, "--out", str(tmp_path / "out2"), "--skip-patch", "nope"],
+        obj={"doctor": doctor},
+    )
     assert wrong.exit_code == 2
     assert (
         "unknown patch id 'nope' for mamba-ssm or causal-conv1d"
@@ -288,7 +299,7 @@ def test_the_build_key_separates_packages() -> None:
     assert build_key(inputs) != build_key(other)
 
 
-def test_pair_plan_shows_both_packages(tmp_path: Path, doctor: None) -> None:
+def test_pair_plan_shows_both_packages(tmp_path: Path, doctor: RecordedDoctor) -> None:
     mamba, conv = fake(tmp_path, "fake_upstream"), fake(tmp_path, "fake_causal_conv1d")
     result = runner.invoke(
         app,
@@ -305,6 +316,7 @@ def test_pair_plan_shows_both_packages(tmp_path: Path, doctor: None) -> None:
             str(conv),
             "--json",
         ],
+        obj={"doctor": doctor},
     )
     assert result.exit_code == 0, result.output
     plans = json.loads(result.stdout)["builds"]

@@ -13,7 +13,14 @@ from types import SimpleNamespace
 
 import git
 import pytest
-from test_build import TOOLCHAIN, Recorder, _options, doctor, fake_repo  # noqa: F401  (fixtures)
+from test_build import (  # noqa: F401  (fixtures)
+    TOOLCHAIN,
+    RecordedDoctor,
+    Recorder,
+    _options,
+    doctor,
+    fake_repo,
+)
 
 from mambawin.archs import parse_archs
 from mambawin.builder import pipeline as core
@@ -25,7 +32,6 @@ from mambawin.builder.compiler_cache import (
     parse_sccache_stats,
 )
 from mambawin.builder.environment import EnvRequest, build_environment
-from mambawin.doctor.checks import DoctorReport
 from mambawin.doctor.probes import tools
 from mambawin.errors import ToolchainError
 from mambawin.status import Status
@@ -144,7 +150,7 @@ def test_ccache_print_stats() -> None:
 def test_build_counts_hits_and_records_them(
     fake_repo: Path,
     tmp_path: Path,
-    doctor: list[DoctorReport],
+    doctor: RecordedDoctor,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = _fake_sccache(tmp_path / "bin", FIXTURES / "sccache-0.16.0-stats.json")
@@ -152,7 +158,7 @@ def test_build_counts_hits_and_records_them(
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     recorder = Recorder()
-    result = core.build(_options(fake_repo, tmp_path / "out"), recorder)
+    result = core.build(_options(fake_repo, tmp_path / "out"), recorder, doctor=doctor)
 
     seen = json.loads(dump.read_text())
     assert seen["PYTORCH_NVCC"] == f"{fake} /fake/cuda/bin/nvcc"
@@ -167,10 +173,10 @@ def test_build_counts_hits_and_records_them(
 def test_cache_asked_for_but_missing_stops_before_work(
     fake_repo: Path,
     tmp_path: Path,
-    doctor: list[DoctorReport],
+    doctor: RecordedDoctor,
 ) -> None:
     with pytest.raises(ToolchainError, match="pip install sccache"):
-        core.build(_options(fake_repo, tmp_path / "out", cache=True), Recorder())
+        core.build(_options(fake_repo, tmp_path / "out", cache=True), Recorder(), doctor=doctor)
     assert not (tmp_path / "out").exists()
 
 
@@ -178,14 +184,16 @@ def test_cache_asked_for_but_missing_stops_before_work(
 def test_no_cache_option_leaves_it_out(
     fake_repo: Path,
     tmp_path: Path,
-    doctor: list[DoctorReport],
+    doctor: RecordedDoctor,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = _fake_sccache(tmp_path / "bin", FIXTURES / "sccache-0.16.0-stats.json")
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, compiler_cache=str(fake)))
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
-    result = core.build(_options(fake_repo, tmp_path / "out", cache=False), Recorder())
+    result = core.build(
+        _options(fake_repo, tmp_path / "out", cache=False), Recorder(), doctor=doctor
+    )
     assert "PYTORCH_NVCC" not in json.loads(dump.read_text())
     assert result.cache is None and not (fake.parent / "calls").exists()
 
@@ -194,16 +202,18 @@ def test_no_cache_option_leaves_it_out(
 
 
 def test_another_ref_builds_in_the_same_folder_with_its_own_tree(
-    fake_repo: Path, tmp_path: Path, doctor: list[DoctorReport]
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    first = core.build(_options(fake_repo, tmp_path / "out"), Recorder())
+    first = core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
     repo = git.Repo(fake_repo)
     (fake_repo / "NEWS.md").write_text("a release with the same kernels\n", encoding="utf-8")
     repo.index.add(["NEWS.md"])
     actor = git.Actor("test", "test@example.invalid")
     repo.index.commit("post release", author=actor, committer=actor)
     repo.create_tag("v0.1.0.post1")
-    second = core.build(_options(fake_repo, tmp_path / "out", ref="v0.1.0.post1"), Recorder())
+    second = core.build(
+        _options(fake_repo, tmp_path / "out", ref="v0.1.0.post1"), Recorder(), doctor=doctor
+    )
 
     assert second.key != first.key
     assert second.build_dir == first.build_dir  # same paths: compiler-cache hits
@@ -214,10 +224,12 @@ def test_another_ref_builds_in_the_same_folder_with_its_own_tree(
 def test_another_arch_gets_another_folder(
     fake_repo: Path,
     tmp_path: Path,
-    doctor: list[DoctorReport],
+    doctor: RecordedDoctor,
 ) -> None:
-    base = core.plan(_options(fake_repo, tmp_path / "out"), Recorder())
-    other = core.plan(_options(fake_repo, tmp_path / "out", archs=parse_archs("86")), Recorder())
+    base = core.plan(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
+    other = core.plan(
+        _options(fake_repo, tmp_path / "out", archs=parse_archs("86")), Recorder(), doctor=doctor
+    )
     assert base.build_dir != other.build_dir
 
 
@@ -248,10 +260,14 @@ def test_no_torch_no_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 def test_plan_says_reuse_only_for_the_same_tree(
     fake_repo: Path,
     tmp_path: Path,
-    doctor: list[DoctorReport],
+    doctor: RecordedDoctor,
 ) -> None:
-    core.build(_options(fake_repo, tmp_path / "out"), Recorder())
-    assert core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).reuses_objects
-    ws_root = core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).build_dir
+    core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
+    assert core.plan(
+        _options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor
+    ).reuses_objects
+    ws_root = core.plan(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor).build_dir
     (ws_root / "KEY").write_text("another-tree\n", encoding="utf-8")
-    assert not core.plan(_options(fake_repo, tmp_path / "out"), Recorder()).reuses_objects
+    assert not core.plan(
+        _options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor
+    ).reuses_objects

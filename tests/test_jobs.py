@@ -6,42 +6,51 @@ import json
 from pathlib import Path
 
 import pytest
-from test_build import Recorder, _options, doctor, fake_repo  # noqa: F401  (fixtures)
+from test_build import (  # noqa: F401  (fixtures)
+    RecordedDoctor,
+    Recorder,
+    _options,
+    doctor,
+    fake_repo,
+)
 from typer.testing import CliRunner
 
 from mambawin.builder import pipeline as core
 from mambawin.cli import app
-from mambawin.doctor.checks import DoctorReport
 from mambawin.errors import UsageError
 
 
 def _built_with(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path, **changes: object
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    repo: Path,
+    doctor: RecordedDoctor,
+    **changes: object,
 ) -> str:
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
-    core.build(_options(repo, tmp_path / "out", **changes), Recorder())
+    core.build(_options(repo, tmp_path / "out", **changes), Recorder(), doctor=doctor)
     return str(json.loads(dump.read_text())["MAX_JOBS"])
 
 
 def test_max_jobs_from_the_environment_is_honoured(
     fake_repo: Path,
     tmp_path: Path,
-    doctor: list[DoctorReport],
+    doctor: RecordedDoctor,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("MAX_JOBS", "2")
-    assert _built_with(tmp_path, monkeypatch, fake_repo) == "2"
+    assert _built_with(tmp_path, monkeypatch, fake_repo, doctor) == "2"
 
 
 def test_jobs_option_wins_over_max_jobs(
     fake_repo: Path,
     tmp_path: Path,
-    doctor: list[DoctorReport],
+    doctor: RecordedDoctor,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("MAX_JOBS", "2")
-    assert _built_with(tmp_path, monkeypatch, fake_repo, jobs=6) == "6"
+    assert _built_with(tmp_path, monkeypatch, fake_repo, doctor, jobs=6) == "6"
 
 
 @pytest.mark.parametrize("value", ["0", "four", "-1", "2.5"])
@@ -59,12 +68,13 @@ def test_empty_max_jobs_falls_back_to_the_doctor(monkeypatch: pytest.MonkeyPatch
 def test_cli_exit_code_for_bad_max_jobs(
     fake_repo: Path,
     tmp_path: Path,
-    doctor: list[DoctorReport],
+    doctor: RecordedDoctor,
 ) -> None:
     result = CliRunner().invoke(
         app,
         ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--out", str(tmp_path)],
         env={"MAX_JOBS": "lots"},
+        obj={"doctor": doctor},
     )
     assert result.exit_code == UsageError.exit_code
     assert "MAX_JOBS='lots'" in result.output

@@ -16,7 +16,7 @@ import os
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -53,19 +53,24 @@ from mambawin.wheel.provenance import Provenance, local_version_label
 from mambawin.wheel.repack import rewrite_wheel
 
 RECORD_NAME = "build.json"
+# What a build asks of the doctor: its report for the requested archs (the probes by default; a
+# recorded report in tests, passed in).
+Doctor = Callable[[tuple[Arch, ...]], DoctorReport]
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 
 
 # ---- the pipeline ------------------------------------------------------------------------------
 
 
-def build(options: BuildOptions, reporter: Reporter | None = None) -> BuildResult:
+def build(
+    options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
+) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     steps = _Steps(reporter or QuietReporter())
     label_choice = check_options(options)
     check_out(options.out, len(options.archs), options.keep_complex)
     with staging_dir(builds_root(), ".fetch-") as staging:
-        prepared = _prepare(options, steps, staging)
+        prepared = _prepare(options, steps, staging, doctor or run_doctor)
         # One build per build folder: a second one would share its objects, wheel and record.
         with hold(
             prepared.workspace.root / LOCK_NAME,
@@ -94,12 +99,14 @@ def _finish(
             return _record(fixed, options.out, prepared, (compiled, stats), steps.durations)
 
 
-def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
+def plan(
+    options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
+) -> BuildPlan:
     """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
     steps = _Steps(reporter or QuietReporter())
     label_choice = check_options(options)
     with staging_dir(builds_root(), ".plan-") as staging:
-        prepared = _prepare(options, steps, staging)
+        prepared = _prepare(options, steps, staging, doctor or run_doctor)
         with steps("configure"):
             config = _configure(prepared)
     return BuildPlan(
@@ -120,9 +127,9 @@ def plan(options: BuildOptions, reporter: Reporter | None = None) -> BuildPlan:
     )
 
 
-def _prepare(options: BuildOptions, steps: _Steps, staging: Path) -> Prepared:
+def _prepare(options: BuildOptions, steps: _Steps, staging: Path, doctor: Doctor) -> Prepared:
     with steps("doctor"):
-        toolchain, archs, jobs = _doctor(options, steps)
+        toolchain, archs, jobs = _doctor(options, steps, doctor)
     with steps("fetch"):
         checkout = _fetch(options, staging / "src")
     steps.note(
@@ -174,9 +181,11 @@ def _choose_cache(wanted: bool | None, toolchain: Toolchain) -> CompilerCache | 
 # ---- steps -------------------------------------------------------------------------------------
 
 
-def _doctor(options: BuildOptions, steps: _Steps) -> tuple[Toolchain, tuple[Arch, ...], int]:
+def _doctor(
+    options: BuildOptions, steps: _Steps, doctor: Doctor
+) -> tuple[Toolchain, tuple[Arch, ...], int]:
     """Run the doctor's probes; stop on a failed blocking check unless --force."""
-    report = _run_checks(options.archs)
+    report = doctor(options.archs)
     for check in report.blocking:
         if not options.force:
             msg = (
@@ -353,8 +362,8 @@ def _record(
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def _run_checks(archs: tuple[Arch, ...]) -> DoctorReport:
-    """The doctor's probes (a seam: tests replace it with a recorded report)."""
+def run_doctor(archs: tuple[Arch, ...]) -> DoctorReport:
+    """The doctor's probes for a build (the default `doctor` of build and plan)."""
     return run_checks(archs, builds_root())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 @command("build")
 def build_command(
+    ctx: typer.Context,
     ref: Annotated[
         str | None,
         typer.Option(
@@ -164,8 +166,10 @@ def build_command(
         skip_patches=split_values(skip_patch),
     )
     reporter = ConsoleReporter()
-    run: Callable[[BuildOptions, Reporter], BuildPlan | BuildResult] = (
-        core.plan if plan_only else core.build
+    # The doctor a caller passes in (`invoke(app, args, obj={"doctor": ...})`), else the probes.
+    doctor = (ctx.obj or {}).get("doctor") if isinstance(ctx.obj, dict) else None
+    run: Callable[[BuildOptions, Reporter], BuildPlan | BuildResult] = functools.partial(
+        core.plan if plan_only else core.build, doctor=doctor
     )
     if with_ is None and with_repo is not None:
         raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
