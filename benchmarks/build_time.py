@@ -33,6 +33,7 @@ from packaging.version import Version
 
 from mambawin import proc
 from mambawin.fetch.upstream import checkout
+from mambawin.packages import MAMBA
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 
@@ -118,7 +119,7 @@ def _stock(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.ref.startswith("v") and Version(args.ref[1:]) < Version("2.2.6"):
         raise SystemExit(f"stock {args.ref} cannot build under CUDA 13 (cub::LaneId, sm_53)")
     tree = Path(tempfile.mkdtemp(prefix="stock-", dir=work)) / "src"
-    source = checkout(args.repo, args.ref, tree)
+    source = checkout(args.repo, args.ref, tree, package=MAMBA)
     report = apply_patches(tree, PatchOptions(), only=STOCK_PATCHES)
     env = {**os.environ, **STOCK_ENV, "MAX_JOBS": str(args.jobs)}
     argv = [sys.executable, "setup.py", "bdist_wheel", "--dist-dir", str(tree.parent / "dist")]

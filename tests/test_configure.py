@@ -8,6 +8,7 @@ import pytest
 
 from mambawin.builder.configure import configure, configure_env, gencode_pairs
 from mambawin.errors import BuildError
+from mambawin.packages import MAMBA
 
 FAKE_SETUP = """
 import os
@@ -58,7 +59,7 @@ def test_no_extension_is_a_build_error(tmp_path: Path) -> None:
 
 
 def test_env_forces_the_cuda_build_on() -> None:
-    env = configure_env({"MAMBA_SKIP_CUDA_BUILD": "TRUE", "KEEP": "1"})
+    env = configure_env({"MAMBA_SKIP_CUDA_BUILD": "TRUE", "KEEP": "1"}, package=MAMBA)
     assert (env["MAMBA_FORCE_BUILD"], env["MAMBA_KEEP_CUDA_BUILD"]) == ("TRUE", "TRUE")
     assert (env["MAMBA_SKIP_CUDA_BUILD"], env["KEEP"]) == ("FALSE", "1")
 

@@ -11,6 +11,7 @@ import pytest
 from packaging.version import Version
 
 from mambawin.errors import PatchError
+from mambawin.packages import MAMBA
 from mambawin.patch.base import PatchContext, PatchOptions, Tree
 from mambawin.patch.mamba import mamba3_imports
 from mambawin.patch.registry import patch_ids
@@ -56,4 +57,4 @@ def test_versions_without_mamba3(tmp_path: Path) -> None:
     with pytest.raises(PatchError, match=r"mamba3\.py"):
         run(tmp_path / "new", None, version="2.3.2")
     assert not mamba3_imports.PATCH.applies_to(Version("2.2.6"))
-    assert "mamba3-imports" in patch_ids()
+    assert "mamba3-imports" in patch_ids(package=MAMBA)

@@ -16,6 +16,7 @@ from mambawin.cli import app
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git as git_runner
 from mambawin.fetch import mirror, upstream, version_rules
+from mambawin.packages import MAMBA
 
 runner = CliRunner()
 
@@ -57,27 +58,27 @@ def test_no_release_tags_is_an_upstream_error() -> None:
 
 
 def test_checkout_default_ref_and_short_path(fake_upstream: Path) -> None:
-    result = upstream.checkout(str(fake_upstream))
+    result = upstream.checkout(str(fake_upstream), package=MAMBA)
     assert (result.ref, result.tag, result.version) == ("v2.10.0", "v2.10.0", "2.10.0")
     assert result.path == cache_dir() / "src" / result.commit[:10]  # type: ignore[index]
     assert (result.path / "mamba_ssm" / "__init__.py").read_text().startswith('__version__ = "2.10')
 
 
 def test_checkout_keeps_lf_and_long_paths(fake_upstream: Path) -> None:
-    result = upstream.checkout(str(fake_upstream), "v2.9.0")
+    result = upstream.checkout(str(fake_upstream), "v2.9.0", package=MAMBA)
     cmd = git.Repo(result.path).git
     assert (cmd.config("core.autocrlf"), cmd.config("core.longpaths")) == ("false", "true")
     assert b"\r\n" not in (result.path / "mamba_ssm" / "__init__.py").read_bytes()
 
 
 def test_release_tag_wins_over_stale_file_with_a_warning(fake_upstream: Path) -> None:
-    result = upstream.checkout(str(fake_upstream), "v2.3.2")
+    result = upstream.checkout(str(fake_upstream), "v2.3.2", package=MAMBA)
     assert result.version == "2.3.2"
     assert len(result.warnings) == 1 and "2.3.1" in result.warnings[0]
 
 
 def test_post_tag_on_same_commit_as_base(fake_upstream: Path) -> None:
-    post = upstream.checkout(str(fake_upstream), "v1.0.0.post1")
+    post = upstream.checkout(str(fake_upstream), "v1.0.0.post1", package=MAMBA)
     assert (post.tag, post.version) == ("v1.0.0.post1", "1.0.0.post1")
     # describe() cannot know which of the two tags was asked for: it picks the one the file names
     described = upstream.describe(post.path)
@@ -85,31 +86,31 @@ def test_post_tag_on_same_commit_as_base(fake_upstream: Path) -> None:
 
 
 def test_branch_uses_the_file_version(fake_upstream: Path, tmp_path: Path) -> None:
-    result = upstream.checkout(str(fake_upstream), "main", tmp_path / "dest")
+    result = upstream.checkout(str(fake_upstream), "main", tmp_path / "dest", package=MAMBA)
     assert (result.tag, result.version, result.path) == (None, "2.11.0.dev0", tmp_path / "dest")
     assert upstream.describe(result.path).repo == str(fake_upstream.resolve())
 
 
 def test_cached_ref_works_offline_and_missing_ref_fails(fake_upstream: Path) -> None:
-    first = upstream.checkout(str(fake_upstream), "v2.9.0")
+    first = upstream.checkout(str(fake_upstream), "v2.9.0", package=MAMBA)
     shutil.rmtree(first.path)
     (fake_upstream / ".git").rename(fake_upstream / ".git-away")  # the remote is unreachable now
-    offline = upstream.checkout(str(fake_upstream), "v2.9.0")
+    offline = upstream.checkout(str(fake_upstream), "v2.9.0", package=MAMBA)
     assert offline.commit == first.commit
     with pytest.raises(UpstreamError, match=r"cannot fetch .* to look for 'v9\.9\.9'"):
-        upstream.checkout(str(fake_upstream), "v9.9.9")
+        upstream.checkout(str(fake_upstream), "v9.9.9", package=MAMBA)
 
 
 def test_unknown_ref_names_it(fake_upstream: Path) -> None:
     with pytest.raises(UpstreamError, match=r"ref 'v9\.9\.9' not found"):
-        upstream.checkout(str(fake_upstream), "v9.9.9")
+        upstream.checkout(str(fake_upstream), "v9.9.9", package=MAMBA)
 
 
 def test_unreachable_repo_is_an_upstream_error(tmp_path: Path) -> None:
     with pytest.raises(UpstreamError, match="neither a URL nor a folder"):
-        upstream.checkout(str(tmp_path / "missing"))
+        upstream.checkout(str(tmp_path / "missing"), package=MAMBA)
     with pytest.raises(UpstreamError, match="cannot clone"):
-        upstream.checkout(f"file://{tmp_path / 'missing'}")
+        upstream.checkout(f"file://{tmp_path / 'missing'}", package=MAMBA)
     assert not list((cache_dir() / "mirrors").glob("*"))  # nothing half-written
 
 
@@ -118,14 +119,14 @@ def test_existing_foreign_dest_is_refused(fake_upstream: Path, tmp_path: Path) -
     dest.mkdir()
     (dest / "mine.txt").write_text("keep me")
     with pytest.raises(UpstreamError, match="already exists"):
-        upstream.checkout(str(fake_upstream), "v2.9.0", dest)
+        upstream.checkout(str(fake_upstream), "v2.9.0", dest, package=MAMBA)
     assert [p.name for p in dest.iterdir()] == ["mine.txt"]
 
 
 def test_same_commit_checkout_is_reused(fake_upstream: Path) -> None:
-    first = upstream.checkout(str(fake_upstream), "v2.9.0")
+    first = upstream.checkout(str(fake_upstream), "v2.9.0", package=MAMBA)
     (first.path / "marker").write_text("patched")
-    again = upstream.checkout(str(fake_upstream), "v2.9.0")
+    again = upstream.checkout(str(fake_upstream), "v2.9.0", package=MAMBA)
     assert again.path == first.path and (again.path / "marker").exists()
 
 
@@ -159,7 +160,7 @@ def test_a_copy_another_process_moved_in_first_is_kept(tmp_path: Path) -> None:
 
 def test_a_failed_clone_keeps_gits_own_reason(tmp_path: Path) -> None:
     with pytest.raises(UpstreamError) as caught:
-        upstream.checkout(f"file://{tmp_path / 'missing'}")
+        upstream.checkout(f"file://{tmp_path / 'missing'}", package=MAMBA)
     message = str(caught.value)
     assert "does not appear to be a git repository" in message and "\n" not in message
 
@@ -175,14 +176,14 @@ def test_a_stalled_git_is_stopped_at_its_time_limit(
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setattr(git_runner, "NETWORK_TIMEOUT", 0.5)
     with pytest.raises(UpstreamError, match=r"cannot clone .*did not finish within 0\.5 s"):
-        upstream.checkout("https://example.invalid/mamba")
+        upstream.checkout("https://example.invalid/mamba", package=MAMBA)
     assert not list((cache_dir() / "mirrors").glob("*"))
 
 
 def test_git_missing_from_path_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(UpstreamError, match="git is not on PATH"):
-        upstream.checkout("https://example.invalid/mamba")
+        upstream.checkout("https://example.invalid/mamba", package=MAMBA)
 
 
 def test_ext_transport_is_refused_before_git_runs(tmp_path: Path) -> None:
@@ -196,7 +197,7 @@ def test_ext_transport_is_refused_before_git_runs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("damage", ["empty", "garbage"])
 def test_a_broken_cached_mirror_is_cloned_again(fake_upstream: Path, damage: str) -> None:
-    first = upstream.checkout(str(fake_upstream), "v2.9.0")
+    first = upstream.checkout(str(fake_upstream), "v2.9.0", package=MAMBA)
     shutil.rmtree(first.path)
     cached = mirror.mirror_path(str(fake_upstream.resolve()))
     shutil.rmtree(cached)
@@ -204,19 +205,23 @@ def test_a_broken_cached_mirror_is_cloned_again(fake_upstream: Path, damage: str
     if damage == "garbage":
         (cached / "HEAD").write_text("not a ref\n")
         (cached / "objects").mkdir()
-    again = upstream.checkout(str(fake_upstream), "v2.9.0")
+    again = upstream.checkout(str(fake_upstream), "v2.9.0", package=MAMBA)
     assert again.commit == first.commit and (again.path / "setup.py").is_file()
 
 
 def test_a_cached_branch_is_refreshed_online_and_used_offline(fake_upstream: Path) -> None:
     repo = git.Repo(fake_upstream)
-    before = upstream.checkout(str(fake_upstream), "main", fake_upstream.parent / "a")
+    before = upstream.checkout(
+        str(fake_upstream), "main", fake_upstream.parent / "a", package=MAMBA
+    )
     newer = commit_version(repo, "2.12.0.dev0")
-    after = upstream.checkout(str(fake_upstream), "main", fake_upstream.parent / "b")
+    after = upstream.checkout(str(fake_upstream), "main", fake_upstream.parent / "b", package=MAMBA)
     assert before.commit != newer
     assert after.commit == newer and after.version == "2.12.0.dev0" and after.warnings == ()
     (fake_upstream / ".git").rename(fake_upstream / ".git-away")  # offline now
-    offline = upstream.checkout(str(fake_upstream), "main", fake_upstream.parent / "c")
+    offline = upstream.checkout(
+        str(fake_upstream), "main", fake_upstream.parent / "c", package=MAMBA
+    )
     assert offline.commit == newer
     assert len(offline.warnings) == 1 and "could not refresh branch 'main'" in offline.warnings[0]
 

@@ -16,6 +16,7 @@ from wheel.wheelfile import WheelFile
 from mambawin import proc
 from mambawin.archs import parse_arch
 from mambawin.cli import app
+from mambawin.packages import MAMBA
 from mambawin.verify import fit, gpu, packages, pipeline, sandbox, static, steps
 from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.report import StepResult, Target, VerifyReport
@@ -92,7 +93,7 @@ def test_runs_on(arch, cc, runs):
 
 
 def test_sm80_only_wheel_fails_on_a_90_gpu_before_any_kernel():
-    result = fit.fit_step(code("sm_80"), PROVENANCE, H100)
+    result = fit.fit_step(code("sm_80"), PROVENANCE, H100, project=MAMBA.name)
     assert result.status == "fail"
     assert "rebuild with --arch 90" in result.summary
     assert "mambawin build --arch 90" in result.summary
@@ -101,26 +102,26 @@ def test_sm80_only_wheel_fails_on_a_90_gpu_before_any_kernel():
 
 def test_sm86_sass_fits_an_89_gpu():
     target = Target("2.8.0", "12.8", "RTX 4090", (8, 9))
-    result = fit.fit_step(code("sm_80", "sm_86"), PROVENANCE, target)
+    result = fit.fit_step(code("sm_80", "sm_86"), PROVENANCE, target, project=MAMBA.name)
     assert result.status == "ok"
     assert "SASS sm_86" in result.summary
 
 
 def test_ptx_80_fits_a_90_gpu_by_jit():
-    result = fit.fit_step(code("sm_80", "compute_80"), PROVENANCE, H100)
+    result = fit.fit_step(code("sm_80", "compute_80"), PROVENANCE, H100, project=MAMBA.name)
     assert result.status == "ok"
     assert "PTX compute_80" in result.summary and "JIT" in result.summary
 
 
 def test_archs_fall_back_to_the_provenance_record():
     prov = dict(PROVENANCE, archs=["80", "90"])
-    result = fit.fit_step(None, prov, H100)
+    result = fit.fit_step(None, prov, H100, project=MAMBA.name)
     assert result.status == "ok"
     assert result.details["archs"]["source"] == "the provenance record"
 
 
 def test_no_gpu_skips_the_arch_check_with_a_reason():
-    result = fit.fit_step(code("sm_80"), PROVENANCE, Target("2.8.1", "12.8"))
+    result = fit.fit_step(code("sm_80"), PROVENANCE, Target("2.8.1", "12.8"), project=MAMBA.name)
     assert result.status == "skip"
     assert "no CUDA GPU" in result.summary
 
@@ -136,7 +137,7 @@ def test_no_gpu_skips_the_arch_check_with_a_reason():
 )
 def test_torch_mismatch_fails(torch_version, cuda, fragment):
     target = Target(torch_version, cuda, "NVIDIA H100", (9, 0))
-    result = fit.fit_step(code("sm_90"), PROVENANCE, target)
+    result = fit.fit_step(code("sm_90"), PROVENANCE, target, project=MAMBA.name)
     assert result.status == "fail"
     assert fragment in result.summary
 

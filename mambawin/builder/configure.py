@@ -78,7 +78,7 @@ def configure(
     return parse_output(done.stdout, Path(source), package)
 
 
-def configure_env(env: Mapping[str, str] | None, package: Package = MAMBA) -> dict[str, str]:
+def configure_env(env: Mapping[str, str] | None, package: Package) -> dict[str, str]:
     """The environment for the run: the caller's (or ours) with the build switches forced on."""
     merged = dict(os.environ if env is None else env)
     merged.update(dict.fromkeys(package.force_vars, "TRUE"))
@@ -86,7 +86,7 @@ def configure_env(env: Mapping[str, str] | None, package: Package = MAMBA) -> di
     return merged
 
 
-def parse_output(stdout: str, source: Path, package: Package = MAMBA) -> SetupConfig:
+def parse_output(stdout: str, source: Path, package: Package) -> SetupConfig:
     """The SetupConfig from the runner's JSON line; BuildError if setup.py declared no extension."""
     line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith(MARKER)), None)
     data: dict[str, Any] = json.loads(line[len(MARKER) :]) if line else {}

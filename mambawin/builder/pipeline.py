@@ -222,7 +222,7 @@ def _jobs(asked: int | None, recommended: int | None) -> int:
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
     if options.source is None:
-        return upstream.checkout(options.upstream_repo, options.ref, dest, options.package)
+        return upstream.checkout(options.upstream_repo, options.ref, dest, package=options.package)
     described = upstream.describe(options.source, options.package)
     copy_source(options.source, dest)
     return upstream.Checkout(

@@ -216,7 +216,7 @@ def fetch_command(
     from mambawin.packages import get_package
 
     chosen = get_package(package)
-    result = upstream.checkout(repo or chosen.default_repo, ref, dest, chosen)
+    result = upstream.checkout(repo or chosen.default_repo, ref, dest, package=chosen)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if as_json:

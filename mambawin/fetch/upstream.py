@@ -84,7 +84,8 @@ def checkout(
     repo: str = DEFAULT_REPO,
     ref: str | None = None,
     dest: Path | None = None,
-    package: Package = MAMBA,
+    *,
+    package: Package,
 ) -> Checkout:
     """Check out repo at ref (default: newest release) into dest (default: a short cache path)."""
     _check_dest(dest)
@@ -112,7 +113,7 @@ def release_tags(repo: str) -> list[str]:
     return [tag for tag in tag_names(mirror) if release_version(tag) is not None]
 
 
-def version_at(repo: str, ref: str, package: Package = MAMBA) -> Version:
+def version_at(repo: str, ref: str, package: Package) -> Version:
     """The upstream version of ref, read from the mirror without a checkout (same rule as fetch)."""
     git.check_not_option(ref, "--ref")
     url = normalize_repo(repo)
@@ -140,7 +141,7 @@ def describe(path: Path, package: Package | None = None) -> Checkout:
 
 
 def _describe_checkout(
-    path: Path, repo: str, ref: str | None, commit: str, tags: list[str], package: Package = MAMBA
+    path: Path, repo: str, ref: str | None, commit: str, tags: list[str], package: Package
 ) -> Checkout:
     file_version = read_file_version(path, package)
     tag = _pick_tag(ref, tags, file_version)

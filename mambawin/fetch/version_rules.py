@@ -27,7 +27,7 @@ def detect_package(path: Path) -> Package | None:
     return next((p for p in PACKAGES if (path / p.version_file).is_file()), None)
 
 
-def read_file_version(path: Path, package: Package = MAMBA) -> str:
+def read_file_version(path: Path, package: Package) -> str:
     """`__version__` from the package's version file; UpstreamError when path is no such tree."""
     init = Path(path) / package.version_file
     try:
@@ -43,7 +43,7 @@ def read_file_version(path: Path, package: Package = MAMBA) -> str:
     return parse_file_version(text, str(path), package)
 
 
-def parse_file_version(text: str, where: str, package: Package = MAMBA) -> str:
+def parse_file_version(text: str, where: str, package: Package) -> str:
     """The normalised `__version__` in text (the version file of package found at where)."""
     match = _VERSION_LINE.search(text)
     if match is None:
@@ -88,7 +88,7 @@ def newest_release(tags: Iterable[str], repo: str = MAMBA.default_repo) -> str:
 
 
 def choose_version(
-    file_version: str, tag: str | None, package: Package = MAMBA
+    file_version: str, tag: str | None, package: Package
 ) -> tuple[str, tuple[str, ...]]:
     """Trust a release tag over the file when they differ, and say so in a warning."""
     tag_version = release_version(tag) if tag else None

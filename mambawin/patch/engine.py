@@ -118,7 +118,7 @@ def stage(
     options: PatchOptions,
     only: Sequence[str],
     skip: Sequence[str],
-    package: Package = MAMBA,
+    package: Package,
 ) -> tuple[Tree, tuple[PatchResult, ...]]:
     """Run every patch on a staged Tree (nothing written); base's files start from base."""
     tree = Tree(root, base=base)
@@ -129,7 +129,7 @@ def stage(
     )
 
 
-def patch_set(package: Package = MAMBA) -> tuple[Patch, ...]:
+def patch_set(package: Package) -> tuple[Patch, ...]:
     """The ordered patches of package (registry.PATCH_SETS)."""
     return patches_for(package)
 
@@ -170,8 +170,9 @@ def pristine_sources(
     commit: str | None,
     record: Mapping[str, Any],
     not_git: str,
+    *,
+    package: Package,
     error: type[MambawinError] = PatchError,
-    package: Package = MAMBA,
 ) -> dict[str, bytes | None]:
     """Every file a patch may touch, as committed at HEAD; error when the tree is no git
     checkout (not_git says why that matters) or a file changed since mambawin wrote it."""
@@ -209,7 +210,7 @@ def recorded_options(record: Mapping[str, Any]) -> PatchOptions:
     return PatchOptions(archs, saved.get("nvcc_threads"), bool(saved.get("keep_complex")))
 
 
-def check_ids(only: Iterable[str], skip: Iterable[str], package: Package = MAMBA) -> None:
+def check_ids(only: Iterable[str], skip: Iterable[str], package: Package) -> None:
     """UsageError naming every id in --only/--skip that is not in the package's catalogue."""
     known = tuple(p.id for p in patch_set(package))
     registry.check_ids((*only, *skip), known, flag="--only/--skip", owner=package.name)
@@ -222,7 +223,7 @@ def _run_one(
     options: PatchOptions,
     only: Sequence[str],
     skip: Sequence[str],
-    package: Package = MAMBA,
+    package: Package,
 ) -> PatchResult:
     gate = _gate(patch, version, options, only, skip)
     if gate is not None:

@@ -87,7 +87,9 @@ def _replayed(root: Path) -> tuple[tuple[PatchResult, ...], PatchOptions]:
         "checkout, so its unpatched files are gone; export from a clean copy "
         "(`mambawin patch CLEAN --dry-run --export DIR`)"
     )
-    base = pristine_sources(root, upstream.commit, record, not_git, UsageError, package)
+    base = pristine_sources(
+        root, upstream.commit, record, not_git, package=package, error=UsageError
+    )
     options = recorded_options(record)
     tree, results = stage(
         root,
@@ -126,9 +128,7 @@ def _with_checksum(header: str, diff: str) -> bytes:
     return line + body
 
 
-def _patch_header(
-    patch_id: str, version: str, options: PatchOptions, package: str = MAMBA.name
-) -> str:
+def _patch_header(patch_id: str, version: str, options: PatchOptions, package: str) -> str:
     """Free text before the first `diff --git` line; git apply skips it like a mail header."""
     patch = next(p for p in engine.patch_set(get_package(package)) if p.id == patch_id)
     name = "mamba" if package == MAMBA.name else package

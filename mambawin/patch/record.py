@@ -72,7 +72,7 @@ def record_bytes(
     results: tuple[PatchResult, ...],
     in_effect: set[str],
     old: Mapping[str, Any],
-    package: Package = MAMBA,
+    package: Package,
     patches: Sequence[Patch] = (),
 ) -> bytes:
     """The deterministic record: upstream, options, patches in effect, sha256 of their files."""

@@ -53,12 +53,12 @@ PATCH_SETS: dict[str, tuple[Patch, ...]] = {
 }
 
 
-def patches_for(package: Package = MAMBA) -> tuple[Patch, ...]:
+def patches_for(package: Package) -> tuple[Patch, ...]:
     """The ordered patch set of package."""
     return PATCH_SETS[package.name]
 
 
-def patch_ids(package: Package = MAMBA) -> tuple[str, ...]:
+def patch_ids(package: Package) -> tuple[str, ...]:
     """Every known patch id of package, in apply order."""
     return tuple(patch.id for patch in patches_for(package))
 
@@ -94,6 +94,6 @@ def own_ids(ids: Iterable[str], package: Package) -> tuple[str, ...]:
     return tuple(i for i in ids if i in known)
 
 
-def get(patch_id: str, package: Package = MAMBA) -> Patch | None:
+def get(patch_id: str, package: Package) -> Patch | None:
     """The patch of package with this id, or None."""
     return next((patch for patch in patches_for(package) if patch.id == patch_id), None)

@@ -50,7 +50,7 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
 
 
 def fit_step(
-    code: Any, provenance: Mapping[str, Any] | None, target: Target, project: str = MAMBA.name
+    code: Any, provenance: Mapping[str, Any] | None, target: Target, project: str
 ) -> StepResult:
     """Torch/CUDA the wheel was built for vs the installed torch; GPU code vs this GPU."""
     result = _fit(code, provenance, target)

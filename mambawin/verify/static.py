@@ -51,7 +51,7 @@ def static_steps(
         p: row for p, row in target.installed_packages.items() if package_named(p) is not None
     }
     if not installed:
-        return [(MAMBA.name, None, *_static_installed(target))]
+        return [(MAMBA.name, None, *_static_installed(target, MAMBA.name))]
     return [
         (p, installed[p].get("version"), *_static_installed(target, p))
         for p in PACKAGE_NAMES
@@ -66,7 +66,7 @@ def static_step(
 ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
     """Wheel name/tags, METADATA, provenance and GPU code; (result, GpuCode or None, provenance)."""
     if options.wheel is None:
-        return _static_installed(target)
+        return _static_installed(target, ref.project if ref is not None else MAMBA.name)
     wheel = ref.path if ref is not None else Path(options.wheel)
     project = ref.project if ref is not None else MAMBA.name
     # One open: open_wheel checks the zip, the names and every RECORD hash, and each check below
@@ -95,7 +95,7 @@ def _wheel_checks(
 
 def _static_installed(
     target: Target,
-    project: str = MAMBA.name,
+    project: str,
 ) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
     row = target.installed_packages.get(project) or {}
     extension = row.get("extension") or (
@@ -187,7 +187,7 @@ def _requirements_check(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[bool
 
 
 def _read_provenance(
-    archive: zipfile.ZipFile, info: WheelInfo, project: str = MAMBA.name
+    archive: zipfile.ZipFile, info: WheelInfo, project: str
 ) -> tuple[Mapping[str, Any] | None, str]:
     try:
         provenance = provenance_in(archive, info)
@@ -196,7 +196,7 @@ def _read_provenance(
     return provenance, _provenance_message(provenance, project)
 
 
-def _provenance_message(provenance: Mapping[str, Any] | None, project: str = MAMBA.name) -> str:
+def _provenance_message(provenance: Mapping[str, Any] | None, project: str) -> str:
     if provenance is None:
         return (
             "no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "

@@ -40,14 +40,14 @@ def wheel_gpu_code(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[Any, str]
     return describe_code(found[members[0]], extension)
 
 
-def binary_gpu_code(binary: Path, extension: str = MAMBA.extension) -> tuple[Any, str]:
+def binary_gpu_code(binary: Path, extension: str) -> tuple[Any, str]:
     try:
         return describe_code(list_gpu_code(binary), extension)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
 
 
-def describe_code(code: Any, extension: str = MAMBA.extension) -> tuple[Any, str]:
+def describe_code(code: Any, extension: str) -> tuple[Any, str]:
     if not code.sass and not code.ptx:
         return None, f"{extension} holds no GPU code: rebuild with `mambawin build --arch ...`"
     listed = ", ".join([*code.sass, *code.ptx])
