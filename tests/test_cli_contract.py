@@ -36,6 +36,8 @@ BAD_INPUTS = [
     (["verify", "{tmp}/" + WHEEL], UsageError.exit_code, "does not exist"),
     (["verify"], UsageError.exit_code, "nothing to verify"),
     (["bench", "{tmp}/" + WHEEL], UsageError.exit_code, "does not exist"),
+    (["matrix", "--spec", "{tmp}/nope.toml"], UsageError.exit_code, "no such spec file"),
+    (["index", "{tmp}/empty", "--out", "{tmp}/site"], UsageError.exit_code, "holds no .whl"),
 ]
 
 
@@ -43,6 +45,7 @@ def _args(args: list[str], tmp_path: Path) -> list[str]:
     fake = tmp_path / "fake"
     if not fake.exists():
         shutil.copytree(FAKE, fake)
+    (tmp_path / "empty").mkdir(exist_ok=True)
     return [a.format(tmp=tmp_path, fake=fake) for a in args]
 
 

@@ -1,8 +1,11 @@
 """The build key: a hash of everything that determines the compiled binary, and nothing else.
 
-Two builds with the same key produce the same objects, so they share one build folder and ninja
-reuses its objects; anything that changes the binary (upstream source, a patch, an arch, torch,
-CUDA, the host compiler, Python) gives a new key and a new folder, never a stale object.
+Two builds with the same key produce the same objects: the second one reuses them (ninja finds
+them up to date). The build folder itself is chosen by the slot key, the toolchain and options
+without the source tree, commit or Python (`slot_key`), so builds of one slot keep the same paths
+for the compiler cache; the build key, written in the folder's KEY file, says whether the objects
+there belong to this tree (anything that changes the binary, a new key: the tree is replaced and
+nothing stale is reused).
 """
 
 from __future__ import annotations

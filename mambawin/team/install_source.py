@@ -18,7 +18,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from mambawin import __version__, proc
-from mambawin.errors import CommandError, UsageError
+from mambawin.errors import CommandError, UpstreamError, UsageError
+from mambawin.fetch import git
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mambawin/
 _SCP_LIKE = re.compile(r"^(?:[\w.-]+@)?([\w.-]+):(?!//)(.+)$")  # git@github.com:owner/repo.git
@@ -70,9 +71,9 @@ def _from_checkout(root: Path) -> Source | None:
     if not (root / ".git").exists() or not (root / "mambawin" / "__init__.py").is_file():
         return None
     try:
-        remote = _git(root, "config", "--get", "remote.origin.url")
-        commit = _git(root, "rev-parse", "HEAD")
-    except CommandError:
+        remote = git.query(["-C", root, "config", "--get", "remote.origin.url"])
+        commit = git.query(["-C", root, "rev-parse", "HEAD"]) or ""
+    except UpstreamError:  # no git on PATH: the released version is the fallback
         return None
     url = pip_git_url(remote) if remote else None
     if url is None or not re.fullmatch(r"[0-9a-f]{40}", commit):
@@ -89,10 +90,6 @@ def pip_git_url(remote: str) -> str | None:
         user = remote.split("@", 1)[0] + "@" if "@" in remote.split(":", 1)[0] else ""
         return f"ssh://{user}{scp[1]}/{scp[2]}"
     return None  # a local path: a runner cannot fetch it
-
-
-def _git(root: Path, *args: str) -> str:
-    return proc.run(["git", "-C", str(root), *args], timeout=30).stdout.strip()
 
 
 # ---- does it resolve? ---------------------------------------------------------------------------

@@ -14,9 +14,9 @@ from typing import Any
 
 from packaging.version import Version
 
-from mambawin import proc
 from mambawin.archs import Arch, format_archs
-from mambawin.errors import CommandError
+from mambawin.errors import UpstreamError
+from mambawin.fetch import git
 from mambawin.fetch.mirror import mirror_path
 from mambawin.fetch.version_rules import file_version, release_version
 from mambawin.index.reader import index_files
@@ -205,12 +205,11 @@ def _file_at_ref(package: PackageSpec) -> str | None:
     git_dir = _local_git(package.repo)
     if git_dir is None:
         return None
+    at_ref = f"{package.ref}:{package.upstream.version_file}"
     try:
-        at_ref = f"{package.ref}:{package.upstream.version_file}"
-        done = proc.run(["git", "-C", str(git_dir), "show", at_ref], timeout=30, check=False)
-    except CommandError:
+        return git.query(["-C", git_dir, "show", at_ref])
+    except UpstreamError:  # no git here: the version is read from the tag instead
         return None
-    return done.stdout if done.returncode == 0 else None
 
 
 def _local_git(repo: str) -> Path | None:

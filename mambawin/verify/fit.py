@@ -8,9 +8,6 @@ from typing import Any
 
 from mambawin.archs import Arch, parse_arch
 from mambawin.errors import UsageError
-from mambawin.packages import (
-    MAMBA,
-)
 from mambawin.status import Status
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import release
