@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from mambawin.verify.runners import conv
+from mambawin.verify.runners import conv, conv_cases
 from tests.fakes.kernels import forget_packages, install_fakes
 
 
@@ -21,12 +21,12 @@ def fake(monkeypatch):
 
 def _config(**kw):
     base = {"seed": 3, "seqlens": (1, 5, 40), "device": "cpu"}
-    return conv.ConvConfig(**{**base, **kw})
+    return conv_cases.ConvConfig(**{**base, **kw})
 
 
 def test_plan_meets_every_mode_with_every_bias_silu_pair():
-    cases = conv.plan_cases(conv.ConvConfig(seed=0), conv.MODES)
-    for mode in conv.MODES:
+    cases = conv_cases.plan_cases(conv_cases.ConvConfig(seed=0), conv_cases.MODES)
+    for mode in conv_cases.MODES:
         pairs = {(c.bias, c.silu) for c in cases if c.mode == mode}
         assert len(pairs) == 4, mode
     assert {c.dtype for c in cases} == set(conv.DTYPES)
@@ -50,19 +50,19 @@ def test_features_follow_the_signature():
     ):
         return x
 
-    assert conv.features(old) == ("plain", "channel_last")
-    assert conv.features(new) == conv.MODES
+    assert conv_cases.features(old) == ("plain", "channel_last")
+    assert conv_cases.features(new) == conv_cases.MODES
 
 
 def test_reference_matches_a_hand_computed_convolution():
     torch = pytest.importorskip("torch")
     x = torch.tensor([[[1.0, 2.0, 3.0, 4.0]]])
     weight = torch.tensor([[0.5, -1.0, 2.0]])  # weight[-1] multiplies the current step
-    out, final = conv.conv_ref(x, weight, torch.tensor([1.0]))
+    out, final = conv_cases.conv_ref(x, weight, torch.tensor([1.0]))
     assert out.squeeze().tolist() == [3.0, 4.0, 5.5, 7.0]
     assert final.squeeze().tolist() == [3.0, 4.0]
     init = torch.tensor([[[10.0, 20.0]]])
-    out, _ = conv.conv_ref(x, weight, None, initial_states=init)
+    out, _ = conv_cases.conv_ref(x, weight, None, initial_states=init)
     assert out.squeeze().tolist() == [
         5.0 - 20.0 + 2.0,
         10.0 - 1.0 + 4.0,
@@ -70,14 +70,14 @@ def test_reference_matches_a_hand_computed_convolution():
         1.0 - 3.0 + 8.0,
     ]
     seq_idx = torch.tensor([[0, 0, 1, 1]], dtype=torch.int32)
-    out, _ = conv.conv_ref(x, weight, None, seq_idx=seq_idx)
+    out, _ = conv_cases.conv_ref(x, weight, None, seq_idx=seq_idx)
     assert out.squeeze().tolist() == [2.0, 3.0, 6.0, 8.0 - 3.0]
 
 
 def test_update_reference_rolls_the_state():
     torch = pytest.importorskip("torch")
     state = torch.tensor([[[1.0, 2.0, 3.0]]])
-    out, new_state = conv.update_ref(
+    out, new_state = conv_cases.update_ref(
         torch.tensor([[4.0]]), state, torch.tensor([[1.0, 1.0]]), None, False
     )
     assert out.tolist() == [[7.0]] and new_state.squeeze().tolist() == [2.0, 3.0, 4.0]
@@ -87,7 +87,7 @@ def test_a_correct_kernel_passes_every_mode(fake):
     api, _ = fake
     report = conv.run_conv(_config(), api)
     assert report["passed"], [c for c in report["cases"] if not c["passed"]][:1]
-    assert report["modes"] == list(conv.MODES)
+    assert report["modes"] == list(conv_cases.MODES)
     names = set().union(*(c["errors"] for c in report["cases"]))
     assert {
         "out",
@@ -135,7 +135,7 @@ def test_a_channel_last_gradient_has_the_outputs_strides(fake):
     assert out.stride() == x.stride() and g.stride() == out.stride()
     with pytest.raises(RuntimeError, match="multiples of 8"):  # what the H100 run reported
         out.backward(torch.randn(out.shape))
-    case = conv.ConvCase("float32", 3, 1, True, False, "channel_last")
+    case = conv_cases.ConvCase("float32", 3, 1, True, False, "channel_last")
     result = conv.run_case(case, api, "cpu", torch.Generator().manual_seed(1))
     assert result.passed and not result.error, result.error
 
@@ -182,5 +182,5 @@ def test_upstreams_silu_tail_bug_is_caught_and_named(fake):
     ],
 )
 def test_the_silu_tail_signature(dtype, mode, seqlen, silu, named):
-    case = conv.ConvCase(dtype, 2, seqlen, True, silu, mode)
+    case = conv_cases.ConvCase(dtype, 2, seqlen, True, silu, mode)
     assert (conv.silu_tail_bug(case) is not None) is named

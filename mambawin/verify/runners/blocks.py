@@ -32,7 +32,7 @@ from typing import Any
 
 from mambawin.verify.runners.calls import SCAN, counting
 from mambawin.verify.runners.common import DTYPES
-from mambawin.verify.runners.smoke import compare
+from mambawin.verify.runners.judge import compare
 
 # (rtol, atol) of the output per dtype against the float32 reference; gradients get 5x atol.
 # Errors are measured against the RMS-scaled floor of smoke.compare.

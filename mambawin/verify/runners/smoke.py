@@ -21,17 +21,24 @@ import importlib
 import random
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from mambawin.verify.runners.common import DTYPES, emit
+from mambawin.verify.runners.judge import CaseResult, compare, device_name, summarize
 from mambawin.verify.runners.reference import selective_scan_ref
 
 # Lengths around the kernel's 2048-step chunk: 1, odd, just under a power of two, 2 chunks + 1,
 # and a multiple of the chunk (the state is carried between chunks through x).
+
+
 SEQLENS = (1, 7, 127, 255, 2049, 4096)
+
+
 # (rtol, atol) per input dtype: the values upstream's tests/ops/test_selective_scan.py uses.
 TOLERANCES = {"float32": (6e-4, 2e-3), "float16": (3e-3, 5e-3), "bfloat16": (3e-2, 5e-2)}
+
+
 WEIGHT_TOLERANCE = (1e-3, 1e-3)
 
 
@@ -101,19 +108,6 @@ class SmokeConfig:
     json_output: bool = False
 
 
-@dataclass
-class CaseResult:
-    """Errors of every output and gradient of one case against the float64 reference."""
-
-    name: str
-    dtype: str
-    seqlen: int
-    passed: bool = True
-    errors: dict[str, dict[str, float]] = field(default_factory=dict)
-    error: str | None = None
-    note: str | None = None  # what a failure is known to be (e.g. a known upstream bug)
-
-
 def parse_args(argv: Sequence[str] | None = None) -> SmokeConfig:
     """Parse the runner's command line into a SmokeConfig (a fresh seed unless --seed)."""
     parser = argparse.ArgumentParser(
@@ -177,26 +171,6 @@ def tolerance(name: str, case: Case) -> tuple[float, float]:
         "dC": (rtol, atol) if case.variant.var_C else (rtolw, atolw),
     }
     return table.get(name, (rtolw, atolw))
-
-
-def compare(got: Any, ref: Any, rtol: float, atol: float) -> dict[str, float]:
-    """max abs and rel error, and the worst error/tolerance ratio (<= 1 passes).
-
-    The absolute floor grows with the tensor's RMS: a gradient summed over thousands of steps
-    carries rounding in proportion to its summands, not to an entry that happens to cancel.
-    """
-    import torch
-
-    got, ref = got.detach().to(torch.float64), ref.detach().to(torch.float64)
-    if got.shape != ref.shape:
-        return {"max_abs": float("inf"), "max_rel": float("inf"), "ratio": float("inf")}
-    diff = (got - ref).abs()
-    floor = atol * max(1.0, ref.pow(2).mean().sqrt().item()) if ref.numel() else atol
-    ratio = (diff / (floor + rtol * ref.abs())).max().item() if diff.numel() else 0.0
-    if not torch.isfinite(got).all():
-        ratio = float("inf")
-    rel = (diff / ref.abs().clamp_min(atol)).max().item() if diff.numel() else 0.0
-    return {"max_abs": diff.max().item() if diff.numel() else 0.0, "max_rel": rel, "ratio": ratio}
 
 
 def make_inputs(case: Case, device: str, gen: Any) -> dict[str, Any]:
@@ -330,24 +304,6 @@ def run_case(case: Case, kernel: Any, device: str, gen: Any) -> CaseResult:
     return result
 
 
-def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, float]]:
-    """Per dtype: cases, failures, and the largest abs/rel error over every tensor compared."""
-    table: dict[str, dict[str, float]] = {}
-    for r in results:
-        row = table.setdefault(
-            r.dtype, {"cases": 0, "failed": 0, "max_abs": 0.0, "max_rel": 0.0, "worst_ratio": 0.0}
-        )
-        row["cases"] += 1
-        row["failed"] += 0 if r.passed else 1
-        for e in r.errors.values():
-            row["max_abs"] = max(row["max_abs"], e["max_abs"])
-            row["max_rel"] = max(row["max_rel"], e["max_rel"])
-            row["worst_ratio"] = max(row["worst_ratio"], e["ratio"])
-        if r.error:
-            row["worst_ratio"] = float("inf")
-    return table
-
-
 def block_skip_reason(exc: BaseException) -> str:
     """Why the Mamba block was not run; the triton hint only when triton is what is missing."""
     reason = f"import mamba_ssm failed ({type(exc).__name__}: {exc})".splitlines()[0]
@@ -400,7 +356,7 @@ def run_smoke(config: SmokeConfig, kernel: Any = None) -> dict[str, Any]:
     )
     return {
         "seed": config.seed,
-        "device": _device_name(config.device),
+        "device": device_name(config.device),
         "torch": torch.__version__,
         "extension": getattr(kernel, "__file__", None),
         "tolerances": {
@@ -411,15 +367,6 @@ def run_smoke(config: SmokeConfig, kernel: Any = None) -> dict[str, Any]:
         "block": block,
         "passed": all(r.passed for r in results) and block["status"] != "fail",
     }
-
-
-def _device_name(device: str) -> str:
-    import torch
-
-    if device.startswith("cuda") and torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability(device)
-        return f"{torch.cuda.get_device_name(device)} (sm_{major}{minor})"
-    return device
 
 
 def main(argv: Sequence[str] | None = None) -> int:
