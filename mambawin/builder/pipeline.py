@@ -15,9 +15,7 @@ import json
 import os
 import sys
 import sysconfig
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from mambawin import __version__
@@ -29,7 +27,7 @@ from mambawin.builder.configure import SetupConfig, configure
 from mambawin.builder.environment import build_environment
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options
-from mambawin.builder.reporter import QuietReporter, Reporter
+from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.workspace import (
     adopt_source,
@@ -66,7 +64,7 @@ def build(
     options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
 ) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
-    steps = _Steps(reporter or QuietReporter())
+    steps = TimedSteps(reporter or QuietReporter())
     label_choice = check_options(options)
     check_out(options.out, len(options.archs), options.keep_complex)
     with staging_dir(builds_root(), ".fetch-") as staging:
@@ -87,7 +85,7 @@ def _finish(
     prepared: Prepared,
     outcome: tuple[CompileResult, CacheStats | None],
     label_choice: str | None,
-    steps: _Steps,
+    steps: TimedSteps,
 ) -> BuildResult:
     """Rewrite the wheel's metadata, write the record, and move the wheel into --out."""
     compiled, stats = outcome
@@ -103,7 +101,7 @@ def plan(
     options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
 ) -> BuildPlan:
     """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
-    steps = _Steps(reporter or QuietReporter())
+    steps = TimedSteps(reporter or QuietReporter())
     label_choice = check_options(options)
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared = _prepare(options, steps, staging, doctor or run_doctor)
@@ -127,7 +125,7 @@ def plan(
     )
 
 
-def _prepare(options: BuildOptions, steps: _Steps, staging: Path, doctor: Doctor) -> Prepared:
+def _prepare(options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Doctor) -> Prepared:
     with steps("doctor"):
         toolchain, archs, jobs = _doctor(options, steps, doctor)
     with steps("fetch"):
@@ -182,7 +180,7 @@ def _choose_cache(wanted: bool | None, toolchain: Toolchain) -> CompilerCache | 
 
 
 def _doctor(
-    options: BuildOptions, steps: _Steps, doctor: Doctor
+    options: BuildOptions, steps: TimedSteps, doctor: Doctor
 ) -> tuple[Toolchain, tuple[Arch, ...], int]:
     """Run the doctor's probes; stop on a failed blocking check unless --force."""
     report = doctor(options.archs)
@@ -372,24 +370,3 @@ def _label(choice: str | None, prepared: Prepared) -> str | None:
         return choice
     tools = prepared.toolchain
     return local_version_label(tools.cuda, tools.torch) if tools.cuda and tools.torch else None
-
-
-class _Steps:
-    """Runs named steps through the reporter and remembers how long each took."""
-
-    def __init__(self, reporter: Reporter) -> None:
-        self.reporter = reporter
-        self.durations: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        start = time.monotonic()
-        try:
-            with self.reporter.step(name):
-                yield
-        finally:
-            spent = time.monotonic() - start
-            self.durations[name] = round(self.durations.get(name, 0.0) + spent, 1)
-
-    def note(self, text: str) -> None:
-        self.reporter.note(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
@@ -31,3 +32,24 @@ class QuietReporter:
 
     def progress(self, status: NinjaStatus) -> None:
         return None
+
+
+class TimedSteps:
+    """Runs named steps through the reporter and remembers how long each took."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+        self.durations: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            with self.reporter.step(name):
+                yield
+        finally:
+            spent = time.monotonic() - start
+            self.durations[name] = round(self.durations.get(name, 0.0) + spent, 1)
+
+    def note(self, text: str) -> None:
+        self.reporter.note(text)
