@@ -109,7 +109,7 @@ def test_patch_table_goes_to_stdout_and_the_dry_run_diff_owns_it(tmp_path: Path)
         (
             "build",
             [
-                "the newest release",
+                "the newest release tag",
                 "the package's GitHub repo",
                 "this GPU",
                 "$MAX_JOBS, else doctor's",
@@ -120,7 +120,11 @@ def test_patch_table_goes_to_stdout_and_the_dry_run_diff_owns_it(tmp_path: Path)
         ),
         (
             "fetch",
-            ["the newest vX.Y.Z[.postN] tag", "GitHub's", "a short path in the mambawin cache"],
+            [
+                "the newest release tag",
+                "the package's GitHub repo",
+                "a short path in the mambawin cache",
+            ],
         ),
         ("metadata", ["wheelhouse", "the wheel's own"]),
     ],

@@ -17,24 +17,30 @@ if TYPE_CHECKING:
     from mambawin.builder.reporter import Reporter
 
 
+# The options build and fetch share: which upstream, at which ref, for which package.
+RefOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ref", help="Upstream tag, branch or commit.", show_default="the newest release tag"
+    ),
+]
+RepoOption = Annotated[
+    str | None,
+    typer.Option(
+        "--repo",
+        help="Upstream URL, file:// URL or local clone.",
+        show_default="the package's GitHub repo",
+    ),
+]
+PackageOption = Annotated[str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")]
+
+
 @command("build")
 def build_command(
     ctx: typer.Context,
-    ref: Annotated[
-        str | None,
-        typer.Option(
-            "--ref", help="Upstream tag, branch or commit.", show_default="the newest release"
-        ),
-    ] = None,
-    repo: Annotated[
-        str | None,
-        typer.Option(
-            "--repo", help="Upstream URL or local path.", show_default="the package's GitHub repo"
-        ),
-    ] = None,
-    package: Annotated[
-        str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")
-    ] = "mamba-ssm",
+    ref: RefOption = None,
+    repo: RepoOption = None,
+    package: PackageOption = "mamba-ssm",
     with_: Annotated[
         str | None,
         typer.Option(
@@ -188,27 +194,15 @@ def build_command(
 
 @command("fetch")
 def fetch_command(
-    ref: Annotated[
-        str | None,
-        typer.Option(
-            "--ref", help="Tag, branch or commit.", show_default="the newest vX.Y.Z[.postN] tag"
-        ),
-    ] = None,
-    repo: Annotated[
-        str | None,
-        typer.Option(
-            "--repo", help="Upstream URL, file:// URL or local path.", show_default="GitHub's"
-        ),
-    ] = None,
+    ref: RefOption = None,
+    repo: RepoOption = None,
     dest: Annotated[
         Path | None,
         typer.Option(
             "--dest", help="Checkout folder.", show_default="a short path in the mambawin cache"
         ),
     ] = None,
-    package: Annotated[
-        str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")
-    ] = "mamba-ssm",
+    package: PackageOption = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Check out upstream mamba-ssm or causal-conv1d from a cached mirror (offline if cached)."""
