@@ -34,6 +34,7 @@ from mambawin.builder.compiler_cache import (
 from mambawin.builder.environment import EnvRequest, build_environment
 from mambawin.doctor.probes import tools
 from mambawin.errors import ToolchainError
+from mambawin.packages import MAMBA
 from mambawin.status import Status
 from mambawin.toolchain.probe import ProbeContext
 from mambawin.wheel.provenance import read_provenance
@@ -110,7 +111,7 @@ def test_ccache_is_recognised_by_name() -> None:
 
 def test_no_cache_means_torch_wraps_nothing_either() -> None:
     # torch 2.6+ puts a ccache/sccache from PATH in front of the compilers by itself.
-    request = EnvRequest(parse_archs("90"), 2, 1, "/cuda", windows=False)
+    request = EnvRequest(parse_archs("90"), 2, 1, MAMBA, "/cuda", windows=False)
     env = build_environment(request, base={"PATH": "/usr/bin", "PYTORCH_NVCC": "stale nvcc"})
     assert env["TORCH_NO_COMPILER_WRAPPER"] == "1" and "PYTORCH_NVCC" not in env
     cache = CompilerCache.from_path("/tools/sccache")

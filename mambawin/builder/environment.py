@@ -15,7 +15,7 @@ from pathlib import Path
 from mambawin.archs import Arch
 from mambawin.builder.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
 from mambawin.errors import ToolchainError
-from mambawin.packages import MAMBA, Package
+from mambawin.packages import Package
 from mambawin.toolchain import vcvars
 
 MsvcCapture = Callable[[str, str | None, Mapping[str, str]], dict[str, str]]
@@ -28,12 +28,12 @@ class EnvRequest:
     archs: tuple[Arch, ...]
     jobs: int
     nvcc_threads: int
+    package: Package  # which setup.py reads the environment (its FORCE variables)
     cuda_home: str | None = None
     cuda_version: str | None = None
     windows: bool = sys.platform == "win32"
     cache: CompilerCache | None = None  # sccache/ccache in front of nvcc; None: no launcher
     torch_link: Path | None = None  # a fixed path to torch's site-packages, first on PYTHONPATH
-    package: Package = MAMBA
 
 
 def build_environment(

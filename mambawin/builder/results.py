@@ -46,12 +46,12 @@ class Prepared:
             self.archs,
             self.jobs,
             self.nvcc_threads,
-            self.toolchain.cuda_home,
-            self.toolchain.cuda,
-            windows,
-            self.cache,
-            link,
-            self.package,
+            package=self.package,
+            cuda_home=self.toolchain.cuda_home,
+            cuda_version=self.toolchain.cuda,
+            windows=windows,
+            cache=self.cache,
+            torch_link=link,
         )
 
     def applied(self) -> list[dict[str, str]]:
