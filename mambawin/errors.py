@@ -57,6 +57,13 @@ class VerifyError(MambawinError):
     exit_code = 8
 
 
+class CheckFailed(MambawinError):
+    """The Windows compile check found a unit that does not compile or a symbol that no object
+    or library defines."""
+
+    exit_code = 11
+
+
 class CommandError(MambawinError):
     """An external program failed; carries the command, exit code and output tail."""
 

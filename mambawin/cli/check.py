@@ -1,0 +1,83 @@
+"""`mambawin check --windows`: does a ref compile with the real Windows compilers?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mambawin.cli.app import command, print_json
+from mambawin.cli.build import PackageOption, RefOption, RepoOption
+from mambawin.errors import CheckFailed, UsageError
+
+
+@command("check")
+def check_command(
+    windows: Annotated[
+        bool, typer.Option("--windows", help="Compile with cl.exe and nvcc.exe under wine.")
+    ] = False,
+    ref: RefOption = None,
+    repo: RepoOption = None,
+    package: PackageOption = "mamba-ssm",
+    arch: Annotated[str, typer.Option("--arch", help="CUDA archs, e.g. '90' or '86;89'.")] = "90",
+    stock: Annotated[
+        bool, typer.Option("--stock", help="Compile upstream's unpatched sources.")
+    ] = False,
+    cpython: Annotated[
+        Path | None,
+        typer.Option(
+            "--cpython",
+            help="CPython source tree at your Python's tag (Include/, PC/pyconfig.h): "
+            "compiles the binding file and checks the link.",
+        ),
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Units compiled at once.")] = 2,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            help="The Windows toolchain folder.",
+            show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Compile every unit of a ref with Microsoft's cl.exe and NVIDIA's Windows nvcc under wine,
+    with the flags a Windows build would pass, then check that the objects link."""
+    from mambawin import proc
+    from mambawin.archs import parse_archs
+    from mambawin.check.pipeline import CheckOptions, CheckTools, check_windows
+    from mambawin.errors import ToolchainError
+    from mambawin.packages import get_package
+    from mambawin.toolchain import wine
+    from mambawin.ui import check as ui
+
+    if not windows:
+        raise UsageError("check needs a target: pass --windows")
+    launcher = proc.which("wine") or proc.which("wine64")
+    if launcher is None:
+        raise ToolchainError("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
+    chosen = get_package(package)
+    options = CheckOptions(
+        package=chosen,
+        ref=ref,
+        repo=repo or chosen.default_repo,
+        archs=parse_archs(arch),
+        toolchain=wine.toolchain_at(root or wine.default_root()),
+        wine=launcher,
+        stock=stock,
+        jobs=jobs,
+        cpython=cpython,
+    )
+    tools = CheckTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
+    report = check_windows(options, tools)
+    if as_json:
+        if not report.ok:
+            print_json(ui.to_json(report))
+            raise typer.Exit(CheckFailed.exit_code)
+        print_json(ui.to_json(report))
+        return
+    ui.render(report)
+    if not report.ok:
+        raise CheckFailed(f"{report.package} {report.ref} does not build on Windows as checked")

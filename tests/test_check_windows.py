@@ -1,0 +1,311 @@
+"""`mambawin check --windows`: the compiler commands a Windows build would run, per-unit results
+and the link's verdict. The programs are passed in, so these tests run no wine; the real compilers
+run under the windows_toolchain marker (tests/test_windows_tag_matrix.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mambawin import proc
+from mambawin.builder.configure import SetupConfig
+from mambawin.check import closure, units, windows_flags
+from mambawin.cli import app
+from mambawin.errors import ToolchainError, UsageError
+from mambawin.toolchain import wine
+from tests.conftest import recorded
+from tests.test_wine_toolchain import layout, toolchain
+
+# The shapes torch's cpp_extension.py and setuptools' MSVC compiler give their tables.
+CPP_EXTENSION = """
+COMMON_MSVC_FLAGS = ['/MD', '/wd4819', '/EHsc']
+
+MSVC_IGNORE_CUDAFE_WARNINGS = [
+    'base_class_has_different_dll_interface',
+]
+
+COMMON_NVCC_FLAGS = [
+    '-D__CUDA_NO_HALF_OPERATORS__',
+    '--expt-relaxed-constexpr'
+]
+"""
+MSVC_COMPILER = """
+class Compiler:
+    def initialize(self):
+        self.compile_options = ['/nologo', '/O2', '/W3', '/GL', '/DNDEBUG', '/MD']
+        self.compile_options_debug = ['/nologo', '/Od']
+"""
+
+
+def flags(tmp_path: Path) -> windows_flags.WindowsFlags:
+    (tmp_path / "cpp_extension.py").write_text(CPP_EXTENSION)
+    (tmp_path / "msvc.py").write_text(MSVC_COMPILER)
+    return windows_flags.read_flags(tmp_path / "cpp_extension.py", tmp_path / "msvc.py")
+
+
+def config(**changes: object) -> SetupConfig:
+    base = {
+        "ext_name": "selective_scan_cuda",
+        "sources": ("csrc/ss/ss.cpp", "csrc/ss/ss_fwd.cu"),
+        "nvcc_flags": ("-O3", "-gencode", "arch=compute_90,code=sm_90", "-std=c++20"),
+        "cxx_flags": ("/O2", "/std:c++20"),
+        "gencode": ("arch=compute_90,code=sm_90",),
+        "version": "2.3.2",
+        "include_dirs": (),
+        "define_macros": (),
+    }
+    return SetupConfig(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def test_the_tables_are_read_from_torch_and_setuptools_not_listed_by_us(tmp_path: Path) -> None:
+    found = flags(tmp_path)
+    assert found.msvc == ("/MD", "/wd4819", "/EHsc")
+    assert found.cudafe_ignore == ("base_class_has_different_dll_interface",)
+    assert found.nvcc == ("-D__CUDA_NO_HALF_OPERATORS__", "--expt-relaxed-constexpr")
+    assert found.compile_options == ("/nologo", "/O2", "/W3", "/GL", "/DNDEBUG", "/MD")
+
+
+def test_a_torch_without_the_tables_is_named(tmp_path: Path) -> None:
+    (tmp_path / "cpp_extension.py").write_text("COMMON_MSVC_FLAGS = ['/MD']\n")
+    (tmp_path / "msvc.py").write_text(MSVC_COMPILER)
+    with pytest.raises(ToolchainError, match="COMMON_NVCC_FLAGS, MSVC_IGNORE_CUDAFE_WARNINGS"):
+        windows_flags.read_flags(tmp_path / "cpp_extension.py", tmp_path / "msvc.py")
+
+
+def test_the_installed_setuptools_has_an_msvc_compiler_with_compile_options() -> None:
+    source = windows_flags.setuptools_msvc_source()
+    options = windows_flags.list_literals(source, ("compile_options",))["compile_options"]
+    assert "/MD" in options and "/nologo" in options
+
+
+def test_nvcc_gets_torchs_windows_recipe_in_its_order(tmp_path: Path) -> None:
+    args = windows_flags.nvcc_args(
+        flags(tmp_path), config(), ["-IZ:\\inc"], "Z:\\a.cu", "Z:\\a.obj"
+    )
+    assert args[:7] == (
+        "-std=c++17",
+        "-Xcompiler",
+        "/MD",
+        "-Xcompiler",
+        "/wd4819",
+        "-Xcompiler",
+        "/EHsc",
+    )
+    local_env = args.index("--use-local-env")
+    assert args[local_env + 1 : local_env + 3] == (
+        "-Xcudafe",
+        "--diag_suppress=base_class_has_different_dll_interface",
+    )
+    assert args.index("-IZ:\\inc") < args.index("-c") < args.index("-o")
+    post = args[args.index("-o") + 2 :]
+    assert post[:2] == ("-D__CUDA_NO_HALF_OPERATORS__", "--expt-relaxed-constexpr")
+    assert post[2:6] == ("-O3", "-gencode", "arch=compute_90,code=sm_90", "-std=c++20")
+    assert post[-2:] == (
+        "-DTORCH_API_INCLUDE_EXTENSION_H",
+        "-DTORCH_EXTENSION_NAME=selective_scan_cuda",
+    )
+
+
+def test_cl_gets_setuptools_options_then_torchs_and_a_standard_only_when_none_is_named(
+    tmp_path: Path,
+) -> None:
+    found = flags(tmp_path)
+    args = windows_flags.cl_args(found, config(), ["-DX=1"], "Z:\\b.cpp", "Z:\\b.obj")
+    assert args[:6] == found.compile_options and args[6] == "-DX=1"
+    assert args[args.index("-c") + 2] == "/FoZ:\\b.obj"
+    assert [a for a in args if "std" in a] == ["/std:c++20"]
+    bare = windows_flags.cl_args(found, config(cxx_flags=("/O2",)), [], "b.cpp", "b.obj")
+    assert bare[-1] == "/std:c++17"  # BuildExtension's append_std17_if_no_std_present
+    assert "-DTORCH_EXTENSION_NAME=selective_scan_cuda" in bare
+
+
+def test_units_take_upstreams_folders_then_torchs_cudas_and_the_extras(tmp_path: Path) -> None:
+    tc = toolchain(layout(tmp_path / "tc"))
+    tree = tmp_path / "src"
+    own = tree / "csrc" / "ss"
+    own.mkdir(parents=True)
+    cfg = config(include_dirs=(str(own), "/usr/local/cuda/include"), define_macros=(("A", None),))
+    commands = units.unit_commands(cfg, tree, tc, flags(tmp_path), tmp_path / "o", [tmp_path / "x"])
+    assert [(c.source, c.compiler) for c in commands] == [
+        ("csrc/ss/ss.cpp", "cl"),
+        ("csrc/ss/ss_fwd.cu", "nvcc"),
+    ]
+    includes = [a[2:] for a in commands[1].args if a.startswith("-I")]
+    assert includes == [
+        wine.windows_path(own),  # the Linux CUDA folder the Linux configure added is not used
+        wine.windows_path(tc.torch / "include"),  # type: ignore[operator]
+        wine.windows_path(tc.torch / "include/torch/csrc/api/include"),  # type: ignore[operator]
+        wine.windows_path(tc.cuda / "include"),
+        wine.windows_path(tmp_path / "x"),
+    ]
+    assert "-DA" in commands[1].args
+    assert commands[1].obj == tmp_path / "o" / "csrc__ss__ss_fwd.obj"
+
+
+NVCC_OUTPUT = (
+    "selective_scan_fwd_fp32.cu\n"
+    'Z:\\w\\src\\csrc\\ss\\fwd_kernel.cuh(396): error: "#" not expected here\n'
+    "      BOOL_SWITCH(x, kIsEvenLen, [&] {\n"
+    'Z:\\w\\src\\csrc\\ss\\fwd_kernel.cuh(412): error: identifier "M_LOG2E" is undefined\n'
+    '2 errors detected in the compilation of "selective_scan_fwd_fp32.cu".\n'
+)
+CL_OUTPUT = (
+    "ss.cpp\nZ:\\w\\tc\\torch\\include\\torch/csrc/utils/pythoncapi_compat.h(1032): "
+    "error C2065: 'SSIZE_MAX': undeclared identifier\n"
+)
+
+
+def test_the_first_error_is_named_with_its_file_and_line_relative_to_the_tree() -> None:
+    tree = Path("/w/src")
+    first, count = units.first_error(NVCC_OUTPUT, tree)
+    assert str(first) == 'csrc/ss/fwd_kernel.cuh(396): error: "#" not expected here'
+    assert count == 2
+    first, count = units.first_error(CL_OUTPUT, tree)
+    assert first is not None and first.code == "C2065" and first.line == 1032
+    assert first.file.endswith("torch/csrc/utils/pythoncapi_compat.h") and count == 1
+    first, _ = units.first_error("nvcc fatal   : Unsupported gpu architecture 'compute_53'\n", tree)
+    assert str(first) == "nvcc: error: Unsupported gpu architecture 'compute_53'"
+
+
+class FakeCompilers:
+    """Stands in for wine: writes the object of a unit named ok, prints NVCC_OUTPUT otherwise."""
+
+    def __init__(self, failing: Sequence[str] = ()) -> None:
+        self.failing = failing
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        self.calls.append(tuple(argv))
+        assert env["WINEDEBUG"] == "-all" and "INCLUDE" in env
+        out = next(a for a in argv if a.startswith("/Fo"))[3:] if "/Fo" in " ".join(argv) else None
+        out = out or argv[list(argv).index("-o") + 1]
+        linux = Path("/" + out[3:].replace("\\", "/"))
+        if any(name in " ".join(argv) for name in self.failing):
+            return proc.Completed(
+                tuple(argv), 2, NVCC_OUTPUT.replace("Z:\\w\\src", wine.windows_path(cwd)), ""
+            )
+        linux.write_bytes(b"obj")
+        return proc.Completed(tuple(argv), 0, "", "")
+
+
+def test_units_compile_in_parallel_with_progress_and_results_in_setup_py_order(
+    tmp_path: Path,
+) -> None:
+    tc = toolchain(layout(tmp_path / "tc"))
+    tree = tmp_path / "src"
+    tree.mkdir()
+    cfg = config(sources=("a.cpp", "b_fwd.cu", "c_bwd.cu"))
+    commands = units.unit_commands(cfg, tree, tc, flags(tmp_path), tmp_path / "o")
+    seen: list[tuple[str, int, int]] = []
+    fake = FakeCompilers(failing=["c_bwd.cu"])
+    results = units.compile_all(
+        commands,
+        tc,
+        tree,
+        "wine",
+        jobs=2,
+        runner=fake,
+        on_done=lambda r, done, total: seen.append((r.source, done, total)),
+    )
+    assert [(r.source, r.status) for r in results] == [
+        ("a.cpp", "ok"),
+        ("b_fwd.cu", "ok"),
+        ("c_bwd.cu", "error"),
+    ]
+    assert sorted(d for _, d, _ in seen) == [1, 2, 3] and {t for _, _, t in seen} == {3}
+    assert str(results[2].error) == 'csrc/ss/fwd_kernel.cuh(396): error: "#" not expected here'
+    assert results[0].obj == tmp_path / "o" / "a.obj" and results[0].obj.is_file()
+    assert {call[1].rsplit("/", 1)[-1] for call in fake.calls} == {"cl.exe", "nvcc.exe"}
+
+
+def test_a_failing_compiler_with_no_error_line_still_says_why(tmp_path: Path) -> None:
+    tc = toolchain(layout(tmp_path / "tc"))
+    (tmp_path / "src").mkdir()
+    command = units.unit_commands(
+        config(sources=("a.cu",)), tmp_path / "src", tc, flags(tmp_path), tmp_path / "o"
+    )[0]
+
+    def crash(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        return proc.Completed(
+            tuple(argv), 53, "", "wine: could not load kernel32.dll, status c0000135\n"
+        )
+
+    result = units.compile_unit(command, tc, tmp_path / "src", "wine", {}, crash)
+    assert result.status == "error" and "c0000135" in str(result.error)
+
+
+# ---- the link -----------------------------------------------------------------------------------
+
+
+def test_the_link_accepts_only_what_the_registries_cannot_give() -> None:
+    verdict = closure.parse_link(
+        recorded("link-force-unresolved-wine-mamba-v2.3.2.post1-binding-and-fwd-fp32.txt")
+    )
+    why = {u.symbol: u.accepted for u in verdict.unresolved}
+    assert why["__imp_PyThread_tss_create"] == "Python's C API (python3XX.lib)"
+    assert why["__imp_?GetDevice@cuda@c10@@YA?AW4cudaError@@PEAC@Z"].startswith("torch's CUDA")
+    assert [u.readable for u in verdict.broken] == [
+        "void __cdecl selective_scan_fwd_cuda<struct c10::BFloat16,float>"
+        "(struct SSMParamsBase & __ptr64,struct CUstream_st * __ptr64)"
+    ]
+    assert verdict.broken[0].objects == ("csrc__selective_scan__selective_scan.obj",)
+    assert not verdict.holds and verdict.fatal is None
+
+
+def test_a_link_that_stops_early_does_not_pass_for_a_closed_one() -> None:
+    verdict = closure.parse_link("LINK : fatal error LNK1104: cannot open file 'python312.lib'\n")
+    assert verdict.fatal is not None and not verdict.holds
+
+
+def test_the_link_runs_setuptools_options_with_the_libraries_that_exist(tmp_path: Path) -> None:
+    tc = toolchain(layout(tmp_path))
+    pyconfig = tmp_path / "pyconfig.h"
+    pyconfig.write_text(
+        '#  pragma comment(lib,"python312.lib")\n#pragma comment(lib, "python3.lib")\n'
+    )
+    args = closure.link_args(
+        tc,
+        [tmp_path / "a.obj"],
+        "pkg.selective_scan_cuda",
+        tmp_path / "x.pyd",
+        closure.python_libraries(pyconfig),
+    )
+    assert args[:5] == ["/nologo", "/INCREMENTAL:NO", "/LTCG", "/DLL", "/MANIFEST:EMBED,ID=2"]
+    assert "/FORCE:UNRESOLVED" in args and "/EXPORT:PyInit_selective_scan_cuda" in args
+    libs = [a for a in args if a.endswith(".lib") and not a.startswith("/")]
+    assert libs == ["c10.lib", "torch.lib", "torch_cpu.lib", "torch_python.lib", "cudart.lib"]
+    assert "/NODEFAULTLIB:python312.lib" in args and "/NODEFAULTLIB:python3.lib" in args
+    assert args[-1] == wine.windows_path(tmp_path / "a.obj")
+
+
+# ---- the command --------------------------------------------------------------------------------
+
+
+def test_check_needs_a_target() -> None:
+    result = CliRunner().invoke(app, ["check", "--json"])
+    assert result.exit_code == UsageError.exit_code
+    assert json.loads(result.stdout)["error"] == "check needs a target: pass --windows"
+
+
+def test_a_toolchain_not_set_up_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    if proc.which("wine") is None and proc.which("wine64") is None:
+        pytest.skip("the command first asks for wine itself")
+    result = CliRunner().invoke(app, ["check", "--windows", "--root", str(tmp_path), "--json"])
+    assert result.exit_code == ToolchainError.exit_code
+    assert "mambawin toolchain windows --setup" in json.loads(result.stdout)["error"]
+
+
+def test_a_cpython_folder_that_is_not_a_source_tree_is_refused(tmp_path: Path) -> None:
+    from mambawin.check.pipeline import cpython_dirs
+
+    (tmp_path / "Include").mkdir()
+    (tmp_path / "Include" / "Python.h").write_text("")
+    with pytest.raises(UsageError, match=r"PC/pyconfig\.h"):
+        cpython_dirs(tmp_path)
+    (tmp_path / "PC").mkdir()
+    (tmp_path / "PC" / "pyconfig.h").write_text("")
+    assert cpython_dirs(tmp_path) == [tmp_path / "Include", tmp_path / "PC"]
