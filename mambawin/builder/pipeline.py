@@ -47,7 +47,12 @@ from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT, PatchReport
-from mambawin.wheel.provenance import Provenance, local_version_label
+from mambawin.wheel.provenance import (
+    Provenance,
+    iso_date,
+    local_version_label,
+    source_date_epoch,
+)
 from mambawin.wheel.repack import rewrite_wheel
 
 RECORD_NAME = "build.json"
@@ -130,6 +135,7 @@ def _prepare(options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Do
         toolchain, archs, jobs = _doctor(options, steps, doctor)
     with steps("fetch"):
         checkout = _fetch(options, staging / "src")
+        epoch = wheel_epoch(checkout.path)
     steps.note(
         f"{options.package.name} {checkout.version} at {(checkout.commit or 'local tree')[:10]}"
     )
@@ -158,7 +164,15 @@ def _prepare(options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Do
         f"{options.package.short}-{slot_key(inputs)}",
         cache,
         options.package,
+        epoch,
     )
+
+
+def wheel_epoch(tree: Path) -> int | None:
+    """The date every wheel member gets: SOURCE_DATE_EPOCH, else the upstream commit's time, so
+    two builds of one key give the same bytes (reproducible-builds.org's convention)."""
+    epoch = source_date_epoch()
+    return epoch if epoch is not None else upstream.commit_time(tree)
 
 
 def _choose_cache(wanted: bool | None, toolchain: Toolchain) -> CompilerCache | None:
@@ -274,6 +288,8 @@ def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, Cac
     if adopt_source(prepared.checkout.path, workspace, prepared.key):
         reporter.note(f"same build key as before: reusing {workspace.root}")
     env = build_environment(prepared.env_request(link=torch_link(workspace)))
+    if prepared.epoch is not None:  # bdist_wheel dates its members by it
+        env["SOURCE_DATE_EPOCH"] = str(prepared.epoch)
     cache = prepared.cache
     counting = cache is not None and zero_stats(cache, env)
     result = compile_wheel(workspace, env, reporter.progress)
@@ -314,7 +330,7 @@ def _rewrite(
         cuda_version=tools.cuda,
         compiler=tools.compiler,
         mambawin_version=__version__,
-        compiler_cache=stats.to_json() if stats else {},
+        build_date=iso_date(prepared.epoch) if prepared.epoch is not None else "",
     )
     return rewrite_wheel(
         wheel,
@@ -323,6 +339,7 @@ def _rewrite(
         keep=options.keep,
         local_version=_label(label_choice, prepared),
         provenance=provenance,
+        date_epoch=prepared.epoch,
     )
 
 

@@ -34,6 +34,7 @@ class Prepared:
     slot: str
     cache: CompilerCache | None = None
     package: Package = MAMBA
+    epoch: int | None = None  # the wheel's date (SOURCE_DATE_EPOCH, else the commit's time)
 
     @property
     def workspace(self) -> Workspace:

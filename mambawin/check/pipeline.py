@@ -56,6 +56,7 @@ class CheckOptions:
     jobs: int = 2
     cpython: Path | None = None  # a CPython source tree: Include/ and PC/pyconfig.h
     link: bool = True
+    units: tuple[str, ...] = ()  # only the sources whose file name is one of these
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
         tree = checkout.path if options.stock else patched
         units = _compile(options, tools, config, tree, root / f"objs-{mode}", python_dirs)
         closure = None
-        if options.link and not options.stock and python_dirs and _all_ok(units):
+        whole = not options.units
+        if options.link and whole and not options.stock and python_dirs and _all_ok(units):
             tools.on_stage("link")
             closure = _link(options, tools, config, root / f"objs-{mode}", units)
     return CheckReport(
@@ -178,6 +180,11 @@ def _compile(
     commands = unit_commands(
         rooted, tree, options.toolchain, flags, objects, [overlay, *python_dirs]
     )
+    if options.units:
+        commands = [c for c in commands if Path(c.source).name in options.units]
+        if not commands:
+            names = ", ".join(Path(s).name for s in config.sources)
+            raise UsageError(f"--unit {', '.join(options.units)}: no such unit (there are {names})")
     skipped = [
         UnitResult(c.source, "skipped", 0.0, reason="needs --cpython (Python.h, pyconfig.h)")
         for c in commands

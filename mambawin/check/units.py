@@ -62,6 +62,7 @@ class UnitResult:
     seconds: float
     error: CompileError | None = None
     errors: int = 0  # error lines the compiler printed
+    messages: tuple[str, ...] = ()  # the distinct error texts, in order (without file:line)
     reason: str = ""  # why skipped
     obj: Path | None = None
 
@@ -125,25 +126,29 @@ def program(toolchain: WindowsToolchain, compiler: str) -> Path:
 
 def first_error(output: str, tree: Path) -> tuple[CompileError | None, int]:
     """The first error line of a compiler's output (paths made relative to tree) and the count."""
-    first: CompileError | None = None
-    count = 0
+    errors = all_errors(output, tree)
+    return (errors[0] if errors else None), len(errors)
+
+
+def all_errors(output: str, tree: Path) -> list[CompileError]:
+    """Every error line of a compiler's output, in order, paths made relative to tree."""
+    found: list[CompileError] = []
     root = windows_path(tree).rstrip("\\") + "\\"
     for raw in output.splitlines():
         line = raw.strip()
         match = _ERROR.match(line)
         if match:
-            count += 1
-            if first is None:
-                file = match["file"].strip()
-                if file.lower().startswith(root.lower()):
-                    file = file[len(root) :].replace("\\", "/")
-                first = CompileError(file, int(match["line"]), match["code"], match["text"].strip())
+            file = match["file"].strip()
+            if file.lower().startswith(root.lower()):
+                file = file[len(root) :].replace("\\", "/")
+            found.append(
+                CompileError(file, int(match["line"]), match["code"], match["text"].strip())
+            )
             continue
         fatal = _DRIVER_FATAL.match(line)
         if fatal:
-            count += 1
-            first = first or CompileError(fatal["tool"], None, None, fatal["text"].strip())
-    return first, count
+            found.append(CompileError(fatal["tool"], None, None, fatal["text"].strip()))
+    return found
 
 
 def compile_unit(
@@ -161,12 +166,12 @@ def compile_unit(
     seconds = time.monotonic() - started
     if done.returncode == 0 and command.obj.is_file():
         return UnitResult(command.source, "ok", seconds, obj=command.obj)
-    error, count = first_error(done.stdout + "\n" + done.stderr, tree)
-    if error is None:
+    errors = all_errors(done.stdout + "\n" + done.stderr, tree)
+    if not errors:
         tail = proc.last_line(done.stdout + "\n" + done.stderr) or f"exit code {done.returncode}"
-        error = CompileError(command.compiler, None, None, tail)
-        count = max(count, 1)
-    return UnitResult(command.source, "error", seconds, error, count)
+        errors = [CompileError(command.compiler, None, None, tail)]
+    messages = tuple(dict.fromkeys(e.text for e in errors))
+    return UnitResult(command.source, "error", seconds, errors[0], len(errors), messages=messages)
 
 
 def compile_all(

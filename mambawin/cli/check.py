@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command, print_json
+from mambawin.cli.app import command, print_json, split_values
 from mambawin.cli.build import PackageOption, RefOption, RepoOption
 from mambawin.errors import CheckFailed, UsageError
 
@@ -31,6 +31,10 @@ def check_command(
             help="CPython source tree at your Python's tag (Include/, PC/pyconfig.h): "
             "compiles the binding file and checks the link.",
         ),
+    ] = None,
+    unit: Annotated[
+        list[str] | None,
+        typer.Option("--unit", help="Only this unit (file name, repeatable); no link check."),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", min=1, help="Units compiled at once.")] = 2,
     root: Annotated[
@@ -69,6 +73,7 @@ def check_command(
         stock=stock,
         jobs=jobs,
         cpython=cpython,
+        units=split_values(unit),
     )
     tools = CheckTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
     report = check_windows(options, tools)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mambawin import proc
 from mambawin.archs import Arch, format_archs
 from mambawin.doctor.probes.compiler import HostFacts, cxx_std_check, gather_host, host_checks
 from mambawin.doctor.probes.gpu import GpuFacts, gather_gpus, gpu_checks, recommend
@@ -27,6 +28,7 @@ from mambawin.doctor.probes.system import (
 )
 from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
 from mambawin.status import Status
+from mambawin.toolchain import wine
 from mambawin.toolchain.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
 from mambawin.toolchain.probe import TOOL_TIMEOUT, Check, ProbeContext, crashed, never_raises
 from mambawin.toolchain.pytorch import (
@@ -231,6 +233,11 @@ def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
     checks += _host(ctx, facts)
     checks.append(cxx_std_check(facts.torch.cxx_std, facts.cuda, facts.host))
     checks += tool_checks(facts.tools, ctx.windows)
+    if not ctx.windows:  # Microsoft's and NVIDIA's Windows compilers under wine, when set up
+        launcher = proc.which("wine", path=ctx.env.get("PATH")) or proc.which(
+            "wine64", path=ctx.env.get("PATH")
+        )
+        checks.append(wine.doctor_check(wine.toolchain_at(wine.default_root()), launcher))
     return checks
 
 

@@ -212,6 +212,13 @@ def _tags_at(where: list[str | Path], commit: str) -> list[str]:
     return (git.query([*where, "tag", "--points-at", commit]) or "").split()
 
 
+def commit_time(path: Path) -> int | None:
+    """The committer time of the checked-out commit (seconds), None outside a git work tree."""
+    head = _head(path)
+    when = git.query(["-C", path, "show", "-s", "--format=%ct", head]) if head else None
+    return int(when) if when and when.isdigit() else None
+
+
 def _head(path: Path) -> str | None:
     """The commit checked out in the git work tree rooted exactly at path (not a parent's)."""
     if not (Path(path) / ".git").exists():

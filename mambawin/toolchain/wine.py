@@ -31,6 +31,8 @@ from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.cache import cache_dir, remove_tree
 from mambawin.errors import ToolchainError, UsageError
+from mambawin.status import Status
+from mambawin.toolchain.probe import Check
 
 MSVC_TOOLS = Path("VC") / "Tools" / "MSVC"
 KITS = Path("Windows Kits") / "10"
@@ -156,6 +158,32 @@ def torch_overlay(toolchain: WindowsToolchain, overlay: Path) -> Path:
     if not header.is_file() or header.read_text(encoding="utf-8") != CUDA_CMAKE_MACROS_TEXT:
         write_text(header, CUDA_CMAKE_MACROS_TEXT)
     return overlay
+
+
+_CUDA_VERSION = re.compile(r"^#define CUDA_VERSION (\d+)", re.MULTILINE)
+
+
+def doctor_check(toolchain: WindowsToolchain, launcher: str | None) -> Check:
+    """doctor's line for the Windows compilers on Linux: optional, so never blocking."""
+    name = "windows compilers (wine)"
+    problems = missing_parts(toolchain)
+    if launcher is None:
+        problems.append("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
+    if problems:
+        hint = f"{problems[0]} (needed only by `mambawin check --windows`)"
+        return Check(name, Status.SKIP, found="not set up", hint=hint)
+    try:
+        header = (toolchain.cuda / "include" / "cuda.h").read_text(
+            encoding="utf-8", errors="replace"
+        )
+    except OSError:
+        header = ""
+    found = _CUDA_VERSION.search(header)
+    cuda = f"{int(found[1]) // 1000}.{int(found[1]) % 1000 // 10}" if found else "?"
+    what = (
+        f"MSVC {toolchain.msvc_tools.name}, Windows Kits {toolchain.kits_version}, nvcc.exe {cuda}"
+    )
+    return Check(name, Status.OK, found=f"{what}, under {launcher}", version=cuda)
 
 
 # ---- setting it up from the registries, into mambawin's cache -----------------------------------

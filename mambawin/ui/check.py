@@ -73,6 +73,7 @@ def to_json(report: CheckReport) -> dict[str, Any]:
                 "error_file": u.error.file if u.error else None,
                 "error_line": u.error.line if u.error else None,
                 "error_lines": u.errors,
+                "messages": list(u.messages),
                 "reason": u.reason or None,
             }
             for u in report.units

@@ -7,7 +7,7 @@ import json
 import os
 import zipfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -45,8 +45,10 @@ class Provenance:
     cuda_version: str = ""
     compiler: str = ""
     mambawin_version: str = __version__
-    build_date: str = ""  # empty: taken from SOURCE_DATE_EPOCH (or now) when written
-    compiler_cache: Mapping[str, object] = field(default_factory=dict)  # tool, hits, misses
+    # A build passes SOURCE_DATE_EPOCH or the upstream commit's time; empty: SOURCE_DATE_EPOCH
+    # (or now) when written. Nothing that changes between two builds of one key is recorded here
+    # (compile times, compiler-cache hits: those are in the build folder's build.json).
+    build_date: str = ""
 
     def to_dict(self) -> dict[str, object]:
         """The JSON-ready form, with the build date filled in."""
@@ -68,6 +70,11 @@ def build_date() -> str:
         else datetime.now(timezone.utc)
     )
     return moment.replace(microsecond=0).isoformat()
+
+
+def iso_date(epoch: int) -> str:
+    """An epoch as build_date writes it."""
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat()
 
 
 # A ZIP entry's date is 1980-01-01 to 2107-12-31 (DOS date fields): a wheel cannot say another.

@@ -73,9 +73,15 @@ def rewrite_wheel(
     local_version: str | None = None,
     provenance: Provenance | Mapping[str, object] | None = None,
     guard: bool = True,
+    date_epoch: int | None = None,
 ) -> Path:
-    """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring)."""
-    source_date_epoch()  # fail before any work when it is malformed
+    """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring).
+
+    Every member, RECORD included, is dated SOURCE_DATE_EPOCH, else date_epoch (a build passes
+    the upstream commit's time), else keeps its old date: the same input then gives the same bytes.
+    """
+    epoch = source_date_epoch()  # fail before any work when it is malformed
+    date_time = _date_time(epoch if epoch is not None else date_epoch)
     _check_out_dir(Path(out_dir))
     label = _label_of(local_version)
     with open_wheel(Path(wheel)) as (archive, info):
@@ -86,7 +92,7 @@ def rewrite_wheel(
             record["requirements"] = [change.to_json() for change in changes.every]
         versions = guard_versions(record) if guard and record else None
         entries = _entries(archive, plan, changes, record, versions)
-        return _write_atomically(entries, plan.target)
+        return _write_atomically(entries, plan.target, date_time)
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -161,24 +167,45 @@ def _entries(
         yield f"{plan.dist_info}/{PROVENANCE_NAME}", text.encode("utf-8"), None
 
 
-def _write_atomically(entries: Iterable[Entry], target: Path) -> Path:
+DateTime = tuple[int, int, int, int, int, int]
+
+
+def _date_time(epoch: int | None) -> DateTime | None:
+    return None if epoch is None else get_zipinfo_datetime(epoch)  # type: ignore[return-value]
+
+
+class _DatedWheelFile(WheelFile):
+    """A WheelFile that dates the RECORD it writes on close like every other member: wheel itself
+    dates it by SOURCE_DATE_EPOCH or the current time."""
+
+    date_time: DateTime | None = None
+
+    def writestr(self, zinfo_or_arcname, data, compress_type=None):  # type: ignore[no-untyped-def]
+        if isinstance(zinfo_or_arcname, str) and self.date_time is not None:
+            zinfo_or_arcname = _zip_entry(zinfo_or_arcname, None, self.date_time)
+        super().writestr(zinfo_or_arcname, data, compress_type)
+
+
+def _write_atomically(entries: Iterable[Entry], target: Path, date_time: DateTime | None) -> Path:
     """Write through a scratch folder beside the target and move the wheel in with os.replace."""
     # WheelFile derives the .dist-info name from the file name, so the partial file gets the final
     # name inside a private scratch folder rather than a `.part` suffix.
     with staging_dir(target.parent) as scratch:
         partial = scratch / target.name
-        with WheelFile(partial, "w") as out:
+        with _DatedWheelFile(partial, "w") as out:
+            out.date_time = date_time
             for name, data, original in entries:
-                out.writestr(_zip_entry(name, original), data)
+                out.writestr(_zip_entry(name, original, date_time), data)
         os.replace(partial, target)
     return target
 
 
-def _zip_entry(name: str, original: zipfile.ZipInfo | None) -> zipfile.ZipInfo:
-    """A fresh entry: SOURCE_DATE_EPOCH (else the old time) and the old permission bits."""
-    keep_time = original is not None and "SOURCE_DATE_EPOCH" not in os.environ
-    date_time = original.date_time if keep_time and original else get_zipinfo_datetime()
-    entry = zipfile.ZipInfo(name, date_time=date_time)
+def _zip_entry(
+    name: str, original: zipfile.ZipInfo | None, date_time: DateTime | None
+) -> zipfile.ZipInfo:
+    """A fresh entry: the wheel's date (else the old one, else now) and the old permission bits."""
+    when = date_time or (original.date_time if original else get_zipinfo_datetime())
+    entry = zipfile.ZipInfo(name, date_time=when)
     entry.compress_type = zipfile.ZIP_DEFLATED
     mode = (original.external_attr >> 16) if original else 0
     entry.external_attr = ((stat.S_IMODE(mode) or 0o644) | stat.S_IFREG) << 16
