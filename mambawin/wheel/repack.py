@@ -171,10 +171,10 @@ DateTime = tuple[int, int, int, int, int, int]
 
 
 def _date_time(epoch: int | None) -> DateTime | None:
-    return None if epoch is None else get_zipinfo_datetime(epoch)  # type: ignore[return-value]
+    return None if epoch is None else tuple(get_zipinfo_datetime(epoch))
 
 
-class _DatedWheelFile(WheelFile):
+class _DatedWheelFile(WheelFile):  # type: ignore[misc]
     """A WheelFile that dates the RECORD it writes on close like every other member: wheel itself
     dates it by SOURCE_DATE_EPOCH or the current time."""
 
