@@ -26,6 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin.archs import parse_archs
+from mambawin.builder import kept
 from mambawin.builder import pipeline as core
 from mambawin.builder.compile import CompileFailed, compile_wheel
 from mambawin.builder.key import build_key
@@ -208,6 +209,56 @@ def test_identical_second_build_reuses_every_object(
     assert "ninja: no work to do." in log and "[1/" not in log
     assert recorder.statuses == []
     assert any("reusing" in note for note in recorder.notes)
+
+
+def test_a_rebuild_after_other_refs_reuses_its_kept_objects(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
+) -> None:
+    """v0.1.0, then v0.2.0 in the same slot, then v0.1.0 again: no unit is compiled again, and
+    v0.2.0's objects are kept in turn."""
+    _tag_another_release(fake_repo)
+    out = tmp_path / "out"
+    first = core.build(_options(fake_repo, out), Recorder(), doctor=doctor)
+    other = core.build(_options(fake_repo, out, ref="v0.2.0"), Recorder(), doctor=doctor)
+    assert other.build_dir == first.build_dir and other.units_compiled == 3
+    assert core.plan(_options(fake_repo, out), doctor=doctor).reuses_objects
+    recorder = Recorder()
+    again = core.build(_options(fake_repo, out), recorder, doctor=doctor)
+    assert (again.units_compiled, again.reused_objects) == (0, True)
+    assert any("reusing its objects" in note for note in recorder.notes)
+    assert [k.key for k in kept.listing()] == [other.key]
+    assert again.wheel.read_bytes() == first.wheel.read_bytes()
+    shown = json.loads(CliRunner().invoke(app, ["cache", "--json"]).stdout)
+    assert [k["key"] for k in shown["kept"]] == [other.key] and shown["total_bytes"] > 0
+    pruned = CliRunner().invoke(app, ["cache", "--prune", "--keep-mb", "0", "--json"])
+    assert [k["key"] for k in json.loads(pruned.stdout)["removed"]] == [other.key]
+    assert kept.listing() == [] and again.build_dir.is_dir()  # the slot's own build stays
+
+
+def _tag_another_release(repo_path: Path) -> None:
+    """v0.2.0: one kernel changed, so another build key in the same slot."""
+    repo = git.Repo(repo_path)
+    kernel = repo_path / "csrc/selective_scan/selective_scan_fwd_fp32.cu"
+    kernel.write_text(kernel.read_text() + "// v0.2.0\n")
+    repo.index.add([kernel.relative_to(repo_path).as_posix()])
+    actor = git.Actor("test", "test@example.invalid")
+    repo.index.commit("v0.2.0", author=actor, committer=actor)
+    repo.create_tag("v0.2.0")
+
+
+def test_kept_builds_stay_within_their_size_bound(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tag_another_release(fake_repo)
+    monkeypatch.setenv("MAMBAWIN_KEEP_MB", "0")
+    core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
+    core.build(_options(fake_repo, tmp_path / "out", ref="v0.2.0"), Recorder(), doctor=doctor)
+    assert kept.listing() == []  # bound 0: v0.1.0's objects were not kept
+    again = core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
+    assert again.units_compiled == 3
+    monkeypatch.setenv("MAMBAWIN_KEEP_MB", "lots")
+    with pytest.raises(UsageError, match="MAMBAWIN_KEEP_MB='lots' is not a whole number"):
+        core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
 
 
 def test_two_builds_of_one_key_give_byte_identical_wheels(

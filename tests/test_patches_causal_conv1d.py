@@ -232,3 +232,37 @@ def test_exported_patches_rebuild_the_patched_tree(tmp_path: Path) -> None:
     names = [p.name for p in sorted(out.glob("*.patch"))]
     assert names[3:5] == ["0004-alt-tokens.patch", "0005-rocm-directives.patch"]
     assert "for causal-conv1d 1.6.0" in (out / names[3]).read_text()
+
+
+GPU_GUARD = (
+    "if not torch.cuda.is_available():\n"
+    '    raise RuntimeError(f"CUDA/HIP not available within Pytorch. {PACKAGE_NAME} is intended '
+    'for a CUDA/HIP-enabled Pytorch installation.")\n'
+)
+
+
+def test_cuda_torch_check_asks_for_a_cuda_torch_not_a_gpu(tmp_path: Path) -> None:
+    root = tree(tmp_path, "1.3.0")
+    setup = root / "setup.py"
+    setup.write_text(
+        setup.read_text().replace("ext_modules = []\n", f"ext_modules = []\n{GPU_GUARD}", 1)
+    )
+    assert statuses(root)["cuda-torch-check"] == "applied"
+    text = setup.read_text()
+    assert "torch.cuda.is_available()" not in text.split("# mambawin cuda-torch-check")[0]
+    assert 'getattr(torch.version, "cuda", None) is None' in text
+    assert 'raise RuntimeError(f"CUDA/HIP not available' in text  # the message stays
+    compile(text, "setup.py", "exec")
+    assert statuses(root)["cuda-torch-check"] == "already-applied"
+    assert statuses(tree(tmp_path / "other"))["cuda-torch-check"] == "not-applicable"
+
+
+def test_cuda_torch_check_in_another_shape_is_drift(tmp_path: Path) -> None:
+    root = tree(tmp_path, "1.3.0")
+    setup = root / "setup.py"
+    guard = GPU_GUARD.replace("if not torch", "if  not torch")
+    setup.write_text(
+        setup.read_text().replace("ext_modules = []\n", f"ext_modules = []\n{guard}", 1)
+    )
+    with pytest.raises(PatchError, match="cuda-torch-check"):
+        apply_patches(root, PatchOptions())

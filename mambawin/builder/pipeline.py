@@ -25,6 +25,7 @@ from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
 from mambawin.builder.environment import build_environment
+from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
@@ -71,6 +72,7 @@ def build(
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     steps = TimedSteps(reporter or QuietReporter())
     label_choice = check_options(options)
+    keep_limit()  # a malformed MAMBAWIN_KEEP_MB stops the build before any work
     check_out(options.out, len(options.archs), options.keep_complex)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging, doctor or run_doctor)
@@ -285,8 +287,8 @@ def _key_inputs(
 def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, CacheStats | None]:
     """Move the patched tree into its slot's workspace (unless there) and build the wheel there."""
     workspace = prepared.workspace
-    if adopt_source(prepared.checkout.path, workspace, prepared.key):
-        reporter.note(f"same build key as before: reusing {workspace.root}")
+    if adopt_source(prepared.checkout.path, workspace, prepared.key, keep_limit()):
+        reporter.note(f"same build key as before: reusing its objects in {workspace.root}")
     env = build_environment(prepared.env_request(link=torch_link(workspace)))
     if prepared.epoch is not None:  # bdist_wheel dates its members by it
         env["SOURCE_DATE_EPOCH"] = str(prepared.epoch)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mambawin.builder import kept
 from mambawin.cache import cache_dir, remove_tree
 from mambawin.errors import FileSystemError, UsageError, os_error
 
@@ -69,22 +70,33 @@ def workspace_for(slot: str) -> Workspace:
     return Workspace(builds_root() / slot)
 
 
-def adopt_source(staged: Path, workspace: Workspace, key: str) -> bool:
-    """Move a patched tree into the workspace; True when the tree of key was already there."""
+def adopt_source(staged: Path, workspace: Workspace, key: str, keep_limit: int) -> bool:
+    """Put the tree of key into the workspace; True when its objects are there to reuse (it was
+    the slot's last build, or a kept one moved back). The key leaving the slot is kept."""
     marker = workspace.root / "KEY"
     if workspace.src.is_dir() and _read(marker) == key:
         return True
     workspace.root.mkdir(parents=True, exist_ok=True)
+    leaving = _read(marker)
     marker.unlink(missing_ok=True)  # no KEY while src/ is being swapped: a crash means "rebuild"
-    remove_tree(workspace.src)
-    os.replace(staged, workspace.src)
+    if leaving:
+        kept.shelve(workspace.root, leaving)
+    reused = kept.restore(workspace.root, key)
+    if not reused:
+        remove_tree(workspace.src)  # a tree no KEY names (a crash mid-swap) is not reusable
+        remove_tree(workspace.build_base)
+        os.replace(staged, workspace.src)
     marker.write_text(key + "\n", encoding="utf-8")
-    return False
+    kept.evict(keep_limit)
+    return reused
 
 
 def holds(workspace: Workspace, key: str) -> bool:
-    """Whether the workspace has objects built from the tree of key (ninja will reuse them)."""
-    return workspace.build_base.is_dir() and _read(workspace.root / "KEY") == key
+    """Whether the objects built from the tree of key are there to reuse (in the workspace, or
+    kept for it)."""
+    if workspace.build_base.is_dir() and _read(workspace.root / "KEY") == key:
+        return True
+    return (kept.kept_root() / key / "build").is_dir()
 
 
 def torch_link(workspace: Workspace) -> Path | None:

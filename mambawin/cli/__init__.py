@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from mambawin.cli import (  # noqa: F401  (registers commands)
     build,
+    cache,
     check,
     ci,
     doctor,

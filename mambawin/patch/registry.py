@@ -40,6 +40,7 @@ PATCHES: tuple[Patch, ...] = (
 CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (
     conv.arch_list.PATCH,  # arch-list
     conv.cached_wheels.PATCH,  # cached-wheels
+    conv.cuda_torch_check.PATCH,  # cuda-torch-check
     conv.nvcc_threads.PATCH,  # nvcc-threads
     conv.alt_tokens.PATCH,  # alt-tokens
     conv.rocm_directives.PATCH,  # rocm-directives

@@ -1,0 +1,70 @@
+"""`mambawin cache`: the build folders and kept builds in mambawin's cache, and pruning them."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from mambawin.cli.app import command, print_json, print_table
+
+if TYPE_CHECKING:
+    from mambawin.builder.kept import Kept
+
+
+@command("cache")
+def cache_command(
+    prune: Annotated[
+        bool, typer.Option("--prune", help="Remove the least recently used kept builds.")
+    ] = False,
+    keep_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--keep-mb",
+            min=0,
+            help="With --prune: keep at most this many MB (0 removes every kept build).",
+            show_default="$MAMBAWIN_KEEP_MB, else 10000",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """List the kept builds (a rebuild of their key reuses every object); --prune bounds them."""
+    from mambawin.builder import kept
+
+    removed = []
+    if prune:
+        limit = kept.keep_limit() if keep_mb is None else keep_mb * 1_000_000
+        removed = kept.evict(limit)
+    entries = kept.listing()
+    if as_json:
+        print_json(
+            {
+                "kept": [_row_json(k) for k in entries],
+                "removed": [_row_json(k) for k in removed],
+                "total_bytes": sum(k.size for k in entries),
+                "folder": str(kept.kept_root()),
+            }
+        )
+        return
+    rows = [_row(k) for k in entries]
+    print_table("kept builds (most recently used first)", ("key", "slot", "MB", "last used"), rows)
+    if removed:
+        freed = sum(k.size for k in removed) / 1e6
+        print_table("removed", ("key", "slot", "MB", "last used"), [_row(k) for k in removed])
+        typer.echo(f"freed {freed:.0f} MB", err=True)
+
+
+def _row(entry: Kept) -> tuple[str, ...]:
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.last_used))
+    return (entry.key[:16], entry.slot, f"{entry.size / 1e6:.0f}", when)
+
+
+def _row_json(entry: Kept) -> dict[str, object]:
+    return {
+        "key": entry.key,
+        "slot": entry.slot,
+        "bytes": entry.size,
+        "last_used": entry.last_used,
+        "path": str(entry.path),
+    }
