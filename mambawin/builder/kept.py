@@ -89,15 +89,9 @@ def listing() -> list[Kept]:
     found = []
     for folder in _folders():
         meta = _read_meta(folder)
-        found.append(
-            Kept(
-                folder.name,
-                str(meta.get("slot", "?")),
-                _size(folder),
-                float(meta.get("last_used", folder.stat().st_mtime)),
-                folder,
-            )
-        )
+        used = meta.get("last_used")
+        when = float(used) if isinstance(used, (int, float)) else folder.stat().st_mtime
+        found.append(Kept(folder.name, str(meta.get("slot", "?")), _size(folder), when, folder))
     return sorted(found, key=lambda k: k.last_used, reverse=True)
 
 
