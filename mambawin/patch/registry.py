@@ -21,6 +21,7 @@ from mambawin.patch.mamba import (
     keep_cuda_build,
     mamba3_imports,
     math_defines,
+    split_units,
 )
 from mambawin.patch.setup_py import arch_list, cached_wheels, compiler_flags, nvcc_threads
 
@@ -31,6 +32,7 @@ PATCHES: tuple[Patch, ...] = (
     bool_switch.PATCH,  # bool-switch
     math_defines.PATCH,  # math-defines
     complex_removal.PATCH,  # complex-removal
+    split_units.PATCH,  # split-units (after complex-removal: it splits the units left)
     compiler_flags.PATCH,  # compiler-flags
     cuda13_cub.PATCH,  # cuda13-cub
     keep_cuda_build.PATCH,  # keep-cuda-build

@@ -1,0 +1,183 @@
+"""split-units: each selective_scan unit compiles as several translation units, in parallel.
+
+Why: one `selective_scan_bwd_*_real.cu` holds every kernel of its dtype: 5 launch configs
+(kNThreads, kNItems) × 32 BOOL_SWITCH branches. Measured on the 16-core GPU machine (issue 17),
+the three bwd units take 82–98 s each while the whole extension is 376 core-seconds: the longest
+unit, not the cores, sets the build time (parallelism 3.85 on 16 cores).
+
+How: the dispatcher `selective_scan_{fwd,bwd}_cuda<input_t, weight_t>` (in the kernel header)
+calls `selective_scan_{fwd,bwd}_launch<kNThreads, kNItems, input_t, weight_t>` once per launch
+config of its CUDA branch. In each unit, before its explicit instantiations, an `extern template`
+declaration of every config's launcher keeps the unit from instantiating them; new files
+`<unit>_partK.cu` (the unit's own text with the launcher instantiated instead of the dispatcher)
+each instantiate a group of configs, and setup.py lists them after the unit. The kernels are the
+same template instantiations with the same flags (tests/test_split_equivalence.py compares their
+SASS kernel by kernel); only which object holds them changes. ROCm builds are untouched
+(`#ifndef USE_ROCM`): their configs differ and stay in the unit.
+
+How many parts: one per launch config (5) for builds of one or two archs, whose units are
+single-threaded; 2 for more archs, where nvcc's `--threads` already compiles the archs of a unit
+in parallel. It depends on the archs only, never on this machine's cores, so the tree (and the
+wheel) is the same wherever it is built.
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.specifiers import SpecifierSet
+
+from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
+
+ID = "split-units"
+SETUP = "setup.py"
+KERNELS = "csrc/selective_scan"
+KINDS = {  # kind: (kernel header, dispatcher, launcher, params type)
+    "fwd": (
+        "selective_scan_fwd_kernel.cuh",
+        "selective_scan_fwd_cuda",
+        "selective_scan_fwd_launch",
+        "SSMParamsBase",
+    ),
+    "bwd": (
+        "selective_scan_bwd_kernel.cuh",
+        "selective_scan_bwd_cuda",
+        "selective_scan_bwd_launch",
+        "SSMParamsBwd",
+    ),
+}
+DTYPES = ("fp32", "fp16", "bf16")
+UNITS = tuple(
+    [f"selective_scan_fwd_{d}" for d in DTYPES]
+    + [f"selective_scan_bwd_{d}_{k}" for d in DTYPES for k in ("real", "complex")]
+)
+MAX_PARTS = 5
+MARK = f"mambawin {ID}"
+_SOURCE_LINE = re.compile(
+    rf'^(?P<indent>[ \t]*)"{KERNELS}/(?P<unit>selective_scan_(?:fwd|bwd)_\w+?)\.cu",[ \t]*$',
+    re.MULTILINE,
+)
+
+
+def part_name(unit: str, k: int) -> str:
+    return f"{unit}_part{k}"
+
+
+def parts_for(archs: int, configs: int) -> int:
+    """How many parts a unit becomes (see the module docstring)."""
+    return configs if archs <= 2 else min(2, configs)
+
+
+def launch_configs(header: str, dispatcher: str, launcher: str) -> list[tuple[str, str]]:
+    """The (kNThreads, kNItems) the dispatcher's CUDA branch launches, in its order."""
+    body = re.search(
+        rf"^void {dispatcher}\([^)]*\)\s*\{{\n(?P<body>.*?)^\}}", header, re.MULTILINE | re.DOTALL
+    )
+    if body is None:
+        return []
+    cuda = body["body"].split("#else")[0]  # `#ifndef USE_ROCM` … `#else` (ROCm) … `#endif`
+    found = re.findall(rf"{launcher}<\s*(\d+)\s*,\s*(\d+)\s*,\s*input_t\s*,\s*weight_t\s*>", cuda)
+    return list(dict.fromkeys(found))
+
+
+def groups(configs: list[tuple[str, str]], parts: int) -> list[list[tuple[str, str]]]:
+    """configs in `parts` contiguous groups, the first ones one larger when they do not divide."""
+    size, extra = divmod(len(configs), parts)
+    out, start = [], 0
+    for k in range(parts):
+        end = start + size + (1 if k < extra else 0)
+        out.append(configs[start:end])
+        start = end
+    return out
+
+
+def transform(tree: Tree, ctx: PatchContext) -> Outcome:
+    """Split every selective_scan unit setup.py compiles into its parts."""
+    setup = tree.read(SETUP)
+    if MARK in setup:
+        return "already-applied"
+    listed = [m["unit"] for m in _SOURCE_LINE.finditer(setup) if m["unit"] in UNITS]
+    if not listed:
+        raise ctx.drift(SETUP, f'"{KERNELS}/selective_scan_bwd_fp32_real.cu",')
+    new_lines: dict[str, list[str]] = {}
+    for unit in listed:
+        new_lines[unit] = _split_unit(tree, ctx, unit)
+    tree.write(SETUP, _list_parts(setup, new_lines))
+    return "applied"
+
+
+def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[str]:
+    """Write unit's parts and its extern declarations; the part names for setup.py."""
+    kind = "fwd" if "_fwd_" in unit else "bwd"
+    header, dispatcher, launcher, params = KINDS[kind]
+    configs = launch_configs(tree.read(f"{KERNELS}/{header}"), dispatcher, launcher)
+    if len(configs) < 2:
+        raise ctx.drift(
+            f"{KERNELS}/{header}", f"{launcher}<32, 4, input_t, weight_t>(params, stream);"
+        )
+    path = f"{KERNELS}/{unit}.cu"
+    text = tree.read(path)
+    inst = re.compile(
+        rf"^template void {dispatcher}<(?P<types>[^>]+)>\([^)]*\);[ \t]*$", re.MULTILINE
+    )
+    types = [m["types"].strip() for m in inst.finditer(text)]
+    if not types:
+        raise ctx.drift(path, f"template void {dispatcher}<float, float>(...);")
+    signature = f"({params} &params, cudaStream_t stream);"
+
+    def launches(selected: list[tuple[str, str]], prefix: str) -> str:
+        return "".join(
+            f"{prefix}template void {launcher}<{t}, {i}, {ty}>{signature}\n"
+            for t, i in selected
+            for ty in types
+        )
+
+    parts = groups(configs, parts_for(len(ctx.options.archs), len(configs)))
+    first = inst.search(text)
+    assert first is not None
+    names = [part_name(unit, k) for k in range(1, len(parts) + 1)]
+    where = ", ".join(f"{n}.cu" for n in names)
+    extern = (
+        f"// {MARK}: these launch configs are instantiated in {where}\n"
+        "// (compiled in parallel with this unit; same kernels, same flags).\n"
+        f"#ifndef USE_ROCM\n{launches(configs, 'extern ')}#endif\n"
+    )
+    tree.write(path, text[: first.start()] + extern + text[first.start() :])
+    # A part is the unit's own text (its includes and comments), launchers instead of dispatcher.
+    body = inst.sub("", text).rstrip("\n") + "\n"
+    for name, selected in zip(names, parts, strict=True):
+        configs_text = ", ".join(f"({t}, {i})" for t, i in selected)
+        tree.write(
+            f"{KERNELS}/{name}.cu",
+            f"// {MARK}: part of {unit}.cu, launch configs {configs_text} (generated).\n"
+            f"{body}\n#ifndef USE_ROCM\n{launches(selected, '')}#endif\n",
+        )
+    for k in range(len(parts) + 1, MAX_PARTS + 1):  # a re-patch with fewer parts
+        if tree.exists(f"{KERNELS}/{part_name(unit, k)}.cu"):
+            tree.delete(f"{KERNELS}/{part_name(unit, k)}.cu")
+    return names
+
+
+def _list_parts(setup: str, parts: dict[str, list[str]]) -> str:
+    def add(match: re.Match[str]) -> str:
+        names = parts.get(match["unit"], [])
+        extra = "".join(f'\n{match["indent"]}"{KERNELS}/{name}.cu",  # {MARK}' for name in names)
+        return match.group(0) + extra
+
+    return _SOURCE_LINE.sub(add, setup)
+
+
+PATCH = Patch(
+    id=ID,
+    summary="Compile each selective_scan unit as one translation unit per launch config.",
+    prevents="builds that wait minutes on three bwd units while most cores idle "
+    "(no Windows error: build speed)",
+    versions=SpecifierSet(">=1.0.0"),
+    why="issue 17: the longest unit, not the cores, set the build time (parallelism 3.85 of 16)",
+    files=(
+        SETUP,
+        *(f"{KERNELS}/{unit}.cu" for unit in UNITS),
+        *(f"{KERNELS}/{part_name(u, k)}.cu" for u in UNITS for k in range(1, MAX_PARTS + 1)),
+    ),
+    transform=transform,
+)
