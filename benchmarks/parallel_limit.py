@@ -41,7 +41,7 @@ def ninja_units(build_dir: Path) -> list[tuple[str, float]]:
 def build(
     repo: str, ref: str, args: argparse.Namespace, cache: Path, *extra: str
 ) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "mambawin.cli", "build", "--repo", repo, "--ref", ref]
+    argv = [sys.executable, "-m", "mambawin", "build", "--repo", repo, "--ref", ref]
     argv += ["--arch", args.arch, "--jobs", str(args.jobs), "--no-cache", "--json"]
     argv += ["--out", str(args.work / "wheels" / cache.name), *extra]
     env = {**os.environ, "MAMBAWIN_CACHE_DIR": str(cache)}

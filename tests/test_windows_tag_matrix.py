@@ -54,10 +54,11 @@ def stock_errors(package: Package, ref: str) -> tuple[str, ...]:
         if version is not None and version < Version("2.1.0"):
             return M_LOG2E
         return tuple(sorted(DIRECTIVE_IN_MACRO + M_LOG2E))
-    return STOCK_CONV.get(ref, ())
-
-
-STOCK_CONV: dict[str, tuple[str, ...]] = {}
+    # causal-conv1d: the same directives inside BOOL_SWITCH (rocm-directives) from v1.3.0 until
+    # upstream's PR #93 (v1.6.1); main is past v1.6.1.
+    if version is not None and Version("1.3.0") <= version < Version("1.6.1"):
+        return tuple(sorted(DIRECTIVE_IN_MACRO))
+    return ()
 WHOLE_TREE = [
     (MAMBA, "v2.3.2.post1"),
     (MAMBA, "v2.2.6"),

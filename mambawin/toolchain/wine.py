@@ -88,9 +88,11 @@ class WindowsToolchain:
         return [self.msvc_tools / "lib" / "x64", *(kits / name / "x64" for name in KIT_LIBS)]
 
     def exe_dirs(self) -> list[Path]:
-        """Where cl.exe, link.exe and nvcc.exe with its helpers are (wine's PATH)."""
+        """Where cl.exe, link.exe, the Kits' rc.exe (link's /MANIFEST:EMBED runs it) and nvcc.exe
+        with its helpers are (wine's PATH)."""
         return [
             self.msvc_tools / "bin" / "Hostx64" / "x64",
+            self.msvc / KITS / "bin" / self.kits_version / "x64",
             self.cuda / "bin",
             self.cuda / "nvvm" / "bin",
         ]
