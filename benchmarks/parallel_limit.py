@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--arch", default="90")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--work", type=Path, default=Path("parallel-limit-work"))
+    parser.add_argument(
+        "--split-only", action="store_true", help="builds 1 and 2 only (the split's ratio)"
+    )
     args = parser.parse_args()
     args.work = args.work.resolve()
     repo = str(Path(args.repo).resolve()) if Path(args.repo).exists() else args.repo
@@ -89,6 +92,10 @@ def main() -> None:
     print(json.dumps({"unsplit": unsplit}), flush=True)
     split = build(repo, args.ref, args, args.work / "cache-split")
     print(json.dumps({"split": split}), flush=True)
+    if args.split_only:
+        ratio = round(split["build_step_s"] / unsplit["build_step_s"], 2)
+        print(json.dumps({"split_over_unsplit_build_step": ratio, "cpus": os.cpu_count()}))
+        return
     other = build(repo, args.other, args, args.work / "cache-split")
     again = build(repo, args.ref, args, args.work / "cache-split")
     report = {

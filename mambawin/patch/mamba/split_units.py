@@ -17,8 +17,10 @@ SASS kernel by kernel); only which object holds them changes. ROCm builds are un
 
 How many parts: one per launch config (5) for builds of one or two archs, whose units are
 single-threaded; 2 for more archs, where nvcc's `--threads` already compiles the archs of a unit
-in parallel. It depends on the archs only, never on this machine's cores, so the tree (and the
-wheel) is the same wherever it is built.
+in parallel. Measured on 16 cores (docs/benchmarks.md §12): one arch 137.8 s → 76.8 s with 5
+parts; four archs 161.3 s → 142.4 s with 2 parts, but 160.0 s → 207.6 s with 5 (37 units × 4
+nvcc threads oversubscribe the cores). It depends on the archs only, never on this machine's
+cores, so the tree (and the wheel) is the same wherever it is built.
 """
 
 from __future__ import annotations
