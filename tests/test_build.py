@@ -196,19 +196,35 @@ def test_jobs_default_to_the_doctors_advice(
     assert (seen["MAX_JOBS"], seen["NVCC_THREADS"]) == ("5", "1")
 
 
-def test_identical_second_build_reuses_every_object(
-    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
+def test_identical_second_build_reuses_its_wheel_without_running_setup_py(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
+    dump = tmp_path / "env.json"
+    monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))  # written whenever setup.py runs
     recorder = Recorder()
-    second = core.build(_options(fake_repo, tmp_path / "out"), recorder, doctor=doctor)
+    second = core.build(_options(fake_repo, tmp_path / "o2"), recorder, doctor=doctor)
 
     assert (second.key, second.build_dir) == (first.key, first.build_dir)
     assert (second.units_compiled, second.reused_objects) == (0, True)
+    assert not dump.exists() and second.log == first.log
+    assert second.wheel.read_bytes() == first.wheel.read_bytes()
+    assert recorder.statuses == []
+    assert any("reusing the wheel it built" in note for note in recorder.notes)
+
+
+def test_without_its_wheel_the_same_key_relinks_with_every_object_reused(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
+) -> None:
+    first = core.build(_options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor)
+    for wheel in (first.build_dir / "dist").glob("*.whl"):
+        wheel.unlink()
+    recorder = Recorder()
+    second = core.build(_options(fake_repo, tmp_path / "out"), recorder, doctor=doctor)
+    assert (second.units_compiled, second.reused_objects) == (0, True)
     log = second.log.read_text()
     assert "ninja: no work to do." in log and "[1/" not in log
-    assert recorder.statuses == []
-    assert any("reusing" in note for note in recorder.notes)
+    assert any("reusing its objects" in note for note in recorder.notes)
 
 
 def test_a_rebuild_after_other_refs_reuses_its_kept_objects(
@@ -225,7 +241,7 @@ def test_a_rebuild_after_other_refs_reuses_its_kept_objects(
     recorder = Recorder()
     again = core.build(_options(fake_repo, out), recorder, doctor=doctor)
     assert (again.units_compiled, again.reused_objects) == (0, True)
-    assert any("reusing its objects" in note for note in recorder.notes)
+    assert any("reusing the wheel it built" in note for note in recorder.notes)
     assert [k.key for k in kept.listing()] == [other.key]
     assert again.wheel.read_bytes() == first.wheel.read_bytes()
     shown = json.loads(CliRunner().invoke(app, ["cache", "--json"]).stdout)

@@ -2,8 +2,8 @@
 
 A slot folder (`builds/<package>-<slot>/`) is where every build of its toolchain happens, at one
 fixed path: ninja's build.ninja and a compiler cache's hashes hold absolute paths. When another
-key takes the slot, the tree and objects of the key leaving it (`src/`, `build/`, `build.json`)
-are moved, not deleted, to `kept/<key>/`; when that key comes back they are moved into the same
+key takes the slot, the tree and objects of the key leaving it (`src/`, `build/`, `dist/`, `build.json`)
+are moved, not deleted, to `kept/<key>/` (with `dist/`, the wheel setup.py built); when that key comes back they are moved into the same
 slot again, so ninja finds every object newer than its sources and has no work to do. Moves are
 renames within the cache: no copying, mtimes unchanged.
 
@@ -25,7 +25,7 @@ from mambawin.errors import UsageError
 
 KEEP_MB_VAR = "MAMBAWIN_KEEP_MB"
 DEFAULT_KEEP_MB = 10_000
-MOVED = ("src", "build", "build.json")  # what a key owns in its slot
+MOVED = ("src", "build", "dist", "build.json")  # what a key owns in its slot
 META = "kept.json"
 
 

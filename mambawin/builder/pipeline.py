@@ -31,6 +31,7 @@ from mambawin.builder.options import BuildOptions, check_options
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.workspace import (
+    Workspace,
     adopt_source,
     builds_root,
     check_out,
@@ -288,6 +289,12 @@ def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, Cac
     """Move the patched tree into its slot's workspace (unless there) and build the wheel there."""
     workspace = prepared.workspace
     if adopt_source(prepared.checkout.path, workspace, prepared.key, keep_limit()):
+        finished = _finished(workspace, prepared.key)
+        if finished is not None:
+            reporter.note(
+                f"same build key as before: reusing the wheel it built in {workspace.root}"
+            )
+            return finished, None
         reporter.note(f"same build key as before: reusing its objects in {workspace.root}")
     env = build_environment(prepared.env_request(link=torch_link(workspace)))
     if prepared.epoch is not None:  # bdist_wheel dates its members by it
@@ -303,6 +310,20 @@ def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, Cac
     if stats is not None:
         reporter.note(f"{stats.tool}: {stats.hits} hits, {stats.misses} misses")
     return result, stats
+
+
+def _finished(workspace: Workspace, key: str) -> CompileResult | None:
+    """The wheel setup.py built for key, when the slot's record says that build finished: the key
+    covers everything that decides the binary, so running setup.py again (torch import, ninja,
+    link, bdist_wheel) could only give the same bytes."""
+    try:
+        record = json.loads((workspace.root / RECORD_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    wheels = sorted(workspace.dist.glob("*.whl")) if workspace.dist.is_dir() else []
+    if not isinstance(record, dict) or record.get("key") != key or len(wheels) != 1:
+        return None
+    return CompileResult(wheels[0], Path(str(record.get("log", ""))), 0, True, 0.0)
 
 
 def _configure(prepared: Prepared) -> SetupConfig:
