@@ -59,6 +59,8 @@ def stock_errors(package: Package, ref: str) -> tuple[str, ...]:
     if version is not None and Version("1.3.0") <= version < Version("1.6.1"):
         return tuple(sorted(DIRECTIVE_IN_MACRO))
     return ()
+
+
 WHOLE_TREE = [
     (MAMBA, "v2.3.2.post1"),
     (MAMBA, "v2.2.6"),

@@ -2,10 +2,10 @@
 
 A slot folder (`builds/<package>-<slot>/`) is where every build of its toolchain happens, at one
 fixed path: ninja's build.ninja and a compiler cache's hashes hold absolute paths. When another
-key takes the slot, the tree and objects of the key leaving it (`src/`, `build/`, `dist/`, `build.json`)
-are moved, not deleted, to `kept/<key>/` (with `dist/`, the wheel setup.py built); when that key comes back they are moved into the same
-slot again, so ninja finds every object newer than its sources and has no work to do. Moves are
-renames within the cache: no copying, mtimes unchanged.
+key takes the slot, what the key leaving it owns (`src/`, `build/`, `dist/` with the wheel setup.py
+built, `build.json`) is moved, not deleted, to `kept/<key>/`; when that key comes back it is moved
+into the same slot again: the build reuses its wheel, or ninja finds every object newer than its
+sources. Moves are renames within the cache: no copying, mtimes unchanged.
 
 Kept builds are bounded by size (MAMBAWIN_KEEP_MB, default 10000 MB): after each move the least
 recently used are removed. `mambawin cache` lists them; `mambawin cache --prune` applies a bound.
