@@ -272,3 +272,20 @@ def test_plan_says_reuse_only_for_the_same_tree(
     assert not core.plan(
         _options(fake_repo, tmp_path / "out"), Recorder(), doctor=doctor
     ).reuses_objects
+
+
+@pytest.mark.parametrize(
+    ("cuda", "user", "expected"),
+    [
+        ("13.0", None, "--objdir-as-tempdir"),
+        ("12.4", "-lineinfo", "-lineinfo --objdir-as-tempdir"),  # the user's flags stay
+        ("13.0", "--objdir-as-tempdir", "--objdir-as-tempdir"),  # never twice
+        ("11.8", None, None),  # older nvcc: left alone
+    ],
+)
+def test_nvcc_keeps_its_temporary_files_beside_the_object(
+    cuda: str, user: str | None, expected: str | None
+) -> None:
+    request = EnvRequest(parse_archs("90"), 2, 1, MAMBA, "/cuda", cuda, windows=False)
+    base = {"PATH": "/usr/bin", **({"NVCC_APPEND_FLAGS": user} if user else {})}
+    assert build_environment(request, base).get("NVCC_APPEND_FLAGS") == expected

@@ -48,6 +48,7 @@ def build_environment(
     for name in request.package.scrubbed_vars:
         env.pop(name, None)
     env.update(_package_variables(request))
+    env.update(_reproducible_objects(request, env))
     env["PATH"] = _scripts_first(env.get("PATH", ""))
     return _with_paths_and_cache(env, request)
 
@@ -85,6 +86,25 @@ def _package_variables(request: EnvRequest) -> dict[str, str]:
         # guess /usr/local, so say which toolkit the doctor checked.
         names["CUDA_HOME"] = request.cuda_home
     return names
+
+
+OBJDIR_AS_TEMPDIR = "--objdir-as-tempdir"
+
+
+def _reproducible_objects(request: EnvRequest, env: Mapping[str, str]) -> dict[str, str]:
+    """nvcc names its temporary files `tmpxft_<pid>_…` and those names land in every object (the
+    module id and the file symbol), so two compiles of one unit differ. With its intermediate
+    files beside the object, named after it, the same unit at the same path compiles to the same
+    bytes (measured with nvcc 13.0, docs/build.md). nvcc reads NVCC_APPEND_FLAGS itself (CUDA
+    11.5+); the user's own flags there are kept."""
+    version = request.cuda_version or ""
+    major = version.split(".")[0]
+    if not major.isdigit() or int(major) < 12:
+        return {}
+    flags = env.get("NVCC_APPEND_FLAGS", "")
+    if OBJDIR_AS_TEMPDIR in flags.split():
+        return {}
+    return {"NVCC_APPEND_FLAGS": f"{flags} {OBJDIR_AS_TEMPDIR}".strip()}
 
 
 def _with_msvc(
