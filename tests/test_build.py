@@ -181,7 +181,7 @@ def test_setup_py_sees_the_build_environment(
     assert seen["TORCH_CUDA_ARCH_LIST"] == "8.6;9.0+PTX"
     assert seen["CUDA_HOME"] == "/fake/cuda"
     # nvcc's temporary files beside the object: no tmpxft_<pid> names in it (reproducible)
-    assert seen["NVCC_APPEND_FLAGS"] == "--objdir-as-tempdir"
+    assert seen["NVCC_APPEND_FLAGS"] == "--objdir-as-tempdir --frandom-seed=mambawin"
     assert Path(seen["DIST_EXTRA_CONFIG"]).parent == result.build_dir
     # The build folder setuptools used is the workspace's, so objects outlive the run.
     assert (result.build_dir / "build").is_dir()

@@ -277,9 +277,9 @@ def test_plan_says_reuse_only_for_the_same_tree(
 @pytest.mark.parametrize(
     ("cuda", "user", "expected"),
     [
-        ("13.0", None, "--objdir-as-tempdir"),
+        ("13.0", None, "--objdir-as-tempdir --frandom-seed=mambawin"),
         ("12.4", "-lineinfo", "-lineinfo --objdir-as-tempdir"),  # the user's flags stay
-        ("13.0", "--objdir-as-tempdir", "--objdir-as-tempdir"),  # never twice
+        ("13.0", "--objdir-as-tempdir --frandom-seed=7", "--objdir-as-tempdir --frandom-seed=7"),
         ("11.8", None, None),  # older nvcc: left alone
     ],
 )

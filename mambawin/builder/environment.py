@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from mambawin.archs import Arch
 from mambawin.builder.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
 from mambawin.errors import ToolchainError
@@ -88,23 +90,35 @@ def _package_variables(request: EnvRequest) -> dict[str, str]:
     return names
 
 
-OBJDIR_AS_TEMPDIR = "--objdir-as-tempdir"
+OBJDIR_AS_TEMPDIR = "--objdir-as-tempdir"  # nvcc 12.0+
+RANDOM_SEED = "--frandom-seed=mambawin"  # nvcc 12.9+
 
 
 def _reproducible_objects(request: EnvRequest, env: Mapping[str, str]) -> dict[str, str]:
-    """nvcc names its temporary files `tmpxft_<pid>_…` and those names land in every object (the
-    module id and the file symbol), so two compiles of one unit differ. With its intermediate
-    files beside the object, named after it, the same unit at the same path compiles to the same
-    bytes (measured with nvcc 13.0, docs/build.md). nvcc reads NVCC_APPEND_FLAGS itself (CUDA
-    11.5+); the user's own flags there are kept."""
-    version = request.cuda_version or ""
-    major = version.split(".")[0]
-    if not major.isdigit() or int(major) < 12:
+    """Flags that make nvcc write the same object for the same unit at the same path.
+
+    nvcc names its temporary files `tmpxft_<pid>_…`, and those names land in the object (the
+    module id, the file symbol); it also draws random numbers for the names of internal-linkage
+    device symbols (`_INTERNAL_…_cu_<random>_<pid>`). `--objdir-as-tempdir` puts the temporary
+    files beside the object, named after it; `--frandom-seed` fixes the numbers (one seed for
+    every unit is safe: those names also carry the unit's file name, and the module id strings
+    are file-local). Measured with nvcc 13.0 on the GPU machine (docs/benchmarks.md §12). nvcc
+    reads NVCC_APPEND_FLAGS itself; the user's own flags there are kept."""
+    try:
+        version = Version(request.cuda_version or "")
+    except InvalidVersion:
         return {}
+    wanted = [
+        flag
+        for flag, since in ((OBJDIR_AS_TEMPDIR, "12.0"), (RANDOM_SEED, "12.9"))
+        if version >= Version(since)
+    ]
     flags = env.get("NVCC_APPEND_FLAGS", "")
-    if OBJDIR_AS_TEMPDIR in flags.split():
+    have = flags.split()
+    extra = [f for f in wanted if f.split("=")[0] not in {h.split("=")[0] for h in have}]
+    if not extra:
         return {}
-    return {"NVCC_APPEND_FLAGS": f"{flags} {OBJDIR_AS_TEMPDIR}".strip()}
+    return {"NVCC_APPEND_FLAGS": " ".join([*have, *extra])}
 
 
 def _with_msvc(
