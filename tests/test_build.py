@@ -295,6 +295,9 @@ def test_two_builds_of_one_key_give_byte_identical_wheels(
     committed = git.Repo(fake_repo).head.commit.committed_datetime.astimezone(timezone.utc)
     provenance = read_provenance(first.wheel)
     assert provenance is not None and provenance["build_date"] == committed.isoformat()
+    # the tree's files are dated at the commit too (nvcc -lineinfo records their mtimes)
+    kernel = first.build_dir / "src/csrc/selective_scan/selective_scan_fwd_fp32.cu"
+    assert int(kernel.stat().st_mtime) == int(committed.timestamp())
     zip_date = committed.replace(second=committed.second // 2 * 2)  # ZIP's 2-second steps
     with zipfile.ZipFile(first.wheel) as archive:
         assert {i.date_time for i in archive.infolist()} == {zip_date.timetuple()[:6]}

@@ -35,6 +35,7 @@ from mambawin.builder.workspace import (
     adopt_source,
     builds_root,
     check_out,
+    clamp_mtimes,
     copy_source,
     holds,
     publish,
@@ -147,6 +148,8 @@ def _prepare(options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Do
     with steps("patch"):
         patches = _patch(checkout.path, archs, options)
         inputs = _key_inputs(checkout, patches, archs, toolchain, options)
+        if epoch is not None:
+            clamp_mtimes(checkout.path, epoch)
     threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
     cache = _choose_cache(options.cache, toolchain)
     steps.note(

@@ -91,6 +91,19 @@ def adopt_source(staged: Path, workspace: Workspace, key: str, keep_limit: int) 
     return reused
 
 
+def clamp_mtimes(tree: Path, epoch: int) -> None:
+    """Date every file of a staged tree (ours: a fresh checkout or copy) at epoch.
+
+    nvcc's -lineinfo writes each source file's modification time into the object (the DWARF
+    line table), and a checkout dates its files when it was made: two builds of one commit would
+    differ in those bytes. Objects compiled from it are always newer than epoch, so ninja's
+    up-to-date checks still hold (a new key never reuses another tree's objects)."""
+    for path in tree.rglob("*"):
+        if ".git" in path.relative_to(tree).parts or path.is_symlink() or not path.is_file():
+            continue
+        os.utime(path, (epoch, epoch))
+
+
 def holds(workspace: Workspace, key: str) -> bool:
     """Whether the objects built from the tree of key are there to reuse (in the workspace, or
     kept for it)."""
