@@ -256,6 +256,25 @@ def test_the_link_accepts_only_what_the_registries_cannot_give() -> None:
     assert not verdict.holds and verdict.fatal is None
 
 
+def test_an_lnk2019_names_the_symbol_not_the_function_that_needs_it() -> None:
+    line = (
+        'conv.obj : error LNK2019: unresolved external symbol "__declspec(dllimport) void __cdecl '
+        'c10::cuda::check(int)" (__imp_?check@cuda@c10@@YAXH@Z) referenced in function '
+        '"void __cdecl launch<128>(struct P &)" (??$launch@$0IA@@@YAXAEAUP@@@Z)\n'
+        "conv.obj : error LNK2019: unresolved external symbol __imp_PyErr_Occurred referenced "
+        'in function "bool __cdecl f(void)" (?f@@YA_NXZ)\n'
+    )
+    verdict = closure.parse_link(line)
+    assert [u.symbol for u in verdict.unresolved] == [
+        "__imp_?check@cuda@c10@@YAXH@Z",
+        "__imp_PyErr_Occurred",
+    ]
+    assert (
+        verdict.unresolved[0].readable == "__declspec(dllimport) void __cdecl c10::cuda::check(int)"
+    )
+    assert verdict.holds
+
+
 def test_a_link_that_stops_early_does_not_pass_for_a_closed_one() -> None:
     verdict = closure.parse_link("LINK : fatal error LNK1104: cannot open file 'python312.lib'\n")
     assert verdict.fatal is not None and not verdict.holds

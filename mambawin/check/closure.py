@@ -27,9 +27,11 @@ TORCH_LIBRARIES = ("c10", "torch", "torch_cpu", "torch_python", "cudart", "c10_c
 ABSENT_LIBRARIES = ("c10_cuda", "torch_cuda")
 # setuptools' MSVC link options for an extension (its ldflags_shared), and torch's /LTCG match.
 LINK_OPTIONS = ("/nologo", "/INCREMENTAL:NO", "/LTCG", "/DLL", "/MANIFEST:EMBED,ID=2")
+# LNK2001 ends with the symbol; LNK2019 adds ` referenced in function "..." (...)`.
 _UNRESOLVED = re.compile(
     r"^(?P<obj>\S+) : error (?P<code>LNK20(?:01|19)): unresolved external symbol "
-    r"(?:\"(?P<readable>.*)\" \((?P<decorated>[^)\s]+)\)|(?P<plain>\S+))"
+    r"(?:\"(?P<readable>.*?)\" \((?P<decorated>[^)\s]+)\)|(?P<plain>[^\s\"]+))"
+    r"(?: referenced in function .*)?$"
 )
 _PRAGMA_LIB = re.compile(r'pragma\s+comment\s*\(\s*lib\s*,\s*"([^"]+)"\s*\)')
 _ABSENT_NAMESPACES = ("c10::cuda::", "at::cuda::", "torch::cuda::")
