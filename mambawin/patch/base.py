@@ -15,6 +15,7 @@ from typing import Literal
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
 from mambawin.errors import PatchError
 
@@ -28,6 +29,7 @@ class PatchOptions:
     archs: tuple[Arch, ...] = ()
     nvcc_threads: int | None = None
     keep_complex: bool = False
+    abi: Abi = DEFAULT_ABI  # "stable": the patches that port the bindings to torch's stable C ABI
 
 
 @dataclass(frozen=True)

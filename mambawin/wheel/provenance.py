@@ -14,6 +14,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from mambawin import __version__
+from mambawin.abi import DEFAULT_ABI
 from mambawin.errors import UsageError, WheelError
 from mambawin.versions import release
 from mambawin.wheel.info import (
@@ -44,6 +45,8 @@ class Provenance:
     torch_version: str = ""
     cuda_version: str = ""
     compiler: str = ""
+    abi: str = DEFAULT_ABI  # mambawin.abi: "torch", or "stable" (fits every torch >= torch_floor)
+    torch_floor: str = ""  # stable builds: the oldest torch the binary loads in ("2.10")
     mambawin_version: str = __version__
     # A build passes SOURCE_DATE_EPOCH or the upstream commit's time; empty: SOURCE_DATE_EPOCH
     # (or now) when written. Nothing that changes between two builds of one key is recorded here
