@@ -1,0 +1,130 @@
+"""The mamba-ssm + causal-conv1d pair's build wall, per unit and per step, as issue 17 measures it.
+
+    python benchmarks/pair_wall.py build --label unsplit --mamba-repo M --conv-repo C \
+        --ref v2.3.2.post1 --conv-ref v1.6.1.post4 --arch 90 --jobs 16 --work DIR \
+        -- --skip-patch split-units
+    python benchmarks/pair_wall.py build --label split ... (same, no extra)
+    python benchmarks/pair_wall.py compare DIR/unsplit.json DIR/split.json
+
+`build` runs one `mambawin build --with causal-conv1d==CONV_REF --no-cache --json` in a fresh
+cache (DIR/cache-LABEL, unless --cache names one to reuse: a rebuild after other refs) and writes
+DIR/LABEL.json: the pair's wall, and per package its steps' seconds, its compile units from the
+build folder's .ninja_log, Σ unit seconds, the longest unit, parallelism (Σ / build step) and the
+wheel's sha256. `compare` prints the ratios of two such files (B over A) taken on one machine.
+The builds of one comparison run one after another on one machine (the device's calls are capped
+at ten minutes, so a long baseline may be its own call; the JSON files stay on the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from parallel_limit import ninja_units
+
+
+def package_entry(result: dict[str, Any]) -> dict[str, Any]:
+    """One package's part of the pair: steps, units from ninja, Σ, longest, parallelism."""
+    units = ninja_units(Path(result["build_dir"]) / "build") if result["units_compiled"] else []
+    compile_wall = float(result["steps"].get("build", 0.0))
+    total = sum(seconds for _, seconds in units)
+    return {
+        "package": result.get("package"),
+        "steps_s": {k: round(float(v), 2) for k, v in result["steps"].items()},
+        "units_compiled": result["units_compiled"],
+        "sum_unit_s": round(total, 1),
+        "longest_unit": units[0] if units else None,
+        "parallelism": round(total / compile_wall, 2) if units and compile_wall else None,
+        "units": units,
+        "wheel": result["wheel"],
+        "sha256": hashlib.sha256(Path(result["wheel"]).read_bytes()).hexdigest(),
+    }
+
+
+def build(args: argparse.Namespace) -> dict[str, Any]:
+    cache = args.cache or args.work / f"cache-{args.label}"
+    argv = [sys.executable, "-m", "mambawin", "build", "--repo", args.mamba_repo]
+    argv += ["--ref", args.ref, "--with", f"causal-conv1d=={args.conv_ref}"]
+    argv += ["--with-repo", args.conv_repo, "--arch", args.arch, "--jobs", str(args.jobs)]
+    argv += ["--no-cache", "--json", "--out", str(args.work / "wheels" / args.label)]
+    argv += args.extra
+    env = {**os.environ, "MAMBAWIN_CACHE_DIR": str(cache)}
+    start = time.monotonic()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - start
+    if done.returncode != 0:
+        raise SystemExit(f"pair build failed ({done.returncode}): {done.stderr[-3000:]}")
+    builds = json.loads(done.stdout)["builds"]
+    return {
+        "label": args.label,
+        "argv": argv[1:],
+        "cpus": os.cpu_count(),
+        "wall_s": round(wall, 1),
+        "packages": [package_entry(result) for result in builds],
+    }
+
+
+def compare(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """second over first: the pair's wall, and each package's build step."""
+    steps = {
+        a["package"]: round(b["steps_s"].get("build", 0.0) / a["steps_s"]["build"], 3)
+        for a, b in zip(first["packages"], second["packages"], strict=True)
+        if a["steps_s"].get("build")
+    }
+    return {
+        "first": first["label"],
+        "second": second["label"],
+        "wall_s": [first["wall_s"], second["wall_s"]],
+        "wall_ratio": round(second["wall_s"] / first["wall_s"], 3),
+        "build_step_ratio": steps,
+        "same_wheels": [
+            a["sha256"] == b["sha256"]
+            for a, b in zip(first["packages"], second["packages"], strict=True)
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("build")
+    run.add_argument("--label", required=True)
+    run.add_argument("--mamba-repo", required=True)
+    run.add_argument("--conv-repo", required=True)
+    run.add_argument("--ref", default="v2.3.2.post1")
+    run.add_argument("--conv-ref", default="v1.6.1.post4")
+    run.add_argument("--arch", default="90")
+    run.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    run.add_argument("--work", type=Path, default=Path("pair-wall-work"))
+    run.add_argument("--cache", type=Path, help="reuse this cache folder (default: a fresh one)")
+    run.add_argument("extra", nargs="*", help="more `mambawin build` options, after --")
+    cmp = sub.add_parser("compare")
+    cmp.add_argument("first", type=Path)
+    cmp.add_argument("second", type=Path)
+    args = parser.parse_args()
+    if args.command == "compare":
+        first, second = (
+            json.loads(p.read_text(encoding="utf-8")) for p in (args.first, args.second)
+        )
+        print(json.dumps(compare(first, second), indent=2))
+        return
+    args.work = args.work.resolve()
+    for name in ("mamba_repo", "conv_repo"):
+        path = Path(getattr(args, name))
+        if path.exists():
+            setattr(args, name, str(path.resolve()))
+    report = build(args)
+    args.work.mkdir(parents=True, exist_ok=True)
+    (args.work / f"{args.label}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
