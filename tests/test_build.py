@@ -215,6 +215,27 @@ def test_identical_second_build_reuses_its_wheel_without_running_setup_py(
     assert any("reusing the wheel it built" in note for note in recorder.notes)
 
 
+def test_an_identical_rebuild_copies_its_rewritten_wheel_and_other_options_rewrite_anew(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
+) -> None:
+    """The metadata rewrite is kept per set of inputs: the same inputs copy it, a new label or
+    requirement choice writes a new wheel (the kept one never passes for it)."""
+    first = core.build(_options(fake_repo, tmp_path / "a"), Recorder(), doctor=doctor)
+    finals = first.build_dir / "dist" / "final"
+    kept = sorted(finals.glob("*/*.whl"))
+    assert [w.name for w in kept] == [first.wheel.name]
+    kept[0].write_bytes(kept[0].read_bytes() + b"")  # untouched bytes, a new mtime
+    again = core.build(_options(fake_repo, tmp_path / "b"), Recorder(), doctor=doctor)
+    assert again.wheel.read_bytes() == first.wheel.read_bytes()
+    assert sorted(finals.glob("*/*.whl")) == kept
+
+    other = core.build(
+        _options(fake_repo, tmp_path / "c", local_version="team1"), Recorder(), doctor=doctor
+    )
+    assert "+team1" in other.wheel.name and _record_matches(other.wheel)
+    assert len(list(finals.glob("*/*.whl"))) == 2
+
+
 def test_without_its_wheel_the_same_key_relinks_with_every_object_reused(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from mambawin import __version__
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
+from mambawin.builder import finals
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
@@ -358,15 +359,29 @@ def _rewrite(
         mambawin_version=__version__,
         build_date=iso_date(prepared.epoch) if prepared.epoch is not None else "",
     )
-    return rewrite_wheel(
+    label = _label(label_choice, prepared)
+    digest = finals.rewrite_digest(
+        {
+            "wheel": sha256_of(wheel),
+            "provenance": provenance.to_dict(),
+            "options": [sorted(options.drop), sorted(options.keep), label, prepared.epoch],
+            "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH"),
+        }
+    )
+    reused = finals.reuse(prepared.workspace.dist, digest, out_dir)
+    if reused is not None:
+        return reused
+    fixed = rewrite_wheel(
         wheel,
         out_dir,
         drop=options.drop,
         keep=options.keep,
-        local_version=_label(label_choice, prepared),
+        local_version=label,
         provenance=provenance,
         date_epoch=prepared.epoch,
     )
+    finals.remember(prepared.workspace.dist, digest, fixed)
+    return fixed
 
 
 def _record(
