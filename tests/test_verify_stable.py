@@ -306,3 +306,21 @@ def test_fit_step_with_a_gpu_passes_a_newer_torch():
     target = replace(H200, torch_version="2.13.0+cu130")
     result = fit.fit_step(GpuCode(("sm_90",), (), "fatbin"), STABLE, target, "mamba-ssm")
     assert result.status == "ok", result.summary
+
+
+def test_installed_stable_package_audits_the_library_beside_its_shim(tmp_path, libraries):
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "selective_scan_cuda.py").write_text("import torch\n", encoding="utf-8")
+    (site / LIBRARY).write_bytes(libraries["bad"].read_bytes())
+    row = {"extension": str(site / "selective_scan_cuda.py"), "provenance": STABLE}
+    target = replace(H200, installed_packages={"mamba-ssm": row})
+    result, _, _ = static.static_step(VerifyOptions(installed=True), target)
+    assert not result.details["abi"]["ok"]
+    assert len(result.details["abi"]["violations"]) == 4
+    (site / LIBRARY).write_bytes(libraries["good"].read_bytes())
+    result, _, _ = static.static_step(VerifyOptions(installed=True), target)
+    assert result.details["abi"]["ok"], result.details["abi"]["message"]
+    (site / LIBRARY).unlink()
+    result, _, _ = static.static_step(VerifyOptions(installed=True), target)
+    assert "not installed beside its Python shim" in result.details["abi"]["message"]

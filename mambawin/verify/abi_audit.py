@@ -33,7 +33,13 @@ from typing import Any
 import itanium_demangler
 from packaging.version import InvalidVersion, Version
 
-from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_FLOOR, STABLE_PYTHON_TAG
+from mambawin.abi import (
+    DEFAULT_ABI,
+    STABLE_ABI_TAG,
+    STABLE_FLOOR,
+    STABLE_PYTHON_TAG,
+    stable_library,
+)
 from mambawin.errors import WheelError
 from mambawin.versions import release
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
@@ -271,6 +277,16 @@ def check_stable_wheel(
         for m in binaries
     ]
     return summarize(audits)
+
+
+def stable_libraries(shim: Path, extension: str) -> list[Path]:
+    """The stable library (`<extension>_stable*.so|.pyd|.dll`) beside its installed Python shim."""
+    prefix = stable_library(extension)
+    try:
+        found = [p for p in shim.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return []
+    return sorted(p for p in found if p.suffix.lower() in BINARY_SUFFIXES and p.is_file())
 
 
 def check_stable_files(paths: Iterable[Path], floor: Version) -> StableCheck:

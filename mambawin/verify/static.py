@@ -19,7 +19,14 @@ from mambawin.packages import (
     package_named,
 )
 from mambawin.status import Status
-from mambawin.verify.abi_audit import StableCheck, check_stable_wheel
+from mambawin.verify.abi_audit import (
+    StableCheck,
+    check_stable_files,
+    check_stable_wheel,
+    floor_of,
+    is_stable,
+    stable_libraries,
+)
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef
 from mambawin.verify.report import StepResult, Target, named
@@ -109,6 +116,15 @@ def _stable_check(
         return StableCheck(False, str(exc))
 
 
+def _installed_stable(
+    libraries: Sequence[Path], provenance: Mapping[str, Any] | None
+) -> StableCheck:
+    try:
+        return check_stable_files(libraries, floor_of(provenance))
+    except MambawinError as exc:
+        return StableCheck(False, str(exc))
+
+
 def _static_installed(
     target: Target,
     project: str,
@@ -126,11 +142,21 @@ def _static_installed(
             "its WHEEL path instead of --installed"
         )
         return StepResult("static", Status.FAIL, msg), None, None
-    code, code_msg = binary_gpu_code(Path(extension), get_package(project).extension)
+    name = get_package(project).extension
+    binary, stable = Path(extension), None
+    if is_stable(provenance):
+        # The module under upstream's name is the stable library's Python shim: the GPU code
+        # and the imports are the library's, installed beside it.
+        libraries = stable_libraries(binary, name)
+        binary = libraries[0] if libraries else binary
+        stable = _installed_stable(libraries, provenance)
+    code, code_msg = binary_gpu_code(binary, name)
     checks: list[Check] = [
         ("provenance", provenance is not None, _provenance_message(provenance, project)),
         ("gpu_code", code is not None, code_msg),
     ]
+    if stable is not None:
+        checks.append(("abi", stable.ok, stable.message, {"violations": list(stable.violations)}))
     return _checks_result(named("static", project), checks, code), code, provenance
 
 
