@@ -47,9 +47,10 @@ def fake_wheel(
     requires_python: str = ">=3.10",
     provenance: dict | None = None,
     project: str = "team_demo",
+    tag: str | None = None,
 ) -> Path:
     """A valid wheel of project 'team-demo' whose module says which build it is."""
-    tag = f"{python}-{python}-{platform}" if python != "py3" else "py3-none-any"
+    tag = tag or (f"{python}-{python}-{platform}" if python != "py3" else "py3-none-any")
     path = folder / f"{project}-{version}-{tag}.whl"
     dist_info = f"{project}-{version}.dist-info"
     folder.mkdir(parents=True, exist_ok=True)
@@ -521,3 +522,48 @@ def test_an_out_under_a_file_is_one_line_with_exit_10(wheelhouse: Path, tmp_path
     assert result.exit_code == 10, result.output
     error = json.loads(result.stdout)["error"]
     assert "a-file" in error and "not a directory" in error.lower()
+
+
+def _stable(folder: Path, cuda: str) -> Path:
+    """A stable wheel (py3-none-<here>, provenance abi stable) for CUDA `cuda`."""
+    variant = "cu" + cuda.replace(".", "")
+    provenance = {"abi": "stable", "torch_floor": "2.10", "torch_version": "2.10.0"}
+    return fake_wheel(
+        folder,
+        f"1.0+{variant}stable2.10",
+        "py3",
+        HERE,
+        tag=f"py3-none-{HERE}",
+        provenance={**provenance, "cuda_version": cuda},
+    )
+
+
+def test_a_stable_wheel_is_served_to_every_torch_and_variant_it_fits(tmp_path: Path) -> None:
+    folder = tmp_path / "wheelhouse"
+    one_torch = {"torch_version": "2.11.0", "abi": "torch"}
+    fake_wheel(
+        folder, "1.0+cu130torch2.11", PY, HERE, provenance={**one_torch, "cuda_version": "13.0"}
+    )
+    fake_wheel(
+        folder, "1.0+cu128torch2.11", PY, HERE, provenance={**one_torch, "cuda_version": "12.8"}
+    )
+    _stable(folder, "13.0")
+    _stable(folder, "12.6")
+    result = build_index(folder, tmp_path / "site")
+    assert result.variants == ("cu126", "cu128", "cu130")
+
+    def listed(path: str) -> list[str]:
+        page = (tmp_path / "site" / path / "team-demo" / "index.html").read_text(encoding="utf-8")
+        return sorted(set(re.findall(r"team_demo-1\.0\+(\w+\.\d+)-", page)))
+
+    assert listed("cu130/simple") == ["cu130stable2.10", "cu130torch2.11"]
+    # A CUDA 12 stable wheel serves cu128 users too; a cu128 one-torch wheel stays in cu128.
+    assert listed("cu128/simple") == ["cu126stable2.10", "cu128torch2.11"]
+    assert listed("cu126/simple") == ["cu126stable2.10"]
+    assert listed("cu130/torch2.11/simple") == ["cu130stable2.10", "cu130torch2.11"]
+    assert listed("cu130/torch2.10/simple") == ["cu130stable2.10"]
+    assert listed("cu128/torch2.10/simple") == ["cu126stable2.10"]
+    torch210 = (tmp_path / "site" / "cu128" / "torch2.10" / "simple").as_uri()
+    assert pip_install(["--index-url", torch210], tmp_path / "a") == (
+        f"1.0+cu126stable2.10 py3-none-{HERE}"
+    )

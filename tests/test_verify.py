@@ -42,7 +42,7 @@ def make_wheel(
     tag: str = "py3-none-any",
     requires: tuple[str, ...] = ("torch",),
     provenance: dict | None = PROVENANCE,
-    files: dict[str, str] | None = None,
+    files: dict[str, str | bytes] | None = None,
 ) -> Path:
     """A small real wheel (RECORD written by `wheel`) holding just what a test needs."""
     path = folder / f"mamba_ssm-2.2.6-{tag}.whl"

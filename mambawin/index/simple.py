@@ -7,6 +7,9 @@ http.server`, GitHub Pages or S3 all serve it as is):
     simple/<project>/index.html          every wheel (pip picks by Python, ABI and platform tags)
     <variant>/simple/<project>/...       one index per CUDA variant (cu130, cu128, ...), as torch's
                                          own download.pytorch.org/whl/cu130 does
+    <variant>/torch<X.Y>/simple/...      the wheels a torch X.Y user of that variant can load:
+                                         its own torch's, and every stable (py3-none) wheel of
+                                         the CUDA major whose floor is X.Y or older
     index.html                           a page for people: every wheel with its provenance
 
 Running it again adds new wheels in place. A publication: a wheel, once published, never
@@ -58,6 +61,7 @@ from mambawin.index.publish import (
     wheel_files,
     write_page,
 )
+from mambawin.index.serve import serves_torch, serves_variant, torches
 from mambawin.wheel.info import open_wheel, read_member, read_message, read_wheel
 from mambawin.wheel.provenance import read_provenance
 
@@ -138,8 +142,11 @@ def _publish(sources: list[Path], out: Path, title: str) -> IndexResult:
     variants = tuple(sorted({w.variant for w in wheels if w.variant}))
     pages = [*_write_simple(out / SIMPLE, wheels, depth=2)]
     for variant in variants:
-        chosen = [w for w in wheels if w.variant == variant]
+        chosen = [w for w in wheels if serves_variant(w, variant)]
         pages += _write_simple(out / variant / SIMPLE, chosen, depth=3)
+        for torch in torches(chosen):
+            picked = [w for w in chosen if serves_torch(w, torch)]
+            pages += _write_simple(out / variant / f"torch{torch}" / SIMPLE, picked, depth=4)
     pages.append(write_page(out / "index.html", render_page(title, wheels, variants)))
     _record(out, wheels)
     return IndexResult(out, wheels, added, variants, tuple(pages))

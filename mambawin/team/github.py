@@ -102,6 +102,8 @@ def matrix_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
         "drop": ",".join(spec.options.drop),
         "keep": ",".join(spec.options.keep),
         "wheel": cell.wheel or "",
+        "abi": cell.abi,
+        "local_version": cell.local_label,
     }
 
 
@@ -253,6 +255,8 @@ def _build_steps(options: WorkflowOptions) -> list[dict[str, Any]]:
                 "SKIP_PATCHES": "${{ matrix.skip_patches }}",
                 "DROP": "${{ matrix.drop }}",
                 "KEEP": "${{ matrix.keep }}",
+                "ABI": "${{ matrix.abi }}",
+                "LOCAL_VERSION": "${{ matrix.local_version }}",
             },
         ),
         _uses(
@@ -284,6 +288,8 @@ if [ "$KEEP_COMPLEX" = "true" ]; then extra+=(--keep-complex); fi
 if [ -n "$SKIP_PATCHES" ]; then extra+=(--skip-patch "$SKIP_PATCHES"); fi
 if [ -n "$DROP" ]; then extra+=(--drop "$DROP"); fi
 if [ -n "$KEEP" ]; then extra+=(--keep "$KEEP"); fi
+# A stable cell's wheel serves every Python and torch >= the floor, under the matrix's label.
+if [ "$ABI" = "stable" ]; then extra+=(--abi stable --local-version "$LOCAL_VERSION"); fi
 mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" \\
   --arch "$ARCHS" --cache --out wheelhouse "${extra[@]}"
 """

@@ -1,5 +1,10 @@
 """A spec expanded into cells: one wheel each (package × Python × torch × platform).
 
+With `abi = "stable"` the Python and torch axes collapse: one py3-none wheel per package × CUDA
+major × platform, built against the oldest of the spec's torches at or above the stable floor for
+that CUDA major and serving them all (and every later torch); a torch below the floor gets an
+impossible cell saying so.
+
 Each cell knows the exact file name its build will produce
 (`mamba_ssm-2.2.6+cu130torch2.11-cp312-cp312-win_amd64.whl`), whether that wheel is already in the
 wheelhouse or the team's index, and, when it cannot be built, why in one line.
@@ -14,6 +19,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
 from mambawin.archs import Arch, format_archs
 from mambawin.errors import UpstreamError
 from mambawin.fetch import git
@@ -24,7 +30,8 @@ from mambawin.packages import get_package
 from mambawin.patch.registry import own_ids
 from mambawin.team import compat
 from mambawin.team.spec import PackageSpec, Spec, TorchSpec
-from mambawin.wheel.provenance import local_version_label
+from mambawin.versions import release
+from mambawin.wheel.provenance import local_version_label, major_minor, normalize_local_label
 
 TODO, BUILT, INDEXED, IMPOSSIBLE = "todo", "built", "indexed", "impossible"
 
@@ -45,10 +52,26 @@ class Cell:
     reason: str = ""  # why impossible
     note: str = ""  # how the version was found, when it is a guess
     skip_patches: tuple[str, ...] = ()  # the spec's left-out patch ids this package has
+    abi: Abi = DEFAULT_ABI  # "stable": one py3-none wheel for every Python and torch >= floor
+    serves: tuple[str, ...] = ()  # stable: the spec's torches ("2.11.0 cu130") the wheel serves
+
+    @property
+    def stable(self) -> bool:
+        return self.abi == "stable"
+
+    @property
+    def torch_floor(self) -> str | None:
+        """The oldest torch a stable cell's wheel loads in; None for a cell of one torch."""
+        return str(STABLE_FLOOR) if self.stable else None
 
     @property
     def id(self) -> str:
         """A short stable name, also usable as a CI job name."""
+        if self.stable:
+            return (
+                f"{self.package.name}-{self.package.ref}-stable-torch{self.torch.version}"
+                f"-{self.torch.variant}-{self.platform}"
+            )
         return (
             f"{self.package.name}-{self.package.ref}-py{self.python}-torch{self.torch.version}"
             f"-{self.torch.variant}-{self.platform}"
@@ -56,7 +79,14 @@ class Cell:
 
     @property
     def python_tag(self) -> str:
-        return "cp" + self.python.replace(".", "")
+        return STABLE_PYTHON_TAG if self.stable else "cp" + self.python.replace(".", "")
+
+    @property
+    def local_label(self) -> str:
+        """The local version label the build gets (`--local-version`)."""
+        if self.stable:
+            return stable_label(self.torch.cuda)
+        return local_version_label(self.torch.cuda, self.torch.version)
 
     def to_json(self) -> dict[str, Any]:
         """The stable `matrix --json` form of one cell."""
@@ -75,6 +105,9 @@ class Cell:
             "archs": format_archs(self.archs),
             "keep_complex": self.keep_complex,
             "skip_patches": list(self.skip_patches),
+            "abi": self.abi,
+            "torch_floor": self.torch_floor,
+            "serves": list(self.serves),
             "wheel": self.wheel,
             "status": self.status,
             "reason": self.reason,
@@ -93,6 +126,10 @@ def expand(spec: Spec, *, resolve: Resolver | None = None) -> list[Cell]:
     cells: dict[tuple[Any, ...], Cell] = {}
     for package in spec.packages:
         version, note = versions[package.name]
+        if spec.options.abi == "stable":
+            for cell in stable_cells(spec, package, version, note):
+                cells.setdefault((cell.id,), _mark(cell, spec, versions, existing))
+            continue
         for number, torch in enumerate(spec.torches, 1):
             for platform in spec.platforms:
                 for python in spec.pythons:
@@ -108,6 +145,68 @@ def expand(spec: Spec, *, resolve: Resolver | None = None) -> list[Cell]:
                         continue
                     cells[key] = _mark(cell, spec, versions, existing)
     return list(cells.values())
+
+
+def stable_cells(spec: Spec, package: PackageSpec, version: str | None, note: str) -> list[Cell]:
+    """The stable cells of one package: per platform and CUDA major, one wheel built against the
+    oldest spec torch at or above the floor; an impossible cell per torch below it."""
+    majors: dict[int, list[TorchSpec]] = {}
+    for torch in dict.fromkeys(spec.torches):
+        majors.setdefault(release(torch.cuda, 1)[0], []).append(torch)
+    cells = []
+    for platform in spec.platforms:
+        for torches in majors.values():
+            fitting = [t for t in torches if release(t.version, 3) >= release(STABLE_FLOOR, 3)]
+            for torch in (t for t in torches if t not in fitting):
+                cell = _cell(spec, package, spec.pythons[0], torch, platform, None, note)
+                why = (
+                    f"torch {torch.version} is older than the stable floor {STABLE_FLOOR}: drop "
+                    'it, or build it in a spec with abi = "torch"'
+                )
+                cells.append(replace(cell, abi="stable", status=IMPOSSIBLE, reason=why))
+            if fitting:
+                cells.append(_stable_cell(spec, package, fitting, platform, version, note))
+    return cells
+
+
+def _stable_cell(
+    spec: Spec,
+    package: PackageSpec,
+    fitting: list[TorchSpec],
+    platform: str,
+    version: str | None,
+    note: str,
+) -> Cell:
+    torch = min(fitting, key=lambda t: Version(t.version))
+    # The build runs in one environment: the first Python the build torch has a wheel for.
+    python = next(
+        (p for p in spec.pythons if not compat.torch_python(torch.version, p, platform)),
+        spec.pythons[0],
+    )
+    serves = tuple(f"{t.version} {t.variant}" for t in fitting)
+    served = (
+        f"stable ABI: {package.name} for CUDA {release(torch.cuda, 1)[0]}.x on {platform} is one "
+        f"wheel for any Python and torch >= {STABLE_FLOOR} (the spec's {', '.join(serves)}), "
+        f"built with torch {torch.version} and Python {python}"
+    )
+    cell = _cell(
+        spec, package, python, torch, platform, None, "; ".join(filter(None, (note, served)))
+    )
+    wheel = stable_wheel_name(package, version, torch, platform) if version else None
+    return replace(cell, abi="stable", serves=serves, version=version, wheel=wheel)
+
+
+def stable_label(cuda: str) -> str:
+    """The local version label of a stable wheel: its CUDA variant and floor, `cu130stable2.10`."""
+    major, minor = major_minor(cuda, "CUDA")
+    return normalize_local_label(f"cu{major}{minor}stable{STABLE_FLOOR}")
+
+
+def stable_wheel_name(package: PackageSpec, version: str, torch: TorchSpec, platform: str) -> str:
+    """The file name of a stable cell's wheel: py3-none-<platform>, the stable label."""
+    dist = package.upstream.import_name
+    tags = f"{STABLE_PYTHON_TAG}-{STABLE_ABI_TAG}-{platform}"
+    return f"{dist}-{Version(version).public}+{stable_label(torch.cuda)}-{tags}.whl"
 
 
 def _noted(cell: Cell, note: str) -> Cell:

@@ -22,7 +22,6 @@ from mambawin.errors import MambawinError
 from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
 from mambawin.team.spec import Options, Spec
-from mambawin.wheel.provenance import local_version_label
 
 BUILT, SKIPPED, FAILED, ELSEWHERE = "built", "skipped", "failed", "elsewhere"
 CELL_TIMEOUT = 6 * 3600  # a cold build of every arch on a small machine takes hours
@@ -197,7 +196,7 @@ def _build_cell(
 
 def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> list[str]:
     """`<env python> -m mambawin build` for this cell, with the label the matrix promised."""
-    label = local_version_label(cell.torch.cuda, cell.torch.version)
+    label = cell.local_label
     argv = [
         str(python),
         "-m",
@@ -215,6 +214,7 @@ def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> lis
         label,
     ]
     argv += package_args(cell.package.name) + requirement_args(spec.options)
+    argv += ["--abi", "stable"] if cell.stable else []
     argv += ["--keep-complex"] if cell.keep_complex else []
     argv += [arg for patch_id in cell.skip_patches for arg in ("--skip-patch", patch_id)]
     argv += ["--jobs", str(options.jobs)] if options.jobs else []

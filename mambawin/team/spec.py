@@ -16,6 +16,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
 from mambawin.builder.options import BuildOptions
 from mambawin.packages import Package, get_package
@@ -87,6 +88,9 @@ class Options:
     drop: tuple[str, ...] = BuildOptions.drop  # requirements removed from METADATA
     keep: tuple[str, ...] = BuildOptions.keep  # kept even where mambawin would drop them
     skip_patches: tuple[str, ...] = BuildOptions.skip_patches  # per package (build --skip-patch)
+    # "stable": every wheel against torch's stable C ABI (build --abi stable), one per package ×
+    # CUDA major × platform, serving every Python and every torch at or above the floor.
+    abi: Abi = DEFAULT_ABI
 
 
 @dataclass(frozen=True)
@@ -167,8 +171,10 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "`keep_complex` (bool), `drop` / `keep` (requirement names removed from / kept "
         "in METADATA), `skip_patches` (patch ids left out, as `build --skip-patch`; "
         "each cell gets the ids its package has; an id neither package has is a spec "
-        "error). Every default is `mambawin build`'s own (`drop = []`: win_amd64 wheels"
-        " get `triton-windows` for the `triton` their import needs)",
+        'error), `abi` (`"torch"` or `"stable"`: `build --abi`; stable collapses the '
+        "Python and torch axes into one wheel per package, CUDA major and platform, for every "
+        "torch at or above the floor). Every default is `mambawin build`'s own (`drop = []`: "
+        "win_amd64 wheels get `triton-windows` for the `triton` their import needs)",
     ),
 )
 

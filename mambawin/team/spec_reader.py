@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mambawin import userfile
+from mambawin.abi import ABIS, Abi, parse_abi
 from mambawin.archs import Arch, parse_archs
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGE_NAMES, get_package
@@ -216,8 +217,19 @@ class _Reader:
                     "NAME` lists each package's",
                 )
         return Options(
-            keep_complex=keep_complex, drop=tuple(drop), keep=tuple(keep), skip_patches=tuple(skips)
+            keep_complex=keep_complex,
+            drop=tuple(drop),
+            keep=tuple(keep),
+            skip_patches=tuple(skips),
+            abi=self.abi(table.get("abi", Options.abi)),
         )
+
+    def abi(self, value: object) -> Abi:
+        text = self.string(value, ("options", "abi"))
+        try:
+            return parse_abi(text)
+        except UsageError:
+            raise self.fail(("options", "abi"), f"must be one of {', '.join(ABIS)}") from None
 
     # -- types --
 

@@ -36,10 +36,13 @@ def render_matrix(cells: Sequence[Cell]) -> None:
     table.add_column("wheel (or why not)", overflow="fold", ratio=1)
     for cell in cells:
         why = f"[dim]{cell.reason}[/]" if cell.reason else cell.wheel or "? (version unknown)"
+        buildable = cell.stable and cell.status != "impossible"
         table.add_row(
             f"{cell.package.name} {cell.package.ref}",
-            cell.python,
-            f"{cell.torch.version} {cell.torch.variant}",
+            "any" if cell.stable else cell.python,
+            f">={cell.torch_floor} {cell.torch.variant}"
+            if buildable
+            else f"{cell.torch.version} {cell.torch.variant}",
             cell.platform,
             STATUS_MARKS.get(cell.status, cell.status),
             why,

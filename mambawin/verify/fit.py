@@ -7,8 +7,9 @@ from dataclasses import replace
 from typing import Any
 
 from mambawin.archs import Arch, parse_arch
-from mambawin.errors import UsageError
+from mambawin.errors import MambawinError, UsageError
 from mambawin.status import Status
+from mambawin.verify.abi_audit import floor_of, is_stable
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import release
 from mambawin.wheel.gpucode import GpuCode
@@ -106,7 +107,8 @@ def check_archs(archs: Sequence[Arch], target: Target) -> tuple[bool, str]:
 
 
 def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[bool, str]:
-    """Installed torch: a CUDA build of the major.minor and CUDA major the wheel was built for."""
+    """Installed torch: a CUDA build of the major.minor and CUDA major the wheel was built for;
+    for a stable wheel (provenance abi "stable"), any torch at or above its floor."""
     if target.torch_version is None:
         why = target.error or "not installed"
         return False, f"torch is not importable ({why}): install the CUDA torch the wheel needs"
@@ -118,6 +120,8 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
     built_torch = str((provenance or {}).get("torch_version") or "")
     built_cuda = str((provenance or {}).get("cuda_version") or "")
     here = f"torch {target.torch_version} (CUDA {target.torch_cuda})"
+    if is_stable(provenance):
+        return _check_floor(provenance, built_cuda, target)
     if not built_torch or not built_cuda:
         return True, f"{here} installed; the wheel does not record what it was built for"
     # The extension links against torch's C++ API, which changes between minor releases
@@ -133,6 +137,31 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
             f"install a torch cu{_dotted(built_cuda, 1)}x build or rebuild"
         )
     return True, f"{here} matches the build (torch {_dotted(built_torch, 2)}, CUDA {built_cuda})"
+
+
+def _check_floor(
+    provenance: Mapping[str, Any] | None, built_cuda: str, target: Target
+) -> tuple[bool, str]:
+    """A stable wheel: any torch at or above its floor, with the CUDA major it was built for."""
+    assert target.torch_version is not None and target.torch_cuda is not None
+    here = f"torch {target.torch_version} (CUDA {target.torch_cuda})"
+    try:
+        floor = floor_of(provenance)
+    except MambawinError as exc:
+        return False, str(exc)
+    # The stable C symbols a floor exports stay in every later torch (torch/csrc/stable), so
+    # only the release numbers count: 2.10.0a0 and 2.12.0+cu130 are both at or above 2.10.
+    if release(target.torch_version, 3) < release(floor, 3):
+        return False, (
+            f"stable wheel for torch >= {floor} but {here} is installed: install torch "
+            f"{floor} or newer, or build a wheel for this torch (`mambawin build`)"
+        )
+    if built_cuda and release(built_cuda, 1) != release(target.torch_cuda, 1):
+        return False, (
+            f"wheel built for CUDA {_dotted(built_cuda, 1)} but {here} is installed: "
+            f"install a torch cu{_dotted(built_cuda, 1)}x build or rebuild"
+        )
+    return True, f"{here} is at or above the stable wheel's floor (torch >= {floor})"
 
 
 def _dotted(version: str, parts: int) -> str:

@@ -21,6 +21,7 @@ from mambawin.packages import (
     package_named,
     pair_problem,
 )
+from mambawin.verify.abi_audit import is_stable
 from mambawin.wheel.info import parse_file_name
 
 # Which causal-conv1d a mamba-ssm release needs: one table for build, verify and team specs,
@@ -112,13 +113,17 @@ def pair_problems(
             f"mamba_ssm {mamba[0]} needs causal_conv1d{found.needed}, found {conv[0]}: "
             f"build causal-conv1d at a tag matching {found.needed}"
         )
+    # A stable wheel fits every torch at or above its floor: the fit step judges each wheel
+    # against the installed torch, so only the CUDA major must agree here.
+    stable = is_stable(mamba[1]) or is_stable(conv[1])
     labels = (_local(mamba[0]), _local(conv[0]))
-    if all(labels) and labels[0] != labels[1]:
+    if all(labels) and labels[0] != labels[1] and not stable:
         problems.append(
             f"local labels differ (+{labels[0]} vs +{labels[1]}): build both wheels "
             "against the same torch and CUDA"
         )
-    for key, what in (("torch_version", "torch"), ("cuda_version", "CUDA")):
+    keys = (("torch_version", "torch"),) * (not stable) + (("cuda_version", "CUDA"),)
+    for key, what in keys:
         built = (_minor((mamba[1] or {}).get(key)), _minor((conv[1] or {}).get(key)))
         if all(built) and built[0] != built[1]:
             problems.append(

@@ -19,6 +19,14 @@ from mambawin.packages import (
     package_named,
 )
 from mambawin.status import Status
+from mambawin.verify.abi_audit import (
+    StableCheck,
+    check_stable_files,
+    check_stable_wheel,
+    floor_of,
+    is_stable,
+    stable_libraries,
+)
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef
 from mambawin.verify.report import StepResult, Target, named
@@ -27,6 +35,9 @@ from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
 from mambawin.wheel.metadata import requirement_plan_in, requirements_in
 from mambawin.wheel.provenance import provenance_in
+
+# (check, ok, message) or (check, ok, message, more details for --json)
+Check = tuple[str, bool, str] | tuple[str, bool, str, dict[str, Any]]
 
 TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
 
@@ -82,15 +93,36 @@ def static_step(
 
 def _wheel_checks(
     options: VerifyOptions, project: str, archive: zipfile.ZipFile, info: WheelInfo
-) -> tuple[list[tuple[str, bool, str]], Any, Mapping[str, Any] | None]:
+) -> tuple[list[Check], Any, Mapping[str, Any] | None]:
     members = f"{len(info.members)} members match RECORD; no path leaves the install folder"
-    checks = [("integrity", True, members), ("tags", *check_tags(info.path))]
+    checks: list[Check] = [("integrity", True, members), ("tags", *check_tags(info.path))]
     checks.append(("metadata", *_requirements_check(archive, info)))
     provenance, prov_msg = _read_provenance(archive, info, project)
     checks.append(("provenance", provenance is not None, prov_msg))
     code, code_msg = options.tools.wheel_gpu_code(archive, info)
     checks.append(("gpu_code", code is not None, code_msg))
+    stable = _stable_check(archive, info, provenance)
+    if stable is not None:
+        checks.append(("abi", stable.ok, stable.message, {"violations": list(stable.violations)}))
     return checks, code, provenance
+
+
+def _stable_check(
+    archive: zipfile.ZipFile, info: WheelInfo, provenance: Mapping[str, Any] | None
+) -> StableCheck | None:
+    try:
+        return check_stable_wheel(archive, info, provenance)
+    except MambawinError as exc:
+        return StableCheck(False, str(exc))
+
+
+def _installed_stable(
+    libraries: Sequence[Path], provenance: Mapping[str, Any] | None
+) -> StableCheck:
+    try:
+        return check_stable_files(libraries, floor_of(provenance))
+    except MambawinError as exc:
+        return StableCheck(False, str(exc))
 
 
 def _static_installed(
@@ -110,24 +142,35 @@ def _static_installed(
             "its WHEEL path instead of --installed"
         )
         return StepResult("static", Status.FAIL, msg), None, None
-    code, code_msg = binary_gpu_code(Path(extension), get_package(project).extension)
-    checks = [
+    name = get_package(project).extension
+    binary, stable = Path(extension), None
+    if is_stable(provenance):
+        # The module under upstream's name is the stable library's Python shim: the GPU code
+        # and the imports are the library's, installed beside it.
+        libraries = stable_libraries(binary, name)
+        binary = libraries[0] if libraries else binary
+        stable = _installed_stable(libraries, provenance)
+    code, code_msg = binary_gpu_code(binary, name)
+    checks: list[Check] = [
         ("provenance", provenance is not None, _provenance_message(provenance, project)),
         ("gpu_code", code is not None, code_msg),
     ]
+    if stable is not None:
+        checks.append(("abi", stable.ok, stable.message, {"violations": list(stable.violations)}))
     return _checks_result(named("static", project), checks, code), code, provenance
 
 
-def _checks_result(
-    name: str, checks: list[tuple[str, bool, str]], code: GpuCode | None
-) -> StepResult:
-    details = {check: {"ok": ok, "message": msg} for check, ok, msg in checks}
+def _checks_result(name: str, checks: list[Check], code: GpuCode | None) -> StepResult:
+    """One step result from (check, ok, message[, more details]) rows."""
+    details: dict[str, dict[str, Any]] = {}
+    for check, ok, msg, *more in checks:
+        details[check] = {"ok": ok, "message": msg, **(more[0] if more else {})}
     if code is not None:
         details["gpu_code"]["code"] = code.to_json()
-    failed = [msg for _, ok, msg in checks if not ok]
+    failed = [row[2] for row in checks if not row[1]]
     if failed:
         return StepResult(name, Status.FAIL, "; ".join(failed), details)
-    return StepResult(name, Status.OK, "; ".join(msg for _, _, msg in checks), details)
+    return StepResult(name, Status.OK, "; ".join(row[2] for row in checks), details)
 
 
 def check_integrity(wheel: Path) -> tuple[bool, str]:
