@@ -353,6 +353,17 @@ def assert_on_stable_abi(root: Path, ref: str) -> None:
     assert read(root, stable_shim.SHIM) == stable_shim.SOURCE, ref
 
 
+def assert_refused(root: Path, ref: str) -> None:
+    """--abi stable stops with our reason, unless an earlier patch stops this tag for any ABI."""
+    with pytest.raises(PatchError) as stable_error:
+        apply_patches(root, STABLE_OPTIONS)
+    message = str(stable_error.value)
+    if "cannot be built with --abi stable" not in message:
+        with pytest.raises(PatchError) as torch_error:
+            apply_patches(root, PatchOptions(archs=STABLE_OPTIONS.archs))
+        assert str(torch_error.value) == message, ref
+
+
 @pytest.mark.upstream
 def test_every_supported_ref_ports_to_the_stable_abi(upstream_repo: Path, tmp_path: Path) -> None:
     root = tmp_path / "mamba"
@@ -360,8 +371,7 @@ def test_every_supported_ref_ports_to_the_stable_abi(upstream_repo: Path, tmp_pa
     for ref in upstream_refs(upstream_repo):
         checkout(upstream_repo, ref, root)
         if upstream_version(root) not in stable.SUPPORTED:
-            with pytest.raises(PatchError, match=r"cannot be built with --abi stable"):
-                apply_patches(root, STABLE_OPTIONS)
+            assert_refused(root, ref)
             refused += 1
             continue
         report = apply_patches(root, STABLE_OPTIONS)
@@ -379,25 +389,26 @@ def test_every_supported_ref_ports_to_the_stable_abi(upstream_repo: Path, tmp_pa
 TORCH_ENV = "MAMBAWIN_TEST_TORCH_PYTHON"
 
 
-def torch_include() -> Path:
-    """torch's include folder: of the interpreter MAMBAWIN_TEST_TORCH_PYTHON names, else ours."""
+_FIND = (
+    "import os, torch; from torch.utils.cpp_extension import CUDA_HOME; "
+    "print(os.path.dirname(torch.__file__)); print(CUDA_HOME or '')"
+)
+
+
+def torch_and_cuda_includes() -> tuple[Path, Path]:
+    """torch's include folder (the torch of MAMBAWIN_TEST_TORCH_PYTHON, else this interpreter's)
+    and CUDA's (CUDA_HOME, torch's CUDA_HOME, /usr/local/cuda); skip when either is missing."""
     python = os.environ.get(TORCH_ENV) or sys.executable
-    found = proc.run(
-        [python, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
-        timeout=120,
-        check=False,
-    )
-    include = Path(found.stdout.strip() or "/nonexistent") / "include"
-    if found.returncode != 0 or not (include / "torch/csrc/stable/library.h").is_file():
+    found = proc.run([python, "-c", _FIND], timeout=120, check=False)
+    lines = found.stdout.splitlines() if found.returncode == 0 else []
+    torch_headers = Path(lines[0]) / "include" if lines else Path("/nonexistent")
+    if not (torch_headers / "torch/csrc/stable/library.h").is_file():
         pytest.skip(f"no torch >= 2.10 with headers: set {TORCH_ENV} to a Python that has one")
-    return include
-
-
-def cuda_include() -> Path:
-    nvcc = proc.which("nvcc")
-    if nvcc is None:
-        pytest.skip("needs nvcc")
-    return Path(nvcc).resolve().parent.parent / "include"
+    homes = [os.environ.get("CUDA_HOME"), lines[1] if len(lines) > 1 else None, "/usr/local/cuda"]
+    for home in filter(None, homes):
+        if (Path(home) / "include" / "cuda_runtime.h").is_file():
+            return torch_headers, Path(home) / "include"
+    pytest.skip("no CUDA toolkit: set CUDA_HOME")
 
 
 STABLE_DEFINES = ("-DUSE_CUDA", f"-DTORCH_TARGET_VERSION={target_version()}")
@@ -420,7 +431,7 @@ NVCC_FLAGS = (
 def test_patched_binding_and_a_unit_compile_on_the_stable_abi(
     upstream_repo: Path, tmp_path: Path
 ) -> None:
-    torch_headers, cuda_headers = torch_include(), cuda_include()
+    torch_headers, cuda_headers = torch_and_cuda_includes()
     gxx = proc.which("g++")
     if gxx is None:
         pytest.skip("needs g++")
@@ -434,9 +445,9 @@ def test_patched_binding_and_a_unit_compile_on_the_stable_abi(
          "-c", src / "selective_scan.cpp", "-o", binding],
         timeout=600,
     )  # fmt: skip
-    unit = tmp_path / "unit.o"
+    unit, nvcc = tmp_path / "unit.o", cuda_headers.parent / "bin" / "nvcc"
     proc.run(
-        ["nvcc", *NVCC_FLAGS, *STABLE_DEFINES, "-Xcompiler", "-fPIC", *includes,
+        [nvcc, *NVCC_FLAGS, *STABLE_DEFINES, "-Xcompiler", "-fPIC", *includes,
          "-c", src / "selective_scan_bwd_fp32_real_part1.cu", "-o", unit],
         timeout=1200,
     )  # fmt: skip
