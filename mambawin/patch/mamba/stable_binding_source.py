@@ -17,13 +17,16 @@ FWD_SCHEMA = (
     "fwd(Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor? z, "
     "Tensor? delta_bias, bool delta_softplus) -> Tensor[]"
 )
-# bwd writes into a caller's dz (mamba_inner_fn passes a slice of its dxz buffer): `(a!)` says so,
-# and the op then leaves dz out of its results, so no output aliases an input; dD and ddelta_bias
-# are returned only when D and delta_bias are given. The shim rebuilds upstream's list from this.
+# bwd writes into a caller's dz (mamba_inner_fn passes a slice of its dxz buffer), so dz is
+# `(a!)`. torch.compile functionalizes a mutating op only when it returns plain Tensors (no list,
+# no optional), so bwd returns nine: du, ddelta, dA, dB, dC, dD, ddelta_bias, dz, out_z, where an
+# output the call does not produce (no D, no delta_bias, the caller's own dz, no recompute_out_z)
+# is a 0-element tensor. None aliases an input. The shim rebuilds upstream's list from them.
 BWD_SCHEMA = (
     "bwd(Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor? z, "
     "Tensor? delta_bias, Tensor dout, Tensor? x, Tensor? out, Tensor(a!)? dz, "
-    "bool delta_softplus, bool recompute_out_z) -> Tensor[]"
+    "bool delta_softplus, bool recompute_out_z) -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 MARK = "// mambawin stable-binding:"
 SOURCE = (
@@ -59,6 +62,7 @@ SOURCE = (
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "selective_scan.h"
@@ -354,9 +358,13 @@ std::vector<Tensor> selective_scan_fwd(const Tensor &u, const Tensor &delta, con
     return results;
 }
 
-// Results: du, ddelta, dA, dB, dC, then dD with D, ddelta_bias with delta_bias, dz with z unless
-// the caller passed dz (written in place), out_z with z and recompute_out_z. Every one is new.
-std::vector<Tensor> selective_scan_bwd(const Tensor &u, const Tensor &delta, const Tensor &A,
+using BwdResults =
+    std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
+
+// Results: du, ddelta, dA, dB, dC, dD, ddelta_bias, dz, out_z; every one new. dD, ddelta_bias,
+// dz (when the caller passed dz, which is written in place) and out_z (without recompute_out_z)
+// are 0-element tensors when the call produces none.
+BwdResults selective_scan_bwd(const Tensor &u, const Tensor &delta, const Tensor &A,
                                        const Tensor &B, const Tensor &C, const OptionalTensor &D,
                                        const OptionalTensor &z, const OptionalTensor &delta_bias,
                                        const Tensor &dout, const OptionalTensor &x,
@@ -402,16 +410,17 @@ std::vector<Tensor> selective_scan_bwd(const Tensor &u, const Tensor &delta, con
     params.x_ptr = data_or_null(x);
     // Without z the bwd kernel never reads out: dout stands in, as in upstream's binding.
     fill_out(params, z.has_value() ? *out : dout);
-    std::vector<Tensor> gate_results;
+    const auto none = [&u] { return torch::stable::new_empty(u, {0}); };
+    Tensor dz_result = none(), out_z_result = none();
     if (z.has_value()) {
         if (!dz.has_value()) {
             dz = torch::stable::empty_like(*z);
-            gate_results.push_back(*dz);
+            dz_result = *dz;
         }
         Tensor out_z = recompute_out_z ? torch::stable::empty_like(*out) : dout;
         fill_gate(params, *z, out_z);
         if (recompute_out_z) {
-            gate_results.push_back(out_z);
+            out_z_result = out_z;
         } else {
             params.out_z_ptr = nullptr;  // nothing to recompute: the kernel skips out_z
         }
@@ -455,12 +464,15 @@ std::vector<Tensor> selective_scan_bwd(const Tensor &u, const Tensor &delta, con
         });
     });
 
-    std::vector<Tensor> results{du, ddelta, dA, torch::stable::to(dB, B.scalar_type()),
-                                torch::stable::to(dC, C.scalar_type())};
-    if (dD.has_value()) { results.push_back(*dD); }
-    if (ddelta_bias.has_value()) { results.push_back(*ddelta_bias); }
-    results.insert(results.end(), gate_results.begin(), gate_results.end());
-    return results;
+    return {du,
+            ddelta,
+            dA,
+            torch::stable::to(dB, B.scalar_type()),
+            torch::stable::to(dC, C.scalar_type()),
+            dD.has_value() ? *dD : none(),
+            ddelta_bias.has_value() ? *ddelta_bias : none(),
+            dz_result,
+            out_z_result};
 }
 
 }  // namespace

@@ -81,18 +81,18 @@ def bwd(u, delta, A, B, C, D_, z_, delta_bias_, dout, x_, out_, dz_, delta_softp
 
     [du, ddelta, dA, dB, dC, dD, ddelta_bias] (dD, ddelta_bias: None without D, delta_bias),
     then dz with z_ (the caller's dz_, written in place, when given), then out_z with
-    recompute_out_z (None without z_). The op returns only the tensors it creates.
+    recompute_out_z (None without z_). The op returns nine tensors, 0-element where it has none.
     """
-    grads = iter(torch.ops.{EXTENSION}.bwd(
+    du, ddelta, dA, dB, dC, dD, ddelta_bias, dz, out_z = torch.ops.{EXTENSION}.bwd(
         u, delta, A, B, C, D_, z_, delta_bias_, dout, x_, out_, dz_, delta_softplus,
-        recompute_out_z))
-    result = [next(grads) for _ in range(5)]
-    result.append(next(grads) if D_ is not None else None)
-    result.append(next(grads) if delta_bias_ is not None else None)
+        recompute_out_z)
+    result = [du, ddelta, dA, dB, dC]
+    result.append(dD if D_ is not None else None)
+    result.append(ddelta_bias if delta_bias_ is not None else None)
     if z_ is not None:
-        result.append(dz_ if dz_ is not None else next(grads))
+        result.append(dz_ if dz_ is not None else dz)
     if recompute_out_z:
-        result.append(next(grads) if z_ is not None else None)
+        result.append(out_z if z_ is not None else None)
     return result
 
 
@@ -113,16 +113,17 @@ def _fwd_fake(u, delta, A, B, C, D, z, delta_bias, delta_softplus):
 def _bwd_fake(u, delta, A, B, C, D, z, delta_bias, dout, x, out, dz, delta_softplus,
               recompute_out_z):
     # The binding's allocations: empty_like keeps layouts; a time-variant dB/dC is made
-    # contiguous (float32, then cast to B's/C's dtype).
+    # contiguous (float32, then cast to B's/C's dtype); an output it has none of: 0 elements.
+    def none():
+        return u.new_empty((0,))
+
     outs = [torch.empty_like(u), torch.empty_like(delta), torch.empty_like(A)]
     outs += [t.new_empty(t.shape) if t.dim() >= 3 else torch.empty_like(t) for t in (B, C)]
-    outs += [torch.empty_like(t) for t in (D, delta_bias) if t is not None]
-    if z is not None:
-        if dz is None:
-            outs.append(torch.empty_like(z))
-        if recompute_out_z:
-            outs.append(torch.empty_like(out))
-    return outs
+    outs += [torch.empty_like(t) if t is not None else none() for t in (D, delta_bias)]
+    with_z = z is not None
+    outs.append(torch.empty_like(z) if with_z and dz is None else none())
+    outs.append(torch.empty_like(out) if with_z and recompute_out_z else none())
+    return tuple(outs)
 '''
 
 
