@@ -22,6 +22,9 @@ from mambawin.patch.mamba import (
     mamba3_imports,
     math_defines,
     split_units,
+    stable_binding,
+    stable_kernels,
+    stable_shim,
 )
 from mambawin.patch.setup_py import arch_list, cached_wheels, compiler_flags, nvcc_threads
 
@@ -33,6 +36,11 @@ PATCHES: tuple[Patch, ...] = (
     math_defines.PATCH,  # math-defines
     complex_removal.PATCH,  # complex-removal
     split_units.PATCH,  # split-units (after complex-removal: it splits the units left)
+    # --abi stable only. stable-binding replaces what complex-removal edited; stable-kernels ports
+    # bool-switch's and math-defines' headers and split-units' parts too.
+    stable_binding.PATCH,  # stable-binding
+    stable_kernels.PATCH,  # stable-kernels
+    stable_shim.PATCH,  # stable-shim
     compiler_flags.PATCH,  # compiler-flags
     cuda13_cub.PATCH,  # cuda13-cub
     keep_cuda_build.PATCH,  # keep-cuda-build
