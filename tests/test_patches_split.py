@@ -146,3 +146,32 @@ def test_the_split_units_link_and_launch_exactly_like_the_whole_unit(tmp_path: P
     after = gxx_link(split, ["selective_scan_fwd_fp32", *parts], tmp_path / "split.exe")
     assert after == before
     assert {line.split()[1:3][0] for line in before.splitlines()} == {"32", "64"}
+
+
+def test_launch_configs_follow_rocm_branches_wherever_a_tag_puts_them() -> None:
+    """v2.1.0 picks the warp size in `#ifndef USE_ROCM … #else … #endif` before the launches and
+    keeps ROCm's configs in an `#ifdef USE_ROCM` else-branch: only CUDA's five are split out."""
+    header = """void selective_scan_fwd_cuda(SSMParamsBase &params, cudaStream_t stream) {
+    #ifndef USE_ROCM
+        constexpr int warp_size = 32;
+    #else
+        constexpr int warp_size = rocprim::warp_size();
+    #endif
+    if (warp_size == 32) {
+        if (params.seqlen <= 128) {
+            selective_scan_fwd_launch<32, 4, input_t, weight_t>(params, stream);
+        } else {
+            selective_scan_fwd_launch<128, 16, input_t, weight_t>(params, stream);
+        }
+    }
+    #ifdef USE_ROCM
+    else {
+        selective_scan_fwd_launch<64, 4, input_t, weight_t>(params, stream);
+    }
+    #endif
+}
+"""
+    configs = split_units.launch_configs(
+        header, "selective_scan_fwd_cuda", "selective_scan_fwd_launch"
+    )
+    assert configs == [("32", "4"), ("128", "16")]

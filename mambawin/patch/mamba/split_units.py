@@ -77,9 +77,34 @@ def launch_configs(header: str, dispatcher: str, launcher: str) -> list[tuple[st
     )
     if body is None:
         return []
-    cuda = body["body"].split("#else")[0]  # `#ifndef USE_ROCM` … `#else` (ROCm) … `#endif`
+    cuda = cuda_lines(body["body"])
     found = re.findall(rf"{launcher}<\s*(\d+)\s*,\s*(\d+)\s*,\s*input_t\s*,\s*weight_t\s*>", cuda)
     return list(dict.fromkeys(found))
+
+
+def cuda_lines(text: str) -> str:
+    """text as a CUDA build sees it: the lines of `#ifdef USE_ROCM` / `#ifndef USE_ROCM … #else`
+    branches dropped. Tags differ in where the ROCm branches sit (v2.1.0 picks the warp size in a
+    `#ifndef USE_ROCM … #else … #endif` before the launches; later tags wrap the launches), so
+    the branches are followed, not split at the first `#else`. Other conditionals stay."""
+    kept: list[str] = []
+    stack: list[tuple[bool, bool]] = []  # (is a USE_ROCM conditional, this branch is CUDA's)
+    for line in text.split("\n"):
+        directive = line.strip()
+        if directive.startswith("#if"):
+            rocm = directive.split()[-1] == "USE_ROCM" and directive.split()[0] in {
+                "#ifdef",
+                "#ifndef",
+            }
+            stack.append((rocm, not rocm or directive.startswith("#ifndef")))
+        elif directive.startswith("#else") and stack:
+            rocm, active = stack[-1]
+            stack[-1] = (rocm, active if not rocm else not active)
+        elif directive.startswith("#endif") and stack:
+            stack.pop()
+        elif all(active for _, active in stack):
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def groups(configs: list[tuple[str, str]], parts: int) -> list[list[tuple[str, str]]]:
