@@ -165,13 +165,13 @@ def test_fewer_parts_on_a_repatch_remove_the_extra_ones(tmp_path: Path) -> None:
             "\ntemplate void causal_conv1d_bwd_launch<128, 4, float, float>"
             "(ConvParamsBwd &params, cudaStream_t stream);"
             "\ntemplate void causal_conv1d_bwd_cuda<float, float>",
-            "no explicit instantiation besides",
+            "only the dispatchers' instantiations (found: template void causal_conv1d_bwd_launch",
         ),
         (
             FWD,
             "\ntemplate void causal_conv1d_fwd_cuda<float, float>",
             "\nvoid helper() {}\ntemplate void causal_conv1d_fwd_cuda<float, float>",
-            "a template before: void helper",
+            "every definition inside a template (found: void helper() {})",
         ),
     ],
 )

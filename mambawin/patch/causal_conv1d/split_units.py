@@ -56,7 +56,7 @@ _INSTANCE = re.compile(
     re.MULTILINE,
 )
 # Any other explicit instantiation (or extern declaration) would be compiled in every part.
-_OTHER_INSTANCE = re.compile(r"^[ \t]*(?:extern[ \t]+)?template[ \t]+(?!<)\S", re.MULTILINE)
+_OTHER_INSTANCE = re.compile(r"^[ \t]*(?:extern[ \t]+)?template[ \t]+(?!<)\S[^\n]*", re.MULTILINE)
 # Column-0 lines that may stand outside a template: nothing they define is emitted twice.
 _HARMLESS = ("template", "#", "//", "/*", "}", "static ", "inline ", "constexpr ", "using ")
 
@@ -144,12 +144,12 @@ def _check_nothing_else_is_emitted(ctx: PatchContext, path: str, rest: str) -> N
     instantiation, or a definition at column 0 outside a template): a kernel in two objects."""
     other = _OTHER_INSTANCE.search(rest)
     if other is not None:
-        raise ctx.drift(path, f"no explicit instantiation besides the dispatchers': {other[0]}")
+        raise ctx.drift(path, f"only the dispatchers' instantiations (found: {other[0].strip()})")
     previous = ""
     for line in rest.splitlines():
         defines = re.match(r"[A-Za-z_]", line) and not line.startswith(_HARMLESS)
         if defines and not previous.startswith(("template", "__global__")):
-            raise ctx.drift(path, f"a template before: {line}")
+            raise ctx.drift(path, f"every definition inside a template (found: {line})")
         if line.strip():
             previous = line
 
