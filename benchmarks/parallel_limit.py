@@ -2,8 +2,11 @@
 
     python benchmarks/parallel_limit.py --repo MAMBA_REPO --ref v2.3.2.post1 --other v2.2.6 \
         --arch 90 --jobs 16 --work DIR
+    python benchmarks/parallel_limit.py --package causal-conv1d --repo CONV_REPO \
+        --ref v1.6.1.post4 --other v1.5.4 --arch 90 --jobs 16 --work DIR --split-only
 
-Four `mambawin build --no-cache` runs, each timed, with the ninja log of every compile read back:
+Four `mambawin build --no-cache` runs of one package (`--package`, default mamba-ssm; both have
+a `split-units` patch), each timed, with the ninja log of every compile read back:
 1. `--ref REF --skip-patch split-units` in a fresh cache: today's units;
 2. `--ref REF` in another fresh cache: the units split;
 3. `--ref OTHER` in that cache: another key takes the slot (REF's objects are kept);
@@ -25,6 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+DEFAULT_REFS = {  # package: (--ref, --other)
+    "mamba-ssm": ("v2.3.2.post1", "v2.2.6"),
+    "causal-conv1d": ("v1.6.1.post4", "v1.5.4"),
+}
+
 
 def ninja_units(build_dir: Path) -> list[tuple[str, float]]:
     """(object, seconds) of the last run of every compile in the build folder's .ninja_log."""
@@ -41,7 +49,8 @@ def ninja_units(build_dir: Path) -> list[tuple[str, float]]:
 def build(
     repo: str, ref: str, args: argparse.Namespace, cache: Path, *extra: str
 ) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "mambawin", "build", "--repo", repo, "--ref", ref]
+    argv = [sys.executable, "-m", "mambawin", "build", "--package", args.package]
+    argv += ["--repo", repo, "--ref", ref]
     argv += ["--arch", args.arch, "--jobs", str(args.jobs), "--no-cache", "--json"]
     argv += ["--out", str(args.work / "wheels" / cache.name), *extra]
     env = {**os.environ, "MAMBAWIN_CACHE_DIR": str(cache)}
@@ -74,9 +83,10 @@ def build(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--package", choices=sorted(DEFAULT_REFS), default="mamba-ssm")
     parser.add_argument("--repo", required=True)
-    parser.add_argument("--ref", default="v2.3.2.post1")
-    parser.add_argument("--other", default="v2.2.6")
+    parser.add_argument("--ref", help="default: the package's newest release (DEFAULT_REFS)")
+    parser.add_argument("--other", help="default: an older release of the package")
     parser.add_argument("--arch", default="90")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--work", type=Path, default=Path("parallel-limit-work"))
@@ -84,6 +94,8 @@ def main() -> None:
         "--split-only", action="store_true", help="builds 1 and 2 only (the split's ratio)"
     )
     args = parser.parse_args()
+    args.ref = args.ref or DEFAULT_REFS[args.package][0]
+    args.other = args.other or DEFAULT_REFS[args.package][1]
     args.work = args.work.resolve()
     repo = str(Path(args.repo).resolve()) if Path(args.repo).exists() else args.repo
     unsplit = build(
@@ -100,6 +112,7 @@ def main() -> None:
     again = build(repo, args.ref, args, args.work / "cache-split")
     report = {
         "cpus": os.cpu_count(),
+        "package": args.package,
         "arch": args.arch,
         "jobs": args.jobs,
         "builds": {"unsplit": unsplit, "split": split, "other": other, "again": again},

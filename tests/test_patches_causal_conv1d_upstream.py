@@ -1,6 +1,7 @@
 """causal-conv1d's patch set against every real tag and main (needs MAMBAWIN_TEST_CAUSAL_CONV1D).
 
-Every tag patches cleanly and idempotently; from v1.4.0 (what mamba-ssm 2.x needs) every tag and
+Every tag patches cleanly and idempotently, with its fwd and bwd units split (split-units);
+from v1.4.0 (what mamba-ssm 2.x needs) every tag and
 main also configures (setup.py run with setup() intercepted, so torch must be importable) to
 exactly the requested archs, with NVCC_THREADS honoured. Run:
     MAMBAWIN_TEST_CAUSAL_CONV1D=<causal-conv1d git repo> <python with torch> -m pytest -m upstream
@@ -28,7 +29,7 @@ from mambawin.patch.record import RECORD
 pytestmark = pytest.mark.upstream
 runner = CliRunner()
 ENV = "MAMBAWIN_TEST_CAUSAL_CONV1D"
-ARCHS = "86;89"
+ARCHS = "86;89"  # two archs: split-units makes fwd 3 translation units and bwd 9
 EXPECTED_GENCODE = ("arch=compute_86,code=sm_86", "arch=compute_89,code=sm_89")
 CONFIGURED_FROM = Version("1.4.0")
 _NESTED = re.compile(r"^[ \t]+#(ifndef|ifdef|if|else|endif)\b", re.MULTILINE)
@@ -94,6 +95,47 @@ def test_every_ref_patches_idempotently(work: git.Repo, ref: str) -> None:
     bwd = (root / "csrc/causal_conv1d_bwd.cu").read_text()
     assert "if (chunk * kChunkSize + i < params.seqlen)" not in bwd  # silu-bwd-tail, every tag
     assert bwd.count("// mambawin silu-bwd-tail") == 1
+    assert_split(work, root, ref)
+
+
+def assert_split(work: git.Repo, root: Path, ref: str) -> None:
+    """split-units for two archs: fwd in 3 translation units, bwd in 9, each listed by setup.py
+    after its unit; every one of upstream's 18 instantiations per unit in exactly one of them,
+    and every part the patched unit's text (all earlier patches in it) with other lines kept."""
+    listed = re.findall(r'^\s*"csrc/(\w+)\.cu",', (root / "setup.py").read_text(), re.M)
+    stock = at_ref_text(work, ref)
+    for unit, count in (("causal_conv1d_fwd", 3), ("causal_conv1d_bwd", 9)):
+        names = [unit, *(f"{unit}_part{k}" for k in range(1, count))]
+        start = listed.index(unit)
+        assert listed[start : start + count] == names, ref
+        found = [_INSTANCE.findall((root / "csrc" / f"{n}.cu").read_text()) for n in names]
+        assert sorted(x for lines in found for x in lines) == sorted(
+            _INSTANCE.findall(stock[unit])
+        ), (ref, unit)
+        assert [len(lines) for lines in found] == [18 // count] * count, (ref, unit)
+        code = {_code_only(root / "csrc" / f"{n}.cu") for n in names}
+        assert len(code) == 1, (ref, unit)
+        for name in names:
+            assert not _NESTED.search((root / "csrc" / f"{name}.cu").read_text()), name
+
+
+_INSTANCE = re.compile(r"^template void causal_conv1d\w*_cuda<[^>]+>", re.MULTILINE)
+
+
+def _code_only(path: Path) -> str:
+    lines = path.read_text().splitlines()
+    return "\n".join(
+        ln for ln in lines if not ln.startswith(("template void", "// mambawin split"))
+    )
+
+
+def at_ref_text(work: git.Repo, ref: str) -> dict[str, str]:
+    """Upstream's fwd and bwd units at ref (the work tree itself is patched)."""
+    rev = ref if ref != "main" else "origin/main"
+    return {
+        unit: work.git.show(f"{rev}:csrc/{unit}.cu") + "\n"
+        for unit in ("causal_conv1d_fwd", "causal_conv1d_bwd")
+    }
 
 
 @pytest.mark.parametrize("ref", [r for r in _refs() if configured(r)])
@@ -113,6 +155,7 @@ def test_every_ref_from_v1_4_configures_to_exactly_the_archs(
     assert config.nvcc_flags[config.nvcc_flags.index("--threads") + 1] == "3"
     assert not [f for f in config.nvcc_flags if f.startswith("-gencode=")]
     assert any(f.startswith("-std=c++") for f in config.cxx_flags)
+    assert sum("_part" in source for source in config.sources) == 2 + 8  # split-units
 
 
 @pytest.mark.parametrize("ref", ["v1.0.0", "v1.4.0", "main"])

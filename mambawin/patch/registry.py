@@ -55,6 +55,7 @@ CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (
     conv.alt_tokens.PATCH,  # alt-tokens
     conv.rocm_directives.PATCH,  # rocm-directives
     conv.silu_bwd_tail.PATCH,  # silu-bwd-tail
+    conv.split_units.PATCH,  # split-units (after every patch of the .cu files: parts copy them)
     conv.compiler_flags.PATCH,  # compiler-flags
 )
 

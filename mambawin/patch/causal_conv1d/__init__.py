@@ -3,7 +3,8 @@
 setup.py has the same shape as mamba's in every tag (arch block before `# HACK:`, `--threads 4`,
 CachedWheelsCommand, a module-level `setup(`), so those four patches reuse mamba's transforms with
 causal-conv1d's own versions and reasons. The kernels need what upstream PR #93 fixed in v1.6.1,
-and every tag's SiLU backward needs a bounds fix (silu-bwd-tail).
+and every tag's SiLU backward needs a bounds fix (silu-bwd-tail); split-units splits the two
+largest units so that they compile in parallel.
 """
 
 from mambawin.patch.causal_conv1d import (
@@ -15,6 +16,7 @@ from mambawin.patch.causal_conv1d import (
     nvcc_threads,
     rocm_directives,
     silu_bwd_tail,
+    split_units,
 )
 
 __all__ = [
@@ -26,4 +28,5 @@ __all__ = [
     "nvcc_threads",
     "rocm_directives",
     "silu_bwd_tail",
+    "split_units",
 ]
