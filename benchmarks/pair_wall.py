@@ -37,6 +37,7 @@ def package_entry(result: dict[str, Any]) -> dict[str, Any]:
     total = sum(seconds for _, seconds in units)
     return {
         "package": result.get("package"),
+        "build_dir": result["build_dir"],
         "steps_s": {k: round(float(v), 2) for k, v in result["steps"].items()},
         "units_compiled": result["units_compiled"],
         "sum_unit_s": round(total, 1),
