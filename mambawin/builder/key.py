@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from mambawin.abi import DEFAULT_ABI
+
 # Build products and VCS data inside a source tree: never part of what gets compiled.
 _IGNORED_DIRS = frozenset({".git", "build", "dist", "__pycache__", ".mambawin"})
 
@@ -35,11 +37,20 @@ class KeyInputs:
     platform: str
     keep_complex: bool
     package: str = "mamba-ssm"  # two packages never share objects, even from one commit
+    abi: str = DEFAULT_ABI  # a stable build compiles other flags (the patched tree differs too)
+
+
+def _payload(inputs: KeyInputs) -> dict[str, object]:
+    """What the key hashes: a torch-ABI build's fields as before abi existed, so its keys stay."""
+    data = asdict(inputs)
+    if inputs.abi == DEFAULT_ABI:
+        del data["abi"]
+    return data
 
 
 def build_key(inputs: KeyInputs) -> str:
     """A short, stable hex key for inputs (16 hex digits of a sha256)."""
-    payload = json.dumps(asdict(inputs), sort_keys=True).encode("utf-8")
+    payload = json.dumps(_payload(inputs), sort_keys=True).encode("utf-8")
     return hashlib.sha256(payload).hexdigest()[:16]
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
+from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
 from mambawin.errors import UsageError
 from mambawin.packages import MAMBA, Package
-from mambawin.patch.registry import check_ids, patch_ids
+from mambawin.patch.registry import check_ids, check_stable, patch_ids
 from mambawin.wheel.provenance import normalize_local_label
 
 
@@ -31,6 +34,7 @@ class BuildOptions:
     keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
     package: Package = MAMBA
     skip_patches: tuple[str, ...] = ()  # patch ids left out (--skip-patch), recorded as left out
+    abi: Abi = DEFAULT_ABI  # "stable": torch's stable ABI, one wheel for every torch >= the floor
 
     @property
     def upstream_repo(self) -> str:
@@ -54,7 +58,22 @@ def check_options(options: BuildOptions) -> str | None:
         raise UsageError(msg)
     known = patch_ids(options.package)
     check_ids(options.skip_patches, known, flag="--skip-patch", owner=options.package.name)
+    if options.abi == "stable":
+        _check_stable_ref(options)
     return check_local_version(options.local_version)
+
+
+def _check_stable_ref(options: BuildOptions) -> None:
+    """--abi stable for a package or release tag its port cannot take: refused before fetching.
+
+    A branch or commit is only known after the fetch; the patch engine checks its version then.
+    """
+    ref = (options.ref or "").strip().removeprefix("v")
+    try:
+        version = Version(ref) if ref else None
+    except InvalidVersion:
+        version = None
+    check_stable(options.package, version)
 
 
 def check_local_version(choice: str) -> str | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mambawin import __version__
+from mambawin.abi import STABLE_FLOOR
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
 from mambawin.builder import finals
@@ -56,6 +57,7 @@ from mambawin.wheel.provenance import (
     iso_date,
     local_version_label,
     source_date_epoch,
+    stable_label,
 )
 from mambawin.wheel.repack import rewrite_wheel
 
@@ -130,7 +132,7 @@ def plan(
         key=prepared.key,
         build_dir=prepared.workspace.root,
         reuses_objects=holds(prepared.workspace, prepared.key),
-        local_version=_label(label_choice, prepared),
+        local_version=_label(label_choice, prepared, options),
         package=prepared.package.name,
     )
 
@@ -260,7 +262,7 @@ def _patch(root: Path, archs: tuple[Arch, ...], options: BuildOptions) -> PatchR
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
     return apply_patches(
         root,
-        PatchOptions(archs=archs, keep_complex=options.keep_complex),
+        PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi),
         skip=options.skip_patches,
         package=options.package,
     )
@@ -286,6 +288,7 @@ def _key_inputs(
         platform=sysconfig.get_platform(),
         keep_complex=options.keep_complex,
         package=options.package.name,
+        abi=options.abi,
     )
 
 
@@ -356,10 +359,12 @@ def _rewrite(
         torch_version=tools.torch,
         cuda_version=tools.cuda,
         compiler=tools.compiler,
+        abi=options.abi,
+        torch_floor=str(STABLE_FLOOR) if options.abi == "stable" else "",
         mambawin_version=__version__,
         build_date=iso_date(prepared.epoch) if prepared.epoch is not None else "",
     )
-    label = _label(label_choice, prepared)
+    label = _label(label_choice, prepared, options)
     digest = finals.rewrite_digest(
         {
             "wheel": sha256_of(wheel),
@@ -379,6 +384,7 @@ def _rewrite(
         local_version=label,
         provenance=provenance,
         date_epoch=prepared.epoch,
+        abi=options.abi,
     )
     finals.remember(prepared.workspace.dist, digest, fixed)
     return fixed
@@ -423,8 +429,12 @@ def run_doctor(archs: tuple[Arch, ...]) -> DoctorReport:
     return run_checks(archs, builds_root())
 
 
-def _label(choice: str | None, prepared: Prepared) -> str | None:
+def _label(choice: str | None, prepared: Prepared, options: BuildOptions) -> str | None:
     if choice != "auto":
         return choice
     tools = prepared.toolchain
-    return local_version_label(tools.cuda, tools.torch) if tools.cuda and tools.torch else None
+    if not (tools.cuda and tools.torch):
+        return None
+    if options.abi == "stable":
+        return stable_label(tools.cuda, str(STABLE_FLOOR))
+    return local_version_label(tools.cuda, tools.torch)

@@ -95,6 +95,14 @@ def build_command(
     local_version: Annotated[
         str, typer.Option("--local-version", help="auto (e.g. +cu130torch2.10), none, or a label.")
     ] = "auto",
+    abi: Annotated[
+        str,
+        typer.Option(
+            "--abi",
+            help="torch (one torch minor and CPython), or stable: torch's stable ABI, one "
+            "py3-none wheel for every torch >= 2.10 (causal-conv1d >= 1.5.0).",
+        ),
+    ] = "torch",
     plan_only: Annotated[
         bool, typer.Option("--plan", help="Show what would be built; compile nothing.")
     ] = False,
@@ -132,6 +140,7 @@ def build_command(
     ] = None,
 ) -> None:
     """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
+    from mambawin.abi import parse_abi
     from mambawin.archs import parse_archs
     from mambawin.builder import pair
     from mambawin.builder import pipeline as core
@@ -170,6 +179,7 @@ def build_command(
         package=get_package(package),
         cache=cache,
         skip_patches=split_values(skip_patch),
+        abi=parse_abi(abi),
     )
     reporter = ConsoleReporter()
     # The doctor a caller passes in (`invoke(app, args, obj={"doctor": ...})`), else the probes.

@@ -36,6 +36,9 @@ def patch_command(
     keep_complex: Annotated[
         bool, typer.Option("--keep-complex", help="Keep the complex-weight kernels.")
     ] = False,
+    abi: Annotated[
+        str, typer.Option("--abi", help="torch, or stable: port to torch's stable ABI.")
+    ] = "torch",
     only: Annotated[
         list[str] | None, typer.Option("--only", help="Apply only this patch id (repeatable).")
     ] = None,
@@ -55,6 +58,7 @@ def patch_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Apply the versioned Windows patch set to SOURCE: all patches or none."""
+    from mambawin.abi import parse_abi
     from mambawin.archs import parse_archs
     from mambawin.packages import get_package
     from mambawin.patch.base import PatchOptions
@@ -62,7 +66,7 @@ def patch_command(
     from mambawin.patch.export import check_export_dest, export_patches
 
     archs = parse_archs(arch) if arch is not None else ()
-    options = PatchOptions(archs, nvcc_threads, keep_complex)
+    options = PatchOptions(archs, nvcc_threads, keep_complex, parse_abi(abi))
     if export is not None:
         check_export_dest(export)  # before anything is patched
     report = apply_patches(

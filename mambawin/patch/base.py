@@ -181,6 +181,11 @@ class Patch:
         return self.versions.contains(version, prereleases=True)
 
 
+def stable_only(options: PatchOptions) -> str | None:
+    """skip_reason of the patches that port a package to torch's stable ABI: only --abi stable."""
+    return None if options.abi == "stable" else "only with --abi stable"
+
+
 def find_line(text: str, pattern: str | re.Pattern[str]) -> re.Match[str] | None:
     """First line matching pattern (a regex matched per line, MULTILINE)."""
     regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, re.MULTILINE)

@@ -20,6 +20,7 @@ from typing import Any
 from packaging.version import Version
 
 from mambawin import atomic
+from mambawin.abi import Abi
 from mambawin.archs import parse_archs
 from mambawin.errors import MambawinError, PatchError, UsageError
 from mambawin.fetch.upstream import Checkout, committed_files, describe
@@ -62,6 +63,8 @@ def apply_patches(
     package = resolve_package(root, package)
     check_ids(only, skip, package)
     upstream = describe(root, package)
+    if options.abi == "stable":
+        registry.check_stable(package, Version(upstream.version))
     lock = nullcontext() if dry_run else hold(root / LOCK, f"source tree {root}", PatchError)
     with lock:
         report, changes = _plan(root, upstream, options, only, skip, dry_run, package)
@@ -161,8 +164,12 @@ _NO_RESTORE = (
 
 
 def _undoes_a_patch(options: PatchOptions, record: Mapping[str, Any]) -> bool:
-    """Whether options turn off a patch the tree holds that cannot be taken back in place."""
-    return options.keep_complex and "complex-removal" in record.get("patches", ())
+    """Whether options turn off a patch the tree holds that cannot be taken back in place
+    (complex-removal deletes kernels; the stable patches replace whole files)."""
+    held = record.get("patches", ())
+    if options.abi != "stable" and any(str(p).startswith("stable-") for p in held):
+        return True
+    return options.keep_complex and "complex-removal" in held
 
 
 def pristine_sources(
@@ -207,7 +214,8 @@ def recorded_options(record: Mapping[str, Any]) -> PatchOptions:
     """The PatchOptions a record names."""
     saved = record.get("options", {})
     archs = parse_archs(saved["archs"]) if saved.get("archs") else ()
-    return PatchOptions(archs, saved.get("nvcc_threads"), bool(saved.get("keep_complex")))
+    abi: Abi = "stable" if saved.get("abi") == "stable" else "torch"
+    return PatchOptions(archs, saved.get("nvcc_threads"), bool(saved.get("keep_complex")), abi)
 
 
 def check_ids(only: Iterable[str], skip: Iterable[str], package: Package) -> None:

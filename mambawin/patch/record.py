@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mambawin import __version__
+from mambawin.abi import DEFAULT_ABI
 from mambawin.archs import format_archs
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA, Package
@@ -108,6 +109,8 @@ def _record_options(
     }
     for patch_id in kept & set(_OPTION_OF):
         chosen[_OPTION_OF[patch_id]] = saved.get(_OPTION_OF[patch_id])
+    if options.abi != DEFAULT_ABI:  # only then: a torch-ABI record keeps its bytes
+        chosen["abi"] = options.abi
     return chosen
 
 

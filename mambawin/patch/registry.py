@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, Package
 from mambawin.patch import causal_conv1d as conv
@@ -55,14 +58,39 @@ CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (
     conv.alt_tokens.PATCH,  # alt-tokens
     conv.rocm_directives.PATCH,  # rocm-directives
     conv.silu_bwd_tail.PATCH,  # silu-bwd-tail
+    # --abi stable only (stable_only): after rocm-directives, which anchors on C10_CUDA_CHECK
+    conv.stable_kernels.PATCH,  # stable-kernels
+    conv.stable_shim.PATCH,  # stable-shim (reads upstream's binding, so before stable-binding)
+    conv.stable_binding.PATCH,  # stable-binding
     conv.split_units.PATCH,  # split-units (after every patch of the .cu files: parts copy them)
     conv.compiler_flags.PATCH,  # compiler-flags
+    conv.stable_setup.PATCH,  # stable-setup (its block goes after compiler-flags')
 )
+
+# The upstream versions each package's --abi stable port supports (its stable_only patches
+# anchor on every one); a package without an entry has no stable port yet.
+STABLE_VERSIONS: dict[str, SpecifierSet] = {
+    CAUSAL_CONV1D.name: SpecifierSet(">=1.5.0"),
+}
 
 PATCH_SETS: dict[str, tuple[Patch, ...]] = {
     MAMBA.name: PATCHES,
     CAUSAL_CONV1D.name: CAUSAL_CONV1D_PATCHES,
 }
+
+
+def check_stable(package: Package, version: Version | None) -> None:
+    """UsageError unless package (at version, when known) has an --abi stable port."""
+    versions = STABLE_VERSIONS.get(package.name)
+    if versions is None:
+        msg = f"--abi stable: {package.name} has no stable-ABI port yet: build it with --abi torch"
+        raise UsageError(msg)
+    if version is not None and not versions.contains(version, prereleases=True):
+        msg = (
+            f"--abi stable: {package.name} {version} is outside the versions its stable-ABI port "
+            f"supports ({versions}): pick a --ref in that range, or build it with --abi torch"
+        )
+        raise UsageError(msg)
 
 
 def patches_for(package: Package) -> tuple[Patch, ...]:

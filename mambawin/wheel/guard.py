@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 
@@ -25,13 +26,24 @@ GUARD_BEGIN = "# >>> mambawin torch guard"
 GUARD_END = "# <<< mambawin torch guard"
 
 
-def guard_versions(record: Mapping[str, object]) -> tuple[str, str] | None:
-    """(torch 'major.minor', CUDA 'major') the wheel was built for; None when unrecorded."""
-    torch, cuda = record.get("torch_version"), record.get("cuda_version")
+@dataclass(frozen=True)
+class Built:
+    """What the guard compares the installed torch with."""
+
+    torch: str  # 'major.minor': the torch built against, or a stable build's floor
+    cuda: str  # CUDA major
+    at_least: bool = False  # a stable-ABI build: any torch >= torch loads it
+
+
+def guard_versions(record: Mapping[str, object]) -> Built | None:
+    """The torch and CUDA the wheel was built for; None when unrecorded."""
+    stable = record.get("abi") == "stable" and bool(record.get("torch_floor"))
+    torch = record.get("torch_floor") if stable else record.get("torch_version")
+    cuda = record.get("cuda_version")
     if not torch or not cuda:
         return None
     torch_release, cuda_release = major_minor(str(torch), "torch"), major_minor(str(cuda), "CUDA")
-    return f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0])
+    return Built(f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0]), stable)
 
 
 def guard_target(info: WheelInfo, *, needed: bool) -> str | None:
@@ -48,7 +60,7 @@ def guard_target(info: WheelInfo, *, needed: bool) -> str | None:
     return None
 
 
-def set_guard(source: bytes, versions: tuple[str, str] | None, project: str) -> bytes:
+def set_guard(source: bytes, versions: Built | None, project: str) -> bytes:
     """`__init__.py` with any old guard removed and, when versions are given, a new one added."""
     if versions is None and GUARD_BEGIN.encode() not in source:
         return source
@@ -61,7 +73,7 @@ def set_guard(source: bytes, versions: tuple[str, str] | None, project: str) -> 
     if versions is None:
         return "".join(lines).encode("utf-8")
     at = _guard_line(lines)
-    block = _guard_block(*versions, project)
+    block = _guard_block(versions, project)
     if at and not lines[at - 1].endswith("\n"):
         lines[at - 1] += "\n"
     return "".join([*lines[:at], block, *lines[at:]]).encode("utf-8")
@@ -98,12 +110,23 @@ def _guard_line(lines: list[str]) -> int:
     return at
 
 
-def _guard_block(torch: str, cuda: str, project: str) -> str:
+def _guard_block(built: Built, project: str) -> str:
     """Self-contained lines that name both builds when torch does not match (no DLL riddles)."""
     # A wheel built against another torch minor fails with "DLL load failed while importing
     # selective_scan_cuda: The specified procedure could not be found" on Windows and
     # "undefined symbol" on Linux; a CUDA major mismatch fails to load cudart. Say it plainly.
+    # A stable-ABI build loads in every torch from its floor on: only older ones are refused.
+    if built.at_least:
+        fits = "_mambawin_release(found_torch) >= _mambawin_release(built_torch)"
+        wanted = '"torch >= " + built_torch'
+    else:
+        fits = "found_torch == built_torch"
+        wanted = '"torch " + built_torch'
     return f'''{GUARD_BEGIN} (added by mambawin {__version__}; set {SKIP_GUARD_ENV}=1 to skip)
+
+
+def _mambawin_release(text):
+    return tuple(int(part) if part.isdigit() else 0 for part in text.split("."))
 
 
 def _mambawin_torch_guard():
@@ -111,14 +134,14 @@ def _mambawin_torch_guard():
     if os.environ.get("{SKIP_GUARD_ENV}"):
         return
     import torch
-    built_torch, built_cuda = "{torch}", "{cuda}"
+    built_torch, built_cuda = "{built.torch}", "{built.cuda}"
     found_torch = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     found_cuda = (torch.version.cuda or "none").split(".")[0]
-    if (found_torch, found_cuda) != (built_torch, built_cuda):
+    if not ({fits} and found_cuda == built_cuda):
         raise ImportError(
-            "{project} was built for torch " + built_torch + " with CUDA " + built_cuda
+            "{project} was built for " + {wanted} + " with CUDA " + built_cuda
             + ".x, but torch " + torch.__version__ + " with CUDA "
-            + str(torch.version.cuda) + " is installed: install torch " + built_torch
+            + str(torch.version.cuda) + " is installed: install " + {wanted}
             + " for CUDA " + built_cuda + ".x, or rebuild it with"
             + " `mambawin build --package {canonicalize_name(project)}`"
             + " (set {SKIP_GUARD_ENV}=1 to import anyway)"
@@ -126,6 +149,6 @@ def _mambawin_torch_guard():
 
 
 _mambawin_torch_guard()
-del _mambawin_torch_guard
+del _mambawin_torch_guard, _mambawin_release
 {GUARD_END}
 '''

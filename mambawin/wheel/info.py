@@ -16,7 +16,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import compat32
@@ -59,6 +59,10 @@ class WheelFileName:
             for a in self.abi.split(".")
             for s in self.platform.split(".")
         )
+
+    def with_tags(self, python: str, abi: str) -> WheelFileName:
+        """The same name with other python and abi tags (the platform stays)."""
+        return replace(self, python=python, abi=abi)
 
     def with_version(self, version: str) -> str:
         """The same file name with another version (a `-` in it would split the name, so `_`)."""

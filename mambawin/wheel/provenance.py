@@ -128,6 +128,17 @@ def local_version_label(cuda_version: str, torch_version: str, extra: str = "") 
     return normalize_local_label(f"cu{cuda[0]}{cuda[1]}torch{torch[0]}.{torch[1]}{extra}")
 
 
+def stable_label(cuda_version: str, floor: str) -> str:
+    """The label of a stable-ABI wheel: ('13.0', '2.10') → 'cu130.stable.torch2.10'.
+
+    "stable" says the binary is torch's stable ABI; torch2.10 is the oldest torch it loads in
+    (every newer one does too), unlike a torch-ABI label's cu130torch2.10, which is the only one.
+    """
+    cuda = major_minor(cuda_version, "CUDA")
+    torch = major_minor(floor, "torch")
+    return normalize_local_label(f"cu{cuda[0]}{cuda[1]}.stable.torch{torch[0]}.{torch[1]}")
+
+
 def read_provenance(wheel: Path) -> dict[str, object] | None:
     """The provenance recorded in a wheel by `rewrite_wheel`, None when it has none."""
     with open_wheel(Path(wheel)) as (archive, info):

@@ -20,15 +20,16 @@ from pathlib import Path
 from packaging.version import Version
 from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
+from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_PYTHON_TAG, Abi, torch_requirement
 from mambawin.atomic import staging_dir
 from mambawin.errors import UsageError, WheelError
-from mambawin.wheel.guard import guard_target, guard_versions, set_guard
+from mambawin.wheel.guard import Built, guard_target, guard_versions, set_guard
 from mambawin.wheel.info import (
     WheelInfo,
     open_wheel,
     read_member,
 )
-from mambawin.wheel.metadata import edit_metadata, requirement_plan_in
+from mambawin.wheel.metadata import edit_metadata, requirement_plan_in, requirements_in
 from mambawin.wheel.provenance import (
     NO_LABEL,
     PROVENANCE_NAME,
@@ -37,7 +38,13 @@ from mambawin.wheel.provenance import (
     provenance_in,
     source_date_epoch,
 )
-from mambawin.wheel.requirements import Plan
+from mambawin.wheel.requirements import Plan, with_minimum
+
+# Why a stable wheel requires torch >= the floor (recorded in the provenance's requirements).
+STABLE_TORCH_REASON = (
+    "a torch stable-ABI binary loads in every torch from its TORCH_TARGET_VERSION on, and in no "
+    "older one"
+)
 
 _SIGNATURES = ("RECORD", "RECORD.jws", "RECORD.p7s")
 
@@ -53,6 +60,7 @@ class _Plan:
     version: str | None  # new METADATA Version, None to keep it
     dist_info: str
     target: Path
+    tags: tuple[str, str] | None = None  # new (python, abi) tags, None to keep them
 
     def rename(self, member: str) -> str:
         top, sep, rest = member.partition("/")
@@ -74,8 +82,12 @@ def rewrite_wheel(
     provenance: Provenance | Mapping[str, object] | None = None,
     guard: bool = True,
     date_epoch: int | None = None,
+    abi: Abi = DEFAULT_ABI,
 ) -> Path:
     """Write a fixed copy of `wheel` into `out_dir` and return its path (see module docstring).
+
+    abi="stable" (a torch stable-ABI build): the wheel is tagged py3-none-<platform> in its name
+    and WHEEL file, and requires torch >= the floor; "torch" keeps the tags setup.py gave.
 
     Every member, RECORD included, is dated SOURCE_DATE_EPOCH, else date_epoch (a build passes
     the upstream commit's time), else keeps its old date: the same input then gives the same bytes.
@@ -85,8 +97,12 @@ def rewrite_wheel(
     _check_out_dir(Path(out_dir))
     label = _label_of(local_version)
     with open_wheel(Path(wheel)) as (archive, info):
-        plan = _plan(info, label, Path(out_dir))
+        plan = _plan(info, label, Path(out_dir), abi)
         changes = requirement_plan_in(archive, info, drop, keep)
+        if abi == "stable":
+            changes = with_minimum(
+                changes, requirements_in(archive, info), torch_requirement(), STABLE_TORCH_REASON
+            )
         record = _provenance_dict(archive, info, provenance)
         if record is not None and changes.every:
             record["requirements"] = [change.to_json() for change in changes.every]
@@ -112,21 +128,23 @@ def _label_of(local_version: str | None) -> str | None:
     return normalize_local_label(local_version)
 
 
-def _plan(info: WheelInfo, label: str | None, out_dir: Path) -> _Plan:
+def _plan(info: WheelInfo, label: str | None, out_dir: Path, abi: Abi) -> _Plan:
     public = Version(info.version).public
     version = None if label is None else (f"{public}+{label}" if label else public)
     file_version = version.replace("-", "_") if version else info.file.version
     # WheelFile puts RECORD under `<name>-<version>.dist-info` from the file name, so the folder
     # must be named exactly like that or RECORD would land in a second .dist-info.
     dist_info = f"{info.file.name}-{file_version}.dist-info"
-    target = out_dir / info.file.with_version(file_version)
+    tags = (STABLE_PYTHON_TAG, STABLE_ABI_TAG) if abi == "stable" else None
+    named = info.file.with_tags(*tags) if tags else info.file
+    target = out_dir / named.with_version(file_version)
     if target.resolve() == info.path.resolve():
         msg = (
             f"the output {target} would overwrite the input wheel: pass another --out folder "
             "(the input is never modified)"
         )
         raise WheelError(msg)
-    return _Plan(info, version, dist_info, target)
+    return _Plan(info, version, dist_info, target, tags)
 
 
 def _provenance_dict(
@@ -147,7 +165,7 @@ def _entries(
     plan: _Plan,
     changes: Plan,
     record: dict[str, object] | None,
-    versions: tuple[str, str] | None,
+    versions: Built | None,
 ) -> Iterator[Entry]:
     """(new name, bytes, original entry) for every member of the new wheel, RECORD excluded."""
     info = plan.info
@@ -161,10 +179,30 @@ def _entries(
             data = edit_metadata(data, changes, plan.version)
         elif entry.filename == guarded:
             data = set_guard(data, versions, info.name)
+        elif entry.filename == f"{info.dist_info}/WHEEL" and plan.tags is not None:
+            data = retag(data, *plan.tags, info.file.platform)
         yield plan.rename(entry.filename), data, entry
     if record is not None:
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         yield f"{plan.dist_info}/{PROVENANCE_NAME}", text.encode("utf-8"), None
+
+
+def retag(wheel_file: bytes, python: str, abi: str, platform: str) -> bytes:
+    """WHEEL bytes with its Tag lines replaced by python-abi-<each platform of the name>.
+
+    Every other line keeps its bytes; the new Tag lines go where the first one was, so the file
+    name and WHEEL keep saying the same tags (open_wheel checks that on every read).
+    """
+    lines = wheel_file.splitlines(keepends=True)
+    tagged = [i for i, line in enumerate(lines) if line.lower().startswith(b"tag:")]
+    if not tagged:
+        msg = "the wheel's WHEEL file has no Tag line: rebuild it with setup.py bdist_wheel"
+        raise WheelError(msg)
+    end = lines[tagged[0]][len(lines[tagged[0]].rstrip(b"\r\n")) :] or b"\n"
+    new = [f"Tag: {python}-{abi}-{plat}".encode() + end for plat in platform.split(".")]
+    kept = [line for i, line in enumerate(lines) if i not in set(tagged)]
+    at = tagged[0]
+    return b"".join([*kept[:at], *new, *kept[at:]])
 
 
 DateTime = tuple[int, int, int, int, int, int]

@@ -15,7 +15,7 @@ compiles with `--enable-tvm-ffi`, and tilelang uses it).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from packaging.markers import Marker
@@ -203,6 +203,29 @@ def plan(
         if not {rule.project, rule.target} & (listed | dropped)
     )
     return Plan(tuple(changes), tuple(extras), added)
+
+
+def with_minimum(plan: Plan, requires: Sequence[str], minimum: str, reason: str) -> Plan:
+    """plan, with `minimum` (e.g. "torch>=2.10") imposed on the requirement it names.
+
+    A listed requirement gets the minimum added to its specifier, one missing is added; one the
+    plan already drops or rewrites on request (--drop) is left to that, and one that already
+    implies the minimum is left alone (a second rewrite changes nothing).
+    """
+    wanted = Requirement(minimum)
+    name = str(canonicalize_name(wanted.name))
+    touched = {change.before for change in plan.changes}
+    for text in requires:
+        if _name(text) != name:
+            continue
+        if text in touched:
+            return plan
+        requirement = Requirement(text)
+        if set(wanted.specifier) <= set(requirement.specifier):
+            return plan
+        requirement.specifier &= wanted.specifier
+        return replace(plan, changes=(*plan.changes, Change(text, str(requirement), reason)))
+    return replace(plan, added=(*plan.added, Change("", minimum, reason)))
 
 
 def _name(text: str) -> str:

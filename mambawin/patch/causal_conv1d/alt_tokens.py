@@ -15,7 +15,7 @@ import re
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
+from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
 
 CPP = "csrc/causal_conv1d.cpp"
 ANCHOR = "TORCH_CHECK(x.stride(2) % 8 == 0 and x.stride(0) % 8 == 0,"
@@ -32,6 +32,15 @@ def _fix_condition(match: re.Match[str]) -> str:
     for token, operator in _TOKENS:
         cond = token.sub(operator, cond)
     return f"{match['head']}{cond}{match['tail']}"
+
+
+def replaced_by_stable(options: PatchOptions) -> str | None:
+    """--abi stable: stable-binding replaces causal_conv1d.cpp, TORCH_CHECK lines included."""
+    return (
+        "--abi stable replaces causal_conv1d.cpp (stable-binding)"
+        if options.abi == "stable"
+        else None
+    )
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
@@ -58,4 +67,5 @@ PATCH = Patch(
     "(fcf8672, v1.6.1) made the same replacement",
     files=(CPP,),
     transform=transform,
+    skip_reason=replaced_by_stable,
 )
