@@ -119,9 +119,10 @@ def test_an_unsupported_version_is_refused_before_any_work(tmp_path: Path, versi
     assert hashes(root) == before
 
 
-def test_a_package_without_a_stable_port_is_refused() -> None:
-    with pytest.raises(UsageError, match=r"mamba-ssm has no stable-ABI port yet.*--abi torch"):
-        check_stable(MAMBA, None)
+def test_each_package_has_its_stable_range() -> None:
+    with pytest.raises(UsageError, match=r"mamba-ssm 2.2.2 is outside .*>=2.2.3.*--abi torch"):
+        check_stable(MAMBA, Version("2.2.2"))
+    check_stable(MAMBA, Version("2.2.3"))
     check_stable(CAUSAL_CONV1D, Version("1.5.0"))
 
 
@@ -361,7 +362,7 @@ def test_patch_cli_takes_abi(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--package", "causal-conv1d", "--ref", "v1.4.0"], "causal-conv1d 1.4.0 is outside"),
-        (["--ref", "v2.3.0"], "mamba-ssm has no stable-ABI port yet"),
+        (["--ref", "v2.2.2"], "mamba-ssm 2.2.2 is outside"),
     ],
 )
 def test_build_refuses_an_unsupported_stable_build_before_fetching(

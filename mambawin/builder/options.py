@@ -59,6 +59,12 @@ def check_options(options: BuildOptions) -> str | None:
     known = patch_ids(options.package)
     check_ids(options.skip_patches, known, flag="--skip-patch", owner=options.package.name)
     if options.abi == "stable":
+        if options.keep_complex:
+            msg = (
+                "--keep-complex cannot be combined with --abi stable: the stable binding "
+                "dispatches float weights only; drop --keep-complex or build with --abi torch"
+            )
+            raise UsageError(msg)
         _check_stable_ref(options)
     return check_local_version(options.local_version)
 

@@ -27,8 +27,10 @@ from mambawin.patch.mamba import (
     split_units,
     stable_binding,
     stable_kernels,
+    stable_setup,
     stable_shim,
 )
+from mambawin.patch.mamba import stable as mamba_stable
 from mambawin.patch.setup_py import arch_list, cached_wheels, compiler_flags, nvcc_threads
 
 PATCHES: tuple[Patch, ...] = (
@@ -45,6 +47,7 @@ PATCHES: tuple[Patch, ...] = (
     stable_kernels.PATCH,  # stable-kernels
     stable_shim.PATCH,  # stable-shim
     compiler_flags.PATCH,  # compiler-flags
+    stable_setup.PATCH,  # stable-setup (its block goes after compiler-flags')
     cuda13_cub.PATCH,  # cuda13-cub
     keep_cuda_build.PATCH,  # keep-cuda-build
     mamba3_imports.PATCH,  # mamba3-imports
@@ -68,8 +71,9 @@ CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (
 )
 
 # The upstream versions each package's --abi stable port supports (its stable_only patches
-# anchor on every one); a package without an entry has no stable port yet.
+# anchor on every one).
 STABLE_VERSIONS: dict[str, SpecifierSet] = {
+    MAMBA.name: mamba_stable.SUPPORTED,
     CAUSAL_CONV1D.name: SpecifierSet(">=1.5.0"),
 }
 
@@ -81,10 +85,7 @@ PATCH_SETS: dict[str, tuple[Patch, ...]] = {
 
 def check_stable(package: Package, version: Version | None) -> None:
     """UsageError unless package (at version, when known) has an --abi stable port."""
-    versions = STABLE_VERSIONS.get(package.name)
-    if versions is None:
-        msg = f"--abi stable: {package.name} has no stable-ABI port yet: build it with --abi torch"
-        raise UsageError(msg)
+    versions = STABLE_VERSIONS[package.name]
     if version is not None and not versions.contains(version, prereleases=True):
         msg = (
             f"--abi stable: {package.name} {version} is outside the versions its stable-ABI port "

@@ -28,15 +28,9 @@ def skip_reason(options: PatchOptions) -> str | None:
     return "--abi torch keeps upstream's pybind11 binding and c10/ATen kernels"
 
 
-def refuse_unsupported(ctx: PatchContext) -> None:
-    """PatchError when this upstream cannot be built on the stable ABI (old tag, --keep-complex)."""
-    if not SUPPORTED.contains(ctx.version, prereleases=True):
-        msg = (
-            f"mamba-ssm {ctx.version} cannot be built with --abi stable: mambawin ports "
-            f"mamba-ssm {SUPPORTED} to torch's stable ABI; use --ref v{FIRST} or newer, "
-            "or build this version with --abi torch"
-        )
-        raise PatchError(msg)
+def refuse_keep_complex(ctx: PatchContext) -> None:
+    """PatchError for --keep-complex: the stable binding dispatches float weights only. (Versions
+    outside SUPPORTED never get here: the engine refuses them, registry.check_stable.)"""
     if ctx.options.keep_complex:
         msg = (
             "--keep-complex cannot be combined with --abi stable: the stable binding dispatches "

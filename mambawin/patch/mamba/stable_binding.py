@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import re
 
-from packaging.specifiers import SpecifierSet
-
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
-from mambawin.patch.mamba.stable import KERNELS, refuse_unsupported, skip_reason
+from mambawin.patch.mamba.stable import KERNELS, SUPPORTED, refuse_keep_complex, skip_reason
 from mambawin.patch.mamba.stable_binding_source import MARK, SOURCE
 
 ID = "stable-binding"
@@ -78,7 +76,7 @@ def check_params(tree: Tree, ctx: PatchContext) -> None:
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     """Replace upstream's pybind11 binding with the stable-ABI one (anchors checked first)."""
-    refuse_unsupported(ctx)
+    refuse_keep_complex(ctx)
     if not tree.exists(CPP):
         raise ctx.drift(CPP, FWD_SIGNATURE)
     text = tree.read(CPP)
@@ -98,7 +96,7 @@ PATCH = Patch(
         "a binary that imports CPython (PyInit_selective_scan_cuda, pybind11) and libtorch's "
         "C++ symbols, so it fits one Python and one torch minor"
     ),
-    versions=SpecifierSet(">=1.0.0"),  # every version: older ones are refused with a reason
+    versions=SUPPORTED,
     why=(
         "issue 18; upstream's own port is unmerged (state-spaces/mamba PR #1042); "
         "causal-conv1d PR #102 ports its binding the same way"
