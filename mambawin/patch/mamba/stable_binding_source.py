@@ -48,13 +48,13 @@ SOURCE = (
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>  // aoti_torch_get_current_cuda_stream (USE_CUDA)
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
-#include <torch/csrc/stable/macros.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Exception.h>
 #include <torch/headeronly/util/Half.h>
+#include <torch/headeronly/util/shim_utils.h>  // TORCH_ERROR_CODE_CHECK (2.10's name)
 
 #include <cstdint>
 #include <cstring>
@@ -311,7 +311,7 @@ void fill_gate(SSMParamsBase &p, const Tensor &z, const Tensor &out_z) {
 
 cudaStream_t current_stream(const Tensor &t) {
     void *stream = nullptr;
-    STABLE_TORCH_ERROR_CODE_CHECK(
+    TORCH_ERROR_CODE_CHECK(
         aoti_torch_get_current_cuda_stream(t.get_device_index(), &stream));
     return static_cast<cudaStream_t>(stream);
 }
