@@ -22,3 +22,24 @@ def test_a_piped_matrix_keeps_every_wheel_name_on_one_line(tmp_path: Path) -> No
     lines = result.output.splitlines()
     for name in names:
         assert any(name in line for line in lines), f"{name} is split in:\n{result.output}"
+
+
+def test_an_upstream_test_run_that_wrote_no_report_prints_its_line_not_a_traceback(
+    capsys: object,
+) -> None:
+    """A crashed pytest (a segfault: no report) leaves only its error in the step's details."""
+    from mambawin.status import Status
+    from mambawin.ui.console import console
+    from mambawin.ui.verify import render_step
+    from mambawin.verify.report import StepResult
+
+    step = StepResult(
+        "upstream-tests",
+        Status.FAIL,
+        "pytest wrote no report for tests/ops/test_selective_scan.py (exit -11)",
+        {"error": "pytest wrote no report (exit -11)", "tail": "Fatal Python error"},
+    )
+    with console.capture() as captured:
+        render_step(step)
+    text = captured.get()
+    assert "pytest wrote no report" in text and "upstream tests against" not in text
