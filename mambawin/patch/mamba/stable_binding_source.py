@@ -29,6 +29,11 @@ BWD_SCHEMA = (
     "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"
 )
 MARK = "// mambawin stable-binding:"
+# What a complex A gets, from the binding and, first, from the shim (stable_shim.py says why).
+NO_COMPLEX = (
+    "complex weights (A) are not supported by this build: its kernels are float-only "
+    "(mambawin patches complex-removal and stable-binding; --keep-complex needs --abi torch)"
+)
 SOURCE = (
     (
         r"""// selective_scan.cpp for torch's stable C ABI.
@@ -84,9 +89,7 @@ using index_t = SSMParamsBase::index_t;
 constexpr int64_t kChunk = 2048;      // sequence positions per saved scan state (x's n_chunks)
 constexpr int64_t kMaxDstate = 256;   // the kernels' shared-memory bound (MAX_DSTATE)
 
-#define MAMBAWIN_NO_COMPLEX                                                                     \
-    "complex weights (A) are not supported by this build: its kernels are float-only "       \
-    "(mambawin patches complex-removal and stable-binding; --keep-complex needs --abi torch)"
+#define MAMBAWIN_NO_COMPLEX "@NO_COMPLEX@"
 
 // The name complex-removal looks for: it finds the binding already float-only.
 #define DISPATCH_WTYPE_FLOAT_ONLY(WTYPE, NAME, ...)                                             \
@@ -490,4 +493,5 @@ STABLE_TORCH_LIBRARY_IMPL(selective_scan_cuda, CUDA, m) {
     )
     .replace("@FWD_SCHEMA@", FWD_SCHEMA)
     .replace("@BWD_SCHEMA@", BWD_SCHEMA)
+    .replace("@NO_COMPLEX@", NO_COMPLEX)
 )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
 from mambawin.patch.mamba.stable import SUPPORTED, skip_reason
-from mambawin.patch.mamba.stable_binding_source import EXTENSION, LIBRARY
+from mambawin.patch.mamba.stable_binding_source import EXTENSION, LIBRARY, NO_COMPLEX
 
 ID = "stable-shim"
 SHIM = f"{EXTENSION}.py"
@@ -70,8 +70,16 @@ def _load() -> None:
 _load()
 
 
+def _float_weights(A, op):
+    """A complex A is refused here, before the op: an exception thrown inside a stable-ABI
+    kernel took the whole process down (SIGSEGV, torch 2.11 on an H100) instead of raising."""
+    if A.is_complex():
+        raise RuntimeError(f"{{op}}: {NO_COMPLEX}")
+
+
 def fwd(u, delta, A, B, C, D_, z_, delta_bias_, delta_softplus):
     """Selective scan forward: [out, x], and out_z after them when z_ is given."""
+    _float_weights(A, "selective_scan_fwd")
     return torch.ops.{EXTENSION}.fwd(u, delta, A, B, C, D_, z_, delta_bias_, delta_softplus)
 
 
