@@ -67,6 +67,7 @@ def unresolved_symbols(
 ) -> tuple[str, ...]:
     """What the objects need that neither they, the CUDA runtime nor the CRT define (sorted)."""
     probe = workdir / "unresolved-probe.dll"
+    workdir.mkdir(parents=True, exist_ok=True)  # link.exe does not make it: LNK1104
     args = link_args(toolchain, objects, probe, force_unresolved=True)
     done = runner([wine, str(tool(toolchain, "link")), *args], env, workdir)
     closure = parse_link(done.stdout + "\n" + done.stderr)
@@ -122,6 +123,7 @@ def link_library(
 ) -> Path:
     """The library itself; BuildError with link.exe's first error when the link fails."""
     args = link_args(toolchain, objects, out, import_libs)
+    out.parent.mkdir(parents=True, exist_ok=True)
     done = runner([wine, str(tool(toolchain, "link")), *args], env, out.parent)
     if done.returncode == 0 and out.is_file():
         return out
