@@ -14,13 +14,14 @@ import pytest
 
 from mambawin import proc
 from mambawin.archs import parse_archs
-from mambawin.cross import audit, link, pack, symbols
+from mambawin.cross import audit, link, pack, pipeline, symbols
 from mambawin.errors import BuildError, ToolchainError, UsageError, WheelError
 from mambawin.toolchain import wine
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import read_wheel
 from mambawin.wheel.provenance import Provenance, read_provenance
 from tests.conftest import recorded
+from tests.test_check_windows import CPP_EXTENSION
 from tests.test_cross_windows import FIXTURE, fixture_config
 from tests.test_wine_toolchain import layout
 
@@ -322,3 +323,77 @@ def test_requirements_put_torch_at_the_floor_and_keep_the_rest() -> None:
     ]
     with pytest.raises(BuildError, match="not a requirement"):
         pack.requirements(["torch >= = 2"])
+
+
+# ---- the pipeline's order, with every Windows program faked -------------------------------------
+
+
+class FakeWine(FakeTools):
+    """Also compiles: cl and nvcc write their object, or print an error for a named source."""
+
+    def __init__(self, link_output: str, broken: str = "") -> None:
+        super().__init__({"dumpbin": CPU_EXPORTS, "link": link_output})
+        self.broken = broken
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        name = Path(argv[1]).stem
+        if name not in ("cl", "nvcc"):
+            return super().__call__(argv, env, cwd)
+        self.calls.append(list(argv))
+        if self.broken and any(a.endswith(self.broken) for a in argv):
+            error = f'{self.broken}(3): error: identifier "x" is undefined\n'
+            return proc.Completed(tuple(argv), 2, error, "")
+        if name == "nvcc":
+            out = argv[argv.index("-o") + 1]
+        else:
+            out = next(a.removeprefix("/Fo") for a in argv if a.startswith("/Fo"))
+        Path(out.removeprefix("Z:").replace("\\", "/")).write_bytes(b"obj")
+        return proc.Completed(tuple(argv), 0, "", "")
+
+
+def cross_options(tmp_path: Path) -> pipeline.CrossOptions:
+    tc = toolchain(tmp_path)
+    tc.cpp_extension.write_text(CPP_EXTENSION)
+    assert tc.torch is not None
+    (tc.torch / "lib" / "torch_cpu.lib").write_bytes(b"!<arch>\n")
+    return pipeline.CrossOptions(
+        tree=FIXTURE,
+        config=fixture_config(),
+        toolchain=tc,
+        wine="wine",
+        archs=tuple(parse_archs("90")),
+        work=tmp_path / "work",
+        out=tmp_path / "out",
+    )
+
+
+def test_a_unit_that_does_not_compile_stops_the_build_before_any_link(tmp_path: Path) -> None:
+    fake = FakeWine(LINK_OUTPUT, broken="demo_kernel.cu")
+    with pytest.raises(BuildError, match=r"csrc/demo_kernel\.cu does not compile .*1 of 2"):
+        pipeline.cross_build(cross_options(tmp_path), pipeline.CrossTools(runner=fake))
+    assert not [c for c in fake.calls if Path(c[1]).stem == "link"]
+
+
+def test_a_cpp_symbol_in_the_objects_stops_the_build_before_the_import_libraries(
+    tmp_path: Path,
+) -> None:
+    cpp = (
+        "demo.obj : error LNK2001: unresolved external symbol "
+        '"__declspec(dllimport) public: __int64 __cdecl c10::TensorImpl::numel(void)const " '
+        "(__imp_?numel@TensorImpl@c10@@QEBA_JXZ)\n"
+    )
+    fake = FakeWine(LINK_OUTPUT + cpp)
+    stages: list[str] = []
+    tools = pipeline.CrossTools(runner=fake, on_stage=stages.append)
+    with pytest.raises(BuildError, match=r"1 symbol\(s\) outside torch's stable C ABI"):
+        pipeline.cross_build(cross_options(tmp_path), tools)
+    assert stages == ["compile", "symbols"]
+    assert not [c for c in fake.calls if Path(c[1]).stem == "lib"]
+
+
+def test_a_stable_name_torch_does_not_export_is_named(tmp_path: Path) -> None:
+    # the recorded torch_cpu.lib excerpt lacks most of what the fixture uses
+    with pytest.raises(BuildError, match="torch's Windows libraries export no aoti_torch_delete"):
+        pipeline.cross_build(
+            cross_options(tmp_path), pipeline.CrossTools(runner=FakeWine(LINK_OUTPUT))
+        )
