@@ -28,7 +28,13 @@ from mambawin.check.windows_flags import (
     read_flags,
     setuptools_msvc_source,
 )
-from mambawin.toolchain.wine import WindowsToolchain, torch_overlay, windows_path, wine_environ
+from mambawin.toolchain.wine import (
+    WindowsToolchain,
+    start_server,
+    torch_overlay,
+    windows_path,
+    wine_environ,
+)
 
 UNIT_TIMEOUT_S = 3600  # a bwd unit took 566 s under wine on 2 busy cores
 # `FILE(LINE): error: text` (nvcc's front end), `FILE(LINE): error C2975: text` and
@@ -75,9 +81,17 @@ Progress = Callable[["UnitResult", int, int], None]
 
 
 def wine_runner(timeout: float = UNIT_TIMEOUT_S) -> Runner:
-    """Runs a Windows program under wine through proc.run, without raising on its exit code."""
+    """Runs a Windows program under wine through proc.run, without raising on its exit code; the
+    first call starts the prefix's server and services detached (wine.start_server says why)."""
+    lock = threading.Lock()
+    started: list[str] = []  # the prefixes whose server this runner started
 
     def run(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        with lock:
+            prefix = env.get("WINEPREFIX", "")
+            if prefix not in started:
+                start_server(argv[0], env)
+                started.append(prefix)
         return proc.run(argv, cwd=cwd, env=env, timeout=timeout, check=False)
 
     return run
