@@ -315,6 +315,16 @@ def test_a_tree_not_patched_for_the_stable_abi_is_refused() -> None:
         pack.python_files(FIXTURE, replace(fixture_config(), py_modules=()))
 
 
+def test_the_fetched_version_names_the_wheel_when_setup_py_says_less(tmp_path: Path) -> None:
+    library = tmp_path / "stable_demo_cuda_stable.pyd"
+    library.write_bytes(b"MZ")
+    wheel = pack.pack_wheel(
+        FIXTURE, fixture_config(), library, tmp_path / "out", version="0.1.0.post4"
+    )
+    assert wheel.name == "stable_demo-0.1.0.post4-py3-none-win_amd64.whl"
+    assert read_wheel(wheel).version == "0.1.0.post4"
+
+
 def test_requirements_put_torch_at_the_floor_and_keep_the_rest() -> None:
     assert pack.requirements(["torch>=2.0", "packaging", "ninja"]) == [
         "torch>=2.10",

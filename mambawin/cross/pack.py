@@ -131,16 +131,21 @@ def pack_wheel(
     platform: str = "win_amd64",
     provenance: Provenance | None = None,
     date_epoch: int | None = None,
+    version: str | None = None,
 ) -> Path:
-    """The wheel in out_dir (written whole or not at all); the tree and library untouched."""
-    if not config.name or not config.version:
+    """The wheel in out_dir (written whole or not at all); the tree and library untouched.
+
+    version: the fetched tree's version when it is not setup.py's (causal-conv1d v1.6.1.post4's
+    __init__.py says 1.6.1; fetch lets the release tag win, as the build does)."""
+    version = version or config.version
+    if not config.name or not version:
         raise BuildError("setup.py gave no name or version: the wheel cannot be named")
     epoch = source_date_epoch()
     date_time = zip_date_time(epoch if epoch is not None else date_epoch)
     out_dir.mkdir(parents=True, exist_ok=True)
     with staging_dir(out_dir) as scratch:
-        raw = scratch / wheel_file_name(config.name, config.version, platform)
-        write_wheel(entries(tree, config, library, platform, config.version), raw, date_time)
+        raw = scratch / wheel_file_name(config.name, version, platform)
+        write_wheel(entries(tree, config, library, platform, version), raw, date_time)
         return rewrite_wheel(
             raw, out_dir, provenance=provenance, guard=False, date_epoch=date_epoch
         )

@@ -49,6 +49,7 @@ class CrossOptions:
     platform: str = "win_amd64"
     provenance: Provenance | None = None
     date_epoch: int | None = None  # the upstream commit's time, when SOURCE_DATE_EPOCH is unset
+    version: str | None = None  # the fetched tree's version; None: what setup.py says
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ def cross_build(options: CrossOptions, tools: CrossTools | None = None) -> Cross
             platform=options.platform,
             provenance=options.provenance,
             date_epoch=options.date_epoch,
+            version=options.version,
         )
     return CrossResult(
         wheel,
