@@ -281,6 +281,15 @@ def test_the_runner_starts_the_prefix_server_once_with_no_pipe_of_ours(tmp_path:
     ]
 
 
+def test_a_server_already_up_is_no_error(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    fake_program(tmp_path, "wine", log)
+    (tmp_path / "wineserver").write_text("#!/bin/sh\nexit 2\n")  # what a running server gives
+    (tmp_path / "wineserver").chmod(0o755)
+    wine.start_server("wine", {"PATH": str(tmp_path)})
+    assert log.read_text().splitlines() == ["wine cmd /c exit"]
+
+
 def test_a_run_with_capture_off_returns_no_output(tmp_path: Path) -> None:
     done = proc.run(["sh", "-c", "echo hidden; exit 3"], check=False, capture=False)
     assert (done.returncode, done.stdout, done.stderr) == (3, "", "")

@@ -147,7 +147,10 @@ def start_server(launcher: str, env: Mapping[str, str], *, timeout: float = 300)
     without our pipes; a first program run with its output discarded then starts the services."""
     server = proc.which("wineserver", path=env.get("PATH"))
     if server is not None:
-        proc.run([server, f"-p{SERVER_LINGER_S}"], env=env, timeout=timeout, capture=False)
+        # Exit code 2 when the prefix's server is already up (an earlier run's, still lingering):
+        # its services then hold that run's output, not ours, which is just as good.
+        argv = [server, f"-p{SERVER_LINGER_S}"]
+        proc.run(argv, env=env, timeout=timeout, check=False, capture=False)
     proc.run([launcher, "cmd", "/c", "exit"], env=env, timeout=timeout, capture=False)
 
 
