@@ -57,11 +57,16 @@ def run(
     check: bool = True,
     encoding: str | None = None,
     on_line: Callable[[str], None] | None = None,
+    capture: bool = True,
 ) -> Completed:
-    """Run argv; capture its output, or stream it line by line to on_line (stderr merged)."""
+    """Run argv; capture its output, or stream it line by line to on_line (stderr merged), or
+    with capture=False send it to the null device (a program that leaves daemons behind holding
+    its output: a captured run would wait for them)."""
     resolved = _resolve(argv, env)
     log.debug("run: %s (cwd=%s)", subprocess.list2cmdline(resolved), cwd or ".")
-    if on_line is None:
+    if not capture:
+        done = _run_discarded(resolved, cwd, env, timeout)
+    elif on_line is None:
         done = _run_captured(resolved, cwd, env, timeout, encoding)
     else:
         done = _run_streamed(resolved, cwd, env, timeout, encoding, on_line)
@@ -109,6 +114,28 @@ def _run_captured(
     return Completed(
         argv, proc.returncode, decode(proc.stdout, encoding), decode(proc.stderr, encoding)
     )
+
+
+def _run_discarded(
+    argv: tuple[str, ...], cwd: Path | None, env: Mapping[str, str] | None, timeout: float | None
+) -> Completed:
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise _timeout_error(argv, timeout) from exc
+    except OSError as exc:
+        msg = f"could not start {argv[0]}: {exc.strerror or exc}"
+        raise CommandError(msg, argv=argv) from exc
+    return Completed(argv, proc.returncode, "", "")
 
 
 def _run_streamed(

@@ -46,6 +46,20 @@ def test_configure_reads_the_extension_without_building(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["setup.py"]  # nothing built
 
 
+def test_configure_records_what_a_cross_built_wheel_packs(tmp_path: Path) -> None:
+    body = FAKE_SETUP.replace(
+        'setup(name="mamba_ssm", version="2.2.6", ext_modules=ext_modules)',
+        'setup(name="mamba_ssm", version="2.2.6", ext_modules=ext_modules,\n'
+        '      packages=["mamba_ssm", "mamba_ssm.ops"], py_modules=["selective_scan_cuda"],\n'
+        '      install_requires=["torch", "einops"])',
+    )
+    config = configure(write_setup(tmp_path, body), env={"PATH": "/usr/bin:/bin"})
+    assert config.name == "mamba_ssm"
+    assert config.packages == ("mamba_ssm", "mamba_ssm.ops")
+    assert config.py_modules == ("selective_scan_cuda",)
+    assert config.install_requires == ("torch", "einops")
+
+
 def test_configure_failure_is_a_build_error_with_the_cause(tmp_path: Path) -> None:
     source = write_setup(tmp_path, "raise RuntimeError('only supported on CUDA 11.6')\n")
     with pytest.raises(BuildError, match=r"only supported on CUDA 11\.6"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mambawin"
-STAGES = ("toolchain", "doctor", "fetch", "patch", "builder", "wheel", "verify", "ui")
+STAGES = ("toolchain", "doctor", "fetch", "patch", "builder", "wheel", "cross", "verify", "ui")
 
 
 def module_name(path: Path) -> str:

@@ -249,3 +249,47 @@ def test_the_vcvars_capture_reads_what_wines_cmd_writes(
     assert "ALLUSERSPROFILE=C:\\ProgramData" in decode_cmd_output(dump).splitlines()
     with pytest.raises(ToolchainError, match="did not set up an x64 environment"):
         parse_set_dump(dump, toolset)
+
+
+# ---- the prefix's server, started detached before programs run in parallel ----------------------
+
+
+def fake_program(folder: Path, name: str, log: Path) -> None:
+    """A stand-in for wine or wineserver that appends its arguments to log."""
+    script = folder / name
+    script.write_text(f'#!/bin/sh\necho "{name} $*" >> "{log}"\necho "out of $1"\n')
+    script.chmod(0o755)
+
+
+def test_the_runner_starts_the_prefix_server_once_with_no_pipe_of_ours(tmp_path: Path) -> None:
+    from mambawin.check.units import wine_runner
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    for name in ("wine", "wineserver"):
+        fake_program(bin_dir, name, log)
+    env = {"PATH": str(bin_dir), "WINEPREFIX": str(tmp_path / "prefix")}
+    run = wine_runner()
+    first = run(["wine", "cl.exe", "/c", "a.cpp"], env, tmp_path)
+    run(["wine", "cl.exe", "/c", "b.cpp"], env, tmp_path)
+    assert first.stdout.strip() == "out of cl.exe"  # the program's own output is still captured
+    assert log.read_text().splitlines() == [
+        f"wineserver -p{wine.SERVER_LINGER_S}",
+        "wine cmd /c exit",
+        "wine cl.exe /c a.cpp",
+        "wine cl.exe /c b.cpp",
+    ]
+
+
+def test_a_server_already_up_is_no_error(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    fake_program(tmp_path, "wine", log)
+    (tmp_path / "wineserver").write_text("#!/bin/sh\nexit 2\n")  # what a running server gives
+    (tmp_path / "wineserver").chmod(0o755)
+    wine.start_server("wine", {"PATH": str(tmp_path)})
+    assert log.read_text().splitlines() == ["wine cmd /c exit"]
+
+
+def test_a_run_with_capture_off_returns_no_output(tmp_path: Path) -> None:
+    done = proc.run(["sh", "-c", "echo hidden; exit 3"], check=False, capture=False)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "", "")

@@ -49,7 +49,12 @@ def _ext(e):
              "extra_compile_args": e.extra_compile_args,
              "include_dirs": [str(d) for d in e.include_dirs or []],
              "define_macros": [list(m) for m in e.define_macros or []]}}
+def _names(key):
+    return [str(n) for n in _seen.get(key) or []]
 print("{MARKER}" + json.dumps({{"version": str(_seen.get("version")),
+                               "name": str(_seen.get("name") or ""),
+                               "packages": _names("packages"), "py_modules": _names("py_modules"),
+                               "install_requires": _names("install_requires"),
                                "ext_modules": [_ext(e) for e in _seen.get("ext_modules") or []]}}))
 """
 
@@ -66,6 +71,12 @@ class SetupConfig:
     version: str
     include_dirs: tuple[str, ...] = ()  # upstream's own, before torch's and CUDA's
     define_macros: tuple[tuple[str, str | None], ...] = ()
+    # What else setup() was given: the distribution's name, its Python packages and top-level
+    # modules (a stable build's shim among them) and requirements; a cross-built wheel packs them.
+    name: str = ""
+    packages: tuple[str, ...] = ()
+    py_modules: tuple[str, ...] = ()
+    install_requires: tuple[str, ...] = ()
 
 
 def configure(
@@ -131,6 +142,10 @@ def parse_output(stdout: str, source: Path, package: Package) -> SetupConfig:
         tuple(
             (str(m[0]), None if m[1] is None else str(m[1])) for m in ext.get("define_macros", ())
         ),
+        str(data.get("name") or ""),
+        tuple(str(n) for n in data.get("packages") or ()),
+        tuple(str(n) for n in data.get("py_modules") or ()),
+        tuple(str(n) for n in data.get("install_requires") or ()),
     )
 
 

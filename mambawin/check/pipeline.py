@@ -24,22 +24,16 @@ from mambawin.check.units import (
     Runner,
     UnitResult,
     compile_all,
-    unit_commands,
+    windows_commands,
     wine_runner,
 )
-from mambawin.check.windows_flags import read_flags, setuptools_msvc_source
 from mambawin.errors import ToolchainError, UpstreamError, UsageError
 from mambawin.fetch import upstream
 from mambawin.lock import hold
 from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
-from mambawin.toolchain.wine import (
-    WindowsToolchain,
-    missing_parts,
-    torch_overlay,
-    wine_environ,
-)
+from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 
 
 @dataclass(frozen=True)
@@ -174,12 +168,7 @@ def _compile(
 ) -> list[UnitResult]:
     tools.on_stage("compile")
     remove_tree(objects)  # ours; an old object must never pass for a new one
-    flags = read_flags(options.toolchain.cpp_extension, setuptools_msvc_source())
-    overlay = torch_overlay(options.toolchain, cache_dir() / "windows-toolchain-overlay")
-    rooted = replace(config, include_dirs=tuple(str(tree / d) for d in config.include_dirs))
-    commands = unit_commands(
-        rooted, tree, options.toolchain, flags, objects, [overlay, *python_dirs]
-    )
+    commands = windows_commands(config, tree, options.toolchain, objects, python_dirs)
     if options.units:
         commands = [c for c in commands if Path(c.source).name in options.units]
         if not commands:

@@ -13,19 +13,28 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
+from mambawin.cache import cache_dir
 from mambawin.check.windows_flags import (
     UnitCommand,
     WindowsFlags,
     cl_args,
     nvcc_args,
     preprocessor_options,
+    read_flags,
+    setuptools_msvc_source,
 )
-from mambawin.toolchain.wine import WindowsToolchain, windows_path, wine_environ
+from mambawin.toolchain.wine import (
+    WindowsToolchain,
+    start_server,
+    torch_overlay,
+    windows_path,
+    wine_environ,
+)
 
 UNIT_TIMEOUT_S = 3600  # a bwd unit took 566 s under wine on 2 busy cores
 # `FILE(LINE): error: text` (nvcc's front end), `FILE(LINE): error C2975: text` and
@@ -72,9 +81,17 @@ Progress = Callable[["UnitResult", int, int], None]
 
 
 def wine_runner(timeout: float = UNIT_TIMEOUT_S) -> Runner:
-    """Runs a Windows program under wine through proc.run, without raising on its exit code."""
+    """Runs a Windows program under wine through proc.run, without raising on its exit code; the
+    first call starts the prefix's server and services detached (wine.start_server says why)."""
+    lock = threading.Lock()
+    started: list[str] = []  # the prefixes whose server this runner started
 
     def run(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        with lock:
+            prefix = env.get("WINEPREFIX", "")
+            if prefix not in started:
+                start_server(argv[0], env)
+                started.append(prefix)
         return proc.run(argv, cwd=cwd, env=env, timeout=timeout, check=False)
 
     return run
@@ -115,6 +132,24 @@ def unit_commands(
                 UnitCommand(source, "cl", cl_args(flags, config, pp_opts, src, out), obj)
             )
     return commands
+
+
+def windows_commands(
+    config: SetupConfig,
+    tree: Path,
+    toolchain: WindowsToolchain,
+    objects: Path,
+    extra_includes: Sequence[Path] = (),
+) -> list[UnitCommand]:
+    """Every unit's command as a Windows build of tree runs it: torch's and setuptools' flag
+    tables, the overlay for the header torch's CPU wheel lacks, then extra_includes (CPython's).
+
+    config's include folders may be relative to tree (the check compiles the stock tree with the
+    patched tree's configuration) or absolute."""
+    flags = read_flags(toolchain.cpp_extension, setuptools_msvc_source())
+    overlay = torch_overlay(toolchain, cache_dir() / "windows-toolchain-overlay")
+    rooted = replace(config, include_dirs=tuple(str(tree / d) for d in config.include_dirs))
+    return unit_commands(rooted, tree, toolchain, flags, objects, [overlay, *extra_includes])
 
 
 def program(toolchain: WindowsToolchain, compiler: str) -> Path:

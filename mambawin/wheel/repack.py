@@ -93,7 +93,7 @@ def rewrite_wheel(
     the upstream commit's time), else keeps its old date: the same input then gives the same bytes.
     """
     epoch = source_date_epoch()  # fail before any work when it is malformed
-    date_time = _date_time(epoch if epoch is not None else date_epoch)
+    date_time = zip_date_time(epoch if epoch is not None else date_epoch)
     _check_out_dir(Path(out_dir))
     label = _label_of(local_version)
     with open_wheel(Path(wheel)) as (archive, info):
@@ -108,7 +108,7 @@ def rewrite_wheel(
             record["requirements"] = [change.to_json() for change in changes.every]
         versions = guard_versions(record) if guard and record else None
         entries = _entries(archive, plan, changes, record, versions)
-        return _write_atomically(entries, plan.target, date_time)
+        return write_wheel(entries, plan.target, date_time)
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -208,7 +208,8 @@ def retag(wheel_file: bytes, python: str, abi: str, platform: str) -> bytes:
 DateTime = tuple[int, int, int, int, int, int]
 
 
-def _date_time(epoch: int | None) -> DateTime | None:
+def zip_date_time(epoch: int | None) -> DateTime | None:
+    """A ZIP entry's date for epoch (None: no fixed date)."""
     return None if epoch is None else tuple(get_zipinfo_datetime(epoch))
 
 
@@ -224,8 +225,9 @@ class _DatedWheelFile(WheelFile):  # type: ignore[misc]
         super().writestr(zinfo_or_arcname, data, compress_type)
 
 
-def _write_atomically(entries: Iterable[Entry], target: Path, date_time: DateTime | None) -> Path:
-    """Write through a scratch folder beside the target and move the wheel in with os.replace."""
+def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | None) -> Path:
+    """A wheel of entries, RECORD written by WheelFile, every member dated date_time (else its
+    entry's date, else now), written through a scratch folder and moved in with os.replace."""
     # WheelFile derives the .dist-info name from the file name, so the partial file gets the final
     # name inside a private scratch folder rather than a `.part` suffix.
     with staging_dir(target.parent) as scratch:
