@@ -530,7 +530,7 @@ def _stable(folder: Path, cuda: str) -> Path:
     provenance = {"abi": "stable", "torch_floor": "2.10", "torch_version": "2.10.0"}
     return fake_wheel(
         folder,
-        f"1.0+{variant}stable2.10",
+        f"1.0+{variant}.stable.torch2.10",
         "py3",
         HERE,
         tag=f"py3-none-{HERE}",
@@ -554,16 +554,16 @@ def test_a_stable_wheel_is_served_to_every_torch_and_variant_it_fits(tmp_path: P
 
     def listed(path: str) -> list[str]:
         page = (tmp_path / "site" / path / "team-demo" / "index.html").read_text(encoding="utf-8")
-        return sorted(set(re.findall(r"team_demo-1\.0\+(\w+\.\d+)-", page)))
+        return sorted(set(re.findall(r"team_demo-1\.0\+([\w.]+?)-(?:py|cp)\d", page)))
 
-    assert listed("cu130/simple") == ["cu130stable2.10", "cu130torch2.11"]
+    assert listed("cu130/simple") == ["cu130.stable.torch2.10", "cu130torch2.11"]
     # A CUDA 12 stable wheel serves cu128 users too; a cu128 one-torch wheel stays in cu128.
-    assert listed("cu128/simple") == ["cu126stable2.10", "cu128torch2.11"]
-    assert listed("cu126/simple") == ["cu126stable2.10"]
-    assert listed("cu130/torch2.11/simple") == ["cu130stable2.10", "cu130torch2.11"]
-    assert listed("cu130/torch2.10/simple") == ["cu130stable2.10"]
-    assert listed("cu128/torch2.10/simple") == ["cu126stable2.10"]
+    assert listed("cu128/simple") == ["cu126.stable.torch2.10", "cu128torch2.11"]
+    assert listed("cu126/simple") == ["cu126.stable.torch2.10"]
+    assert listed("cu130/torch2.11/simple") == ["cu130.stable.torch2.10", "cu130torch2.11"]
+    assert listed("cu130/torch2.10/simple") == ["cu130.stable.torch2.10"]
+    assert listed("cu128/torch2.10/simple") == ["cu126.stable.torch2.10"]
     torch210 = (tmp_path / "site" / "cu128" / "torch2.10" / "simple").as_uri()
     assert pip_install(["--index-url", torch210], tmp_path / "a") == (
-        f"1.0+cu126stable2.10 py3-none-{HERE}"
+        f"1.0+cu126.stable.torch2.10 py3-none-{HERE}"
     )

@@ -65,10 +65,10 @@ def test_one_cell_per_package_cuda_major_and_platform(tmp_path: Path) -> None:
     cells = cells_of(SPEC + STABLE, tmp_path)
     todo = [c for c in cells if c.status == TODO]
     assert [c.wheel for c in todo] == [
-        "mamba_ssm-2.2.6+cu126stable2.10-py3-none-win_amd64.whl",
-        "mamba_ssm-2.2.6+cu130stable2.10-py3-none-win_amd64.whl",
-        "mamba_ssm-2.2.6+cu126stable2.10-py3-none-linux_x86_64.whl",
-        "mamba_ssm-2.2.6+cu130stable2.10-py3-none-linux_x86_64.whl",
+        "mamba_ssm-2.2.6+cu126.stable.torch2.10-py3-none-win_amd64.whl",
+        "mamba_ssm-2.2.6+cu130.stable.torch2.10-py3-none-win_amd64.whl",
+        "mamba_ssm-2.2.6+cu126.stable.torch2.10-py3-none-linux_x86_64.whl",
+        "mamba_ssm-2.2.6+cu130.stable.torch2.10-py3-none-linux_x86_64.whl",
     ]
     cuda12 = todo[0]
     # Built against the oldest torch at or above the floor for CUDA 12, serving both.
@@ -104,15 +104,17 @@ def test_the_init_example_goes_from_8_cells_to_2(tmp_path: Path) -> None:
     newer = newer.replace("whl/cu128", "whl/cu130")
     cells = cells_of(newer, tmp_path)
     assert [c.wheel for c in cells] == [
-        "mamba_ssm-2.2.6+cu130stable2.10-py3-none-win_amd64.whl",
-        "causal_conv1d-1.5.2+cu130stable2.10-py3-none-win_amd64.whl",
+        "mamba_ssm-2.2.6+cu130.stable.torch2.10-py3-none-win_amd64.whl",
+        "causal_conv1d-1.5.2+cu130.stable.torch2.10-py3-none-win_amd64.whl",
     ]
     assert all(c.serves == ("2.10.0 cu130", "2.11.0 cu130") for c in cells)
 
 
 def test_a_built_stable_wheel_marks_its_cell(tmp_path: Path) -> None:
     (tmp_path / "wheelhouse").mkdir()
-    (tmp_path / "wheelhouse" / "mamba_ssm-2.2.6+cu130stable2.10-py3-none-win_amd64.whl").touch()
+    (
+        tmp_path / "wheelhouse" / "mamba_ssm-2.2.6+cu130.stable.torch2.10-py3-none-win_amd64.whl"
+    ).touch()
     cells = cells_of(SPEC + STABLE, tmp_path)
     assert [c.status for c in cells if c.torch.variant == "cu130"] == ["built", TODO]
 
@@ -126,7 +128,7 @@ def test_build_spec_builds_each_cell_once_with_abi_stable(tmp_path: Path) -> Non
         argv = list(planned.argv)
         assert argv[argv.index("--abi") + 1] == "stable"
         label = argv[argv.index("--local-version") + 1]
-        assert label == f"{planned.cell.torch.variant}stable2.10"
+        assert label == f"{planned.cell.torch.variant}.stable.torch2.10"
         assert planned.cell.wheel is not None and f"+{label}-py3-none-" in planned.cell.wheel
     assert not (tmp_path / "envs").exists()
 
@@ -147,8 +149,8 @@ def test_the_workflow_passes_abi_stable_and_the_label(tmp_path: Path) -> None:
     workflow = generate(tmp_path, text, "none")
     cells = includes(workflow)
     assert [entry["wheel"] for _, entry in cells] == [
-        "mamba_ssm-2.2.6+cu126stable2.10-py3-none-win_amd64.whl",
-        "mamba_ssm-2.2.6+cu130stable2.10-py3-none-win_amd64.whl",
+        "mamba_ssm-2.2.6+cu126.stable.torch2.10-py3-none-win_amd64.whl",
+        "mamba_ssm-2.2.6+cu130.stable.torch2.10-py3-none-win_amd64.whl",
     ]
     for job_id, entry in cells:
         (build,) = run_job(workflow, job_id, entry, tmp_path)[f"build {entry['wheel']}"]

@@ -296,7 +296,10 @@ def test_a_stable_wheel_still_needs_its_cuda_major():
 
 def test_a_stable_pair_compares_cuda_but_not_torch_or_labels():
     conv = {**STABLE, "torch_version": "2.11.0"}
-    assert pair_problems(("2.2.6+cu130stable2.10", STABLE), ("1.5.2+cu130torch2.11", conv)) == []
+    assert (
+        pair_problems(("2.2.6+cu130.stable.torch2.10", STABLE), ("1.5.2+cu130torch2.11", conv))
+        == []
+    )
     other_cuda = {**STABLE, "cuda_version": "12.8"}
     (problem,) = pair_problems(("2.2.6", STABLE), ("1.5.2", other_cuda))
     assert "different CUDA" in problem

@@ -31,7 +31,8 @@ from mambawin.patch.registry import own_ids
 from mambawin.team import compat
 from mambawin.team.spec import PackageSpec, Spec, TorchSpec
 from mambawin.versions import release
-from mambawin.wheel.provenance import local_version_label, major_minor, normalize_local_label
+from mambawin.wheel.provenance import local_version_label
+from mambawin.wheel.provenance import stable_label as wheel_stable_label
 
 TODO, BUILT, INDEXED, IMPOSSIBLE = "todo", "built", "indexed", "impossible"
 
@@ -197,9 +198,9 @@ def _stable_cell(
 
 
 def stable_label(cuda: str) -> str:
-    """The local version label of a stable wheel: its CUDA variant and floor, `cu130stable2.10`."""
-    major, minor = major_minor(cuda, "CUDA")
-    return normalize_local_label(f"cu{major}{minor}stable{STABLE_FLOOR}")
+    """The local version label of a stable wheel, as `build --abi stable` writes it
+    (wheel.provenance.stable_label: its CUDA variant and the floor, `cu130.stable.torch2.10`)."""
+    return wheel_stable_label(cuda, str(STABLE_FLOOR))
 
 
 def stable_wheel_name(package: PackageSpec, version: str, torch: TorchSpec, platform: str) -> str:
