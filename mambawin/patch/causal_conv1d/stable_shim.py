@@ -19,6 +19,7 @@ from packaging.specifiers import SpecifierSet
 from mambawin.abi import stable_library
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree, stable_only
 from mambawin.patch.causal_conv1d.stable_shapes import CPP, BindingShape, mismatch, shape_of
+from mambawin.patch.stable_loader import loader_source
 
 ID = "stable-shim"
 EXTENSION = "causal_conv1d_cuda"
@@ -38,27 +39,7 @@ import os
 
 import torch
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# setuptools names it <name>.abi3.so (Linux, py_limited_api) or <name>.pyd (Windows); neither
-# suffix depends on the running Python, which never imports it as a module.
-_CANDIDATES = ("{library}.abi3.so", "{library}.so", "{library}.pyd")
-
-
-def _load_library():
-    for name in _CANDIDATES:
-        path = os.path.join(_HERE, name)
-        if os.path.isfile(path):
-            torch.ops.load_library(path)
-            return
-    raise ImportError(
-        "{extension}: the compiled library {library} is missing next to "
-        + __file__
-        + ": reinstall the causal-conv1d wheel built with `mambawin build --abi stable`"
-    )
-
-
-_load_library()
-_ops = torch.ops.{extension}
+{loader}_ops = torch.ops.{extension}
 
 
 def _writes_its_arguments(*args, **kwargs):
@@ -148,7 +129,12 @@ def causal_conv1d_update(x, conv_state, weight, bias, silu_activation, cache_seq
 
 def shim_text(shape: BindingShape) -> str:
     """The shim module for a binding shape."""
-    head = _HEAD.format(extension=EXTENSION, library=stable_library(EXTENSION), shape=shape.name)
+    head = _HEAD.format(
+        extension=EXTENSION,
+        library=stable_library(EXTENSION),
+        shape=shape.name,
+        loader=loader_source(EXTENSION, "causal-conv1d"),
+    )
     if shape.returns_outputs:
         return head + _RETURNING
     if shape.deterministic:

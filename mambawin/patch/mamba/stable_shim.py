@@ -17,6 +17,7 @@ from __future__ import annotations
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
 from mambawin.patch.mamba.stable import SUPPORTED, skip_reason
 from mambawin.patch.mamba.stable_binding_source import EXTENSION, LIBRARY, NO_COMPLEX
+from mambawin.patch.stable_loader import loader_source
 
 ID = "stable-shim"
 SHIM = f"{EXTENSION}.py"
@@ -28,6 +29,7 @@ ANCHORS = (
     f"{EXTENSION}.bwd(",
 )
 
+LOADER = loader_source(EXTENSION, "mamba-ssm")
 SOURCE = f'''"""{EXTENSION}: mamba-ssm's selective-scan kernels on torch's stable C ABI.
 
 Written by mambawin (patch {ID}). The kernels live in {LIBRARY}*, a plain shared
@@ -39,35 +41,15 @@ mamba_ssm runs unmodified; the fake kernels let torch.compile trace both ops.
 
 from __future__ import annotations
 
-import glob
 import os
 
 import torch
 
-_LIBRARY = "{LIBRARY}"
 _OPS = "{EXTENSION}"
 _CHUNK = 2048  # sequence positions per saved scan state: x has ceil(seqlen / 2048) chunks
 
 
-def _load() -> None:
-    """Load the library beside this file (.so on Linux, .pyd on Windows) into torch.ops."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    found = sorted(
-        path
-        for pattern in (_LIBRARY + "*.so", _LIBRARY + "*.pyd")
-        for path in glob.glob(os.path.join(here, pattern))
-    )
-    if not found:
-        msg = f"{{_OPS}}: no {{_LIBRARY}}*.so or *.pyd in {{here}}; reinstall mamba-ssm"
-        raise ImportError(msg)
-    try:
-        torch.ops.load_library(found[0])
-    except OSError as exc:
-        msg = f"{{_OPS}}: cannot load {{found[0]}} ({{exc}}); it needs a CUDA torch >= 2.10"
-        raise ImportError(msg) from exc
-
-
-_load()
+{LOADER}
 
 
 def _float_weights(A, op):
