@@ -36,6 +36,7 @@ import re
 from packaging.specifiers import SpecifierSet
 
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
+from mambawin.patch.mamba.split_units import groups
 
 ID = "split-units"
 SETUP = "setup.py"
@@ -69,17 +70,6 @@ def parts_for(unit: str, archs: int) -> int:
     """How many translation units unit becomes, itself included (see the module docstring)."""
     few, many = PARTS[unit]
     return few if 1 <= archs <= 2 else many
-
-
-def groups(combos: list[str], parts: int) -> list[list[str]]:
-    """combos in `parts` contiguous groups, the first ones one larger when they do not divide."""
-    size, extra = divmod(len(combos), parts)
-    out, start = [], 0
-    for k in range(parts):
-        end = start + size + (1 if k < extra else 0)
-        out.append(combos[start:end])
-        start = end
-    return out
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:

@@ -26,12 +26,14 @@ cores, so the tree (and the wheel) is the same wherever it is built.
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 from packaging.specifiers import SpecifierSet
 
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
 
 ID = "split-units"
+T = TypeVar("T")
 SETUP = "setup.py"
 KERNELS = "csrc/selective_scan"
 KINDS = {  # kind: (kernel header, dispatcher, launcher, params type)
@@ -107,13 +109,15 @@ def cuda_lines(text: str) -> str:
     return "\n".join(kept)
 
 
-def groups(configs: list[tuple[str, str]], parts: int) -> list[list[tuple[str, str]]]:
-    """configs in `parts` contiguous groups, the first ones one larger when they do not divide."""
-    size, extra = divmod(len(configs), parts)
-    out, start = [], 0
+def groups(items: list[T], parts: int) -> list[list[T]]:
+    """items in `parts` contiguous groups, the first ones one larger when they do not divide
+    (causal-conv1d's split groups its dtype combinations with it too)."""
+    size, extra = divmod(len(items), parts)
+    out: list[list[T]] = []
+    start = 0
     for k in range(parts):
         end = start + size + (1 if k < extra else 0)
-        out.append(configs[start:end])
+        out.append(items[start:end])
         start = end
     return out
 
