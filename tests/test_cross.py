@@ -11,9 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from mambawin import proc
 from mambawin.archs import parse_archs
+from mambawin.cli import app
 from mambawin.cross import audit, link, pack, pipeline, symbols
 from mambawin.errors import BuildError, ToolchainError, UsageError, WheelError
 from mambawin.toolchain import wine
@@ -407,3 +409,31 @@ def test_a_stable_name_torch_does_not_export_is_named(tmp_path: Path) -> None:
         pipeline.cross_build(
             cross_options(tmp_path), pipeline.CrossTools(runner=FakeWine(LINK_OUTPUT))
         )
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--platform", "win_amd64", "--arch", "90"], "needs --abi stable"),
+        (["--platform", "win_amd64", "--abi", "stable"], "--arch (no GPU to ask)"),
+        (["--platform", "macosx_arm64", "--abi", "stable", "--arch", "90"], "win_amd64 only"),
+    ],
+)
+def test_build_for_windows_on_linux_refuses_what_it_cannot_cross_build(
+    tmp_path: Path, args: list[str], named: str
+) -> None:
+    """Checked before any fetch: the repository named does not even exist."""
+    missing = tmp_path / "no-such-repo"
+    result = CliRunner().invoke(
+        app, ["build", "--package", "causal-conv1d", "--repo", str(missing), *args]
+    )
+    assert result.exit_code == UsageError.exit_code, result.output
+    assert named in result.output and not (tmp_path / "no-such-repo").exists()
+
+
+def test_the_windows_cuda_version_comes_from_its_cuda_h(tmp_path: Path) -> None:
+    (tmp_path / "cu13" / "include").mkdir(parents=True)
+    toolchain = wine.WindowsToolchain(msvc=tmp_path, cuda=tmp_path / "cu13", prefix=tmp_path)
+    assert toolchain.cuda_version() is None
+    (tmp_path / "cu13" / "include" / "cuda.h").write_text("#define CUDA_VERSION 13000\n")
+    assert toolchain.cuda_version() == "13.0"

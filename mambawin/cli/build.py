@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mambawin.cli.app import command, print_json, split_values
-from mambawin.errors import UsageError
+from mambawin.errors import ToolchainError, UsageError
 from mambawin.ui.console import console
 
 if TYPE_CHECKING:
+    from mambawin.builder.options import BuildOptions
     from mambawin.builder.reporter import Reporter
 
 
@@ -103,6 +104,23 @@ def build_command(
             "py3-none wheel for every torch >= 2.10 (causal-conv1d >= 1.5.0).",
         ),
     ] = "torch",
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            "--platform",
+            help="win_amd64 on Linux: cross-build with cl.exe and nvcc.exe under wine "
+            "(--abi stable only; `mambawin toolchain windows --setup` first).",
+            show_default="this machine's",
+        ),
+    ] = None,
+    windows_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--windows-root",
+            help="The Windows toolchain folder for --platform win_amd64.",
+            show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
+        ),
+    ] = None,
     plan_only: Annotated[
         bool, typer.Option("--plan", help="Show what would be built; compile nothing.")
     ] = False,
@@ -181,6 +199,9 @@ def build_command(
         skip_patches=split_values(skip_patch),
         abi=parse_abi(abi),
     )
+    if platform is not None:
+        _cross_build(options, platform, windows_root, with_=with_, as_json=as_json)
+        return
     reporter = ConsoleReporter()
     # The doctor a caller passes in (`invoke(app, args, obj={"doctor": ...})`), else the probes.
     doctor = (ctx.obj or {}).get("doctor") if isinstance(ctx.obj, dict) else None
@@ -228,3 +249,24 @@ def fetch_command(
         return
     console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {result.commit})")
     typer.echo(str(result.path))
+
+
+def _cross_build(
+    options: BuildOptions, platform: str, root: Path | None, *, with_: str | None, as_json: bool
+) -> None:
+    """`build --abi stable --platform win_amd64` on Linux: the Windows wheel under wine."""
+    from mambawin import proc
+    from mambawin.cross.source import build_windows, check_cross
+    from mambawin.toolchain import wine
+
+    check_cross(options, platform)
+    if with_ is not None:
+        raise UsageError("--platform win_amd64 builds one package: drop --with, run it per package")
+    launcher = proc.which("wine") or proc.which("wine64")
+    if launcher is None:
+        raise ToolchainError("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
+    result = build_windows(options, wine.toolchain_at(root or wine.default_root()), launcher)
+    if as_json:
+        print_json({"wheel": str(result.wheel), "library": str(result.library)})
+        return
+    console.print(f"✓ {result.wheel} (cross-built under wine; not run on Windows)")

@@ -132,6 +132,7 @@ def pack_wheel(
     provenance: Provenance | None = None,
     date_epoch: int | None = None,
     version: str | None = None,
+    local_version: str | None = None,
 ) -> Path:
     """The wheel in out_dir (written whole or not at all); the tree and library untouched.
 
@@ -146,6 +147,13 @@ def pack_wheel(
     with staging_dir(out_dir) as scratch:
         raw = scratch / wheel_file_name(config.name, version, platform)
         write_wheel(entries(tree, config, library, platform, version), raw, date_time)
+        # abi "stable": Requires-Dist torch>=floor, as `build --abi stable` writes it on Linux.
         return rewrite_wheel(
-            raw, out_dir, provenance=provenance, guard=False, date_epoch=date_epoch
+            raw,
+            out_dir,
+            provenance=provenance,
+            guard=False,
+            date_epoch=date_epoch,
+            local_version=local_version,
+            abi="stable",
         )

@@ -50,6 +50,7 @@ class CrossOptions:
     provenance: Provenance | None = None
     date_epoch: int | None = None  # the upstream commit's time, when SOURCE_DATE_EPOCH is unset
     version: str | None = None  # the fetched tree's version; None: what setup.py says
+    local_version: str | None = None  # the wheel's label (None: setup.py's version as it is)
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ def cross_build(options: CrossOptions, tools: CrossTools | None = None) -> Cross
             provenance=options.provenance,
             date_epoch=options.date_epoch,
             version=options.version,
+            local_version=options.local_version,
         )
     return CrossResult(
         wheel,

@@ -77,6 +77,17 @@ class WindowsToolchain:
             raise ToolchainError("this Windows toolchain was set up without torch: use --torch")
         return self.torch / CPP_EXTENSION.relative_to("torch")
 
+    def cuda_version(self) -> str | None:
+        """The Windows CUDA's version from its cuda.h (CUDA_VERSION 13000 -> '13.0'), or None."""
+        try:
+            header = (self.cuda / "include" / "cuda.h").read_text(
+                encoding="utf-8", errors="replace"
+            )
+        except OSError:
+            return None
+        found = _CUDA_VERSION.search(header)
+        return f"{int(found[1]) // 1000}.{int(found[1]) % 1000 // 10}" if found else None
+
     def include_dirs(self) -> list[Path]:
         """What vcvars64 puts in INCLUDE, in its order."""
         kits = self.msvc / KITS / "Include" / self.kits_version
@@ -199,14 +210,7 @@ def doctor_check(toolchain: WindowsToolchain, launcher: str | None) -> Check:
     if problems:
         hint = f"{problems[0]} (needed only by `mambawin check --windows`)"
         return Check(name, Status.SKIP, found="not set up", hint=hint)
-    try:
-        header = (toolchain.cuda / "include" / "cuda.h").read_text(
-            encoding="utf-8", errors="replace"
-        )
-    except OSError:
-        header = ""
-    found = _CUDA_VERSION.search(header)
-    cuda = f"{int(found[1]) // 1000}.{int(found[1]) % 1000 // 10}" if found else "?"
+    cuda = toolchain.cuda_version() or "?"
     what = (
         f"MSVC {toolchain.msvc_tools.name}, Windows Kits {toolchain.kits_version}, nvcc.exe {cuda}"
     )

@@ -1,0 +1,103 @@
+"""`mambawin build --abi stable --platform win_amd64` on Linux: what the cross build starts from.
+
+The same steps as a Linux build's first half and as `check --windows`: upstream's tree at a ref,
+a copy patched for the stable ABI, its setup.py configured as win32 (torch's and setuptools'
+Windows branches); then pipeline.cross_build compiles, links and packs it with the Windows
+compilers under wine. Only the stable ABI can be cross-built: a torch-ABI extension links
+against python3XX.lib and torch's C++ import libraries, which no registry serves.
+"""
+
+from __future__ import annotations
+
+from mambawin.abi import STABLE_FLOOR
+from mambawin.archs import format_archs
+from mambawin.builder.configure import configure
+from mambawin.builder.options import BuildOptions
+from mambawin.builder.workspace import copy_source
+from mambawin.cache import cache_dir, remove_tree
+from mambawin.cross.pipeline import CrossOptions, CrossResult, CrossTools, cross_build
+from mambawin.errors import UsageError
+from mambawin.fetch import upstream
+from mambawin.lock import hold
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.engine import apply_patches
+from mambawin.patch.record import IN_EFFECT
+from mambawin.toolchain.wine import WindowsToolchain
+from mambawin.wheel.provenance import Provenance, source_date_epoch, stable_label
+
+WINDOWS = "win_amd64"
+
+
+def check_cross(options: BuildOptions, platform: str) -> None:
+    """UsageError for a --platform this machine cannot build for, before any work."""
+    if platform != WINDOWS:
+        msg = f"--platform {platform!r}: mambawin cross-builds {WINDOWS} only; drop --platform"
+        raise UsageError(msg)
+    if options.abi != "stable":
+        msg = (
+            f"--platform {WINDOWS} on Linux needs --abi stable: a torch-ABI extension links "
+            "against python3XX.lib and torch's C++ import libraries, which no registry serves; "
+            "add --abi stable, or build on Windows"
+        )
+        raise UsageError(msg)
+    if options.source is not None or not options.archs:
+        msg = f"--platform {WINDOWS}: pass --ref (not --source) and --arch (no GPU to ask)"
+        raise UsageError(msg)
+
+
+def build_windows(
+    options: BuildOptions,
+    toolchain: WindowsToolchain,
+    wine: str,
+    tools: CrossTools | None = None,
+) -> CrossResult:
+    """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
+    package = options.package
+    work = cache_dir() / "cross" / f"{package.name}-{_slug(options.ref)}"
+    with hold(work / "cross.lock", f"the cross-build folder {work}", UsageError):
+        for old in ("src", "patched"):  # ours: a moving ref (main) must not keep an old tree
+            remove_tree(work / old)
+        checkout = upstream.checkout(
+            options.upstream_repo, options.ref, work / "src", package=package
+        )
+        tree = work / "patched"
+        copy_source(checkout.path, tree)
+        report = apply_patches(
+            tree, PatchOptions(archs=options.archs, abi="stable"), package=package
+        )
+        config = configure(tree, package=package, platform="win32")
+        cuda = toolchain.cuda_version() or ""
+        provenance = Provenance(
+            upstream_repo=checkout.repo,
+            ref=checkout.ref or "",
+            commit=checkout.commit or "",
+            version=checkout.version,
+            patches=tuple(
+                {"id": r.id, "status": r.status} for r in report.results if r.status in IN_EFFECT
+            ),
+            archs=tuple(format_archs(options.archs).split(";")),
+            cuda_version=cuda,
+            compiler=f"cl.exe {toolchain.msvc_tools.name} and nvcc.exe {cuda} under wine",
+            abi="stable",
+            torch_floor=str(STABLE_FLOOR),
+        )
+        epoch = source_date_epoch()
+        cross = CrossOptions(
+            tree=tree,
+            config=config,
+            toolchain=toolchain,
+            wine=wine,
+            archs=options.archs,
+            work=work / "objs",
+            out=options.out,
+            jobs=options.jobs or 2,
+            provenance=provenance,
+            date_epoch=epoch if epoch is not None else upstream.commit_time(checkout.path),
+            version=checkout.version,
+            local_version=stable_label(cuda, str(STABLE_FLOOR)) if cuda else None,
+        )
+        return cross_build(cross, tools)
+
+
+def _slug(ref: str | None) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in ref or "newest")
