@@ -256,8 +256,10 @@ def _cross_build(
 ) -> None:
     """`build --abi stable --platform win_amd64` on Linux: the Windows wheel under wine."""
     from mambawin import proc
+    from mambawin.cross.pipeline import CrossTools
     from mambawin.cross.source import build_windows, check_cross
     from mambawin.toolchain import wine
+    from mambawin.ui import check as check_view
 
     check_cross(options, platform)
     if with_ is not None:
@@ -265,7 +267,12 @@ def _cross_build(
     launcher = proc.which("wine") or proc.which("wine64")
     if launcher is None:
         raise ToolchainError("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
-    result = build_windows(options, wine.toolchain_at(root or wine.default_root()), launcher)
+    tools = CrossTools(
+        on_unit=(lambda *_: None) if as_json else check_view.unit_line,
+        on_stage=(lambda _: None) if as_json else (lambda stage: console.print(f"· {stage}")),
+    )
+    toolchain = wine.toolchain_at(root or wine.default_root())
+    result = build_windows(options, toolchain, launcher, tools)
     if as_json:
         print_json({"wheel": str(result.wheel), "library": str(result.library)})
         return
