@@ -327,3 +327,16 @@ def test_installed_stable_package_audits_the_library_beside_its_shim(tmp_path, l
     (site / LIBRARY).unlink()
     result, _, _ = static.static_step(VerifyOptions(installed=True), target)
     assert "not installed beside its Python shim" in result.details["abi"]["message"]
+
+
+def test_a_stable_wheels_requirements_resolve_for_this_python_on_its_own_platform() -> None:
+    from mambawin.verify.resolve import target_from_tag
+
+    target = target_from_tag("py3-none-win_amd64")
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert (target.platform, target.python_version, target.implementation) == (
+        "win_amd64",
+        here,
+        "cp",
+    )
+    assert target.abi == f"cp{sys.version_info[0]}{sys.version_info[1]}"

@@ -26,8 +26,8 @@ from mambawin.verify.fit import fit_step, worst
 from mambawin.verify.gpu import gpu_steps
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, find_wheels
-from mambawin.verify.report import StepResult, VerifyReport
-from mambawin.verify.static import TAMPERED, static_steps, tampered
+from mambawin.verify.report import StepResult, VerifyReport, named
+from mambawin.verify.static import TAMPERED, foreign_platform, static_steps, tampered
 from mambawin.verify.steps import install_step, pair_step, requirements_step
 
 
@@ -51,6 +51,7 @@ def verify(
             on_step(result)
         return result
 
+    elsewhere = _foreign(wheels)
     with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
         packages, fits = [], []
         for project, version, static, code, provenance in static_steps(options, target, wheels):
@@ -61,17 +62,39 @@ def verify(
                 for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
                     record(StepResult(name, Status.SKIP, TAMPERED))
                 return VerifyReport(str(options.wheel), target, tuple(steps))
-            fits.append(record(fit_step(code, provenance, target, project)))
+            fits.append(
+                record(
+                    StepResult(named("fit", project), Status.SKIP, _elsewhere(elsewhere))
+                    if elsewhere
+                    else fit_step(code, provenance, target, project)
+                )
+            )
             packages.append((project, provenance, version))
         for ref in wheels or [None]:
             record(skipped("requirements", options, ref) or requirements_step(options, ref))
         if len(packages) == 2:
             record(pair_step(packages))
+        if elsewhere is not None:
+            # A wheel cross-built for another platform: its files, imports, GPU code and
+            # requirements are checked above; what runs it needs a machine of its platform.
+            for name in ("install", *(n for n in SKIPPABLE if n != "requirements")):
+                record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
+            return VerifyReport(str(options.wheel), target, tuple(steps))
         install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
         record(install)
         for step in gpu_steps(options, target, worst(fits), install, env, packages, Path(scratch)):
             record(step)
     return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
+
+
+def _elsewhere(platform: str) -> str:
+    return f"a {platform} wheel: run `mambawin verify` on a {platform} machine"
+
+
+def _foreign(wheels: tuple[WheelRef, ...]) -> str | None:
+    """The platform of the wheels when every one is for another platform than this machine's."""
+    found = [foreign_platform(ref.path) for ref in wheels]
+    return found[0] if found and all(found) else None
 
 
 def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:

@@ -97,6 +97,11 @@ def target_from_tag(tag: str) -> PipTarget:
     """PipTarget for 'cp311-cp311-win_amd64'; UsageError for a tag pip cannot target."""
     python, _, rest = tag.partition("-")
     abi, _, platform = rest.partition("-")
+    if python == "py3" and abi == "none" and platform not in ("", "any"):
+        # A stable-ABI wheel (abi.py) runs on every CPython 3: resolve its requirements for this
+        # interpreter's, whose dependencies come as cpXY wheels (pip's --abi takes one value).
+        major, minor = sys.version_info[:2]
+        return PipTarget(platform_tags(platform), f"{major}.{minor}", "cp", f"cp{major}{minor}")
     match = re.fullmatch(r"(cp|pp|py)(\d)(\d+)", python)
     if not match or not platform:
         msg = f"wheel tag {tag!r} names no CPython version and platform: rebuild the wheel"

@@ -182,14 +182,30 @@ def check_integrity(wheel: Path) -> tuple[bool, str]:
     return True, f"{len(info.members)} members match RECORD; no path leaves the install folder"
 
 
+def foreign_platform(wheel: Path) -> str | None:
+    """The wheel's platform when this machine is not one it runs on (a win_amd64 wheel
+    cross-built on Linux), else None; None too for a name that is no wheel's (check_tags says)."""
+    try:
+        _, _, _, wheel_tags = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename:
+        return None
+    here = {t.platform for t in sys_tags()} | {"any"}
+    platforms = sorted({t.platform for t in wheel_tags})
+    return None if here.intersection(platforms) else platforms[0]
+
+
 def check_tags(wheel: Path, tags: Sequence[str] | None = None) -> tuple[bool, str]:
-    """Whether the wheel's file-name tags fit this interpreter (packaging.tags.sys_tags())."""
+    """Whether the wheel's file-name tags fit this interpreter (packaging.tags.sys_tags()); a
+    wheel for another platform passes as files only (its WHEEL file agrees: info.read_wheel)."""
     try:
         _, _, _, wheel_tags = parse_wheel_filename(wheel.name)
     except InvalidWheelFilename as exc:
         return False, f"{wheel.name} is not a wheel file name ({exc}): rebuild it"
-    supported = set(tags) if tags is not None else {str(t) for t in sys_tags()}
     names = sorted(str(t) for t in wheel_tags)
+    foreign = foreign_platform(wheel) if tags is None else None
+    if foreign is not None:
+        return True, f"tags {', '.join(names)}: a {foreign} wheel, checked here as files"
+    supported = set(tags) if tags is not None else {str(t) for t in sys_tags()}
     if not supported.intersection(names):
         here = next(iter(sys_tags()))
         return False, (
