@@ -100,8 +100,9 @@ def target_from_tag(tag: str) -> PipTarget:
     if python == "py3" and abi == "none" and platform not in ("", "any"):
         # A stable-ABI wheel (abi.py) runs on every CPython 3: resolve its requirements for this
         # interpreter's, whose dependencies come as cpXY wheels (pip's --abi takes one value).
-        major, minor = sys.version_info[:2]
-        return PipTarget(platform_tags(platform), f"{major}.{minor}", "cp", f"cp{major}{minor}")
+        here = f"{sys.version_info[0]}{sys.version_info[1]}"
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return PipTarget(platform_tags(platform), version, "cp", f"cp{here}")
     match = re.fullmatch(r"(cp|pp|py)(\d)(\d+)", python)
     if not match or not platform:
         msg = f"wheel tag {tag!r} names no CPython version and platform: rebuild the wheel"
