@@ -18,11 +18,9 @@ import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 
-from mambawin import __version__
-from mambawin.abi import STABLE_FLOOR
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
-from mambawin.builder import finals
+from mambawin.builder import metadata
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
@@ -53,13 +51,8 @@ from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.wheel.provenance import (
-    Provenance,
-    iso_date,
-    local_version_label,
     source_date_epoch,
-    stable_label,
 )
-from mambawin.wheel.repack import rewrite_wheel
 
 RECORD_NAME = "build.json"
 # What a build asks of the doctor: its report for the requested archs (the probes by default; a
@@ -104,7 +97,9 @@ def _finish(
     options.out.mkdir(parents=True, exist_ok=True)
     with staging_dir(options.out, ".mambawin-") as out_staging:
         with steps("metadata"):
-            fixed = _rewrite(compiled.wheel, out_staging, prepared, label_choice, options, stats)
+            fixed = metadata.rewrite(
+                compiled.wheel, out_staging, prepared, label_choice, options, stats
+            )
         with steps("record"):
             return _record(fixed, options.out, prepared, (compiled, stats), steps.durations)
 
@@ -132,7 +127,7 @@ def plan(
         key=prepared.key,
         build_dir=prepared.workspace.root,
         reuses_objects=holds(prepared.workspace, prepared.key),
-        local_version=_label(label_choice, prepared, options),
+        local_version=metadata.local_label(label_choice, prepared, options),
         package=prepared.package.name,
     )
 
@@ -338,58 +333,6 @@ def _configure(prepared: Prepared) -> SetupConfig:
     return configure(prepared.checkout.path, env, prepared.package)
 
 
-def _rewrite(
-    wheel: Path,
-    out_dir: Path,
-    prepared: Prepared,
-    label_choice: str | None,
-    options: BuildOptions,
-    stats: CacheStats | None,
-) -> Path:
-    """Requirements for the wheel's platform, local version, provenance: a new wheel."""
-    checkout, tools = prepared.checkout, prepared.toolchain
-    provenance = Provenance(
-        upstream_repo=checkout.repo,
-        ref=checkout.ref or "",
-        commit=checkout.commit or "",
-        version=checkout.version,
-        patches=tuple(prepared.applied()),
-        left_out=tuple(prepared.left_out()),
-        archs=tuple(format_archs(prepared.archs).split(";")),
-        torch_version=tools.torch,
-        cuda_version=tools.cuda,
-        compiler=tools.compiler,
-        abi=options.abi,
-        torch_floor=str(STABLE_FLOOR) if options.abi == "stable" else "",
-        mambawin_version=__version__,
-        build_date=iso_date(prepared.epoch) if prepared.epoch is not None else "",
-    )
-    label = _label(label_choice, prepared, options)
-    digest = finals.rewrite_digest(
-        {
-            "wheel": sha256_of(wheel),
-            "provenance": provenance.to_dict(),
-            "options": [sorted(options.drop), sorted(options.keep), label, prepared.epoch],
-            "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH"),
-        }
-    )
-    reused = finals.reuse(prepared.workspace.dist, digest, out_dir)
-    if reused is not None:
-        return reused
-    fixed = rewrite_wheel(
-        wheel,
-        out_dir,
-        drop=options.drop,
-        keep=options.keep,
-        local_version=label,
-        provenance=provenance,
-        date_epoch=prepared.epoch,
-        abi=options.abi,
-    )
-    finals.remember(prepared.workspace.dist, digest, fixed)
-    return fixed
-
-
 def _record(
     wheel: Path,
     out_dir: Path,
@@ -427,14 +370,3 @@ def _record(
 def run_doctor(archs: tuple[Arch, ...]) -> DoctorReport:
     """The doctor's probes for a build (the default `doctor` of build and plan)."""
     return run_checks(archs, builds_root())
-
-
-def _label(choice: str | None, prepared: Prepared, options: BuildOptions) -> str | None:
-    if choice != "auto":
-        return choice
-    tools = prepared.toolchain
-    if not (tools.cuda and tools.torch):
-        return None
-    if options.abi == "stable":
-        return stable_label(tools.cuda, str(STABLE_FLOOR))
-    return local_version_label(tools.cuda, tools.torch)
