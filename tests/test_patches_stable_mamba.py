@@ -354,14 +354,11 @@ def assert_on_stable_abi(root: Path, ref: str) -> None:
 
 
 def assert_refused(root: Path, ref: str) -> None:
-    """--abi stable stops with our reason, unless an earlier patch stops this tag for any ABI."""
-    with pytest.raises(PatchError) as stable_error:
+    """--abi stable stops before any patch with the port's range, and leaves the tree as it was."""
+    before = snapshot(root)
+    with pytest.raises(UsageError, match=r"outside the versions its stable-ABI port supports"):
         apply_patches(root, STABLE_OPTIONS)
-    message = str(stable_error.value)
-    if "cannot be built with --abi stable" not in message:
-        with pytest.raises(PatchError) as torch_error:
-            apply_patches(root, PatchOptions(archs=STABLE_OPTIONS.archs))
-        assert str(torch_error.value) == message, ref
+    assert snapshot(root) == before, ref
 
 
 @pytest.mark.upstream
