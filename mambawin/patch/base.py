@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -214,3 +215,9 @@ def upsert_block(
         return text[: old.start()] + block + text[old.end() :], "applied"
     start = text.rfind("\n", 0, anchor.start()) + 1
     return text[:start] + block + text[start:], "applied"
+
+
+def read_template(package: str | None, name: str) -> str:
+    """The text of data/<name> shipped with a patch package: source mambawin writes into a tree
+    (a binding), kept as the file it is rather than as a Python string."""
+    return (resources.files(package or __package__) / "data" / name).read_text(encoding="utf-8")
