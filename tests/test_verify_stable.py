@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from mambawin import proc
 from mambawin.cli import app
-from mambawin.verify import abi_audit, fit, static
+from mambawin.verify import abi_audit, fit, pipeline, sandbox, static
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import pair_problems
 from mambawin.verify.report import Target
@@ -327,6 +327,32 @@ def test_installed_stable_package_audits_the_library_beside_its_shim(tmp_path, l
     (site / LIBRARY).unlink()
     result, _, _ = static.static_step(VerifyOptions(installed=True), target)
     assert "not installed beside its Python shim" in result.details["abi"]["message"]
+
+
+def test_a_stable_wheel_without_a_gpu_runs_ops_after_install_and_passes(tmp_path, libraries):
+    report = {"passed": True, "torch": "2.12.0+cu130", "packages": []}
+    asked = []
+
+    def run_module(env, module, args, timeout):
+        asked.append(module)
+        return report
+
+    tools = replace(
+        FAKE_CODE,
+        prepare_env=lambda wheels, python, scratch: sandbox.InstallEnv(sys.executable, None),
+        import_check=lambda env, modules: {"extensions": {}, "torch": "2.12.0+cu130"},
+        run_module=run_module,
+    )
+    wheel = _stable_wheel(tmp_path, libraries["good"])
+    no_gpu = replace(H200, gpu_name=None, capability=None)
+    options = VerifyOptions(
+        wheel=wheel, tools=tools, target=no_gpu, skip=frozenset({"requirements"})
+    )
+    names = [(s.name, s.status) for s in pipeline.verify(options).steps]
+    assert names[names.index(("install", "ok")) + 1] == ("ops", "ok")
+    assert asked == ["mambawin.verify.runners.ops"]  # the GPU steps skip: no GPU
+    left_out = replace(options, skip=frozenset({"requirements", "ops"}))
+    assert ("ops", "skip") in [(s.name, s.status) for s in pipeline.verify(left_out).steps]
 
 
 def test_a_stable_wheels_requirements_resolve_for_this_python_on_its_own_platform() -> None:

@@ -45,8 +45,8 @@ def verify_command(
         list[str] | None,
         typer.Option(
             "--skip",
-            help="Leave out a step (repeat or comma-separate): requirements, smoke, conv, "
-            "calls, blocks.",
+            help="Leave out a step (repeat or comma-separate): requirements, ops, smoke, "
+            "conv, calls, blocks.",
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,

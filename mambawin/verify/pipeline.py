@@ -28,7 +28,7 @@ from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, find_wheels
 from mambawin.verify.report import StepResult, VerifyReport, named
 from mambawin.verify.static import TAMPERED, foreign_platform, static_steps, tampered
-from mambawin.verify.steps import install_step, pair_step, requirements_step
+from mambawin.verify.steps import install_step, ops_step, pair_step, requirements_step
 
 
 def verify(
@@ -82,6 +82,9 @@ def verify(
             return VerifyReport(str(options.wheel), target, tuple(steps))
         install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
         record(install)
+        ops = skipped("ops", options) or ops_step(options, install, env, packages)
+        if ops is not None:
+            record(ops)
         for step in gpu_steps(options, target, worst(fits), install, env, packages, Path(scratch)):
             record(step)
     return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))

@@ -84,6 +84,44 @@ def install_step(
     return StepResult("install", Status.OK, summary, found), env
 
 
+def ops_step(
+    options: VerifyOptions,
+    install: StepResult,
+    env: InstallEnv | None,
+    packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None]],
+) -> StepResult | None:
+    """A stable-ABI wheel's ops registered (schema, CUDA and Meta kernels) and upstream's public
+    function traced by torch.compile(fullgraph=True); no GPU needed. None for torch-ABI wheels,
+    whose pybind11 functions are no torch ops."""
+    stable = [p for p, prov, _ in packages if prov and prov.get("abi") == "stable"]
+    if not stable:
+        return None
+    if env is None or install.status is not Status.OK:
+        return StepResult("ops", Status.SKIP, "install failed: ops not checked")
+    try:
+        report = options.tools.run_module(
+            env, "mambawin.verify.runners.ops", ["--json", *stable], options.timeout
+        )
+    except MambawinError as exc:
+        return StepResult("ops", Status.FAIL, f"ops runner failed: {exc}", error_details(exc))
+    summary = "; ".join(_ops_line(found) for found in report.get("packages", []))
+    status = Status.OK if report.get("passed") else Status.FAIL
+    return StepResult("ops", status, f"{summary} (torch {report.get('torch')})", report)
+
+
+def _ops_line(found: Mapping[str, Any]) -> str:
+    """'selective_scan_cuda: bwd, fwd registered (CUDA, Meta); selective_scan_fn traced ...'"""
+    if found.get("error"):
+        return str(found["error"])
+    names = ", ".join(op["name"].split("::", 1)[1] for op in found.get("ops", []))
+    line = f"torch.ops.{found['namespace']}: {names or 'nothing'} registered"
+    trace = found.get("trace")
+    if trace:
+        line += f"; {trace['api']} traced with fullgraph=True to {', '.join(trace['ops']) or '-'}"
+    problems = found.get("problems") or []
+    return line + (f"; {'; '.join(problems)}" if problems else "")
+
+
 def error_details(exc: MambawinError) -> dict[str, Any]:
     tail = getattr(exc, "tail", "")
     return {"error": str(exc), "tail": tail} if tail else {"error": str(exc)}
