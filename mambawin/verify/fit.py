@@ -1,4 +1,5 @@
-"""The fit step: does the wheel's GPU code run on this GPU, and was it built for this torch?"""
+"""The fit step: does the wheel's extension load on this system's glibc, does its GPU code run
+on this GPU, and was it built for this torch?"""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from mambawin.archs import Arch, parse_arch
 from mambawin.errors import MambawinError, UsageError
 from mambawin.status import Status
 from mambawin.verify.abi_audit import floor_of, is_stable
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import release
+from mambawin.wheel.glibc import VersionNeed
 from mambawin.wheel.gpucode import GpuCode
 
 
@@ -48,16 +52,29 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
 
 
 def fit_step(
-    code: Any, provenance: Mapping[str, Any] | None, target: Target, project: str
+    code: Any,
+    provenance: Mapping[str, Any] | None,
+    target: Target,
+    project: str,
+    glibc: VersionNeed | None = None,
 ) -> StepResult:
-    """Torch/CUDA the wheel was built for vs the installed torch; GPU code vs this GPU."""
-    result = _fit(code, provenance, target)
+    """The extension's glibc vs this machine's; torch/CUDA the wheel was built for vs the
+    installed torch; GPU code vs this GPU. `glibc`: what static read (static.glibc_need)."""
+    result = _fit(code, provenance, target, glibc)
     return replace(result, name=named("fit", project))
 
 
-def _fit(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> StepResult:
+def _fit(
+    code: Any, provenance: Mapping[str, Any] | None, target: Target, glibc: VersionNeed | None
+) -> StepResult:
+    details: dict[str, Any] = {}
+    libc = check_glibc(glibc, target)
+    if libc is not None:
+        details["glibc"] = {"ok": libc[0], "message": libc[1]}
+        if not libc[0]:
+            return StepResult("fit", Status.FAIL, libc[1], details)
     torch_ok, torch_msg = check_torch(provenance, target)
-    details: dict[str, Any] = {"torch": {"ok": torch_ok, "message": torch_msg}}
+    details["torch"] = {"ok": torch_ok, "message": torch_msg}
     if not torch_ok:
         return StepResult("fit", Status.FAIL, torch_msg, details)
     if target.capability is None:
@@ -73,6 +90,25 @@ def _fit(code: Any, provenance: Mapping[str, Any] | None, target: Target) -> Ste
         Status.OK if arch_ok else Status.FAIL,
         f"{arch_msg}; {torch_msg}" if arch_ok else arch_msg,
         details,
+    )
+
+
+def check_glibc(need: VersionNeed | None, target: Target) -> tuple[bool, str] | None:
+    """Whether this machine's glibc is at least the one the extension needs; None when there is
+    nothing to compare (no versioned ELF import, or a system without glibc: musl, Windows)."""
+    if need is None or target.glibc is None:
+        return None
+    try:
+        here = Version(target.glibc)
+    except InvalidVersion:
+        return None
+    if here >= need.version:
+        return True, f"glibc {target.glibc} here, {need.version} needed ({need.binary})"
+    # The loader refuses the library at import ("version `GLIBC_2.38' not found"): no torch,
+    # no GPU and no reinstall helps, only a wheel built against an older glibc.
+    return False, (
+        f"{need.line}; this machine has {target.glibc}: build the wheel on the oldest glibc you "
+        "serve (e.g. Debian 12 / Ubuntu 22.04), or install on a newer system"
     )
 
 

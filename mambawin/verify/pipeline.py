@@ -27,7 +27,7 @@ from mambawin.verify.gpu import gpu_steps
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, find_wheels
 from mambawin.verify.report import StepResult, VerifyReport, named
-from mambawin.verify.static import TAMPERED, foreign_platform, static_steps, tampered
+from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
 from mambawin.verify.steps import install_step, ops_step, pair_step, requirements_step
 
 
@@ -66,7 +66,7 @@ def verify(
                 record(
                     StepResult(named("fit", project), Status.SKIP, _elsewhere(elsewhere))
                     if elsewhere
-                    else fit_step(code, provenance, target, project)
+                    else fit_step(code, provenance, target, project, glibc_need(static))
                 )
             )
             packages.append((project, provenance, version))

@@ -26,6 +26,8 @@ class Target:
     installed_provenance: Mapping[str, Any] | None = None
     # Every package importable here, by project: {"extension", "version", "provenance"}.
     installed_packages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The C library's version ("2.36") when it is glibc; None on musl, Windows and macOS.
+    glibc: str | None = None
 
 
 @dataclass(frozen=True)

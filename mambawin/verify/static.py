@@ -1,4 +1,5 @@
-"""The static step: a wheel's name, tags, METADATA, provenance and GPU code, before any install."""
+"""The static step: a wheel's name, tags, METADATA, provenance, GPU code and the glibc its
+extensions need, before any install."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.verify.tools import binary_gpu_code
+from mambawin.wheel.glibc import VersionNeed, file_needs, glibc_of, wheel_needs
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
 from mambawin.wheel.metadata import requirement_plan_in, requirements_in
@@ -45,6 +47,13 @@ TAMPERED = "the wheel failed its integrity check (see static): not installed, no
 def tampered(static: StepResult) -> bool:
     """Whether the static step found the wheel altered or unsafe (bad RECORD, path escape)."""
     return not static.details.get("integrity", {}).get("ok", True)
+
+
+def glibc_need(static: StepResult) -> VersionNeed | None:
+    """The glibc the static step found the wheel's extensions need (the fit step compares it
+    with this machine's); None for PE, unversioned or unread binaries."""
+    rows = static.details.get("glibc", {}).get("needs", ())
+    return glibc_of(VersionNeed.from_json(row) for row in rows)
 
 
 # ---- step 1: static checks ------------------------------------------------------------------
@@ -104,7 +113,25 @@ def _wheel_checks(
     stable = _stable_check(archive, info, provenance)
     if stable is not None:
         checks.append(("abi", stable.ok, stable.message, {"violations": list(stable.violations)}))
+    checks += _glibc_check(archive, info)
     return checks, code, provenance
+
+
+def _glibc_check(archive: zipfile.ZipFile, info: WheelInfo) -> list[Check]:
+    """The oldest glibc (and libstdc++) the ELF extensions load on; no row for a PE wheel."""
+    try:
+        needs = wheel_needs(archive, info)
+    except MambawinError as exc:
+        return [("glibc", False, str(exc))]
+    return _needs_row(needs)
+
+
+def _needs_row(needs: Sequence[VersionNeed]) -> list[Check]:
+    """A fact, never a failure here: where the wheel may be installed is the fit step's call."""
+    if glibc_of(needs) is None:
+        return []
+    message = "; ".join(n.line for n in needs)
+    return [("glibc", True, message, {"needs": [n.to_json() for n in needs]})]
 
 
 def _stable_check(
@@ -157,6 +184,7 @@ def _static_installed(
     ]
     if stable is not None:
         checks.append(("abi", stable.ok, stable.message, {"violations": list(stable.violations)}))
+    checks += _needs_row(file_needs([binary]))
     return _checks_result(named("static", project), checks, code), code, provenance
 
 

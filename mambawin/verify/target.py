@@ -1,4 +1,4 @@
-"""The target a wheel must run on: the torch, CUDA and GPU a Python sees, asked in a child
+"""The target a wheel must run on: the torch, CUDA, GPU and glibc a Python sees, asked in a child
 process (importing torch here would tie mambawin to one torch)."""
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from mambawin.verify.report import Target
 from mambawin.wheel.provenance import PROVENANCE_NAME
 
 _PROBE = """
-import importlib.util, json
+import importlib.util, json, platform
 r = {}
+libc, version = platform.libc_ver()
+r["glibc"] = version if libc == "glibc" else None
 try:
     import torch
     r["torch"], r["cuda"] = torch.__version__, torch.version.cuda
@@ -65,4 +67,5 @@ def probe_target(python: str = sys.executable) -> Target:
         data.get("extension"),
         data.get("provenance"),
         data.get("packages") or {},
+        data.get("glibc"),
     )

@@ -1,6 +1,6 @@
 """What a compiled binary takes from other libraries: the libraries it names and the symbols it
-imports, read from an ELF `.so` (pyelftools: DT_NEEDED, undefined `.dynsym` entries) or a PE
-`.pyd`/`.dll` (pefile: the import table, per DLL).
+imports, read from an ELF `.so` (pyelftools: DT_NEEDED, undefined `.dynsym` entries with the
+version each needs, `GLIBC_2.38`) or a PE `.pyd`/`.dll` (pefile: the import table, per DLL).
 
 An ELF undefined symbol does not say which library defines it, so `ImportedSymbol.library` is
 None there; a PE import always names its DLL. Nothing here judges: `verify.abi_audit` does.
@@ -16,6 +16,7 @@ import pefile
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
 
 from mambawin.errors import WheelError
@@ -25,10 +26,12 @@ BinaryFormat = Literal["elf", "pe"]
 
 @dataclass(frozen=True)
 class ImportedSymbol:
-    """One imported symbol: its name (`#N` for a PE import by ordinal) and, on PE, its DLL."""
+    """One imported symbol: its name (`#N` for a PE import by ordinal), on PE its DLL, and on ELF
+    the symbol version it needs (`GLIBC_2.38`), None when unversioned."""
 
     name: str
     library: str | None = None
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,20 +58,52 @@ def _elf_imports(data: bytes, name: str) -> BinaryImports:
         elf = ELFFile(io.BytesIO(data))
         needed: list[str] = []
         symbols: list[ImportedSymbol] = []
+        versions = _needed_versions(elf)
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
                 # pyelftools sets `needed` on each DT_NEEDED tag at run time, from .dynstr.
                 needed += [str(vars(tag)["needed"]) for tag in section.iter_tags("DT_NEEDED")]
             if isinstance(section, SymbolTableSection) and section.name == ".dynsym":
-                symbols += [
-                    ImportedSymbol(symbol.name)
-                    for symbol in section.iter_symbols()
-                    if symbol.name and symbol["st_shndx"] == "SHN_UNDEF"
-                ]
+                symbols += _undefined(section, _versym(elf, section), versions)
     except (ELFError, ValueError, KeyError, OSError) as exc:
         msg = f"{name}: its ELF headers cannot be read ({exc}): rebuild the wheel"
         raise WheelError(msg) from None
     return BinaryImports("elf", tuple(needed), tuple(symbols))
+
+
+def _needed_versions(elf: ELFFile) -> dict[int, str]:
+    """Version index -> name (`GLIBC_2.38`) from .gnu.version_r, the versions the binary needs."""
+    found: dict[int, str] = {}
+    for section in elf.iter_sections():
+        if isinstance(section, GNUVerNeedSection):
+            for _, auxiliaries in section.iter_versions():
+                found.update((int(aux["vna_other"]), str(aux.name)) for aux in auxiliaries)
+    return found
+
+
+def _versym(elf: ELFFile, dynsym: SymbolTableSection) -> GNUVerSymSection | None:
+    """.gnu.version, when it holds one entry per .dynsym symbol (else no versions are read)."""
+    section = elf.get_section_by_name(".gnu.version")
+    if isinstance(section, GNUVerSymSection) and section.num_symbols() == dynsym.num_symbols():
+        return section
+    return None
+
+
+def _undefined(
+    dynsym: SymbolTableSection, versym: GNUVerSymSection | None, versions: dict[int, str]
+) -> list[ImportedSymbol]:
+    """The undefined .dynsym symbols; .gnu.version holds one version index per symbol, in order."""
+    indexes = versym.iter_symbols() if versym is not None else iter(())
+    found: list[ImportedSymbol] = []
+    for symbol in dynsym.iter_symbols():
+        index = next(indexes, None)
+        if not symbol.name or symbol["st_shndx"] != "SHN_UNDEF":
+            continue
+        ndx = index["ndx"] if index is not None else None
+        # 0 and 1 (local, global) arrive as names; bit 15 marks a hidden version.
+        version = versions.get(ndx & 0x7FFF) if isinstance(ndx, int) else None
+        found.append(ImportedSymbol(symbol.name, version=version))
+    return found
 
 
 def _pe_imports(data: bytes, name: str) -> BinaryImports:
