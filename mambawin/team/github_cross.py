@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from mambawin.cross.source import WINDOWS
 from mambawin.errors import UsageError
 from mambawin.team.actions import CACHE, CHECKOUT, SETUP_PYTHON, UPLOAD
 from mambawin.team.matrix import Cell, build_python
@@ -38,12 +39,6 @@ from mambawin.team.workflow_steps import (
 from mambawin.toolchain.wine import CUDA_WHEELS, MSVC_WHEEL
 
 BUILD_ON = ("windows", "linux")
-
-
-JOBS = ("cross", "check")  # the job ids; publish needs both
-
-
-WINDOWS = "win_amd64"
 
 
 # [options] keys `build --platform win_amd64` does not apply (cross/source.py patches with the
@@ -74,9 +69,9 @@ def refuse_cross(spec: Spec, cells: Sequence[Cell]) -> None:
             msg = (
                 f"{spec.path}: {cell.id} builds with torch {cell.torch.version} for CUDA "
                 f"{cell.torch.cuda}, and the Linux cross build has the Windows CUDA "
-                f"{', '.join(CUDA_WHEELS)} only (`mambawin toolchain windows --cuda`): give that "
-                "CUDA major a [[torch]] of CUDA 13.0 (its oldest torch builds the wheel), or drop "
-                "--build-on linux"
+                f"{', '.join(CUDA_WHEELS)} only (`mambawin toolchain windows --cuda`): use a "
+                "[[torch]] for CUDA 13.0 (a CUDA major's oldest torch builds its stable wheel), "
+                "or drop --build-on linux"
             )
             raise UsageError(msg)
 
@@ -84,11 +79,10 @@ def refuse_cross(spec: Spec, cells: Sequence[Cell]) -> None:
 def cross_jobs(
     spec: Spec, cells: Sequence[Cell], *, runner: str, mambawin: str
 ) -> dict[str, dict[str, Any]]:
-    """The `cross` job (Linux) and the `check` job (runner, Windows) for the stable cells."""
+    """The `cross` job (Linux) and the `check` job (runner, Windows) for cells refuse_cross let
+    through (each cell's CUDA has a Windows wheel set)."""
     names = artifact_names(cells)
-    entries = [
-        cross_entry(c, spec, n) for c, n in zip(cells, names, strict=True)
-    ]  # refuse_cross first: every cell's CUDA has a Windows wheel set
+    entries = [cross_entry(c, spec, n) for c, n in zip(cells, names, strict=True)]
     return {
         "cross": _cross_job(cells, entries, mambawin),
         "check": _check_job(check_entries(spec, cells), runner, mambawin),
