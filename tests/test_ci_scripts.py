@@ -25,7 +25,7 @@ SHELLS = {
     "bash": ["bash", "--noprofile", "--norc", "-eo", "pipefail", "{0}"],
     "python": ["python3", "{0}"],
 }
-FAKES = ("python", "mambawin", "gh", "nvcc", "sccache", "pip")
+FAKES = ("python", "mambawin", "gh", "nvcc", "sccache", "pip", "sudo", "wine")
 GITHUB = {
     "github.workspace": "/runner/work/wheels",
     "github.token": "fake-token",
@@ -88,30 +88,38 @@ def fill(text: str, matrix: dict[str, Any], env: dict[str, str]) -> str:
     return _EXPRESSION.sub(value, text)
 
 
-def fake_tools(folder: Path, log: Path) -> None:
-    """Programs that record their name and argv (one line, tab-separated) and succeed."""
+def fake_tools(folder: Path, log: Path, then: dict[str, str] | None = None) -> None:
+    """Programs that record their name and argv (one line, tab-separated) and succeed; then[name]
+    is bash a fake runs after that (to leave what the real program leaves, or to check)."""
     folder.mkdir()
     for name in FAKES:
         tool = folder / name
         tool.write_text(
             '#!/bin/bash\n{ printf "%s" "$(basename "$0")"; for a in "$@"; do '
-            'printf "\\t%s" "$a"; done; printf "\\n"; } >> "' + str(log) + '"\n',
+            'printf "\\t%s" "$a"; done; printf "\\n"; } >> "'
+            + str(log)
+            + '"\n'
+            + (then or {}).get(name, ""),
             encoding="utf-8",
         )
         tool.chmod(0o755)
 
 
 def run_step(
-    step: dict[str, Any], env: dict[str, str], matrix: dict[str, Any], tmp_path: Path
+    step: dict[str, Any],
+    env: dict[str, str],
+    matrix: dict[str, Any],
+    tmp_path: Path,
+    then: dict[str, str] | None = None,
 ) -> list[list[str]]:
-    """Run one step's script; the argv of every faked program it called."""
+    """Run one step's script; the argv of every faked program it called (fake_tools' then)."""
     shell = step.get("shell", "bash")
     assert shell in SHELLS, f"step {step.get('name')!r}: the suite cannot run shell {shell!r}"
     work = tmp_path / "run"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     log = work / "calls.log"
-    fake_tools(work / "bin", log)
+    fake_tools(work / "bin", log, then)
     script = work / "script"
     script.write_text(step["run"], encoding="utf-8")
     step_env = {k: fill(str(v), matrix, env) for k, v in {**env, **step.get("env", {})}.items()}
@@ -126,7 +134,11 @@ def run_step(
 
 
 def run_job(
-    workflow: dict[str, Any], job_id: str, matrix: dict[str, Any], tmp_path: Path
+    workflow: dict[str, Any],
+    job_id: str,
+    matrix: dict[str, Any],
+    tmp_path: Path,
+    then: dict[str, str] | None = None,
 ) -> dict[str, list[list[str]]]:
     """Every run step of one job for one matrix entry: step name → the calls it made."""
     job = workflow["jobs"][job_id]
@@ -137,7 +149,7 @@ def run_job(
     calls = {}
     for step in job["steps"]:
         if "run" in step:
-            calls[fill(step["name"], matrix, env)] = run_step(step, env, matrix, tmp_path)
+            calls[fill(step["name"], matrix, env)] = run_step(step, env, matrix, tmp_path, then)
     return calls
 
 

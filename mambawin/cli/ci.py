@@ -29,8 +29,20 @@ def github_command(
         str, typer.Option("--publish", help="Where the index goes: pages, release or none.")
     ] = "pages",
     runner: Annotated[
-        str, typer.Option("--runner", help="The Windows runner label of the build jobs.")
+        str,
+        typer.Option(
+            "--runner",
+            help="The Windows runner label: the build jobs', or with --build-on linux the check's.",
+        ),
     ] = "windows-2022",
+    build_on: Annotated[
+        str,
+        typer.Option(
+            "--build-on",
+            help="windows, or linux: cross-build the stable-ABI wheels on Linux runners under "
+            'wine and check them on a Windows runner (a spec with abi = "stable").',
+        ),
+    ] = "windows",
     mambawin_req: Annotated[
         str | None,
         typer.Option(
@@ -62,7 +74,11 @@ def github_command(
         else install_source.default_source()
     )
     options = github.WorkflowOptions(
-        spec_path=_repo_relative(spec), publish=publish, runner=runner, mambawin=source.requirement
+        spec_path=_repo_relative(spec),
+        publish=publish,
+        runner=runner,
+        mambawin=source.requirement,
+        build_on=build_on,
     )
     cells = expand(loaded)
     text = github.render(loaded, cells, options)
@@ -77,10 +93,8 @@ def github_command(
         console.print(f"[dim]note: {note}[/]", soft_wrap=True)
     if warning:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    matrices = len(github.build_job_ids(chosen))
-    split = f" in {matrices} matrices of at most {github.MATRIX_LIMIT}" if matrices > 1 else ""
     console.print(
-        f"wrote {written}: {len(chosen)} build jobs{split}, installing "
+        f"wrote {written}: {github.jobs_summary(options, chosen)}, installing "
         f"{source.requirement}; commit it and run it from the Actions tab",
         soft_wrap=True,
         markup=False,

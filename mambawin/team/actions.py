@@ -47,6 +47,9 @@ UPLOAD = Action("actions/upload-artifact", "bbbca2ddaa5d8feaa63e36b76fdaad77386f
 DOWNLOAD = Action("actions/download-artifact", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1")
 
 
+CACHE = Action("actions/cache", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5")
+
+
 UPLOAD_PAGES = Action(
     "actions/upload-pages-artifact", "fc324d3547104276b827a68afc52ff2a11cc49c9", "v5.0.0"
 )

@@ -179,11 +179,7 @@ def _stable_cell(
     note: str,
 ) -> Cell:
     torch = min(fitting, key=lambda t: Version(t.version))
-    # The build runs in one environment: the first Python the build torch has a wheel for.
-    python = next(
-        (p for p in spec.pythons if not compat.torch_python(torch.version, p, platform)),
-        spec.pythons[0],
-    )
+    python = build_python(spec, torch, platform)
     serves = tuple(f"{t.version} {t.variant}" for t in fitting)
     served = (
         f"stable ABI: {package.name} for CUDA {release(torch.cuda, 1)[0]}.x on {platform} is one "
@@ -195,6 +191,15 @@ def _stable_cell(
     )
     wheel = stable_wheel_name(package, version, torch, platform) if version else None
     return replace(cell, abi="stable", serves=serves, version=version, wheel=wheel)
+
+
+def build_python(spec: Spec, torch: TorchSpec, platform: str) -> str:
+    """The Python a stable wheel is built (or checked) with: the first of the spec's that torch
+    has a wheel for on platform, else the spec's first (the cell then says why it is impossible)."""
+    return next(
+        (p for p in spec.pythons if not compat.torch_python(torch.version, p, platform)),
+        spec.pythons[0],
+    )
 
 
 def stable_label(cuda: str) -> str:

@@ -1,0 +1,129 @@
+"""The parts every job of the generated workflow shares: the runner labels, a pinned `uses:` step,
+a bash `run:` step, the install of torch and mambawin, a cell's matrix entry and its artifact's
+name. `github.py` (the Windows build jobs, publish) and `github_cross.py` (the Linux cross build
+and its Windows check) both take them from here, so each fact is written once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from mambawin.archs import format_archs
+from mambawin.team.actions import DOWNLOAD, UPLOAD, Action, cuda_packages, cuda_release
+from mambawin.team.matrix import Cell
+from mambawin.team.spec import Spec
+from mambawin.team.yaml_text import Block, Commented
+
+WINDOWS_RUNNER = "windows-2022"  # the default of `ci github --runner`
+
+
+LINUX_RUNNER = "ubuntu-24.04"  # the publish job, and the cross build with --build-on linux
+
+
+JOB_LIMIT_MIN = 360  # GitHub-hosted runners stop a job after 6 hours
+
+
+WHEEL_ARTIFACT = "wheel-"  # every wheel artifact's name starts so; publish downloads `wheel-*`
+
+
+# upload-artifact refuses these in an artifact name; job ids allow letters, digits, - and _.
+_ARTIFACT_BAD = re.compile(r"[^A-Za-z0-9._+=,-]")
+
+
+def artifact_name(prefix: str, text: str) -> str:
+    """prefix + text with every character upload-artifact refuses replaced by '-'."""
+    return prefix + _ARTIFACT_BAD.sub("-", text)
+
+
+def artifact_names(cells: Sequence[Cell]) -> list[str]:
+    """One artifact name per cell that upload-artifact accepts (a ref may hold '/'), unique."""
+    names: list[str] = []
+    for cell in cells:
+        base = artifact_name(WHEEL_ARTIFACT, cell.id)
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+def upload_wheel_step() -> dict[str, Any]:
+    """The built wheel as the matrix entry's artifact; no wheel fails the job."""
+    return uses(
+        UPLOAD,
+        {
+            "name": "${{ matrix.artifact }}",
+            "path": "wheelhouse/*.whl",
+            "if-no-files-found": "error",
+        },
+    )
+
+
+def download_wheels_step() -> dict[str, Any]:
+    """Every wheel artifact of the run, together in wheelhouse/."""
+    inputs = {"pattern": WHEEL_ARTIFACT + "*", "path": "wheelhouse", "merge-multiple": True}
+    return uses(DOWNLOAD, inputs)
+
+
+def matrix_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
+    """One `include:` entry of a build job's matrix (everything its steps need)."""
+    return {
+        "id": cell.id,
+        "artifact": artifact,
+        "package": cell.package.name,
+        "repo": cell.package.repo,
+        "ref": cell.package.ref,
+        "python": cell.python,
+        "torch": cell.torch.version,
+        "torch_index": cell.torch.index,
+        "cuda": cell.torch.cuda,
+        "cuda_toolkit": cuda_release(cell.torch.cuda),
+        "archs": format_archs(cell.archs),
+        "cuda_packages": json.dumps(cuda_packages(cell.torch.cuda)),
+        "keep_complex": cell.keep_complex,
+        "skip_patches": ",".join(cell.skip_patches),
+        "drop": ",".join(spec.options.drop),
+        "keep": ",".join(spec.options.keep),
+        "wheel": cell.wheel or "",
+        "abi": cell.abi,
+        "local_version": cell.local_label,
+    }
+
+
+def uses(action: Action, inputs: dict[str, Any]) -> dict[str, Any]:
+    """A step running a pinned action, its tag as a comment."""
+    step: dict[str, Any] = {"uses": Commented(f"{action.repo}@{action.sha}", action.tag)}
+    if inputs:
+        step["with"] = inputs
+    return step
+
+
+def run(name: str, script: str, env: dict[str, str], shell: str = "bash") -> dict[str, Any]:
+    """A script step; what it needs from the spec or matrix comes in through env (actionlint
+    refuses an empty `env:`, so a step that needs none has none)."""
+    return {"name": name, "shell": shell, **({"env": env} if env else {}), "run": Block(script)}
+
+
+# Every script runs in bash: Git Bash on the Windows runners, bash on Linux, and bash here, where
+# the tests execute each script against fakes of the tools it calls (tests/test_ci_scripts.py).
+INSTALL = """\
+python -m pip install --upgrade pip
+python -m pip install "torch==$TORCH" --index-url "$TORCH_INDEX"
+python -m pip install ninja setuptools wheel "$MAMBAWIN_REQ"
+"""
+
+
+def install_step(mambawin: str) -> dict[str, Any]:
+    """torch (the matrix entry's, from its index) and mambawin (the workflow's requirement)."""
+    return run(
+        "torch and mambawin",
+        INSTALL,
+        {
+            "TORCH": "${{ matrix.torch }}",
+            "TORCH_INDEX": "${{ matrix.torch_index }}",
+            "MAMBAWIN_REQ": mambawin,
+        },
+    )
