@@ -210,6 +210,11 @@ def test_the_check_scripts_install_a_cuda_torch_and_verify_the_wheels(tmp_path: 
             entry["torch_index"],
         ] in install
         assert install[-1][-1] == SOURCE
+        # The wheels' own requirements, beside torch: verify's ops step imports mamba_ssm.
+        (requirements,) = calls["the wheels' requirements"]
+        assert requirements[:4] == ["python", "-m", "pip", "install"]
+        assert requirements[4].startswith("wheelhouse") and requirements[4].endswith(".whl")
+        assert list(calls).index("the wheels' requirements") < list(calls).index("mambawin verify")
         (verify,) = calls["mambawin verify"]
         parses_as_mambawin(verify[1:])
         assert verify[1:] == ["verify", "wheelhouse", "--json"]
