@@ -224,7 +224,7 @@ def _check_job(entries: list[dict[str, Any]], runner: str, mambawin: str) -> dic
             # verify installs the wheels themselves with --no-deps into a venv that sees this
             # environment; their requirements (einops, transformers, triton-windows, ...) must be
             # here, since its ops step imports mamba_ssm and traces selective_scan_fn.
-            run("the wheels' requirements", 'python -m pip install wheelhouse/*.whl\n', {}),
+            run("the wheels' requirements", "python -m pip install wheelhouse/*.whl\n", {}),
             # verify's exit code is the job's verdict; without a GPU it says so and passes.
             run("mambawin verify", "mambawin verify wheelhouse --json > verify.json\n", {}),
             {
