@@ -177,3 +177,16 @@ def test_real_stable_wheels_register_and_trace_under_this_torch():
         )
         assert package["trace"]["ops"], package
     assert result.exit_code == 0, result.stdout
+
+
+def test_a_missing_upstream_requirement_is_said_with_the_fix_and_does_not_fail():
+    untraced = {**_scan(), "trace": None}
+    untraced["untraced"] = (
+        "selective_scan_fn not traced: einops is not installed (install the wheels with their "
+        "requirements: pip install WHEEL)"
+    )
+    step = steps.ops_step(_options(lambda *a: _report(untraced)), INSTALLED, ENV, PAIR[:1])
+    assert step is not None and step.status == "ok"
+    assert (
+        "bwd, fwd registered; selective_scan_fn not traced: einops is not installed" in step.summary
+    )

@@ -118,6 +118,8 @@ def _ops_line(found: Mapping[str, Any]) -> str:
     trace = found.get("trace")
     if trace:
         line += f"; {trace['api']} traced with fullgraph=True to {', '.join(trace['ops']) or '-'}"
+    elif found.get("untraced"):
+        line += f"; {found['untraced']}"
     problems = found.get("problems") or []
     return line + (f"; {'; '.join(problems)}" if problems else "")
 

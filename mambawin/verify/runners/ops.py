@@ -99,6 +99,12 @@ def _trace_conv() -> Any:
     )
 
 
+# The modules a wheel brings: one of them missing is the wheel's fault, any other module is one of
+# upstream's requirements that the environment lacks.
+OURS = frozenset(
+    {MAMBA.extension, CAUSAL_CONV1D.extension, MAMBA.import_name, CAUSAL_CONV1D.import_name}
+)
+
 # Upstream's public function per package: what a user's torch.compile(fullgraph=True) model calls.
 TRACES: dict[str, tuple[str, Callable[[], Any]]] = {
     MAMBA.name: ("selective_scan_fn", _trace_scan),
@@ -153,9 +159,17 @@ def check(project: str) -> dict[str, Any]:
     except Exception as exc:  # the failure is the finding, reported as such
         return {**result, "passed": False, "error": f"import {namespace}: {exc!r}"}
     result["ops"] = [asdict(op) for op in ops]
+    failure = None
     try:
         result["trace"] = trace(project)
-        failure = None
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in OURS:
+            failure = repr(exc)[:400]
+        else:  # the environment lacks one of upstream's requirements: no fault of the wheel
+            result["untraced"] = (
+                f"{TRACES[project][0]} not traced: {exc.name} is not installed (install the "
+                "wheels with their requirements: pip install WHEEL)"
+            )
     except Exception as exc:  # a graph break or a missing fake, reported
         failure = repr(exc)[:400]
     found = problems(project, ops, result.get("trace"), failure)
