@@ -204,6 +204,43 @@ def test_pe_imports_are_judged_per_dll():
     assert "torch C++ symbol" in audit.violations[3].line
 
 
+# ---- the C++ runtime: shared, or carried statically ------------------------------------------
+
+THROWS_CPP = """
+#include <stdexcept>
+extern "C" int stable_check(int bad) {
+    if (bad) throw std::runtime_error("selective_scan: u must be (batch, dim, seqlen)");
+    return 0;
+}
+"""
+
+
+def _gxx(folder: Path, name: str, *extra: str) -> Path:
+    source = folder / "throws.cpp"
+    source.write_text(THROWS_CPP, encoding="utf-8")
+    out = folder / name
+    proc.run(["g++", "-shared", "-fPIC", "-o", str(out), str(source), *extra], timeout=120)
+    return out
+
+
+def test_a_library_with_a_static_libstdcxx_is_refused_with_the_fix(tmp_path):
+    # What the H100 image's CXX (/opt/gcc/bin/g++) did: every check the binding threw ended the
+    # process with SIGSEGV on torch 2.11, where the same library linked with /usr/bin/g++ raised.
+    audit = _audit(_gxx(tmp_path, "static.so", "-static-libstdc++"))
+    (violation,) = audit.violations
+    assert violation.subject == "__cxa_begin_catch, __cxa_throw, __gxx_personality_v0"
+    assert "carries its own static C++ runtime" in violation.line
+    assert "CXX=/usr/bin/g++" in violation.line
+
+
+def test_a_library_linked_with_the_shared_libstdcxx_passes(tmp_path):
+    library = _gxx(tmp_path, "shared.so")
+    imports = read_imports(library.read_bytes(), "shared.so")
+    assert imports.runtime_defined == ()
+    assert any(name.startswith("libstdc++") for name in imports.libraries)
+    assert _audit(library).violations == ()
+
+
 # ---- the static step ----------------------------------------------------------------------------
 
 H200 = Target("2.12.0+cu130", "13.0", "NVIDIA H200", (9, 0))

@@ -128,9 +128,26 @@ def audit_binary(binary: str, imports: BinaryImports, floor: Version) -> Audit:
         )
         return Audit(binary, floor, floor, (), (floor_problem,))
     exported = stable_symbols(against)
-    violations = [*_library_violations(imports), *_symbol_violations(imports, exported, against)]
+    violations = [
+        *_library_violations(imports),
+        *_symbol_violations(imports, exported, against),
+        *_runtime_violations(imports),
+    ]
     torch_c = tuple(s.name for s in imports.symbols if TORCH_FAMILY.match(s.name))
     return Audit(binary, floor, against, torch_c, tuple(violations))
+
+
+def _runtime_violations(imports: BinaryImports) -> Iterable[Violation]:
+    """A static libstdc++ inside the library: measured on an H100 (torch 2.11), the binding's
+    STD_TORCH_CHECK then ended the process with SIGSEGV instead of raising in Python."""
+    if imports.runtime_defined:
+        yield Violation(
+            ", ".join(imports.runtime_defined),
+            "defined here: the library carries its own static C++ runtime, so an error its checks "
+            "throw cannot reach torch and ends the process",
+            "link with the shared libstdc++: build with a g++ that does (e.g. CXX=/usr/bin/g++), "
+            "not one that links libstdc++ statically",
+        )
 
 
 def _library_violations(imports: BinaryImports) -> Iterable[Violation]:

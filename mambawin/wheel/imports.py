@@ -34,13 +34,21 @@ class ImportedSymbol:
     version: str | None = None
 
 
+# The C++ runtime's exception entry points. A binary that defines (exports) them carries its own
+# copy of libstdc++ (a compiler that links it statically): an exception it throws is then not one
+# the process's shared libstdc++, and so torch, can catch.
+CXX_RUNTIME = frozenset({"__cxa_throw", "__cxa_begin_catch", "__gxx_personality_v0"})
+
+
 @dataclass(frozen=True)
 class BinaryImports:
-    """The libraries a binary needs and the symbols it imports, in file order."""
+    """The libraries a binary needs and the symbols it imports, in file order; on ELF also which
+    of CXX_RUNTIME it defines itself."""
 
     format: BinaryFormat
     libraries: tuple[str, ...]
     symbols: tuple[ImportedSymbol, ...]
+    runtime_defined: tuple[str, ...] = ()
 
 
 def read_imports(data: bytes, name: str) -> BinaryImports:
@@ -58,6 +66,7 @@ def _elf_imports(data: bytes, name: str) -> BinaryImports:
         elf = ELFFile(io.BytesIO(data))
         needed: list[str] = []
         symbols: list[ImportedSymbol] = []
+        runtime: list[str] = []
         versions = _needed_versions(elf)
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
@@ -65,10 +74,15 @@ def _elf_imports(data: bytes, name: str) -> BinaryImports:
                 needed += [str(vars(tag)["needed"]) for tag in section.iter_tags("DT_NEEDED")]
             if isinstance(section, SymbolTableSection) and section.name == ".dynsym":
                 symbols += _undefined(section, _versym(elf, section), versions)
+                runtime += [
+                    s.name
+                    for s in section.iter_symbols()
+                    if s.name in CXX_RUNTIME and s["st_shndx"] != "SHN_UNDEF"
+                ]
     except (ELFError, ValueError, KeyError, OSError) as exc:
         msg = f"{name}: its ELF headers cannot be read ({exc}): rebuild the wheel"
         raise WheelError(msg) from None
-    return BinaryImports("elf", tuple(needed), tuple(symbols))
+    return BinaryImports("elf", tuple(needed), tuple(symbols), tuple(sorted(runtime)))
 
 
 def _needed_versions(elf: ELFFile) -> dict[int, str]:
