@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from mambawin import proc
 from mambawin.archs import Arch, format_archs
 from mambawin.doctor.probes.compiler import HostFacts, cxx_std_check, gather_host, host_checks
+from mambawin.doctor.probes.cxx_runtime import cxx_runtime_check
 from mambawin.doctor.probes.gpu import GpuFacts, gather_gpus, gpu_checks, recommend
 from mambawin.doctor.probes.system import (
     LocalSystem,
@@ -231,6 +232,8 @@ def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
     if facts.cuda.version is not None:
         checks.append(arch_check(facts.cuda, ctx.archs))
     checks += _host(ctx, facts)
+    if not ctx.windows:  # MSVC links its runtime as a DLL: no static libstdc++ to fear there
+        checks.append(cxx_runtime_check(facts.host.path, ctx.timeout))
     checks.append(cxx_std_check(facts.torch.cxx_std, facts.cuda, facts.host))
     checks += tool_checks(facts.tools, ctx.windows)
     if not ctx.windows:  # Microsoft's and NVIDIA's Windows compilers under wine, when set up
