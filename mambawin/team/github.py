@@ -40,6 +40,7 @@ from mambawin.team.workflow_steps import (
     download_wheels_step,
     install_step,
     matrix_entry,
+    matrix_job,
     run,
     upload_wheel_step,
     uses,
@@ -192,19 +193,19 @@ def _build_jobs(
 def _build_job(
     cells: Sequence[Cell], entries: list[dict[str, Any]], options: WorkflowOptions
 ) -> dict[str, Any]:
-    return {
-        "name": "${{ matrix.id }}",
-        "runs-on": options.runner,
-        "timeout-minutes": timeout_minutes(cells),
-        "permissions": {"contents": "read"},
-        "strategy": {"fail-fast": False, "matrix": {"include": entries}},
-        "env": {
-            "SCCACHE_GHA_ENABLED": "true",
-            "PYTHONUTF8": "1",
-            "MAMBAWIN_CACHE_DIR": "${{ github.workspace }}\\.mw",
-        },
-        "steps": _build_steps(options),
+    env = {
+        "SCCACHE_GHA_ENABLED": "true",
+        "PYTHONUTF8": "1",
+        "MAMBAWIN_CACHE_DIR": "${{ github.workspace }}\\.mw",
     }
+    return matrix_job(
+        "${{ matrix.id }}",
+        options.runner,
+        timeout_minutes(cells),
+        entries,
+        env,
+        _build_steps(options),
+    )
 
 
 def _build_steps(options: WorkflowOptions) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from mambawin.team.workflow_steps import (
     download_wheels_step,
     install_step,
     matrix_entry,
+    matrix_job,
     run,
     upload_wheel_step,
     uses,
@@ -143,48 +144,43 @@ def cross_timeout(cells: Sequence[Cell]) -> int:
 def _cross_job(
     cells: Sequence[Cell], entries: list[dict[str, Any]], mambawin: str
 ) -> dict[str, Any]:
-    return {
-        "name": "${{ matrix.id }} (cross-built on Linux)",
-        "runs-on": LINUX_RUNNER,
-        "timeout-minutes": cross_timeout(cells),
-        "permissions": {"contents": "read"},
-        "strategy": {"fail-fast": False, "matrix": {"include": entries}},
-        "env": {
-            "WINDOWS_ROOT": "${{ github.workspace }}/.windows-toolchain",
-            "HOST_NVCC_DIR": "${{ github.workspace }}/.host-nvcc",
-        },
-        "steps": [
-            uses(CHECKOUT, {"persist-credentials": False}),
-            uses(SETUP_PYTHON, {"python-version": "${{ matrix.python }}"}),
-            run("wine", _WINE, {}),
-            {
-                "name": "the Windows toolchain from the Actions cache",
-                **uses(
-                    CACHE, {"path": "${{ env.WINDOWS_ROOT }}", "key": "${{ matrix.toolchain_key }}"}
-                ),
-            },
-            install_step(mambawin),
-            run(
-                "the Windows toolchain",
-                'mambawin toolchain windows --setup --root "$WINDOWS_ROOT" --cuda "$CUDA" '
-                '--torch "$TORCH"\n',
-                {"CUDA": "${{ matrix.cuda }}", "TORCH": "${{ matrix.torch }}"},
-            ),
-            run(
-                "cross-build ${{ matrix.wheel }}",
-                _CROSS_BUILD,
-                {
-                    "PACKAGE": "${{ matrix.package }}",
-                    "REPO": "${{ matrix.repo }}",
-                    "REF": "${{ matrix.ref }}",
-                    "ARCHS": "${{ matrix.archs }}",
-                    "HOST_NVCC": "${{ matrix.host_nvcc }}",
-                    "HOST_CUDA": "${{ matrix.host_cuda }}",
-                },
-            ),
-            upload_wheel_step(),
-        ],
+    env = {
+        "WINDOWS_ROOT": "${{ github.workspace }}/.windows-toolchain",
+        "HOST_NVCC_DIR": "${{ github.workspace }}/.host-nvcc",
     }
+    steps = [
+        uses(CHECKOUT, {"persist-credentials": False}),
+        uses(SETUP_PYTHON, {"python-version": "${{ matrix.python }}"}),
+        run("wine", _WINE, {}),
+        {
+            "name": "the Windows toolchain from the Actions cache",
+            **uses(
+                CACHE, {"path": "${{ env.WINDOWS_ROOT }}", "key": "${{ matrix.toolchain_key }}"}
+            ),
+        },
+        install_step(mambawin),
+        run(
+            "the Windows toolchain",
+            'mambawin toolchain windows --setup --root "$WINDOWS_ROOT" --cuda "$CUDA" '
+            '--torch "$TORCH"\n',
+            {"CUDA": "${{ matrix.cuda }}", "TORCH": "${{ matrix.torch }}"},
+        ),
+        run(
+            "cross-build ${{ matrix.wheel }}",
+            _CROSS_BUILD,
+            {
+                "PACKAGE": "${{ matrix.package }}",
+                "REPO": "${{ matrix.repo }}",
+                "REF": "${{ matrix.ref }}",
+                "ARCHS": "${{ matrix.archs }}",
+                "HOST_NVCC": "${{ matrix.host_nvcc }}",
+                "HOST_CUDA": "${{ matrix.host_cuda }}",
+            },
+        ),
+        upload_wheel_step(),
+    ]
+    name = "${{ matrix.id }} (cross-built on Linux)"
+    return matrix_job(name, LINUX_RUNNER, cross_timeout(cells), entries, env, steps)
 
 
 # mambawin runs `wine` (or `wine64`): Debian's and Ubuntu's wine64 package holds the 64-bit loader
@@ -209,28 +205,21 @@ mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" --abi stable \\
 
 
 def _check_job(entries: list[dict[str, Any]], runner: str, mambawin: str) -> dict[str, Any]:
-    return {
-        "name": "verify on Windows with ${{ matrix.id }} (no GPU)",
-        "needs": "cross",
-        "runs-on": runner,
-        "timeout-minutes": 60,
-        "permissions": {"contents": "read"},
-        "strategy": {"fail-fast": False, "matrix": {"include": entries}},
-        "env": {"PYTHONUTF8": "1"},
-        "steps": [
-            uses(SETUP_PYTHON, {"python-version": "${{ matrix.python }}"}),
-            download_wheels_step(),
-            install_step(mambawin),
-            # verify installs the wheels themselves with --no-deps into a venv that sees this
-            # environment; their requirements (einops, transformers, triton-windows, ...) must be
-            # here, since its ops step imports mamba_ssm and traces selective_scan_fn.
-            run("the wheels' requirements", "python -m pip install wheelhouse/*.whl\n", {}),
-            # verify's exit code is the job's verdict; without a GPU it says so and passes.
-            run("mambawin verify", "mambawin verify wheelhouse --json > verify.json\n", {}),
-            {
-                "name": "the verify report",
-                "if": "${{ !cancelled() }}",  # a failed verify's report is the one to read
-                **uses(UPLOAD, {"name": "${{ matrix.report }}", "path": "verify.json"}),
-            },
-        ],
-    }
+    steps = [
+        uses(SETUP_PYTHON, {"python-version": "${{ matrix.python }}"}),
+        download_wheels_step(),
+        install_step(mambawin),
+        # verify installs the wheels themselves with --no-deps into a venv that sees this
+        # environment; their requirements (einops, transformers, triton-windows, ...) must be
+        # here, since its ops step imports mamba_ssm and traces selective_scan_fn.
+        run("the wheels' requirements", "python -m pip install wheelhouse/*.whl\n", {}),
+        # verify's exit code is the job's verdict; without a GPU it says so and passes.
+        run("mambawin verify", "mambawin verify wheelhouse --json > verify.json\n", {}),
+        {
+            "name": "the verify report",
+            "if": "${{ !cancelled() }}",  # a failed verify's report is the one to read
+            **uses(UPLOAD, {"name": "${{ matrix.report }}", "path": "verify.json"}),
+        },
+    ]
+    name = "verify on Windows with ${{ matrix.id }} (no GPU)"
+    return matrix_job(name, runner, 60, entries, {"PYTHONUTF8": "1"}, steps, needs="cross")

@@ -127,3 +127,26 @@ def install_step(mambawin: str) -> dict[str, Any]:
             "MAMBAWIN_REQ": mambawin,
         },
     )
+
+
+def matrix_job(
+    name: str,
+    runner: str,
+    timeout: int,
+    entries: list[dict[str, Any]],
+    env: dict[str, str],
+    steps: list[dict[str, Any]],
+    needs: str | None = None,
+) -> dict[str, Any]:
+    """One job over a matrix of `entries`, with a read-only token; a failed entry stops no other
+    (each is a wheel or a torch of its own)."""
+    return {
+        "name": name,
+        **({"needs": needs} if needs else {}),
+        "runs-on": runner,
+        "timeout-minutes": timeout,
+        "permissions": {"contents": "read"},
+        "strategy": {"fail-fast": False, "matrix": {"include": entries}},
+        "env": env,
+        "steps": steps,
+    }
