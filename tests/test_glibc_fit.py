@@ -147,6 +147,12 @@ def test_verify_reports_the_glibc_as_its_first_failure(tmp_path: Path, extension
         f"FAILED at fit: {EXTENSION} needs glibc 2.99 (fake_strtoul); this machine has 2.36: {FIX}"
     )
     assert [s.name for s in report.steps][:2] == ["static", "fit"]
+    # Nothing is installed: the loader would refuse the library, which fit already said.
+    install = next(s for s in report.steps if s.name == "install")
+    assert install.status == "skip"
+    assert install.summary == f"not installed: {EXTENSION} needs glibc 2.99 (fake_strtoul); " + (
+        f"this machine has 2.36: {FIX}"
+    )
 
 
 def test_an_installed_extension_states_its_floor(tmp_path: Path, extension: Path) -> None:

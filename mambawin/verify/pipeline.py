@@ -80,7 +80,12 @@ def verify(
             for name in ("install", *(n for n in SKIPPABLE if n != "requirements")):
                 record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
             return VerifyReport(str(options.wheel), target, tuple(steps))
-        install, env = install_step(options, Path(scratch), [p for p, _, _ in packages])
+        unloadable = _glibc_blocker(fits)
+        install, env = (
+            (StepResult("install", Status.SKIP, unloadable), None)
+            if unloadable
+            else install_step(options, Path(scratch), [p for p, _, _ in packages])
+        )
         record(install)
         ops = skipped("ops", options) or ops_step(options, install, env, packages)
         if ops is not None:
@@ -88,6 +93,16 @@ def verify(
         for step in gpu_steps(options, target, worst(fits), install, env, packages, Path(scratch)):
             record(step)
     return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
+
+
+def _glibc_blocker(fits: list[StepResult]) -> str | None:
+    """Why nothing can be imported here: a library needs a newer glibc than this machine's (the
+    loader would refuse it; installing would only repeat fit's finding as an import error)."""
+    for fit in fits:
+        glibc = (fit.details or {}).get("glibc")
+        if glibc and not glibc.get("ok"):
+            return f"not installed: {glibc['message']}"
+    return None
 
 
 def _elsewhere(platform: str) -> str:

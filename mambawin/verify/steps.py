@@ -97,7 +97,7 @@ def ops_step(
     if not stable:
         return None
     if env is None or install.status is not Status.OK:
-        return StepResult("ops", Status.SKIP, "install failed: ops not checked")
+        return StepResult("ops", Status.SKIP, "nothing installed to check: ops not checked")
     try:
         report = options.tools.run_module(
             env, "mambawin.verify.runners.ops", ["--json", *stable], options.timeout
