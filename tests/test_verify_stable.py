@@ -13,7 +13,9 @@ from packaging.version import Version
 from typer.testing import CliRunner
 
 from mambawin import proc
+from mambawin.builder.metadata import refuse_unstable
 from mambawin.cli import app
+from mambawin.errors import BuildError
 from mambawin.verify import abi_audit, fit, pipeline, sandbox, static
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import pair_problems
@@ -239,6 +241,22 @@ def test_a_library_linked_with_the_shared_libstdcxx_passes(tmp_path):
     assert imports.runtime_defined == ()
     assert any(name.startswith("libstdc++") for name in imports.libraries)
     assert _audit(library).violations == ()
+
+
+def test_a_stable_build_writes_no_wheel_from_a_library_carrying_libstdcxx(tmp_path):
+    # setup.py's own wheel, before the rewrite: the build stops there, naming the cause.
+    files = {LIBRARY: _gxx(tmp_path, "static.so", "-static-libstdc++").read_bytes()}
+    raw = make_wheel(tmp_path, tag="cp311-cp311-linux_x86_64", provenance=None, files=files)
+    with pytest.raises(BuildError) as caught:
+        refuse_unstable(raw)
+    message = str(caught.value)
+    assert message.startswith("the built library is no stable-ABI library, so no wheel was written")
+    assert "carries its own static C++ runtime" in message
+    files = {LIBRARY: _gxx(tmp_path, "shared.so").read_bytes()}
+    (tmp_path / "ok").mkdir()
+    refuse_unstable(
+        make_wheel(tmp_path / "ok", tag="cp311-cp311-linux_x86_64", provenance=None, files=files)
+    )
 
 
 # ---- the static step ----------------------------------------------------------------------------

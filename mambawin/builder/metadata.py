@@ -14,6 +14,9 @@ from mambawin.builder.compiler_cache import CacheStats
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.results import Prepared
 from mambawin.builder.workspace import sha256_of
+from mambawin.errors import BuildError
+from mambawin.verify.abi_audit import audit_libraries
+from mambawin.wheel.info import open_wheel
 from mambawin.wheel.provenance import (
     Provenance,
     iso_date,
@@ -61,6 +64,8 @@ def rewrite(
     reused = finals.reuse(prepared.workspace.dist, digest, out_dir)
     if reused is not None:
         return reused
+    if options.abi == "stable":
+        refuse_unstable(wheel)
     fixed = rewrite_wheel(
         wheel,
         out_dir,
@@ -73,6 +78,18 @@ def rewrite(
     )
     finals.remember(prepared.workspace.dist, digest, fixed)
     return fixed
+
+
+def refuse_unstable(wheel: Path) -> None:
+    """BuildError, before any wheel is written, when setup.py's library breaks the stable form
+    verify would refuse (a torch C++ symbol, Python, a static libstdc++ from the compiler)."""
+    with open_wheel(wheel) as (archive, info):
+        check = audit_libraries(archive, info, STABLE_FLOOR)
+    if not check.ok:
+        msg = (
+            f"the built library is no stable-ABI library, so no wheel was written: {check.message}"
+        )
+        raise BuildError(msg)
 
 
 def local_label(choice: str | None, prepared: Prepared, options: BuildOptions) -> str | None:

@@ -281,10 +281,15 @@ def check_stable_wheel(
             f"{info.file.abi}: a stable wheel is py3-none-<platform>; rebuild it with "
             "`mambawin build --abi stable`"
         ))  # fmt: skip
+    return audit_libraries(archive, info, floor_of(provenance))
+
+
+def audit_libraries(archive: zipfile.ZipFile, info: WheelInfo, floor: Version) -> StableCheck:
+    """Every compiled library of a wheel opened once, against the floor: what verify's static step
+    and the stable build (before it writes its wheel) both judge."""
     binaries = [m for m in info.members if m.lower().endswith(BINARY_SUFFIXES)]
     if not binaries:
         return StableCheck(False, "a stable wheel with no compiled library: rebuild it")
-    floor = floor_of(provenance)
     audits = [
         audit_binary(
             PurePosixPath(m).name,
