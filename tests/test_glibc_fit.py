@@ -20,7 +20,7 @@ from mambawin.verify import fit, pipeline, static
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.report import Target
 from mambawin.verify.tools import Tools
-from mambawin.wheel.glibc import VersionNeed, file_needs, needs_of
+from mambawin.wheel.glibc import VersionNeed, file_needs, needs_of, wheel_glibc
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.imports import read_imports
 from tests.test_verify import PROVENANCE, make_wheel
@@ -176,3 +176,11 @@ def test_cli_exits_8_and_names_the_glibc_and_the_fix(tmp_path: Path, extension: 
         f"{EXTENSION} needs glibc 2.99 (fake_strtoul); this machine has {here}: {FIX}"
     )
     assert names.index("fit") < names.index("install")
+
+
+def test_build_states_the_glibc_its_wheel_needs(tmp_path: Path, extension: Path) -> None:
+    # What `build` prints as "glibc   2.99 (fake_strtoul) or newer" and puts in --json.
+    assert wheel_glibc(_wheel(tmp_path, extension)) == "2.99 (fake_strtoul)"
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert wheel_glibc(make_wheel(plain)) is None

@@ -50,6 +50,7 @@ from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.wheel.glibc import wheel_glibc
 from mambawin.wheel.provenance import (
     source_date_epoch,
 )
@@ -357,6 +358,7 @@ def _record(
         steps=durations,
         package=prepared.package.name,
         cache=stats.to_json() if stats else None,
+        glibc=wheel_glibc(wheel),
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -173,6 +173,8 @@ def _show_build(result: BuildResult) -> None:
     ui.out.print(f"size    {result.size / 1e6:.1f} MB")
     ui.out.print(f"sha256  {result.sha256}")
     ui.out.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
+    if result.glibc:
+        ui.out.print(f"glibc   {result.glibc} or newer: the oldest Linux it loads on")
     if result.cache:
         cache = result.cache
         ui.out.print(

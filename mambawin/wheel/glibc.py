@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from mambawin.errors import WheelError
 from mambawin.wheel.imports import BinaryImports, read_imports
-from mambawin.wheel.info import WheelInfo, read_member
+from mambawin.wheel.info import WheelInfo, open_wheel, read_member
 
 # glibc's own versions, libstdc++'s library and C++ ABI versions (GLIBCXX_3.4.32, CXXABI_1.3.15).
 _VERSION = re.compile(r"^(GLIBC|GLIBCXX|CXXABI)_(\d+(?:\.\d+)*)$")
@@ -111,3 +111,12 @@ def file_needs(paths: Iterable[Path]) -> tuple[VersionNeed, ...]:
 def glibc_of(needs: Iterable[VersionNeed]) -> VersionNeed | None:
     """The glibc need among `needs`, if any."""
     return next((n for n in needs if n.runtime == "GLIBC"), None)
+
+
+def wheel_glibc(path: Path) -> str | None:
+    """The glibc a finished wheel's extensions need, as build states it ("2.32
+    (__libc_single_threaded)"): the oldest Linux it loads on, which its linux_x86_64 tag does not
+    say. None when nothing in it is versioned against glibc (a PE wheel)."""
+    with open_wheel(path) as (archive, info):
+        need = glibc_of(wheel_needs(archive, info))
+    return f"{need.version} ({need.symbol})" if need else None
