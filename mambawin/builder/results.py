@@ -110,9 +110,8 @@ class BuildResult:
     steps: dict[str, float] = field(default_factory=dict)
     package: str = MAMBA.name
     cache: dict[str, Any] | None = None  # compiler cache hits/misses of this build
-    glibc: str | None = (
-        None  # the newest glibc its extension needs: "2.32 (__libc_single_threaded)"
-    )
+    # The newest glibc its extension needs and why: "2.32 (__libc_single_threaded)".
+    glibc: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --json` form."""

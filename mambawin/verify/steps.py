@@ -14,6 +14,7 @@ from mambawin.packages import (
     package_named,
 )
 from mambawin.status import Status
+from mambawin.verify.abi_audit import is_stable
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, find_wheels, pair_problems
 from mambawin.verify.report import StepResult, named
@@ -93,7 +94,7 @@ def ops_step(
     """A stable-ABI wheel's ops registered (schema, CUDA and Meta kernels) and upstream's public
     function traced by torch.compile(fullgraph=True); no GPU needed. None for torch-ABI wheels,
     whose pybind11 functions are no torch ops."""
-    stable = [p for p, prov, _ in packages if prov and prov.get("abi") == "stable"]
+    stable = [p for p, prov, _ in packages if is_stable(prov)]
     if not stable:
         return None
     if env is None or install.status is not Status.OK:

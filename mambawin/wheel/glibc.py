@@ -1,11 +1,12 @@
 """The oldest Linux a compiled binary loads on: the newest glibc (and libstdc++) symbol version it
 needs, read from the versions its undefined symbols carry (`wheel.imports`).
 
-A `linux_x86_64` tag promises nothing about glibc, so pip installs a wheel built on Ubuntu 24.04
-(glibc 2.39) on Debian 12 (2.36), and the import fails with "version `GLIBC_2.38' not found":
-glibc >= 2.38 headers redirect strtoul to `__isoc23_strtoul@GLIBC_2.38` under _GNU_SOURCE, which
-g++ always defines. The binary says so before anything loads it. Nothing here judges: verify's
-fit step compares the floor with the machine's glibc.
+A `linux_x86_64` tag promises nothing about glibc, so pip installs a wheel built on a newer
+system on an older one, and the import fails with "version `GLIBC_2.38' not found" (the H100
+image's g++ linked a static libstdc++ built against glibc >= 2.38 headers, whose strtoul is
+`__isoc23_strtoul@GLIBC_2.38`; benchmarks.md §15). The binary says so before anything loads it.
+Nothing here judges: verify's fit step compares the floor with the machine's glibc, and build
+states it.
 """
 
 from __future__ import annotations
@@ -87,12 +88,11 @@ def newest(needs: Iterable[VersionNeed]) -> tuple[VersionNeed, ...]:
 def wheel_needs(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[VersionNeed, ...]:
     """The runtime versions a wheel's ELF extensions need, opened once (as gpucode reads them);
     PE members and non-ELF bytes need none. WheelError when an ELF's headers are unreadable."""
-    found: list[VersionNeed] = []
-    for member in info.extensions:
-        data = read_member(info.path, archive, member)
-        if data[:4] == _ELF_MAGIC:
-            found += needs_of(read_imports(data, member), PurePosixPath(member).name)
-    return newest(found)
+    return newest(
+        need
+        for member in info.extensions
+        for need in _elf_needs(read_member(info.path, archive, member), member)
+    )
 
 
 def file_needs(paths: Iterable[Path]) -> tuple[VersionNeed, ...]:
@@ -100,12 +100,17 @@ def file_needs(paths: Iterable[Path]) -> tuple[VersionNeed, ...]:
     found: list[VersionNeed] = []
     for path in paths:
         try:
-            data = path.read_bytes()
-            if data[:4] == _ELF_MAGIC:
-                found += needs_of(read_imports(data, path.name), path.name)
+            found += _elf_needs(path.read_bytes(), path.name)
         except (OSError, WheelError):
             continue  # the static step's other checks say what is wrong with the file
     return newest(found)
+
+
+def _elf_needs(data: bytes, name: str) -> tuple[VersionNeed, ...]:
+    """needs_of an ELF binary's bytes; a PE or any other file needs none."""
+    if data[:4] != _ELF_MAGIC:
+        return ()
+    return needs_of(read_imports(data, name), PurePosixPath(name).name)
 
 
 def glibc_of(needs: Iterable[VersionNeed]) -> VersionNeed | None:

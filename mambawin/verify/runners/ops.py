@@ -114,7 +114,7 @@ TRACES: dict[str, tuple[str, Callable[[], Any]]] = {
 
 def trace(project: str) -> dict[str, Any]:
     """torch.compile(fullgraph=True) of the package's public function on fake CUDA tensors: the
-    shape of what it returns and the package's ops in the captured graph."""
+    shape of what it returns and the torch ops the captured graph calls."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
