@@ -9,7 +9,6 @@ exactly the requested archs, with NVCC_THREADS honoured. Run:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import re
@@ -25,6 +24,7 @@ from mambawin.builder.configure import configure
 from mambawin.cli import app
 from mambawin.fetch.version_rules import release_version
 from mambawin.patch.record import RECORD
+from tests.upstream_trees import at, clone_mirror, tree_hashes
 
 pytestmark = pytest.mark.upstream
 runner = CliRunner()
@@ -46,26 +46,10 @@ def _refs() -> list[str]:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> git.Repo:
-    """One local clone of the causal-conv1d mirror for the whole module."""
-    source = os.environ.get(ENV)
-    if not source:
-        pytest.skip(f"{ENV} is not set (path to a Dao-AILab/causal-conv1d git repo)")
-    return git.Repo.clone_from(source, tmp_path_factory.mktemp("upstream") / "causal-conv1d")
-
-
-def at(repo: git.Repo, ref: str) -> Path:
-    """The work tree, clean, at ref (a tag, or the upstream branch for main)."""
-    repo.git.checkout("-f", "--detach", ref if ref != "main" else "origin/main")
-    repo.git.clean("-fdxq")
-    return Path(repo.working_tree_dir or ".")
-
-
-def tree_hashes(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and ".git" not in p.parts
-    }
+    """One local clone of the Dao-AILab/causal-conv1d mirror for the whole module."""
+    return clone_mirror(
+        ENV, "Dao-AILab/causal-conv1d", tmp_path_factory.mktemp("upstream") / "causal-conv1d"
+    )
 
 
 def configured(ref: str) -> bool:

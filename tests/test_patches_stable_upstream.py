@@ -10,7 +10,6 @@ compiles (g++ -fsyntax-only) against those headers at TORCH_TARGET_VERSION. Run:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -29,6 +28,7 @@ from mambawin.fetch.version_rules import release_version
 from mambawin.patch.causal_conv1d.stable_kernels import LEFTOVER, SOURCES
 from mambawin.patch.causal_conv1d.stable_shapes import shape_of
 from mambawin.patch.registry import STABLE_VERSIONS
+from tests.upstream_trees import at, clone_mirror, tree_hashes
 
 pytestmark = pytest.mark.upstream
 runner = CliRunner()
@@ -61,24 +61,10 @@ def expected_shape(ref: str) -> str:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> git.Repo:
-    source = os.environ.get(ENV)
-    if not source:
-        pytest.skip(f"{ENV} is not set (path to a Dao-AILab/causal-conv1d git repo)")
-    return git.Repo.clone_from(source, tmp_path_factory.mktemp("upstream") / "causal-conv1d")
-
-
-def at(repo: git.Repo, ref: str) -> Path:
-    repo.git.checkout("-f", "--detach", ref if ref != "main" else "origin/main")
-    repo.git.clean("-fdxq")
-    return Path(repo.working_tree_dir or ".")
-
-
-def tree_hashes(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and ".git" not in p.parts
-    }
+    """One local clone of the Dao-AILab/causal-conv1d mirror for the whole module."""
+    return clone_mirror(
+        ENV, "Dao-AILab/causal-conv1d", tmp_path_factory.mktemp("upstream") / "causal-conv1d"
+    )
 
 
 def patch_stable(root: Path) -> str:

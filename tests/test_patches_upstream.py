@@ -6,7 +6,6 @@ One clone per session; each ref is checked out with `git checkout -f` + `git cle
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ from mambawin.fetch.version_rules import release_version
 from mambawin.packages import MAMBA
 from mambawin.patch.record import RECORD
 from mambawin.patch.registry import patch_ids
+from tests.upstream_trees import at, clone_mirror, tree_hashes
 
 pytestmark = pytest.mark.upstream
 runner = CliRunner()
@@ -40,27 +40,12 @@ def _refs() -> list[str]:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> git.Repo:
-    """One local clone of the upstream mirror for the whole module."""
-    source = os.environ.get("MAMBAWIN_TEST_UPSTREAM")
-    if not source:
-        pytest.skip("MAMBAWIN_TEST_UPSTREAM is not set (path to a state-spaces/mamba git repo)")
-    return git.Repo.clone_from(source, tmp_path_factory.mktemp("upstream") / "mamba")
-
-
-def at(repo: git.Repo, ref: str) -> Path:
-    """The work tree, clean, at ref (a tag, or the upstream branch for main)."""
-    target = ref if ref != "main" else "origin/main"
-    repo.git.checkout("-f", "--detach", target)
-    repo.git.clean("-fdxq")
-    return Path(repo.working_tree_dir or ".")
-
-
-def tree_hashes(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and ".git" not in p.parts
-    }
+    """One local clone of the state-spaces/mamba mirror for the whole module."""
+    return clone_mirror(
+        "MAMBAWIN_TEST_UPSTREAM",
+        "state-spaces/mamba",
+        tmp_path_factory.mktemp("upstream") / "mamba",
+    )
 
 
 def patched(work: git.Repo, ref: str) -> Path:

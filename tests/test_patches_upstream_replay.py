@@ -7,7 +7,6 @@ clean checkout gives.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ from typer.testing import CliRunner
 from mambawin import proc
 from mambawin.cli import app
 from mambawin.patch.record import RECORD
+from tests.upstream_trees import tree_hashes
 
 pytestmark = pytest.mark.upstream
 runner = CliRunner()
@@ -37,14 +37,6 @@ def checkout(mirror: Path, ref: str, dest: Path) -> Path:
     proc.run(["git", "clone", "--quiet", "--no-checkout", str(mirror), str(dest)])
     proc.run(["git", "-C", str(dest), "checkout", "--quiet", "--detach", target])
     return dest
-
-
-def tree_hashes(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and ".git" not in p.parts
-    }
 
 
 @pytest.mark.parametrize("ref", REFS)
