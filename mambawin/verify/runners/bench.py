@@ -137,7 +137,7 @@ def _reference_fn(x: dict[str, Any], backward: bool) -> Callable[[], None]:
             u, delta, A, B, C, D, z, bias = leaves
             out = selective_scan_parallel(u, delta, A, B, C, D, z, bias, delta_softplus=True)
             if backward:
-                out.backward(x["dout"])
+                torch.autograd.backward(out, x["dout"])
 
     return run
 
@@ -153,7 +153,8 @@ def time_cuda(fn: Callable[[], None], config: BenchConfig) -> tuple[float, float
     torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(config.reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        event: Callable[..., Any] = torch.cuda.Event  # untyped in some torch releases
+        start, end = event(enable_timing=True), event(enable_timing=True)
         start.record()
         fn()
         end.record()

@@ -91,7 +91,7 @@ def _trace_conv() -> Any:
     def conv(x: Any, weight: Any, bias: Any) -> Any:
         return causal_conv1d_fn(x, weight, bias, activation="silu")
 
-    half = {"device": "cuda", "dtype": torch.float16}
+    half: dict[str, Any] = {"device": "cuda", "dtype": torch.float16}
     return conv, (
         torch.empty(2, 64, 128, **half),
         torch.empty(64, 4, **half),
@@ -128,7 +128,8 @@ def trace(project: str) -> dict[str, Any]:
     torch._dynamo.reset()  # each trace starts from a clean cache, whatever ran before
     with FakeTensorMode(allow_non_fake_inputs=True):
         function, inputs = make()
-        out = torch.compile(function, fullgraph=True, backend=capture)(*inputs)
+        compiled: Callable[..., Any] = torch.compile(function, fullgraph=True, backend=capture)
+        out = compiled(*inputs)
     # The graph's torch ops: ours (selective_scan_cuda.fwd), or upstream's own custom op that
     # wraps ours (causal-conv1d >= 1.5 registers causal_conv1d_fn as torch.library.custom_op).
     called = sorted(
