@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import command, print_json, split_values
+from mambawin.cli.app import command, fail_json, print_json, split_values
 from mambawin.cli.build import PackageOption, RefOption, RepoOption
 from mambawin.errors import CheckFailed, UsageError
+
+if TYPE_CHECKING:
+    from mambawin.check.pipeline import CheckReport
 
 
 @command("check")
@@ -77,12 +80,23 @@ def check_command(
     )
     tools = CheckTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
     report = check_windows(options, tools)
+    failed = _failure(report)
+    if as_json and not report.ok:  # the report, with the keys every error document has
+        raise fail_json(failed, CheckFailed.exit_code, **ui.to_json(report))
     if as_json:
-        if not report.ok:
-            print_json(ui.to_json(report))
-            raise typer.Exit(CheckFailed.exit_code)
         print_json(ui.to_json(report))
         return
     ui.render(report)
     if not report.ok:
-        raise CheckFailed(f"{report.package} {report.ref} does not build on Windows as checked")
+        raise CheckFailed(failed)
+
+
+def _failure(report: CheckReport) -> str:
+    """What failed, in one line: the units that do not compile (the first named), or the link."""
+    broken = [u.source for u in report.units if u.status == "error"]
+    if broken:
+        more = f" and {len(broken) - 1} more" if len(broken) > 1 else ""
+        what = f"{broken[0]}{more} do not compile"
+    else:
+        what = "its objects do not link"
+    return f"{report.package} {report.ref} does not build on Windows as checked: {what}"
