@@ -52,19 +52,15 @@ def check_command(
 ) -> None:
     """Compile every unit of a ref with Microsoft's cl.exe and NVIDIA's Windows nvcc under wine,
     with the flags a Windows build would pass, then check that the objects link."""
-    from mambawin import proc
     from mambawin.archs import parse_archs
     from mambawin.check.pipeline import CheckOptions, CheckTools, check_windows
-    from mambawin.errors import ToolchainError
     from mambawin.packages import get_package
     from mambawin.toolchain import wine
     from mambawin.ui import check as ui
 
     if not windows:
         raise UsageError("check needs a target: pass --windows")
-    launcher = proc.which("wine") or proc.which("wine64")
-    if launcher is None:
-        raise ToolchainError("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
+    launcher = wine.need_wine()
     chosen = get_package(package)
     options = CheckOptions(
         package=chosen,
