@@ -352,7 +352,7 @@ def test_a_failing_check_under_json_is_the_report_and_the_error_document(
     bin_dir.mkdir()
     (bin_dir / "wine").write_text(
         '#!/bin/sh\n[ "$1" = cmd ] && exit 0\n'  # the prefix's start: `wine cmd /c exit`
-        'echo \'x.cu(3): error: identifier "M_LOG2E" is undefined\'\nexit 2\n'
+        "echo 'x.cu(3): error: identifier \"M_LOG2E\" is undefined'\nexit 2\n"
     )
     (bin_dir / "wine").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

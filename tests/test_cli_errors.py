@@ -5,6 +5,7 @@ every error mambawin raises itself."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import typer
@@ -84,3 +85,32 @@ def test_a_usage_error_is_one_line_and_under_json_a_document(args: list[str], wo
 def test_a_group_without_its_command_still_shows_its_help() -> None:
     result = runner.invoke(app, ["ci"])
     assert "github" in result.output and "error:" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["init", "--out", "--json"], "--out needs a value and got the option --json"),
+        (["init", "--out=--force"], "--out needs a value and got the option --force"),
+        (["build", "--ref", "--plan"], "--ref needs a value and got the option --plan"),
+        (["verify", "-k", "--json"], "-k needs a value and got the option --json"),
+        (["ci", "github", "--out", "--no-check"], "--out needs a value and got the option"),
+    ],
+)
+def test_an_option_given_as_another_options_value_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], words: str
+) -> None:
+    """Click would take `--json` as --out's value: `init --out --json` wrote a file named
+    `--json` and printed no JSON."""
+    monkeypatch.chdir(tmp_path)
+    _assert_one_line(runner.invoke(app, args), words)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_named_like_an_option_is_written_through_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["init", "--out", "./--json"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "--json").is_file()

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from mambawin import __version__
 from mambawin.errors import MambawinError, UsageError, os_error
@@ -102,6 +102,47 @@ class _Root(TyperGroup):
             return super().invoke(ctx)
 
 
+class _Command(TyperCommand):
+    """A command whose option values are never its own options (`--out --json`)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _refuse_an_option_as_a_value(ctx, args)
+        return super().parse_args(ctx, args)
+
+
+def _refuse_an_option_as_a_value(ctx: Any, args: list[str]) -> None:
+    """Click gives an option that lacks its value the next word, even an option: `init --out
+    --json` wrote a spec named `--json` and printed no JSON. A file of that name is `./--json`."""
+    valued = {
+        name
+        for p in ctx.command.params
+        if p.param_type_name == "option" and not (p.is_flag or p.count)
+        for name in p.opts
+    }
+    names = _option_names(ctx.find_root().command)
+    for token, after in zip(args, [*args[1:], ""], strict=False):
+        if token == "--":
+            return
+        name, equals, value = token.partition("=")
+        given = value if equals else after
+        if name in valued and given.partition("=")[0] in names:
+            msg = f"{name} needs a value and got the option {given}: give {name} its value"
+            raise _CLICK.exceptions.UsageError(msg, ctx)
+
+
+def _option_names(command: Any) -> set[str]:
+    """Every option name of command and of the commands under it (any mambawin option)."""
+    names = {
+        name
+        for p in command.params
+        if p.param_type_name == "option"
+        for name in (*p.opts, *p.secondary_opts)
+    }
+    for sub in getattr(command, "commands", {}).values():
+        names |= _option_names(sub)
+    return names
+
+
 app = typer.Typer(
     cls=_Root,
     add_completion=False,
@@ -165,7 +206,7 @@ def command(
                     raise fail_json(str(exc), exc.exit_code) from None
                 raise typer.Exit(exc.exit_code) from None
 
-        (group or app).command(name, **kwargs)(wrapper)
+        (group or app).command(name, cls=_Command, **kwargs)(wrapper)
         return fn
 
     return register

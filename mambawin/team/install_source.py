@@ -63,7 +63,7 @@ def given(text: str, flag: str = "--mambawin") -> Source:
         msg = f"{where} is not a PEP 508 requirement ({reason}): give one such as {_EXAMPLE}"
         raise UsageError(msg) from None
     if canonicalize_name(requirement.name) != "mambawin":
-        msg = f"{where} names {requirement.name}, not mambawin: give a requirement such as {_EXAMPLE}"
+        msg = f"{where} names {requirement.name}, not mambawin: give one such as {_EXAMPLE}"
         raise UsageError(msg)
     if requirement.marker is not None:
         msg = (
