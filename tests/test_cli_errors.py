@@ -68,7 +68,10 @@ def test_an_unknown_option_is_the_json_error_document_in_every_command(
         (["check", "--jobs", "٣"], "Invalid value for '--jobs'"),  # a unicode digit
         (["cache", "--keep-mb", "²"], "Invalid value for '--keep-mb'"),
         (["metadata"], "Missing argument"),
-        (["doctor", "--arch"], "requires an argument"),  # (--json first: it would be the value)
+        (
+            ["doctor", "--arch"],
+            "requires an argument; see `root doctor --help`",
+        ),  # (--json first: it would be the value)
         (["no-such-command"], "No such command 'no-such-command'"),
         (["ci", "no-such-command"], "No such command 'no-such-command'"),
         (["--no-such-option", "doctor"], "No such option"),

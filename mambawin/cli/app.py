@@ -107,7 +107,11 @@ class _Command(TyperCommand):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         _refuse_an_option_as_a_value(ctx, args)
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except _CLICK.exceptions.UsageError as exc:
+            exc.ctx = exc.ctx or ctx  # the parser's own errors (`--arch` last, no value) lack it
+            raise
 
 
 def _refuse_an_option_as_a_value(ctx: Any, args: list[str]) -> None:
