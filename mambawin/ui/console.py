@@ -8,7 +8,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType, RenderResult
+from rich.protocol import is_renderable
 from rich.segment import Segment
+from rich.text import Text
 
 from mambawin.status import Status
 
@@ -44,6 +46,11 @@ def _without_trailing_spaces(line: Iterable[Segment]) -> list[Segment]:
     return segments
 
 
+def _is_block(obj: object) -> bool:
+    """A table, panel or other rich renderable (not text, which rich never pads)."""
+    return is_renderable(obj) and not isinstance(obj, (str, Text))
+
+
 class _PipeFriendlyConsole(Console):
     """A console that wraps at the terminal's width, and not at all when it is not a terminal;
     there, tables are as wide as their content, with no trailing padding."""
@@ -51,7 +58,7 @@ class _PipeFriendlyConsole(Console):
     def print(self, *objects: Any, **kwargs: Any) -> None:
         """Console.print; piped, each renderable that is not plain text comes out trimmed."""
         if not self.is_terminal:
-            objects = tuple(o if isinstance(o, str) else _Trimmed(o) for o in objects)
+            objects = tuple(_Trimmed(o) if _is_block(o) else o for o in objects)
         super().print(*objects, **kwargs)
 
     @property
