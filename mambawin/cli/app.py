@@ -58,6 +58,8 @@ def _click_module() -> Any:
 
 
 _CLICK = _click_module()
+# click 8.2+ raises this for a group given alone (its help); older click exits instead
+_NO_ARGS_IS_HELP = getattr(_CLICK.exceptions, "NoArgsIsHelpError", ())
 _JSON_META = "mambawin.wants_json"  # in ctx.meta, which every sub-command's context shares
 
 
@@ -78,7 +80,7 @@ def _one_error_shape(ctx: Any) -> Iterator[None]:
     """
     try:
         yield
-    except _CLICK.exceptions.NoArgsIsHelpError:
+    except _NO_ARGS_IS_HELP:
         raise  # `mambawin ci` alone: the help is the answer
     except _CLICK.ClickException as exc:
         message = _usage_line(exc)
@@ -103,7 +105,7 @@ class _Root(TyperGroup):
 
 
 class _Command(TyperCommand):
-    """A command whose option values are never its own options (`--out --json`)."""
+    """A command whose options never take another mambawin option as their value."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         _refuse_an_option_as_a_value(ctx, args)
