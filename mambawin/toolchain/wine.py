@@ -296,7 +296,7 @@ def setup(
     if cuda not in CUDA_WHEELS:
         msg = f"CUDA {cuda} has no known Windows wheel set: use one of {', '.join(CUDA_WHEELS)}"
         raise UsageError(msg)
-    if torch is not None and not _is_release(torch):  # `torch==…` would fail only after MSVC's 1 GB
+    if torch is not None and not _is_release(torch):  # pip would fail only after MSVC and CUDA
         msg = f"torch {torch!r} is not a torch release: give a version such as {SETUP_TORCH}"
         raise UsageError(msg)
     wanted = [MSVC_WHEEL, *CUDA_WHEELS[cuda], *([f"torch=={torch}"] if torch else [])]
