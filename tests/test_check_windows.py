@@ -5,6 +5,8 @@ run under the windows_toolchain marker (tests/test_windows_tag_matrix.py)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from mambawin import proc
 from mambawin.builder.configure import SetupConfig
 from mambawin.check import closure, units, windows_flags
 from mambawin.cli import app
-from mambawin.errors import ToolchainError, UsageError
+from mambawin.errors import CheckFailed, ToolchainError, UsageError
 from mambawin.toolchain import wine
 from tests.conftest import recorded
 from tests.test_wine_toolchain import layout, toolchain
@@ -328,3 +330,39 @@ def test_a_cpython_folder_that_is_not_a_source_tree_is_refused(tmp_path: Path) -
     (tmp_path / "PC").mkdir()
     (tmp_path / "PC" / "pyconfig.h").write_text("")
     assert cpython_dirs(tmp_path) == [tmp_path / "Include", tmp_path / "PC"]
+
+
+def test_a_failing_check_under_json_is_the_report_and_the_error_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `wine` on PATH whose compilers all fail: the report keeps its units and gains the keys
+    every error document has."""
+    git = pytest.importorskip("git")
+    root = layout(tmp_path / "toolchain")
+    (root / "torch" / "utils" / "cpp_extension.py").write_text(CPP_EXTENSION)
+    upstream = tmp_path / "upstream"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "fake_upstream", upstream)
+    repo = git.Repo.init(upstream)
+    files = [p for p in upstream.rglob("*") if p.is_file() and ".git" not in p.parts]
+    repo.index.add([p.relative_to(upstream).as_posix() for p in files])
+    actor = git.Actor("test", "test@example.invalid")
+    repo.index.commit("fake upstream", author=actor, committer=actor)
+    repo.create_tag("v0.1.0")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "wine").write_text(
+        '#!/bin/sh\n[ "$1" = cmd ] && exit 0\n'  # the prefix's start: `wine cmd /c exit`
+        "echo 'x.cu(3): error: identifier \"M_LOG2E\" is undefined'\nexit 2\n"
+    )
+    (bin_dir / "wine").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    args = ["check", "--windows", "--root", str(root), "--repo", str(upstream), "--ref", "v0.1.0"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == CheckFailed.exit_code, result.output
+    document = json.loads(result.stdout)
+    assert document["exit_code"] == CheckFailed.exit_code and document["ok"] is False
+    assert document["error"] == (
+        "mamba-ssm v0.1.0 does not build on Windows as checked: "
+        "csrc/selective_scan/selective_scan_fwd_fp32.cu and 1 more do not compile"
+    )
+    assert [u["status"] for u in document["units"]] == ["skipped", "error", "error"]

@@ -372,3 +372,12 @@ def test_drop_and_keep_reach_the_matrix(tmp_path: Path) -> None:
         s for s in workflow["jobs"]["build"]["steps"] if s.get("name", "").startswith("build")
     )
     assert step["env"]["DROP"] == "${{ matrix.drop }}"
+
+
+@pytest.mark.parametrize("runner", ["", "windows 2022", "windows-2022\nfoo: bar", "a,b"])
+def test_a_runner_that_is_not_one_label_is_refused(tmp_path: Path, runner: str) -> None:
+    out = tmp_path / "w.yml"
+    result = ci_github(tmp_path, TEAM, "--out", str(out), "--runner", runner)
+    assert result.exit_code == UsageError.exit_code, result.output
+    assert result.stderr.startswith("error: --runner") and result.stderr.count("\n") == 1
+    assert not out.exists()

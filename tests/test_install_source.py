@@ -86,3 +86,73 @@ def test_pip_says_an_unpublished_requirement_does_not_resolve() -> None:
     if found.resolves is None:
         pytest.skip(f"the package index cannot be reached: {found.reason}")
     assert found.resolves is False
+
+
+# ---- --mambawin: a requirement a job installs as it reads, nothing else -------------------------
+
+REFUSED = [
+    ("--index-url=https://elsewhere/simple", "is a pip option"),
+    ("-e git+https://github.com/x/mambawin", "is a pip option"),
+    ("  --extra-index-url=https://x/simple", "is a pip option"),
+    ('mambawin; os_name=="nt"', "environment marker"),
+    ("mambawin>=1; python_version<'3'", "environment marker"),
+    ("mambawin @ file:///home/me/mambawin-0.1-py3-none-any.whl", "cannot fetch"),
+    ("mambawin @ git+file:///home/me/mambawin", "cannot fetch"),
+    ("mambawin @ ./dist/mambawin-0.1-py3-none-any.whl", "cannot fetch"),
+    ("mambawin @ git+ssh://git@github.com/x/mambawin", "cannot fetch"),
+    ("mambawin @ http://example.com/mambawin-0.1-py3-none-any.whl", "cannot fetch"),
+    ("mambawin @ https:///mambawin-0.1-py3-none-any.whl", "cannot fetch"),
+    ("mambawin @ git+https://user:token@github.com/x/mambawin", "credentials"),
+    ("mambawin==1 --hash=sha256:" + "0" * 64, "not a PEP 508 requirement"),
+    ("mambawin\n--index-url=https://elsewhere/simple", "not a PEP 508 requirement"),
+    ("./mambawin", "not a PEP 508 requirement"),
+    ("torch", "names torch, not mambawin"),
+    ("mamba-win", "names mamba-win, not mambawin"),
+    ("", "is empty"),
+    ("   ", "is empty"),
+]
+
+
+@pytest.mark.parametrize(("text", "words"), REFUSED)
+def test_a_mambawin_that_is_not_a_plain_requirement_is_refused(text: str, words: str) -> None:
+    with pytest.raises(UsageError, match=words) as refused:
+        install_source.given(text)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("mambawin", "mambawin"),
+        ("MAMBAWIN", "MAMBAWIN"),  # PEP 503: the same project
+        ("mambawin[plot]>=0.1", "mambawin[plot]>=0.1"),
+        ("mambawin @ https://example.com/m-0.1-py3-none-any.whl", None),
+        (f"mambawin @ git+https://github.com/x/mambawin@{COMMIT}", None),
+        ("mambawin  ==  0.1", "mambawin==0.1"),  # the normal form goes into the workflow
+    ],
+)
+def test_a_plain_requirement_is_taken_in_its_normal_form(text: str, written: str | None) -> None:
+    assert install_source.given(text).requirement == (written or text)
+
+
+def test_ci_github_refuses_a_pip_option_before_asking_pip_or_writing(tmp_path: Path) -> None:
+    spec, out = tmp_path / "mambawin.toml", tmp_path / "w.yml"
+    assert CliRunner().invoke(app, ["init", "--out", str(spec)]).exit_code == 0
+    args = ["ci", "github", "--spec", str(spec), "--out", str(out), "--check"]
+    result = CliRunner().invoke(app, [*args, "--mambawin", "--index-url=https://elsewhere/simple"])
+    assert result.exit_code == UsageError.exit_code and result.stdout == ""
+    assert result.stderr.startswith("error: --mambawin '--index-url=https://elsewhere/simple' is")
+    assert result.stderr.count("\n") == 1 and not out.exists()
+
+
+def test_the_requirement_reaches_each_script_only_through_the_env(tmp_path: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    spec, out = tmp_path / "mambawin.toml", tmp_path / "w.yml"
+    assert CliRunner().invoke(app, ["init", "--out", str(spec)]).exit_code == 0
+    wanted = "mambawin @ https://example.com/mambawin-0.1-py3-none-any.whl"
+    args = ["ci", "github", "--spec", str(spec), "--out", str(out), "--no-check"]
+    assert CliRunner().invoke(app, [*args, "--mambawin", wanted]).exit_code == 0
+    steps = [s for job in yaml.safe_load(out.read_text())["jobs"].values() for s in job["steps"]]
+    installs = [s for s in steps if '"$MAMBAWIN_REQ"' in s.get("run", "")]
+    assert installs and all(s["env"]["MAMBAWIN_REQ"] == wanted for s in installs)
+    assert not any("example.com" in s.get("run", "") for s in steps)

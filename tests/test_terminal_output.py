@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -9,6 +13,7 @@ from typer.testing import CliRunner
 from mambawin.cli import app
 from mambawin.team.matrix import expand
 from mambawin.team.spec_reader import load_spec
+from mambawin.ui.console import out
 
 
 def test_a_piped_matrix_keeps_every_wheel_name_on_one_line(tmp_path: Path) -> None:
@@ -43,3 +48,58 @@ def test_an_upstream_test_run_that_wrote_no_report_prints_its_line_not_a_traceba
         render_step(step)
     text = captured.get()
     assert "pytest wrote no report" in text and "upstream tests against" not in text
+
+
+# ---- piped tables are as wide as their content ---------------------------------------------------
+
+
+def _padded(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line != line.rstrip()]
+
+
+def test_piped_tables_have_no_trailing_padding(tmp_path: Path) -> None:
+    """A boxed table with a centred title (patches), a borderless one (matrix), one on stderr
+    (patch --dry-run's table) and doctor's: no line ends in a space."""
+    runner = CliRunner()
+    spec = tmp_path / "mambawin.toml"
+    assert runner.invoke(app, ["init", "--out", str(spec)]).exit_code == 0
+    tree = tmp_path / "tree"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "fake_upstream", tree)
+    for args in (["patches"], ["matrix", "--spec", str(spec)], ["patch", str(tree), "--dry-run"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert result.output.count("\n") > 3
+        assert _padded(result.stdout) == [] and _padded(result.stderr) == [], args
+
+
+def test_a_borderless_table_with_one_long_row_pads_no_other_row() -> None:
+    """doctor's shape: one long fix hint made every row of a CI log 245 columns wide."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("", "check", "found"):
+        table.add_column(column, overflow="fold")
+    table.add_row("✓", "python", "/usr/bin/python3")
+    table.add_row("", "", "fix: " + "x" * 200)
+    with out.capture() as captured:
+        out.print(table)
+    lines = captured.get().splitlines()
+    assert _padded(captured.get()) == []
+    assert lines[1] == "✓  python  /usr/bin/python3"  # as wide as its content
+    assert lines[2].strip() == "fix: " + "x" * 200
+
+
+def test_a_pipe_to_another_program_gets_no_padding() -> None:
+    """What a CI log gets: the real process, its stdout a pipe."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("FORCE_COLOR", None)
+    env.pop("COLUMNS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "mambawin", "patches"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    assert "arch-list" in done.stdout and _padded(done.stdout) == []

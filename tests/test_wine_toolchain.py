@@ -3,13 +3,17 @@ wheels' folders (tests/test_wine_toolchain.py::real_* run the real compilers whe
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from mambawin import proc
+from mambawin.cli import app
 from mambawin.errors import ToolchainError
 from mambawin.toolchain import wine
 
@@ -293,3 +297,77 @@ def test_a_server_already_up_is_no_error(tmp_path: Path) -> None:
 def test_a_run_with_capture_off_returns_no_output(tmp_path: Path) -> None:
     done = proc.run(["sh", "-c", "echo hidden; exit 3"], check=False, capture=False)
     assert (done.returncode, done.stdout, done.stderr) == (3, "", "")
+
+
+@pytest.mark.parametrize("torch", ["", "latest", "2.11.0 --index-url=https://x/simple"])
+def test_a_torch_that_is_not_a_release_is_refused_before_any_download(
+    tmp_path: Path, torch: str
+) -> None:
+    from mambawin.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"is not a torch release"):
+        wine.setup(tmp_path / "r", torch=torch, download=lambda n, d: pytest.fail("fetched"))
+    assert not (tmp_path / "r").exists()
+
+
+# ---- `mambawin toolchain windows` ----------------------------------------------------------------
+
+
+def _toolchain_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str, wine_on_path: bool
+) -> Any:
+    """The command over a complete layout, with or without a `wine` on an otherwise empty PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    if wine_on_path:
+        (bin_dir / "wine").write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / "wine").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    root = tmp_path / "toolchain"
+    if not root.exists():
+        layout(root)
+    return CliRunner().invoke(app, ["toolchain", "windows", "--root", str(root), *args])
+
+
+def test_toolchain_windows_without_wine_is_not_ready_and_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _toolchain_command(tmp_path, monkeypatch, "--json", wine_on_path=False)
+    assert result.exit_code == ToolchainError.exit_code, result.output
+    document = json.loads(result.stdout)
+    assert document["ready"] is False and document["wine"] is None
+    assert document["exit_code"] == ToolchainError.exit_code
+    assert document["missing"] == [wine.NO_WINE] and "apt-get install wine64" in document["error"]
+    plain = _toolchain_command(tmp_path, monkeypatch, wine_on_path=False)
+    assert plain.exit_code == ToolchainError.exit_code and plain.stdout == ""
+    assert plain.stderr.startswith("error: ") and "apt-get install wine64" in plain.stderr
+
+
+def test_toolchain_windows_with_wine_and_every_part_is_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _toolchain_command(tmp_path, monkeypatch, "--json", wine_on_path=True)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "root": str(tmp_path / "toolchain"),
+        "ready": True,
+        "wine": str(tmp_path / "bin" / "wine"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--cuda", "12.8"], "--cuda chooses what --setup fetches"),
+        (["--torch", "2.10.0"], "--torch chooses what --setup fetches"),
+        (["--cuda", "13.0", "--torch", ""], "--cuda and --torch choose"),
+    ],
+)
+def test_cuda_and_torch_without_setup_are_refused_before_any_work(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    root = tmp_path / "not-yet"
+    command = ["toolchain", "windows", "--root", str(root), *args, "--json"]
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 2, result.output
+    assert words in json.loads(result.stdout)["error"] and not root.exists()

@@ -6,20 +6,151 @@ import functools
 import importlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from mambawin import __version__
-from mambawin.errors import MambawinError, os_error
+from mambawin.errors import MambawinError, UsageError, os_error
 from mambawin.ui.console import console, out
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def split_values(values: list[str] | None) -> tuple[str, ...]:
+    """The names a repeatable, comma-separated option was given (`--skip a,b --skip c`)."""
+    return tuple(i.strip() for v in values or () for i in v.split(",") if i.strip())
+
+
+def print_json(document: Any) -> None:
+    """The machine-readable result: one JSON document on stdout."""
+    typer.echo(json.dumps(document, indent=2))
+
+
+def fail_json(message: str, exit_code: int, **extra: Any) -> typer.Exit:
+    """Under --json a failure is a JSON document too: {"error": ..., "exit_code": ...}."""
+    print_json({**extra, "error": message, "exit_code": exit_code})
+    return typer.Exit(exit_code)
+
+
+def _say_error(message: str) -> None:
+    """The one red line on stderr; the message is text, not rich markup (it may hold '[')."""
+    console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+
+
+def _wants_json(args: list[str]) -> bool:
+    """--json among the options (not after a `--` that ends them)."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def _click_module() -> Any:
+    """Click itself: typer 0.2x vendors it as typer._click, older typer uses click."""
+    try:
+        return importlib.import_module("typer._click")
+    except ImportError:
+        return importlib.import_module("click")
+
+
+_CLICK = _click_module()
+# click 8.2+ raises this for a group given alone (its help); older click exits instead
+_NO_ARGS_IS_HELP = getattr(_CLICK.exceptions, "NoArgsIsHelpError", ())
+_JSON_META = "mambawin.wants_json"  # in ctx.meta, which every sub-command's context shares
+
+
+def _usage_line(exc: Any) -> str:
+    """Click's message on one line, with where to read the options."""
+    message = " ".join(line.strip() for line in exc.format_message().splitlines() if line.strip())
+    ctx = getattr(exc, "ctx", None)
+    where = f"`{ctx.command_path} --help`" if ctx is not None else "`--help`"
+    return f"{message.rstrip('.')}; see {where} for the options"
+
+
+@contextmanager
+def _one_error_shape(ctx: Any) -> Iterator[None]:
+    """Click's usage errors (a bad value, an unknown option, a missing argument or command) in the
+    shape every MambawinError has: one red line, exit 2, and the JSON error document under --json.
+
+    Left to typer they are a 5-line panel on stderr, and no JSON at all.
+    """
+    try:
+        yield
+    except _NO_ARGS_IS_HELP:
+        raise  # `mambawin ci` alone: the help is the answer
+    except _CLICK.ClickException as exc:
+        message = _usage_line(exc)
+        _say_error(message)
+        if ctx.meta.get(_JSON_META):
+            raise fail_json(message, UsageError.exit_code) from None
+        raise typer.Exit(UsageError.exit_code) from None
+
+
+class _Root(TyperGroup):
+    """The top-level group: every command's parsing runs inside it, so its usage errors are
+    rendered here, once."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta[_JSON_META] = _wants_json(args)
+        with _one_error_shape(ctx):
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _one_error_shape(ctx):
+            return super().invoke(ctx)
+
+
+class _Command(TyperCommand):
+    """A command whose options never take another mambawin option as their value."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _refuse_an_option_as_a_value(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except _CLICK.exceptions.UsageError as exc:
+            exc.ctx = exc.ctx or ctx  # the parser's own errors (`--arch` last, no value) lack it
+            raise
+
+
+def _refuse_an_option_as_a_value(ctx: Any, args: list[str]) -> None:
+    """Click gives an option that lacks its value the next word, even an option: `init --out
+    --json` wrote a spec named `--json` and printed no JSON. A file of that name is `./--json`."""
+    valued = {
+        name
+        for p in ctx.command.params
+        if p.param_type_name == "option" and not (p.is_flag or p.count)
+        for name in p.opts
+    }
+    names = _option_names(ctx.find_root().command)
+    for token, after in zip(args, [*args[1:], ""], strict=False):
+        if token == "--":
+            return
+        name, equals, value = token.partition("=")
+        given = value if equals else after
+        if name in valued and given.partition("=")[0] in names:
+            msg = f"{name} needs a value and got the option {given}: give {name} its value"
+            raise _CLICK.exceptions.UsageError(msg, ctx)
+
+
+def _option_names(command: Any) -> set[str]:
+    """Every option name of command and of the commands under it (any mambawin option)."""
+    names = {
+        name
+        for p in command.params
+        if p.param_type_name == "option"
+        for name in (*p.opts, *p.secondary_opts)
+    }
+    for sub in getattr(command, "commands", {}).values():
+        names |= _option_names(sub)
+    return names
+
+
 app = typer.Typer(
+    cls=_Root,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -54,63 +185,6 @@ def _root(
     )
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def split_values(values: list[str] | None) -> tuple[str, ...]:
-    """The names a repeatable, comma-separated option was given (`--skip a,b --skip c`)."""
-    return tuple(i.strip() for v in values or () for i in v.split(",") if i.strip())
-
-
-def print_json(document: Any) -> None:
-    """The machine-readable result: one JSON document on stdout."""
-    typer.echo(json.dumps(document, indent=2))
-
-
-def fail_json(message: str, exit_code: int, **extra: Any) -> typer.Exit:
-    """Under --json a failure is a JSON document too: {"error": ..., "exit_code": ...}."""
-    print_json({**extra, "error": message, "exit_code": exit_code})
-    return typer.Exit(exit_code)
-
-
-def _say_error(message: str) -> None:
-    """The one red line on stderr; the message is text, not rich markup (it may hold '[')."""
-    console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
-
-
-def _wants_json(args: list[str]) -> bool:
-    """--json among the options (not after a `--` that ends them)."""
-    return "--json" in (args[: args.index("--")] if "--" in args else args)
-
-
-def _click_exception() -> type[Exception]:
-    """Click's error base: typer 0.2x vendors click as typer._click, older typer uses click."""
-    try:
-        module = importlib.import_module("typer._click")
-    except ImportError:
-        module = importlib.import_module("click")
-    base: type[Exception] = module.ClickException
-    return base
-
-
-_CLICK_ERROR = _click_exception()
-
-
-class _JsonCommand(TyperCommand):
-    """Click's own usage errors (missing argument, bad int, unknown option) honour --json too."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        wants_json = _wants_json(args)
-        try:
-            return super().parse_args(ctx, args)
-        except _CLICK_ERROR as exc:
-            if not wants_json:
-                raise
-            message, code = exc.format_message(), exc.exit_code  # type: ignore[attr-defined]
-            _say_error(message)
-            raise fail_json(message, code) from None
-
-
 def command(
     name: str | None = None, *, group: typer.Typer | None = None, **kwargs: Any
 ) -> Callable[[F], F]:
@@ -138,7 +212,7 @@ def command(
                     raise fail_json(str(exc), exc.exit_code) from None
                 raise typer.Exit(exc.exit_code) from None
 
-        (group or app).command(name, cls=_JsonCommand, **kwargs)(wrapper)
+        (group or app).command(name, cls=_Command, **kwargs)(wrapper)
         return fn
 
     return register

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mambawin.cli.app import command, print_json, split_values
-from mambawin.errors import ToolchainError, UsageError
+from mambawin.errors import UsageError
 from mambawin.ui.console import console
 
 if TYPE_CHECKING:
@@ -255,7 +255,6 @@ def _cross_build(
     options: BuildOptions, platform: str, root: Path | None, *, with_: str | None, as_json: bool
 ) -> None:
     """`build --abi stable --platform win_amd64` on Linux: the Windows wheel under wine."""
-    from mambawin import proc
     from mambawin.cross.pipeline import CrossTools
     from mambawin.cross.source import build_windows, check_cross
     from mambawin.toolchain import wine
@@ -264,9 +263,7 @@ def _cross_build(
     check_cross(options, platform)
     if with_ is not None:
         raise UsageError("--platform win_amd64 builds one package: drop --with, run it per package")
-    launcher = proc.which("wine") or proc.which("wine64")
-    if launcher is None:
-        raise ToolchainError("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
+    launcher = wine.need_wine()
     tools = CrossTools(
         on_unit=(lambda *_: None) if as_json else check_view.unit_line,
         on_stage=(lambda _: None) if as_json else (lambda stage: console.print(f"· {stage}")),

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import command, print_json, split_values
+from mambawin.cli.app import command, fail_json, print_json, split_values
 from mambawin.cli.build import PackageOption, RefOption, RepoOption
 from mambawin.errors import CheckFailed, UsageError
+
+if TYPE_CHECKING:
+    from mambawin.check.pipeline import CheckReport
 
 
 @command("check")
@@ -49,19 +52,15 @@ def check_command(
 ) -> None:
     """Compile every unit of a ref with Microsoft's cl.exe and NVIDIA's Windows nvcc under wine,
     with the flags a Windows build would pass, then check that the objects link."""
-    from mambawin import proc
     from mambawin.archs import parse_archs
     from mambawin.check.pipeline import CheckOptions, CheckTools, check_windows
-    from mambawin.errors import ToolchainError
     from mambawin.packages import get_package
     from mambawin.toolchain import wine
     from mambawin.ui import check as ui
 
     if not windows:
         raise UsageError("check needs a target: pass --windows")
-    launcher = proc.which("wine") or proc.which("wine64")
-    if launcher is None:
-        raise ToolchainError("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
+    launcher = wine.need_wine()
     chosen = get_package(package)
     options = CheckOptions(
         package=chosen,
@@ -77,12 +76,23 @@ def check_command(
     )
     tools = CheckTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
     report = check_windows(options, tools)
+    failed = _failure(report)
+    if as_json and not report.ok:  # the report, with the keys every error document has
+        raise fail_json(failed, CheckFailed.exit_code, **ui.to_json(report))
     if as_json:
-        if not report.ok:
-            print_json(ui.to_json(report))
-            raise typer.Exit(CheckFailed.exit_code)
         print_json(ui.to_json(report))
         return
     ui.render(report)
     if not report.ok:
-        raise CheckFailed(f"{report.package} {report.ref} does not build on Windows as checked")
+        raise CheckFailed(failed)
+
+
+def _failure(report: CheckReport) -> str:
+    """What failed, in one line: the units that do not compile (the first named), or the link."""
+    broken = [u.source for u in report.units if u.status == "error"]
+    if broken:
+        more = f" and {len(broken) - 1} more" if len(broken) > 1 else ""
+        what = f"{broken[0]}{more} do not compile"
+    else:
+        what = "its objects do not link"
+    return f"{report.package} {report.ref} does not build on Windows as checked: {what}"

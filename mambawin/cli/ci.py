@@ -67,12 +67,12 @@ def github_command(
     from mambawin.team.matrix import expand
     from mambawin.team.spec_reader import load_spec
 
-    loaded = load_spec(spec)
     source = (
-        install_source.Source(mambawin_req, "--mambawin")
-        if mambawin_req
+        install_source.given(mambawin_req)
+        if mambawin_req is not None
         else install_source.default_source()
     )
+    loaded = load_spec(spec)
     options = github.WorkflowOptions(
         spec_path=_repo_relative(spec),
         publish=publish,

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import app, command, print_json
+from mambawin.cli.app import app, command, fail_json, print_json
+from mambawin.toolchain.wine import SETUP_CUDA, SETUP_TORCH
 from mambawin.ui.console import console
 
 toolchain_app = typer.Typer(no_args_is_help=True, help="Toolchains mambawin sets up itself.")
@@ -23,26 +24,49 @@ def windows_command(
         Path | None,
         typer.Option("--root", help="Where it lives.", show_default="mambawin's cache"),
     ] = None,
-    cuda: Annotated[str, typer.Option("--cuda", help="CUDA version of nvcc.exe.")] = "13.0",
-    torch: Annotated[str, typer.Option("--torch", help="torch whose headers to use.")] = "2.11.0",
+    cuda: Annotated[
+        str | None,
+        typer.Option(
+            "--cuda", help="With --setup: CUDA version of nvcc.exe.", show_default=SETUP_CUDA
+        ),
+    ] = None,
+    torch: Annotated[
+        str | None,
+        typer.Option(
+            "--torch", help="With --setup: torch whose headers to use.", show_default=SETUP_TORCH
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Say whether cl.exe and the Windows nvcc can run here under wine; --setup fetches them."""
-    from mambawin.errors import ToolchainError
+    from mambawin.errors import ToolchainError, UsageError
     from mambawin.toolchain import wine
 
+    given = [flag for flag, value in (("--cuda", cuda), ("--torch", torch)) if value is not None]
+    if given and not setup:  # they choose what --setup fetches; alone they would be ignored
+        verb, them = ("choose", "them") if len(given) > 1 else ("chooses", "it")
+        msg = f"{' and '.join(given)} {verb} what --setup fetches: add --setup, or drop {them}"
+        raise UsageError(msg)
     where = root or wine.default_root()
     if setup:
-        result = wine.setup(where, cuda=cuda, torch=torch)
+        result = wine.setup(
+            where,
+            cuda=SETUP_CUDA if cuda is None else cuda,
+            torch=SETUP_TORCH if torch is None else torch,
+        )
         missing, launcher = list(result.missing), result.wine
     else:
-        launcher = None
-        missing = wine.missing_parts(wine.toolchain_at(where))
+        launcher = wine.find_wine()
+        missing = wine.not_ready(wine.toolchain_at(where), launcher)
     for line in missing[1:]:
         console.print(f"✗ {line}", soft_wrap=True, markup=False)
-    if missing:  # one line (and under --json one document) from the command decorator
+    document = {"root": str(where), "ready": not missing, "wine": launcher}
+    if missing and as_json:  # the error document, with what is missing
+        message = f"the Windows toolchain in {where} is not ready: {missing[0]}"
+        raise fail_json(message, ToolchainError.exit_code, **document, missing=missing)
+    if missing:  # one line from the command decorator
         raise ToolchainError(f"the Windows toolchain in {where} is not ready: {missing[0]}")
     if as_json:
-        print_json({"root": str(where), "ready": True, "wine": launcher})
+        print_json(document)
         return
-    console.print(f"✓ the Windows toolchain is ready in {where} ({launcher or 'wine'})")
+    console.print(f"✓ the Windows toolchain is ready in {where} ({launcher})")

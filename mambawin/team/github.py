@@ -56,6 +56,9 @@ DEFAULT_OUT = Path(".github/workflows/mamba-wheels.yml")
 PUBLISH = ("pages", "release", "none")
 
 
+# A label as `runs-on` matches it: GitHub splits a runner's labels at commas; a space or a line
+# break makes a label no runner has, and the job waits until it is cancelled.
+RUNNER_LABEL = re.compile(r"[^\s,]+")
 MATRIX_LIMIT = 256  # GitHub: "a matrix can generate a maximum of 256 jobs per workflow run"
 
 
@@ -72,6 +75,12 @@ class WorkflowOptions:
     def __post_init__(self) -> None:
         if self.build_on not in github_cross.BUILD_ON:
             msg = f"unknown --build-on {self.build_on!r}: use {' or '.join(github_cross.BUILD_ON)}"
+            raise UsageError(msg)
+        if not RUNNER_LABEL.fullmatch(self.runner):
+            msg = (
+                f"--runner {self.runner!r} is not a runner label (one word, no spaces or commas): "
+                f"give one such as {WINDOWS_RUNNER} or your self-hosted runner's label"
+            )
             raise UsageError(msg)
         for flag, value in (("--runner", self.runner), ("--mambawin", self.mambawin)):
             if EXPRESSION in value:

@@ -15,7 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from mambawin import __version__, proc
 from mambawin.errors import CommandError, UpstreamError, UsageError
@@ -31,6 +34,64 @@ class Source:
 
     requirement: str
     origin: str
+
+
+# The direct references a runner fetches as it is: a public https URL, or a git repository over
+# https (at a pushed commit). file: and relative paths exist only here; ssh needs a key no job has.
+REACHABLE_SCHEMES = ("https", "git+https")
+_EXAMPLE = "'mambawin==X' or 'mambawin @ git+https://…/mambawin@<commit>'"
+
+
+def given(text: str, flag: str = "--mambawin") -> Source:
+    """The requirement the user passed, once it is one a job installs as it reads.
+
+    Every job runs `pip install … "$MAMBAWIN_REQ"`: a value starting with `-` would be a pip
+    option (`--index-url=…` takes every tool from another index); a marker that does not match
+    (`; os_name == "nt"`) makes pip install nothing, and the dry-run check pass; a `file:` URL
+    is on this machine only.
+    """
+    where = f"{flag} {text!r}"
+    if not text.strip():
+        raise UsageError(f"{flag} is empty: give a requirement such as {_EXAMPLE}")
+    if text.lstrip().startswith("-"):
+        msg = f"{where} is a pip option, not a requirement: give a requirement such as {_EXAMPLE}"
+        raise UsageError(msg)
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        reason = str(exc).splitlines()[0]
+        msg = f"{where} is not a PEP 508 requirement ({reason}): give one such as {_EXAMPLE}"
+        raise UsageError(msg) from None
+    if canonicalize_name(requirement.name) != "mambawin":
+        msg = f"{where} names {requirement.name}, not mambawin: give one such as {_EXAMPLE}"
+        raise UsageError(msg)
+    if requirement.marker is not None:
+        msg = (
+            f"{where} has an environment marker ({requirement.marker}): where it does not match, "
+            "pip installs nothing and every job fails later; drop the `; …` part"
+        )
+        raise UsageError(msg)
+    if requirement.url is not None:
+        _check_reachable(requirement.url, where)
+    return Source(str(requirement), flag)
+
+
+def _check_reachable(url: str, where: str) -> None:
+    """A direct reference a runner can fetch, and that puts no secret in a committed file."""
+    parts = urlsplit(url)
+    if parts.scheme not in REACHABLE_SCHEMES or not parts.hostname:
+        schemes = " or ".join(f"{s}://" for s in REACHABLE_SCHEMES)
+        msg = (
+            f"{where} points at {url}, which a GitHub runner cannot fetch: use an {schemes} URL "
+            "(a published wheel, or a pushed commit of your mambawin repository)"
+        )
+        raise UsageError(msg)
+    if parts.username is not None or parts.password is not None:
+        msg = (
+            f"{where} holds credentials in its URL, and the workflow file is committed: use a "
+            "public URL (or a package index the runner is configured for)"
+        )
+        raise UsageError(msg)
 
 
 def default_source(

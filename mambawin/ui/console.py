@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from rich.console import Console, ConsoleDimensions
+from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType, RenderResult
+from rich.protocol import is_renderable
+from rich.segment import Segment
+from rich.text import Text
 
 from mambawin.status import Status
 
@@ -16,8 +20,46 @@ from mambawin.status import Status
 PIPED_WIDTH = 1000
 
 
+class _Trimmed:
+    """A renderable's lines without the spaces that fill each to the width of the widest.
+
+    Rich pads every line of a table (and a centred title) to the table's width: in a CI log, a
+    table with one long hint was 245 columns of trailing spaces on every row.
+    """
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.renderable, options, pad=False):
+            yield from _without_trailing_spaces(line)
+            yield Segment.line()
+
+
+def _without_trailing_spaces(line: Iterable[Segment]) -> list[Segment]:
+    segments = list(line)
+    while segments and not segments[-1].control and not segments[-1].text.rstrip(" "):
+        segments.pop()
+    if segments and not segments[-1].control:
+        text, style, _ = segments[-1]
+        segments[-1] = Segment(text.rstrip(" "), style)
+    return segments
+
+
+def _is_block(obj: object) -> bool:
+    """A table, panel or other rich renderable (not text, which rich never pads)."""
+    return is_renderable(obj) and not isinstance(obj, (str, Text))
+
+
 class _PipeFriendlyConsole(Console):
-    """A console that wraps at the terminal's width, and not at all when it is not a terminal."""
+    """A console that wraps at the terminal's width, and not at all when it is not a terminal;
+    there, tables are as wide as their content, with no trailing padding."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Console.print; piped, each renderable that is not plain text comes out trimmed."""
+        if not self.is_terminal:
+            objects = tuple(_Trimmed(o) if _is_block(o) else o for o in objects)
+        super().print(*objects, **kwargs)
 
     @property
     def size(self) -> ConsoleDimensions:
