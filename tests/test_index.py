@@ -29,7 +29,7 @@ from wheel.wheelfile import WheelFile
 
 from mambawin.cli import app
 from mambawin.errors import UsageError
-from mambawin.index.publish import LOCK, MARKER
+from mambawin.index.publish import LOCK, MARKER, STAGING_NOTE
 from mambawin.index.simple import build_index
 
 HERE = sysconfig.get_platform().replace("-", "_").replace(".", "_")
@@ -69,6 +69,18 @@ def fake_wheel(
         if provenance is not None:
             wheel.writestr(f"{dist_info}/mambawin-provenance.json", json.dumps(provenance))
     return path
+
+
+def verify_record(wheel: Path, summary: str, *, passed: bool = True) -> dict[str, Any]:
+    """What `mambawin verify WHEEL --json` writes of a wheel (the fields the index reads)."""
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    return {
+        "wheel": str(wheel),
+        "sha256": {wheel.name: digest},
+        "passed": passed,
+        "summary": summary,
+        "steps": [{"name": "static", "status": "ok", "summary": "ok"}],
+    }
 
 
 @pytest.fixture
@@ -233,7 +245,7 @@ def test_unchanged_wheels_are_not_read_again(
     monkeypatch.setattr(simple, "_entry", lambda path: read.append(path.name) or real(path))
     later = fake_wheel(tmp_path / "later", "1.1+cu130torch2.11", PY, HERE)
     second = build_index(later.parent, site)
-    assert read == [later.name]
+    assert read == []  # the new wheel was read once, from the wheelhouse; no published one again
     assert [w for w in second.wheels if w.file != later.name] == list(first.wheels)
 
 
@@ -282,7 +294,7 @@ def test_human_page_shows_provenance_and_verify(tmp_path: Path) -> None:
     }
     wheel = fake_wheel(tmp_path / "wh", "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
     (tmp_path / "wh" / (wheel.name + ".verify.json")).write_text(
-        json.dumps({"passed": True, "summary": "verified on NVIDIA H100 (sm_90)"})
+        json.dumps(verify_record(wheel, "verified on NVIDIA H100 (sm_90)"))
     )
     result = CliRunner().invoke(
         app, ["index", str(tmp_path / "wh"), "--out", str(tmp_path / "site"), "--json"]
@@ -461,15 +473,18 @@ def test_a_killed_runs_leftovers_are_removed_by_the_next_run(
 ) -> None:
     site = tmp_path / "site"
     build_index(wheelhouse, site)
-    staging = site / "files" / ".mambawin-add-x1y2z3"  # a copy killed midway
+    staging = site / ".mambawin-add-x1y2z3"  # a copy killed midway
     staging.mkdir()
+    (staging / MARKER).write_text(STAGING_NOTE, encoding="utf-8")
     (staging / "partial.whl").write_bytes(b"PK\x03\x04 half a wheel")
+    unmarked = site / "files" / ".mambawin-add-abc"  # not provably ours: never removed
+    unmarked.mkdir()
     temp = site / "simple" / ".mambawin-tmp-index.html.abcd1234"
     temp.write_text("<html>half", encoding="utf-8")
     theirs = site / "files" / ".keep-me"  # not a name mambawin gives: never touched
     theirs.write_text("x", encoding="utf-8")
     build_index(wheelhouse, site)
-    assert not staging.exists() and not temp.exists() and theirs.exists()
+    assert not staging.exists() and not temp.exists() and theirs.exists() and unmarked.exists()
 
 
 def test_runs_on_one_index_take_turns(wheelhouse: Path, tmp_path: Path) -> None:
@@ -556,9 +571,11 @@ def test_a_stable_wheel_is_served_to_every_torch_and_variant_it_fits(tmp_path: P
         page = (tmp_path / "site" / path / "team-demo" / "index.html").read_text(encoding="utf-8")
         return sorted(set(re.findall(r"team_demo-1\.0\+([\w.]+?)-(?:py|cp)\d", page)))
 
-    assert listed("cu130/simple") == ["cu130.stable.torch2.10", "cu130torch2.11"]
+    # A mixed variant's plain folder lists only what fits every torch (see test_mixed_...).
+    assert listed("cu130/simple") == ["cu130.stable.torch2.10"]
     # A CUDA 12 stable wheel serves cu128 users too; a cu128 one-torch wheel stays in cu128.
-    assert listed("cu128/simple") == ["cu126.stable.torch2.10", "cu128torch2.11"]
+    assert listed("cu128/simple") == ["cu126.stable.torch2.10"]
+    assert listed("cu128/torch2.11/simple") == ["cu126.stable.torch2.10", "cu128torch2.11"]
     assert listed("cu126/simple") == ["cu126.stable.torch2.10"]
     assert listed("cu130/torch2.11/simple") == ["cu130.stable.torch2.10", "cu130torch2.11"]
     assert listed("cu130/torch2.10/simple") == ["cu130.stable.torch2.10"]

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mambawin.errors import UsageError
+from mambawin.wheel.info import sha256_file
 from mambawin.status import Status
 from mambawin.verify.fit import fit_step, worst
 from mambawin.verify.gpu import gpu_steps
@@ -36,6 +37,7 @@ def verify(
 ) -> VerifyReport:
     """Run every step in order; on_step sees each result as soon as it is known."""
     wheels = _check_options(options)
+    hashes = {ref.path.name: sha256_file(ref.path) for ref in wheels}
     target = options.target or options.tools.probe_target(options.python)
     steps: list[StepResult] = []
     # Steps run one after another, each just before it is recorded, so the time since the last
@@ -61,7 +63,7 @@ def verify(
                 # site-packages, never reaches pip: installing it could run or overwrite anything.
                 for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
                     record(StepResult(name, Status.SKIP, TAMPERED))
-                return VerifyReport(str(options.wheel), target, tuple(steps))
+                return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
             fits.append(
                 record(
                     StepResult(named("fit", project), Status.SKIP, _elsewhere(elsewhere))
@@ -79,7 +81,7 @@ def verify(
             # requirements are checked above; what runs it needs a machine of its platform.
             for name in ("install", *(n for n in SKIPPABLE if n != "requirements")):
                 record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
-            return VerifyReport(str(options.wheel), target, tuple(steps))
+            return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
         unloadable = _glibc_blocker(fits)
         install, env = (
             (StepResult("install", Status.SKIP, unloadable), None)
@@ -92,7 +94,8 @@ def verify(
             record(ops)
         for step in gpu_steps(options, target, worst(fits), install, env, packages, Path(scratch)):
             record(step)
-    return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
+    wheel = str(options.wheel) if options.wheel else None
+    return VerifyReport(wheel, target, tuple(steps), hashes)
 
 
 def _glibc_blocker(fits: list[StepResult]) -> str | None:
