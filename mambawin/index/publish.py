@@ -168,10 +168,12 @@ class Publication:
                     self._move(target, backup)
                 moved.append((target, backup))
                 self._move(staged, target)
-        except BaseException:
+        except BaseException as exc:
             self._keep = True  # the backups are in it until they are back in place
             _undo(moved, made)
             self._keep = False
+            if isinstance(exc, OSError):
+                raise os_error(exc, "publish into the index") from None
             raise
 
     def _stage_path(self, rel: str) -> Path:
