@@ -805,15 +805,15 @@ def test_a_zip_bomb_is_refused_from_its_directory(tmp_path: Path) -> None:
 # ---- a mixed index: each torch user gets the wheel that loads in their torch --------------------
 
 
-def _mixed(folder: Path) -> tuple[Path, Path]:
+def _mixed(folder: Path) -> None:
     """One version as a torch 2.11 (torch-ABI) wheel and a stable wheel with floor 2.10."""
     provenance = {"torch_version": "2.11.0", "abi": "torch", "cuda_version": "13.0"}
-    pinned = fake_wheel(folder, "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
-    return pinned, _stable(folder, "13.0")
+    fake_wheel(folder, "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
+    _stable(folder, "13.0")
 
 
 def test_mixed_index_real_pip_picks_the_wheel_of_each_torch(tmp_path: Path) -> None:
-    pinned, stable = _mixed(tmp_path / "wh")
+    _mixed(tmp_path / "wh")
     site = tmp_path / "site"
     result = build_index(tmp_path / "wh", site, torches=["2.12"])
     assert result.torches == {"cu130": ("2.10", "2.11", "2.12")}
