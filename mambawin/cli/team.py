@@ -60,8 +60,14 @@ def matrix_command(
 
 @command("index")
 def index_command(
-    wheelhouse: Annotated[Path, typer.Argument(help="Folder of wheels to add to the index.")],
-    out: Annotated[Path, typer.Option("--out", help="The index folder (created or updated).")],
+    # readable=False: click's own check would call an unreadable folder bad usage (exit 2); the
+    # index names it as the OS refusing (exit 10).
+    wheelhouse: Annotated[
+        Path, typer.Argument(help="Folder of wheels to add to the index.", readable=False)
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="The index folder (created or updated).", readable=False)
+    ],
     title: Annotated[str, typer.Option("--title", help="Title of the index page.")] = (
         "mambawin wheels"
     ),
@@ -75,7 +81,9 @@ def index_command(
     ] = None,
     spec: Annotated[
         Path | None,
-        typer.Option("--spec", help="Also make per-torch folders for the spec's torches."),
+        typer.Option(
+            "--spec", help="Also make per-torch folders for the spec's torches.", readable=False
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:

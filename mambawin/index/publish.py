@@ -4,6 +4,7 @@ all, runs take turns, and a killed run's leftovers are recognised by their marke
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -305,6 +306,21 @@ def _must_be(path: Path, test: Callable[[int], bool], what: str) -> None:
         raise UsageError(msg)
 
 
+def is_index(out: Path) -> bool:
+    """out holds the marker an index run writes: a regular file (a symlink could make any folder
+    look like one) holding a JSON object with its wheels."""
+    marker = out / MARKER
+    try:
+        if not stat.S_ISREG(marker.lstat().st_mode):
+            return False
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return False
+    except OSError as exc:
+        raise os_error(exc, "read the index marker") from None
+    return isinstance(data, dict) and isinstance(data.get("wheels"), dict)
+
+
 def check_out(out: Path) -> None:
     """--out is a folder mambawin may write: absent, empty, or an index of its own."""
     if out.exists() and not out.is_dir():
@@ -316,9 +332,10 @@ def check_out(out: Path) -> None:
 
 def claim(out: Path) -> None:
     """Refuse a non-empty folder that is not a mambawin index: its files are not ours to change."""
-    if out.is_dir() and {p.name for p in out.iterdir()} - {LOCK} and not (out / MARKER).is_file():
+    if out.is_dir() and {p.name for p in out.iterdir()} - {LOCK} and not is_index(out):
         msg = (
-            f"{out} is not empty and holds no mambawin index ({MARKER} missing): pass a new or "
-            "empty --out folder, or the folder of an earlier `mambawin index` run"
+            f"{out} is not empty and holds no mambawin index ({MARKER} missing, or not one "
+            "mambawin wrote): pass a new or empty --out folder, or the folder of an earlier "
+            "`mambawin index` run"
         )
         raise UsageError(msg)
