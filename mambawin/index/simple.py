@@ -3,21 +3,30 @@
 Layout of the output folder (every page relative-linked, so file://, a plain `python -m
 http.server`, GitHub Pages or S3 all serve it as is):
 
-    files/<wheel>                        each wheel once (a copy or reflink, never a link)
-    simple/<project>/index.html          every wheel (pip picks by Python, ABI and platform tags)
+    files/<wheel>                        each wheel once (a copy or reflink, never a link), its
+                                         METADATA (PEP 658) and its verify record beside it
+    simple/<project>/index.html          every wheel (for browsing; pip picks by Python, ABI and
+                                         platform tags only)
+    <variant>/torch<X.Y>/simple/...      the wheels a torch X.Y user of that CUDA variant can
+                                         load: its own torch's, and every stable (py3-none) wheel
+                                         of the CUDA major whose floor is X.Y or older; one folder
+                                         for each torch minor from the oldest a wheel names to the
+                                         newest the index names or was asked for (--torch, --spec)
     <variant>/simple/<project>/...       one index per CUDA variant (cu130, cu128, ...), as torch's
-                                         own download.pytorch.org/whl/cu130 does
-    <variant>/torch<X.Y>/simple/...      the wheels a torch X.Y user of that variant can load:
-                                         its own torch's, and every stable (py3-none) wheel of
-                                         the CUDA major whose floor is X.Y or older
-    index.html                           a page for people: every wheel with its provenance
+                                         own download.pytorch.org/whl/cu130 does; in a variant
+                                         that holds wheels of more than one torch, only the wheels
+                                         that fit every torch (serve.plain_wheels)
+    index.html                           a page for people: the per-torch install lines, then
+                                         every wheel with its provenance and verify result
 
 Running it again adds new wheels in place. A publication: a wheel, once published, never
 changes (one name in any spelling, one content, like PyPI; other bytes are refused and the run
 adds nothing); files are world-readable copies, so nothing done to the wheelhouse later reaches
-them; pages are rewritten through a temp file and os.replace, so a reader never sees half a page;
-runs on one folder take turns; a killed run's leftovers are removed by the next. A folder that
-holds anything but a mambawin index is refused: mambawin only changes its own files.
+them. All or nothing: every input is read and checked before the first byte is written, then
+the run's files are staged in a marked folder and moved into place together; a failure puts back
+what was there, bytes and modes. Runs on one folder take turns; a killed run's leftovers are
+removed by the next. A folder that holds anything but a mambawin index is refused, and so is a
+symlink planted inside one: mambawin only changes its own files.
 """
 
 from __future__ import annotations
@@ -155,40 +164,65 @@ def build_index(
     return result
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Everything one run writes, decided before the first byte is."""
+
+    new: tuple[Source, ...]  # wheels to copy into files/
+    wheels: tuple[IndexedWheel, ...]  # every wheel of the index after the run
+    files: Mapping[str, bytes]  # METADATA files, verify records, then pages: in that order
+    pages: tuple[str, ...]
+    folders: Mapping[str, tuple[str, ...]]  # each variant's per-torch folders
+    torches: tuple[str, ...]  # asked for (--torch, --spec), now or in an earlier run
+
+
 def _publish(
     sources: list[Source], out: Path, title: str, wanted: tuple[str, ...], move: Move
 ) -> IndexResult:
+    plan = _plan(sources, out, title, wanted)
+    check_targets(out, [*(f"{FILES}/{s.path.name}" for s in plan.new), *plan.files, MARKER])
+    new = {s.path.name for s in plan.new}
+    mtimes = {
+        w.file: (out / FILES / w.file).stat().st_mtime_ns for w in plan.wheels if w.file not in new
+    }
+    with Publication(out, move) as publication:
+        for source in plan.new:
+            staged = publication.copy(source.path, f"{FILES}/{source.path.name}", source.sha256)
+            mtimes[source.path.name] = staged.stat().st_mtime_ns  # os.replace keeps it
+        for rel, data in plan.files.items():
+            publication.write(rel, data)
+        publication.write(MARKER, _marker(plan.wheels, plan.torches, mtimes))
+        publication.commit()
+    pages = tuple(out / rel for rel in plan.pages)
+    return IndexResult(
+        out, plan.wheels, tuple(sorted(new)), tuple(plan.folders), pages, plan.folders
+    )
+
+
+def _plan(sources: list[Source], out: Path, title: str, wanted: tuple[str, ...]) -> _Plan:
+    """What the run adds and rewrites: UsageError when a source would change a published name."""
     cached = _cached(out)
-    published = _entries(out / FILES, cached.get("wheels", {}))
+    published = _entries(out / FILES, cached["wheels"])
     names = conflicts(
         ((s.path.name, s.sha256) for s in sources), ((w.file, w.sha256) for w, _ in published)
     )
     known = {w.file for w, _ in published}
-    new = [s for s in sources if names[s.path.name] == s.path.name and s.path.name not in known]
-    records = {names[s.path.name]: s.record for s in sources if s.record is not None}
-    entries = [(w, raw) for w, raw in published] + [(_from_source(s), s.metadata) for s in new]
-    wheels = tuple(
-        sorted((_with_verify(w, out / FILES, records.get(w.file)) for w, _ in entries), key=_order)
+    # a source is new under its own name; one published already (in any spelling) is not
+    new = tuple(
+        s for s in sources if names[s.path.name] == s.path.name and s.path.name not in known
     )
-    torches = tuple(sorted({*wanted, *cached.get("torches", ())}, key=lambda t: release(t, 2)))
-    files = dict(_companions(entries, records))
+    records = {names[s.path.name]: s.record for s in sources if s.record is not None}
+    entries = [*published, *((_from_source(s), s.metadata) for s in new)]
+    wheels = tuple(
+        sorted(
+            (_with_verify(w, out / FILES, records.get(w.file)) for w, _ in entries),
+            key=lambda w: w.file,
+        )
+    )
+    torches = tuple(sorted({*wanted, *cached["torches"]}, key=lambda t: release(t, 2)))
     pages, folders = _pages(wheels, title, torches)
-    check_targets(out, [*(f"{FILES}/{s.path.name}" for s in new), *files, *pages, MARKER])
-    mtimes = {w.file: (out / FILES / w.file).stat().st_mtime_ns for w, _ in published}
-    with Publication(out, move) as publication:
-        for source in new:
-            staged = publication.copy(source.path, f"{FILES}/{source.path.name}", source.sha256)
-            mtimes[source.path.name] = staged.stat().st_mtime_ns  # os.replace keeps it
-        for rel, data in {**files, **pages}.items():
-            publication.write(rel, data)
-        publication.write(MARKER, _marker(wheels, torches, mtimes))
-        publication.commit()
-    added = tuple(s.path.name for s in new)
-    return IndexResult(out, wheels, added, tuple(folders), tuple(out / p for p in pages), folders)
-
-
-def _order(wheel: IndexedWheel) -> str:
-    return wheel.file
+    files = {**dict(_companions(entries, records)), **pages}
+    return _Plan(new, wheels, files, tuple(pages), folders, torches)
 
 
 def _companions(
