@@ -49,6 +49,7 @@ def fake_wheel(
     provenance: dict | None = None,
     project: str = "team_demo",
     tag: str | None = None,
+    members: dict[str, bytes] | None = None,
 ) -> Path:
     """A valid wheel of project 'team-demo' whose module says which build it is."""
     tag = tag or (f"{python}-{python}-{platform}" if python != "py3" else "py3-none-any")
@@ -69,6 +70,8 @@ def fake_wheel(
         )
         if provenance is not None:
             wheel.writestr(f"{dist_info}/mambawin-provenance.json", json.dumps(provenance))
+        for name, data in (members or {}).items():
+            wheel.writestr(name, data)
     return path
 
 
@@ -788,9 +791,9 @@ def test_an_unreadable_input_is_exit_10_naming_it_and_nothing_is_written(
 
 
 def test_a_zip_bomb_is_refused_from_its_directory(tmp_path: Path) -> None:
-    bomb = fake_wheel(tmp_path / "wh", "1.0+cu130torch2.11", PY, HERE)
-    with WheelFile(bomb, "a") as wheel:  # 96 MiB of zeros: about 100 kB packed
-        wheel.writestr("team_demo/zeros.bin", bytes(96 << 20))
+    # A valid wheel (RECORD lists the member with its hash): 96 MiB of zeros, about 100 kB packed.
+    zeros = {"team_demo/zeros.bin": bytes(96 << 20)}
+    bomb = fake_wheel(tmp_path / "wh", "1.0+cu130torch2.11", PY, HERE, members=zeros)
     started = time.monotonic()
     result = CliRunner().invoke(
         app, ["index", str(bomb.parent), "--out", str(tmp_path / "site"), "--json"]
@@ -860,3 +863,17 @@ def test_a_bad_torch_is_refused_before_any_work(wheelhouse: Path, tmp_path: Path
     )
     assert result.exit_code == 2 and "invalid torch version 'latest'" in result.output
     assert not (tmp_path / "s").exists()
+
+
+def test_a_first_run_killed_before_its_marker_is_finished_by_the_next(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / LOCK).touch()
+    staging = site / ".mambawin-add-k1ll3d"  # what the killed run staged, marked as its own
+    staging.mkdir()
+    (staging / MARKER).write_text(STAGING_NOTE, encoding="utf-8")
+    (staging / "new-0-team_demo.whl").write_bytes(b"PK half")
+    result = build_index(wheelhouse, site)
+    assert len(result.added) == 9 and not staging.exists() and (site / MARKER).is_file()

@@ -207,15 +207,24 @@ def _undo(moved: list[tuple[Path, Path | None]], made: list[Path]) -> None:
 def remove_staging(folder: Path) -> None:
     """Remove a staging folder a run made (a real folder holding the staging marker), else
     leave it: mambawin removes only what it can tell it made."""
+    if is_staging(folder):
+        remove_tree(folder)
+
+
+def is_staging(folder: Path) -> bool:
+    """folder is a run's staging folder: a real folder holding the staging marker."""
     try:
-        ours = (
+        return (
             stat.S_ISDIR(folder.lstat().st_mode)
             and (folder / MARKER).read_text(encoding="utf-8") == STAGING_NOTE
         )
     except (OSError, UnicodeDecodeError):
-        ours = False
-    if ours:
-        remove_tree(folder)
+        return False
+
+
+def _left_by_a_run(path: Path) -> bool:
+    """What a first run killed before its marker was moved in leaves: the lock, staging."""
+    return path.name == LOCK or (path.name.startswith(STAGING_PREFIX) and is_staging(path))
 
 
 def make_dir(folder: Path) -> list[Path]:
@@ -332,7 +341,7 @@ def check_out(out: Path) -> None:
 
 def claim(out: Path) -> None:
     """Refuse a non-empty folder that is not a mambawin index: its files are not ours to change."""
-    if out.is_dir() and {p.name for p in out.iterdir()} - {LOCK} and not is_index(out):
+    if out.is_dir() and not is_index(out) and not all(map(_left_by_a_run, out.iterdir())):
         msg = (
             f"{out} is not empty and holds no mambawin index ({MARKER} missing, or not one "
             "mambawin wrote): pass a new or empty --out folder, or the folder of an earlier "
