@@ -21,7 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from mambawin.errors import UsageError
-from mambawin.wheel.info import sha256_file
 from mambawin.status import Status
 from mambawin.verify.fit import fit_step, worst
 from mambawin.verify.gpu import gpu_steps
@@ -30,6 +29,7 @@ from mambawin.verify.packages import WheelRef, find_wheels
 from mambawin.verify.report import StepResult, VerifyReport, named
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
 from mambawin.verify.steps import install_step, ops_step, pair_step, requirements_step
+from mambawin.wheel.info import sha256_file
 
 
 def verify(
