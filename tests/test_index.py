@@ -877,3 +877,30 @@ def test_a_first_run_killed_before_its_marker_is_finished_by_the_next(
     (staging / "new-0-team_demo.whl").write_bytes(b"PK half")
     result = build_index(wheelhouse, site)
     assert len(result.added) == 9 and not staging.exists() and (site / MARKER).is_file()
+
+
+def test_a_variant_turning_mixed_empties_its_stale_plain_pages(tmp_path: Path) -> None:
+    provenance = {"torch_version": "2.11.0", "abi": "torch", "cuda_version": "13.0"}
+    fake_wheel(tmp_path / "a", "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
+    site = tmp_path / "site"
+    build_index(tmp_path / "a", site)
+    page = site / "cu130" / "simple" / "team-demo" / "index.html"
+    assert "cu130torch2.11" in page.read_text()  # one torch: the plain folder serves it
+    other = {"abi": "stable", "torch_floor": "2.10", "cuda_version": "13.0"}
+    fake_wheel(
+        tmp_path / "b",
+        "1.0+cu130.stable.torch2.10",
+        "py3",
+        HERE,
+        tag=f"py3-none-{HERE}",
+        provenance=other,
+        project="other_demo",
+    )
+    build_index(tmp_path / "b", site)
+    # Now mixed: pip going straight to the old project page must find no torch-ABI wheel there.
+    assert ".whl" not in page.read_text()
+    assert "team-demo" not in (site / "cu130" / "simple" / "index.html").read_text()
+    assert (
+        "cu130torch2.11"
+        in (site / "cu130" / "torch2.11" / "simple" / "team-demo" / "index.html").read_text()
+    )

@@ -128,8 +128,16 @@ class Publication:
         self.out, self._move = out, move
         self._staged: list[tuple[str, Path]] = []
         self._keep = False
-        self.staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
-        (self.staging / MARKER).write_text(STAGING_NOTE, encoding="utf-8")
+        try:
+            self.staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+        except OSError as exc:
+            raise os_error(exc, "stage files in the index") from None
+        try:
+            (self.staging / MARKER).write_text(STAGING_NOTE, encoding="utf-8")
+        except OSError as exc:
+            (self.staging / MARKER).unlink(missing_ok=True)
+            self.staging.rmdir()  # made a moment ago, empty: removing it removes nothing else
+            raise os_error(exc, "stage files in the index") from None
 
     def __enter__(self) -> Publication:
         return self

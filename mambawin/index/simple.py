@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -221,6 +222,7 @@ def _plan(sources: list[Source], out: Path, title: str, wanted: tuple[str, ...])
     )
     torches = tuple(sorted({*wanted, *cached["torches"]}, key=lambda t: release(t, 2)))
     pages, folders = _pages(wheels, title, torches)
+    pages |= dict(_emptied(out, pages))
     files = {**dict(_companions(entries, records)), **pages}
     return _Plan(new, wheels, files, tuple(pages), folders, torches)
 
@@ -253,19 +255,39 @@ def _pages(
     """Every page of the index (relative path -> bytes) and the per-torch folders of each
     variant."""
     variants = sorted({w.variant for w in wheels if w.variant})
-    pages = dict(_simple(SIMPLE, wheels, depth=2))
+    pages = dict(_simple(SIMPLE, wheels))
     folders: dict[str, tuple[str, ...]] = {}
     newest = [*wanted, *named_torches(wheels)]
     for variant in variants:
         chosen = [w for w in wheels if serves_variant(w, variant)]
-        pages.update(_simple(f"{variant}/{SIMPLE}", plain_wheels(chosen), depth=3))
+        pages.update(_simple(f"{variant}/{SIMPLE}", plain_wheels(chosen)))
         folders[variant] = torch_folders(chosen, newest)
         for torch in folders[variant]:
             picked = [w for w in chosen if serves_torch(w, torch)]
-            pages.update(_simple(f"{variant}/torch{torch}/{SIMPLE}", picked, depth=4))
+            pages.update(_simple(f"{variant}/torch{torch}/{SIMPLE}", picked))
     page = render_page(title, wheels, folders)
     pages["index.html"] = page.encode("utf-8")
     return pages, folders
+
+
+def _emptied(out: Path, pages: Mapping[str, bytes]) -> Iterator[tuple[str, bytes]]:
+    """An empty project page for each project page published earlier under a root the run
+    writes that lists no wheel now (a variant's plain folder once it serves several torches):
+    a stale page would still hand pip the wheel it no longer lists."""
+    for root in (rel.removesuffix("/index.html") for rel in pages if _is_root(rel)):
+        try:
+            folders = [p for p in (out / root).iterdir() if stat.S_ISDIR(p.lstat().st_mode)]
+        except FileNotFoundError:
+            continue
+        for folder in folders:
+            if (
+                folder / "index.html"
+            ).is_file() and f"{root}/{folder.name}/index.html" not in pages:
+                yield from _project(root, folder.name, [])
+
+
+def _is_root(rel: str) -> bool:
+    return rel == f"{SIMPLE}/index.html" or rel.endswith(f"/{SIMPLE}/index.html")
 
 
 # ---- what is published -------------------------------------------------------------------------
@@ -367,19 +389,24 @@ def _variant(provenance: Mapping[str, Any] | None, local: str | None) -> str | N
 # ---- pages -------------------------------------------------------------------------------------
 
 
-def _simple(
-    root: str, wheels: Iterable[IndexedWheel], *, depth: int
-) -> Iterator[tuple[str, bytes]]:
+def _simple(root: str, wheels: Iterable[IndexedWheel]) -> Iterator[tuple[str, bytes]]:
     """PEP 503 root and project pages (plus PEP 691 JSON twins) for wheels under root."""
     by_project: dict[str, list[IndexedWheel]] = {}
     for wheel in wheels:
         by_project.setdefault(wheel.project, []).append(wheel)
-    files_url = "../" * depth + FILES + "/"
     for project, chosen in sorted(by_project.items()):
-        yield f"{root}/{project}/index.html", _utf8(project_html(project, chosen, files_url))
-        yield f"{root}/{project}/index.json", _utf8(project_json(project, chosen, files_url))
+        yield from _project(root, project, chosen)
     yield f"{root}/index.html", _utf8(root_html(sorted(by_project)))
     yield f"{root}/index.json", _utf8(root_json(sorted(by_project)))
+
+
+def _project(
+    root: str, project: str, wheels: Sequence[IndexedWheel]
+) -> Iterator[tuple[str, bytes]]:
+    """One project's page and its JSON twin under root (`cu130/torch2.11/simple`)."""
+    files_url = "../" * (root.count("/") + 2) + FILES + "/"
+    yield f"{root}/{project}/index.html", _utf8(project_html(project, wheels, files_url))
+    yield f"{root}/{project}/index.json", _utf8(project_json(project, wheels, files_url))
 
 
 def _utf8(text: str) -> bytes:
