@@ -30,7 +30,7 @@ from wheel.wheelfile import WheelFile
 
 from mambawin.cli import app
 from mambawin.errors import MambawinError, UsageError
-from mambawin.index.publish import LOCK, MARKER, STAGING_NOTE
+from mambawin.index.publish import LOCK, MARKER
 from mambawin.index.simple import build_index
 
 HERE = sysconfig.get_platform().replace("-", "_").replace(".", "_")
@@ -477,18 +477,49 @@ def test_a_killed_runs_leftovers_are_removed_by_the_next_run(
 ) -> None:
     site = tmp_path / "site"
     build_index(wheelhouse, site)
-    staging = site / ".mambawin-add-x1y2z3"  # a copy killed midway
-    staging.mkdir()
-    (staging / MARKER).write_text(STAGING_NOTE, encoding="utf-8")
-    (staging / "partial.whl").write_bytes(b"PK\x03\x04 half a wheel")
-    unmarked = site / "files" / ".mambawin-add-abc"  # not provably ours: never removed
-    unmarked.mkdir()
-    temp = site / "simple" / ".mambawin-tmp-index.html.abcd1234"
+    temp = site / "simple" / ".mambawin-tmp-index.html.abcd1234"  # an older run's temp page
     temp.write_text("<html>half", encoding="utf-8")
     theirs = site / "files" / ".keep-me"  # not a name mambawin gives: never touched
     theirs.write_text("x", encoding="utf-8")
+    unmarked = site / "files" / ".mambawin-add-abc"  # not provably a run's staging: left alone
+    unmarked.mkdir()
     build_index(wheelhouse, site)
-    assert not staging.exists() and not temp.exists() and theirs.exists() and unmarked.exists()
+    assert not temp.exists() and theirs.exists() and unmarked.exists()
+
+
+KILLED = """
+import os, sys
+from pathlib import Path
+from mambawin.index.simple import build_index
+calls = [0]
+def move(source, target):
+    calls[0] += 1
+    if calls[0] == int(sys.argv[3]):
+        os._exit(9)  # killed: no finally, no cleanup
+    os.replace(source, target)
+build_index(Path(sys.argv[1]), Path(sys.argv[2]), move=move)
+"""
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("at", [3, 12])
+def test_a_run_killed_mid_publish_is_finished_by_the_next(
+    first: bool, at: int, wheelhouse: Path, tmp_path: Path
+) -> None:
+    early = fake_wheel(tmp_path / "early", "0.9+cu130torch2.11", PY, HERE)
+    site, fresh = tmp_path / "site", tmp_path / "fresh"
+    if not first:  # an index published before the killed run
+        build_index(early.parent, site)
+        build_index(early.parent, fresh)
+    argv = [sys.executable, "-c", KILLED, str(wheelhouse), str(site), str(at)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    assert subprocess.run(argv, env=env, timeout=120, check=False).returncode == 9
+    assert [p for p in site.iterdir() if p.name.startswith(".mambawin-add-")]  # what it left
+    build_index(wheelhouse, site)
+    build_index(wheelhouse, fresh)
+    assert not [p for p in site.iterdir() if p.name.startswith(".mambawin-add-")]
+    pages = {str(p.relative_to(site)): p.read_bytes() for p in site.rglob("*.html")}
+    assert pages == {str(p.relative_to(fresh)): p.read_bytes() for p in fresh.rglob("*.html")}
 
 
 def test_runs_on_one_index_take_turns(wheelhouse: Path, tmp_path: Path) -> None:
@@ -863,20 +894,6 @@ def test_a_bad_torch_is_refused_before_any_work(wheelhouse: Path, tmp_path: Path
     )
     assert result.exit_code == 2 and "invalid torch version 'latest'" in result.output
     assert not (tmp_path / "s").exists()
-
-
-def test_a_first_run_killed_before_its_marker_is_finished_by_the_next(
-    wheelhouse: Path, tmp_path: Path
-) -> None:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / LOCK).touch()
-    staging = site / ".mambawin-add-k1ll3d"  # what the killed run staged, marked as its own
-    staging.mkdir()
-    (staging / MARKER).write_text(STAGING_NOTE, encoding="utf-8")
-    (staging / "new-0-team_demo.whl").write_bytes(b"PK half")
-    result = build_index(wheelhouse, site)
-    assert len(result.added) == 9 and not staging.exists() and (site / MARKER).is_file()
 
 
 def test_a_variant_turning_mixed_empties_its_stale_plain_pages(tmp_path: Path) -> None:

@@ -9,9 +9,8 @@ import os
 import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,22 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from mambawin.atomic import TEMP_PREFIX
+from mambawin.atomic import TEMP_PREFIX, staging_dir, write_file
 from mambawin.cache import remove_tree
-from mambawin.errors import UsageError, WheelError, os_error
+from mambawin.errors import MambawinError, UsageError, WheelError, os_error
 from mambawin.wheel.info import sha256_file
 
-# mambawin made this folder: an index (what it published) or one run's staging folder.
+# mambawin made this folder: an index, and what it published (written when --out is created).
 MARKER = ".mambawin-index.json"
 
 
-STAGING_NOTE = '{"schema": 1, "staging": true}\n'
+# What a fresh --out holds until its first run's files go in.
+EMPTY_MARKER = json.dumps({"schema": 1, "torches": [], "wheels": {}}, indent=2) + "\n"
+
+
+# One run's staging folder (made by atomic.staging_dir) says it is one, so a later run can
+# recognise what a killed run left.
+STAGING_NOTE_NAME, STAGING_NOTE = ".mambawin-index-staging", "mambawin index staging\n"
 
 
 LOCK = ".mambawin-index.lock"
@@ -127,24 +132,20 @@ class Publication:
     def __init__(self, out: Path, move: Move = os.replace) -> None:
         self.out, self._move = out, move
         self._staged: list[tuple[str, Path]] = []
-        self._keep = False
+        self._stack = ExitStack()
         try:
-            self.staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+            # atomic.staging_dir: the one way mambawin makes (and removes) a staging folder
+            self.staging = self._stack.enter_context(staging_dir(out, STAGING_PREFIX))
+            (self.staging / STAGING_NOTE_NAME).write_text(STAGING_NOTE, encoding="utf-8")
         except OSError as exc:
-            raise os_error(exc, "stage files in the index") from None
-        try:
-            (self.staging / MARKER).write_text(STAGING_NOTE, encoding="utf-8")
-        except OSError as exc:
-            (self.staging / MARKER).unlink(missing_ok=True)
-            self.staging.rmdir()  # made a moment ago, empty: removing it removes nothing else
+            self._stack.close()
             raise os_error(exc, "stage files in the index") from None
 
     def __enter__(self) -> Publication:
         return self
 
-    def __exit__(self, *_: object) -> None:
-        if not self._keep:
-            remove_staging(self.staging)
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.__exit__(*exc)
 
     def copy(self, source: Path, rel: str, sha256: str) -> Path:
         """Stage a copy of source as rel; the staged file (its mtime is the published one's)."""
@@ -178,9 +179,7 @@ class Publication:
                 moved.append((target, backup))
                 self._move(staged, target)
         except BaseException as exc:
-            self._keep = True  # the backups are in it until they are back in place
             _undo(moved, made)
-            self._keep = False
             if isinstance(exc, OSError):
                 raise os_error(exc, "publish into the index") from None
             raise
@@ -213,18 +212,20 @@ def _undo(moved: list[tuple[Path, Path | None]], made: list[Path]) -> None:
 
 
 def remove_staging(folder: Path) -> None:
-    """Remove a staging folder a run made (a real folder holding the staging marker), else
-    leave it: mambawin removes only what it can tell it made."""
+    """Remove a staging folder a killed run left (a real folder holding the staging note), else
+    leave it: mambawin removes only what it can tell it made. Best effort: one it cannot remove
+    stays hidden, and the run goes on."""
     if is_staging(folder):
-        remove_tree(folder)
+        with suppress(OSError, MambawinError):
+            remove_tree(folder)
 
 
 def is_staging(folder: Path) -> bool:
-    """folder is a run's staging folder: a real folder holding the staging marker."""
+    """folder is a run's staging folder: a real folder holding the staging note."""
     try:
         return (
             stat.S_ISDIR(folder.lstat().st_mode)
-            and (folder / MARKER).read_text(encoding="utf-8") == STAGING_NOTE
+            and (folder / STAGING_NOTE_NAME).read_text(encoding="utf-8") == STAGING_NOTE
         )
     except (OSError, UnicodeDecodeError):
         return False
@@ -273,10 +274,20 @@ def clean_leftovers(out: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def remove_if_only_lock(out: Path) -> None:
-    """A failed first run leaves no folder behind (only the lock file was written there)."""
+def start_index(out: Path) -> None:
+    """Mark a new --out as an index before anything else goes in (a run killed later leaves a
+    folder the next run recognises as its own)."""
+    write_file(out / MARKER, EMPTY_MARKER.encode("utf-8"), mode=FILE_MODE)
+
+
+def remove_if_fresh(out: Path) -> None:
+    """A failed first run leaves no folder behind: only its lock and empty marker are there."""
     try:
-        if {p.name for p in out.iterdir()} <= {LOCK}:
+        names = {p.name for p in out.iterdir()}
+        if names <= {LOCK, MARKER} and (
+            MARKER not in names or (out / MARKER).read_text(encoding="utf-8") == EMPTY_MARKER
+        ):
+            (out / MARKER).unlink(missing_ok=True)
             (out / LOCK).unlink(missing_ok=True)
             out.rmdir()
     except OSError:

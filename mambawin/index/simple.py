@@ -69,7 +69,8 @@ from mambawin.index.publish import (
     locked,
     make_dir,
     published_wheels,
-    remove_if_only_lock,
+    remove_if_fresh,
+    start_index,
 )
 from mambawin.index.serve import (
     plain_wheels,
@@ -151,16 +152,18 @@ def build_index(
     sources = read_sources(Path(wheelhouse))
     out = Path(out)
     check_out(out)
-    created = not out.exists()
+    created = not os.path.lexists(out)
     try:
         make_dir(out)
         with locked(out, lock_timeout):
+            if created:
+                start_index(out)
             claim(out)
             clean_leftovers(out)
             result = _publish(sources, out, title, tuple(torches), move)
     except BaseException:
         if created:
-            remove_if_only_lock(out)
+            remove_if_fresh(out)
         raise
     return result
 
