@@ -921,3 +921,22 @@ def test_a_variant_turning_mixed_empties_its_stale_plain_pages(tmp_path: Path) -
         "cu130torch2.11"
         in (site / "cu130" / "torch2.11" / "simple" / "team-demo" / "index.html").read_text()
     )
+
+
+def test_the_specs_torches_get_folders_for_the_stable_wheels(tmp_path: Path) -> None:
+    _stable(tmp_path / "wh", "13.0")
+    spec = tmp_path / "mambawin.toml"
+    spec.write_text(
+        'python = ["3.12"]\narchs = "90"\n[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
+        '[[torch]]\nversion = "2.10.0"\ncuda = "13.0"\n'
+        '[[torch]]\nversion = "2.12.1"\ncuda = "13.0"\n',
+        encoding="utf-8",
+    )
+    site = tmp_path / "site"
+    result = CliRunner().invoke(
+        app, ["index", str(tmp_path / "wh"), "--out", str(site), "--spec", str(spec), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["per_torch"] == [
+        str(site / "cu130" / f"torch{t}" / "simple") for t in ("2.10", "2.11", "2.12")
+    ]
