@@ -6,6 +6,7 @@ each carrying a TAG saying which it is, so the test sees which one pip picked.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ from typer.testing import CliRunner
 from wheel.wheelfile import WheelFile
 
 from mambawin.cli import app
-from mambawin.errors import UsageError
+from mambawin.errors import MambawinError, UsageError
 from mambawin.index.publish import LOCK, MARKER
 from mambawin.index.simple import build_index
 
@@ -48,6 +49,7 @@ def fake_wheel(
     provenance: dict | None = None,
     project: str = "team_demo",
     tag: str | None = None,
+    members: dict[str, bytes] | None = None,
 ) -> Path:
     """A valid wheel of project 'team-demo' whose module says which build it is."""
     tag = tag or (f"{python}-{python}-{platform}" if python != "py3" else "py3-none-any")
@@ -68,7 +70,21 @@ def fake_wheel(
         )
         if provenance is not None:
             wheel.writestr(f"{dist_info}/mambawin-provenance.json", json.dumps(provenance))
+        for name, data in (members or {}).items():
+            wheel.writestr(name, data)
     return path
+
+
+def verify_record(wheel: Path, summary: str, *, passed: bool = True) -> dict[str, Any]:
+    """What `mambawin verify WHEEL --json` writes of a wheel (the fields the index reads)."""
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    return {
+        "wheel": str(wheel),
+        "sha256": {wheel.name: digest},
+        "passed": passed,
+        "summary": summary,
+        "steps": [{"name": "static", "status": "ok", "summary": "ok"}],
+    }
 
 
 @pytest.fixture
@@ -233,7 +249,7 @@ def test_unchanged_wheels_are_not_read_again(
     monkeypatch.setattr(simple, "_entry", lambda path: read.append(path.name) or real(path))
     later = fake_wheel(tmp_path / "later", "1.1+cu130torch2.11", PY, HERE)
     second = build_index(later.parent, site)
-    assert read == [later.name]
+    assert read == []  # the new wheel was read once, from the wheelhouse; no published one again
     assert [w for w in second.wheels if w.file != later.name] == list(first.wheels)
 
 
@@ -282,7 +298,7 @@ def test_human_page_shows_provenance_and_verify(tmp_path: Path) -> None:
     }
     wheel = fake_wheel(tmp_path / "wh", "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
     (tmp_path / "wh" / (wheel.name + ".verify.json")).write_text(
-        json.dumps({"passed": True, "summary": "verified on NVIDIA H100 (sm_90)"})
+        json.dumps(verify_record(wheel, "verified on NVIDIA H100 (sm_90)"))
     )
     result = CliRunner().invoke(
         app, ["index", str(tmp_path / "wh"), "--out", str(tmp_path / "site"), "--json"]
@@ -461,15 +477,49 @@ def test_a_killed_runs_leftovers_are_removed_by_the_next_run(
 ) -> None:
     site = tmp_path / "site"
     build_index(wheelhouse, site)
-    staging = site / "files" / ".mambawin-add-x1y2z3"  # a copy killed midway
-    staging.mkdir()
-    (staging / "partial.whl").write_bytes(b"PK\x03\x04 half a wheel")
-    temp = site / "simple" / ".mambawin-tmp-index.html.abcd1234"
+    temp = site / "simple" / ".mambawin-tmp-index.html.abcd1234"  # an older run's temp page
     temp.write_text("<html>half", encoding="utf-8")
     theirs = site / "files" / ".keep-me"  # not a name mambawin gives: never touched
     theirs.write_text("x", encoding="utf-8")
+    unmarked = site / "files" / ".mambawin-add-abc"  # not provably a run's staging: left alone
+    unmarked.mkdir()
     build_index(wheelhouse, site)
-    assert not staging.exists() and not temp.exists() and theirs.exists()
+    assert not temp.exists() and theirs.exists() and unmarked.exists()
+
+
+KILLED = """
+import os, sys
+from pathlib import Path
+from mambawin.index.simple import build_index
+calls = [0]
+def move(source, target):
+    calls[0] += 1
+    if calls[0] == int(sys.argv[3]):
+        os._exit(9)  # killed: no finally, no cleanup
+    os.replace(source, target)
+build_index(Path(sys.argv[1]), Path(sys.argv[2]), move=move)
+"""
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("at", [3, 12])
+def test_a_run_killed_mid_publish_is_finished_by_the_next(
+    first: bool, at: int, wheelhouse: Path, tmp_path: Path
+) -> None:
+    early = fake_wheel(tmp_path / "early", "0.9+cu130torch2.11", PY, HERE)
+    site, fresh = tmp_path / "site", tmp_path / "fresh"
+    if not first:  # an index published before the killed run
+        build_index(early.parent, site)
+        build_index(early.parent, fresh)
+    argv = [sys.executable, "-c", KILLED, str(wheelhouse), str(site), str(at)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    assert subprocess.run(argv, env=env, timeout=120, check=False).returncode == 9
+    assert [p for p in site.iterdir() if p.name.startswith(".mambawin-add-")]  # what it left
+    build_index(wheelhouse, site)
+    build_index(wheelhouse, fresh)
+    assert not [p for p in site.iterdir() if p.name.startswith(".mambawin-add-")]
+    pages = {str(p.relative_to(site)): p.read_bytes() for p in site.rglob("*.html")}
+    assert pages == {str(p.relative_to(fresh)): p.read_bytes() for p in fresh.rglob("*.html")}
 
 
 def test_runs_on_one_index_take_turns(wheelhouse: Path, tmp_path: Path) -> None:
@@ -556,9 +606,11 @@ def test_a_stable_wheel_is_served_to_every_torch_and_variant_it_fits(tmp_path: P
         page = (tmp_path / "site" / path / "team-demo" / "index.html").read_text(encoding="utf-8")
         return sorted(set(re.findall(r"team_demo-1\.0\+([\w.]+?)-(?:py|cp)\d", page)))
 
-    assert listed("cu130/simple") == ["cu130.stable.torch2.10", "cu130torch2.11"]
+    # A mixed variant's plain folder lists only what fits every torch (see test_mixed_...).
+    assert listed("cu130/simple") == ["cu130.stable.torch2.10"]
     # A CUDA 12 stable wheel serves cu128 users too; a cu128 one-torch wheel stays in cu128.
-    assert listed("cu128/simple") == ["cu126.stable.torch2.10", "cu128torch2.11"]
+    assert listed("cu128/simple") == ["cu126.stable.torch2.10"]
+    assert listed("cu128/torch2.11/simple") == ["cu126.stable.torch2.10", "cu128torch2.11"]
     assert listed("cu126/simple") == ["cu126.stable.torch2.10"]
     assert listed("cu130/torch2.11/simple") == ["cu130.stable.torch2.10", "cu130torch2.11"]
     assert listed("cu130/torch2.10/simple") == ["cu130.stable.torch2.10"]
@@ -567,3 +619,324 @@ def test_a_stable_wheel_is_served_to_every_torch_and_variant_it_fits(tmp_path: P
     assert pip_install(["--index-url", torch210], tmp_path / "a") == (
         f"1.0+cu126.stable.torch2.10 py3-none-{HERE}"
     )
+
+
+# ---- all or nothing: every input read first, one run's files in together or not at all -------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every path under root with its mode and (for a file) its bytes."""
+    if not root.exists():
+        return {}
+    return {
+        str(path.relative_to(root)): (
+            path.lstat().st_mode,
+            path.read_bytes() if path.is_file() and not path.is_symlink() else None,
+        )
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def failing_at(number: int) -> Any:
+    """os.replace that fails like a full disk at its number-th call (counting from 0)."""
+    calls = [0]
+
+    def move(source: Path, target: Path) -> None:
+        if calls[0] == number:
+            raise OSError(errno.ENOSPC, "No space left on device", str(target))
+        calls[0] += 1
+        os.replace(source, target)
+
+    move.calls = calls  # type: ignore[attr-defined]
+    return move
+
+
+def test_a_run_failing_at_any_move_leaves_the_index_as_it_was(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    later = tmp_path / "later"
+    fake_wheel(later, "1.1+cu130torch2.11", PY, HERE)
+    stable = _stable(later, "13.0")  # a new variant layout: new folders, replaced pages
+    (later / (stable.name + ".verify.json")).write_text(json.dumps(verify_record(stable, "ok")))
+    counting = failing_at(-1)
+    shutil.copytree(site, tmp_path / "count", symlinks=True)
+    build_index(later, tmp_path / "count", move=counting)
+    moves = counting.calls[0]
+    assert moves > 20
+    before = snapshot(site)
+    for number in range(moves):
+        with pytest.raises(MambawinError, match="No space left on device"):
+            build_index(later, site, move=failing_at(number))
+        assert snapshot(site) == before, number
+    build_index(later, site)
+    assert (site / "files" / stable.name).is_file()
+
+
+def test_a_first_run_that_fails_leaves_no_folder(wheelhouse: Path, tmp_path: Path) -> None:
+    with pytest.raises(MambawinError):
+        build_index(wheelhouse, tmp_path / "site", move=failing_at(3))
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_symlink_planted_in_the_index_is_never_written_through(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(site / "cu128")
+    (site / "cu128").symlink_to(elsewhere, target_is_directory=True)
+    before = snapshot(site)
+    result = CliRunner().invoke(app, ["index", str(wheelhouse), "--out", str(site), "--json"])
+    assert result.exit_code == 2, result.output
+    assert "cu128 is a symlink" in json.loads(result.stdout)["error"]
+    assert not list(elsewhere.iterdir()) and snapshot(site) == before
+
+
+# ---- verify records: read like a wheel, tied to its bytes ---------------------------------------
+
+
+def _one_wheel(tmp_path: Path) -> Path:
+    return fake_wheel(tmp_path / "wh", "1.0+cu130torch2.11", PY, HERE)
+
+
+def _index_json(wheelhouse: Path, site: Path) -> dict[str, Any]:
+    result = CliRunner().invoke(app, ["index", str(wheelhouse), "--out", str(site), "--json"])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_a_symlinked_verify_record_is_never_followed_or_published(tmp_path: Path) -> None:
+    wheel = _one_wheel(tmp_path)
+    private = tmp_path / "private.json"  # someone's 0600 file, shaped like a record
+    private.write_text(json.dumps(verify_record(wheel, "SECRET")))
+    private.chmod(0o600)
+    (wheel.parent / (wheel.name + ".verify.json")).symlink_to(private)
+    data = _index_json(wheel.parent, tmp_path / "site")
+    entry = data["wheels"][0]
+    assert entry["verify"] is None and "symlink" in entry["verify_ignored"]
+    assert not (tmp_path / "site" / "files" / (wheel.name + ".verify.json")).exists()
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "SECRET" not in page and "not verified" in page
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda path, wheel: os.mkfifo(path), "FIFO"),
+        (lambda path, wheel: path.write_bytes(b" " * (2 << 20)), "over"),
+        (lambda path, wheel: path.mkdir(), "folder"),
+        (lambda path, wheel: path.write_bytes(b"\xff\xfe{}"), "not UTF-8 JSON"),
+        (lambda path, wheel: path.write_text("[1, 2]"), "not a JSON object"),
+        (lambda path, wheel: path.write_text('{"passed": "yes", "summary": 1}'), "lacks"),
+        (
+            lambda path, wheel: path.write_text('{"passed": true, "summary": "", "steps": []}'),
+            "names no wheel sha256",
+        ),
+        (
+            lambda path, wheel: path.write_text(
+                json.dumps({**verify_record(wheel, "ok"), "sha256": {wheel.name: "a" * 64}})
+            ),
+            "record of other bytes",
+        ),
+    ],
+)
+def test_a_record_that_is_not_this_wheels_is_ignored_and_the_index_is_whole(
+    make: Any, reason: str, tmp_path: Path
+) -> None:
+    wheel = _one_wheel(tmp_path)
+    make(wheel.parent / (wheel.name + ".verify.json"), wheel)
+    site = tmp_path / "site"
+    entry = _index_json(wheel.parent, site)["wheels"][0]
+    assert entry["verify"] is None and reason in entry["verify_ignored"]
+    assert "not verified" in (site / "index.html").read_text()
+    assert (site / MARKER).is_file() and (site / "cu130" / "simple" / "index.html").is_file()
+    assert not (site / "files" / (wheel.name + ".verify.json")).exists()
+    assert _index_json(wheel.parent, site)["added"] == []  # the next run accepts the index
+
+
+def test_the_record_verify_writes_is_shown(tmp_path: Path) -> None:
+    from mambawin.status import Status
+    from mambawin.verify.report import StepResult, Target, VerifyReport
+
+    wheel = _one_wheel(tmp_path)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    report = VerifyReport(
+        str(wheel), Target(), (StepResult("smoke", Status.FAIL, "out off by 3"),), {"w": digest}
+    )
+    (wheel.parent / (wheel.name + ".verify.json")).write_text(json.dumps(report.to_json()))
+    entry = _index_json(wheel.parent, tmp_path / "site")["wheels"][0]
+    assert entry["verify"] == {"passed": False, "summary": "FAILED at smoke: out off by 3"}
+    assert entry["verify_ignored"] is None
+    published = tmp_path / "site" / "files" / (wheel.name + ".verify.json")
+    assert published.stat().st_mode & 0o777 == 0o644
+
+
+def _without_override(argv: list[str]) -> list[str]:
+    """argv run so that a mode-000 file is unreadable: as is for a user, root without the
+    capabilities that let it read anything."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root reads every file, and setpriv (util-linux) is not installed")
+    return [setpriv, "--bounding-set=-all", "--inh-caps=-all", *argv]
+
+
+def _index_cli(wheelhouse: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "mambawin", "index", str(wheelhouse), "--out", str(site)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        _without_override([*argv, "--json"]),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("unreadable", ["wheel", "record"])
+def test_an_unreadable_input_is_exit_10_naming_it_and_nothing_is_written(
+    unreadable: str, wheelhouse: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    build_index(wheelhouse, site)
+    later = _one_wheel(tmp_path)
+    new = fake_wheel(later.parent, "1.5+cu130torch2.11", PY, HERE)
+    record = later.parent / (later.name + ".verify.json")
+    record.write_text(json.dumps(verify_record(later, "ok")))
+    path = new if unreadable == "wheel" else record
+    path.chmod(0)
+    before = snapshot(site)
+    done = _index_cli(later.parent, site)
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert str(path) in json.loads(done.stdout)["error"]
+    assert snapshot(site) == before
+
+
+def test_a_zip_bomb_is_refused_from_its_directory(tmp_path: Path) -> None:
+    # A valid wheel (RECORD lists the member with its hash): 96 MiB of zeros, about 100 kB packed.
+    zeros = {"team_demo/zeros.bin": bytes(96 << 20)}
+    bomb = fake_wheel(tmp_path / "wh", "1.0+cu130torch2.11", PY, HERE, members=zeros)
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        app, ["index", str(bomb.parent), "--out", str(tmp_path / "site"), "--json"]
+    )
+    assert result.exit_code == 7, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "inflates to 96.0 MiB" in error and "4.0 GiB in all, 50:1 past 64.0 MiB" in error
+    assert time.monotonic() - started < 5  # refused unread, not hashed
+    assert not (tmp_path / "site").exists()
+
+
+# ---- a mixed index: each torch user gets the wheel that loads in their torch --------------------
+
+
+def _mixed(folder: Path) -> None:
+    """One version as a torch 2.11 (torch-ABI) wheel and a stable wheel with floor 2.10."""
+    provenance = {"torch_version": "2.11.0", "abi": "torch", "cuda_version": "13.0"}
+    fake_wheel(folder, "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
+    _stable(folder, "13.0")
+
+
+def test_mixed_index_real_pip_picks_the_wheel_of_each_torch(tmp_path: Path) -> None:
+    _mixed(tmp_path / "wh")
+    site = tmp_path / "site"
+    result = build_index(tmp_path / "wh", site, torches=["2.12"])
+    assert result.torches == {"cu130": ("2.10", "2.11", "2.12")}
+
+    def picked(path: str, target: str) -> str:
+        return pip_install(["--index-url", (site / path).as_uri()], tmp_path / target)
+
+    stable_tag = f"1.0+cu130.stable.torch2.10 py3-none-{HERE}"
+    assert picked("cu130/torch2.10/simple", "a") == stable_tag
+    assert picked("cu130/torch2.11/simple", "b") == f"1.0+cu130torch2.11 {PY}-{PY}-{HERE}"
+    assert picked("cu130/torch2.12/simple", "c") == stable_tag
+    # The variant's plain folder never hands torch 2.11's binary to another torch's user.
+    assert picked("cu130/simple", "d") == stable_tag
+    page = (site / "index.html").read_text()
+    assert "/cu130/torch2.12/simple --extra-index-url" in page
+    assert "--index-url &lt;this URL&gt;/cu130/simple " not in page
+    assert "newer than 2.12" in page and "--torch X.Y" in page
+
+
+def test_stable_wheels_fill_every_torch_up_to_the_newest_named_and_asked_for(
+    tmp_path: Path,
+) -> None:
+    _mixed(tmp_path / "wh")
+    newer = {"torch_version": "2.13.1", "abi": "torch", "cuda_version": "13.0"}
+    fake_wheel(tmp_path / "wh", "1.0+cu130torch2.13", PY, HERE, provenance=newer)
+    site = tmp_path / "site"
+    first = build_index(tmp_path / "wh", site)
+    assert first.torches == {"cu130": ("2.10", "2.11", "2.12", "2.13")}
+    result = CliRunner().invoke(
+        app, ["index", str(tmp_path / "wh"), "--out", str(site), "--torch", "2.15.0", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert str(site / "cu130" / "torch2.15" / "simple") in json.loads(result.stdout)["per_torch"]
+    # asked for once, kept: a later run still updates torch2.14 and torch2.15
+    later = build_index(tmp_path / "wh", site)
+    assert later.torches["cu130"][-2:] == ("2.14", "2.15")
+    page = (site / "cu130" / "torch2.14" / "simple" / "team-demo" / "index.html").read_text()
+    assert "cu130.stable.torch2.10" in page and "torch2.1" + "3-" not in page
+
+
+def test_a_bad_torch_is_refused_before_any_work(wheelhouse: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["index", str(wheelhouse), "--out", str(tmp_path / "s"), "--torch", "latest"]
+    )
+    assert result.exit_code == 2 and "invalid torch version 'latest'" in result.output
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_variant_turning_mixed_empties_its_stale_plain_pages(tmp_path: Path) -> None:
+    provenance = {"torch_version": "2.11.0", "abi": "torch", "cuda_version": "13.0"}
+    fake_wheel(tmp_path / "a", "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
+    site = tmp_path / "site"
+    build_index(tmp_path / "a", site)
+    page = site / "cu130" / "simple" / "team-demo" / "index.html"
+    assert "cu130torch2.11" in page.read_text()  # one torch: the plain folder serves it
+    other = {"abi": "stable", "torch_floor": "2.10", "cuda_version": "13.0"}
+    fake_wheel(
+        tmp_path / "b",
+        "1.0+cu130.stable.torch2.10",
+        "py3",
+        HERE,
+        tag=f"py3-none-{HERE}",
+        provenance=other,
+        project="other_demo",
+    )
+    build_index(tmp_path / "b", site)
+    # Now mixed: pip going straight to the old project page must find no torch-ABI wheel there.
+    assert ".whl" not in page.read_text()
+    assert "team-demo" not in (site / "cu130" / "simple" / "index.html").read_text()
+    assert (
+        "cu130torch2.11"
+        in (site / "cu130" / "torch2.11" / "simple" / "team-demo" / "index.html").read_text()
+    )
+
+
+def test_the_specs_torches_get_folders_for_the_stable_wheels(tmp_path: Path) -> None:
+    _stable(tmp_path / "wh", "13.0")
+    spec = tmp_path / "mambawin.toml"
+    spec.write_text(
+        'python = ["3.12"]\narchs = "90"\n[[package]]\nname = "mamba-ssm"\nref = "v2.2.6"\n'
+        '[[torch]]\nversion = "2.10.0"\ncuda = "13.0"\n'
+        '[[torch]]\nversion = "2.12.1"\ncuda = "13.0"\n',
+        encoding="utf-8",
+    )
+    site = tmp_path / "site"
+    result = CliRunner().invoke(
+        app, ["index", str(tmp_path / "wh"), "--out", str(site), "--spec", str(spec), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["per_torch"] == [
+        str(site / "cu130" / f"torch{t}" / "simple") for t in ("2.10", "2.11", "2.12")
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import zipfile
@@ -362,6 +363,8 @@ def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
     assert result.exit_code == 8
     data = json.loads(result.stdout)  # one document: the report, with the error and exit code
     assert data["passed"] is False and data["exit_code"] == 8 and "FAILED at" in data["error"]
+    # `mambawin index` shows a record only beside the wheel whose bytes it names.
+    assert data["sha256"] == {wheel.name: hashlib.sha256(wheel.read_bytes()).hexdigest()}
     assert [s["name"] for s in data["steps"]] == [
         "static",
         "fit",

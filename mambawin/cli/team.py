@@ -60,17 +60,42 @@ def matrix_command(
 
 @command("index")
 def index_command(
-    wheelhouse: Annotated[Path, typer.Argument(help="Folder of wheels to add to the index.")],
-    out: Annotated[Path, typer.Option("--out", help="The index folder (created or updated).")],
+    # readable=False: click's own check would call an unreadable folder bad usage (exit 2); the
+    # index names it as the OS refusing (exit 10).
+    wheelhouse: Annotated[
+        Path, typer.Argument(help="Folder of wheels to add to the index.", readable=False)
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="The index folder (created or updated).", readable=False)
+    ],
     title: Annotated[str, typer.Option("--title", help="Title of the index page.")] = (
         "mambawin wheels"
     ),
+    torch: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--torch",
+            help="Also make the per-torch folder of this torch (X.Y, repeatable), e.g. a torch "
+            "newer than the wheels name, for its users of the stable wheels.",
+        ),
+    ] = None,
+    spec: Annotated[
+        Path | None,
+        typer.Option(
+            "--spec", help="Also make per-torch folders for the spec's torches.", readable=False
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Write (or update) a static PEP 503 index of WHEELHOUSE in OUT, per CUDA variant."""
-    from mambawin.index.simple import build_index
+    """Write (or update) a static PEP 503 index of WHEELHOUSE in OUT, per CUDA variant and torch."""
+    from rich.markup import escape
 
-    result = build_index(wheelhouse, out, title=title)
+    from mambawin.index.serve import torch_minors
+    from mambawin.index.simple import build_index
+    from mambawin.team.spec_reader import load_spec
+
+    named = [*(torch or ()), *(t.version for t in (load_spec(spec).torches if spec else ()))]
+    result = build_index(wheelhouse, out, title=title, torches=torch_minors(named))
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -78,7 +103,11 @@ def index_command(
         f"{len(result.added)} wheel(s) added, {len(result.wheels)} in the index; "
         f"variants: {', '.join(result.variants) or 'none'}"
     )
-    for root in result.to_json()["simple"]:
+    for wheel in result.wheels:
+        if wheel.verify_ignored:
+            note = escape(f"{wheel.file}: {wheel.verify_ignored}")
+            console.print(f"[yellow]not verified[/]: {note}", soft_wrap=True)
+    for root in [*result.to_json()["simple"], *result.to_json()["per_torch"]]:
         typer.echo(root)
 
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -25,7 +21,8 @@ class IndexedWheel:
     variant: str | None  # cu130, ... from the local version label or provenance
     metadata_sha256: str = ""  # of files/<wheel>.metadata (PEP 658), "" when not written
     provenance: Mapping[str, Any] | None = None
-    verify: Mapping[str, Any] | None = None
+    verify: Mapping[str, Any] | None = None  # {"passed", "summary"} of a record of these bytes
+    verify_ignored: str | None = None  # why a record beside the wheel is not shown
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,12 +37,5 @@ class IndexedWheel:
             "metadata_sha256": self.metadata_sha256,
             "provenance": dict(self.provenance) if self.provenance else None,
             "verify": dict(self.verify) if self.verify else None,
+            "verify_ignored": self.verify_ignored,
         }
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

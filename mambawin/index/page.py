@@ -12,6 +12,8 @@ from html import escape
 from typing import Any
 
 from mambawin.index.model import IndexedWheel
+from mambawin.index.serve import is_stable_wheel
+from mambawin.versions import release
 
 API = "1.0"  # PEP 629/691 repository version
 _HEAD = (
@@ -85,8 +87,13 @@ _STYLE = (
 )
 
 
-def render_page(title: str, wheels: Sequence[IndexedWheel], variants: Sequence[str]) -> str:
-    """index.html: how to install from this index, then every wheel with its provenance."""
+def render_page(
+    title: str, wheels: Sequence[IndexedWheel], folders: Mapping[str, Sequence[str]]
+) -> str:
+    """index.html: how to install from this index, then every wheel with its provenance.
+
+    folders: each CUDA variant's per-torch folders (torch minors), as serve.torch_folders gives.
+    """
     head = (
         f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
         f"<title>{escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
@@ -98,17 +105,40 @@ def render_page(title: str, wheels: Sequence[IndexedWheel], variants: Sequence[s
         "<th>archs</th><th>upstream</th><th>patches</th><th>built</th><th>verify</th></tr>\n"
         f"{rows}</table>\n"
     )
-    return head + _install(variants) + table + _TAIL
+    stable = any(is_stable_wheel(w) for w in wheels)
+    return head + _install(folders, stable=stable) + table + _TAIL
 
 
-def _install(variants: Sequence[str]) -> str:
-    """Install lines relative to this page's URL (the page cannot know where it is served)."""
-    lines = ["<p>Install with pip from the index of your torch's CUDA variant, e.g.</p>\n"]
-    for variant in variants or ("",):
-        path = f"{variant}/simple" if variant else "simple"
+def _install(folders: Mapping[str, Sequence[str]], *, stable: bool) -> str:
+    """Install lines relative to this page's URL (the page cannot know where it is served):
+    each variant's per-torch folder, where pip can only find wheels that load in that torch."""
+    lines = [
+        "<p>Install with pip from the folder of your torch: its CUDA variant and its version "
+        '(<code>python -c "import torch; print(torch.__version__)"</code> prints both, e.g. '
+        "<code>2.11.0+cu130</code>), e.g.</p>\n"
+    ]
+    for variant, torches in sorted(folders.items()) or [("", ())]:
+        path = f"{variant}/torch{torches[-1]}/simple" if torches else f"{variant}/simple"
         lines.append(
-            f"<pre>pip install --index-url &lt;this URL&gt;/{escape(path)} "
+            f"<pre>pip install --index-url &lt;this URL&gt;/{escape(path.lstrip('/'))} "
             "--extra-index-url https://pypi.org/simple mamba-ssm</pre>\n"
+        )
+        if torches:
+            others = ", ".join(f"torch{t}" for t in torches)
+            lines.append(
+                f"<p>{escape(variant)}: {escape(others)} (put yours in place of "
+                f"torch{escape(torches[-1])}).</p>\n"
+            )
+    newest = max(
+        (t for ts in folders.values() for t in ts), key=lambda t: release(t, 2), default=""
+    )
+    if stable and newest:
+        lines.append(
+            f"<p>A torch newer than {escape(newest)}: the stable wheels (<code>.stable.</code> in "
+            "the name) load in it too. Its folder is made when the index is published again "
+            "with <code>mambawin index WHEELHOUSE --out DIR --torch X.Y</code> (or with that "
+            "torch in the team spec and <code>--spec</code>): ask whoever publishes this "
+            "index.</p>\n"
         )
     return "".join(lines)
 
@@ -148,6 +178,6 @@ def _upstream(prov: Mapping[str, Any]) -> str:
 
 def _verify(record: Mapping[str, Any] | None) -> str:
     if not record:
-        return "not recorded"
+        return "not verified"
     mark, css = ("passed", "ok") if record.get("passed") else ("failed", "fail")
     return f'<span class="{css}">{mark}</span>: {escape(str(record.get("summary", "")))}'

@@ -3,30 +3,41 @@
 Layout of the output folder (every page relative-linked, so file://, a plain `python -m
 http.server`, GitHub Pages or S3 all serve it as is):
 
-    files/<wheel>                        each wheel once (a copy or reflink, never a link)
-    simple/<project>/index.html          every wheel (pip picks by Python, ABI and platform tags)
+    files/<wheel>                        each wheel once (a copy or reflink, never a link), its
+                                         METADATA (PEP 658) and its verify record beside it
+    simple/<project>/index.html          every wheel (for browsing; pip picks by Python, ABI and
+                                         platform tags only)
+    <variant>/torch<X.Y>/simple/...      the wheels a torch X.Y user of that CUDA variant can
+                                         load: its own torch's, and every stable (py3-none) wheel
+                                         of the CUDA major whose floor is X.Y or older; one folder
+                                         for each torch minor from the oldest a wheel names to the
+                                         newest the index names or was asked for (--torch, --spec)
     <variant>/simple/<project>/...       one index per CUDA variant (cu130, cu128, ...), as torch's
-                                         own download.pytorch.org/whl/cu130 does
-    <variant>/torch<X.Y>/simple/...      the wheels a torch X.Y user of that variant can load:
-                                         its own torch's, and every stable (py3-none) wheel of
-                                         the CUDA major whose floor is X.Y or older
-    index.html                           a page for people: every wheel with its provenance
+                                         own download.pytorch.org/whl/cu130 does; in a variant
+                                         that holds wheels of more than one torch, only the wheels
+                                         that fit every torch (serve.plain_wheels)
+    index.html                           a page for people: the per-torch install lines, then
+                                         every wheel with its provenance and verify result
 
 Running it again adds new wheels in place. A publication: a wheel, once published, never
 changes (one name in any spelling, one content, like PyPI; other bytes are refused and the run
 adds nothing); files are world-readable copies, so nothing done to the wheelhouse later reaches
-them; pages are rewritten through a temp file and os.replace, so a reader never sees half a page;
-runs on one folder take turns; a killed run's leftovers are removed by the next. A folder that
-holds anything but a mambawin index is refused: mambawin only changes its own files.
+them. All or nothing: every input is read and checked before the first byte is written, then
+the run's files are staged in a marked folder and moved into place together; a failure puts back
+what was there, bytes and modes. Runs on one folder take turns; a killed run's leftovers are
+removed by the next. A folder that holds anything but a mambawin index is refused, and so is a
+symlink planted inside one: mambawin only changes its own files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +47,9 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from mambawin import userfile
-from mambawin.atomic import write_file, write_text
-from mambawin.errors import MambawinError, UsageError, WheelError
-from mambawin.index.model import IndexedWheel, sha256_file
+from mambawin.errors import WheelError
+from mambawin.index.inputs import VERIFY_SUFFIX, Source, VerifyRecord, read_record, read_sources
+from mambawin.index.model import IndexedWheel
 from mambawin.index.page import (
     project_html,
     project_json,
@@ -48,22 +58,30 @@ from mambawin.index.page import (
     root_json,
 )
 from mambawin.index.publish import (
-    FILE_MODE,
     MARKER,
+    Move,
+    Publication,
     check_out,
+    check_targets,
     claim,
     clean_leftovers,
-    copy_in,
+    conflicts,
     locked,
     make_dir,
-    new_wheels,
-    remove_if_only_lock,
-    wheel_files,
-    write_page,
+    published_wheels,
+    remove_if_fresh,
+    start_index,
 )
-from mambawin.index.serve import serves_torch, serves_variant, torches
-from mambawin.wheel.info import open_wheel, read_member, read_message, read_wheel
-from mambawin.wheel.provenance import read_provenance
+from mambawin.index.serve import (
+    plain_wheels,
+    serves_torch,
+    serves_variant,
+    torch_folders,
+)
+from mambawin.index.serve import torches as named_torches
+from mambawin.versions import release
+from mambawin.wheel.info import open_wheel, read_message, read_text_member, sha256_file
+from mambawin.wheel.provenance import provenance_in
 
 FILES = "files"
 
@@ -71,15 +89,15 @@ FILES = "files"
 SIMPLE = "simple"
 
 
-VERIFY_SUFFIX = ".verify.json"
-
-
 # PEP 658: the wheel's METADATA beside it, so pip's resolver reads requirements without
 # downloading a wheel of hundreds of megabytes.
-METADATA_SUFFIX = ".metadata"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
+METADATA_SUFFIX = ".metadata"
 
 
 _VARIANT = re.compile(r"^(cu\d{2,3}|rocm[\d.]+|cpu)")
+
+
+_TORCH = re.compile(r"\d+\.\d+")
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,7 @@ class IndexResult:
     added: tuple[str, ...]  # wheel files new in this run
     variants: tuple[str, ...]
     pages: tuple[Path, ...] = field(default=())
+    torches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # per-torch folders
 
     def to_json(self) -> dict[str, Any]:
         """The stable `index --json` form."""
@@ -102,78 +121,187 @@ class IndexResult:
                 str(self.out / SIMPLE),
                 *(str(self.out / v / SIMPLE) for v in self.variants),
             ],
+            "per_torch": [
+                str(self.out / v / f"torch{t}" / SIMPLE)
+                for v in self.variants
+                for t in self.torches.get(v, ())
+            ],
             "wheels": [w.to_json() for w in self.wheels],
         }
 
 
 def build_index(
-    wheelhouse: Path, out: Path, *, title: str = "mambawin wheels", lock_timeout: float = 600.0
+    wheelhouse: Path,
+    out: Path,
+    *,
+    title: str = "mambawin wheels",
+    torches: Sequence[str] = (),
+    lock_timeout: float = 600.0,
+    move: Move = os.replace,
 ) -> IndexResult:
     """Publish every wheel of wheelhouse in the index at out (created if absent); rewrite pages.
 
-    All or nothing: every wheel is read and every name checked against what is published before
-    the first byte is written. Runs on one out wait for each other (a lock the OS releases even
-    when a run is killed); a run cleans up what a killed run left.
+    All or nothing: every wheel and verify record is read and checked, and every name checked
+    against what is published, before the first byte is written; then the run's files are
+    staged and moved into place together, or not at all (a failure puts back what was there).
+    torches: torch minors ("2.13") to make per-torch folders for, besides those the wheels name
+    (remembered in the marker for later runs). Runs on one out wait for each other (a lock the
+    OS releases even when a run is killed); a run cleans up what a killed run left.
+    move: os.replace (tests make the n-th move fail).
     """
-    sources = _sources(Path(wheelhouse))
+    sources = read_sources(Path(wheelhouse))
     out = Path(out)
     check_out(out)
-    created = not out.exists()
+    created = not os.path.lexists(out)
     try:
         make_dir(out)
         with locked(out, lock_timeout):
+            if created:
+                start_index(out)
             claim(out)
             clean_leftovers(out)
-            result = _publish(sources, out, title)
+            result = _publish(sources, out, title, tuple(torches), move)
     except BaseException:
         if created:
-            remove_if_only_lock(out)
+            remove_if_fresh(out)
         raise
     return result
 
 
-def _publish(sources: list[Path], out: Path, title: str) -> IndexResult:
-    new = new_wheels(sources, out / FILES)
-    make_dir(out / FILES)
-    added = copy_in(new, out / FILES)
-    for path in sources:
-        _copy_verify_record(path, out / FILES)
-    wheels = _entries(out / FILES, _cached(out))
-    variants = tuple(sorted({w.variant for w in wheels if w.variant}))
-    pages = [*_write_simple(out / SIMPLE, wheels, depth=2)]
+@dataclass(frozen=True)
+class _Plan:
+    """Everything one run writes, decided before the first byte is."""
+
+    new: tuple[Source, ...]  # wheels to copy into files/
+    wheels: tuple[IndexedWheel, ...]  # every wheel of the index after the run
+    files: Mapping[str, bytes]  # METADATA files, verify records, then pages: in that order
+    pages: tuple[str, ...]
+    folders: Mapping[str, tuple[str, ...]]  # each variant's per-torch folders
+    torches: tuple[str, ...]  # asked for (--torch, --spec), now or in an earlier run
+
+
+def _publish(
+    sources: list[Source], out: Path, title: str, wanted: tuple[str, ...], move: Move
+) -> IndexResult:
+    plan = _plan(sources, out, title, wanted)
+    check_targets(out, [*(f"{FILES}/{s.path.name}" for s in plan.new), *plan.files, MARKER])
+    new = {s.path.name for s in plan.new}
+    mtimes = {
+        w.file: (out / FILES / w.file).stat().st_mtime_ns for w in plan.wheels if w.file not in new
+    }
+    with Publication(out, move) as publication:
+        for source in plan.new:
+            staged = publication.copy(source.path, f"{FILES}/{source.path.name}", source.sha256)
+            mtimes[source.path.name] = staged.stat().st_mtime_ns  # os.replace keeps it
+        for rel, data in plan.files.items():
+            publication.write(rel, data)
+        publication.write(MARKER, _marker(plan.wheels, plan.torches, mtimes))
+        publication.commit()
+    pages = tuple(out / rel for rel in plan.pages)
+    return IndexResult(
+        out, plan.wheels, tuple(sorted(new)), tuple(plan.folders), pages, plan.folders
+    )
+
+
+def _plan(sources: list[Source], out: Path, title: str, wanted: tuple[str, ...]) -> _Plan:
+    """What the run adds and rewrites: UsageError when a source would change a published name."""
+    cached = _cached(out)
+    published = _entries(out / FILES, cached["wheels"])
+    names = conflicts(
+        ((s.path.name, s.sha256) for s in sources), ((w.file, w.sha256) for w, _ in published)
+    )
+    known = {w.file for w, _ in published}
+    # a source is new under its own name; one published already (in any spelling) is not
+    new = tuple(
+        s for s in sources if names[s.path.name] == s.path.name and s.path.name not in known
+    )
+    records = {names[s.path.name]: s.record for s in sources if s.record is not None}
+    entries = [*published, *((_from_source(s), s.metadata) for s in new)]
+    wheels = tuple(
+        sorted(
+            (_with_verify(w, out / FILES, records.get(w.file)) for w, _ in entries),
+            key=lambda w: w.file,
+        )
+    )
+    torches = tuple(sorted({*wanted, *cached["torches"]}, key=lambda t: release(t, 2)))
+    pages, folders = _pages(wheels, title, torches)
+    pages |= dict(_emptied(out, pages))
+    files = {**dict(_companions(entries, records)), **pages}
+    return _Plan(new, wheels, files, tuple(pages), folders, torches)
+
+
+def _companions(
+    entries: Iterable[tuple[IndexedWheel, bytes | None]], records: Mapping[str, VerifyRecord]
+) -> Iterator[tuple[str, bytes]]:
+    """Each wheel's METADATA file (PEP 658) where it is new, and its verify record where the
+    wheelhouse has one that names its bytes (a later verify replaces the one published)."""
+    for wheel, raw in entries:
+        if raw is not None:
+            yield f"{FILES}/{wheel.file}{METADATA_SUFFIX}", raw
+        record = records.get(wheel.file)
+        if record is not None and record.shown is not None:
+            yield f"{FILES}/{wheel.file}{VERIFY_SUFFIX}", record.data
+
+
+def _with_verify(wheel: IndexedWheel, files: Path, record: VerifyRecord | None) -> IndexedWheel:
+    """The wheel with the verify result its page shows: the wheelhouse's record, else the one
+    published; when a record is ignored, why (for --json)."""
+    published = read_record(files / (wheel.file + VERIFY_SUFFIX), wheel.sha256)
+    shown = next((r for r in (record, published) if r is not None and r.shown is not None), None)
+    ignored = next((r.ignored for r in (record, published) if r is not None and r.ignored), None)
+    return replace(wheel, verify=shown.shown if shown else None, verify_ignored=ignored)
+
+
+def _pages(
+    wheels: Sequence[IndexedWheel], title: str, wanted: Sequence[str]
+) -> tuple[dict[str, bytes], dict[str, tuple[str, ...]]]:
+    """Every page of the index (relative path -> bytes) and the per-torch folders of each
+    variant."""
+    variants = sorted({w.variant for w in wheels if w.variant})
+    pages = dict(_simple(SIMPLE, wheels))
+    folders: dict[str, tuple[str, ...]] = {}
+    newest = [*wanted, *named_torches(wheels)]
     for variant in variants:
         chosen = [w for w in wheels if serves_variant(w, variant)]
-        pages += _write_simple(out / variant / SIMPLE, chosen, depth=3)
-        for torch in torches(chosen):
+        pages.update(_simple(f"{variant}/{SIMPLE}", plain_wheels(chosen)))
+        folders[variant] = torch_folders(chosen, newest)
+        for torch in folders[variant]:
             picked = [w for w in chosen if serves_torch(w, torch)]
-            pages += _write_simple(out / variant / f"torch{torch}" / SIMPLE, picked, depth=4)
-    pages.append(write_page(out / "index.html", render_page(title, wheels, variants)))
-    _record(out, wheels)
-    return IndexResult(out, wheels, added, variants, tuple(pages))
+            pages.update(_simple(f"{variant}/torch{torch}/{SIMPLE}", picked))
+    page = render_page(title, wheels, folders)
+    pages["index.html"] = page.encode("utf-8")
+    return pages, folders
 
 
-def _sources(wheelhouse: Path) -> list[Path]:
-    """The wheelhouse's wheels, each read and checked; nothing is written when one is broken."""
-    sources = wheel_files(wheelhouse)
-    if not sources:
-        msg = (
-            f"{wheelhouse} holds no .whl files: build wheels into it first "
-            "(`mambawin build --out WHEELHOUSE`), or pass the folder that has them"
-        )
-        raise UsageError(msg)
-    for path in sources:
-        read_wheel(path)
-    return sources
+def _emptied(out: Path, pages: Mapping[str, bytes]) -> Iterator[tuple[str, bytes]]:
+    """An empty project page for each project page published earlier under a root the run
+    writes that lists no wheel now (a variant's plain folder once it serves several torches):
+    a stale page would still hand pip the wheel it no longer lists."""
+    for root in (rel.removesuffix("/index.html") for rel in pages if _is_root(rel)):
+        try:
+            folders = [p for p in (out / root).iterdir() if stat.S_ISDIR(p.lstat().st_mode)]
+        except FileNotFoundError:
+            continue
+        for folder in folders:
+            if (
+                folder / "index.html"
+            ).is_file() and f"{root}/{folder.name}/index.html" not in pages:
+                yield from _project(root, folder.name, [])
 
 
-# ---- publishing: a name is published once, with one content --------------------------------
+def _is_root(rel: str) -> bool:
+    return rel == f"{SIMPLE}/index.html" or rel.endswith(f"/{SIMPLE}/index.html")
 
 
-def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]:
-    """Every wheel in files/; one unchanged since the last run (same size and mtime) is taken
-    from the marker instead of being read again (a wheel is hundreds of megabytes)."""
-    entries = []
-    for path in wheel_files(files):
+# ---- what is published -------------------------------------------------------------------------
+
+
+def _entries(files: Path, cached: Mapping[str, Any]) -> list[tuple[IndexedWheel, bytes | None]]:
+    """Every wheel in files/, with its METADATA when it was read (to write its PEP 658 file).
+    One unchanged since the last run (same size and mtime) is taken from the marker instead of
+    being read again (a wheel is hundreds of megabytes)."""
+    entries: list[tuple[IndexedWheel, bytes | None]] = []
+    for path in published_wheels(files):
         old = cached.get(path.name)
         info = path.stat()
         if (
@@ -183,17 +311,15 @@ def _entries(files: Path, cached: Mapping[str, Any]) -> tuple[IndexedWheel, ...]
             and path.with_name(path.name + METADATA_SUFFIX).is_file()
         ):
             try:
-                entries.append(_from_json(old, path, _verify_record(path)))
+                entries.append((_from_json(old, path), None))
                 continue
             except (KeyError, TypeError, ValueError):
                 pass  # an entry edited into another shape or meaning: read the wheel itself
         entries.append(_entry(path))
-    return tuple(entries)
+    return entries
 
 
-def _from_json(
-    data: Mapping[str, Any], path: Path, verify: Mapping[str, Any] | None
-) -> IndexedWheel:
+def _from_json(data: Mapping[str, Any], path: Path) -> IndexedWheel:
     """The marker's entry as read back, trusted only where it agrees with the file it describes:
     its names become folder names, so an edited `project` or `variant` must not lead out of
     --out (KeyError/TypeError/ValueError: read the wheel itself)."""
@@ -203,6 +329,8 @@ def _from_json(
         raise ValueError(path.name)
     if variant is not None and not re.fullmatch(_VARIANT.pattern.lstrip("^") + "$", variant):
         raise ValueError(variant)
+    if not isinstance(data["sha256"], str) or not re.fullmatch(r"[0-9a-f]{64}", data["sha256"]):
+        raise ValueError(data["sha256"])
     return IndexedWheel(
         file=data["file"],
         project=data["project"],
@@ -214,39 +342,38 @@ def _from_json(
         variant=data["variant"],
         metadata_sha256=data["metadata_sha256"],
         provenance=data["provenance"],
-        verify=verify,
     )
 
 
-def _entry(path: Path) -> IndexedWheel:
-    """What the pages need from one wheel in files/ (name, METADATA, provenance, verify record);
-    writes its PEP 658 `.metadata` file beside it when missing."""
+def _entry(path: Path) -> tuple[IndexedWheel, bytes]:
+    """A published wheel read again (the marker did not describe it), with its METADATA."""
     try:
-        name, version, _, tags = parse_wheel_filename(path.name)
+        parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         msg = f"{path.name} is not a valid wheel file name ({exc}): rename or remove it"
         raise WheelError(msg) from None
     with open_wheel(path) as (archive, info):
-        raw = read_member(path, archive, info.metadata_path)
-    metadata = read_message(raw)
-    provenance = read_provenance(path)
-    sidecar = path.with_name(path.name + METADATA_SUFFIX)
-    if not sidecar.is_file() or sidecar.read_bytes() != raw:
-        make_dir(sidecar.parent)
-        write_file(sidecar, raw, mode=FILE_MODE)
-    requires = metadata.get("Requires-Python")
+        raw = read_text_member(path, archive, info.metadata_path)
+        provenance = provenance_in(archive, info)
+    source = Source(path, sha256_file(path), path.stat().st_size, raw, provenance, None)
+    return _from_source(source), raw
+
+
+def _from_source(source: Source) -> IndexedWheel:
+    """What the pages need from a wheel read and checked (name, METADATA, provenance)."""
+    name, version, _, tags = parse_wheel_filename(source.path.name)
+    requires = read_message(source.metadata).get("Requires-Python")
     return IndexedWheel(
-        file=path.name,
+        file=source.path.name,
         project=canonicalize_name(name),
         version=str(version),
         tags=tuple(sorted(str(t) for t in tags)),
-        sha256=sha256_file(path),
-        size=path.stat().st_size,
+        sha256=source.sha256,
+        size=source.size,
         requires_python=str(requires).strip() if requires else None,
-        variant=_variant(provenance, version.local),
-        provenance=provenance,
-        verify=_verify_record(path),
-        metadata_sha256=hashlib.sha256(raw).hexdigest(),
+        variant=_variant(source.provenance, version.local),
+        provenance=source.provenance,
+        metadata_sha256=hashlib.sha256(source.metadata).hexdigest(),
     )
 
 
@@ -262,66 +389,63 @@ def _variant(provenance: Mapping[str, Any] | None, local: str | None) -> str | N
     return None
 
 
-def _verify_record(path: Path) -> Mapping[str, Any] | None:
-    """`<wheel>.verify.json` beside the wheel (`mambawin verify --json` output): passed, summary."""
-    record = path.with_name(path.name + VERIFY_SUFFIX)
-    try:
-        text = userfile.read_text(record, what="verify record") if record.exists() else "null"
-        data = json.loads(text)
-    except (MambawinError, ValueError):
-        data = None  # the page shows "not verified"; the record is the user's to fix
-    if isinstance(data, dict) and "passed" in data:
-        return {"passed": bool(data["passed"]), "summary": str(data.get("summary", ""))}
-    return None
-
-
-def _copy_verify_record(wheel: Path, files: Path) -> None:
-    """The wheelhouse's newest verify record goes with the wheel (a later verify replaces it)."""
-    record = wheel.with_name(wheel.name + VERIFY_SUFFIX)
-    if record.exists():
-        text = userfile.read_text(record, what="verify record")
-        write_text(files / record.name, text, mode=FILE_MODE)
-
-
 # ---- pages -------------------------------------------------------------------------------------
 
 
-def _write_simple(root: Path, wheels: Iterable[IndexedWheel], *, depth: int) -> list[Path]:
+def _simple(root: str, wheels: Iterable[IndexedWheel]) -> Iterator[tuple[str, bytes]]:
     """PEP 503 root and project pages (plus PEP 691 JSON twins) for wheels under root."""
     by_project: dict[str, list[IndexedWheel]] = {}
     for wheel in wheels:
         by_project.setdefault(wheel.project, []).append(wheel)
-    files_url = "../" * depth + FILES + "/"
-    pages = []
     for project, chosen in sorted(by_project.items()):
-        folder = root / project
-        pages.append(write_page(folder / "index.html", project_html(project, chosen, files_url)))
-        pages.append(write_page(folder / "index.json", project_json(project, chosen, files_url)))
-    pages.append(write_page(root / "index.html", root_html(sorted(by_project))))
-    pages.append(write_page(root / "index.json", root_json(sorted(by_project))))
-    return pages
+        yield from _project(root, project, chosen)
+    yield f"{root}/index.html", _utf8(root_html(sorted(by_project)))
+    yield f"{root}/index.json", _utf8(root_json(sorted(by_project)))
+
+
+def _project(
+    root: str, project: str, wheels: Sequence[IndexedWheel]
+) -> Iterator[tuple[str, bytes]]:
+    """One project's page and its JSON twin under root (`cu130/torch2.11/simple`)."""
+    files_url = "../" * (root.count("/") + 2) + FILES + "/"
+    yield f"{root}/{project}/index.html", _utf8(project_html(project, wheels, files_url))
+    yield f"{root}/{project}/index.json", _utf8(project_json(project, wheels, files_url))
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8")
 
 
 # ---- ownership ---------------------------------------------------------------------------------
 
 
-def _record(out: Path, wheels: Iterable[IndexedWheel]) -> None:
-    """The marker: this folder is a mambawin index, and what each wheel said (see _entries)."""
+def _marker(
+    wheels: Iterable[IndexedWheel], torches: Sequence[str], mtimes: Mapping[str, int]
+) -> bytes:
+    """The marker: this folder is a mambawin index, what each wheel said (see _entries), and
+    the torch minors asked for (--torch, --spec) that later runs keep serving."""
     entries = {}
     for wheel in wheels:
         data = wheel.to_json()
-        del data["verify"]  # read again each run: a later `verify` may replace it
-        data["mtime_ns"] = (out / FILES / wheel.file).stat().st_mtime_ns
+        del data["verify"], data["verify_ignored"]  # read again each run: a later verify
+        data["mtime_ns"] = mtimes[wheel.file]
         entries[wheel.file] = data
-    text = json.dumps({"schema": 1, "wheels": entries}, indent=2, sort_keys=True) + "\n"
-    write_text(out / MARKER, text, mode=FILE_MODE)
+    document = {"schema": 1, "torches": list(torches), "wheels": entries}
+    return _utf8(json.dumps(document, indent=2, sort_keys=True) + "\n")
 
 
-def _cached(out: Path) -> Mapping[str, Any]:
-    """The wheels the marker describes; empty when it is missing or unreadable (all re-read)."""
+def _cached(out: Path) -> dict[str, Any]:
+    """The marker's wheels and torches; empty when it is missing or unreadable (all re-read)."""
     try:
         data = json.loads((out / MARKER).read_text(encoding="utf-8"))
-        wheels = data.get("wheels") if isinstance(data, dict) else None
     except (OSError, ValueError):
-        wheels = None
-    return wheels if isinstance(wheels, dict) else {}
+        data = None
+    data = data if isinstance(data, dict) else {}
+    wheels = data.get("wheels")
+    torches = data.get("torches")
+    return {
+        "wheels": wheels if isinstance(wheels, dict) else {},
+        "torches": [t for t in torches if isinstance(t, str) and _TORCH.fullmatch(t)]
+        if isinstance(torches, list)
+        else [],
+    }

@@ -29,6 +29,7 @@ from mambawin.verify.packages import WheelRef, find_wheels
 from mambawin.verify.report import StepResult, VerifyReport, named
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
 from mambawin.verify.steps import install_step, ops_step, pair_step, requirements_step
+from mambawin.wheel.info import sha256_file
 
 
 def verify(
@@ -36,6 +37,7 @@ def verify(
 ) -> VerifyReport:
     """Run every step in order; on_step sees each result as soon as it is known."""
     wheels = _check_options(options)
+    hashes = {ref.path.name: sha256_file(ref.path) for ref in wheels}
     target = options.target or options.tools.probe_target(options.python)
     steps: list[StepResult] = []
     # Steps run one after another, each just before it is recorded, so the time since the last
@@ -61,7 +63,7 @@ def verify(
                 # site-packages, never reaches pip: installing it could run or overwrite anything.
                 for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
                     record(StepResult(name, Status.SKIP, TAMPERED))
-                return VerifyReport(str(options.wheel), target, tuple(steps))
+                return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
             fits.append(
                 record(
                     StepResult(named("fit", project), Status.SKIP, _elsewhere(elsewhere))
@@ -79,7 +81,7 @@ def verify(
             # requirements are checked above; what runs it needs a machine of its platform.
             for name in ("install", *(n for n in SKIPPABLE if n != "requirements")):
                 record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
-            return VerifyReport(str(options.wheel), target, tuple(steps))
+            return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
         unloadable = _glibc_blocker(fits)
         install, env = (
             (StepResult("install", Status.SKIP, unloadable), None)
@@ -92,7 +94,8 @@ def verify(
             record(ops)
         for step in gpu_steps(options, target, worst(fits), install, env, packages, Path(scratch)):
             record(step)
-    return VerifyReport(str(options.wheel) if options.wheel else None, target, tuple(steps))
+    wheel = str(options.wheel) if options.wheel else None
+    return VerifyReport(wheel, target, tuple(steps), hashes)
 
 
 def _glibc_blocker(fits: list[StepResult]) -> str | None:

@@ -52,6 +52,9 @@ class VerifyReport:
     wheel: str | None
     target: Target
     steps: tuple[StepResult, ...]
+    # file name -> sha256 of each wheel verified: `mambawin index` shows a record beside a wheel
+    # only when it names that wheel's bytes.
+    sha256: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -83,10 +86,11 @@ class VerifyReport:
         return f"passed, but not verified on a GPU: {smoke.summary if smoke else 'no GPU step'}"
 
     def to_json(self) -> dict[str, Any]:
-        """A stable JSON object: wheel, target, passed, gpu_verified, summary, steps."""
+        """A stable JSON object: wheel, sha256, target, passed, gpu_verified, summary, steps."""
         document: dict[str, Any] = _finite(
             {
                 "wheel": self.wheel,
+                "sha256": dict(self.sha256),
                 "target": asdict(self.target),
                 "passed": self.passed,
                 "gpu_verified": self.gpu_verified,

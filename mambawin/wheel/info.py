@@ -25,7 +25,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from mambawin.errors import WheelError
+from mambawin.errors import WheelError, os_error
 
 EXTENSION_SUFFIXES = (".so", ".pyd")
 _CHUNK = 1 << 20
@@ -34,6 +34,12 @@ _CHUNK = 1 << 20
 # took a minute to check. Refused from the zip's directory, before a byte is inflated.
 MAX_TEXT_MEMBER = 10 * 1024 * 1024
 MAX_MEMBERS = 20_000
+# A zip bomb: 3 MB that inflate to 3 GiB took 32 s of RECORD hashing before anything said no. A
+# mamba-ssm wheel for every arch inflates to about 1.5 GB, at about 3:1 (CUDA fatbins); the sizes
+# come from the central directory, and zipfile never inflates a member past its declared size.
+MAX_INFLATED = 4 * 1024**3
+MAX_RATIO = 50  # inflated : archive bytes, counted once the archive inflates past RATIO_FROM
+RATIO_FROM = 64 * 1024**2
 # PEP 427: md5/sha1 are too weak for RECORD; shake has no fixed digest size.
 _RECORD_HASHES = hashlib.algorithms_guaranteed - {"md5", "sha1", "shake_128", "shake_256"}
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -133,6 +139,7 @@ def open_wheel(path: Path) -> Iterator[tuple[zipfile.ZipFile, WheelInfo]]:
         raise WheelError(msg)
     with _open_zip(path) as archive:
         members = _safe_members(path, archive)
+        _check_inflated(path, archive)
         dist_info = _find_dist_info(path, members)
         info = _describe(path, archive, file, dist_info, members)
         _check_record(info, archive)
@@ -165,6 +172,15 @@ def read_member(
         raise WheelError(msg) from None
 
 
+def sha256_file(path: Path) -> str:
+    """The hex sha256 of a file (a wheel's identity on an index, in a verify record)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def record_digest(data: bytes) -> str:
     """The RECORD spelling of a file's hash: `sha256=` + urlsafe base64 without padding."""
     digest = hashlib.sha256(data).digest()
@@ -175,7 +191,9 @@ def record_digest(data: bytes) -> str:
 def _open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except OSError as exc:  # unreadable is the OS refusing (exit 10), not a corrupt wheel
+        raise os_error(exc, "read the wheel") from None
+    except (zipfile.BadZipFile, ValueError) as exc:
         msg = (
             f"{path.name} is not a readable zip archive ({exc}): the wheel is corrupt or "
             "truncated; build or download it again"
@@ -212,6 +230,28 @@ def _safe_members(path: Path, archive: zipfile.ZipFile) -> tuple[str, ...]:
         msg = f"{path.name} has duplicate entries ({duplicates[0]}): rebuild the wheel"
         raise WheelError(msg)
     return tuple(n for n in names if not n.endswith("/"))
+
+
+def _check_inflated(path: Path, archive: zipfile.ZipFile) -> None:
+    """Refuse a wheel whose members would inflate past MAX_INFLATED, or at over MAX_RATIO."""
+    inflated = sum(info.file_size for info in archive.infolist())
+    packed = max(path.stat().st_size, 1)
+    if inflated > MAX_INFLATED or (inflated > RATIO_FROM and inflated > MAX_RATIO * packed):
+        msg = (
+            f"{path.name} inflates to {_size(inflated)} from {_size(packed)} "
+            f"({inflated // packed:,}:1), over what mambawin accepts ({_size(MAX_INFLATED)} in "
+            f"all, {MAX_RATIO}:1 past {_size(RATIO_FROM)}): refusing it unread; the wheel is "
+            "corrupt or a zip bomb"
+        )
+        raise WheelError(msg)
+
+
+def _size(count: int) -> str:
+    """Bytes as people read them: 3.0 GiB, 3.1 MiB, 120 bytes."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _find_dist_info(path: Path, members: tuple[str, ...]) -> str:

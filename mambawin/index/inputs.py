@@ -1,0 +1,200 @@
+"""What an index run publishes, read and checked before the first byte is written: each wheel of
+the wheelhouse (its zip checked member by member, its sha256, METADATA and provenance) and the
+verify record beside it.
+
+A wheel that is broken stops the run (exit 7), an unreadable input is the OS refusing (exit 10),
+and a verify record that is not a plain, small JSON document of the shape `mambawin verify
+--json` writes, naming this wheel's sha256, is ignored with the reason: the page says "not
+verified". A record is never followed through a symlink and never opened in a way that blocks,
+so a FIFO or a link to another user's private file can neither hang the run nor be published.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mambawin.errors import UsageError, os_error
+from mambawin.wheel.info import open_wheel, read_text_member, sha256_file
+from mambawin.wheel.provenance import provenance_in
+
+VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
+
+
+# A verify record with upstream tests and bench rows is a few dozen kB.
+RECORD_LIMIT = 1 << 20
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+@dataclass(frozen=True)
+class VerifyRecord:
+    """A `<wheel>.verify.json` as read: its bytes and what the page shows, or why it is ignored."""
+
+    data: bytes = b""
+    shown: Mapping[str, Any] | None = None  # {"passed": bool, "summary": str}
+    ignored: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """One wheel of the wheelhouse, read and checked; what publishing it needs."""
+
+    path: Path
+    sha256: str
+    size: int
+    metadata: bytes  # the wheel's METADATA (published beside it, PEP 658)
+    provenance: Mapping[str, Any] | None
+    record: VerifyRecord | None  # None: no record beside it
+
+
+def read_sources(wheelhouse: Path) -> list[Source]:
+    """Every wheel of the wheelhouse with its verify record; UsageError when there is none."""
+    paths = wheelhouse_files(wheelhouse)
+    if not paths:
+        msg = (
+            f"{wheelhouse} holds no .whl files: build wheels into it first "
+            "(`mambawin build --out WHEELHOUSE`), or pass the folder that has them"
+        )
+        raise UsageError(msg)
+    return [read_source(path) for path in paths]
+
+
+def wheelhouse_files(folder: Path) -> list[Path]:
+    """Every `*.whl` entry of the folder, whatever it is (each is checked when read)."""
+    if not folder.is_dir():
+        msg = f"{folder} is not a folder of wheels: pass the wheelhouse that holds your .whl files"
+        raise UsageError(msg)
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder))
+    except OSError as exc:
+        raise os_error(exc, "list the wheelhouse") from None
+    return [folder / name for name in names if name.endswith(".whl")]
+
+
+def read_source(path: Path) -> Source:
+    """One wheel, checked whole (a symlinked wheel is read through its link: its bytes are
+    copied, never the link)."""
+    _check_is_file(path)
+    with open_wheel(path) as (archive, info):
+        metadata = read_text_member(path, archive, info.metadata_path)
+        provenance = provenance_in(archive, info)
+    try:
+        digest, size = sha256_file(path), path.stat().st_size
+    except OSError as exc:
+        raise os_error(exc, "read the wheel") from None
+    record = read_record(path.with_name(path.name + VERIFY_SUFFIX), digest)
+    return Source(path, digest, size, metadata, provenance, record)
+
+
+def _check_is_file(path: Path) -> None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        msg = f"{path} is a symlink to nothing: point it at a wheel, or remove it"
+        raise UsageError(msg) from None
+    except OSError as exc:
+        raise os_error(exc, "read the wheel") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "no regular file")
+        msg = f"{path} is {kind}, not a wheel: remove it from the wheelhouse"
+        raise UsageError(msg)
+
+
+# ---- verify records ----------------------------------------------------------------------------
+
+
+def read_record(path: Path, sha256: str) -> VerifyRecord | None:
+    """The verify record at path for the wheel of that sha256; None when there is none.
+
+    Read like a wheel: lstat first (a symlink, FIFO or device is ignored unopened), then opened
+    with O_NOFOLLOW and O_NONBLOCK and checked again on the open file (a path swapped since the
+    lstat cannot block the run or lead elsewhere). A permission error is the OS refusing: exit 10.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise os_error(exc, "read the verify record") from None
+    refused = _not_a_record(info)
+    if refused:
+        return VerifyRecord(ignored=f"{path.name} is {refused}")
+    data = _read_record_bytes(path)
+    if data is None:
+        return VerifyRecord(ignored=f"{path.name} changed into something else while it was read")
+    if len(data) > RECORD_LIMIT:
+        return VerifyRecord(ignored=f"{path.name} is over {RECORD_LIMIT:,} bytes")
+    shown, reason = record_shape(data, sha256)
+    if reason:
+        return VerifyRecord(ignored=f"{path.name} {reason}")
+    return VerifyRecord(data, shown)
+
+
+def _not_a_record(info: os.stat_result) -> str | None:
+    if stat.S_ISLNK(info.st_mode):
+        return "a symlink (a record is read only as a file of its own)"
+    kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
+    if kind is None and not stat.S_ISREG(info.st_mode):
+        kind = "not a regular file"
+    if kind is None and info.st_size > RECORD_LIMIT:
+        kind = f"{info.st_size:,} bytes, over the {RECORD_LIMIT:,} a verify record may have"
+    return kind
+
+
+def _read_record_bytes(path: Path) -> bytes | None:
+    """At most RECORD_LIMIT + 1 bytes of a regular file; None when it is no longer one."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if isinstance(exc, PermissionError):
+            raise os_error(exc, "read the verify record") from None
+        return None  # ELOOP: swapped for a symlink; ENXIO: a FIFO with no writer
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            return stream.read(RECORD_LIMIT + 1)
+        except OSError as exc:
+            raise os_error(exc, "read the verify record") from None
+
+
+def record_shape(data: bytes, sha256: str) -> tuple[Mapping[str, Any] | None, str | None]:
+    """What the page shows of a record, or why it is not a record of this wheel."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None, "is not UTF-8 JSON"
+    if not isinstance(document, dict):
+        return None, "is not a JSON object"
+    passed, summary, steps = (document.get(k) for k in ("passed", "summary", "steps"))
+    if not isinstance(passed, bool) or not isinstance(summary, str) or not isinstance(steps, list):
+        return None, "lacks the passed/summary/steps that `mambawin verify --json` writes"
+    hashes = document.get("sha256")
+    if not isinstance(hashes, dict) or not all(
+        isinstance(v, str) and _SHA256.fullmatch(v) for v in hashes.values()
+    ):
+        return None, (
+            "names no wheel sha256 (an older `mambawin verify` wrote it): run "
+            "`mambawin verify WHEEL --json > WHEEL.verify.json` again"
+        )
+    if sha256 not in hashes.values():
+        return None, f"is the record of other bytes (not sha256 {sha256[:16]}…): verify it again"
+    return {"passed": passed, "summary": summary}, None
