@@ -213,7 +213,7 @@ def test_the_publish_scripts_run(publish: str, tmp_path: Path) -> None:
         "install",
         SOURCE,
     ]
-    assert index[1] == ["mambawin", "index", "wheelhouse", "--out", "site"]
+    assert index[1] == ["mambawin", "index", "wheelhouse", "--out", "site", "--torch", "2.10"]
     parses_as_mambawin(index[1][1:])
     if publish == "release":
         (release,) = calls["release"]

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from mambawin.atomic import write_text
 from mambawin.errors import UsageError
 from mambawin.team import github_cross
@@ -172,7 +174,7 @@ def _workflow(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> di
         else _build_jobs(spec, cells, options)
     )
     if options.publish != "none":
-        jobs["publish"] = _publish_job(options, list(jobs))
+        jobs["publish"] = _publish_job(spec, options, list(jobs))
     return {
         "name": "mamba wheels",
         "on": {
@@ -273,15 +275,22 @@ mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" \\
 """
 
 
-def _publish_job(options: WorkflowOptions, needs: list[str]) -> dict[str, Any]:
+# Every torch the spec names gets its per-torch folder, so a stable wheel is served to the users of
+# each newer torch too (the wheelhouse alone names only the floor).
+_INDEX = """\
+python -m pip install "$MAMBAWIN_REQ"
+torches=()
+for t in $TORCHES; do torches+=(--torch "$t"); done
+mambawin index wheelhouse --out site "${torches[@]}"
+"""
+
+
+def _publish_job(spec: Spec, options: WorkflowOptions, needs: list[str]) -> dict[str, Any]:
+    torches = " ".join(sorted({_minor(t.version) for t in spec.torches}, key=_numeric))
     steps: list[dict[str, Any]] = [
         download_wheels_step(),
         uses(SETUP_PYTHON, {"python-version": "3.12"}),
-        run(
-            "mambawin index",
-            'python -m pip install "$MAMBAWIN_REQ"\nmambawin index wheelhouse --out site\n',
-            {"MAMBAWIN_REQ": options.mambawin},
-        ),
+        run("mambawin index", _INDEX, {"MAMBAWIN_REQ": options.mambawin, "TORCHES": torches}),
     ]
     job: dict[str, Any] = {
         "name": "index and publish",
@@ -349,3 +358,13 @@ def _ours(path: Path) -> bool:
             return stream.readline().startswith(MARKER)
     except OSError:
         return False
+
+
+def _minor(version: str) -> str:
+    """torch's X.Y, the name of its per-torch index folder."""
+    release = Version(version).release
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
+def _numeric(minor: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in minor.split("."))
