@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 from mambawin import proc
 from mambawin.builder.metadata import refuse_unstable
 from mambawin.cli import app
+from mambawin.errors import BuildError
 from mambawin.patch.causal_conv1d.stable_shapes import SHAPES
 from mambawin.patch.causal_conv1d.stable_shim import shim_text
 from mambawin.patch.mamba.stable_shim import SOURCE as SHIM_SOURCE
-from mambawin.errors import BuildError
 from mambawin.verify import abi_audit, fit, pipeline, sandbox, static
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import pair_problems
@@ -337,7 +337,11 @@ CONV_SHIM = shim_text(SHAPES[-1])  # causal-conv1d's shim: it loads causal_conv1
         ("", "selective_scan_cuda.py is empty"),
         ("  \n\n", "selective_scan_cuda.py is empty"),
         ("import torch\n", "selective_scan_cuda.py loads none of selective_scan_cuda_stable"),
-        (CONV_SHIM, "(it loads causal_conv1d_cuda_stable.abi3.so: another package's shim)"),
+        pytest.param(
+            CONV_SHIM,
+            "(it loads causal_conv1d_cuda_stable.abi3.so: another package's shim)",
+            id="causal-conv1d's shim",
+        ),
         ("def (:\n", "selective_scan_cuda.py is not Python (SyntaxError"),
         ("x = '\0'\0\n", "selective_scan_cuda.py is not Python"),
         ('_C = ("selective_scan_cuda_stable.pyd",)\n', "loads selective_scan_cuda_stable.pyd"),
@@ -375,12 +379,12 @@ def test_the_real_shims_pass(tmp_path, libraries):
         (("torch!=2.9.*",), "admits torch older than 2.10"),
         (("torch>2.9",), "admits torch older than 2.10"),
         (("torch==2.*",), "admits torch older than 2.10"),
-        (("torch>=2.10; os_name == \"nt\"",), "holds only where its marker does"),
-        (("torch>=2.10; extra == \"dev\"",), "holds only where its marker does"),
+        (('torch>=2.10; os_name == "nt"',), "holds only where its marker does"),
+        (('torch>=2.10; extra == "dev"',), "holds only where its marker does"),
         (("torch>=2.11",), "Requires-Dist torch>=2.11 refuses torch 2.10, the floor"),
         (("torch>2.10",), "refuses torch 2.10"),
         (("torch>=2.10,<2.10",), "refuses torch 2.10"),
-        (("torch", "torch>=2.9; os_name == \"nt\""), "Requires-Dist torch (no version) admits"),
+        (("torch", 'torch>=2.9; os_name == "nt"'), "Requires-Dist torch (no version) admits"),
     ],
 )
 def test_a_stable_wheel_without_the_torch_floor_fails_static(
@@ -406,7 +410,7 @@ def test_a_stable_wheel_without_the_torch_floor_fails_static(
         ("torch~=2.10",),
         ("torch>=2.10.0rc1",),  # by release numbers, as fit compares a torch with the floor
         ("torch>=2.9", "torch>=2.10"),
-        ("torch>=2.10", "torch; os_name == \"nt\""),
+        ("torch>=2.10", 'torch; os_name == "nt"'),
     ],
 )
 def test_a_torch_requirement_at_the_floor_passes(tmp_path, libraries, requires):

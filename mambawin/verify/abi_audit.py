@@ -355,7 +355,9 @@ def _shim_names(raw: bytes, shim: str, files: Sequence[str]) -> tuple[set[str], 
 def _string_constants(raw: bytes) -> set[str]:
     """Every string literal in a Python source (bytes: ast honours its coding cookie and BOM)."""
     tree = ast.parse(raw)
-    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
 
 
 def check_torch_floor(requires: Sequence[str], floor: Version) -> StableCheck:
