@@ -96,8 +96,8 @@ def environment_check(
         return EnvironmentCheck()
     try:
         snapshot = options.tools.read_environment(env, list(projects), options.timeout)
-    except MambawinError as exc:
-        return EnvironmentCheck(error=str(exc))
+    except MambawinError:
+        return EnvironmentCheck()
     return check_environment(snapshot, projects)
 
 
