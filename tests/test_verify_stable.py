@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 from typer.testing import CliRunner
+from wheel.wheelfile import WheelFile
 
 from mambawin import proc
 from mambawin.builder.metadata import refuse_unstable
@@ -21,11 +22,12 @@ from mambawin.patch.causal_conv1d.stable_shim import shim_text
 from mambawin.patch.mamba.stable_shim import SOURCE as SHIM_SOURCE
 from mambawin.verify import abi_audit, fit, pipeline, sandbox, static
 from mambawin.verify.options import VerifyOptions
-from mambawin.verify.packages import pair_problems
+from mambawin.verify.packages import WheelRef, pair_problems
 from mambawin.verify.report import Target
 from mambawin.verify.tools import Tools
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
+from mambawin.wheel.provenance import PROVENANCE_NAME
 from tests.test_verify import make_wheel
 
 pytestmark = pytest.mark.skipif(
@@ -357,6 +359,38 @@ def test_a_stable_wheel_whose_shim_cannot_load_its_library_fails_static(
     assert row["message"].endswith("rebuild it with `mambawin build --abi stable`")
     assert result.details["abi"]["ok"]  # the library itself is fine: only the shim is named
     assert fragment in result.summary
+
+
+def _conv_wheel(folder: Path, library: Path, shim: str) -> Path:
+    """A causal_conv1d stable wheel (make_wheel writes mamba_ssm only)."""
+    path = folder / f"causal_conv1d-1.5.2-{TAG}.whl"
+    dist = "causal_conv1d-1.5.2.dist-info"
+    metadata = "Metadata-Version: 2.1\nName: causal_conv1d\nVersion: 1.5.2\n"
+    with WheelFile(path, "w") as archive:
+        archive.writestr("causal_conv1d_cuda.py", shim)
+        archive.writestr("causal_conv1d_cuda_stable.abi3.so", library.read_bytes())
+        archive.writestr(f"{dist}/METADATA", metadata + "Requires-Dist: torch>=2.10\n")
+        archive.writestr(
+            f"{dist}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {TAG}\n",
+        )
+        archive.writestr(f"{dist}/{PROVENANCE_NAME}", json.dumps(STABLE))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("shim", "ok"), [(CONV_SHIM, True), (SHIM_SOURCE, False)], ids=["its own", "mamba-ssm's"]
+)
+def test_causal_conv1d_needs_its_own_shim(tmp_path, libraries, shim, ok):
+    wheel = _conv_wheel(tmp_path, libraries["good"], shim)
+    ref = WheelRef(wheel, "causal-conv1d", "1.5.2")
+    result = static.static_step(VerifyOptions(wheel=wheel, tools=FAKE_CODE), H200, ref)[0]
+    assert result.details["shim"]["ok"] is ok, result.details["shim"]["message"]
+    if not ok:
+        assert (
+            "(it loads selective_scan_cuda_stable.abi3.so: another package's shim)"
+            in (result.details["shim"]["message"])
+        )
 
 
 def test_the_real_shims_pass(tmp_path, libraries):

@@ -45,7 +45,8 @@ def gpu_steps(
     smoke = None
     if MAMBA.name in projects:
         smoke = skipped("smoke", options) or _name_block_conflict(
-            smoke_step(options, target, fit, install, env), found.failure("smoke", [MAMBA.name])
+            smoke_step(options, target, fit, install, env),
+            found.failure("Mamba block", [MAMBA.name]),
         )
         yield smoke
     if CAUSAL_CONV1D.name in projects:
@@ -115,7 +116,7 @@ def _runner_result(
 def _name_block_conflict(smoke: StepResult, conflict: StepResult | None) -> StepResult:
     """smoke's kernel cases import only the compiled extension, so they run in a conflicting
     environment; its Mamba block imports mamba_ssm and was skipped with the raw ImportError:
-    name the conflict there instead."""
+    name the conflict there instead (runners.smoke.block_skip_reason: "import mamba_ssm failed")."""
     block = smoke.details.get("block") or {}
     if (
         conflict is None
@@ -123,8 +124,7 @@ def _name_block_conflict(smoke: StepResult, conflict: StepResult | None) -> Step
         or "import mamba_ssm" not in str(block.get("reason"))
     ):
         return smoke
-    reason = conflict.summary.replace("smoke not run", "Mamba block not run")
-    details = {**smoke.details, "block": {**block, "reason": reason}, **conflict.details}
+    details = {**smoke.details, "block": {**block, "reason": conflict.summary}, **conflict.details}
     return replace(smoke, summary=smoke_summary(details), details=details)
 
 
