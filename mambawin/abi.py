@@ -65,3 +65,17 @@ def stable_library(extension: str) -> str:
     Python shim that loads the library and binds upstream's function names to those ops.
     """
     return f"{extension}_stable"
+
+
+def stable_library_files(extension: str) -> tuple[str, ...]:
+    """The file names the shim loads the library from, first found wins: setuptools names it
+    `<library>.abi3.so` on Linux (py_limited_api) and `<library>.pyd` on Windows; neither name
+    depends on the running Python, which never imports it as a module."""
+    library = stable_library(extension)
+    return (f"{library}.abi3.so", f"{library}.so", f"{library}.pyd")
+
+
+def stable_shim(extension: str) -> str:
+    """The shim's file at the wheel's top level: the module under upstream's extension name
+    (`selective_scan_cuda.py`), which upstream's Python imports and which loads the library."""
+    return f"{extension}.py"

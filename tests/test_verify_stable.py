@@ -11,18 +11,23 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 from typer.testing import CliRunner
+from wheel.wheelfile import WheelFile
 
 from mambawin import proc
 from mambawin.builder.metadata import refuse_unstable
 from mambawin.cli import app
 from mambawin.errors import BuildError
+from mambawin.patch.causal_conv1d.stable_shapes import SHAPES
+from mambawin.patch.causal_conv1d.stable_shim import shim_text
+from mambawin.patch.mamba.stable_shim import SOURCE as SHIM_SOURCE
 from mambawin.verify import abi_audit, fit, pipeline, sandbox, static
 from mambawin.verify.options import VerifyOptions
-from mambawin.verify.packages import pair_problems
+from mambawin.verify.packages import WheelRef, pair_problems
 from mambawin.verify.report import Target
 from mambawin.verify.tools import Tools
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
+from mambawin.wheel.provenance import PROVENANCE_NAME
 from tests.test_verify import make_wheel
 
 pytestmark = pytest.mark.skipif(
@@ -266,13 +271,20 @@ FAKE_CODE = Tools(wheel_gpu_code=lambda archive, info: (GpuCode(("sm_90",), (), 
 
 
 def _stable_wheel(
-    folder: Path, library: Path, *, tag: str = TAG, provenance: dict = STABLE
+    folder: Path,
+    library: Path,
+    *,
+    tag: str = TAG,
+    provenance: dict = STABLE,
+    shim: str | None = SHIM_SOURCE,
+    requires: tuple[str, ...] = ("torch>=2.10",),
 ) -> Path:
-    files: dict[str, str | bytes] = {
-        "selective_scan_cuda.py": "import torch\n",
-        LIBRARY: library.read_bytes(),
-    }
-    return make_wheel(folder, tag=tag, provenance=provenance, files=files)
+    """A stable wheel as `build --abi stable` writes it: the shim its patch writes, the library
+    beside it and torch at the floor; `shim=None` leaves the shim out."""
+    files: dict[str, str | bytes] = {LIBRARY: library.read_bytes()}
+    if shim is not None:
+        files["selective_scan_cuda.py"] = shim
+    return make_wheel(folder, tag=tag, provenance=provenance, files=files, requires=requires)
 
 
 def _static(wheel: Path):
@@ -313,6 +325,169 @@ def test_a_torch_abi_wheel_gets_no_abi_check(tmp_path, libraries):
         tmp_path, libraries["bad"], tag="cp311-cp311-linux_x86_64", provenance=provenance
     )
     assert "abi" not in _static(wheel).details
+
+
+# A stable wheel passes its library's audit and still cannot work: upstream's `import
+# selective_scan_cuda` needs the shim, and pip must refuse a torch below the floor.
+CONV_SHIM = shim_text(SHAPES[-1])  # causal-conv1d's shim: it loads causal_conv1d_cuda_stable
+
+
+@pytest.mark.parametrize(
+    ("shim", "fragment"),
+    [
+        (None, "the wheel has no selective_scan_cuda.py, the shim that loads"),
+        ("", "selective_scan_cuda.py is empty"),
+        ("  \n\n", "selective_scan_cuda.py is empty"),
+        ("import torch\n", "selective_scan_cuda.py loads none of selective_scan_cuda_stable"),
+        pytest.param(
+            CONV_SHIM,
+            "(it loads causal_conv1d_cuda_stable.abi3.so: another package's shim)",
+            id="causal-conv1d's shim",
+        ),
+        ("def (:\n", "selective_scan_cuda.py is not Python (SyntaxError"),
+        ("x = '\0'\0\n", "selective_scan_cuda.py is not Python"),
+        ('_C = ("selective_scan_cuda_stable.pyd",)\n', "loads selective_scan_cuda_stable.pyd"),
+    ],
+)
+def test_a_stable_wheel_whose_shim_cannot_load_its_library_fails_static(
+    tmp_path, libraries, shim, fragment
+):
+    result = _static(_stable_wheel(tmp_path, libraries["good"], shim=shim))
+    assert result.status == "fail"
+    row = result.details["shim"]
+    assert not row["ok"] and fragment in row["message"]
+    assert row["message"].endswith("rebuild it with `mambawin build --abi stable`")
+    assert result.details["abi"]["ok"]  # the library itself is fine: only the shim is named
+    assert fragment in result.summary
+
+
+def _conv_wheel(folder: Path, library: Path, shim: str) -> Path:
+    """A causal_conv1d stable wheel (make_wheel writes mamba_ssm only)."""
+    path = folder / f"causal_conv1d-1.5.2-{TAG}.whl"
+    dist = "causal_conv1d-1.5.2.dist-info"
+    metadata = "Metadata-Version: 2.1\nName: causal_conv1d\nVersion: 1.5.2\n"
+    with WheelFile(path, "w") as archive:
+        archive.writestr("causal_conv1d_cuda.py", shim)
+        archive.writestr("causal_conv1d_cuda_stable.abi3.so", library.read_bytes())
+        archive.writestr(f"{dist}/METADATA", metadata + "Requires-Dist: torch>=2.10\n")
+        archive.writestr(
+            f"{dist}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {TAG}\n",
+        )
+        archive.writestr(f"{dist}/{PROVENANCE_NAME}", json.dumps(STABLE))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("shim", "ok"), [(CONV_SHIM, True), (SHIM_SOURCE, False)], ids=["its own", "mamba-ssm's"]
+)
+def test_causal_conv1d_needs_its_own_shim(tmp_path, libraries, shim, ok):
+    wheel = _conv_wheel(tmp_path, libraries["good"], shim)
+    ref = WheelRef(wheel, "causal-conv1d", "1.5.2")
+    result = static.static_step(VerifyOptions(wheel=wheel, tools=FAKE_CODE), H200, ref)[0]
+    assert result.details["shim"]["ok"] is ok, result.details["shim"]["message"]
+    if not ok:
+        assert (
+            "(it loads selective_scan_cuda_stable.abi3.so: another package's shim)"
+            in (result.details["shim"]["message"])
+        )
+
+
+def test_the_real_shims_pass(tmp_path, libraries):
+    result = _static(_stable_wheel(tmp_path, libraries["good"]))
+    assert result.details["shim"] == {
+        "ok": True,
+        "message": f"selective_scan_cuda.py loads {LIBRARY}, which the wheel holds beside it",
+    }
+    assert result.details["torch_floor"]["ok"]
+
+
+@pytest.mark.parametrize(
+    ("requires", "fragment"),
+    [
+        ((), "METADATA requires no torch"),
+        (("einops",), "METADATA requires no torch"),
+        (("torch",), "Requires-Dist torch (no version) admits torch older than 2.10"),
+        (("torch>=2.9",), "Requires-Dist torch>=2.9 admits torch older than 2.10"),
+        (("torch<3",), "admits torch older than 2.10"),
+        (("torch!=2.9.*",), "admits torch older than 2.10"),
+        (("torch>2.9",), "admits torch older than 2.10"),
+        (("torch==2.*",), "admits torch older than 2.10"),
+        (('torch>=2.10; os_name == "nt"',), "holds only where its marker does"),
+        (('torch>=2.10; extra == "dev"',), "holds only where its marker does"),
+        (("torch>=2.11",), "Requires-Dist torch>=2.11 refuses torch 2.10, the floor"),
+        (("torch>2.10",), "refuses torch 2.10"),
+        (("torch>=2.10,<2.10",), "refuses torch 2.10"),
+        (("torch", 'torch>=2.9; os_name == "nt"'), "Requires-Dist torch (no version) admits"),
+    ],
+)
+def test_a_stable_wheel_without_the_torch_floor_fails_static(
+    tmp_path, libraries, requires, fragment
+):
+    result = _static(_stable_wheel(tmp_path, libraries["good"], requires=requires))
+    assert result.status == "fail"
+    row = result.details["torch_floor"]
+    assert not row["ok"] and fragment in row["message"], row["message"]
+    assert row["message"].endswith(
+        "a stable wheel requires torch>=2.10; rebuild it with `mambawin build --abi stable`"
+    )
+    assert result.details["metadata"]["ok"]  # METADATA itself parses and is rewritten
+
+
+@pytest.mark.parametrize(
+    "requires",
+    [
+        ("torch>=2.10",),
+        ("torch>=2.10.0",),
+        ("torch>=2.10,<3",),
+        ("torch[opt-einsum]>=2.10",),
+        ("torch~=2.10",),
+        ("torch>=2.10.0rc1",),  # by release numbers, as fit compares a torch with the floor
+        ("torch>=2.9", "torch>=2.10"),
+        ("torch>=2.10", 'torch; os_name == "nt"'),
+    ],
+)
+def test_a_torch_requirement_at_the_floor_passes(tmp_path, libraries, requires):
+    result = _static(_stable_wheel(tmp_path, libraries["good"], requires=requires))
+    assert result.details["torch_floor"]["ok"], result.details["torch_floor"]["message"]
+    assert result.status == "ok", result.summary
+
+
+def test_the_floor_is_the_one_the_provenance_records(tmp_path, libraries):
+    later = {**STABLE, "torch_floor": "2.12"}
+    result = _static(_stable_wheel(tmp_path, libraries["good"], provenance=later))
+    assert "Requires-Dist torch>=2.10 admits torch older than 2.12" in result.summary
+    assert "requires torch>=2.12" in result.summary
+    bad = {**STABLE, "torch_floor": "two"}
+    result = _static(_stable_wheel(tmp_path, libraries["good"], provenance=bad))
+    assert "torch_floor 'two' is not a version" in result.details["torch_floor"]["message"]
+    assert result.details["shim"]["ok"]
+
+
+def test_a_torch_abi_wheel_gets_no_shim_or_floor_row(tmp_path, libraries):
+    provenance = {k: v for k, v in STABLE.items() if k not in ("abi", "torch_floor")}
+    wheel = _stable_wheel(
+        tmp_path,
+        libraries["good"],
+        tag="cp311-cp311-linux_x86_64",
+        provenance=provenance,
+        shim=None,
+        requires=("torch",),
+    )
+    assert not {"shim", "torch_floor"} & set(_static(wheel).details)
+
+
+def test_cli_names_the_missing_shim_with_exit_8(tmp_path, libraries):
+    wheel = _stable_wheel(tmp_path, libraries["good"], shim=None, requires=("torch",))
+    env = {"MAMBAWIN_OFFLINE": "1"}
+    args = ["verify", str(wheel), "--json", "--skip", "requirements,ops,smoke,calls,blocks"]
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 8, result.output
+    report = json.loads(result.stdout)
+    assert report["summary"].startswith("FAILED at static: ")
+    assert "the wheel has no selective_scan_cuda.py, the shim" in report["summary"]
+    static_step = report["steps"][0]["details"]
+    assert not static_step["shim"]["ok"] and not static_step["torch_floor"]["ok"]
 
 
 def test_cli_json_lists_every_violation(tmp_path, libraries):

@@ -6,18 +6,19 @@ stable-shim of each), so the two shims find, load and explain a missing library 
 
 from __future__ import annotations
 
-from mambawin.abi import STABLE_FLOOR, stable_library
+from mambawin.abi import STABLE_FLOOR, stable_library, stable_library_files
 
 
 def loader_source(extension: str, package: str) -> str:
     """Python source (needs `os` and `torch` imported) that loads `<extension>_stable` from the
     shim's own folder, or raises ImportError naming what is missing and the fix."""
     library = stable_library(extension)
+    candidates = ", ".join(f'"{name}"' for name in stable_library_files(extension))
     return f'''_HERE = os.path.dirname(os.path.abspath(__file__))
 # setuptools names the library {library}.abi3.so on Linux (py_limited_api) and
 # {library}.pyd on Windows; neither name depends on the running Python, which never
 # imports it as a module: torch.ops.load_library loads it and it registers torch.ops.{extension}.
-_CANDIDATES = ("{library}.abi3.so", "{library}.so", "{library}.pyd")
+_CANDIDATES = ({candidates})
 
 
 def _load_library():

@@ -21,6 +21,7 @@ left to the loader (glibc, libstdc++, cudart define them).
 
 from __future__ import annotations
 
+import ast
 import re
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +32,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import itanium_demangler
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import Specifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mambawin.abi import (
@@ -39,11 +43,14 @@ from mambawin.abi import (
     STABLE_FLOOR,
     STABLE_PYTHON_TAG,
     stable_library,
+    stable_library_files,
+    stable_shim,
+    torch_requirement,
 )
 from mambawin.errors import WheelError
 from mambawin.versions import release
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
-from mambawin.wheel.info import WheelFileName, WheelInfo, read_member
+from mambawin.wheel.info import WheelFileName, WheelInfo, read_member, read_text_member
 
 TORCH_FAMILY = re.compile(r"^(aoti_torch_|torch_)\w+$")
 _TORCH_CXX = re.compile(r"(?<![\w:])(c10|at|torch|caffe2)::")
@@ -299,6 +306,116 @@ def audit_libraries(archive: zipfile.ZipFile, info: WheelInfo, floor: Version) -
         for m in binaries
     ]
     return summarize(audits)
+
+
+_REBUILD = "rebuild it with `mambawin build --abi stable`"
+# Any stable library's file name, to say which one a foreign shim loads instead.
+_ANY_LIBRARY = re.compile(r"[\w.]+_stable(\.abi3)?\.(so|pyd)")
+
+
+def check_shim(archive: zipfile.ZipFile, info: WheelInfo, extension: str) -> StableCheck:
+    """The shim a stable wheel needs: `<extension>.py` at its top level, Python that names a
+    library file (abi.stable_library_files) the wheel holds beside it. Without it upstream's
+    `import <extension>` fails, or loads nothing, only once the wheel is installed."""
+    shim, files = stable_shim(extension), stable_library_files(extension)
+    if shim not in info.members:
+        return StableCheck(False, (
+            f"the wheel has no {shim}, the shim that loads {stable_library(extension)}: "
+            f"upstream's `import {extension}` would fail; {_REBUILD}"
+        ))  # fmt: skip
+    named, problem = _shim_names(read_text_member(info.path, archive, shim), shim, files)
+    if problem is not None:
+        return StableCheck(False, f"{problem}; {_REBUILD}")
+    beside = [f for f in files if f in named and f in info.members]
+    if not beside:
+        wanted = " or ".join(f for f in files if f in named)
+        return StableCheck(False, (
+            f"{shim} loads {wanted} from its own folder, but the wheel holds none at its top "
+            f"level; {_REBUILD}"
+        ))  # fmt: skip
+    return StableCheck(True, f"{shim} loads {beside[0]}, which the wheel holds beside it")
+
+
+def _shim_names(raw: bytes, shim: str, files: Sequence[str]) -> tuple[set[str], str | None]:
+    """The shim's string literals, and why it cannot load the library (None: it names one of
+    `files`). The text is parsed, never run."""
+    if not raw.strip():
+        return set(), f"{shim} is empty: it loads no library and binds none of upstream's functions"
+    try:
+        named = _string_constants(raw)
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        return set(), f"{shim} is not Python ({type(exc).__name__}: {exc})".splitlines()[0]
+    if any(f in named for f in files):
+        return named, None
+    others = sorted(n for n in named if _ANY_LIBRARY.fullmatch(n))
+    instead = f" (it loads {others[0]}: another package's shim)" if others else ""
+    return named, f"{shim} loads none of {', '.join(files)}{instead}"
+
+
+def _string_constants(raw: bytes) -> set[str]:
+    """Every string literal in a Python source (bytes: ast honours its coding cookie and BOM)."""
+    tree = ast.parse(raw)
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+def check_torch_floor(requires: Sequence[str], floor: Version) -> StableCheck:
+    """Whether Requires-Dist holds a stable wheel to its floor: an unconditional torch
+    requirement that admits the floor and no older torch (compared by release numbers, as the fit
+    step compares them). Without it pip installs the wheel beside a torch it cannot load in."""
+    fix = f"a stable wheel requires {torch_requirement(floor)}; {_REBUILD}"
+    torch = [r for r in _parsed(requires) if canonicalize_name(r.name) == "torch"]
+    if not torch:
+        return StableCheck(False, f"METADATA requires no torch: {fix}")
+    plain = [r for r in torch if r.marker is None]
+    if not plain:
+        return StableCheck(False, (
+            f"Requires-Dist {torch[0]} holds only where its marker does, so elsewhere any torch "
+            f"is accepted: {fix}"
+        ))  # fmt: skip
+    specifier = SpecifierSet()
+    for requirement in plain:
+        specifier &= requirement.specifier
+    shown = ", ".join(str(r) for r in plain) + ("" if specifier else " (no version)")
+    bound = lowest_admitted(specifier)
+    if bound is None or release(bound, 3) < release(floor, 3):
+        return StableCheck(False, (
+            f"Requires-Dist {shown} admits torch older than {floor}, where the stable library "
+            f"does not load: {fix}"
+        ))  # fmt: skip
+    if not specifier.contains(floor, prereleases=True):
+        return StableCheck(False, (
+            f"Requires-Dist {shown} refuses torch {floor}, the floor the wheel records: {fix}"
+        ))  # fmt: skip
+    return StableCheck(True, f"requires {shown}: the stable floor, torch >= {floor}")
+
+
+def _parsed(requires: Sequence[str]) -> list[Requirement]:
+    """The requirements that parse (the metadata check reports the others)."""
+    found = []
+    for text in requires:
+        try:
+            found.append(Requirement(text))
+        except InvalidRequirement:
+            continue
+    return found
+
+
+def lowest_admitted(specifier: SpecifierSet) -> Version | None:
+    """The lowest version the specifiers together may admit, or None when nothing bounds them
+    from below (`<3`, `!=2.9`, no specifier): the intersection starts at the highest bound."""
+    bounds = [b for spec in specifier if (b := _lower_bound(spec)) is not None]
+    return max(bounds) if bounds else None
+
+
+def _lower_bound(spec: Specifier) -> Version | None:
+    if spec.operator not in (">=", ">", "~=", "==", "==="):
+        return None  # <, <=, != admit every older version
+    try:
+        return Version(spec.version.removesuffix(".*"))
+    except InvalidVersion:
+        return None  # `===` with text that is no version: nothing to compare
 
 
 def stable_libraries(shim: Path, extension: str) -> list[Path]:

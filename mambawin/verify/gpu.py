@@ -4,6 +4,7 @@ runner module in the install environment (a child process), unless an earlier st
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from mambawin.packages import (
 )
 from mambawin.status import Status
 from mambawin.verify.bench_report import BenchReport
+from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.report import StepResult, Target
 from mambawin.verify.sandbox import InstallEnv
@@ -30,24 +32,41 @@ def gpu_steps(
     env: InstallEnv | None,
     packages: Sequence[tuple[str, Any, Any]],
     scratch: Path,
+    environment: EnvironmentCheck | None = None,
 ) -> Iterator[StepResult]:
-    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks (mamba-ssm), bench, tests."""
+    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks (mamba-ssm), bench, tests.
+
+    A step that imports upstream's Python (conv, calls, blocks, upstream-tests) fails naming the
+    conflict when the environment breaks a requirement of a package it imports; smoke and bench
+    call the compiled kernels alone and run, smoke's Mamba block part naming the conflict."""
     projects = [project for project, _, _ in packages]
     blocker = _gpu_blocker(target, fit, install)
+    found = environment or EnvironmentCheck()
     smoke = None
     if MAMBA.name in projects:
-        smoke = skipped("smoke", options) or smoke_step(options, target, fit, install, env)
+        smoke = skipped("smoke", options) or _name_block_conflict(
+            smoke_step(options, target, fit, install, env),
+            found.failure("Mamba block", [MAMBA.name]),
+        )
         yield smoke
     if CAUSAL_CONV1D.name in projects:
-        yield skipped("conv", options) or conv_step(options, target, fit, install, env)
-    yield skipped("calls", options) or runner_step("calls", options, blocker, env)
+        conv = found.failure("conv", [CAUSAL_CONV1D.name])
+        yield skipped("conv", options) or conv_step(options, target, fit, install, env, conv)
+    calls = found.failure("calls")
+    yield skipped("calls", options) or runner_step("calls", options, blocker, env, calls)
     if MAMBA.name in projects:
-        yield skipped("blocks", options) or runner_step("blocks", options, blocker, env)
+        blocks = found.failure("blocks")
+        yield skipped("blocks", options) or runner_step("blocks", options, blocker, env, blocks)
     if options.bench and smoke is not None:
         yield bench_step(options, smoke, env)
     if options.upstream_tests:
         yield upstream_tests_step(
-            options, blocker, env, [(p, prov) for p, prov, _ in packages], scratch
+            options,
+            blocker,
+            env,
+            [(p, prov) for p, prov, _ in packages],
+            scratch,
+            found.failure("upstream-tests"),
         )
 
 
@@ -73,12 +92,16 @@ def _runner_result(
     fit: StepResult,
     install: StepResult,
     env: InstallEnv | None,
+    conflict: StepResult | None = None,
 ) -> StepResult:
     """Run `python -m mambawin.verify.runners.<name>` in the install env, unless an earlier step
-    rules it out; its JSON report's `passed` decides the step."""
+    rules it out or the environment breaks a requirement of what it imports (`conflict`: that
+    failure, EnvironmentCheck.failure); its JSON report's `passed` decides the step."""
     reason = _gpu_blocker(target, fit, install)
     if reason or env is None:
         return StepResult(name, Status.SKIP, reason or "install failed")
+    if conflict is not None:
+        return conflict
     args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []), *extra]
     try:
         report = options.tools.run_module(
@@ -88,6 +111,21 @@ def _runner_result(
         return StepResult(name, Status.FAIL, f"{name} runner failed: {exc}", error_details(exc))
     status = Status.OK if report["passed"] else Status.FAIL
     return StepResult(name, status, summarize(report), report)
+
+
+def _name_block_conflict(smoke: StepResult, conflict: StepResult | None) -> StepResult:
+    """smoke's kernel cases import only the compiled extension, so they run in a conflicting
+    environment; its Mamba block imports mamba_ssm and was skipped with the raw ImportError:
+    name the conflict there instead (runners.smoke.block_skip_reason: "import mamba_ssm failed")."""
+    block = smoke.details.get("block") or {}
+    if (
+        conflict is None
+        or block.get("status") != "skip"
+        or "import mamba_ssm" not in str(block.get("reason"))
+    ):
+        return smoke
+    details = {**smoke.details, "block": {**block, "reason": conflict.summary}, **conflict.details}
+    return replace(smoke, summary=smoke_summary(details), details=details)
 
 
 def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
@@ -150,10 +188,12 @@ def conv_step(
     fit: StepResult,
     install: StepResult,
     env: InstallEnv | None,
+    conflict: StepResult | None = None,
 ) -> StepResult:
-    """causal-conv1d's kernels against the float64 reference, in the install env."""
+    """causal-conv1d's kernels against the float64 reference, in the install env (through
+    upstream's causal_conv1d_fn, so an environment conflict fails it unrun)."""
     return _runner_result(
-        "conv", options.conv_args, conv_summary, options, target, fit, install, env
+        "conv", options.conv_args, conv_summary, options, target, fit, install, env, conflict
     )
 
 
@@ -167,11 +207,18 @@ _RUNNER_ITEMS = {"calls": ("probes", "api"), "blocks": ("blocks", "block")}
 
 
 def runner_step(
-    name: str, options: VerifyOptions, blocker: str | None, env: InstallEnv | None
+    name: str,
+    options: VerifyOptions,
+    blocker: str | None,
+    env: InstallEnv | None,
+    conflict: StepResult | None = None,
 ) -> StepResult:
-    """The calls or blocks runner: ok / fail per item, skip when every item was skipped."""
+    """The calls or blocks runner: ok / fail per item, skip when every item was skipped; the
+    conflict's failure (EnvironmentCheck.failure) unrun when the environment breaks upstream."""
     if blocker or env is None:
         return StepResult(name, Status.SKIP, blocker or "install failed")
+    if conflict is not None:
+        return conflict
     try:
         report = options.tools.run_module(
             env, f"mambawin.verify.runners.{name}", ["--json"], options.timeout
@@ -193,10 +240,13 @@ def upstream_tests_step(
     env: InstallEnv | None,
     packages: Sequence[tuple[str, Mapping[str, Any] | None]],
     scratch: Path,
+    conflict: StepResult | None = None,
 ) -> StepResult:
     """The packages' own upstream tests against the installed wheels (pytest, junit XML)."""
     if blocker or env is None:
         return StepResult("upstream-tests", Status.SKIP, blocker or "install failed")
+    if conflict is not None:
+        return conflict
     try:
         runs = options.tools.run_upstream_tests(
             env,

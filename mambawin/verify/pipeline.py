@@ -28,7 +28,13 @@ from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, find_wheels
 from mambawin.verify.report import StepResult, VerifyReport, named
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
-from mambawin.verify.steps import install_step, ops_step, pair_step, requirements_step
+from mambawin.verify.steps import (
+    environment_check,
+    install_step,
+    ops_step,
+    pair_step,
+    requirements_step,
+)
 from mambawin.wheel.info import sha256_file
 
 
@@ -89,10 +95,15 @@ def verify(
             else install_step(options, Path(scratch), [p for p, _, _ in packages])
         )
         record(install)
-        ops = skipped("ops", options) or ops_step(options, install, env, packages)
+        # Once for every step that imports upstream's Python: does this environment break the
+        # wheels' own requirements? Those steps then name the conflict instead of running.
+        environment = environment_check(options, install, env, [p for p, _, _ in packages])
+        ops = skipped("ops", options) or ops_step(options, install, env, packages, environment)
         if ops is not None:
             record(ops)
-        for step in gpu_steps(options, target, worst(fits), install, env, packages, Path(scratch)):
+        for step in gpu_steps(
+            options, target, worst(fits), install, env, packages, Path(scratch), environment
+        ):
             record(step)
     wheel = str(options.wheel) if options.wheel else None
     return VerifyReport(wheel, target, tuple(steps), hashes)

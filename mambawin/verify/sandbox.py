@@ -173,3 +173,9 @@ def run_module(
         msg = f"{module} printed no JSON result: run `{env.python} -m {module}` to see why"
         raise CommandError(msg, argv=done.argv, tail=done.stderr) from None
     return data
+
+
+def read_environment(env: InstallEnv, projects: Sequence[str], timeout: float) -> dict[str, Any]:
+    """What the env holds (runners/environment.py): its marker values, every distribution, and
+    the requirements of the projects under test, for verify's requirements-conflict check."""
+    return run_module(env, "mambawin.verify.runners.environment", ["--json", *projects], timeout)

@@ -4,7 +4,7 @@ extensions need, before any install."""
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,10 @@ from mambawin.packages import (
 from mambawin.status import Status
 from mambawin.verify.abi_audit import (
     StableCheck,
+    check_shim,
     check_stable_files,
     check_stable_wheel,
+    check_torch_floor,
     floor_of,
     is_stable,
     stable_libraries,
@@ -113,8 +115,33 @@ def _wheel_checks(
     stable = _stable_check(archive, info, provenance)
     if stable is not None:
         checks.append(("abi", stable.ok, stable.message, {"violations": list(stable.violations)}))
+    if is_stable(provenance):
+        checks += _stable_rows(archive, info, project, provenance)
     checks += _glibc_check(archive, info)
     return checks, code, provenance
+
+
+def _stable_rows(
+    archive: zipfile.ZipFile, info: WheelInfo, project: str, provenance: Mapping[str, Any] | None
+) -> list[Check]:
+    """What a stable wheel needs beside its library: the shim upstream's Python imports, and a
+    torch requirement at its floor (else pip installs it beside a torch it cannot load in)."""
+    extension = get_package(project).extension
+    return [
+        _row("shim", lambda: check_shim(archive, info, extension)),
+        _row("torch_floor", lambda: check_torch_floor(
+            requirements_in(archive, info), floor_of(provenance)
+        )),
+    ]  # fmt: skip
+
+
+def _row(name: str, check: Callable[[], StableCheck]) -> Check:
+    """One check's row; a wheel it cannot read (a corrupt member, a bad floor) fails it."""
+    try:
+        found = check()
+    except MambawinError as exc:
+        return (name, False, str(exc))
+    return (name, found.ok, found.message)
 
 
 def _glibc_check(archive: zipfile.ZipFile, info: WheelInfo) -> list[Check]:

@@ -15,6 +15,7 @@ from mambawin.packages import (
 )
 from mambawin.status import Status
 from mambawin.verify.abi_audit import is_stable
+from mambawin.verify.conflicts import EnvironmentCheck, check_environment
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, find_wheels, pair_problems
 from mambawin.verify.report import StepResult, named
@@ -85,11 +86,27 @@ def install_step(
     return StepResult("install", Status.OK, summary, found), env
 
 
+def environment_check(
+    options: VerifyOptions, install: StepResult, env: InstallEnv | None, projects: Sequence[str]
+) -> EnvironmentCheck:
+    """The requirements-conflict check (verify.conflicts), once for every step that imports
+    upstream's Python; nothing to check before an install, and an environment it cannot read
+    blocks nothing (the steps run as they would without it)."""
+    if env is None or install.status is not Status.OK:
+        return EnvironmentCheck()
+    try:
+        snapshot = options.tools.read_environment(env, list(projects), options.timeout)
+    except MambawinError:
+        return EnvironmentCheck()
+    return check_environment(snapshot, projects)
+
+
 def ops_step(
     options: VerifyOptions,
     install: StepResult,
     env: InstallEnv | None,
     packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None]],
+    environment: EnvironmentCheck | None = None,
 ) -> StepResult | None:
     """A stable-ABI wheel's ops registered (schema, CUDA and Meta kernels) and upstream's public
     function traced by torch.compile(fullgraph=True); no GPU needed. None for torch-ABI wheels,
@@ -99,6 +116,9 @@ def ops_step(
         return None
     if env is None or install.status is not Status.OK:
         return StepResult("ops", Status.SKIP, "nothing installed to check: ops not checked")
+    conflict = (environment or EnvironmentCheck()).failure("ops", stable)
+    if conflict is not None:
+        return conflict  # the trace imports upstream's Python, which this environment breaks
     try:
         report = options.tools.run_module(
             env, "mambawin.verify.runners.ops", ["--json", *stable], options.timeout

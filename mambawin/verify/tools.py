@@ -1,6 +1,7 @@
 """What verify reaches outside itself, passed in as one record: the target probe, the GPU-code
-reader, the install sandbox, the runner and the upstream tests. The real ones are the defaults;
-tests give fakes (`replace(Tools(), run_module=...)`) instead of monkeypatching modules."""
+reader, the install sandbox, the runner, the upstream tests and the reader of what the install
+environment holds. The real ones are the defaults; tests give fakes
+(`replace(Tools(), run_module=...)`) instead of monkeypatching modules."""
 
 from __future__ import annotations
 
@@ -64,3 +65,4 @@ class Tools:
     import_check: Callable[..., Any] = sandbox.import_check
     run_module: Callable[..., Any] = sandbox.run_module
     run_upstream_tests: Callable[..., Any] = upstream_tests.run_all
+    read_environment: Callable[..., Any] = sandbox.read_environment

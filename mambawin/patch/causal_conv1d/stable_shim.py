@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.abi import stable_library
+from mambawin.abi import stable_library, stable_shim
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree, stable_only
 from mambawin.patch.causal_conv1d.stable_shapes import CPP, BindingShape, mismatch, shape_of
 from mambawin.patch.stable_loader import loader_source
 
 ID = "stable-shim"
 EXTENSION = "causal_conv1d_cuda"
-SHIM = f"{EXTENSION}.py"
+SHIM = stable_shim(EXTENSION)
 VERSIONS = SpecifierSet(">=1.5.0")
 
 _HEAD = '''\

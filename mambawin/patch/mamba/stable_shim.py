@@ -14,13 +14,14 @@ with the argument lists the shim keeps; anything else is drift.
 
 from __future__ import annotations
 
+from mambawin.abi import stable_shim
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
 from mambawin.patch.mamba.stable import SUPPORTED, skip_reason
 from mambawin.patch.mamba.stable_binding_source import EXTENSION, LIBRARY, NO_COMPLEX
 from mambawin.patch.stable_loader import loader_source
 
 ID = "stable-shim"
-SHIM = f"{EXTENSION}.py"
+SHIM = stable_shim(EXTENSION)
 INTERFACE = "mamba_ssm/ops/selective_scan_interface.py"
 # What upstream's Python relies on (every supported tag): the import and the positional calls.
 ANCHORS = (
