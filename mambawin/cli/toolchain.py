@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -20,8 +19,12 @@ def windows_command(
         bool, typer.Option("--setup", help="Fetch MSVC, CUDA and torch headers with pip.")
     ] = False,
     root: Annotated[
-        Path | None,
-        typer.Option("--root", help="Where it lives.", show_default="mambawin's cache"),
+        str | None,
+        typer.Option(
+            "--root",
+            help="Where it lives: a new or empty folder, or one --setup made.",
+            show_default="mambawin's cache",
+        ),
     ] = None,
     cuda: Annotated[str, typer.Option("--cuda", help="CUDA version of nvcc.exe.")] = "13.0",
     torch: Annotated[str, typer.Option("--torch", help="torch whose headers to use.")] = "2.11.0",
@@ -31,7 +34,7 @@ def windows_command(
     from mambawin.errors import ToolchainError
     from mambawin.toolchain import wine
 
-    where = root or wine.default_root()
+    where = wine.root_option(root)
     if setup:
         result = wine.setup(where, cuda=cuda, torch=torch)
         missing, launcher = list(result.missing), result.wine
