@@ -41,20 +41,15 @@ def env_int(
     text = raw.strip()
     if not text:
         return None
-    if not _DIGITS.fullmatch(text) or len(text) > _MAX_DIGITS:
-        msg = (
-            f"{name}={raw!r} is not a whole number of {unit} (ASCII digits 0-9 only): "
-            f"set e.g. {name}={example}, or unset it"
-        )
-        raise UsageError(msg)
-    value = int(text)
-    if not minimum <= value <= maximum:
-        msg = (
-            f"{name}={text} is outside {minimum}..{maximum} {unit}{note}: "
-            f"set e.g. {name}={example}, or unset it"
-        )
-        raise UsageError(msg)
-    return value
+    if _DIGITS.fullmatch(text) and len(text) <= _MAX_DIGITS:
+        value = int(text)
+        if minimum <= value <= maximum:
+            return value
+    msg = (
+        f"{name}={raw!r} is not a whole number of {unit} in {minimum}..{maximum}{note} "
+        f"(ASCII digits only): set e.g. {name}={example}, or unset it"
+    )
+    raise UsageError(msg)
 
 
 def env_path(name: str, *, env: Mapping[str, str] | None = None) -> Path | None:
