@@ -24,7 +24,7 @@ def cache_dir() -> Path:
     if os.path.lexists(path) and not path.is_dir():
         where = f"{CACHE_VAR}={path}" if override else f"mambawin's cache folder {path}"
         msg = (
-            f"{where} is not a folder (a file or a broken link stands there): "
+            f"{where} is not a folder (a file, a FIFO or a broken link stands there): "
             f"point {CACHE_VAR} at a folder, or move that file away"
         )
         raise FileSystemError(msg)

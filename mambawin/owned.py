@@ -87,12 +87,14 @@ def adopt(folder: Path, what: str, names: Iterable[str]) -> bool:
 
 
 def claim(folder: Path, what: str, legacy: Iterable[str] = ()) -> Path:
-    """folder, made and marked when absent; an existing one must be mambawin's (marked, empty, or
-    an older mambawin's whose entries all match legacy); NotOwnedError otherwise."""
+    """folder, made and marked when absent; an existing one must be mambawin's (marked or inside
+    a marked folder, empty, or an older mambawin's whose entries all match legacy);
+    NotOwnedError otherwise."""
     try:
         folder.mkdir(parents=True)
     except FileExistsError:
-        if not adopt(folder, what, legacy):
+        ours = owner(folder) is not None or adopt(folder, what, legacy)
+        if folder.is_symlink() or not folder.is_dir() or not ours:
             msg = (
                 f"{folder} is not a folder mambawin made (no {MARKER} in it, and it holds "
                 "files mambawin does not write there): move it away and run again"

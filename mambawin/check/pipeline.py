@@ -118,8 +118,8 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
         checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
     commit = checkout.commit or "unknown"  # a git checkout always has one
     root = home / f"{options.package.name}-{commit[:10]}"
+    claim(root, "check-work", ("patched", "objs-*", "check.lock"))  # refused if not ours
     with hold(root / "check.lock", f"the check folder {root}", UsageError):
-        claim(root, "check-work", ("patched", "objs-*", "check.lock"))
         tools.on_stage("patch")
         patched = root / "patched"
         remove_tree(patched)

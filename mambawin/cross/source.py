@@ -55,8 +55,8 @@ def build_windows(
     """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
     package = options.package
     work = cache_dir() / "cross" / f"{package.name}-{_slug(options.ref)}"
+    claim(work, "cross-work", ("src", "patched", "objs", "cross.lock"))  # refused if not ours
     with hold(work / "cross.lock", f"the cross-build folder {work}", UsageError):
-        claim(work, "cross-work", ("src", "patched", "objs", "cross.lock"))  # refused if not ours
         for old in ("src", "patched"):  # ours: a moving ref (main) must not keep an old tree
             remove_tree(work / old)
         checkout = upstream.checkout(

@@ -285,7 +285,13 @@ def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
     if linked and not missing_parts(toolchain):
         return False  # a link to a complete toolchain of ours: used as it is
     if not stat.S_ISDIR(mode):
-        kind = "a symlink" if stat.S_ISLNK(mode) else "a file, not a folder"
+        kind = (
+            "a symlink"
+            if stat.S_ISLNK(mode)
+            else "a file, not a folder"
+            if stat.S_ISREG(mode)
+            else "not a folder (a FIFO, a socket or a device)"
+        )
         raise UsageError(f"--root {root} is {kind}: pass a folder of its own for the toolchain")
     _check_ours(root)
     if not missing_parts(toolchain):
