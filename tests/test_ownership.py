@@ -578,8 +578,8 @@ def test_a_cache_path_must_be_absolute_and_exact(
     monkeypatch.setenv("MAMBAWIN_CACHE_DIR", value)
     with pytest.raises(UsageError, match=said):
         cache_dir()
-    code, output = _cli(["cache", "--json"])
-    assert code == 2 and json.loads(output)["exit_code"] == 2
+    result = CliRunner().invoke(app, ["cache", "--json"])
+    assert result.exit_code == 2 and json.loads(result.stdout)["exit_code"] == 2
 
 
 @pytest.mark.parametrize(
