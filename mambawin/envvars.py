@@ -46,8 +46,8 @@ def env_int(
         if minimum <= value <= maximum:
             return value
     msg = (
-        f"{name}={raw!r} is not a whole number of {unit} in {minimum}..{maximum}{note} "
-        f"(ASCII digits only): set e.g. {name}={example}, or unset it"
+        f"{name}={raw!r} is not a whole number of {unit} (ASCII digits) in "
+        f"{minimum}..{maximum}{note}: set e.g. {name}={example}, or unset it"
     )
     raise UsageError(msg)
 

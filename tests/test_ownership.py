@@ -564,7 +564,9 @@ def test_max_jobs_is_bounded_ascii_digits(value: str, monkeypatch: pytest.Monkey
     from mambawin.builder import pipeline
 
     monkeypatch.setenv("MAX_JOBS", value)
-    with pytest.raises(UsageError, match=r"MAX_JOBS=.* whole number of jobs in 1\.\.1024"):
+    with pytest.raises(
+        UsageError, match=r"MAX_JOBS=.* whole number of jobs \(ASCII digits\) in 1\.\.1024"
+    ):
         pipeline._jobs(None, 3)
 
 
@@ -605,3 +607,11 @@ def test_a_cache_folder_that_is_a_file_is_exit_10_in_every_command(
     assert file.read_text() == "not a folder\n"
     with pytest.raises(FileSystemError):
         cache_dir()
+
+
+def test_a_source_date_epoch_in_other_digits_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mambawin.wheel.provenance import source_date_epoch
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "١٧٠٠٠٠٠٠٠٠")  # int() reads it as 1700000000
+    with pytest.raises(UsageError, match=r"SOURCE_DATE_EPOCH=.* \(ASCII digits\) in 315532800"):
+        source_date_epoch()

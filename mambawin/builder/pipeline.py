@@ -73,7 +73,8 @@ def build(
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     steps = TimedSteps(reporter or QuietReporter())
     label_choice = check_options(options)
-    keep_limit()  # a malformed MAMBAWIN_KEEP_MB stops the build before any work
+    keep_limit()  # a malformed MAMBAWIN_KEEP_MB or SOURCE_DATE_EPOCH stops the build before
+    source_date_epoch()  # any work (both are read again where they are used)
     check_out(options.out, len(options.archs), options.keep_complex)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging, doctor or run_doctor)
