@@ -140,7 +140,7 @@ def remove_tree(path: Path) -> None:
         )
         raise NotOwnedError(msg)
     try:
-        if stat.S_ISDIR(info.st_mode):
+        if stat.S_ISDIR(info.st_mode) and not _is_link(info):
             _make_removable(path, info)
             shutil.rmtree(path)
         else:  # a file or a link inside a marked folder: the entry itself, never a link's target
@@ -158,7 +158,7 @@ def _make_removable(folder: Path, info: os.stat_result) -> None:
         children = list(entries)
     for entry in children:
         child = entry.stat(follow_symlinks=False)
-        if stat.S_ISDIR(child.st_mode):
+        if stat.S_ISDIR(child.st_mode) and not _is_link(child):
             _make_removable(Path(entry.path), child)
         elif _windows_read_only(child):
             # git marks pack files read-only; Windows refuses to delete them (WinError 5).
@@ -168,7 +168,20 @@ def _make_removable(folder: Path, info: os.stat_result) -> None:
 def _unlink(path: Path, info: os.stat_result) -> None:
     if _windows_read_only(info):
         os.chmod(path, stat.S_IMODE(info.st_mode) | stat.S_IWRITE)
-    path.unlink()
+    try:
+        path.unlink()
+    except OSError:
+        if sys.platform != "win32" or not _is_link(info):
+            raise
+        os.rmdir(path)  # a directory link or junction: rmdir removes the link, not the target
+
+
+def _is_link(info: os.stat_result) -> bool:
+    """A symlink, or on Windows any reparse point (a junction): never entered, never changed."""
+    reparse = getattr(info, "st_file_attributes", 0) & getattr(
+        stat, "FILE_ATTRIBUTE_REPARSE_POINT", 0
+    )
+    return stat.S_ISLNK(info.st_mode) or bool(reparse)
 
 
 def _windows_read_only(info: os.stat_result) -> bool:
@@ -190,7 +203,9 @@ def _places() -> list[tuple[str, Path]]:
     places: list[tuple[str, Path]] = []
     with suppress(OSError):  # the current folder was deleted under us: nothing to protect
         places.append(("the current folder", Path(os.path.realpath(Path.cwd()))))
-    homes = {Path.home()}
+    homes: set[Path] = set()
+    with suppress(RuntimeError, KeyError):  # no HOME and no password entry: no home to protect
+        homes.add(Path.home())
     if sys.platform != "win32":
         import pwd
 
