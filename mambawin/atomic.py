@@ -3,7 +3,8 @@
 Every write goes to a temporary name beside its target (the same file system, so the final
 os.replace is atomic) and is moved into place only when complete; a failure, or Ctrl-C, removes
 the temporary and leaves the target as it was. Temporary names start with `.mambawin-`, so a
-later run that owns the folder can recognise and remove what a killed run left.
+later run that owns the folder can recognise and remove what a killed run left. A staging folder
+is marked as mambawin's when it is made (mambawin.owned), so the one tree remover accepts it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from mambawin.cache import remove_tree
+from mambawin.owned import mark, remove_tree
 
 TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process is killed
 
@@ -53,10 +54,12 @@ def _umask() -> int:
 
 @contextmanager
 def staging_dir(parent: Path, prefix: str = ".mambawin-") -> Iterator[Path]:
-    """A temporary folder inside parent, removed afterwards whatever happens."""
+    """A temporary folder inside parent (holding only mambawin's marker), removed afterwards
+    whatever happens."""
     parent.mkdir(parents=True, exist_ok=True)
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
+        mark(path, "staging")
         yield path
     finally:
         remove_tree(path)
@@ -65,10 +68,17 @@ def staging_dir(parent: Path, prefix: str = ".mambawin-") -> Iterator[Path]:
 def fill_dir(target: Path, fill: Callable[[Path], object]) -> None:
     """Fill a temp sibling folder, then move it into place as target; on failure nothing stays.
 
-    When another process moved its own copy into place first (a shared cache), that one is kept.
+    fill gets an empty folder (git clone accepts it) inside the marked staging folder; it marks
+    the tree itself when target is a folder mambawin may later delete (mambawin.owned).
+    An empty folder at target is replaced. When another process moved its own copy into place
+    first (a shared cache), that one is kept.
     """
-    with staging_dir(target.parent, f".{target.name}.") as tmp:
+    with staging_dir(target.parent, f".{target.name}.") as staging:
+        tmp = staging / "tree"
+        tmp.mkdir()
         fill(tmp)
+        with suppress(OSError):  # an empty folder there (a new --root) holds nothing to keep
+            target.rmdir()
         try:
             os.replace(tmp, target)
         except OSError:

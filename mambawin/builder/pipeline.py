@@ -43,6 +43,7 @@ from mambawin.builder.workspace import (
     torch_link,
 )
 from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
+from mambawin.envvars import env_int
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
@@ -59,6 +60,7 @@ RECORD_NAME = "build.json"
 # What a build asks of the doctor: its report for the requested archs (the probes by default; a
 # recorded report in tests, passed in).
 Doctor = Callable[[tuple[Arch, ...]], DoctorReport]
+MAX_JOBS_BOUND = 1024  # beyond any machine; a bigger MAX_JOBS is a typo
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 
 
@@ -71,7 +73,8 @@ def build(
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     steps = TimedSteps(reporter or QuietReporter())
     label_choice = check_options(options)
-    keep_limit()  # a malformed MAMBAWIN_KEEP_MB stops the build before any work
+    keep_limit()  # a malformed MAMBAWIN_KEEP_MB or SOURCE_DATE_EPOCH stops the build before
+    source_date_epoch()  # any work (both are read again where they are used)
     check_out(options.out, len(options.archs), options.keep_complex)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging, doctor or run_doctor)
@@ -227,13 +230,8 @@ def _jobs(asked: int | None, recommended: int | None) -> int:
     """--jobs, else MAX_JOBS from the environment (CI sets it), else the doctor's advice."""
     if asked:
         return asked
-    text = os.environ.get("MAX_JOBS", "").strip()
-    if not text:
-        return recommended or os.cpu_count() or 1
-    if not text.isdigit() or int(text) < 1:
-        msg = f"MAX_JOBS={text!r} is not a positive whole number: set MAX_JOBS=4, or unset it"
-        raise UsageError(msg)
-    return int(text)
+    jobs = env_int("MAX_JOBS", minimum=1, maximum=MAX_JOBS_BOUND, unit="jobs", example=4)
+    return jobs or recommended or os.cpu_count() or 1
 
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:

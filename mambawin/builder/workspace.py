@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.builder import kept
-from mambawin.cache import cache_dir, remove_tree
+from mambawin.cache import cache_dir
 from mambawin.errors import FileSystemError, UsageError, os_error
+from mambawin.owned import claim, remove_tree
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,22 @@ class Workspace:
         return self.logs / time.strftime("build-%Y%m%d-%H%M%S.log")
 
 
+# What a workspace held before mambawin marked its folders (mambawin.owned): such a workspace of
+# an older version is adopted as it is.
+WORKSPACE_NAMES = (
+    "src",
+    "build",
+    "dist",
+    "logs",
+    "KEY",
+    "py",
+    "build.json",
+    "build.cfg",
+    "build.lock",
+    ".mambawin-*",
+)
+
+
 def builds_root() -> Path:
     """The folder holding every build key's workspace."""
     return cache_dir() / "builds"
@@ -73,10 +90,10 @@ def workspace_for(slot: str) -> Workspace:
 def adopt_source(staged: Path, workspace: Workspace, key: str, keep_limit: int) -> bool:
     """Put the tree of key into the workspace; True when its objects are there to reuse (it was
     the slot's last build, or a kept one moved back). The key leaving the slot is kept."""
+    claim(workspace.root, "build-workspace", WORKSPACE_NAMES)  # refused when not ours
     marker = workspace.root / "KEY"
     if workspace.src.is_dir() and _read(marker) == key:
         return True
-    workspace.root.mkdir(parents=True, exist_ok=True)
     leaving = _read(marker)
     marker.unlink(missing_ok=True)  # no KEY while src/ is being swapped: a crash means "rebuild"
     if leaving:

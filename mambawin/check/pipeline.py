@@ -17,7 +17,7 @@ from pathlib import Path
 from mambawin.archs import Arch, format_archs
 from mambawin.builder.configure import SetupConfig, configure
 from mambawin.builder.workspace import copy_source
-from mambawin.cache import cache_dir, remove_tree
+from mambawin.cache import cache_dir
 from mambawin.check.closure import Closure, check_closure
 from mambawin.check.units import (
     Progress,
@@ -30,7 +30,8 @@ from mambawin.check.units import (
 from mambawin.errors import ToolchainError, UpstreamError, UsageError
 from mambawin.fetch import upstream
 from mambawin.lock import hold
-from mambawin.packages import Package
+from mambawin.owned import claim, remove_tree
+from mambawin.packages import PACKAGE_NAMES, Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
@@ -104,7 +105,10 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
     python_dirs = cpython_dirs(options.cpython)
     tools.on_stage("fetch")
     home = cache_dir() / "check"
-    stock_tree = home / "src" / f"{options.package.name}-{_ref_slug(options)}"
+    # Each folder check deletes in lies in one it marked (mambawin.owned); an older mambawin's
+    # folders are adopted by their names.
+    sources = claim(home / "src", "check-sources", (f"{p}-*" for p in PACKAGE_NAMES))
+    stock_tree = sources / f"{options.package.name}-{_ref_slug(options)}"
     try:
         checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
     except UpstreamError:
@@ -114,6 +118,7 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
         checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
     commit = checkout.commit or "unknown"  # a git checkout always has one
     root = home / f"{options.package.name}-{commit[:10]}"
+    claim(root, "check-work", ("patched", "objs-*", "check.lock"))  # refused if not ours
     with hold(root / "check.lock", f"the check folder {root}", UsageError):
         tools.on_stage("patch")
         patched = root / "patched"

@@ -10,7 +10,7 @@ import typer
 from mambawin.cli.app import command, print_json, print_table
 
 if TYPE_CHECKING:
-    from mambawin.builder.kept import Kept
+    from mambawin.builder.kept import Foreign, Kept
 
 
 @command("cache")
@@ -29,7 +29,9 @@ def cache_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """List the kept builds (a rebuild of their key reuses every object); --prune bounds them."""
+    """List the kept builds (a rebuild of their key reuses every object); --prune bounds them.
+
+    Entries under kept/ that mambawin did not make are listed as foreign and never touched."""
     from mambawin.builder import kept
 
     removed = []
@@ -37,11 +39,13 @@ def cache_command(
         limit = kept.keep_limit() if keep_mb is None else keep_mb * 1_000_000
         removed = kept.evict(limit)
     entries = kept.listing()
+    others = kept.foreign()
     if as_json:
         print_json(
             {
                 "kept": [_row_json(k) for k in entries],
                 "removed": [_row_json(k) for k in removed],
+                "foreign": [_foreign_json(f) for f in others],
                 "total_bytes": sum(k.size for k in entries),
                 "folder": str(kept.kept_root()),
             }
@@ -49,6 +53,11 @@ def cache_command(
         return
     rows = [_row(k) for k in entries]
     print_table("kept builds (most recently used first)", ("key", "slot", "MB", "last used"), rows)
+    if others:
+        foreign_rows: list[tuple[str, ...]] = [(f.name, f.kind, str(f.path)) for f in others]
+        print_table(
+            "foreign (not made by mambawin: never removed)", ("name", "kind", "path"), foreign_rows
+        )
     if removed:
         freed = sum(k.size for k in removed) / 1e6
         print_table("removed", ("key", "slot", "MB", "last used"), [_row(k) for k in removed])
@@ -68,3 +77,7 @@ def _row_json(entry: Kept) -> dict[str, object]:
         "last_used": entry.last_used,
         "path": str(entry.path),
     }
+
+
+def _foreign_json(entry: Foreign) -> dict[str, object]:
+    return {"name": entry.name, "kind": entry.kind, "path": str(entry.path)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,8 +20,12 @@ def windows_command(
         bool, typer.Option("--setup", help="Fetch MSVC, CUDA and torch headers with pip.")
     ] = False,
     root: Annotated[
-        Path | None,
-        typer.Option("--root", help="Where it lives.", show_default="mambawin's cache"),
+        str | None,
+        typer.Option(
+            "--root",
+            help="Where it lives: a new or empty folder, or one --setup made.",
+            show_default="mambawin's cache",
+        ),
     ] = None,
     cuda: Annotated[
         str | None,
@@ -47,7 +50,7 @@ def windows_command(
         verb, them = ("choose", "them") if len(given) > 1 else ("chooses", "it")
         msg = f"{' and '.join(given)} {verb} what --setup fetches: add --setup, or drop {them}"
         raise UsageError(msg)
-    where = root or wine.default_root()
+    where = wine.root_option(root)
     if setup:
         result = wine.setup(
             where,

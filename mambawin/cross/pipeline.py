@@ -20,7 +20,6 @@ from pathlib import Path
 
 from mambawin.archs import Arch
 from mambawin.builder.configure import SetupConfig
-from mambawin.cache import remove_tree
 from mambawin.check.units import Progress, Runner, UnitResult, compile_all, windows_commands
 from mambawin.check.units import wine_runner as default_runner
 from mambawin.cross.audit import Audit, audit_library
@@ -28,6 +27,7 @@ from mambawin.cross.link import link_library, make_import_libraries, unresolved_
 from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
 from mambawin.cross.symbols import ExportTable, Selection, read_export_table, select
 from mambawin.errors import BuildError, ToolchainError
+from mambawin.owned import claim, remove_tree
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 from mambawin.wheel.provenance import Provenance
 
@@ -164,7 +164,7 @@ def _timer(
 
 
 def _compile(options: CrossOptions, tools: CrossTools) -> list[UnitResult]:
-    objects = options.work / "objs"
+    objects = claim(options.work, "cross-objects") / "objs"
     remove_tree(objects)  # ours; an old object must never pass for a new one
     commands = windows_commands(options.config, options.tree, options.toolchain, objects)
     units = compile_all(

@@ -14,11 +14,12 @@ from mambawin.archs import format_archs
 from mambawin.builder.configure import configure
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.workspace import copy_source
-from mambawin.cache import cache_dir, remove_tree
+from mambawin.cache import cache_dir
 from mambawin.cross.pipeline import CrossOptions, CrossResult, CrossTools, cross_build
 from mambawin.errors import UsageError
 from mambawin.fetch import upstream
 from mambawin.lock import hold
+from mambawin.owned import claim, remove_tree
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT
@@ -54,6 +55,7 @@ def build_windows(
     """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
     package = options.package
     work = cache_dir() / "cross" / f"{package.name}-{_slug(options.ref)}"
+    claim(work, "cross-work", ("src", "patched", "objs", "cross.lock"))  # refused if not ours
     with hold(work / "cross.lock", f"the cross-build folder {work}", UsageError):
         for old in ("src", "patched"):  # ours: a moving ref (main) must not keep an old tree
             remove_tree(work / old)

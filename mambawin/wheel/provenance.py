@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -15,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import __version__
 from mambawin.abi import DEFAULT_ABI
+from mambawin.envvars import env_int
 from mambawin.errors import UsageError, WheelError
 from mambawin.versions import release
 from mambawin.wheel.info import (
@@ -89,20 +89,15 @@ ZIP_EPOCHS = (315532800, 4354819199)
 def source_date_epoch() -> int | None:
     """SOURCE_DATE_EPOCH as seconds, None when unset; UsageError when it is not a number, or a
     time a wheel (a ZIP file) cannot hold."""
-    value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if not value:
-        return None
-    if not value.isdigit():
-        msg = f"SOURCE_DATE_EPOCH={value!r} is not a whole number of seconds: fix or unset it"
-        raise UsageError(msg)
-    if not ZIP_EPOCHS[0] <= int(value) <= ZIP_EPOCHS[1]:
-        msg = (
-            f"SOURCE_DATE_EPOCH={value} is outside what a wheel's ZIP dates can hold "
-            f"(1980-01-01 to 2107-12-31, {ZIP_EPOCHS[0]}..{ZIP_EPOCHS[1]}): set a time in that "
-            "range, e.g. `git log -1 --format=%ct`, or unset it"
-        )
-        raise UsageError(msg)
-    return int(value)
+    return env_int(
+        "SOURCE_DATE_EPOCH",
+        minimum=ZIP_EPOCHS[0],
+        maximum=ZIP_EPOCHS[1],
+        unit="seconds",
+        example=1700000000,
+        note=" (1980-01-01 to 2107-12-31: what a wheel's ZIP dates can hold; `git log -1 "
+        "--format=%ct` gives one)",
+    )
 
 
 def normalize_local_label(text: str) -> str:
