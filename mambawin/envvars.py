@@ -17,6 +17,7 @@ from pathlib import Path
 from mambawin.errors import UsageError
 
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: re's \d, like isdigit, accepts other scripts' digits
+JOBS_BOUND = 1024  # parallel jobs: beyond any machine, so a bigger MAX_JOBS or --jobs is a typo
 _MAX_DIGITS = 18  # beyond any bound below; keeps int() away from 4300-digit strings
 
 

@@ -66,6 +66,8 @@ def test_an_unknown_option_is_the_json_error_document_in_every_command(
     [
         (["build", "--jobs", "-1"], "Invalid value for '--jobs'"),
         (["check", "--jobs", "٣"], "Invalid value for '--jobs'"),  # a unicode digit
+        (["build", "--jobs", "9" * 23], "less than or equal to 1024"),  # no machine has that
+        (["check", "--windows", "--jobs", "1025"], "less than or equal to 1024"),
         (["cache", "--keep-mb", "²"], "Invalid value for '--keep-mb'"),
         (["metadata"], "Missing argument"),
         (

@@ -43,7 +43,7 @@ from mambawin.builder.workspace import (
     torch_link,
 )
 from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
-from mambawin.envvars import env_int
+from mambawin.envvars import JOBS_BOUND, env_int
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
@@ -60,7 +60,6 @@ RECORD_NAME = "build.json"
 # What a build asks of the doctor: its report for the requested archs (the probes by default; a
 # recorded report in tests, passed in).
 Doctor = Callable[[tuple[Arch, ...]], DoctorReport]
-MAX_JOBS_BOUND = 1024  # beyond any machine; a bigger MAX_JOBS is a typo
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 
 
@@ -230,7 +229,7 @@ def _jobs(asked: int | None, recommended: int | None) -> int:
     """--jobs, else MAX_JOBS from the environment (CI sets it), else the doctor's advice."""
     if asked:
         return asked
-    jobs = env_int("MAX_JOBS", minimum=1, maximum=MAX_JOBS_BOUND, unit="jobs", example=4)
+    jobs = env_int("MAX_JOBS", minimum=1, maximum=JOBS_BOUND, unit="jobs", example=4)
     return jobs or recommended or os.cpu_count() or 1
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mambawin.cli.app import command, print_json, split_values
+from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import UsageError
 from mambawin.ui.console import console
 
@@ -72,6 +73,7 @@ def build_command(
         typer.Option(
             "--jobs",
             min=1,
+            max=JOBS_BOUND,
             help="Parallel compile jobs (MAX_JOBS).",
             show_default="$MAX_JOBS, else doctor's",
         ),

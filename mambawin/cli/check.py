@@ -9,6 +9,7 @@ import typer
 
 from mambawin.cli.app import command, fail_json, print_json, split_values
 from mambawin.cli.build import PackageOption, RefOption, RepoOption
+from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import CheckFailed, UsageError
 
 if TYPE_CHECKING:
@@ -39,7 +40,9 @@ def check_command(
         list[str] | None,
         typer.Option("--unit", help="Only this unit (file name, repeatable); no link check."),
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Units compiled at once.")] = 2,
+    jobs: Annotated[
+        int, typer.Option("--jobs", min=1, max=JOBS_BOUND, help="Units compiled at once.")
+    ] = 2,
     root: Annotated[
         Path | None,
         typer.Option(
