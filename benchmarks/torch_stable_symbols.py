@@ -1,4 +1,4 @@
-"""Regenerate the stable C symbols a torch release exports (mambawin/verify/data/).
+"""Regenerate the stable C symbols a torch release exports (mambawin/wheel/data/).
 
     python benchmarks/torch_stable_symbols.py --torch 2.10.0
     python benchmarks/torch_stable_symbols.py --wheel torch-2.10.0-…-manylinux_2_28_x86_64.whl
@@ -8,8 +8,8 @@ package index (about 900 MB, no dependencies) into a temporary folder. The scrip
 dynamic symbol table of torch/lib/libtorch.so, libtorch_cpu.so and libtorch_cuda.so with
 pyelftools, keeps every defined global function or object whose name is in a stable C family
 (`aoti_torch_*`, `torch_*`: C names, never mangled) and writes them sorted, one a line, to
-mambawin/verify/data/torch-stable-<major>.<minor>.txt under a comment saying how the list was
-made. verify's stable-ABI audit reads that file (mambawin.verify.abi_audit).
+mambawin/wheel/data/torch-stable-<major>.<minor>.txt under a comment saying how the list was
+made. verify's stable-ABI audit reads that file (mambawin.wheel.abi_audit).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from mambawin.errors import BuildError
 from mambawin.patch.causal_conv1d.stable_shapes import SHAPES
 from mambawin.patch.causal_conv1d.stable_shim import shim_text
 from mambawin.patch.mamba.stable_shim import SOURCE as SHIM_SOURCE
-from mambawin.verify import abi_audit, fit, pipeline, sandbox, static
+from mambawin.verify import fit, pipeline, sandbox, static
+from mambawin.wheel import abi_audit
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, pair_problems
 from mambawin.verify.report import Target

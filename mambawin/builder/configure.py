@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,9 @@ from mambawin.packages import MAMBA, Package
 
 MARKER = "MAMBAWIN_CONFIGURE_JSON:"
 PLATFORM_VAR = "MAMBAWIN_CONFIGURE_PLATFORM"
+DIST_INFO_VAR = "MAMBAWIN_CONFIGURE_DIST_INFO"  # a folder: write setuptools' .dist-info there
+VERSION_VAR = "MAMBAWIN_CONFIGURE_VERSION"  # the fetched version, when setup.py's is less
+TAG_VAR = "MAMBAWIN_CONFIGURE_WHEEL_TAG"  # the WHEEL file's Tag (python, abi, platform)
 TIMEOUT_S = 300
 
 # Runs inside the user's Python with setup.py's folder as cwd. Kept tiny and dependency-free.
@@ -40,10 +43,24 @@ if _platform:
 _seen = {{}}
 def _record(**kwargs):
     _seen.update(kwargs)
+_real_setup = setuptools.setup
 setuptools.setup = _record
 sys.argv = ["setup.py", "bdist_wheel"]
 sys.path.insert(0, os.getcwd())
 runpy.run_path("setup.py", run_name="__main__")
+_dist_info = os.environ.get("{DIST_INFO_VAR}")
+if _dist_info:
+    # The .dist-info bdist_wheel would write (METADATA, licence files, top_level.txt), by
+    # setuptools' own dist_info command on setup()'s own arguments; then its WHEEL file.
+    _attrs = dict(_seen)
+    if os.environ.get("{VERSION_VAR}"):
+        _attrs["version"] = os.environ["{VERSION_VAR}"]
+    _dist = _real_setup(**_attrs, script_args=["-q", "dist_info", "--output-dir", _dist_info])
+    _folder = next(n for n in os.listdir(_dist_info) if n.endswith(".dist-info"))
+    _wheel = _dist.get_command_obj("bdist_wheel")
+    _wheel.root_is_pure = False
+    _wheel.get_tag = lambda: tuple(os.environ["{TAG_VAR}"].split("-", 2))
+    _wheel.write_wheelfile(os.path.join(_dist_info, _folder))
 def _ext(e):
     return {{"name": e.name, "sources": [str(s) for s in e.sources],
              "extra_compile_args": e.extra_compile_args,
@@ -55,6 +72,7 @@ print("{MARKER}" + json.dumps({{"version": str(_seen.get("version")),
                                "name": str(_seen.get("name") or ""),
                                "packages": _names("packages"), "py_modules": _names("py_modules"),
                                "install_requires": _names("install_requires"),
+                               "dist_info": _folder if _dist_info else "",
                                "ext_modules": [_ext(e) for e in _seen.get("ext_modules") or []]}}))
 """
 
@@ -77,6 +95,19 @@ class SetupConfig:
     packages: tuple[str, ...] = ()
     py_modules: tuple[str, ...] = ()
     install_requires: tuple[str, ...] = ()
+    # The .dist-info setuptools wrote for a DistInfo request (None without one).
+    dist_info: Path | None = None
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Ask configure for the .dist-info a wheel of the tree holds: setuptools' dist_info command
+    (METADATA with every field setup() gives, the licence files, top_level.txt) and its WHEEL,
+    the files bdist_wheel writes, so a wheel packed without bdist_wheel is the same wheel."""
+
+    out: Path  # an empty folder of ours
+    tag: str  # the WHEEL file's Tag, e.g. py3-none-win_amd64
+    version: str | None = None  # the fetched version when it is not setup.py's
 
 
 def configure(
@@ -85,6 +116,7 @@ def configure(
     package: Package | None = None,
     *,
     platform: str | None = None,
+    dist_info: DistInfo | None = None,
 ) -> SetupConfig:
     """Run source/setup.py with setup() intercepted and return its CUDA extension's settings.
 
@@ -96,6 +128,10 @@ def configure(
     run_env = configure_env(env, package)
     if platform:
         run_env[PLATFORM_VAR] = platform
+    if dist_info is not None:
+        run_env.update({DIST_INFO_VAR: str(dist_info.out), TAG_VAR: dist_info.tag})
+        if dist_info.version:
+            run_env[VERSION_VAR] = dist_info.version
     try:
         done = proc.run(argv, cwd=Path(source), env=run_env, timeout=TIMEOUT_S)
     except CommandError as exc:
@@ -105,7 +141,10 @@ def configure(
             "check that torch imports with CUDA and CUDA_HOME names the toolkit"
         )
         raise BuildError(msg) from None
-    return parse_output(done.stdout, Path(source), package)
+    config = parse_output(done.stdout, Path(source), package)
+    if dist_info is not None and config.dist_info is not None:
+        return replace(config, dist_info=dist_info.out / config.dist_info)
+    return config
 
 
 def configure_env(env: Mapping[str, str] | None, package: Package) -> dict[str, str]:
@@ -146,6 +185,7 @@ def parse_output(stdout: str, source: Path, package: Package) -> SetupConfig:
         tuple(str(n) for n in data.get("packages") or ()),
         tuple(str(n) for n in data.get("py_modules") or ()),
         tuple(str(n) for n in data.get("install_requires") or ()),
+        Path(data["dist_info"]) if data.get("dist_info") else None,
     )
 
 

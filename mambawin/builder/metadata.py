@@ -4,10 +4,10 @@ local label and the provenance, or the rewrite an identical earlier build kept (
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
-from mambawin import __version__
-from mambawin.abi import STABLE_FLOOR
+from mambawin.abi import STABLE_FLOOR, Abi
 from mambawin.archs import format_archs
 from mambawin.builder import finals
 from mambawin.builder.compiler_cache import CacheStats
@@ -15,12 +15,12 @@ from mambawin.builder.options import BuildOptions
 from mambawin.builder.results import Prepared
 from mambawin.builder.workspace import sha256_of
 from mambawin.errors import BuildError
-from mambawin.verify.abi_audit import audit_libraries
+from mambawin.wheel.abi_audit import audit_libraries
 from mambawin.wheel.info import open_wheel
 from mambawin.wheel.provenance import (
     Provenance,
-    iso_date,
     local_version_label,
+    record,
     stable_label,
 )
 from mambawin.wheel.repack import rewrite_wheel
@@ -35,12 +35,9 @@ def rewrite(
     stats: CacheStats | None,
 ) -> Path:
     """Requirements for the wheel's platform, local version, provenance: a new wheel."""
-    checkout, tools = prepared.checkout, prepared.toolchain
-    provenance = Provenance(
-        upstream_repo=checkout.repo,
-        ref=checkout.ref or "",
-        commit=checkout.commit or "",
-        version=checkout.version,
+    tools = prepared.toolchain
+    provenance = record(
+        prepared.checkout,
         patches=tuple(prepared.applied()),
         left_out=tuple(prepared.left_out()),
         archs=tuple(format_archs(prepared.archs).split(";")),
@@ -48,9 +45,7 @@ def rewrite(
         cuda_version=tools.cuda,
         compiler=tools.compiler,
         abi=options.abi,
-        torch_floor=str(STABLE_FLOOR) if options.abi == "stable" else "",
-        mambawin_version=__version__,
-        build_date=iso_date(prepared.epoch) if prepared.epoch is not None else "",
+        epoch=prepared.epoch,
     )
     label = local_label(label_choice, prepared, options)
     digest = finals.rewrite_digest(
@@ -66,18 +61,47 @@ def rewrite(
         return reused
     if options.abi == "stable":
         refuse_unstable(wheel)
-    fixed = rewrite_wheel(
+    fixed = pack(
         wheel,
         out_dir,
+        provenance,
+        label=label,
+        epoch=prepared.epoch,
+        abi=options.abi,
         drop=options.drop,
         keep=options.keep,
-        local_version=label,
-        provenance=provenance,
-        date_epoch=prepared.epoch,
-        abi=options.abi,
     )
     finals.remember(prepared.workspace.dist, digest, fixed)
     return fixed
+
+
+def pack(
+    raw: Path,
+    out_dir: Path,
+    provenance: Provenance | None,
+    *,
+    label: str | None,
+    epoch: int | None,
+    abi: Abi,
+    drop: Iterable[str] = (),
+    keep: Iterable[str] = (),
+) -> Path:
+    """The packing step every backend ends with, so a native and a cross-built wheel of one tag
+    differ only in their binary and platform tag: the raw wheel (setup.py's bdist_wheel, or the
+    cross build's files with setuptools' .dist-info) gets its platform's requirements (torch >=
+    the floor for a stable build), the torch/CUDA import guard, the local label, the provenance
+    and a fresh RECORD, every member dated epoch (SOURCE_DATE_EPOCH wins)."""
+    return rewrite_wheel(
+        raw,
+        out_dir,
+        drop=drop,
+        keep=keep,
+        local_version=label,
+        provenance=provenance,
+        guard=True,
+        date_epoch=epoch,
+        abi=abi,
+    )
 
 
 def refuse_unstable(wheel: Path) -> None:

@@ -42,6 +42,12 @@ class BuildOptions:
         return self.repo or self.package.default_repo
 
 
+def nvcc_threads(options: BuildOptions, archs: tuple[Arch, ...]) -> int:
+    """nvcc's --threads for every backend: --nvcc-threads, else one per gencode target up to 4
+    (NVCC_THREADS, read by the nvcc-threads patch in setup.py)."""
+    return options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
+
+
 def check_options(options: BuildOptions) -> str | None:
     """Reject contradictory options before any work; return the checked local-version choice."""
     if options.source is not None and options.ref is not None:

@@ -27,7 +27,7 @@ from mambawin.builder.configure import SetupConfig, configure
 from mambawin.builder.environment import build_environment
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
-from mambawin.builder.options import BuildOptions, check_options
+from mambawin.builder.options import BuildOptions, check_options, nvcc_threads
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.workspace import (
@@ -151,7 +151,7 @@ def _prepare(options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Do
         inputs = _key_inputs(checkout, patches, archs, toolchain, options)
         if epoch is not None:
             clamp_mtimes(checkout.path, epoch)
-    threads = options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
+    threads = nvcc_threads(options, archs)
     cache = _choose_cache(options.cache, toolchain)
     steps.note(
         f"compiler cache: {cache.kind} ({cache.path})"

@@ -75,11 +75,45 @@ class CheckReport:
     archs: str
     units: tuple[UnitResult, ...]
     closure: Closure | None
+    # What this run did not check, one line each (a unit without --cpython, the link): a run
+    # that passed with parts left out is "partial", never a plain ok.
+    not_checked: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
+        """Nothing that was checked failed."""
         compiled = all(u.status != "error" for u in self.units)
         return compiled and (self.closure is None or self.closure.holds)
+
+    @property
+    def status(self) -> str:
+        """ok (everything checked, and it holds), partial (what ran holds; not_checked says
+        what did not run) or fail."""
+        if not self.ok:
+            return "fail"
+        return "partial" if self.not_checked else "ok"
+
+
+def not_checked(
+    options: CheckOptions, units: list[UnitResult], linked: bool
+) -> tuple[str, ...]:
+    """What a run left out and how to include it; empty when it checked everything."""
+    gaps = [
+        f"{len(skipped)} unit(s) not compiled ({', '.join(skipped)}): {reason}"
+        for reason in sorted({u.reason for u in units if u.status == "skipped"})
+        for skipped in [[u.source for u in units if u.reason == reason]]
+    ]
+    if linked or not all(u.status != "error" for u in units):
+        return tuple(gaps)  # a failed unit is the finding; the link could not run anyway
+    if options.stock:
+        why = "--stock compiles upstream's tree as it is and never links it"
+    elif options.units:
+        why = "--unit checks some units only: drop it to check the link"
+    elif not options.link:
+        why = "the link check is off"
+    else:
+        why = "the binding needs --cpython (Python.h, pyconfig.h): pass a CPython source tree"
+    return (*gaps, f"the link (the symbol closure) was not checked: {why}")
 
 
 def cpython_dirs(cpython: Path | None) -> list[Path]:
@@ -144,6 +178,7 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
         format_archs(options.archs),
         tuple(units),
         closure,
+        not_checked(options, units, closure is not None),
     )
 
 

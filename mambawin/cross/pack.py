@@ -1,11 +1,13 @@
 """Pack a cross-built stable library into a `py3-none-<platform>` wheel.
 
 What goes in is what the configured setup.py names: its packages' `.py` files and its top-level
-modules (the stable build's shim among them, under upstream's extension name), plus the library
-at the top level as `<abi.stable_library(extension)>.pyd`. The wheel is written with `wheel`'s
-WheelFile (repack.write_wheel, so RECORD is generated), then passed through repack.rewrite_wheel,
-which checks it, rewrites its requirements for the platform (wheel/requirements.py) and records
-the provenance, every member dated SOURCE_DATE_EPOCH (else the caller's epoch).
+modules (the stable build's shim among them, under upstream's extension name), the library at the
+top level as `<abi.stable_library(extension)>.pyd`, and the .dist-info setuptools wrote for it
+(configure's DistInfo: METADATA with upstream's fields, the licence files, top_level.txt, WHEEL),
+the files bdist_wheel puts in a native wheel. The raw wheel (repack.write_wheel) then goes through
+builder.metadata.pack, the packing step a native build ends with too: requirements for the
+platform, the torch/CUDA import guard, the label, the provenance and RECORD, every member dated
+SOURCE_DATE_EPOCH (else the caller's epoch).
 
 Why `.pyd`: torch.ops.load_library takes any path, so the suffix is ours to choose. `.pyd` is in
 Windows' importlib EXTENSION_SUFFIXES, so a shim that finds its library by those suffixes finds
@@ -15,19 +17,16 @@ the wheel's binary. No Python code imports it: it exports no PyInit_ function.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
-from mambawin import __version__
-from mambawin.abi import STABLE_ABI_TAG, STABLE_PYTHON_TAG, torch_requirement
+from mambawin.abi import STABLE_ABI_TAG, STABLE_PYTHON_TAG
 from mambawin.atomic import staging_dir
 from mambawin.builder.configure import SetupConfig
+from mambawin.builder.metadata import pack
 from mambawin.errors import BuildError, UsageError
 from mambawin.wheel.provenance import Provenance, source_date_epoch
-from mambawin.wheel.repack import Entry, rewrite_wheel, write_wheel, zip_date_time
+from mambawin.wheel.repack import Entry, write_wheel, zip_date_time
 
 STABLE_SUFFIX = "_stable"
 LIBRARY_SUFFIX = ".pyd"
@@ -75,51 +74,24 @@ def python_files(tree: Path, config: SetupConfig) -> list[tuple[str, Path]]:
     return found
 
 
-def requirements(install_requires: Sequence[str]) -> list[str]:
-    """Requires-Dist: torch at the stable floor, then setup.py's other requirements."""
-    kept = []
-    for text in install_requires:
-        try:
-            name = Requirement(text).name
-        except InvalidRequirement:
-            msg = f"setup.py's install_requires has {text!r}, not a requirement: fix setup.py"
-            raise BuildError(msg) from None
-        if canonicalize_name(name) != "torch":
-            kept.append(text)
-    return [torch_requirement(), *kept]
+def dist_info_files(config: SetupConfig) -> list[tuple[str, Path]]:
+    """(name in the wheel, file) for each file of the .dist-info setuptools wrote (configure's
+    DistInfo): METADATA, WHEEL, top_level.txt and the licence files, as bdist_wheel packs them."""
+    folder = config.dist_info
+    if folder is None or not (folder / "METADATA").is_file():
+        msg = "configure wrote no .dist-info for the tree: configure it with a DistInfo request"
+        raise BuildError(msg)
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return [(f"{folder.name}/{p.relative_to(folder).as_posix()}", p) for p in files]
 
 
-def wheel_file_name(name: str, version: str, platform: str) -> str:
-    """`<name>-<version>-py3-none-<platform>.whl` with the name escaped as the wheel spec says."""
-    escaped = canonicalize_name(name).replace("-", "_")
-    return f"{escaped}-{version}-{STABLE_PYTHON_TAG}-{STABLE_ABI_TAG}-{platform}.whl"
-
-
-def metadata_text(name: str, version: str, requires: Sequence[str]) -> str:
-    """A METADATA file: name, version and requirements."""
-    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
-    lines += [f"Requires-Dist: {requirement}" for requirement in requires]
-    return "\n".join(lines) + "\n\n"
-
-
-def wheel_text(platform: str) -> str:
-    """The WHEEL file: not purelib (it holds a binary), one tag."""
-    tag = f"{STABLE_PYTHON_TAG}-{STABLE_ABI_TAG}-{platform}"
-    lines = ["Wheel-Version: 1.0", f"Generator: mambawin {__version__}"]
-    return "\n".join([*lines, "Root-Is-Purelib: false", f"Tag: {tag}"]) + "\n"
-
-
-def entries(
-    tree: Path, config: SetupConfig, library: Path, platform: str, version: str
-) -> Iterator[Entry]:
+def entries(tree: Path, config: SetupConfig, library: Path) -> Iterator[Entry]:
     """Every member of the wheel but RECORD, in a fixed order."""
     for arcname, path in python_files(tree, config):
         yield arcname, path.read_bytes(), None
     yield library_name(config) + LIBRARY_SUFFIX, library.read_bytes(), None
-    dist_info = f"{canonicalize_name(config.name).replace('-', '_')}-{version}.dist-info"
-    metadata = metadata_text(config.name, version, requirements(config.install_requires))
-    yield f"{dist_info}/METADATA", metadata.encode("utf-8"), None
-    yield f"{dist_info}/WHEEL", wheel_text(platform).encode("utf-8"), None
+    for arcname, path in dist_info_files(config):
+        yield arcname, path.read_bytes(), None
 
 
 def pack_wheel(
@@ -131,29 +103,19 @@ def pack_wheel(
     platform: str = "win_amd64",
     provenance: Provenance | None = None,
     date_epoch: int | None = None,
-    version: str | None = None,
     local_version: str | None = None,
 ) -> Path:
     """The wheel in out_dir (written whole or not at all); the tree and library untouched.
 
-    version: the fetched tree's version when it is not setup.py's (causal-conv1d v1.6.1.post4's
-    __init__.py says 1.6.1; fetch lets the release tag win, as the build does)."""
-    version = version or config.version
-    if not config.name or not version:
-        raise BuildError("setup.py gave no name or version: the wheel cannot be named")
+    The version is the .dist-info's (configure's DistInfo sets the fetched one when setup.py says
+    less: causal-conv1d v1.6.1.post4's __init__.py says 1.6.1)."""
+    stem = dist_info_files(config)[0][0].split("/")[0].removesuffix(".dist-info")
     epoch = source_date_epoch()
     date_time = zip_date_time(epoch if epoch is not None else date_epoch)
     out_dir.mkdir(parents=True, exist_ok=True)
     with staging_dir(out_dir) as scratch:
-        raw = scratch / wheel_file_name(config.name, version, platform)
-        write_wheel(entries(tree, config, library, platform, version), raw, date_time)
-        # abi "stable": Requires-Dist torch>=floor, as `build --abi stable` writes it on Linux.
-        return rewrite_wheel(
-            raw,
-            out_dir,
-            provenance=provenance,
-            guard=False,
-            date_epoch=date_epoch,
-            local_version=local_version,
-            abi="stable",
+        raw = scratch / f"{stem}-{STABLE_PYTHON_TAG}-{STABLE_ABI_TAG}-{platform}.whl"
+        write_wheel(entries(tree, config, library), raw, date_time)
+        return pack(
+            raw, out_dir, provenance, label=local_version, epoch=date_epoch, abi="stable"
         )

@@ -49,7 +49,6 @@ class CrossOptions:
     platform: str = "win_amd64"
     provenance: Provenance | None = None
     date_epoch: int | None = None  # the upstream commit's time, when SOURCE_DATE_EPOCH is unset
-    version: str | None = None  # the fetched tree's version; None: what setup.py says
     local_version: str | None = None  # the wheel's label (None: setup.py's version as it is)
 
 
@@ -134,7 +133,6 @@ def cross_build(options: CrossOptions, tools: CrossTools | None = None) -> Cross
             platform=options.platform,
             provenance=options.provenance,
             date_epoch=options.date_epoch,
-            version=options.version,
             local_version=options.local_version,
         )
     return CrossResult(

@@ -9,10 +9,12 @@ against python3XX.lib and torch's C++ import libraries, which no registry serves
 
 from __future__ import annotations
 
+import os
+
 from mambawin.abi import STABLE_FLOOR
 from mambawin.archs import format_archs
-from mambawin.builder.configure import configure
-from mambawin.builder.options import BuildOptions
+from mambawin.builder.configure import DistInfo, configure
+from mambawin.builder.options import BuildOptions, nvcc_threads
 from mambawin.builder.workspace import copy_source
 from mambawin.cache import cache_dir
 from mambawin.cross.pipeline import CrossOptions, CrossResult, CrossTools, cross_build
@@ -24,7 +26,7 @@ from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT
 from mambawin.toolchain.wine import WindowsToolchain
-from mambawin.wheel.provenance import Provenance, source_date_epoch, stable_label
+from mambawin.wheel.provenance import record, source_date_epoch, stable_label
 
 WINDOWS = "win_amd64"
 
@@ -55,9 +57,10 @@ def build_windows(
     """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
     package = options.package
     work = cache_dir() / "cross" / f"{package.name}-{_slug(options.ref)}"
-    claim(work, "cross-work", ("src", "patched", "objs", "cross.lock"))  # refused if not ours
+    owned = ("src", "patched", "objs", "dist-info", "cross.lock")
+    claim(work, "cross-work", owned)  # refused if not ours
     with hold(work / "cross.lock", f"the cross-build folder {work}", UsageError):
-        for old in ("src", "patched"):  # ours: a moving ref (main) must not keep an old tree
+        for old in ("src", "patched", "dist-info"):  # ours: a moving ref must not keep an old tree
             remove_tree(work / old)
         checkout = upstream.checkout(
             options.upstream_repo, options.ref, work / "src", package=package
@@ -67,13 +70,19 @@ def build_windows(
         report = apply_patches(
             tree, PatchOptions(archs=options.archs, abi="stable"), package=package
         )
-        config = configure(tree, package=package, platform="win32")
+        (work / "dist-info").mkdir()
+        config = configure(
+            tree,
+            {**os.environ, "NVCC_THREADS": str(nvcc_threads(options, options.archs))},
+            package,
+            platform="win32",
+            dist_info=DistInfo(work / "dist-info", f"py3-none-{WINDOWS}", checkout.version),
+        )
         cuda = toolchain.cuda_version() or ""
-        provenance = Provenance(
-            upstream_repo=checkout.repo,
-            ref=checkout.ref or "",
-            commit=checkout.commit or "",
-            version=checkout.version,
+        epoch = source_date_epoch()
+        epoch = epoch if epoch is not None else upstream.commit_time(checkout.path)
+        provenance = record(
+            checkout,
             patches=tuple(
                 {"id": r.id, "status": r.status} for r in report.results if r.status in IN_EFFECT
             ),
@@ -81,9 +90,8 @@ def build_windows(
             cuda_version=cuda,
             compiler=f"cl.exe {toolchain.msvc_tools.name} and nvcc.exe {cuda} under wine",
             abi="stable",
-            torch_floor=str(STABLE_FLOOR),
+            epoch=epoch,
         )
-        epoch = source_date_epoch()
         cross = CrossOptions(
             tree=tree,
             config=config,
@@ -94,8 +102,7 @@ def build_windows(
             out=options.out,
             jobs=options.jobs or 2,
             provenance=provenance,
-            date_epoch=epoch if epoch is not None else upstream.commit_time(checkout.path),
-            version=checkout.version,
+            date_epoch=epoch,
             local_version=stable_label(cuda, str(STABLE_FLOOR)) if cuda else None,
         )
         return cross_build(cross, tools)

@@ -19,11 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from mambawin.abi import STABLE_FLOOR
 from mambawin.index.model import IndexedWheel
-from mambawin.verify.abi_audit import is_stable
 from mambawin.versions import release
-from mambawin.wheel.provenance import major_minor
+from mambawin.wheel.provenance import Provenance, major_minor
 
 
 def serves_variant(wheel: IndexedWheel, variant: str) -> bool:
@@ -105,15 +103,15 @@ def is_stable_wheel(wheel: IndexedWheel) -> bool:
 
 def _stable_floor(wheel: IndexedWheel) -> str | None:
     """The floor `2.10` of a stable wheel (provenance abi "stable"); None for one torch's wheel."""
-    if not is_stable(wheel.provenance):
+    provenance = Provenance.from_dict(wheel.provenance)
+    if not provenance.is_stable:
         return None
-    floor = str((wheel.provenance or {}).get("torch_floor") or STABLE_FLOOR)
-    return ".".join(map(str, release(floor, 2))) or None
+    return ".".join(map(str, release(provenance.floor, 2))) or None
 
 
 def _torch_minor(wheel: IndexedWheel) -> str | None:
     """`2.11` from the provenance's torch_version, else from the local label's `torch2.11`."""
-    recorded = str((wheel.provenance or {}).get("torch_version") or "")
+    recorded = Provenance.from_dict(wheel.provenance).torch_version
     if not recorded:
         label = re.search(r"\+[^-]*torch(\d+\.\d+)", wheel.file)
         recorded = label[1] if label else ""

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from mambawin.ui.console import FAIL, OK, SKIP, console, out
+from mambawin.ui.console import FAIL, OK, SKIP, WARN, console, out
 
 if TYPE_CHECKING:
     from mambawin.check.pipeline import CheckReport
@@ -38,6 +38,8 @@ def render(report: CheckReport) -> None:
             detail += f" (+{unit.errors - 1} more error lines)"
         table.add_row(unit.source, unit.status, f"{unit.seconds:.1f}", detail)
     out.print(table)
+    for gap in report.not_checked:
+        out.print(f"{WARN} not checked: {gap}", markup=True, highlight=False)
     closure = report.closure
     if closure is None:
         return
@@ -58,6 +60,8 @@ def to_json(report: CheckReport) -> dict[str, Any]:
     closure = report.closure
     return {
         "ok": report.ok,
+        "status": report.status,
+        "not_checked": list(report.not_checked),
         "package": report.package,
         "ref": report.ref,
         "commit": report.commit,

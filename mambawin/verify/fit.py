@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin.archs import Arch, parse_arch
 from mambawin.errors import MambawinError, UsageError
 from mambawin.status import Status
-from mambawin.verify.abi_audit import floor_of, is_stable
+from mambawin.wheel.abi_audit import floor_of, is_stable
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import release
 from mambawin.wheel.glibc import VersionNeed

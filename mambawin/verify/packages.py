@@ -21,7 +21,7 @@ from mambawin.packages import (
     package_named,
     pair_problem,
 )
-from mambawin.verify.abi_audit import is_stable
+from mambawin.wheel.abi_audit import is_stable
 from mambawin.wheel.info import parse_file_name
 
 # Which causal-conv1d a mamba-ssm release needs: one table for build, verify and team specs,

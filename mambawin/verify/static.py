@@ -12,7 +12,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from mambawin.errors import MambawinError
+from mambawin.errors import MambawinError, WheelError
 from mambawin.packages import (
     MAMBA,
     PACKAGE_NAMES,
@@ -20,7 +20,7 @@ from mambawin.packages import (
     package_named,
 )
 from mambawin.status import Status
-from mambawin.verify.abi_audit import (
+from mambawin.wheel.abi_audit import (
     StableCheck,
     check_shim,
     check_stable_files,
@@ -38,7 +38,7 @@ from mambawin.wheel.glibc import VersionNeed, file_needs, glibc_of, wheel_needs
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
 from mambawin.wheel.metadata import requirement_plan_in, requirements_in
-from mambawin.wheel.provenance import provenance_in
+from mambawin.wheel.provenance import Provenance, provenance_in
 
 # (check, ok, message) or (check, ok, message, more details for --json)
 Check = tuple[str, bool, str] | tuple[str, bool, str, dict[str, Any]]
@@ -316,11 +316,14 @@ def _provenance_message(provenance: Mapping[str, Any] | None, project: str) -> s
             "no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
             "CUDA and archs are recorded"
         )
-    ref = provenance.get("ref") or provenance.get("version") or "?"
-    commit = str(provenance.get("commit") or "")[:10]
+    record = Provenance.from_dict(provenance)
+    ref = record.ref or record.version or "?"
     what = "mamba" if project == MAMBA.name else project
+    try:
+        torch = record.torch_target
+    except WheelError:  # a bad floor is the abi check's finding; the summary still reads
+        torch = "?"
     return (
-        f"provenance: {what} {ref} {commit} for torch "
-        f"{provenance.get('torch_version') or '?'}, CUDA "
-        f"{provenance.get('cuda_version') or '?'}"
+        f"provenance: {what} {ref} {record.commit[:10]} for torch {torch}, CUDA "
+        f"{record.cuda_version or '?'}"
     ).replace("  ", " ")

@@ -14,7 +14,7 @@ from mambawin.packages import (
     package_named,
 )
 from mambawin.status import Status
-from mambawin.verify.abi_audit import is_stable
+from mambawin.wheel.abi_audit import is_stable
 from mambawin.verify.conflicts import EnvironmentCheck, check_environment
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, find_wheels, pair_problems

@@ -15,7 +15,7 @@ from mambawin.errors import WheelError
 from mambawin.wheel.info import (
     WheelInfo,
 )
-from mambawin.wheel.provenance import major_minor
+from mambawin.wheel.provenance import Provenance, major_minor
 
 SKIP_GUARD_ENV = "MAMBAWIN_SKIP_TORCH_CHECK"
 
@@ -37,13 +37,15 @@ class Built:
 
 def guard_versions(record: Mapping[str, object]) -> Built | None:
     """The torch and CUDA the wheel was built for; None when unrecorded."""
-    stable = record.get("abi") == "stable" and bool(record.get("torch_floor"))
-    torch = record.get("torch_floor") if stable else record.get("torch_version")
-    cuda = record.get("cuda_version")
-    if not torch or not cuda:
+    provenance = Provenance.from_dict(record)
+    torch = str(provenance.floor) if provenance.is_stable else provenance.torch_version
+    if not torch or not provenance.cuda_version:
         return None
-    torch_release, cuda_release = major_minor(str(torch), "torch"), major_minor(str(cuda), "CUDA")
-    return Built(f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0]), stable)
+    torch_release = major_minor(torch, "torch")
+    cuda_release = major_minor(provenance.cuda_version, "CUDA")
+    return Built(
+        f"{torch_release[0]}.{torch_release[1]}", str(cuda_release[0]), provenance.is_stable
+    )
 
 
 def guard_target(info: WheelInfo, *, needed: bool) -> str | None:

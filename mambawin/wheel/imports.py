@@ -3,7 +3,7 @@ imports, read from an ELF `.so` (pyelftools: DT_NEEDED, undefined `.dynsym` entr
 version each needs, `GLIBC_2.38`) or a PE `.pyd`/`.dll` (pefile: the import table, per DLL).
 
 An ELF undefined symbol does not say which library defines it, so `ImportedSymbol.library` is
-None there; a PE import always names its DLL. Nothing here judges: `verify.abi_audit` does.
+None there; a PE import always names its DLL. Nothing here judges: `wheel.abi_audit` does.
 """
 
 from __future__ import annotations

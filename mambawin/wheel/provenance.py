@@ -7,13 +7,14 @@ import json
 import zipfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Protocol
 from datetime import datetime, timezone
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from mambawin import __version__
-from mambawin.abi import DEFAULT_ABI
+from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.envvars import env_int
 from mambawin.errors import UsageError, WheelError
 from mambawin.versions import release
@@ -62,6 +63,119 @@ class Provenance:
         data["left_out"] = list(self.left_out)
         data["build_date"] = self.build_date or build_date()
         return {"schema": 1, **data}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object] | None) -> Provenance:
+        """The record as a wheel stores it (`to_dict`'s form); unknown keys are ignored and a
+        missing one keeps its default, so an older mambawin's record reads too."""
+        data = data or {}
+        text = {f: str(data[f]) for f in _TEXT_FIELDS if data.get(f) is not None}
+        return cls(
+            **text,
+            patches=tuple(_mappings(data.get("patches"))),
+            left_out=tuple(str(x) for x in _items(data.get("left_out"))),
+            requirements=tuple(_mappings(data.get("requirements"))),
+            archs=tuple(str(x) for x in _items(data.get("archs"))),
+        )
+
+    @property
+    def is_stable(self) -> bool:
+        """A torch stable-ABI build (mambawin.abi): it loads in every torch from its floor on."""
+        return (self.abi or DEFAULT_ABI) == "stable"
+
+    @property
+    def floor(self) -> Version:
+        """The oldest torch a stable build loads in: torch_floor, else STABLE_FLOOR (a record
+        written before the floor was); WheelError when the record's is no version."""
+        text = self.torch_floor or str(STABLE_FLOOR)
+        try:
+            return Version(text)
+        except InvalidVersion:
+            msg = f"the provenance's torch_floor {text!r} is not a version: rebuild the wheel"
+            raise WheelError(msg) from None
+
+    @property
+    def torch_target(self) -> str:
+        """What torch the binary was built for, as a user reads it: `>= 2.10` for a stable
+        build, `2.8.0` for one torch, `?` when unrecorded."""
+        if self.is_stable:
+            return f">= {self.floor}"
+        return self.torch_version or "?"
+
+
+_TEXT_FIELDS = (
+    "upstream_repo",
+    "ref",
+    "commit",
+    "version",
+    "torch_version",
+    "cuda_version",
+    "compiler",
+    "abi",
+    "torch_floor",
+    "mambawin_version",
+    "build_date",
+)
+
+
+def _items(value: object) -> list[object]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _mappings(value: object) -> list[Mapping[str, str]]:
+    return [
+        {str(k): str(v) for k, v in item.items()}
+        for item in _items(value)
+        if isinstance(item, Mapping)
+    ]
+
+
+def record(
+    checkout: Source,
+    *,
+    patches: tuple[Mapping[str, str], ...],
+    left_out: tuple[str, ...] = (),
+    archs: tuple[str, ...],
+    torch_version: str = "",
+    cuda_version: str,
+    compiler: str,
+    abi: str,
+    epoch: int | None,
+) -> Provenance:
+    """The provenance of a build, written here for every backend (native, cross).
+
+    build_date is the epoch the wheel is dated by (SOURCE_DATE_EPOCH, else the upstream commit's
+    time, as reproducible builds do), so two builds of one commit write the same bytes; only a
+    tree with no commit (`--source` outside git) falls back to the time of writing."""
+    return Provenance(
+        upstream_repo=checkout.repo,
+        ref=checkout.ref or "",
+        commit=checkout.commit or "",
+        version=checkout.version,
+        patches=patches,
+        left_out=left_out,
+        archs=archs,
+        torch_version=torch_version,
+        cuda_version=cuda_version,
+        compiler=compiler,
+        abi=abi,
+        torch_floor=str(STABLE_FLOOR) if abi == "stable" else "",
+        mambawin_version=__version__,
+        build_date=iso_date(epoch) if epoch is not None else "",
+    )
+
+
+class Source(Protocol):
+    """Where a build's tree came from (fetch.upstream.Checkout has these)."""
+
+    @property
+    def repo(self) -> str: ...
+    @property
+    def ref(self) -> str | None: ...
+    @property
+    def commit(self) -> str | None: ...
+    @property
+    def version(self) -> str: ...
 
 
 def build_date() -> str:

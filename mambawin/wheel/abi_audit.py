@@ -51,6 +51,7 @@ from mambawin.errors import WheelError
 from mambawin.versions import release
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
 from mambawin.wheel.info import WheelFileName, WheelInfo, read_member, read_text_member
+from mambawin.wheel.provenance import Provenance
 
 TORCH_FAMILY = re.compile(r"^(aoti_torch_|torch_)\w+$")
 _TORCH_CXX = re.compile(r"(?<![\w:])(c10|at|torch|caffe2)::")
@@ -246,8 +247,8 @@ class StableCheck:
 
 
 def is_stable(provenance: Mapping[str, Any] | None) -> bool:
-    """Whether the provenance records a stable-ABI build (mambawin.abi)."""
-    return str((provenance or {}).get("abi") or DEFAULT_ABI) == "stable"
+    """Whether a raw provenance record says a stable-ABI build (`Provenance.is_stable`)."""
+    return Provenance.from_dict(provenance).is_stable
 
 
 def stable_tagged(file: WheelFileName) -> bool:
@@ -258,13 +259,8 @@ def stable_tagged(file: WheelFileName) -> bool:
 
 
 def floor_of(provenance: Mapping[str, Any] | None) -> Version:
-    """The provenance's torch_floor; STABLE_FLOOR when it records none; WheelError when bad."""
-    text = str((provenance or {}).get("torch_floor") or STABLE_FLOOR)
-    try:
-        return Version(text)
-    except InvalidVersion:
-        msg = f"the provenance's torch_floor {text!r} is not a version: rebuild the wheel"
-        raise WheelError(msg) from None
+    """A raw provenance record's floor (`Provenance.floor`)."""
+    return Provenance.from_dict(provenance).floor
 
 
 def check_stable_wheel(
