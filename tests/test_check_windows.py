@@ -366,3 +366,45 @@ def test_a_failing_check_under_json_is_the_report_and_the_error_document(
         "csrc/selective_scan/selective_scan_fwd_fp32.cu and 1 more do not compile"
     )
     assert [u["status"] for u in document["units"]] == ["skipped", "error", "error"]
+
+
+def test_a_check_that_could_not_link_says_so_and_is_no_plain_ok(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every unit it compiled compiles, but without --cpython the binding and so the link were
+    not checked: the report is "partial" and names both, in --json and on the terminal."""
+    git = pytest.importorskip("git")
+    root = layout(tmp_path / "toolchain")
+    (root / "torch" / "utils" / "cpp_extension.py").write_text(CPP_EXTENSION)
+    upstream = tmp_path / "upstream"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "fake_upstream", upstream)
+    repo = git.Repo.init(upstream)
+    files = [p for p in upstream.rglob("*") if p.is_file() and ".git" not in p.parts]
+    repo.index.add([p.relative_to(upstream).as_posix() for p in files])
+    actor = git.Actor("test", "test@example.invalid")
+    repo.index.commit("fake upstream", author=actor, committer=actor)
+    repo.create_tag("v0.1.0")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "wine").write_text(  # a compiler that writes the object it is asked for
+        '#!/bin/sh\n[ "$1" = cmd ] && exit 0\nout=""; prev=""\n'
+        'for a in "$@"; do\n'
+        '  case "$a" in /Fo*) out="${a#/Fo}";; esac\n'
+        '  [ "$prev" = "-o" ] && out="$a"\n'
+        '  prev="$a"\n'
+        "done\n"
+        "out=$(printf '%s' \"$out\" | sed 's/^Z://' | tr '\\\\\\\\' '/')\n"
+        '[ -n "$out" ] && printf obj > "$out"\nexit 0\n'
+    )
+    (bin_dir / "wine").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    args = ["check", "--windows", "--root", str(root), "--repo", str(upstream), "--ref", "v0.1.0"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert [u["status"] for u in document["units"]] == ["skipped", "ok", "ok"]
+    assert document["status"] == "partial" and document["closure"] is None
+    assert "needs --cpython" in document["not_checked"][0]
+    assert document["not_checked"][-1].startswith("the link (the symbol closure) was not checked")
+    shown = CliRunner().invoke(app, args)
+    assert shown.exit_code == 0 and "not checked: the link" in shown.stdout

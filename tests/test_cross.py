@@ -5,6 +5,7 @@ tests/test_cross_windows.py (-m windows_toolchain)."""
 
 from __future__ import annotations
 
+import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -15,13 +16,15 @@ from typer.testing import CliRunner
 
 from mambawin import proc
 from mambawin.archs import parse_archs
+from mambawin.builder.configure import DistInfo, configure
 from mambawin.cli import app
 from mambawin.cross import audit, link, pack, pipeline, symbols
 from mambawin.errors import BuildError, ToolchainError, UsageError, WheelError
+from mambawin.fetch import upstream
 from mambawin.toolchain import wine
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import read_wheel
-from mambawin.wheel.provenance import Provenance, read_provenance
+from mambawin.wheel.provenance import Provenance, read_provenance, record
 from tests.conftest import recorded
 from tests.test_check_windows import CPP_EXTENSION
 from tests.test_cross_windows import FIXTURE, fixture_config
@@ -268,13 +271,23 @@ def test_a_file_that_is_no_pe_is_a_wheel_error(tmp_path: Path) -> None:
 # ---- packing ----------------------------------------------------------------------------------
 
 
-def packed(tmp_path: Path, out: str = "out") -> Path:
+def configured(tmp_path: Path, version: str | None = None) -> Path:
+    """The fixture's .dist-info as the cross build asks configure for it (setuptools writes it)."""
+    folder = tmp_path / f"dist-info-{version}"
+    folder.mkdir(parents=True)
+    config = configure(FIXTURE, dist_info=DistInfo(folder, "py3-none-win_amd64", version))
+    assert config.dist_info is not None
+    return config.dist_info
+
+
+def packed(tmp_path: Path, out: str = "out", *, provenance: Provenance | None = None) -> Path:
     library = tmp_path / "stable_demo_cuda_stable.pyd"
     library.write_bytes(b"MZ a library")
-    provenance = Provenance(abi="stable", torch_floor="2.10", archs=("sm_90",))
-    return pack.pack_wheel(
-        FIXTURE, fixture_config(), library, tmp_path / out, provenance=provenance
+    provenance = provenance or Provenance(
+        abi="stable", torch_floor="2.10", archs=("sm_90",), cuda_version="13.0"
     )
+    config = replace(fixture_config(), dist_info=configured(tmp_path / "dist-info" / out))
+    return pack.pack_wheel(FIXTURE, config, library, tmp_path / out, provenance=provenance)
 
 
 def test_the_wheel_holds_the_package_the_shim_and_the_library(
@@ -310,6 +323,38 @@ def test_two_packs_with_one_epoch_are_byte_identical(
     assert packed(tmp_path, "a").read_bytes() == packed(tmp_path, "b").read_bytes()
 
 
+def test_two_cross_builds_of_one_commit_are_byte_identical_without_source_date_epoch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provenance's build_date is the commit's time (the wheel's date), not the clock's."""
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    checkout = upstream.Checkout(
+        tmp_path, "https://example.invalid/x", "v0.1.0", "c0ffee", "0.1.0", "v0.1.0"
+    )
+
+    def build(out: str) -> Path:
+        provenance = record(
+            checkout,
+            patches=(),
+            archs=("sm_90",),
+            cuda_version="13.0",
+            compiler="cl.exe and nvcc.exe under wine",
+            abi="stable",
+            epoch=1700000000,
+        )
+        library = tmp_path / "stable_demo_cuda_stable.pyd"
+        library.write_bytes(b"MZ a library")
+        config = replace(fixture_config(), dist_info=configured(tmp_path / "dist-info" / out))
+        return pack.pack_wheel(
+            FIXTURE, config, library, tmp_path / out, provenance=provenance, date_epoch=1700000000
+        )
+
+    first = build("a")
+    time.sleep(1.1)  # a build_date taken from the clock would now differ
+    assert first.read_bytes() == build("b").read_bytes()
+    assert (read_provenance(first) or {})["build_date"] == "2023-11-14T22:13:20+00:00"
+
+
 def test_a_tree_not_patched_for_the_stable_abi_is_refused() -> None:
     with pytest.raises(UsageError, match="--abi stable"):
         pack.library_name(replace(fixture_config(), ext_name="stable_demo_cuda"))
@@ -317,24 +362,20 @@ def test_a_tree_not_patched_for_the_stable_abi_is_refused() -> None:
         pack.python_files(FIXTURE, replace(fixture_config(), py_modules=()))
 
 
+def test_a_config_without_its_dist_info_is_refused(tmp_path: Path) -> None:
+    library = tmp_path / "stable_demo_cuda_stable.pyd"
+    library.write_bytes(b"MZ")
+    with pytest.raises(BuildError, match=r"no \.dist-info"):
+        pack.pack_wheel(FIXTURE, fixture_config(), library, tmp_path / "out")
+
+
 def test_the_fetched_version_names_the_wheel_when_setup_py_says_less(tmp_path: Path) -> None:
     library = tmp_path / "stable_demo_cuda_stable.pyd"
     library.write_bytes(b"MZ")
-    wheel = pack.pack_wheel(
-        FIXTURE, fixture_config(), library, tmp_path / "out", version="0.1.0.post4"
-    )
+    config = replace(fixture_config(), dist_info=configured(tmp_path, "0.1.0.post4"))
+    wheel = pack.pack_wheel(FIXTURE, config, library, tmp_path / "out")
     assert wheel.name == "stable_demo-0.1.0.post4-py3-none-win_amd64.whl"
     assert read_wheel(wheel).version == "0.1.0.post4"
-
-
-def test_requirements_put_torch_at_the_floor_and_keep_the_rest() -> None:
-    assert pack.requirements(["torch>=2.0", "packaging", "ninja"]) == [
-        "torch>=2.10",
-        "packaging",
-        "ninja",
-    ]
-    with pytest.raises(BuildError, match="not a requirement"):
-        pack.requirements(["torch >= = 2"])
 
 
 # ---- the pipeline's order, with every Windows program faked -------------------------------------

@@ -127,3 +127,30 @@ def test_no_source_folder_has_a_name_common_ignore_rules_hide() -> None:
         if p.is_dir() and p.name in IGNORED_BY_COMMON_RULES
     )
     assert hidden == [], f"rename these: {hidden}"
+
+
+def verify_importers(graph: dict[str, set[str]]) -> list[str]:
+    """Modules outside verify/, cli/ and ui/ that import from verify/ (each as `a -> b`)."""
+    allowed = ("mambawin.verify", "mambawin.cli", "mambawin.ui")
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if not any(module == a or module.startswith(a + ".") for a in allowed)
+        for target in targets
+        if target == "mambawin.verify" or target.startswith("mambawin.verify.")
+    )
+
+
+def test_only_verify_and_the_cli_and_its_views_import_from_verify() -> None:
+    """Wheel facts (provenance, the stable-ABI audit) live in wheel/: builder, index and the
+    guard read them there, never from the verification stage above them."""
+    assert verify_importers(import_graph()) == []
+
+
+def test_the_verify_rule_sees_a_stage_importing_verify() -> None:
+    graph = {
+        "mambawin.builder.metadata": {"mambawin.verify.abi_audit"},
+        "mambawin.cli.verify": {"mambawin.verify.pipeline"},
+        "mambawin.verify.static": {"mambawin.verify.report"},
+    }
+    assert verify_importers(graph) == ["mambawin.builder.metadata -> mambawin.verify.abi_audit"]

@@ -21,11 +21,11 @@ from mambawin.patch.causal_conv1d.stable_shapes import SHAPES
 from mambawin.patch.causal_conv1d.stable_shim import shim_text
 from mambawin.patch.mamba.stable_shim import SOURCE as SHIM_SOURCE
 from mambawin.verify import fit, pipeline, sandbox, static
-from mambawin.wheel import abi_audit
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, pair_problems
 from mambawin.verify.report import Target
 from mambawin.verify.tools import Tools
+from mambawin.wheel import abi_audit
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
 from mambawin.wheel.provenance import PROVENANCE_NAME

@@ -94,9 +94,7 @@ class CheckReport:
         return "partial" if self.not_checked else "ok"
 
 
-def not_checked(
-    options: CheckOptions, units: list[UnitResult], linked: bool
-) -> tuple[str, ...]:
+def not_checked(options: CheckOptions, units: list[UnitResult], linked: bool) -> tuple[str, ...]:
     """What a run left out and how to include it; empty when it checked everything."""
     gaps = [
         f"{len(skipped)} unit(s) not compiled ({', '.join(skipped)}): {reason}"

@@ -116,6 +116,4 @@ def pack_wheel(
     with staging_dir(out_dir) as scratch:
         raw = scratch / f"{stem}-{STABLE_PYTHON_TAG}-{STABLE_ABI_TAG}-{platform}.whl"
         write_wheel(entries(tree, config, library), raw, date_time)
-        return pack(
-            raw, out_dir, provenance, label=local_version, epoch=date_epoch, abi="stable"
-        )
+        return pack(raw, out_dir, provenance, label=local_version, epoch=date_epoch, abi="stable")

@@ -12,11 +12,12 @@ from packaging.version import InvalidVersion, Version
 from mambawin.archs import Arch, parse_arch
 from mambawin.errors import MambawinError, UsageError
 from mambawin.status import Status
-from mambawin.wheel.abi_audit import floor_of, is_stable
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import release
+from mambawin.wheel.abi_audit import floor_of
 from mambawin.wheel.glibc import VersionNeed
 from mambawin.wheel.gpucode import GpuCode
+from mambawin.wheel.provenance import Provenance
 
 
 def worst(fits: Sequence[StepResult]) -> StepResult:
@@ -117,7 +118,7 @@ def _known_archs(
 ) -> tuple[tuple[Arch, ...], str]:
     if code is not None:
         return code_archs(code), "the extension's fatbin"
-    recorded = (provenance or {}).get("archs") or ()
+    recorded = Provenance.from_dict(provenance).archs
     archs = [_as_arch(str(a).replace("+PTX", ""), ptx=False) for a in recorded]
     ptx = [_as_arch(str(a).replace("+PTX", ""), ptx=True) for a in recorded if "+PTX" in str(a)]
     found = tuple(a for a in archs + ptx if a is not None)
@@ -153,10 +154,10 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
             f"torch {target.torch_version} is a CPU-only build: install a CUDA build "
             "from https://download.pytorch.org/whl/cuXXX"
         )
-    built_torch = str((provenance or {}).get("torch_version") or "")
-    built_cuda = str((provenance or {}).get("cuda_version") or "")
+    record = Provenance.from_dict(provenance)
+    built_torch, built_cuda = record.torch_version, record.cuda_version
     here = f"torch {target.torch_version} (CUDA {target.torch_cuda})"
-    if is_stable(provenance):
+    if record.is_stable:
         return _check_floor(provenance, built_cuda, target)
     if not built_torch or not built_cuda:
         return True, f"{here} installed; the wheel does not record what it was built for"

@@ -20,6 +20,10 @@ from mambawin.packages import (
     package_named,
 )
 from mambawin.status import Status
+from mambawin.verify.options import VerifyOptions
+from mambawin.verify.packages import WheelRef
+from mambawin.verify.report import StepResult, Target, named
+from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.abi_audit import (
     StableCheck,
     check_shim,
@@ -30,10 +34,6 @@ from mambawin.wheel.abi_audit import (
     is_stable,
     stable_libraries,
 )
-from mambawin.verify.options import VerifyOptions
-from mambawin.verify.packages import WheelRef
-from mambawin.verify.report import StepResult, Target, named
-from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.glibc import VersionNeed, file_needs, glibc_of, wheel_needs
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel

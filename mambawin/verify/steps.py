@@ -14,12 +14,12 @@ from mambawin.packages import (
     package_named,
 )
 from mambawin.status import Status
-from mambawin.wheel.abi_audit import is_stable
 from mambawin.verify.conflicts import EnvironmentCheck, check_environment
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, find_wheels, pair_problems
 from mambawin.verify.report import StepResult, named
 from mambawin.verify.sandbox import InstallEnv
+from mambawin.wheel.abi_audit import is_stable
 
 # ---- step 2: requirements resolve on the wheel's platform -----------------------------------
 

@@ -22,6 +22,7 @@ from mambawin.packages import (
     MAMBA,
 )
 from mambawin.verify.sandbox import InstallEnv
+from mambawin.wheel.provenance import Provenance
 
 TEST_FILES: Mapping[str, str] = {
     MAMBA.name: "tests/ops/test_selective_scan.py",
@@ -120,8 +121,8 @@ def source_of(project: str, provenance: Mapping[str, Any] | None) -> Source:
 
 def complex_removed(provenance: Mapping[str, Any] | None) -> bool:
     """Whether the build applied the complex-removal patch (its provenance lists it)."""
-    patches = (provenance or {}).get("patches") or ()
-    return any(isinstance(p, Mapping) and p.get("id") == COMPLEX_PATCH for p in patches)
+    patches = Provenance.from_dict(provenance).patches
+    return any(p.get("id") == COMPLEX_PATCH for p in patches)
 
 
 def fetch_test_file(project: str, source: Source, folder: Path) -> Path:

@@ -38,16 +38,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mambawin.abi import (
-    DEFAULT_ABI,
     STABLE_ABI_TAG,
-    STABLE_FLOOR,
     STABLE_PYTHON_TAG,
     stable_library,
     stable_library_files,
     stable_shim,
     torch_requirement,
 )
-from mambawin.errors import WheelError
 from mambawin.versions import release
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
 from mambawin.wheel.info import WheelFileName, WheelInfo, read_member, read_text_member
@@ -268,10 +265,11 @@ def check_stable_wheel(
 ) -> StableCheck | None:
     """The stable-ABI audit of a wheel opened once; None for a wheel built against torch's C++
     ABI and tagged as one (the check does not apply)."""
-    stable, tagged = is_stable(provenance), stable_tagged(info.file)
+    record = Provenance.from_dict(provenance)
+    stable, tagged = record.is_stable, stable_tagged(info.file)
     if not stable and not tagged:
         return None
-    recorded = (provenance or {}).get("abi") or "missing"
+    recorded = record.abi if provenance and provenance.get("abi") else "missing"
     if not stable:
         return StableCheck(False, (
             f"tagged {info.file.python}-{info.file.abi} (a stable wheel) but the provenance's abi "
@@ -284,7 +282,7 @@ def check_stable_wheel(
             f"{info.file.abi}: a stable wheel is py3-none-<platform>; rebuild it with "
             "`mambawin build --abi stable`"
         ))  # fmt: skip
-    return audit_libraries(archive, info, floor_of(provenance))
+    return audit_libraries(archive, info, record.floor)
 
 
 def audit_libraries(archive: zipfile.ZipFile, info: WheelInfo, floor: Version) -> StableCheck:

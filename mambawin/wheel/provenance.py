@@ -7,9 +7,9 @@ import json
 import zipfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Protocol
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
