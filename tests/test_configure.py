@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from mambawin.builder.configure import configure, configure_env, gencode_pairs
+from mambawin.builder.configure import DistInfo, configure, configure_env, gencode_pairs
 from mambawin.errors import BuildError
 from mambawin.packages import MAMBA
 
@@ -81,3 +82,21 @@ def test_env_forces_the_cuda_build_on() -> None:
 def test_gencode_pairs_both_spellings() -> None:
     flags = ("-O3", "-gencode", "arch=compute_75,code=sm_75", "-gencode=arch=compute_90,code=sm_90")
     assert gencode_pairs(flags) == ("arch=compute_75,code=sm_75", "arch=compute_90,code=sm_90")
+
+
+def test_a_setup_py_whose_metadata_setuptools_refuses_is_named_with_the_fix(
+    tmp_path: Path,
+) -> None:
+    """The cross build asks setuptools for the wheel's .dist-info: a bad setup() argument is one
+    line naming it (not a hint about torch and CUDA_HOME), and nothing is left half-written."""
+    tree = tmp_path / "tree"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "stable_ext", tree)
+    setup_py = tree / "setup.py"
+    setup_py.write_text(
+        setup_py.read_text().replace('python_requires=">=3.9"', 'python_requires="three"')
+    )
+    out = tmp_path / "dist-info"
+    out.mkdir()
+    with pytest.raises(BuildError, match=r"could not write the wheel's metadata .*'three'"):
+        configure(tree, dist_info=DistInfo(out, "py3-none-win_amd64"))
+    assert not list(out.iterdir())

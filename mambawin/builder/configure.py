@@ -28,6 +28,7 @@ PLATFORM_VAR = "MAMBAWIN_CONFIGURE_PLATFORM"
 DIST_INFO_VAR = "MAMBAWIN_CONFIGURE_DIST_INFO"  # a folder: write setuptools' .dist-info there
 VERSION_VAR = "MAMBAWIN_CONFIGURE_VERSION"  # the fetched version, when setup.py's is less
 TAG_VAR = "MAMBAWIN_CONFIGURE_WHEEL_TAG"  # the WHEEL file's Tag (python, abi, platform)
+METADATA_ERROR = "MAMBAWIN_DIST_INFO_ERROR:"
 TIMEOUT_S = 300
 
 # Runs inside the user's Python with setup.py's folder as cwd. Kept tiny and dependency-free.
@@ -55,7 +56,11 @@ if _dist_info:
     _attrs = dict(_seen)
     if os.environ.get("{VERSION_VAR}"):
         _attrs["version"] = os.environ["{VERSION_VAR}"]
-    _dist = _real_setup(**_attrs, script_args=["-q", "dist_info", "--output-dir", _dist_info])
+    try:
+        _dist = _real_setup(**_attrs, script_args=["-q", "dist_info", "--output-dir", _dist_info])
+    except BaseException as exc:  # setuptools reports a bad setup() argument as SystemExit
+        print("{METADATA_ERROR}" + str(exc).replace("\\n", " "), flush=True)
+        raise SystemExit(1)
     _folder = next(n for n in os.listdir(_dist_info) if n.endswith(".dist-info"))
     _wheel = _dist.get_command_obj("bdist_wheel")
     _wheel.root_is_pure = False
@@ -135,6 +140,13 @@ def configure(
     try:
         done = proc.run(argv, cwd=Path(source), env=run_env, timeout=TIMEOUT_S)
     except CommandError as exc:
+        failed = [ln for ln in exc.tail.splitlines() if ln.startswith(METADATA_ERROR)]
+        if failed:
+            msg = (
+                f"setuptools could not write the wheel's metadata from {Path(source) / 'setup.py'}: "
+                f"{failed[-1][len(METADATA_ERROR) :].strip()}; fix the setup() arguments it names"
+            )
+            raise BuildError(msg) from None
         reason = proc.last_line(exc.tail) or exc
         msg = (
             f"configure-only run of {Path(source) / 'setup.py'} failed: {reason}; "
