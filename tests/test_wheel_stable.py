@@ -15,6 +15,7 @@ from wheel.wheelfile import WheelFile
 from mambawin.abi import STABLE_FLOOR, torch_requirement
 from mambawin.builder.key import KeyInputs, build_key
 from mambawin.errors import WheelError
+from mambawin.wheel import abi_audit
 from mambawin.wheel.guard import Built, guard_versions, set_guard
 from mambawin.wheel.info import read_wheel
 from mambawin.wheel.metadata import requirements
@@ -164,3 +165,41 @@ def test_the_key_separates_abis_and_keeps_torch_keys() -> None:
     fields = {k: v for k, v in asdict(inputs).items() if k != "abi"}
     before = hashlib.sha256(json.dumps(fields, sort_keys=True).encode("utf-8")).hexdigest()[:16]
     assert build_key(inputs) == before
+
+
+@pytest.mark.parametrize(
+    ("record", "stable", "floor"),
+    [
+        ({"abi": "stable", "torch_floor": "2.11", "cuda_version": "13.0"}, True, "2.11"),
+        # an older record without its floor: stable for the audit, so stable for the guard too
+        ({"abi": "stable", "cuda_version": "13.0"}, True, "2.10"),
+        ({"abi": "torch", "torch_version": "2.8.0", "cuda_version": "12.9"}, False, None),
+        ({"torch_version": "2.8.0", "cuda_version": "12.9"}, False, None),
+    ],
+)
+def test_the_guard_and_the_audit_agree_on_what_makes_a_wheel_stable(
+    record: dict[str, str], stable: bool, floor: str | None
+) -> None:
+    provenance = Provenance.from_dict(record)
+    assert provenance.is_stable is stable is abi_audit.is_stable(record)
+    built = guard_versions(record)
+    assert built is not None and built.at_least is stable
+    if floor is not None:
+        assert built.torch == floor == str(provenance.floor) == str(abi_audit.floor_of(record))
+
+
+def test_the_typed_provenance_reads_back_what_it_wrote() -> None:
+    written = Provenance(
+        upstream_repo="r",
+        commit="c",
+        patches=({"id": "arch-list", "status": "applied"},),
+        archs=("sm_90",),
+        abi="stable",
+        torch_floor="2.10",
+        build_date="2023-11-14T22:13:20+00:00",
+    )
+    assert Provenance.from_dict(written.to_dict()) == written
+    assert Provenance.from_dict(None) == Provenance(build_date="")
+    assert written.torch_target == ">= 2.10"
+    with pytest.raises(WheelError, match="torch_floor 'x' is not a version"):
+        _ = Provenance.from_dict({"abi": "stable", "torch_floor": "x"}).floor

@@ -142,9 +142,11 @@ def configure(
     except CommandError as exc:
         failed = [ln for ln in exc.tail.splitlines() if ln.startswith(METADATA_ERROR)]
         if failed:
+            setup_py = Path(source) / "setup.py"
+            reason = failed[-1][len(METADATA_ERROR) :].strip()
             msg = (
-                f"setuptools could not write the wheel's metadata from {Path(source) / 'setup.py'}: "
-                f"{failed[-1][len(METADATA_ERROR) :].strip()}; fix the setup() arguments it names"
+                f"setuptools could not write the wheel's metadata from {setup_py}: {reason}; "
+                "fix the setup() arguments it names"
             )
             raise BuildError(msg) from None
         reason = proc.last_line(exc.tail) or exc

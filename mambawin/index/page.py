@@ -11,9 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from mambawin.errors import WheelError
 from mambawin.index.model import IndexedWheel
 from mambawin.index.serve import is_stable_wheel
 from mambawin.versions import release
+from mambawin.wheel.provenance import Provenance
 
 API = "1.0"  # PEP 629/691 repository version
 _HEAD = (
@@ -144,29 +146,28 @@ def _install(folders: Mapping[str, Sequence[str]], *, stable: bool) -> str:
 
 
 def _row(wheel: IndexedWheel) -> str:
-    prov: Mapping[str, Any] = wheel.provenance or {}
+    prov = Provenance.from_dict(wheel.provenance)
+    try:
+        torch = prov.torch_target if wheel.provenance else "—"
+    except WheelError:  # a floor that is no version: shown as unknown, like a missing one
+        torch = "—"
     cells = [
         f'<a href="files/{escape(wheel.file, quote=True)}">{escape(wheel.file)}</a><br>'
         f"<code>sha256 {wheel.sha256[:16]}…</code>",
         escape(", ".join(wheel.tags)),
-        escape(str(prov.get("torch_version") or "—")),
-        escape(str(prov.get("cuda_version") or wheel.variant or "—")),
-        escape(", ".join(str(a) for a in prov.get("archs") or ()) or "—"),
+        escape(torch.replace("?", "—")),
+        escape(prov.cuda_version or wheel.variant or "—"),
+        escape(", ".join(prov.archs) or "—"),
         _upstream(prov),
-        escape(
-            ", ".join(
-                str(p.get("id", p)) for p in prov.get("patches") or () if isinstance(p, Mapping)
-            )
-            or "—"
-        ),
-        escape(" ".join(str(prov.get(k) or "") for k in ("build_date", "compiler")).strip() or "—"),
+        escape(", ".join(p.get("id", "") for p in prov.patches) or "—"),
+        escape(" ".join((prov.build_date, prov.compiler)).strip() or "—"),
         _verify(wheel.verify),
     ]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>\n"
 
 
-def _upstream(prov: Mapping[str, Any]) -> str:
-    repo, commit, ref = (str(prov.get(k) or "") for k in ("upstream_repo", "commit", "ref"))
+def _upstream(prov: Provenance) -> str:
+    repo, commit, ref = prov.upstream_repo, prov.commit, prov.ref
     if not (repo or commit):
         return "— (no provenance)"
     label = escape(f"{ref or ''} {commit[:10]}".strip() or repo)

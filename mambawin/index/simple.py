@@ -81,7 +81,7 @@ from mambawin.index.serve import (
 from mambawin.index.serve import torches as named_torches
 from mambawin.versions import release
 from mambawin.wheel.info import open_wheel, read_message, read_text_member, sha256_file
-from mambawin.wheel.provenance import provenance_in
+from mambawin.wheel.provenance import Provenance, provenance_in
 
 FILES = "files"
 
@@ -383,7 +383,7 @@ def _variant(provenance: Mapping[str, Any] | None, local: str | None) -> str | N
     match = _VARIANT.match(local or "")
     if match:
         return match[1]
-    parts = str((provenance or {}).get("cuda_version") or "").split(".")
+    parts = Provenance.from_dict(provenance).cuda_version.split(".")
     if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
         return f"cu{parts[0]}{parts[1]}"
     return None
