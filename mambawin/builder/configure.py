@@ -143,9 +143,9 @@ def configure(
         failed = [ln for ln in exc.tail.splitlines() if ln.startswith(METADATA_ERROR)]
         if failed:
             setup_py = Path(source) / "setup.py"
-            reason = failed[-1][len(METADATA_ERROR) :].strip()
+            refused = failed[-1][len(METADATA_ERROR) :].strip()
             msg = (
-                f"setuptools could not write the wheel's metadata from {setup_py}: {reason}; "
+                f"setuptools could not write the wheel's metadata from {setup_py}: {refused}; "
                 "fix the setup() arguments it names"
             )
             raise BuildError(msg) from None

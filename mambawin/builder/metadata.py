@@ -17,12 +17,7 @@ from mambawin.builder.workspace import sha256_of
 from mambawin.errors import BuildError
 from mambawin.wheel.abi_audit import audit_libraries
 from mambawin.wheel.info import open_wheel
-from mambawin.wheel.provenance import (
-    Provenance,
-    local_version_label,
-    record,
-    stable_label,
-)
+from mambawin.wheel.provenance import Provenance, record
 from mambawin.wheel.repack import rewrite_wheel
 
 
@@ -35,19 +30,8 @@ def rewrite(
     stats: CacheStats | None,
 ) -> Path:
     """Requirements for the wheel's platform, local version, provenance: a new wheel."""
-    tools = prepared.toolchain
-    provenance = record(
-        prepared.checkout,
-        patches=tuple(prepared.applied()),
-        left_out=tuple(prepared.left_out()),
-        archs=tuple(format_archs(prepared.archs).split(";")),
-        torch_version=tools.torch,
-        cuda_version=tools.cuda,
-        compiler=tools.compiler,
-        abi=options.abi,
-        epoch=prepared.epoch,
-    )
-    label = local_label(label_choice, prepared, options)
+    provenance = provenance_of(prepared, options)
+    label = local_label(label_choice, provenance)
     digest = finals.rewrite_digest(
         {
             "wheel": sha256_of(wheel),
@@ -104,6 +88,22 @@ def pack(
     )
 
 
+def provenance_of(prepared: Prepared, options: BuildOptions) -> Provenance:
+    """A native build's provenance, through the one writer every backend uses."""
+    tools = prepared.toolchain
+    return record(
+        prepared.checkout,
+        patches=tuple(prepared.applied()),
+        left_out=tuple(prepared.left_out()),
+        archs=tuple(format_archs(prepared.archs).split(";")),
+        torch_version=tools.torch,
+        cuda_version=tools.cuda,
+        compiler=tools.compiler,
+        abi=options.abi,
+        epoch=prepared.epoch,
+    )
+
+
 def refuse_unstable(wheel: Path) -> None:
     """BuildError, before any wheel is written, when setup.py's library breaks the stable form
     verify would refuse (a torch C++ symbol, Python, a static libstdc++ from the compiler)."""
@@ -116,13 +116,6 @@ def refuse_unstable(wheel: Path) -> None:
         raise BuildError(msg)
 
 
-def local_label(choice: str | None, prepared: Prepared, options: BuildOptions) -> str | None:
+def local_label(choice: str | None, provenance: Provenance) -> str | None:
     """The wheel's local label: the user's, else what it was built for (auto)."""
-    if choice != "auto":
-        return choice
-    tools = prepared.toolchain
-    if not (tools.cuda and tools.torch):
-        return None
-    if options.abi == "stable":
-        return stable_label(tools.cuda, str(STABLE_FLOOR))
-    return local_version_label(tools.cuda, tools.torch)
+    return provenance.label if choice == "auto" else choice

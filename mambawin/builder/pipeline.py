@@ -130,7 +130,7 @@ def plan(
         key=prepared.key,
         build_dir=prepared.workspace.root,
         reuses_objects=holds(prepared.workspace, prepared.key),
-        local_version=metadata.local_label(label_choice, prepared, options),
+        local_version=metadata.local_label(label_choice, metadata.provenance_of(prepared, options)),
         package=prepared.package.name,
     )
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 
-from mambawin.abi import STABLE_FLOOR
 from mambawin.archs import format_archs
 from mambawin.builder.configure import DistInfo, configure
 from mambawin.builder.options import BuildOptions, nvcc_threads
@@ -26,7 +25,7 @@ from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT
 from mambawin.toolchain.wine import WindowsToolchain
-from mambawin.wheel.provenance import record, source_date_epoch, stable_label
+from mambawin.wheel.provenance import record, source_date_epoch
 
 WINDOWS = "win_amd64"
 
@@ -103,7 +102,7 @@ def build_windows(
             jobs=options.jobs or 2,
             provenance=provenance,
             date_epoch=epoch,
-            local_version=stable_label(cuda, str(STABLE_FLOOR)) if cuda else None,
+            local_version=provenance.label,
         )
         return cross_build(cross, tools)
 

@@ -95,6 +95,21 @@ class Provenance:
             raise WheelError(msg) from None
 
     @property
+    def label(self) -> str | None:
+        """The local version label naming what the build is for, one rule for every backend:
+        `cu130.stable.torch2.10` (stable: CUDA and floor), `cu129torch2.8` (CUDA and torch);
+        None when the record lacks them."""
+        if not self.cuda_version:
+            return None
+        if self.is_stable:
+            return stable_label(self.cuda_version, str(self.floor))
+        return (
+            local_version_label(self.cuda_version, self.torch_version)
+            if self.torch_version
+            else None
+        )
+
+    @property
     def torch_target(self) -> str:
         """What torch the binary was built for, as a user reads it: `>= 2.10` for a stable
         build, `2.8.0` for one torch, `?` when unrecorded."""
