@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 from mambawin import proc
 from mambawin.archs import parse_archs
 from mambawin.builder.configure import DistInfo, configure
+from mambawin.builder.options import BuildOptions
 from mambawin.cli import app
-from mambawin.cross import audit, link, pack, pipeline, symbols
+from mambawin.cross import audit, link, pack, pipeline, source, symbols
 from mambawin.errors import BuildError, ToolchainError, UsageError, WheelError
 from mambawin.fetch import upstream
 from mambawin.toolchain import wine
@@ -478,3 +479,14 @@ def test_the_windows_cuda_version_comes_from_its_cuda_h(tmp_path: Path) -> None:
     assert toolchain.cuda_version() is None
     (tmp_path / "cu13" / "include" / "cuda.h").write_text("#define CUDA_VERSION 13000\n")
     assert toolchain.cuda_version() == "13.0"
+
+
+@pytest.mark.parametrize(("requested", "archs", "threads"), [(7, "90", "7"), (None, "80;90", "2")])
+def test_the_cross_build_gives_nvcc_the_threads_a_native_build_would(
+    requested: int | None, archs: str, threads: str
+) -> None:
+    """--nvcc-threads reaches setup.py's nvcc flags (it was always `--threads 4`)."""
+    options = BuildOptions(ref="v0.1.0", archs=tuple(parse_archs(archs)), nvcc_threads=requested)
+    config = configure(FIXTURE, source.configure_env_of(options))
+    at = config.nvcc_flags.index("--threads")
+    assert config.nvcc_flags[at + 1] == threads

@@ -597,3 +597,14 @@ def test_a_stable_wheels_requirements_resolve_for_this_python_on_its_own_platfor
         "cp",
     )
     assert target.abi == f"cp{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def test_a_stable_wheel_without_torch_version_names_its_floor_not_a_question_mark(
+    tmp_path, libraries
+):
+    """A cross-built stable wheel records no torch_version (no torch compiled it): verify says
+    what it fits, `for torch >= 2.10`, where it printed `for torch ?`."""
+    cross = {k: v for k, v in STABLE.items() if k != "torch_version"}
+    result = _static(_stable_wheel(tmp_path, libraries["good"], provenance=cross))
+    assert "for torch >= 2.10, CUDA 13.0" in json.dumps(result.details) + result.summary
+    assert "for torch ?" not in json.dumps(result.details) + result.summary

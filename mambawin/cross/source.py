@@ -72,7 +72,7 @@ def build_windows(
         (work / "dist-info").mkdir()
         config = configure(
             tree,
-            {**os.environ, "NVCC_THREADS": str(nvcc_threads(options, options.archs))},
+            configure_env_of(options),
             package,
             platform="win32",
             dist_info=DistInfo(work / "dist-info", f"py3-none-{WINDOWS}", checkout.version),
@@ -105,6 +105,12 @@ def build_windows(
             local_version=provenance.label,
         )
         return cross_build(cross, tools)
+
+
+def configure_env_of(options: BuildOptions) -> dict[str, str]:
+    """The environment setup.py is configured in: nvcc's --threads as a native build gets it
+    (--nvcc-threads, else one per gencode target up to 4), read by the nvcc-threads patch."""
+    return {**os.environ, "NVCC_THREADS": str(nvcc_threads(options, options.archs))}
 
 
 def _slug(ref: str | None) -> str:
