@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from mambawin import proc
 from mambawin.abi import target_version
 from mambawin.archs import parse_archs
-from mambawin.builder.configure import SetupConfig
+from mambawin.builder.configure import DistInfo, SetupConfig, configure
 from mambawin.cross.audit import pe_imports
 from mambawin.cross.pipeline import CrossOptions, cross_build
 from mambawin.toolchain import wine
@@ -57,9 +58,13 @@ def test_the_fixture_cross_builds_into_a_stable_windows_wheel(
 ) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     toolchain, launcher = real
+    (tmp_path / "dist-info").mkdir()
+    configured = configure(
+        FIXTURE, dist_info=DistInfo(tmp_path / "dist-info", "py3-none-win_amd64")
+    )
     options = CrossOptions(
         tree=FIXTURE,
-        config=fixture_config(),
+        config=replace(fixture_config(), dist_info=configured.dist_info),
         toolchain=toolchain,
         wine=launcher,
         archs=tuple(parse_archs("90")),
