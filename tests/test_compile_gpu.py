@@ -3,10 +3,13 @@
 `MAMBAWIN_TEST_STABLE_WHEELS=<folder with a stable mamba-ssm and causal-conv1d wheel> pytest -m gpu
 tests/test_compile_gpu.py`: the wheels are installed into a scratch folder (no dependencies: torch,
 triton, einops and transformers come from this interpreter) and verify's compile runner runs there
-in a child process: upstream's Mamba and Mamba2 blocks, forward and backward, float32 and
-bfloat16, must be one graph with no break (torch._dynamo.explain), compile with fullgraph=True and
-match eager within verify's tolerances; MambaLMHeadModel (Mamba1 and Mamba2 layers) a training
-step the same way; and the blocks under mode="reduce-overhead" (CUDA graphs).
+in a child process, once per model: upstream's Mamba and Mamba2 blocks forward and backward, and
+MambaLMHeadModel (Mamba1 and Mamba2 layers) a training step, in float32 and bfloat16; and the
+blocks under mode="reduce-overhead" (CUDA graphs). Each must match eager within verify's
+tolerances and be one graph with no break (torch._dynamo.explain, fullgraph=True); a model whose
+upstream Python stops the graph at a line the runner knows (UPSTREAM_LIMITS, docs/stable-abi.md:
+Mamba2's backward reads a Triton autotuner's choice) must name that line and still match eager
+compiled without fullgraph. Any other break fails.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parent.parent
+# Models whose graphs upstream's own Python stops (the runner names the line); all others whole.
+LIMITED = {"Mamba2", "MambaLMHeadModel[Mamba2]"}
 
 
 @pytest.fixture(scope="module")
@@ -50,21 +55,30 @@ def compile_rows(site: Path, *args: str) -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])["rows"]
 
 
-def _assert_whole_graphs(rows: list[dict], expected: int) -> None:
+def _assert_compiled(rows: list[dict], expected: int) -> None:
     assert len(rows) == expected
     for row in rows:
         where = f"{row['model']} {row['dtype']}: {row['reason']} {row.get('reasons')}"
-        assert row["passed"], where
-        assert (row["graphs"], row["breaks"]) == (1, 0), where
+        assert row["passed"], where  # matches eager (and, unless limited, one graph)
+        if row["model"] not in LIMITED or "limit" not in row:
+            assert (row["graphs"], row["breaks"]) == (1, 0), where
+        else:
+            assert row["limit"].startswith("upstream's "), where
 
 
-def test_blocks_and_lm_training_steps_compile_whole_and_match_eager(site: Path) -> None:
-    rows = compile_rows(
-        site, "--dtypes", "float32,bfloat16", "--lm", "Mamba1", "--lm", "Mamba2", "--iters", "3"
-    )
-    _assert_whole_graphs(rows, 8)  # 2 blocks and 2 LMs, in 2 dtypes
+@pytest.mark.parametrize(
+    "model",
+    [("--block", "Mamba"), ("--block", "Mamba2"), ("--lm", "Mamba1"), ("--lm", "Mamba2")],
+    ids=["Mamba", "Mamba2", "LM-Mamba1", "LM-Mamba2"],
+)
+def test_compiles_whole_forward_and_backward_and_matches_eager(
+    site: Path, model: tuple[str, str]
+) -> None:
+    rows = compile_rows(site, *model, "--dtypes", "float32,bfloat16", "--iters", "3")
+    _assert_compiled(rows, 2)
 
 
-def test_blocks_compile_whole_with_cuda_graphs(site: Path) -> None:
-    rows = compile_rows(site, "--dtypes", "bfloat16", "--mode", "reduce-overhead", "--iters", "3")
-    _assert_whole_graphs(rows, 2)
+@pytest.mark.parametrize("block", ["Mamba", "Mamba2"])
+def test_blocks_compile_with_cuda_graphs(site: Path, block: str) -> None:
+    args = ("--block", block, "--dtypes", "bfloat16", "--mode", "reduce-overhead", "--iters", "3")
+    _assert_compiled(compile_rows(site, *args), 1)

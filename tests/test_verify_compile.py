@@ -138,3 +138,26 @@ def test_a_dynamo_error_is_one_line_naming_the_users_line():
         "(at /site/causal_conv1d/cpp_functions.py:104 in causal_conv1d_fwd_function)"
     )
     assert runner.failure(ValueError("plain\nsecond")) == "ValueError: plain"
+
+
+def test_only_a_known_upstream_line_makes_a_broken_graph_a_limit():
+    at_upstream = (
+        "Unsupported: Unsupported method call (at /site/mamba_ssm/ops/triton/"
+        "ssd_state_passing.py:278 in _state_passing_bwd)"
+    )
+    limit = runner.upstream_limit(at_upstream)
+    assert limit is not None and limit.startswith("upstream's ssd_state_passing.py")
+    assert "best_config" in limit
+    elsewhere = "Unsupported: out= tensor (at /site/causal_conv1d/cpp_functions.py:104 in f)"
+    assert runner.upstream_limit(elsewhere) is None
+
+
+def test_a_limited_row_passes_on_its_numbers_and_says_how_far_the_graph_goes():
+    limited = {"graphs": 3, "breaks": 2, "reasons": ["r"], "limit": "upstream's x.py (f) why"}
+    times = {"eager_ms": 2.0, "compiled_ms": 1.9}
+    row = runner._row(limited, {"out": WITHIN}, times)
+    assert row["passed"] and row["reason"] == (
+        "upstream's x.py (f) why; without fullgraph 3 graphs; largest error out 0.01"
+    )
+    off = {"max_abs": 0.5, "max_rel": 0.9, "ratio": 3.0}
+    assert not runner._row(limited, {"out": off}, times)["passed"]

@@ -18,6 +18,7 @@ import importlib
 import json
 import re
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,19 +68,19 @@ def graph_breaks(function: Callable[..., Any], *args: Any) -> dict[str, Any]:
 
 
 def timed_ms(step: Callable[[], Any], iters: int, warmup: int = 3) -> float:
-    """Median milliseconds of step() on the GPU (CUDA events around each call)."""
+    """Median wall milliseconds of step(), the GPU synchronised before and after each call (what
+    a training loop waits for: launches and kernels)."""
     import torch
 
     for _ in range(warmup):
         step()
     times = []
     for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        start = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
     return sorted(times)[len(times) // 2]
 
 
@@ -109,16 +110,57 @@ def verdict(breaks: dict[str, Any], errors: dict[str, dict[str, float]]) -> tupl
     if breaks["breaks"] or breaks["graphs"] != 1:
         first = breaks["reasons"][0] if breaks["reasons"] else "no reason given"
         return False, f"{breaks['graphs']} graphs, {breaks['breaks']} breaks: {first}"
+    return _within(errors, "1 graph, 0 breaks")
+
+
+def _within(errors: dict[str, dict[str, float]], graphs: str) -> tuple[bool, str]:
     name, worst = max(errors.items(), key=lambda kv: kv[1]["ratio"])
     if worst["ratio"] > 1.0:
         return False, f"{name} off by {worst['max_abs']:.3g} ({worst['ratio']:.3g}x tolerance)"
-    return True, f"1 graph, 0 breaks; largest error {name} {worst['max_abs']:.3g}"
+    return True, f"{graphs}; largest error {name} {worst['max_abs']:.3g}"
 
 
-def _compiled(model: Any, mode: str) -> Any:
+# Upstream lines that keep a model from being one graph whatever the wheel does, by (file,
+# function) as a fullgraph failure names them: why. Found on the H100 (docs/stable-abi.md).
+UPSTREAM_LIMITS = {
+    ("ssd_state_passing.py", "_state_passing_bwd"): (
+        "reads the Triton autotuner's choice after the launch "
+        '(`_state_passing_bwd_kernel.best_config.kwargs["BLOCK_SIZE"]`), a value known only '
+        "when the kernel has run"
+    ),
+}
+
+
+def upstream_limit(reason: str) -> str | None:
+    """Why the graph cannot be whole, when a fullgraph failure is at a known upstream line."""
+    for (file, function), why in UPSTREAM_LIMITS.items():
+        if f"{file}:" in reason and reason.endswith(f" in {function})"):
+            return f"upstream's {file} ({function}) {why}"
+    return None
+
+
+def without_fullgraph(run: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    """run() with dynamo's counters fresh: its result, and the graphs and breaks it compiled."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    result = run()
+    reasons = sorted(counters["graph_break"])
+    found = {
+        "graphs": int(counters["stats"]["unique_graphs"]),
+        "breaks": int(sum(counters["graph_break"].values())),
+        "reasons": [r.splitlines()[0][:300] for r in reasons],
+    }
+    return result, found
+
+
+def _compile(function: Any, mode: str, *, fullgraph: bool = True) -> Any:
     import torch
 
-    return torch.compile(model, fullgraph=True, mode=None if mode == "default" else mode)
+    chosen = None if mode == "default" else mode
+    return torch.compile(function, fullgraph=fullgraph, mode=chosen)
 
 
 def _new_step(mode: str) -> None:
@@ -126,7 +168,31 @@ def _new_step(mode: str) -> None:
     if mode == "reduce-overhead":
         import torch
 
-        torch.compiler.cudagraph_mark_step_begin()
+        torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]
+
+
+def _limited(
+    exc: Exception, breaks: dict[str, Any], retry: Callable[[], Any]
+) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
+    """After fullgraph failed: the failing row, or, when the failure is a known upstream limit,
+    retry() compiled without fullgraph and the graphs it took (how far the graph goes)."""
+    reason = failure(exc)
+    limit = upstream_limit(reason)
+    if limit is None:
+        return {"passed": False, "reason": reason, **breaks}
+    result, found = without_fullgraph(retry)
+    return result, {**found, "limit": limit}
+
+
+def _row(
+    breaks: dict[str, Any], errors: dict[str, dict[str, float]], times: dict[str, float]
+) -> dict[str, Any]:
+    if "limit" in breaks:
+        graphs = f"{breaks['limit']}; without fullgraph {breaks['graphs']} graphs"
+        passed, reason = _within(errors, graphs)
+    else:
+        passed, reason = verdict(breaks, errors)
+    return {"passed": passed, "reason": reason, **breaks, "errors": errors, **times}
 
 
 def check_block(
@@ -145,27 +211,31 @@ def check_block(
     def step(model: Any, inp: Any) -> Any:
         _new_step(mode if model is not eager else "default")
         model.zero_grad(set_to_none=True)
+        inp.grad = None  # accumulating would read a CUDA graph's overwritten output
         out = model(inp)
         out.backward(grad)
-        return out
+        return out.detach().clone()
 
     x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
-    y_eager = step(eager, x_eager).detach().clone()
+    y_eager = step(eager, x_eager)
     breaks = graph_breaks(compiled_model, x.clone().requires_grad_())
-    compiled = _compiled(compiled_model, mode)
+    compiled = _compile(compiled_model, mode)
     try:
-        y_compiled = step(compiled, x_compiled).detach().clone()
-    except Exception as exc:  # fullgraph refused a break: report it with explain's count
-        return {"passed": False, "reason": failure(exc), **breaks}
+        y_compiled = step(compiled, x_compiled)
+    except Exception as exc:  # fullgraph refused a break
+        compiled = _compile(compiled_model, mode, fullgraph=False)
+        limited = _limited(exc, breaks, lambda: step(compiled, x_compiled))
+        if isinstance(limited, dict):
+            return limited
+        y_compiled, breaks = limited
     errors = errors_against(
         dtype, (y_compiled, x_compiled.grad, compiled_model), (y_eager, x_eager.grad, eager)
     )
-    passed, reason = verdict(breaks, errors)
     times = {
         "eager_ms": timed_ms(lambda: step(eager, x_eager), iters),
         "compiled_ms": timed_ms(lambda: step(compiled, x_compiled), iters),
     }
-    return {"passed": passed, "reason": reason, **breaks, "errors": errors, **times}
+    return _row(breaks, errors, times)
 
 
 def check_lm(
@@ -189,10 +259,8 @@ def check_lm(
         logits = model(tokens).logits
         return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
 
-    compiled_loss = torch.compile(loss_of, fullgraph=True, mode=None if mode == "default" else mode)
-
     def step(model: Any, loss_fn: Callable[..., Any]) -> Any:
-        _new_step(mode if loss_fn is compiled_loss else "default")
+        _new_step(mode if loss_fn is not loss_of else "default")
         model.zero_grad(set_to_none=True)
         loss = loss_fn(model, ids)
         loss.backward()
@@ -200,23 +268,28 @@ def check_lm(
 
     loss_eager = step(eager, loss_of)
     breaks = graph_breaks(loss_of, compiled_model, ids)
+    compiled_loss = _compile(loss_of, mode)
     try:
         loss_compiled = step(compiled_model, compiled_loss)
-    except Exception as exc:  # fullgraph refused a break: report it with explain's count
-        return {"passed": False, "reason": failure(exc), **breaks}
+    except Exception as exc:  # fullgraph refused a break
+        compiled_loss = _compile(loss_of, mode, fullgraph=False)
+        limited = _limited(exc, breaks, lambda: step(compiled_model, compiled_loss))
+        if isinstance(limited, dict):
+            return limited
+        loss_compiled, breaks = limited
     errors = errors_against(dtype, (loss_compiled, None, compiled_model), (loss_eager, None, eager))
     for model in (eager, compiled_model):
         torch.optim.SGD(model.parameters(), lr=0.1).step()
     with torch.no_grad():
+        _new_step(mode)
         after = (compiled_loss(compiled_model, ids).detach().clone(), loss_of(eager, ids))
     rtol, atol = TOLERANCES[dtype]
     errors["loss_after_step"] = compare(after[0], after[1], rtol, atol)
-    passed, reason = verdict(breaks, errors)
     times = {
         "eager_ms": timed_ms(lambda: step(eager, loss_of), iters),
         "compiled_ms": timed_ms(lambda: step(compiled_model, compiled_loss), iters),
     }
-    return {"passed": passed, "reason": reason, **breaks, "errors": errors, **times}
+    return _row(breaks, errors, times)
 
 
 def failure(exc: BaseException) -> str:
@@ -315,7 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"--dtypes from {', '.join(DTYPES)}; --seqlen, --batch, --iters >= 1; --d-model a "
             "multiple of 64"
         )
-    blocks = args.block if args.block is not None else [b.name for b in BLOCKS]
+    # Both blocks unless the call names blocks or LM layers (then only those).
+    blocks = args.block or ([] if args.lm else [b.name for b in BLOCKS])
     report = run(
         blocks,
         args.lm,
