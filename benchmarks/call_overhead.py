@@ -114,10 +114,8 @@ def measure(label: str, runs: int, calls: int, new_tokens: int) -> dict[str, Any
 
 def compare(first: dict[str, Any], second: dict[str, Any]) -> str:
     """A markdown table: medians (min..max) of both, and first/second."""
-    lines = [
-        f"| measure | {first['label']} | {second['label']} | {first['label']} / {second['label']} |",
-        "|---|---|---|---|",
-    ]
+    a_label, b_label = first["label"], second["label"]
+    lines = [f"| measure | {a_label} | {b_label} | {a_label} / {b_label} |", "|---|---|---|---|"]
     for key, unit in (("us_per_call", "µs"), ("tokens_per_s", "tok/s")):
         for name, values in first[key].items():
             a, b = statistics.median(values), statistics.median(second[key][name])

@@ -47,14 +47,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--d-model", type=int, default=768)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument(
+        "--models",
+        default="Mamba,Mamba2,LM-Mamba1,LM-Mamba2",
+        help="Blocks (Mamba, Mamba2) and LMs (LM-Mamba1, LM-Mamba2), comma-separated.",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    models = args.models.split(",")
+    blocks = [b.name for b in BLOCKS if b.name in models]
+    layers = [layer for layer in LM_LAYERS if f"LM-{layer}" in models]
     reports = []
     for seqlen in (int(n) for n in args.lengths.split(",")):
         reports.append(
             run(
-                [b.name for b in BLOCKS],
-                LM_LAYERS,
+                blocks,
+                layers,
                 (args.dtype,),
                 seqlen=seqlen,
                 batch=args.batch,
