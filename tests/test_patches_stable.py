@@ -25,7 +25,12 @@ from mambawin.cli import app
 from mambawin.errors import PatchError, UsageError
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
 from mambawin.patch.base import PatchContext, PatchOptions, Tree, marked_block
-from mambawin.patch.causal_conv1d import stable_binding, stable_kernels, stable_shim
+from mambawin.patch.causal_conv1d import (
+    stable_binding,
+    stable_functions,
+    stable_kernels,
+    stable_shim,
+)
 from mambawin.patch.causal_conv1d.stable_binding_cpp import binding
 from mambawin.patch.causal_conv1d.stable_shapes import SHAPES, shape_of
 from mambawin.patch.engine import apply_patches
@@ -35,7 +40,13 @@ from mambawin.patch.setup_py import stable_setup
 FIXTURE = Path(__file__).parent / "fixtures" / "causal_conv1d_stable"
 CPP = "csrc/causal_conv1d.cpp"
 KERNELS = stable_kernels.SOURCES
-STABLE_IDS = ("stable-kernels", "stable-shim", "stable-binding", "stable-setup")
+STABLE_IDS = (
+    "stable-kernels",
+    "stable-shim",
+    "stable-functions",
+    "stable-binding",
+    "stable-setup",
+)
 runner = CliRunner()
 
 
@@ -169,7 +180,14 @@ def test_each_upstream_shape_gets_its_binding_and_shim(
     cpp, shim = staged.read(CPP), staged.read("causal_conv1d_cuda.py")
     assert shape_of(cpp) is not None and shape_of(cpp).name == shape  # type: ignore[union-attr]
     assert ("bool deterministic" in cpp) == (shape == "out-deterministic")
-    assert ("return out" in shim) == (shape == "returning")
+    functions = {
+        node.name: [a.arg for a in node.args.args]
+        for node in ast.parse(shim).body
+        if isinstance(node, ast.FunctionDef)
+    }
+    # The out shapes take every output as an argument, and serve cpp_functions.py's functions.
+    assert ("out" in functions["causal_conv1d_fwd"]) == (shape != "returning")
+    assert ("causal_conv1d_fwd_function" in functions) == (shape != "returning")
     assert shim_calls_match_schemas(shim, cpp)
 
 
@@ -183,21 +201,29 @@ def schemas(cpp: str) -> dict[str, list[str]]:
     return found
 
 
+# The shim's names for the ops' overloads (`_FWD = _ops.causal_conv1d_fwd.default`).
+OVERLOADS = {
+    "_FWD": "causal_conv1d_fwd",
+    "_BWD": "causal_conv1d_bwd",
+    "_UPDATE": "causal_conv1d_update",
+}
+
+
 def shim_calls_match_schemas(shim: str, cpp: str) -> bool:
-    """Every `_ops.<op>(...)` call in the shim passes the schema's arguments, by name, in order."""
+    """Every op call in the shim passes the schema's arguments, by name and position, in order."""
     ops = schemas(cpp)
     calls = [
         node
         for node in ast.walk(ast.parse(shim))
         if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "_ops"
+        and isinstance(node.func, ast.Name)
+        and node.func.id in OVERLOADS
     ]
-    assert {call.func.attr for call in calls} == set(ops)  # type: ignore[attr-defined]
+    assert {OVERLOADS[call.func.id] for call in calls} == set(ops)  # type: ignore[attr-defined]
     for call in calls:
+        assert not call.keywords  # positional: an `out=` keyword is what torch.compile refuses
         names = [a.id if isinstance(a, ast.Name) else "deterministic" for a in call.args]
-        assert names == ops[call.func.attr], call.func.attr  # type: ignore[attr-defined]
+        assert names == ops[OVERLOADS[call.func.id]], call.func.id  # type: ignore[attr-defined]
     return True
 
 
@@ -213,10 +239,13 @@ class FakeTorch(types.ModuleType):
         self.ops = types.SimpleNamespace(load_library=self.loaded.append)
         self.ops.causal_conv1d_cuda = types.SimpleNamespace(
             **{
-                op: (lambda *args, op=op: self.calls.append((op, args)))
+                op: types.SimpleNamespace(
+                    default=lambda *args, op=op: self.calls.append((op, args))
+                )
                 for op in ("causal_conv1d_fwd", "causal_conv1d_bwd", "causal_conv1d_update")
             }
         )
+        self.float32 = "float32"
         self.library = types.SimpleNamespace(register_fake=self._register_fake)
 
     def _register_fake(self, name: str) -> Any:
@@ -225,6 +254,27 @@ class FakeTorch(types.ModuleType):
 
     def are_deterministic_algorithms_enabled(self) -> bool:
         return self.deterministic
+
+    @staticmethod
+    def empty_like(like: FakeTensor, dtype: str | None = None) -> FakeTensor:
+        return FakeTensor(f"empty_like({like.name})", dtype or like.dtype)
+
+    @staticmethod
+    def zeros_like(like: FakeTensor, dtype: str | None = None) -> FakeTensor:
+        return FakeTensor(f"zeros_like({like.name})", dtype or like.dtype)
+
+
+class FakeTensor:
+    """A named stand-in tensor: what the shim allocates and converts is visible in its name."""
+
+    def __init__(self, name: str, dtype: str = "bfloat16") -> None:
+        self.name, self.dtype = name, dtype
+
+    def type_as(self, other: FakeTensor) -> FakeTensor:
+        return FakeTensor(f"{self.name}.type_as({other.name})", other.dtype)
+
+    def __repr__(self) -> str:
+        return self.name
 
 
 def write_shim(folder: Path, shape: str, *, library: bool = True) -> Path:
@@ -269,6 +319,70 @@ def test_the_determinism_flag_follows_upstreams_rule(
     shim = exec_shim(write_shim(tmp_path, "out-deterministic"), torch, monkeypatch)
     shim["causal_conv1d_bwd"](*range(12))
     assert torch.calls == [("causal_conv1d_bwd", (*range(12), expected))]
+
+
+def test_cpp_functions_fwd_and_update_allocate_out_and_call_the_op_positionally(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = FakeTorch()
+    shim = exec_shim(write_shim(tmp_path, "out"), torch, monkeypatch)
+    x, w = FakeTensor("x"), FakeTensor("w")
+    out = shim["causal_conv1d_fwd_function"](x, w, None, None, None, None, True)
+    update = shim["causal_conv1d_update_function"](x, "state", w, None, True, None, None)
+    assert (out.name, update.name) == ("empty_like(x)", "empty_like(x)")
+    assert torch.calls == [
+        ("causal_conv1d_fwd", (x, w, None, None, None, out, None, True)),
+        ("causal_conv1d_update", (x, "state", w, None, update, True, None, None)),
+    ]
+
+
+def test_cpp_functions_bwd_fills_the_callers_dx_and_returns_weights_in_their_dtype(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # mamba_inner_fn hands a slice of its dxz buffer as dx: the op must write that very tensor.
+    torch = FakeTorch()
+    shim = exec_shim(write_shim(tmp_path, "out-deterministic"), torch, monkeypatch)
+    x, w, b, dx = FakeTensor("x"), FakeTensor("w"), FakeTensor("b"), FakeTensor("dxz[:, :d]")
+    args = (x, w, b, FakeTensor("dout"), None, None, None)
+    got_dx, dweight, dbias, dinit = shim["causal_conv1d_bwd_function"](*args, dx, False, True)
+    assert got_dx is dx and dinit is None
+    assert (dweight.name, dweight.dtype) == ("zeros_like(w).type_as(w)", "bfloat16")
+    assert dbias.name == "zeros_like(b).type_as(b)"
+    ((op, passed),) = torch.calls
+    assert op == "causal_conv1d_bwd" and passed[7] is dx and passed[8].dtype == "float32"
+    assert passed[-2:] == (True, False)  # silu, then the determinism flag
+
+
+def test_stable_functions_rebinds_the_three_functions_to_the_shims(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    assert stable(root)["stable-functions"] == "applied"
+    text = (root / stable_functions.FILE).read_text()
+    # Upstream's text stays as it was; one import after it rebinds the names to the shim's.
+    assert text.startswith((FIXTURE / stable_functions.FILE).read_text().rstrip("\n"))
+    last = ast.parse(text).body[-1]
+    assert isinstance(last, ast.ImportFrom) and last.module == "causal_conv1d_cuda"
+    assert {a.name for a in last.names} == set(stable_functions.FUNCTIONS)
+
+
+def test_stable_functions_needs_no_file_before_v1_5_1(tmp_path: Path) -> None:
+    root = tree(tmp_path, version="1.5.0", binding_file="returning.cpp")
+    (root / stable_functions.FILE).unlink()
+    ctx = PatchContext(Version("1.5.0"), PatchOptions(abi="stable"), stable_functions.ID)
+    staged = Tree(root)
+    assert stable_functions.transform(staged, ctx) == "not-applicable"
+    assert staged.changed() == {}
+
+
+def test_another_signature_in_cpp_functions_is_drift_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    root = tree(tmp_path)
+    path = root / stable_functions.FILE
+    path.write_text(path.read_text().replace("cache_seqlens, conv_state_indices", "cache_seqlens"))
+    before = hashes(root)
+    with pytest.raises(PatchError, match=r"stable-functions.*def causal_conv1d_update_function"):
+        stable(root)
+    assert hashes(root) == before
 
 
 def test_a_missing_library_is_an_import_error_naming_the_fix(

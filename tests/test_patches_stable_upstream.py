@@ -25,6 +25,7 @@ from mambawin.abi import target_version
 from mambawin.builder.configure import configure
 from mambawin.cli import app
 from mambawin.fetch.version_rules import release_version
+from mambawin.patch.causal_conv1d import stable_functions
 from mambawin.patch.causal_conv1d.stable_kernels import LEFTOVER, SOURCES
 from mambawin.patch.causal_conv1d.stable_shapes import shape_of
 from mambawin.patch.registry import STABLE_VERSIONS
@@ -89,6 +90,14 @@ def test_every_supported_ref_ports_idempotently(work: git.Repo, ref: str) -> Non
         assert LEFTOVER.search((root / source).read_text()) is None, source
     shim = (root / "causal_conv1d_cuda.py").read_text()
     compile(shim, "causal_conv1d_cuda.py", "exec")
+    functions = root / stable_functions.FILE
+    # v1.5.1+: cpp_functions.py's three functions come from the shim (torch.compile traces them).
+    if expected_shape(ref) != "returning":
+        text = functions.read_text()
+        assert text.count(stable_functions.MARK) == 1 and text.rstrip().endswith(")")
+        compile(text, "cpp_functions.py", "exec")
+    else:
+        assert not functions.exists()
     compile((root / "setup.py").read_text(), "setup.py", "exec")
     assert (
         "if (chunk * kChunkSize + i < params.seqlen)"

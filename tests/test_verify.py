@@ -278,7 +278,17 @@ def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
         on_step=lambda s: seen.append(s.name),
     )
     # requirements is skipped: unit tests run offline (MAMBAWIN_OFFLINE, tests/conftest.py)
-    assert seen == ["static", "fit", "requirements", "install", "smoke", "calls", "blocks", "bench"]
+    assert seen == [
+        "static",
+        "fit",
+        "requirements",
+        "install",
+        "smoke",
+        "calls",
+        "blocks",
+        "compile",
+        "bench",
+    ]
     assert report.passed and not report.gpu_verified
     assert "not verified on a GPU" in report.summary()
     assert [s.status for s in report.steps] == [
@@ -286,6 +296,7 @@ def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
         "skip",
         "skip",
         "ok",
+        "skip",
         "skip",
         "skip",
         "skip",
@@ -373,6 +384,7 @@ def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
         "smoke",
         "calls",
         "blocks",
+        "compile",
     ]
 
 

@@ -46,7 +46,7 @@ def verify_command(
         typer.Option(
             "--skip",
             help="Leave out a step (repeat or comma-separate): requirements, ops, smoke, "
-            "conv, calls, blocks.",
+            "conv, calls, blocks, compile.",
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,

@@ -64,6 +64,7 @@ CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (
     # --abi stable only (stable_only): after rocm-directives, which anchors on C10_CUDA_CHECK
     conv.stable_kernels.PATCH,  # stable-kernels
     conv.stable_shim.PATCH,  # stable-shim (reads upstream's binding, so before stable-binding)
+    conv.stable_functions.PATCH,  # stable-functions (cpp_functions.py imports the shim's)
     conv.stable_binding.PATCH,  # stable-binding
     conv.split_units.PATCH,  # split-units (after every patch of the .cu files: parts copy them)
     conv.compiler_flags.PATCH,  # compiler-flags

@@ -1,5 +1,6 @@
-"""The steps that run kernels: smoke, conv, calls, blocks, bench, upstream tests; each runs a
-runner module in the install environment (a child process), unless an earlier step rules it out."""
+"""The steps that run kernels: smoke, conv, calls, blocks, compile, bench, upstream tests; each
+runs a runner module in the install environment (a child process), unless an earlier step rules it
+out."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.report import StepResult, Target
+from mambawin.verify.runners.compile import summary_lines
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.steps import error_details
+from mambawin.wheel.abi_audit import is_stable
 
 # ---- kernels on the GPU ----------------------------------------------------------------------
 
@@ -34,7 +37,8 @@ def gpu_steps(
     scratch: Path,
     environment: EnvironmentCheck | None = None,
 ) -> Iterator[StepResult]:
-    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks (mamba-ssm), bench, tests.
+    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks and compile (mamba-ssm), bench,
+    tests.
 
     A step that imports upstream's Python (conv, calls, blocks, upstream-tests) fails naming the
     conflict when the environment breaks a requirement of a package it imports; smoke and bench
@@ -57,6 +61,8 @@ def gpu_steps(
     if MAMBA.name in projects:
         blocks = found.failure("blocks")
         yield skipped("blocks", options) or runner_step("blocks", options, blocker, env, blocks)
+        compiled = found.failure("compile", [MAMBA.name])
+        yield skipped("compile", options) or compile_step(options, blocker, env, packages, compiled)
     if options.bench and smoke is not None:
         yield bench_step(options, smoke, env)
     if options.upstream_tests:
@@ -232,6 +238,43 @@ def runner_step(
         return StepResult(name, Status.FAIL, summary, report)
     status: Status = Status.OK if any(i["status"] == "ok" for i in items) else Status.SKIP
     return StepResult(name, status, summary or "nothing to run", report)
+
+
+# Why a torch-ABI mamba-ssm gets no compile step: nothing of it is a torch op.
+TORCH_ABI_COMPILE = (
+    "torch-ABI wheel: upstream's calls into its pybind11 module break torch.compile's graph at "
+    "every call (docs/stable-abi.md); build with --abi stable for whole-block graphs"
+)
+
+
+def compile_step(
+    options: VerifyOptions,
+    blocker: str | None,
+    env: InstallEnv | None,
+    packages: Sequence[tuple[str, Any, Any]],
+    conflict: StepResult | None = None,
+) -> StepResult:
+    """Mamba and Mamba2 blocks through torch.compile(fullgraph=True), forward and backward, against
+    eager: graph breaks, largest error, compiled/eager time (stable-ABI mamba-ssm only).
+
+    conflict: the environment breaks mamba-ssm's requirements; reported instead of running."""
+    if blocker or env is None:
+        return StepResult("compile", Status.SKIP, blocker or "install failed")
+    if not any(p == MAMBA.name and is_stable(prov) for p, prov, _ in packages):
+        return StepResult("compile", Status.SKIP, TORCH_ABI_COMPILE)
+    if conflict is not None:
+        return conflict
+    try:
+        report = options.tools.run_module(
+            env, "mambawin.verify.runners.compile", ["--json"], options.timeout
+        )
+    except MambawinError as exc:
+        return StepResult(
+            "compile", Status.FAIL, f"compile runner failed: {exc}", error_details(exc)
+        )
+    summary = "; ".join(summary_lines(report)) or "nothing compiled"
+    status = Status.OK if report.get("passed") else Status.FAIL
+    return StepResult("compile", status, f"{summary} (torch {report.get('torch')})", report)
 
 
 def upstream_tests_step(

@@ -32,7 +32,7 @@ class VerifyOptions:
     tools: Tools = field(default_factory=Tools)  # the collaborators; tests pass fakes
 
 
-SKIPPABLE = ("requirements", "ops", "smoke", "conv", "calls", "blocks")
+SKIPPABLE = ("requirements", "ops", "smoke", "conv", "calls", "blocks", "compile")
 
 
 def skipped(name: str, options: VerifyOptions, ref: WheelRef | None = None) -> StepResult | None:

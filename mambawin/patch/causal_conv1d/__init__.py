@@ -4,9 +4,9 @@ setup.py has the same shape as mamba's in every tag (arch block before `# HACK:`
 CachedWheelsCommand, a module-level `setup(`), so those four patches reuse mamba's transforms with
 causal-conv1d's own versions and reasons. The kernels need what upstream PR #93 fixed in v1.6.1,
 and every tag's SiLU backward needs a bounds fix (silu-bwd-tail); split-units splits the two
-largest units so that they compile in parallel. With --abi stable (v1.5.0+),
-stable-kernels, stable-shim, stable-binding and stable-setup port the extension to torch's stable
-ABI (docs/stable-abi.md); stable_shapes.py holds what each version's binding exports.
+largest units so that they compile in parallel. With --abi stable (v1.5.0+), stable-kernels,
+stable-shim, stable-functions, stable-binding and stable-setup port the extension to torch's
+stable ABI (docs/stable-abi.md); stable_shapes.py holds what each version's binding exports.
 """
 
 from mambawin.patch.causal_conv1d import (
@@ -20,6 +20,7 @@ from mambawin.patch.causal_conv1d import (
     silu_bwd_tail,
     split_units,
     stable_binding,
+    stable_functions,
     stable_kernels,
     stable_setup,
     stable_shim,
@@ -36,6 +37,7 @@ __all__ = [
     "silu_bwd_tail",
     "split_units",
     "stable_binding",
+    "stable_functions",
     "stable_kernels",
     "stable_setup",
     "stable_shim",

@@ -51,6 +51,12 @@ def _writes_its_arguments(*args, **kwargs):
 for _op in ("causal_conv1d_fwd", "causal_conv1d_bwd", "causal_conv1d_update"):
     torch.library.register_fake("{extension}::" + _op)(_writes_its_arguments)
 del _op
+
+# The overloads themselves: calling one skips the packet's overload lookup on every call, which
+# eager decoding (one causal_conv1d_update per layer and token) pays.
+_FWD = _ops.causal_conv1d_fwd.default
+_BWD = _ops.causal_conv1d_bwd.default
+_UPDATE = _ops.causal_conv1d_update.default
 '''
 
 _DETERMINISTIC = """
@@ -68,20 +74,60 @@ _OUT = """
 
 def causal_conv1d_fwd(x, weight, bias, seq_idx, initial_states, out, final_states_out,
                       silu_activation):
-    _ops.causal_conv1d_fwd(x, weight, bias, seq_idx, initial_states, out, final_states_out,
-                           silu_activation)
+    _FWD(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation)
 
 
 def causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight,
                       dbias, dinitial_states, silu_activation):
-    _ops.causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
-                           dweight, dbias, dinitial_states, silu_activation{determinism})
+    _BWD(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
+         dinitial_states, silu_activation{determinism})
 
 
 def causal_conv1d_update(x, conv_state, weight, bias, out, silu_activation, cache_seqlens,
                          conv_state_indices):
-    _ops.causal_conv1d_update(x, conv_state, weight, bias, out, silu_activation, cache_seqlens,
-                              conv_state_indices)
+    _UPDATE(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices)
+
+
+# cpp_functions.py's three functions (v1.5.1+; its stable-functions patch imports these in place
+# of its own). Upstream wraps each call in a torch.library.custom_op whose argument is named
+# `out`, and torch.compile refuses an `out=` tensor that is not contiguous (mamba's x is a
+# channel-major slice of xz): a graph break at every conv. Here the caller's allocations are the
+# same and the op is called positionally; its schema marks what it writes (a!), so the compiled
+# graph functionalizes it, and eager skips the custom_op layer.
+
+def causal_conv1d_fwd_function(x, weight, bias, seq_idx, initial_states, final_states_out,
+                               silu_activation):
+    out = torch.empty_like(x)
+    _FWD(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation)
+    return out
+
+
+def causal_conv1d_bwd_function(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
+                               return_dinitial_states, silu_activation):
+    if dx is None:
+        dx = torch.empty_like(x)
+    # Accumulated in float32 by the kernels, returned in the weight's dtype.
+    dweight = torch.zeros_like(weight, dtype=torch.float32)
+    dbias = None if bias is None else torch.zeros_like(bias, dtype=torch.float32)
+    dinitial_states = None
+    if return_dinitial_states:
+        batch, dim, width = x.size(0), x.size(1), weight.size(-1)
+        dinitial_states = torch.empty(
+            batch, width - 1, dim, device=x.device, dtype=x.dtype
+        ).transpose(1, 2)
+    _BWD(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
+         dinitial_states, silu_activation{determinism})
+    dweight = dweight.type_as(weight)
+    if dbias is not None:
+        dbias = dbias.type_as(bias)
+    return dx, dweight, dbias, dinitial_states
+
+
+def causal_conv1d_update_function(x, conv_state, weight, bias, silu_activation, cache_seqlens,
+                                  conv_state_indices):
+    out = torch.empty_like(x)
+    _UPDATE(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices)
+    return out
 """
 
 # v1.5.0.x: the binding allocated its outputs; the same allocations, in Python.
@@ -90,8 +136,7 @@ _RETURNING = """
 def causal_conv1d_fwd(x, weight, bias, seq_idx, initial_states, final_states_out,
                       silu_activation):
     out = torch.empty_like(x)
-    _ops.causal_conv1d_fwd(x, weight, bias, seq_idx, initial_states, out, final_states_out,
-                           silu_activation)
+    _FWD(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation)
     return out
 
 
@@ -108,8 +153,8 @@ def causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_sta
         dinitial_states = torch.empty(
             batch, width - 1, dim, device=x.device, dtype=x.dtype
         ).transpose(1, 2)
-    _ops.causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
-                           dweight, dbias, dinitial_states, silu_activation)
+    _BWD(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
+         dinitial_states, silu_activation)
     return [
         dx,
         dweight.to(weight.dtype),
@@ -121,8 +166,7 @@ def causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_sta
 def causal_conv1d_update(x, conv_state, weight, bias, silu_activation, cache_seqlens,
                          conv_state_indices):
     out = torch.empty_like(x)
-    _ops.causal_conv1d_update(x, conv_state, weight, bias, out, silu_activation, cache_seqlens,
-                              conv_state_indices)
+    _UPDATE(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices)
     return out
 """
 

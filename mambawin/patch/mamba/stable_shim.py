@@ -52,6 +52,30 @@ _CHUNK = 2048  # sequence positions per saved scan state: x has ceil(seqlen / 20
 
 {LOADER}
 
+# The overloads themselves: calling one skips the packet's overload lookup on every call.
+_FWD = torch.ops.{EXTENSION}.fwd.default
+_BWD = torch.ops.{EXTENSION}.bwd.default
+
+
+def _warm_einops():
+    """Fill einops' backend cache for the tensor types a model hands it, before any trace.
+
+    einops caches the backend of each tensor type on first use (`_type2backend[type] = ...`, a
+    write to a module-level dict). The first rearrange torch.compile meets inside an
+    autograd.Function's forward (mamba_inner_fn's `rearrange(conv1d_weight, "d 1 w -> d w")`, a
+    Parameter) is then a side effect, and dynamo drops every saved tensor that aliases an input
+    (that weight, `conv1d_bias.contiguous()`), so tracing the backward fails ("An intermediate
+    tensor ... aliases an input or output"). Once the cache is warm there is no side effect."""
+    try:
+        import einops
+    except ImportError:  # upstream's requirement; its own import reports it
+        return
+    for tensor in (torch.empty(1), torch.nn.Parameter(torch.empty(1), requires_grad=False)):
+        einops.rearrange(tensor, "n -> n")
+
+
+_warm_einops()
+
 
 def _float_weights(A, op):
     """A complex A is refused here, before the op: an exception thrown inside a stable-ABI
@@ -63,7 +87,7 @@ def _float_weights(A, op):
 def fwd(u, delta, A, B, C, D_, z_, delta_bias_, delta_softplus):
     """Selective scan forward: [out, x], and out_z after them when z_ is given."""
     _float_weights(A, "selective_scan_fwd")
-    return torch.ops.{EXTENSION}.fwd(u, delta, A, B, C, D_, z_, delta_bias_, delta_softplus)
+    return _FWD(u, delta, A, B, C, D_, z_, delta_bias_, delta_softplus)
 
 
 def bwd(u, delta, A, B, C, D_, z_, delta_bias_, dout, x_, out_, dz_, delta_softplus,
@@ -74,7 +98,7 @@ def bwd(u, delta, A, B, C, D_, z_, delta_bias_, dout, x_, out_, dz_, delta_softp
     then dz with z_ (the caller's dz_, written in place, when given), then out_z with
     recompute_out_z (None without z_). The op returns nine tensors, 0-element where it has none.
     """
-    du, ddelta, dA, dB, dC, dD, ddelta_bias, dz, out_z = torch.ops.{EXTENSION}.bwd(
+    du, ddelta, dA, dB, dC, dD, ddelta_bias, dz, out_z = _BWD(
         u, delta, A, B, C, D_, z_, delta_bias_, dout, x_, out_, dz_, delta_softplus,
         recompute_out_z)
     result = [du, ddelta, dA, dB, dC]

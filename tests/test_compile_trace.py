@@ -1,0 +1,137 @@
+"""Upstream's Mamba block traces whole through the stable shims, with no GPU (issue 26).
+
+The real upstream Python (mamba_ssm and causal_conv1d at a supported pair of tags, from the
+mirrors named by MAMBAWIN_TEST_UPSTREAM and MAMBAWIN_TEST_CAUSAL_CONV1D) with mambawin's stable
+shims and stable-functions patch; the ops' schemas are the bindings' own (registered from Python
+here, as the compiled library registers them), their fakes the shims'. torch._dynamo.explain of
+the block's forward, which also traces its autograd.Function's backward, on fake CUDA tensors:
+one graph, no break. Before the shims owned the calling convention it was 4 graphs and 3 breaks
+("Attempted to call op with non-contiguous `out=` tensor" at cpp_functions.py's custom-op call).
+Needs a CUDA torch, einops and huggingface_hub (mamba_ssm imports them); the GPU test
+(tests/test_compile_gpu.py) runs the compiled block.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from mambawin.patch.base import PatchContext, PatchOptions, Tree
+from mambawin.patch.causal_conv1d import stable_functions, stable_shim
+from mambawin.patch.causal_conv1d.stable_binding_cpp import binding
+from mambawin.patch.causal_conv1d.stable_shapes import shape_of
+from mambawin.patch.mamba import stable_shim as mamba_shim
+from mambawin.patch.mamba.stable_binding_source import BWD_SCHEMA, FWD_SCHEMA
+
+pytestmark = pytest.mark.upstream
+
+PAIRS = [("v2.3.0", "v1.6.0"), ("v2.3.2.post1", "v1.6.1.post4")]
+
+# Run in a child: the ops are registered once per process, and dynamo's state stays there.
+DRIVER = r"""
+import json, os, re, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+SCHEMAS = json.loads(sys.argv[2])
+libraries = {}
+
+def define(path):  # what the compiled library's STABLE_TORCH_LIBRARY block does when loaded
+    namespace = os.path.basename(path).split("_stable")[0]
+    library = libraries.setdefault(namespace, torch.library.Library(namespace, "DEF"))
+    for schema in SCHEMAS[namespace]:
+        library.define(schema)
+
+torch.ops.load_library = define
+from torch._subclasses.fake_tensor import FakeTensorMode
+from mamba_ssm.modules.mamba_simple import Mamba
+
+with FakeTensorMode(allow_non_fake_inputs=True):
+    block = Mamba(256, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(2, 128, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    found = torch._dynamo.explain(block)(x)
+print(json.dumps({
+    "graphs": found.graph_count,
+    "breaks": found.graph_break_count,
+    "reasons": [str(b.reason).splitlines()[0] for b in found.break_reasons],
+}))
+"""
+
+
+def _needs(*modules: str) -> None:
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed (upstream's mamba_ssm imports it)")
+
+
+def _extract(mirror: str, ref: str, paths: list[str], into: Path) -> None:
+    archive = subprocess.run(
+        ["git", "-C", mirror, "archive", ref, *paths], check=True, capture_output=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def _schemas(cpp: str) -> list[str]:
+    """The m.def(...) schema strings of a binding (adjacent C++ literals joined)."""
+    import re
+
+    blocks = re.findall(r"m\.def\(((?:\s*\"[^\"]*\")+)\);", cpp)
+    return ["".join(re.findall(r"\"([^\"]*)\"", block)) for block in blocks]
+
+
+def stable_tree(tmp_path: Path, mamba_ref: str, conv_ref: str) -> tuple[Path, dict[str, list[str]]]:
+    """Upstream's Python at both refs, with the stable shims and stable-functions applied."""
+    mamba, conv = (
+        os.environ.get("MAMBAWIN_TEST_UPSTREAM"),
+        os.environ.get("MAMBAWIN_TEST_CAUSAL_CONV1D"),
+    )
+    if not mamba or not conv:
+        pytest.skip("MAMBAWIN_TEST_UPSTREAM and MAMBAWIN_TEST_CAUSAL_CONV1D name the mirrors")
+    root = tmp_path / "tree"
+    _extract(mamba, mamba_ref, ["mamba_ssm"], root)
+    _extract(conv, conv_ref, ["causal_conv1d", "csrc/causal_conv1d.cpp"], root)
+    shape = shape_of((root / "csrc/causal_conv1d.cpp").read_text())
+    assert shape is not None
+    (root / "causal_conv1d_cuda.py").write_text(stable_shim.shim_text(shape))
+    (root / "selective_scan_cuda.py").write_text(mamba_shim.SOURCE)
+    for library in ("causal_conv1d_cuda_stable", "selective_scan_cuda_stable"):
+        (root / f"{library}.abi3.so").write_bytes(b"")  # found by the loader, never dlopened
+    staged = Tree(root)
+    ctx = PatchContext(Version(conv_ref[1:]), PatchOptions(abi="stable"), stable_functions.ID)
+    assert stable_functions.transform(staged, ctx) == "applied"
+    for rel, data in staged.changed().items():
+        assert data is not None
+        (root / rel).write_bytes(data)
+    schemas = {
+        "selective_scan_cuda": [FWD_SCHEMA, BWD_SCHEMA],
+        "causal_conv1d_cuda": _schemas(
+            binding("causal_conv1d_cuda", deterministic=shape.deterministic)
+        ),
+    }
+    return root, schemas
+
+
+@pytest.mark.parametrize(("mamba_ref", "conv_ref"), PAIRS)
+def test_upstreams_mamba_block_traces_as_one_graph(
+    tmp_path: Path, mamba_ref: str, conv_ref: str
+) -> None:
+    _needs("torch", "einops", "huggingface_hub", "triton")
+    root, schemas = stable_tree(tmp_path, mamba_ref, conv_ref)
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(root), json.dumps(schemas)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (found["graphs"], found["breaks"]) == (1, 0), found["reasons"]
