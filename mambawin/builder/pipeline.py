@@ -16,11 +16,13 @@ import os
 import sys
 import sysconfig
 from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
-from mambawin.builder import metadata
+from mambawin.builder import jobserver, metadata, together
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
@@ -69,21 +71,85 @@ def build(
     options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
 ) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
-    steps = TimedSteps(reporter or QuietReporter())
+    with ExitStack() as stack:
+        started = _start(options, TimedSteps(reporter or QuietReporter()), stack, doctor)
+        with started.steps("build"):
+            compiled = _compile(started.prepared, started.steps.reporter)
+        return started.finish(compiled)
+
+
+def build_together(
+    all_options: list[BuildOptions],
+    reporter: Reporter | None = None,
+    *,
+    doctor: Doctor | None = None,
+) -> list[BuildResult]:
+    """Build several packages (the --with pair) with their compile steps at once, under one
+    limit of jobs (jobserver.py); one after the other where no jobserver can be shared."""
+    shown = reporter or QuietReporter()
+    with ExitStack() as stack:
+        started = [_start(o, TimedSteps(shown), stack, doctor) for o in all_options]
+        why_not = _why_not_pooled(started[0].prepared)
+        if why_not is not None:
+            shown.note(f"the packages compile one after the other: {why_not}")
+            return [_build_started(s) for s in started]
+        slots = min(s.prepared.jobs for s in started)
+        server = stack.enter_context(jobserver.job_server(slots, len(started)))
+        shown.note(f"one job pool: {len(started)} packages compile at once, {slots} jobs in all")
+        with shown.step("build"):
+            outcomes = together.compile_all(
+                [(s.prepared.package.name, s.steps) for s in started],
+                lambda i, to: _compile(started[i].prepared, to, server),
+                shown,
+            )
+        return [s.finish(o) for s, o in zip(started, outcomes, strict=True)]
+
+
+@dataclass(frozen=True)
+class _Started:
+    """A build up to its compile: the patched tree in its locked slot, and how to finish it."""
+
+    options: BuildOptions
+    prepared: Prepared
+    label_choice: str | None
+    steps: TimedSteps
+
+    def finish(self, compiled: tuple[CompileResult, CacheStats | None]) -> BuildResult:
+        return _finish(self.options, self.prepared, compiled, self.label_choice, self.steps)
+
+
+def _start(
+    options: BuildOptions, steps: TimedSteps, stack: ExitStack, doctor: Doctor | None
+) -> _Started:
+    """Check the options, then doctor, fetch and patch into a slot held until stack closes."""
     label_choice = check_options(options)
     keep_limit()  # a malformed MAMBAWIN_KEEP_MB stops the build before any work
     check_out(options.out, len(options.archs), options.keep_complex)
-    with staging_dir(builds_root(), ".fetch-") as staging:
-        prepared = _prepare(options, steps, staging, doctor or run_doctor)
-        # One build per build folder: a second one would share its objects, wheel and record.
-        with hold(
+    staging = stack.enter_context(staging_dir(builds_root(), ".fetch-"))
+    prepared = _prepare(options, steps, staging, doctor or run_doctor)
+    # One build per build folder: a second one would share its objects, wheel and record.
+    stack.enter_context(
+        hold(
             prepared.workspace.root / LOCK_NAME,
             f"build folder {prepared.workspace.root}",
             BuildError,
-        ):
-            with steps("build"):
-                compiled = _compile(prepared, steps.reporter)
-            return _finish(options, prepared, compiled, label_choice, steps)
+        )
+    )
+    return _Started(options, prepared, label_choice, steps)
+
+
+def _why_not_pooled(prepared: Prepared) -> str | None:
+    """Why the builds cannot share a jobserver, judged by the ninja their setup.py would run."""
+    if sys.platform == "win32":
+        return jobserver.why_not_pooled("", windows=True)
+    env = build_environment(prepared.env_request(windows=False))
+    return jobserver.why_not_pooled(env.get("PATH", ""), windows=False)
+
+
+def _build_started(started: _Started) -> BuildResult:
+    with started.steps("build"):
+        compiled = _compile(started.prepared, started.steps.reporter)
+    return started.finish(compiled)
 
 
 def _finish(
@@ -288,8 +354,11 @@ def _key_inputs(
     )
 
 
-def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, CacheStats | None]:
-    """Move the patched tree into its slot's workspace (unless there) and build the wheel there."""
+def _compile(
+    prepared: Prepared, reporter: Reporter, server: jobserver.JobServer | None = None
+) -> tuple[CompileResult, CacheStats | None]:
+    """Move the patched tree into its slot's workspace (unless there) and build the wheel there;
+    with a server, ninja takes its jobs from it."""
     workspace = prepared.workspace
     if adopt_source(prepared.checkout.path, workspace, prepared.key, keep_limit()):
         finished = _finished(workspace, prepared.key)
@@ -302,6 +371,8 @@ def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, Cac
     env = build_environment(prepared.env_request(link=torch_link(workspace)))
     if prepared.epoch is not None:  # bdist_wheel dates its members by it
         env["SOURCE_DATE_EPOCH"] = str(prepared.epoch)
+    if server is not None:
+        env = server.client_env(env)
     cache = prepared.cache
     counting = cache is not None and zero_stats(cache, env)
     result = compile_wheel(workspace, env, reporter.progress)

@@ -210,11 +210,14 @@ def build_command(
     )
     if with_ is None and with_repo is not None:
         raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
-    results = (
-        [run(options, reporter)]
-        if with_ is None
-        else pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run)
-    )
+    results: list[BuildPlan | BuildResult]
+    if with_ is None:
+        results = [run(options, reporter)]
+    elif plan_only:  # --plan compiles nothing: each package planned in turn
+        results = pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run)
+    else:  # both packages compile at once, in one job pool
+        both = pair.pair_options(options, pair.parse_with(with_, with_repo), reporter)
+        results = list(core.build_together(both, reporter, doctor=doctor))
     if as_json:
         data = results[0].to_json() if with_ is None else pair.pair_json(results)
         print_json(data)
