@@ -78,7 +78,8 @@ def test_joint_progress_sums_both_ninjas() -> None:
     joint.part(0)(NinjaStatus(1, 37, "a.o"))
     joint.part(1)(NinjaStatus(1, 14, "b.o"))
     joint.part(0)(NinjaStatus(2, 37, "c.o"))
-    assert [(s.done, s.total, s.unit) for s in seen] == [(1, 37, "a.o"), (2, 51, "b.o"), (3, 51, "c.o")]
+    shown = [(s.done, s.total, s.unit) for s in seen]
+    assert shown == [(1, 37, "a.o"), (2, 51, "b.o"), (3, 51, "c.o")]
 
 
 def _real_ninja() -> str | None:
@@ -132,7 +133,7 @@ def _pair(tmp_path: Path, out: Path) -> list[str]:
 
 def test_the_pair_compiles_at_once_in_one_pool(
     tmp_path: Path,
-    doctor: object,  # noqa: F811
+    doctor: object,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     meet, dump = tmp_path / "meet", tmp_path / "env.json"
@@ -160,7 +161,7 @@ def test_the_pair_compiles_at_once_in_one_pool(
 
 def test_a_failure_in_the_pool_names_its_package(
     tmp_path: Path,
-    doctor: object,  # noqa: F811
+    doctor: object,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     bin_dir = fake_ninja(tmp_path / "bin", "1.13.2")
@@ -177,7 +178,7 @@ def test_a_failure_in_the_pool_names_its_package(
 
 def test_an_old_ninja_compiles_one_after_the_other(
     tmp_path: Path,
-    doctor: object,  # noqa: F811
+    doctor: object,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dump = tmp_path / "env.json"
