@@ -8,8 +8,9 @@ The new wheel is written through `wheel.wheelfile.WheelFile`, so RECORD is regen
 
 Members the rewrite does not change (the extension above all: 20-80 MB) are copied raw, their
 compressed bytes as they are, instead of inflated and deflated again: deflating the extension was
-most of the metadata step (4.7 s of mamba-ssm's on the GPU machine, issue 27). Each is still read
-through once, which checks its CRC and gives RECORD its hash.
+most of the metadata step (4.7 s of mamba-ssm's on the GPU machine, issue 27). Their RECORD rows
+are the input's sha256 rows, which open_wheel has just checked against their bytes; a member
+with another hash is read through once for its sha256.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from mambawin.errors import UsageError, WheelError
 from mambawin.wheel.guard import Built, guard_target, guard_versions, set_guard
 from mambawin.wheel.info import (
     WheelInfo,
+    checked_record,
     open_wheel,
     read_member,
 )
@@ -63,7 +65,7 @@ class RawMember:
     """A member's bytes as stored (compressed) in its wheel, with what RECORD says of them."""
 
     stored: bytes
-    sha256: bytes  # of the uncompressed bytes
+    sha256: str  # of the uncompressed bytes, as RECORD spells it (urlsafe base64, no padding)
     size: int  # uncompressed
 
 
@@ -195,11 +197,12 @@ def _entries(
     skipped = {f"{info.dist_info}/{name}" for name in (*_SIGNATURES, PROVENANCE_NAME)}
     guarded = guard_target(info, needed=versions is not None)
     retagged = f"{info.dist_info}/WHEEL" if plan.tags is not None else None
+    recorded = checked_record(info, archive)
     for entry in archive.infolist():
         if entry.is_dir() or entry.filename in skipped:
             continue
         if entry.filename not in (info.metadata_path, guarded, retagged):
-            raw = raw_member(info.path, archive, entry)
+            raw = raw_member(info.path, archive, entry, recorded.get(entry.filename))
             if raw is not None:
                 yield plan.rename(entry.filename), raw, entry
                 continue
@@ -216,16 +219,19 @@ def _entries(
         yield f"{plan.dist_info}/{PROVENANCE_NAME}", text.encode("utf-8"), None
 
 
-def raw_member(path: Path, archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> RawMember | None:
-    """entry's stored bytes and hash, read through once (its CRC checked); None for a member that
-    is encrypted or compressed in a way this copy does not keep (it is then written anew)."""
+def raw_member(
+    path: Path,
+    archive: zipfile.ZipFile,
+    entry: zipfile.ZipInfo,
+    recorded: tuple[str, str] | None = None,
+) -> RawMember | None:
+    """entry's stored bytes and sha256 (the checked RECORD row's, else read through once, its
+    CRC checked); None for a member that is encrypted or compressed in a way this copy does not
+    keep (it is then written anew)."""
     if entry.flag_bits & _ENCRYPTED or entry.compress_type not in _RAW_METHODS:
         return None
-    digest = hashlib.sha256()
     try:
-        with archive.open(entry) as stream:  # zipfile checks the CRC at the end
-            while chunk := stream.read(_CHUNK):
-                digest.update(chunk)
+        digest = _recorded_sha256(recorded, entry) or _sha256_of(archive, entry)
         with path.open("rb") as handle:
             handle.seek(entry.header_offset)
             signature, name_length, extra_length = _LOCAL_HEADER.unpack(
@@ -245,7 +251,25 @@ def raw_member(path: Path, archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> 
             "build or download the wheel again"
         )
         raise WheelError(msg)
-    return RawMember(stored, digest.digest(), entry.file_size)
+    return RawMember(stored, digest, entry.file_size)
+
+
+def _recorded_sha256(recorded: tuple[str, str] | None, entry: zipfile.ZipInfo) -> str | None:
+    """The RECORD row's sha256 when it has one for exactly this member's size."""
+    if recorded is None:
+        return None
+    algorithm, _, value = recorded[0].partition("=")
+    if algorithm.lower() != "sha256" or recorded[1] != str(entry.file_size):
+        return None
+    return value.rstrip("=")
+
+
+def _sha256_of(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> str:
+    digest = hashlib.sha256()
+    with archive.open(entry) as stream:  # zipfile checks the CRC at the end
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
 def retag(wheel_file: bytes, python: str, abi: str, platform: str) -> bytes:
@@ -302,10 +326,7 @@ class _DatedWheelFile(WheelFile):  # type: ignore[misc]
         self.filelist.append(entry)
         self.NameToInfo[entry.filename] = entry
         # RECORD: WheelFile.close writes what writestr would have noted for these bytes.
-        self._file_hashes[entry.filename] = (
-            "sha256",
-            urlsafe_b64encode(raw.sha256).rstrip(b"=").decode("ascii"),
-        )
+        self._file_hashes[entry.filename] = ("sha256", raw.sha256)
         self._file_sizes[entry.filename] = raw.size
 
 
