@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from mambawin.builder import jobserver
 from mambawin.builder.ninja import NinjaStatus
-from mambawin.builder.together import JointProgress
+from mambawin.builder.together import BUILD_EXT, HeadStart, JointProgress
 from mambawin.cli import app
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX FIFO jobserver")
@@ -80,6 +80,21 @@ def test_joint_progress_sums_both_ninjas() -> None:
     joint.part(0)(NinjaStatus(2, 37, "c.o"))
     shown = [(s.done, s.total, s.unit) for s in seen]
     assert shown == [(1, 37, "a.o"), (2, 51, "b.o"), (3, 51, "c.o")]
+
+
+def test_the_others_wait_for_the_first_packages_build_ext() -> None:
+    head = HeadStart(wait_s=5.0, grace_s=0.2)
+    waited = threading.Thread(target=head.wait)
+    waited.start()
+    head.seen("running egg_info")
+    waited.join(0.5)
+    assert waited.is_alive()  # not yet: setup.py has not reached build_ext
+    head.seen(BUILD_EXT)
+    waited.join(2.0)
+    assert not waited.is_alive()
+    failed_early = HeadStart(wait_s=5.0)
+    failed_early.release()  # the first package ended without build_ext: no one waits for it
+    failed_early.wait()
 
 
 def _real_ninja() -> str | None:
@@ -150,6 +165,9 @@ def test_the_pair_compiles_at_once_in_one_pool(
     assert [b["package"] for b in builds] == ["mamba-ssm", "causal-conv1d"]
     assert all(b["steps"]["build"] > 0 for b in builds)
     assert sorted(p.name for p in meet.iterdir()) == ["causal_conv1d", "mamba_ssm"]
+    # mamba-ssm's head start: causal-conv1d's compile began after mamba-ssm's ran build_ext.
+    started = {p.name: p.stat().st_mtime for p in meet.iterdir()}
+    assert started["causal_conv1d"] - started["mamba_ssm"] >= 1.0
     seen = json.loads(dump.read_text())
     assert "MAX_JOBS" not in seen and "--jobserver-auth=fifo:" in seen["MAKEFLAGS"]
     assert seen["MAKEFLAGS"].startswith(" -j7 ")  # MAX_JOBS is the pool's limit

@@ -99,7 +99,7 @@ def build_together(
         with shown.step("build"):
             outcomes = together.compile_all(
                 [(s.prepared.package.name, s.steps) for s in started],
-                lambda i, to: _compile(started[i].prepared, to, server),
+                lambda i, to, on_line: _compile(started[i].prepared, to, server, on_line),
                 shown,
             )
         return [s.finish(o) for s, o in zip(started, outcomes, strict=True)]
@@ -355,7 +355,10 @@ def _key_inputs(
 
 
 def _compile(
-    prepared: Prepared, reporter: Reporter, server: jobserver.JobServer | None = None
+    prepared: Prepared,
+    reporter: Reporter,
+    server: jobserver.JobServer | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> tuple[CompileResult, CacheStats | None]:
     """Move the patched tree into its slot's workspace (unless there) and build the wheel there;
     with a server, ninja takes its jobs from it."""
@@ -375,7 +378,7 @@ def _compile(
         env = server.client_env(env)
     cache = prepared.cache
     counting = cache is not None and zero_stats(cache, env)
-    result = compile_wheel(workspace, env, reporter.progress)
+    result = compile_wheel(workspace, env, reporter.progress, on_line)
     stats = read_stats(cache, env) if cache is not None and counting else None
     if result.reused:
         reporter.note("every object was up to date (ninja: no work to do): only linked")
