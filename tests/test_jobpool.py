@@ -47,14 +47,17 @@ def _tokens(fifo: Path) -> bytes:
 
 
 def test_the_server_holds_slots_less_one_per_client() -> None:
-    with jobserver.job_server(5, 2) as server:
+    with jobserver.job_server(16, 2) as server:
         assert stat.S_ISFIFO(server.fifo.stat().st_mode)
-        assert _tokens(server.fifo) == b"+++"  # each ninja's own implicit slot makes 5
+        # 14 tokens and each ninja's own implicit job make 16; 4 wait for the second ninja.
+        assert _tokens(server.fifo) == b"+" * 10
+        server.hand_over()
+        assert _tokens(server.fifo) == b"+" * 4
         env = server.client_env({"MAX_JOBS": "16", "PATH": "/bin"})
         folder = server.fifo.parent
     # MAX_JOBS would become ninja's -j, which switches its jobserver client off.
     assert "MAX_JOBS" not in env and env["PATH"] == "/bin"
-    assert env["MAKEFLAGS"] == f" -j5 --jobserver-auth=fifo:{server.fifo}"
+    assert env["MAKEFLAGS"] == f" -j16 --jobserver-auth=fifo:{server.fifo}"
     assert not folder.exists()
 
 

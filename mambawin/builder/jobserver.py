@@ -33,10 +33,13 @@ _LEADING_VERSION = re.compile(r"(\d+(?:\.\d+)+)")
 
 @dataclass(frozen=True)
 class JobServer:
-    """A jobserver FIFO holding `slots - clients` tokens: `clients` ninjas run `slots` jobs."""
+    """A jobserver FIFO: `clients` ninjas run `slots` jobs; `held` tokens wait for the later
+    clients (`hand_over`), so the first ninja cannot take all of them before the others start."""
 
     fifo: Path
     slots: int
+    fd: int  # the FIFO, held open read-write for the server's life
+    held: int = 0  # tokens each later client brings when it starts
 
     def client_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """env for a setup.py whose ninja takes its jobs from this server."""
@@ -44,6 +47,10 @@ class JobServer:
         # The leading blank and -jN are what GNU make writes; ninja reads only the auth.
         shared["MAKEFLAGS"] = f" -j{self.slots} --jobserver-auth=fifo:{self.fifo}"
         return shared
+
+    def hand_over(self) -> None:
+        """A later client starts: put the tokens held for it into the FIFO."""
+        os.write(self.fd, b"+" * self.held)
 
 
 def ninja_version(path: str) -> Version | None:
@@ -73,15 +80,22 @@ def why_not_pooled(path: str, windows: bool) -> str | None:
 
 @contextmanager
 def job_server(slots: int, clients: int) -> Iterator[JobServer]:
-    """A FIFO jobserver for `clients` ninjas sharing `slots` jobs, removed on exit."""
+    """A FIFO jobserver for `clients` ninjas sharing `slots` jobs, removed on exit.
+
+    Each ninja has one implicit job, so the FIFO holds slots - clients tokens in all. The first
+    client starts alone (together.HeadStart) and must not fill the pool: each later one brings
+    a quarter of the pool's jobs per two clients (4 of 16 for the pair), its own longest units'
+    share at its start; after that the tokens go to whichever ninja asks first."""
+    tokens = max(0, slots - clients)
+    held = min(tokens // max(1, clients - 1), slots // (2 * clients)) if clients > 1 else 0
     with tempfile.TemporaryDirectory(prefix="mambawin-jobs-") as folder:
         fifo = Path(folder) / "fifo"
         os.mkfifo(fifo, 0o600)
-        # Held open read-write for the pool's life: the FIFO never sees EOF or a lone writer,
-        # and the tokens stay in it between the ninjas' reads.
+        # Open read-write: the FIFO never sees EOF or a lone writer, and the tokens stay in it
+        # between the ninjas' reads.
         fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
         try:
-            os.write(fd, b"+" * max(0, slots - clients))
-            yield JobServer(fifo, slots)
+            os.write(fd, b"+" * (tokens - held * (clients - 1)))
+            yield JobServer(fifo, slots, fd, held)
         finally:
             os.close(fd)

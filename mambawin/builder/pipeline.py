@@ -99,7 +99,7 @@ def build_together(
         with shown.step("build"):
             outcomes = together.compile_all(
                 [(s.prepared.package.name, s.steps) for s in started],
-                lambda i, to, on_line: _compile(started[i].prepared, to, server, on_line),
+                lambda i, to, on_line: _compile_pooled(started[i].prepared, i, to, server, on_line),
                 shown,
             )
         return [s.finish(o) for s, o in zip(started, outcomes, strict=True)]
@@ -136,6 +136,19 @@ def _start(
         )
     )
     return _Started(options, prepared, label_choice, steps)
+
+
+def _compile_pooled(
+    prepared: Prepared,
+    index: int,
+    reporter: Reporter,
+    server: jobserver.JobServer,
+    on_line: Callable[[str], None] | None,
+) -> tuple[CompileResult, CacheStats | None]:
+    """One package's compile in the pool; a later package brings the tokens held for it."""
+    if index > 0:
+        server.hand_over()
+    return _compile(prepared, reporter, server, on_line)
 
 
 def _why_not_pooled(prepared: Prepared) -> str | None:

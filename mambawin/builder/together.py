@@ -11,8 +11,9 @@ its ready units the moment it starts, so whichever starts first fills the pool: 
 cores (docs/benchmarks.md §16), causal-conv1d's setup.py reached ninja first, took 13 of 15
 tokens for its 14 units, and mamba-ssm's long bwd parts waited 28-35 s for jobs, which made the
 pair's compile 85 s where its work over the cores was 62 s. With mamba-ssm's ninja first, its
-long parts start at once, causal-conv1d's binding (its longest unit) starts on its ninja's own
-implicit job, and the rest share the tokens as they come back.
+long parts start at once; causal-conv1d's starts with the tokens the server held for it
+(jobserver.job_server: 4 of 16) and its own implicit job, which takes its binding (its longest
+unit); the rest share the tokens as they come back.
 """
 
 from __future__ import annotations
