@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from mambawin.builder import jobserver
 from mambawin.builder.ninja import NinjaStatus
-from mambawin.builder.together import BUILD_EXT, HeadStart, JointProgress
+from mambawin.builder.together import JointProgress
 from mambawin.cli import app
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX FIFO jobserver")
@@ -46,19 +46,48 @@ def _tokens(fifo: Path) -> bytes:
         os.close(fd)
 
 
-def test_the_server_holds_slots_less_one_per_client() -> None:
-    with jobserver.job_server(16, 2) as server:
-        assert stat.S_ISFIFO(server.fifo.stat().st_mode)
-        # 14 tokens and each ninja's own implicit job make 16; 4 wait for the second ninja.
-        assert _tokens(server.fifo) == b"+" * 10
-        server.hand_over()
-        assert _tokens(server.fifo) == b"+" * 4
-        env = server.client_env({"MAX_JOBS": "16", "PATH": "/bin"})
-        folder = server.fifo.parent
+def test_each_build_starts_with_its_share_of_the_jobs() -> None:
+    assert jobserver.shares(16, 2) == [10, 6]
+    assert jobserver.shares(7, 2) == [4, 3]
+    with jobserver.job_servers(16, [10, 6]) as (mamba, conv):
+        assert stat.S_ISFIFO(mamba.fifo.stat().st_mode) and mamba.fifo != conv.fifo
+        # Each ninja runs one job without a token: 9 + 1 and 5 + 1 make 16.
+        assert (_tokens(mamba.fifo), _tokens(conv.fifo)) == (b"+" * 9, b"+" * 5)
+        env = conv.client_env({"MAX_JOBS": "16", "PATH": "/bin"})
+        folder = conv.fifo.parent
     # MAX_JOBS would become ninja's -j, which switches its jobserver client off.
     assert "MAX_JOBS" not in env and env["PATH"] == "/bin"
-    assert env["MAKEFLAGS"] == f" -j16 --jobserver-auth=fifo:{server.fifo}"
+    assert env["MAKEFLAGS"] == f" -j16 --jobserver-auth=fifo:{conv.fifo}"
     assert not folder.exists()
+
+
+def test_the_broker_moves_tokens_a_build_can_no_longer_use() -> None:
+    with jobserver.job_servers(16, [10, 6]) as (mamba, conv):
+        broker = jobserver.Broker([mamba, conv], [10, 6])
+
+        def fifos() -> tuple[int, int]:  # count the tokens in each FIFO, and put them back
+            counts = (mamba.take(99), conv.take(99))
+            mamba.give(counts[0])
+            conv.give(counts[1])
+            return counts
+
+        broker.update(1, 2, 14)  # 12 left: causal-conv1d can use all 6 jobs and more
+        assert fifos() == (9, 5)
+        broker.update(0, 30, 37)  # 7 left: mamba-ssm needs 6 tokens, its other 3 go
+        assert fifos() == (6, 8)
+        broker.update(1, 10, 14)  # 4 left: 5 spare, but mamba-ssm can use no more
+        assert fifos() == (6, 8)
+        broker.update(0, 35, 37)  # 2 left: 5 spare, and causal-conv1d needs none
+        assert fifos() == (6, 8)
+        broker.update(1, 11, 14)  # mamba-ssm's 2 units need 1 token: nothing to move
+        assert fifos() == (6, 8)
+
+
+def test_a_build_that_ends_without_ninja_hands_over_every_token() -> None:
+    with jobserver.job_servers(16, [10, 6]) as (mamba, conv):
+        broker = jobserver.Broker([mamba, conv], [10, 6])
+        broker.update(0, 0, 0)  # mamba-ssm's wheel was reused: no unit ran
+        assert (mamba.take(99), conv.take(99)) == (0, 5 + 9)
 
 
 @pytest.mark.parametrize(
@@ -85,21 +114,6 @@ def test_joint_progress_sums_both_ninjas() -> None:
     assert shown == [(1, 37, "a.o"), (2, 51, "b.o"), (3, 51, "c.o")]
 
 
-def test_the_others_wait_for_the_first_packages_build_ext() -> None:
-    head = HeadStart(wait_s=5.0, grace_s=0.2)
-    waited = threading.Thread(target=head.wait)
-    waited.start()
-    head.seen("running egg_info")
-    waited.join(0.5)
-    assert waited.is_alive()  # not yet: setup.py has not reached build_ext
-    head.seen(BUILD_EXT)
-    waited.join(2.0)
-    assert not waited.is_alive()
-    failed_early = HeadStart(wait_s=5.0)
-    failed_early.release()  # the first package ended without build_ext: no one waits for it
-    failed_early.wait()
-
-
 def _real_ninja() -> str | None:
     found = jobserver.ninja_version(os.environ.get("PATH", ""))
     return "ninja" if found is not None and found >= jobserver.CLIENT_SINCE else None
@@ -117,15 +131,18 @@ def test_two_real_ninjas_never_run_more_jobs_than_the_slots(tmp_path: Path) -> N
             "&& touch $out\n"
         )
         (folder / "build.ninja").write_text(rule + edges, encoding="utf-8")
-    with jobserver.job_server(3, 2) as server:
-        env = server.client_env(os.environ)
+    with jobserver.job_servers(3, [2, 1]) as servers:
         runs = [
             threading.Thread(
                 target=subprocess.run,
                 args=(["ninja", "-C", str(tmp_path / name)],),
-                kwargs={"env": env, "check": True, "capture_output": True},
+                kwargs={
+                    "env": server.client_env(os.environ),
+                    "check": True,
+                    "capture_output": True,
+                },
             )
-            for name in ("a", "b")
+            for name, server in zip(("a", "b"), servers, strict=True)
         ]
         for run in runs:
             run.start()
@@ -168,12 +185,12 @@ def test_the_pair_compiles_at_once_in_one_pool(
     assert [b["package"] for b in builds] == ["mamba-ssm", "causal-conv1d"]
     assert all(b["steps"]["build"] > 0 for b in builds)
     assert sorted(p.name for p in meet.iterdir()) == ["causal_conv1d", "mamba_ssm"]
-    # mamba-ssm's head start: causal-conv1d's compile began after mamba-ssm's ran build_ext.
-    started = {p.name: p.stat().st_mtime for p in meet.iterdir()}
-    assert started["causal_conv1d"] - started["mamba_ssm"] >= 1.0
     seen = json.loads(dump.read_text())
     assert "MAX_JOBS" not in seen and "--jobserver-auth=fifo:" in seen["MAKEFLAGS"]
     assert seen["MAKEFLAGS"].startswith(" -j7 ")  # MAX_JOBS is the pool's limit
+    assert "one job pool: 2 packages compile at once, 7 jobs in all (at the start 4 + 3)" in (
+        result.stderr
+    )
     logs = [Path(b["log"]).read_text() for b in builds]
     assert all("# MAKEFLAGS=" in log for log in logs)  # each package keeps its own log
     assert "/fake/cuda/bin/nvcc -c csrc/causal_conv1d.cpp" in logs[1]

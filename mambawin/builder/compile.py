@@ -72,13 +72,9 @@ def build_config(workspace: Workspace) -> Path:
 
 
 def compile_wheel(
-    workspace: Workspace,
-    env: Mapping[str, str],
-    on_status: Callable[[NinjaStatus], None],
-    on_line: Callable[[str], None] | None = None,
+    workspace: Workspace, env: Mapping[str, str], on_status: Callable[[NinjaStatus], None]
 ) -> CompileResult:
-    """Build the wheel in workspace.src; CompileFailed with the first compiler error on failure.
-    on_line sees every line setup.py prints (the pair's head start, together.py)."""
+    """Build the wheel in workspace.src; CompileFailed with the first compiler error on failure."""
     remove_tree(workspace.dist)  # a wheel left by an earlier run must not pass for this one
     argv = setup_command(workspace)
     env = {**env, "DIST_EXTRA_CONFIG": str(build_config(workspace))}
@@ -86,7 +82,7 @@ def compile_wheel(
     start = time.monotonic()
     with log.open("w", encoding="utf-8", errors="replace") as handle:
         _write_header(handle, argv, workspace.src, env)
-        watcher = _Watcher(handle, on_status, on_line)
+        watcher = _Watcher(handle, on_status)
         done = proc.run(argv, cwd=workspace.src, env=env, check=False, on_line=watcher)
     if done.returncode != 0:
         raise _failure(log, done.returncode)
@@ -99,23 +95,15 @@ def compile_wheel(
 class _Watcher:
     """on_line callback: every line to the log, ninja status lines to the progress display."""
 
-    def __init__(
-        self,
-        handle: TextIO,
-        on_status: Callable[[NinjaStatus], None],
-        on_line: Callable[[str], None] | None = None,
-    ) -> None:
+    def __init__(self, handle: TextIO, on_status: Callable[[NinjaStatus], None]) -> None:
         self.handle = handle
         self.on_status = on_status
-        self.on_line = on_line
         self.units = 0
         self.no_work = False
 
     def __call__(self, line: str) -> None:
         self.handle.write(line + "\n")
         self.handle.flush()  # `tail -f` works, and a killed build leaves a complete log
-        if self.on_line is not None:
-            self.on_line(line)
         status = parse_status(line)
         if status is not None:
             self.units += 1

@@ -89,18 +89,24 @@ def build_together(
     shown = reporter or QuietReporter()
     with ExitStack() as stack:
         started = [_start(o, TimedSteps(shown), stack, doctor) for o in all_options]
-        why_not = _why_not_pooled(started[0].prepared)
+        slots = min(s.prepared.jobs for s in started)
+        why_not = _why_not_pooled(started[0].prepared, slots, len(started))
         if why_not is not None:
             shown.note(f"the packages compile one after the other: {why_not}")
             return [_build_started(s) for s in started]
-        slots = min(s.prepared.jobs for s in started)
-        server = stack.enter_context(jobserver.job_server(slots, len(started)))
-        shown.note(f"one job pool: {len(started)} packages compile at once, {slots} jobs in all")
+        start = jobserver.shares(slots, len(started))
+        servers = stack.enter_context(jobserver.job_servers(slots, start))
+        broker = jobserver.Broker(servers, start)
+        shown.note(
+            f"one job pool: {len(started)} packages compile at once, {slots} jobs in all "
+            f"(at the start {' + '.join(map(str, start))})"
+        )
         with shown.step("build"):
             outcomes = together.compile_all(
                 [(s.prepared.package.name, s.steps) for s in started],
-                lambda i, to, on_line: _compile_pooled(started[i].prepared, i, to, server, on_line),
+                lambda i, to: _compile_in_pool(started[i].prepared, to, servers[i], broker, i),
                 shown,
+                lambda i, status: broker.update(i, status.done, status.total),
             )
         return [s.finish(o) for s, o in zip(started, outcomes, strict=True)]
 
@@ -138,21 +144,23 @@ def _start(
     return _Started(options, prepared, label_choice, steps)
 
 
-def _compile_pooled(
+def _compile_in_pool(
     prepared: Prepared,
-    index: int,
     reporter: Reporter,
     server: jobserver.JobServer,
-    on_line: Callable[[str], None] | None,
+    broker: jobserver.Broker,
+    index: int,
 ) -> tuple[CompileResult, CacheStats | None]:
-    """One package's compile in the pool; a later package brings the tokens held for it."""
-    if index > 0:
-        server.hand_over()
-    return _compile(prepared, reporter, server, on_line)
+    try:
+        return _compile(prepared, reporter, server)
+    finally:  # its ninja has ended (or never ran: a reused wheel): its tokens can all go
+        broker.update(index, 0, 0)
 
 
-def _why_not_pooled(prepared: Prepared) -> str | None:
+def _why_not_pooled(prepared: Prepared, slots: int, builds: int) -> str | None:
     """Why the builds cannot share a jobserver, judged by the ninja their setup.py would run."""
+    if slots < builds:  # each ninja runs one job of its own: two would pass --jobs 1
+        return f"{slots} job leaves none for a second package at the same time"
     if sys.platform == "win32":
         return jobserver.why_not_pooled("", windows=True)
     env = build_environment(prepared.env_request(windows=False))
@@ -368,10 +376,7 @@ def _key_inputs(
 
 
 def _compile(
-    prepared: Prepared,
-    reporter: Reporter,
-    server: jobserver.JobServer | None = None,
-    on_line: Callable[[str], None] | None = None,
+    prepared: Prepared, reporter: Reporter, server: jobserver.JobServer | None = None
 ) -> tuple[CompileResult, CacheStats | None]:
     """Move the patched tree into its slot's workspace (unless there) and build the wheel there;
     with a server, ninja takes its jobs from it."""
@@ -391,7 +396,7 @@ def _compile(
         env = server.client_env(env)
     cache = prepared.cache
     counting = cache is not None and zero_stats(cache, env)
-    result = compile_wheel(workspace, env, reporter.progress, on_line)
+    result = compile_wheel(workspace, env, reporter.progress)
     stats = read_stats(cache, env) if cache is not None and counting else None
     if result.reused:
         reporter.note("every object was up to date (ninja: no work to do): only linked")
