@@ -229,3 +229,22 @@ def test_an_old_ninja_compiles_one_after_the_other(
     assert len(json.loads(result.stdout)["builds"]) == 2
     seen = json.loads(dump.read_text())
     assert seen["MAX_JOBS"] == "2" and "MAKEFLAGS" not in seen
+
+
+def test_one_job_compiles_one_after_the_other(
+    tmp_path: Path,
+    doctor: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dump = tmp_path / "env.json"
+    bin_dir = fake_ninja(tmp_path / "bin", "1.13.2")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
+    result = runner.invoke(
+        app, [*_pair(tmp_path, tmp_path / "out"), "--jobs", "1"], obj={"doctor": doctor}
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "1 job leaves none for a second package" in result.stderr
+    seen = json.loads(dump.read_text())  # two ninjas would each run a job: 2 > --jobs 1
+    assert seen["MAX_JOBS"] == "1" and "MAKEFLAGS" not in seen
