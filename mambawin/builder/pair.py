@@ -4,7 +4,7 @@ The pair is checked before anything is built: both versions are read from the up
 (no checkout), and a causal-conv1d that the mamba-ssm version cannot use is refused with one line
 naming the rule (packages.PAIR_RULES). Without ==REF the newest causal-conv1d release that fits
 is chosen. Both build into the same --out, compiled at once in one job pool
-(pipeline.build_together); --plan plans them one after the other.
+(pooled.build_together); --plan plans them one after the other.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`mambawin build`: upstream ref → patched tree → compiled wheel → fixed wheel in --out.
 
-One package per run (mamba-ssm or causal-conv1d, BuildOptions.package); builder/pair.py runs it
-twice for the mamba-ssm + causal-conv1d pair.
+One package per run (mamba-ssm or causal-conv1d, BuildOptions.package); builder/pooled.py runs
+the mamba-ssm + causal-conv1d pair through the same steps, their compile steps at once.
 
 The pipeline reads as its steps: doctor → fetch → patch → build → metadata → record. Each step is
 a short function below; the reporter shows them (✓/✗ + duration) and the compile progress, so
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
-from mambawin.builder import jobserver, metadata, together
+from mambawin.builder import jobserver, metadata
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
@@ -72,47 +72,11 @@ def build(
 ) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     with ExitStack() as stack:
-        started = _start(options, TimedSteps(reporter or QuietReporter()), stack, doctor)
-        with started.steps("build"):
-            compiled = _compile(started.prepared, started.steps.reporter)
-        return started.finish(compiled)
-
-
-def build_together(
-    all_options: list[BuildOptions],
-    reporter: Reporter | None = None,
-    *,
-    doctor: Doctor | None = None,
-) -> list[BuildResult]:
-    """Build several packages (the --with pair) with their compile steps at once, under one
-    limit of jobs (jobserver.py); one after the other where no jobserver can be shared."""
-    shown = reporter or QuietReporter()
-    with ExitStack() as stack:
-        started = [_start(o, TimedSteps(shown), stack, doctor) for o in all_options]
-        slots = min(s.prepared.jobs for s in started)
-        why_not = _why_not_pooled(started[0].prepared, slots, len(started))
-        if why_not is not None:
-            shown.note(f"the packages compile one after the other: {why_not}")
-            return [_build_started(s) for s in started]
-        start = jobserver.shares(slots, len(started))
-        servers = stack.enter_context(jobserver.job_servers(slots, start))
-        broker = jobserver.Broker(servers, start)
-        shown.note(
-            f"one job pool: {len(started)} packages compile at once, {slots} jobs in all "
-            f"(at the start {' + '.join(map(str, start))})"
-        )
-        with shown.step("build"):
-            outcomes = together.compile_all(
-                [(s.prepared.package.name, s.steps) for s in started],
-                lambda i, to: _compile_in_pool(started[i].prepared, to, servers[i], broker, i),
-                shown,
-                lambda i, status: broker.update(i, status.done, status.total),
-            )
-        return [s.finish(o) for s, o in zip(started, outcomes, strict=True)]
+        return build_started(start(options, TimedSteps(reporter or QuietReporter()), stack, doctor))
 
 
 @dataclass(frozen=True)
-class _Started:
+class Started:
     """A build up to its compile: the patched tree in its locked slot, and how to finish it."""
 
     options: BuildOptions
@@ -124,9 +88,9 @@ class _Started:
         return _finish(self.options, self.prepared, compiled, self.label_choice, self.steps)
 
 
-def _start(
+def start(
     options: BuildOptions, steps: TimedSteps, stack: ExitStack, doctor: Doctor | None
-) -> _Started:
+) -> Started:
     """Check the options, then doctor, fetch and patch into a slot held until stack closes."""
     label_choice = check_options(options)
     keep_limit()  # a malformed MAMBAWIN_KEEP_MB stops the build before any work
@@ -141,35 +105,13 @@ def _start(
             BuildError,
         )
     )
-    return _Started(options, prepared, label_choice, steps)
+    return Started(options, prepared, label_choice, steps)
 
 
-def _compile_in_pool(
-    prepared: Prepared,
-    reporter: Reporter,
-    server: jobserver.JobServer,
-    broker: jobserver.Broker,
-    index: int,
-) -> tuple[CompileResult, CacheStats | None]:
-    try:
-        return _compile(prepared, reporter, server)
-    finally:  # its ninja has ended (or never ran: a reused wheel): its tokens can all go
-        broker.update(index, 0, 0)
-
-
-def _why_not_pooled(prepared: Prepared, slots: int, builds: int) -> str | None:
-    """Why the builds cannot share a jobserver, judged by the ninja their setup.py would run."""
-    if slots < builds:  # each ninja runs one job of its own: two would pass --jobs 1
-        return f"{slots} job leaves none for a second package at the same time"
-    if sys.platform == "win32":
-        return jobserver.why_not_pooled("", windows=True)
-    env = build_environment(prepared.env_request(windows=False))
-    return jobserver.why_not_pooled(env.get("PATH", ""), windows=False)
-
-
-def _build_started(started: _Started) -> BuildResult:
+def build_started(started: Started) -> BuildResult:
+    """The build step (compile), then metadata and record, of a started build."""
     with started.steps("build"):
-        compiled = _compile(started.prepared, started.steps.reporter)
+        compiled = compile_prepared(started.prepared, started.steps.reporter)
     return started.finish(compiled)
 
 
@@ -375,7 +317,7 @@ def _key_inputs(
     )
 
 
-def _compile(
+def compile_prepared(
     prepared: Prepared, reporter: Reporter, server: jobserver.JobServer | None = None
 ) -> tuple[CompileResult, CacheStats | None]:
     """Move the patched tree into its slot's workspace (unless there) and build the wheel there;

@@ -160,7 +160,7 @@ def build_command(
     """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
     from mambawin.abi import parse_abi
     from mambawin.archs import parse_archs
-    from mambawin.builder import pair
+    from mambawin.builder import pair, pooled
     from mambawin.builder import pipeline as core
     from mambawin.builder.options import BuildOptions
     from mambawin.builder.results import BuildPlan, BuildResult
@@ -217,7 +217,7 @@ def build_command(
         results = pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run)
     else:  # both packages compile at once, in one job pool
         both = pair.pair_options(options, pair.parse_with(with_, with_repo), reporter)
-        results = list(core.build_together(both, reporter, doctor=doctor))
+        results = list(pooled.build_together(both, reporter, doctor=doctor))
     if as_json:
         data = results[0].to_json() if with_ is None else pair.pair_json(results)
         print_json(data)
