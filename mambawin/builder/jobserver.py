@@ -11,7 +11,7 @@ build's setup.py gets no MAX_JOBS.
 
 Why one FIFO per build, not one shared: a ninja takes every free token for its ready units the
 moment it starts, so with one FIFO whichever setup.py reaches ninja first fills the pool. Measured
-on 16 cores (docs/benchmarks.md §16): causal-conv1d took 13 of 15 tokens, mamba-ssm's long parts
+on 16 cores (docs/benchmarks.md §17): causal-conv1d took 13 of 15 tokens, mamba-ssm's long parts
 waited 28-35 s for jobs, and the pair's compile took 85 s for 62 s of work over the cores; with
 the tokens held back for causal-conv1d written into the shared FIFO as it started, mamba-ssm's
 waiting ninja took them, and causal-conv1d's parts waited 37 s. So each build starts with its own
@@ -41,7 +41,7 @@ from mambawin.errors import MambawinError
 CLIENT_SINCE = Version("1.13")  # ninja's first release that reads MAKEFLAGS' jobserver
 _LEADING_VERSION = re.compile(r"(\d+(?:\.\d+)+)")
 # causal-conv1d's share of the pair's jobs: a third of the pair's core-seconds at one arch
-# (290-372 of 882-1063, §16), a fifth at four (236 of 1274, issue 27); the broker evens it out.
+# (290-372 of 882-1063, §17), a fifth at four (236 of 1274, issue 27); the broker evens it out.
 LATER_SHARE = 3 / 8
 
 
