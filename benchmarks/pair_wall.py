@@ -9,8 +9,12 @@
 `build` runs one `mambawin build --with causal-conv1d==CONV_REF --no-cache --json` in a fresh
 cache (DIR/cache-LABEL, unless --cache names one to reuse: a rebuild after other refs) and writes
 DIR/LABEL.json: the pair's wall, and per package its steps' seconds, its compile units from the
-build folder's .ninja_log, Σ unit seconds, the longest unit, parallelism (Σ / build step) and the
-wheel's sha256. `compare` prints the ratios of two such files (B over A) taken on one machine.
+build folder's .ninja_log, Σ unit seconds, the longest unit, parallelism (Σ / build step), when
+the longest units started (seconds after their ninja started), the build step outside ninja
+(torch's import, the link, bdist_wheel) and the wheel's sha256; for the pair, Σ of both
+packages' units over --jobs cores (the work's limit) and the compile span (the longest build
+step: both packages compile at once in one job pool since issue 27). `compare` prints the
+ratios of two such files (B over A) taken on one machine.
 The builds of one comparison run one after another on one machine (the device's calls are capped
 at ten minutes, so a long baseline may be its own call; the JSON files stay on the machine).
 """
@@ -32,9 +36,12 @@ from parallel_limit import ninja_units
 
 def package_entry(result: dict[str, Any]) -> dict[str, Any]:
     """One package's part of the pair: steps, units from ninja, Σ, longest, parallelism."""
-    units = ninja_units(Path(result["build_dir"]) / "build") if result["units_compiled"] else []
+    build_dir = Path(result["build_dir"]) / "build"
+    units = ninja_units(build_dir) if result["units_compiled"] else []
     compile_wall = float(result["steps"].get("build", 0.0))
     total = sum(seconds for _, seconds in units)
+    spans = ninja_spans(build_dir) if units else {}
+    ninja_end = max((end for _, end in spans.values()), default=0.0)
     return {
         "package": result.get("package"),
         "build_dir": result["build_dir"],
@@ -43,9 +50,34 @@ def package_entry(result: dict[str, Any]) -> dict[str, Any]:
         "sum_unit_s": round(total, 1),
         "longest_unit": units[0] if units else None,
         "parallelism": round(total / compile_wall, 2) if units and compile_wall else None,
+        "longest_started_s": {name: spans[name][0] for name, _ in units[:4] if name in spans},
+        "outside_ninja_s": round(compile_wall - ninja_end, 1) if units else None,
         "units": units,
         "wheel": result["wheel"],
         "sha256": hashlib.sha256(Path(result["wheel"]).read_bytes()).hexdigest(),
+    }
+
+
+def ninja_spans(build_dir: Path) -> dict[str, tuple[float, float]]:
+    """object: (start, end) seconds after its ninja started, from the last run in .ninja_log."""
+    spans: dict[str, tuple[float, float]] = {}
+    for log in build_dir.rglob(".ninja_log"):
+        for line in log.read_text(encoding="utf-8").splitlines()[1:]:
+            fields = line.split("\t")
+            if len(fields) == 5:
+                spans[Path(fields[3]).name] = (int(fields[0]) / 1000, int(fields[1]) / 1000)
+    return spans
+
+
+def pair_summary(packages: list[dict[str, Any]], jobs: int) -> dict[str, Any]:
+    """Both packages' work over the cores, and the compile span it fits in."""
+    total = sum(p["sum_unit_s"] for p in packages)
+    span = max(p["steps_s"].get("build", 0.0) for p in packages)
+    return {
+        "sum_unit_s": round(total, 1),
+        "work_over_cores_s": round(total / jobs, 1),
+        "compile_span_s": span,
+        "parallelism": round(total / span, 2) if span else None,
     }
 
 
@@ -63,12 +95,14 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     if done.returncode != 0:
         raise SystemExit(f"pair build failed ({done.returncode}): {done.stderr[-3000:]}")
     builds = json.loads(done.stdout)["builds"]
+    packages = [package_entry(result) for result in builds]
     return {
         "label": args.label,
         "argv": argv[1:],
         "cpus": os.cpu_count(),
         "wall_s": round(wall, 1),
-        "packages": [package_entry(result) for result in builds],
+        "pair": pair_summary(packages, args.jobs),
+        "packages": packages,
     }
 
 

@@ -3,7 +3,8 @@
 The pair is checked before anything is built: both versions are read from the upstream mirrors
 (no checkout), and a causal-conv1d that the mamba-ssm version cannot use is refused with one line
 naming the rule (packages.PAIR_RULES). Without ==REF the newest causal-conv1d release that fits
-is chosen. Then the same pipeline runs twice, mamba-ssm first, into the same --out.
+is chosen. Both build into the same --out, compiled at once in one job pool
+(pooled.build_together); --plan plans them one after the other.
 """
 
 from __future__ import annotations
@@ -119,22 +120,27 @@ def split_skips(options: BuildOptions) -> BuildOptions:
     return replace(options, skip_patches=own_ids(options.skip_patches, MAMBA))
 
 
-def run_pair(
-    options: BuildOptions,
-    companion: Companion,
-    reporter: Reporter,
-    run: Callable[[BuildOptions, Reporter], T],
-) -> list[T]:
-    """Check the pair, then run `run` (pipeline.build or .plan): mamba-ssm, then causal-conv1d."""
+def pair_options(
+    options: BuildOptions, companion: Companion, reporter: Reporter
+) -> list[BuildOptions]:
+    """Check the pair; the build options of mamba-ssm, then of the causal-conv1d that fits."""
     own = split_skips(options)  # before any fetch: a wrong id is a usage error at once
     choice = choose_pair(options, companion)
     reporter.note(
         f"pair: mamba-ssm {choice.mamba_version} + causal-conv1d {choice.conv_version} "
         f"({choice.conv_ref})"
     )
-    first = run(own, reporter)
-    second = run(companion_options(options, companion, choice), reporter)
-    return [first, second]
+    return [own, companion_options(options, companion, choice)]
+
+
+def run_pair(
+    options: BuildOptions,
+    companion: Companion,
+    reporter: Reporter,
+    run: Callable[[BuildOptions, Reporter], T],
+) -> list[T]:
+    """Check the pair, then run `run` (pipeline.plan) for mamba-ssm, then for causal-conv1d."""
+    return [run(one, reporter) for one in pair_options(options, companion, reporter)]
 
 
 def pair_json(results: list[Any]) -> dict[str, Any]:

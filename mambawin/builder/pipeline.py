@@ -1,7 +1,7 @@
 """`mambawin build`: upstream ref → patched tree → compiled wheel → fixed wheel in --out.
 
-One package per run (mamba-ssm or causal-conv1d, BuildOptions.package); builder/pair.py runs it
-twice for the mamba-ssm + causal-conv1d pair.
+One package per run (mamba-ssm or causal-conv1d, BuildOptions.package); builder/pooled.py runs
+the mamba-ssm + causal-conv1d pair through the same steps, their compile steps at once.
 
 The pipeline reads as its steps: doctor → fetch → patch → build → metadata → record. Each step is
 a short function below; the reporter shows them (✓/✗ + duration) and the compile progress, so
@@ -16,11 +16,13 @@ import os
 import sys
 import sysconfig
 from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
-from mambawin.builder import metadata
+from mambawin.builder import jobserver, metadata
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
@@ -70,22 +72,49 @@ def build(
     options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
 ) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
-    steps = TimedSteps(reporter or QuietReporter())
+    with ExitStack() as stack:
+        return build_started(start(options, TimedSteps(reporter or QuietReporter()), stack, doctor))
+
+
+@dataclass(frozen=True)
+class Started:
+    """A build up to its compile: the patched tree in its locked slot, and how to finish it."""
+
+    options: BuildOptions
+    prepared: Prepared
+    label_choice: str | None
+    steps: TimedSteps
+
+    def finish(self, compiled: tuple[CompileResult, CacheStats | None]) -> BuildResult:
+        return _finish(self.options, self.prepared, compiled, self.label_choice, self.steps)
+
+
+def start(
+    options: BuildOptions, steps: TimedSteps, stack: ExitStack, doctor: Doctor | None
+) -> Started:
+    """Check the options, then doctor, fetch and patch into a slot held until stack closes."""
     label_choice = check_options(options)
     keep_limit()  # a malformed MAMBAWIN_KEEP_MB or SOURCE_DATE_EPOCH stops the build before
     source_date_epoch()  # any work (both are read again where they are used)
     check_out(options.out, len(options.archs), options.keep_complex)
-    with staging_dir(builds_root(), ".fetch-") as staging:
-        prepared = _prepare(options, steps, staging, doctor or run_doctor)
-        # One build per build folder: a second one would share its objects, wheel and record.
-        with hold(
+    staging = stack.enter_context(staging_dir(builds_root(), ".fetch-"))
+    prepared = _prepare(options, steps, staging, doctor or run_doctor)
+    # One build per build folder: a second one would share its objects, wheel and record.
+    stack.enter_context(
+        hold(
             prepared.workspace.root / LOCK_NAME,
             f"build folder {prepared.workspace.root}",
             BuildError,
-        ):
-            with steps("build"):
-                compiled = _compile(prepared, steps.reporter)
-            return _finish(options, prepared, compiled, label_choice, steps)
+        )
+    )
+    return Started(options, prepared, label_choice, steps)
+
+
+def build_started(started: Started) -> BuildResult:
+    """The build step (compile), then metadata and record, of a started build."""
+    with started.steps("build"):
+        compiled = compile_prepared(started.prepared, started.steps.reporter)
+    return started.finish(compiled)
 
 
 def _finish(
@@ -285,8 +314,11 @@ def _key_inputs(
     )
 
 
-def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, CacheStats | None]:
-    """Move the patched tree into its slot's workspace (unless there) and build the wheel there."""
+def compile_prepared(
+    prepared: Prepared, reporter: Reporter, server: jobserver.JobServer | None = None
+) -> tuple[CompileResult, CacheStats | None]:
+    """Move the patched tree into its slot's workspace (unless there) and build the wheel there;
+    with a server, ninja takes its jobs from it."""
     workspace = prepared.workspace
     if adopt_source(prepared.checkout.path, workspace, prepared.key, keep_limit()):
         finished = _finished(workspace, prepared.key)
@@ -299,6 +331,8 @@ def _compile(prepared: Prepared, reporter: Reporter) -> tuple[CompileResult, Cac
     env = build_environment(prepared.env_request(link=torch_link(workspace)))
     if prepared.epoch is not None:  # bdist_wheel dates its members by it
         env["SOURCE_DATE_EPOCH"] = str(prepared.epoch)
+    if server is not None:
+        env = server.client_env(env)
     cache = prepared.cache
     counting = cache is not None and zero_stats(cache, env)
     result = compile_wheel(workspace, env, reporter.progress)

@@ -48,8 +48,11 @@ class TimedSteps:
             with self.reporter.step(name):
                 yield
         finally:
-            spent = time.monotonic() - start
-            self.durations[name] = round(self.durations.get(name, 0.0) + spent, 1)
+            self.add(name, time.monotonic() - start)
+
+    def add(self, name: str, seconds: float) -> None:
+        """Count seconds to step name (a step timed elsewhere: the pair's joint compile)."""
+        self.durations[name] = round(self.durations.get(name, 0.0) + seconds, 1)
 
     def note(self, text: str) -> None:
         self.reporter.note(text)

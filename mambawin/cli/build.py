@@ -162,7 +162,7 @@ def build_command(
     """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
     from mambawin.abi import parse_abi
     from mambawin.archs import parse_archs
-    from mambawin.builder import pair
+    from mambawin.builder import pair, pooled
     from mambawin.builder import pipeline as core
     from mambawin.builder.options import BuildOptions
     from mambawin.builder.results import BuildPlan, BuildResult
@@ -212,11 +212,14 @@ def build_command(
     )
     if with_ is None and with_repo is not None:
         raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
-    results = (
-        [run(options, reporter)]
-        if with_ is None
-        else pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run)
-    )
+    results: list[BuildPlan | BuildResult]
+    if with_ is None:
+        results = [run(options, reporter)]
+    elif plan_only:  # --plan compiles nothing: each package planned in turn
+        results = pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run)
+    else:  # both packages compile at once, in one job pool
+        both = pair.pair_options(options, pair.parse_with(with_, with_repo), reporter)
+        results = list(pooled.build_together(both, reporter, doctor=doctor))
     if as_json:
         data = results[0].to_json() if with_ is None else pair.pair_json(results)
         print_json(data)

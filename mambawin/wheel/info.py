@@ -348,6 +348,12 @@ def _check_record(info: WheelInfo, archive: zipfile.ZipFile) -> None:
         raise WheelError(msg)
 
 
+def checked_record(info: WheelInfo, archive: zipfile.ZipFile) -> dict[str, tuple[str, str]]:
+    """RECORD's (hash, size) by member, of a wheel open_wheel opened: checked against every
+    member's bytes there, so a rewrite may reuse them (repack's raw copy)."""
+    return _read_record(info, archive)
+
+
 def _read_record(info: WheelInfo, archive: zipfile.ZipFile) -> dict[str, tuple[str, str]]:
     text = read_text_member(info.path, archive, info.record_path).decode("utf-8", errors="replace")
     record: dict[str, tuple[str, str]] = {}

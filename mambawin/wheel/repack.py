@@ -5,14 +5,24 @@ triton-windows and Mamba3-only requirements move to an extra), sets a local vers
 the wheel was built for, records provenance (with every requirement change) in the .dist-info and
 adds a torch/CUDA import guard to the package.
 The new wheel is written through `wheel.wheelfile.WheelFile`, so RECORD is regenerated.
+
+Members the rewrite does not change (the extension above all: 20-80 MB) are copied raw, their
+compressed bytes as they are, instead of inflated and deflated again: deflating the extension was
+most of the metadata step (4.7 s of mamba-ssm's on the GPU machine, issue 27). Their RECORD rows
+are the input's sha256 rows, which open_wheel has just checked against their bytes; a member
+with another hash is read through once for its sha256.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
+import struct
 import zipfile
+import zlib
+from base64 import urlsafe_b64encode
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +36,7 @@ from mambawin.errors import UsageError, WheelError
 from mambawin.wheel.guard import Built, guard_target, guard_versions, set_guard
 from mambawin.wheel.info import (
     WheelInfo,
+    checked_record,
     open_wheel,
     read_member,
 )
@@ -49,7 +60,21 @@ STABLE_TORCH_REASON = (
 _SIGNATURES = ("RECORD", "RECORD.jws", "RECORD.p7s")
 
 
-Entry = tuple[str, bytes, zipfile.ZipInfo | None]  # new name, bytes, the entry it came from
+@dataclass(frozen=True)
+class RawMember:
+    """A member's bytes as stored (compressed) in its wheel, with what RECORD says of them."""
+
+    stored: bytes
+    sha256: str  # of the uncompressed bytes, as RECORD spells it (urlsafe base64, no padding)
+    size: int  # uncompressed
+
+
+# New name, its bytes (or a member copied raw), the entry it came from.
+Entry = tuple[str, "bytes | RawMember", zipfile.ZipInfo | None]
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra length
+_RAW_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+_ENCRYPTED = 0x1
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -171,20 +196,80 @@ def _entries(
     info = plan.info
     skipped = {f"{info.dist_info}/{name}" for name in (*_SIGNATURES, PROVENANCE_NAME)}
     guarded = guard_target(info, needed=versions is not None)
+    retagged = f"{info.dist_info}/WHEEL" if plan.tags is not None else None
+    recorded = checked_record(info, archive)
     for entry in archive.infolist():
         if entry.is_dir() or entry.filename in skipped:
             continue
+        if entry.filename not in (info.metadata_path, guarded, retagged):
+            raw = raw_member(info.path, archive, entry, recorded.get(entry.filename))
+            if raw is not None:
+                yield plan.rename(entry.filename), raw, entry
+                continue
         data = read_member(info.path, archive, entry.filename)
         if entry.filename == info.metadata_path:
             data = edit_metadata(data, changes, plan.version)
         elif entry.filename == guarded:
             data = set_guard(data, versions, info.name)
-        elif entry.filename == f"{info.dist_info}/WHEEL" and plan.tags is not None:
+        elif entry.filename == retagged and plan.tags is not None:
             data = retag(data, *plan.tags, info.file.platform)
         yield plan.rename(entry.filename), data, entry
     if record is not None:
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         yield f"{plan.dist_info}/{PROVENANCE_NAME}", text.encode("utf-8"), None
+
+
+def raw_member(
+    path: Path,
+    archive: zipfile.ZipFile,
+    entry: zipfile.ZipInfo,
+    recorded: tuple[str, str] | None = None,
+) -> RawMember | None:
+    """entry's stored bytes and sha256 (the checked RECORD row's, else read through once, its
+    CRC checked); None for a member that is encrypted or compressed in a way this copy does not
+    keep (it is then written anew)."""
+    if entry.flag_bits & _ENCRYPTED or entry.compress_type not in _RAW_METHODS:
+        return None
+    try:
+        digest = _recorded_sha256(recorded, entry) or _sha256_of(archive, entry)
+        with path.open("rb") as handle:
+            handle.seek(entry.header_offset)
+            signature, name_length, extra_length = _LOCAL_HEADER.unpack(
+                handle.read(_LOCAL_HEADER.size)
+            )
+            handle.seek(name_length + extra_length, os.SEEK_CUR)
+            stored = handle.read(entry.compress_size)
+    except (zipfile.BadZipFile, zlib.error, EOFError, struct.error) as exc:
+        msg = (
+            f"{path.name}: member {entry.filename} is corrupt ({exc}): build or download the "
+            "wheel again"
+        )
+        raise WheelError(msg) from None
+    if signature != b"PK\x03\x04" or len(stored) != entry.compress_size:
+        msg = (
+            f"{path.name}: member {entry.filename} has no local header where its entry says: "
+            "build or download the wheel again"
+        )
+        raise WheelError(msg)
+    return RawMember(stored, digest, entry.file_size)
+
+
+def _recorded_sha256(recorded: tuple[str, str] | None, entry: zipfile.ZipInfo) -> str | None:
+    """The RECORD row's sha256 when it has one for exactly this member's size."""
+    if recorded is None:
+        return None
+    algorithm, _, value = recorded[0].partition("=")
+    if algorithm.lower() != "sha256" or recorded[1] != str(entry.file_size):
+        return None
+    return value.rstrip("=")
+
+
+def _sha256_of(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> str:
+    digest = hashlib.sha256()
+    with archive.open(entry) as stream:  # zipfile checks the CRC at the end
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
 def retag(wheel_file: bytes, python: str, abi: str, platform: str) -> bytes:
@@ -218,11 +303,31 @@ class _DatedWheelFile(WheelFile):  # type: ignore[misc]
     dates it by SOURCE_DATE_EPOCH or the current time."""
 
     date_time: DateTime | None = None
+    start_dir: int  # zipfile's: where the next member's local header goes
 
     def writestr(self, zinfo_or_arcname, data, compress_type=None):  # type: ignore[no-untyped-def]
         if isinstance(zinfo_or_arcname, str) and self.date_time is not None:
             zinfo_or_arcname = _zip_entry(zinfo_or_arcname, None, self.date_time)
         super().writestr(zinfo_or_arcname, data, compress_type)
+
+    def write_raw(self, entry: zipfile.ZipInfo, raw: RawMember) -> None:
+        """Add a member whose stored bytes are already made, as zipfile's own writestr would lay
+        it out (zipfile has no public way to add compressed bytes as they are)."""
+        entry.file_size, entry.compress_size = raw.size, len(raw.stored)
+        entry.flag_bits = 0  # what ZipFile._open_to_write sets on a seekable file
+        zip64 = entry.file_size * 1.05 > zipfile.ZIP64_LIMIT  # zipfile's own rule
+        self._writecheck(entry)
+        self.fp.seek(self.start_dir)
+        entry.header_offset = self.fp.tell()
+        self._didModify = True
+        self.fp.write(entry.FileHeader(zip64))
+        self.fp.write(raw.stored)
+        self.start_dir = self.fp.tell()
+        self.filelist.append(entry)
+        self.NameToInfo[entry.filename] = entry
+        # RECORD: WheelFile.close writes what writestr would have noted for these bytes.
+        self._file_hashes[entry.filename] = ("sha256", raw.sha256)
+        self._file_sizes[entry.filename] = raw.size
 
 
 def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | None) -> Path:
@@ -235,7 +340,12 @@ def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | No
         with _DatedWheelFile(partial, "w") as out:
             out.date_time = date_time
             for name, data, original in entries:
-                out.writestr(_zip_entry(name, original, date_time), data)
+                entry = _zip_entry(name, original, date_time)
+                if isinstance(data, RawMember) and original is not None:
+                    entry.compress_type, entry.CRC = original.compress_type, original.CRC
+                    out.write_raw(entry, data)
+                else:
+                    out.writestr(entry, data)
         os.replace(partial, target)
     return target
 

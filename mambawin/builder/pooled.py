@@ -1,0 +1,77 @@
+"""`build --with`: the mamba-ssm + causal-conv1d pair through the pipeline's steps, with both
+compile steps at once in one job pool (jobserver.py: a FIFO per package and a broker; together.py:
+the threads, the joint progress, the failure that names its package).
+
+Each package is prepared in turn (doctor, fetch, patch, its build folder locked), then both
+compile, then each gets its metadata and record steps, mamba-ssm first. Where no jobserver can be
+shared (no ninja >= 1.13, Windows, --jobs 1) they compile one after the other, as a note says.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack
+
+from mambawin.builder import jobserver, pipeline, together
+from mambawin.builder.compile import CompileResult
+from mambawin.builder.compiler_cache import CacheStats
+from mambawin.builder.environment import build_environment
+from mambawin.builder.options import BuildOptions
+from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
+from mambawin.builder.results import BuildResult, Prepared
+
+
+def build_together(
+    all_options: list[BuildOptions],
+    reporter: Reporter | None = None,
+    *,
+    doctor: pipeline.Doctor | None = None,
+) -> list[BuildResult]:
+    """Build several packages (the --with pair) with their compile steps at once, under one
+    limit of jobs (jobserver.py); one after the other where no jobserver can be shared."""
+    shown = reporter or QuietReporter()
+    with ExitStack() as stack:
+        started = [pipeline.start(o, TimedSteps(shown), stack, doctor) for o in all_options]
+        slots = min(s.prepared.jobs for s in started)
+        why_not = _why_not_pooled(started[0].prepared, slots, len(started))
+        if why_not is not None:
+            shown.note(f"the packages compile one after the other: {why_not}")
+            return [pipeline.build_started(s) for s in started]
+        start = jobserver.shares(slots, len(started))
+        servers = stack.enter_context(jobserver.job_servers(slots, start))
+        broker = jobserver.Broker(servers, start)
+        shown.note(
+            f"one job pool: {len(started)} packages compile at once, {slots} jobs in all "
+            f"(at the start {' + '.join(map(str, start))})"
+        )
+        with shown.step("build"):
+            outcomes = together.compile_all(
+                [(s.prepared.package.name, s.steps) for s in started],
+                lambda i, to: _compile_in_pool(started[i].prepared, to, servers[i], broker, i),
+                shown,
+                lambda i, status: broker.update(i, status.done, status.total),
+            )
+        return [s.finish(o) for s, o in zip(started, outcomes, strict=True)]
+
+
+def _compile_in_pool(
+    prepared: Prepared,
+    reporter: Reporter,
+    server: jobserver.JobServer,
+    broker: jobserver.Broker,
+    index: int,
+) -> tuple[CompileResult, CacheStats | None]:
+    try:
+        return pipeline.compile_prepared(prepared, reporter, server)
+    finally:  # its ninja has ended (or never ran: a reused wheel): its tokens can all go
+        broker.update(index, 0, 0)
+
+
+def _why_not_pooled(prepared: Prepared, slots: int, builds: int) -> str | None:
+    """Why the builds cannot share a jobserver, judged by the ninja their setup.py would run."""
+    if slots < builds:  # each ninja runs one job of its own: two would pass --jobs 1
+        return f"{slots} job leaves none for a second package at the same time"
+    if sys.platform == "win32":
+        return jobserver.why_not_pooled("", windows=True)
+    env = build_environment(prepared.env_request(windows=False))
+    return jobserver.why_not_pooled(env.get("PATH", ""), windows=False)
