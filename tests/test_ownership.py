@@ -615,3 +615,33 @@ def test_a_source_date_epoch_in_other_digits_is_refused(monkeypatch: pytest.Monk
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "١٧٠٠٠٠٠٠٠٠")  # int() reads it as 1700000000
     with pytest.raises(UsageError, match=r"SOURCE_DATE_EPOCH=.* \(ASCII digits\) in 315532800"):
         source_date_epoch()
+
+
+@pytest.mark.parametrize("last_used", ["NaN", "1e400", "-1", '"yesterday"', "true", "1e20"])
+def test_a_kept_json_whose_last_used_is_no_time_is_dated_by_its_folder(
+    last_used: str, tmp_path: Path
+) -> None:
+    folder = _kept_build("k1")  # a person edited kept.json: NaN broke the table, 1e400 the JSON
+    (folder / kept.META).write_text(f'{{"key": "k1", "slot": "s", "last_used": {last_used}}}')
+    code, output = _cli(["cache"])
+    assert code == 0 and "k1" in output, output
+    code, output = _cli(["cache", "--json"])
+    shown = json.loads(output, parse_constant=pytest.fail)  # NaN/Infinity are not JSON
+    assert code == 0 and shown["kept"][0]["last_used"] == folder.stat().st_mtime
+
+
+def test_names_from_the_cache_are_shown_as_text_not_markup(tmp_path: Path) -> None:
+    folder = _kept_build("k1", slot="[/bold]")
+    (kept.kept_root() / "[red]x").mkdir()
+    code, output = _cli(["cache"])
+    assert code == 0, output  # it was rich's MarkupError, a traceback
+    assert "[/bold]" in output and "[red]x" in output and folder.exists()
+
+
+def test_keep_mb_without_prune_is_refused_before_any_work() -> None:
+    _kept_build("k1")
+    code, output = _cli(["cache", "--keep-mb", "0", "--json"])
+    assert code == 2 and '"exit_code": 2' in output and "add --prune, or drop --keep-mb" in output
+    code, output = _cli(["cache", "--prune", "--keep-mb", str(kept.KEEP_MB_BOUND + 1)])
+    assert code == 2 and "less than or equal to 1000000000" in output, output
+    assert (kept.kept_root() / "k1").is_dir()

@@ -40,8 +40,12 @@ def fail_json(message: str, exit_code: int, **extra: Any) -> typer.Exit:
 
 
 def _say_error(message: str) -> None:
-    """The one red line on stderr; the message is text, not rich markup (it may hold '[')."""
-    console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    """The one red line on stderr; the message is text, not rich markup (it may hold '[').
+
+    A value the user typed may hold a line break (`--cuda $'13.0\\n'`, a path): it is shown
+    as `\\n`, so the error stays one line whatever the message quotes."""
+    line = message.replace("\r", "\\r").replace("\n", "\\n")
+    console.print(f"[red]error:[/] {escape(line)}", soft_wrap=True)
 
 
 def _wants_json(args: list[str]) -> bool:
