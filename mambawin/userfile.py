@@ -2,14 +2,20 @@
 
 A FIFO would block the read forever, `/dev/zero` would fill memory, and a folder or a device is no
 spec at all; a UTF-8 byte-order mark (Notepad's "UTF-8 with BOM") is named instead of reported as
-a syntax error at line 1.
+a syntax error at line 1. A file mambawin reads but anyone could have written (a verify record, a
+marker, a wheel's provenance) is parsed with parse_json or parse_toml: `[[[[…` nested deeper than
+Python recurses is bad input like any other, not a RecursionError traceback.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
+
+import tomllib
 
 from mambawin.errors import UsageError, os_error
 
@@ -82,3 +88,22 @@ def _read(path: Path, limit: int, what: str, error: type[UsageError]) -> bytes:
         msg = f"{path} is larger than a {what} can be ({limit} bytes): pass the right file"
         raise error(msg)
     return data
+
+
+_TOO_DEEP = "nested too deeply to read (thousands of levels, not a file mambawin writes)"
+
+
+def parse_json(text: str | bytes) -> Any:
+    """json.loads; nesting too deep for Python is a ValueError, as any other bad JSON is."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """tomllib.loads; nesting too deep for Python is a TOMLDecodeError, as any bad TOML is."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(_TOO_DEEP) from None

@@ -645,3 +645,15 @@ def test_keep_mb_without_prune_is_refused_before_any_work() -> None:
     code, output = _cli(["cache", "--prune", "--keep-mb", str(kept.KEEP_MB_BOUND + 1)])
     assert code == 2 and "less than or equal to 1000000000" in output, output
     assert (kept.kept_root() / "k1").is_dir()
+
+
+def test_a_marker_or_kept_json_nested_too_deep_is_not_ours(tmp_path: Path) -> None:
+    folder = tmp_path / "planted"
+    folder.mkdir()
+    (folder / owned.MARKER).write_text("[" * 2000 + "]" * 2000)  # under the marker's size bound
+    assert owned.marked_as(folder) is None  # it was a RecursionError traceback
+    legacy = _kept_build("k1", marked=False)
+    (legacy / kept.META).write_text("[" * 30_000 + "]" * 30_000)
+    code, output = _cli(["cache", "--prune", "--keep-mb", "0"])
+    assert code == 0 and "foreign" in output, output
+    assert legacy.is_dir()

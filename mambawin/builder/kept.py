@@ -28,6 +28,7 @@ from pathlib import Path
 from mambawin.cache import cache_dir
 from mambawin.envvars import env_int
 from mambawin.owned import claim, mark, marked_as, remove_tree
+from mambawin.userfile import parse_json
 
 KEEP_MB_VAR = "MAMBAWIN_KEEP_MB"
 DEFAULT_KEEP_MB = 10_000
@@ -202,7 +203,7 @@ def _read_meta(folder: Path) -> dict[str, object]:
         info = os.lstat(meta)
         if not stat.S_ISREG(info.st_mode) or info.st_size > 65536:
             return {}
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = parse_json(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -51,6 +51,7 @@ from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
 from mambawin.wheel.provenance import (
     source_date_epoch,
@@ -317,7 +318,7 @@ def _finished(workspace: Workspace, key: str) -> CompileResult | None:
     covers everything that decides the binary, so running setup.py again (torch import, ninja,
     link, bdist_wheel) could only give the same bytes."""
     try:
-        record = json.loads((workspace.root / RECORD_NAME).read_text(encoding="utf-8"))
+        record = parse_json((workspace.root / RECORD_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     wheels = sorted(workspace.dist.glob("*.whl")) if workspace.dist.is_dir() else []

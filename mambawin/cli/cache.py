@@ -6,7 +6,6 @@ import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-
 from rich.markup import escape
 
 from mambawin.builder.kept import KEEP_MB_BOUND

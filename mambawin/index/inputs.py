@@ -11,7 +11,6 @@ so a FIFO or a link to another user's private file can neither hang the run nor 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.errors import UsageError, os_error
+from mambawin.userfile import parse_json
 from mambawin.wheel.info import open_wheel, read_text_member, sha256_file
 from mambawin.wheel.provenance import provenance_in
 
@@ -179,9 +179,11 @@ def _read_record_bytes(path: Path) -> bytes | None:
 def record_shape(data: bytes, sha256: str) -> tuple[Mapping[str, Any] | None, str | None]:
     """What the page shows of a record, or why it is not a record of this wheel."""
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        document = parse_json(data.decode("utf-8"))
+    except UnicodeDecodeError:
         return None, "is not UTF-8 JSON"
+    except ValueError as exc:
+        return None, f"is not UTF-8 JSON ({exc})"
     if not isinstance(document, dict):
         return None, "is not a JSON object"
     passed, summary, steps = (document.get(k) for k in ("passed", "summary", "steps"))
