@@ -30,6 +30,14 @@ _KINDS = (
 )
 
 
+def kind_of(mode: int) -> str | None:
+    """What a path of this (followed) mode is when it is no regular file ("a FIFO (named
+    pipe)"), or None for a regular file: the one test before mambawin opens a file a user names."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
 def read_text(
     path: Path,
     *,
@@ -48,9 +56,9 @@ def read_text(
         raise error(f"{path}: no such {what} file: {missing}") from None
     except OSError as exc:
         raise os_error(exc, f"read the {what}") from None
-    kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
-    if kind is not None or not stat.S_ISREG(info.st_mode):
-        msg = f"{path} is {kind or 'not a regular file'}, not a {what} file: pass the file itself"
+    kind = kind_of(info.st_mode)
+    if kind is not None:
+        msg = f"{path} is {kind}, not a {what} file: pass the file itself"
         raise error(msg)
     if info.st_size > limit:
         msg = (
