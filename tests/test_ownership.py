@@ -657,3 +657,13 @@ def test_a_marker_or_kept_json_nested_too_deep_is_not_ours(tmp_path: Path) -> No
     code, output = _cli(["cache", "--prune", "--keep-mb", "0"])
     assert code == 0 and "foreign" in output, output
     assert legacy.is_dir()
+
+
+def test_a_cache_path_under_an_unknown_users_home_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MAMBAWIN_CACHE_DIR", "~no-such-user-of-this-system/cache")
+    with pytest.raises(UsageError, match="names a home folder this system does not have"):
+        cache_dir()  # it was expanduser's RuntimeError, a traceback
+    result = CliRunner().invoke(app, ["cache", "--json"])
+    assert result.exit_code == 2 and json.loads(result.stdout)["exit_code"] == 2

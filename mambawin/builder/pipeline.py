@@ -72,10 +72,7 @@ def build(
 ) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     steps = TimedSteps(reporter or QuietReporter())
-    label_choice = check_options(options)
-    keep_limit()  # a malformed MAMBAWIN_KEEP_MB or SOURCE_DATE_EPOCH stops the build before
-    source_date_epoch()  # any work (both are read again where they are used)
-    check_out(options.out, len(options.archs), options.keep_complex)
+    label_choice = _check_inputs(options)
     with staging_dir(builds_root(), ".fetch-") as staging:
         prepared = _prepare(options, steps, staging, doctor or run_doctor)
         # One build per build folder: a second one would share its objects, wheel and record.
@@ -87,6 +84,16 @@ def build(
             with steps("build"):
                 compiled = _compile(prepared, steps.reporter)
             return _finish(options, prepared, compiled, label_choice, steps)
+
+
+def _check_inputs(options: BuildOptions) -> str | None:
+    """Every input a build reads, checked before any work (the options, MAMBAWIN_KEEP_MB,
+    SOURCE_DATE_EPOCH, --out); the local version label the options choose."""
+    label_choice = check_options(options)
+    keep_limit()  # both are read again where they are used
+    source_date_epoch()
+    check_out(options.out, len(options.archs), options.keep_complex)
+    return label_choice
 
 
 def _finish(
@@ -113,7 +120,7 @@ def plan(
 ) -> BuildPlan:
     """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
     steps = TimedSteps(reporter or QuietReporter())
-    label_choice = check_options(options)
+    label_choice = _check_inputs(options)  # what the build would refuse, --plan refuses
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared = _prepare(options, steps, staging, doctor or run_doctor)
         with steps("configure"):
