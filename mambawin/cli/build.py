@@ -184,7 +184,7 @@ def build_command(
         return
 
     if windows_root is not None and platform is None:
-        msg = "--windows-root is the toolchain --platform win_amd64 uses: add --platform, or drop it"
+        msg = "--windows-root is the toolchain --platform win_amd64 uses: add --platform or drop it"
         raise UsageError(msg)
     options = BuildOptions(
         repo=repo,
