@@ -667,3 +667,9 @@ def test_a_cache_path_under_an_unknown_users_home_is_one_line(
         cache_dir()  # it was expanduser's RuntimeError, a traceback
     result = CliRunner().invoke(app, ["cache", "--json"])
     assert result.exit_code == 2 and json.loads(result.stdout)["exit_code"] == 2
+
+
+def test_a_cache_name_with_control_characters_is_shown_escaped_on_one_line() -> None:
+    _kept_build("k1", slot="s\x1b[31mRED\nx")  # ESC of a colour sequence, a line break
+    code, output = _cli(["cache"])
+    assert code == 0 and "s\\x1b[31mRED\\nx" in output and "\x1b" not in output, output

@@ -18,7 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from mambawin import __version__
 from mambawin.errors import MambawinError, UsageError, os_error
-from mambawin.ui.console import console, out
+from mambawin.ui.console import console, out, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,8 +44,7 @@ def _say_error(message: str) -> None:
 
     A value the user typed may hold a line break (`--cuda $'13.0\\n'`, a path): it is shown
     as `\\n`, so the error stays one line whatever the message quotes."""
-    line = message.replace("\r", "\\r").replace("\n", "\\n")
-    console.print(f"[red]error:[/] {escape(line)}", soft_wrap=True)
+    console.print(f"[red]error:[/] {escape(printable(message))}", soft_wrap=True)
 
 
 def _wants_json(args: list[str]) -> bool:

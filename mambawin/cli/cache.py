@@ -11,6 +11,7 @@ from rich.markup import escape
 from mambawin.builder.kept import KEEP_MB_BOUND
 from mambawin.cli.app import command, print_json, print_table
 from mambawin.errors import UsageError
+from mambawin.ui.console import printable
 
 if TYPE_CHECKING:
     from mambawin.builder.kept import Foreign, Kept
@@ -61,7 +62,7 @@ def cache_command(
     print_table("kept builds (most recently used first)", ("key", "slot", "MB", "last used"), rows)
     if others:
         foreign_rows: list[tuple[str, ...]] = [
-            (escape(f.name), f.kind, escape(str(f.path))) for f in others
+            (_text(f.name), f.kind, _text(str(f.path))) for f in others
         ]
         print_table(
             "foreign (not made by mambawin: never removed)", ("name", "kind", "path"), foreign_rows
@@ -74,8 +75,13 @@ def cache_command(
 
 def _row(entry: Kept) -> tuple[str, ...]:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.last_used))
-    # key and slot come from files in the cache: text, never rich markup (`[/x]` broke the table)
-    return (escape(entry.key[:16]), escape(entry.slot), f"{entry.size / 1e6:.0f}", when)
+    return (_text(entry.key[:16]), _text(entry.slot), f"{entry.size / 1e6:.0f}", when)
+
+
+def _text(name: str) -> str:
+    """A name read from the cache, shown as it is: never rich markup (`[/x]` broke the table),
+    never a line break or an escape sequence the terminal would act on."""
+    return escape(printable(name))
 
 
 def _row_json(entry: Kept) -> dict[str, object]:
