@@ -112,6 +112,7 @@ def parse_json(text: str | bytes) -> Any:
 def parse_toml(text: str) -> dict[str, Any]:
     """tomllib.loads; nesting too deep for Python is a TOMLDecodeError, as any bad TOML is."""
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
     except RecursionError:
         raise tomllib.TOMLDecodeError(_TOO_DEEP) from None
+    return data
