@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import io
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -93,7 +95,27 @@ def _one_error_shape(ctx: Any) -> Iterator[None]:
         raise typer.Exit(UsageError.exit_code) from None
 
 
-class _Root(TyperGroup):
+class _TrimmedHelp:
+    """Help that, piped (a CI log, `| less`, a file), ends each line at its text: typer pads
+    every line of its panels to 80 columns with spaces. On a terminal it is typer's, unchanged."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        render = super().format_help  # type: ignore[misc]
+        if sys.stdout.isatty():
+            render(ctx, formatter)
+            return
+        captured = io.StringIO()
+        with redirect_stdout(captured):  # typer's rich console writes to sys.stdout
+            render(ctx, formatter)
+        lines = captured.getvalue().splitlines()
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in lines))
+
+
+class Group(_TrimmedHelp, TyperGroup):
+    """A sub-command group (`ci`, `toolchain`): typer.Typer(cls=Group)."""
+
+
+class _Root(_TrimmedHelp, TyperGroup):
     """The top-level group: every command's parsing runs inside it, so its usage errors are
     rendered here, once."""
 
@@ -107,7 +129,7 @@ class _Root(TyperGroup):
             return super().invoke(ctx)
 
 
-class _Command(TyperCommand):
+class _Command(_TrimmedHelp, TyperCommand):
     """A command whose options never take another mambawin option as their value."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
