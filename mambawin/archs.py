@@ -13,7 +13,7 @@ _TOKEN = re.compile(
     r"^(?:(?P<prefix>sm_|compute_))?"
     r"(?:(?P<major>\d{1,2})\.(?P<minor>\d)|(?P<packed>\d{2,3}))"
     r"(?P<suffix>[af]?)(?P<ptx>\+ptx)?$",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,  # \d alone takes ٩٠ and ９０ as 90
 )
 _SEPARATORS = re.compile(r"[;,\s]+")
 

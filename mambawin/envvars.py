@@ -61,7 +61,11 @@ def env_path(name: str, *, env: Mapping[str, str] | None = None) -> Path | None:
     if raw != raw.strip():
         msg = f"{name}={raw!r} has leading or trailing spaces: set it to the folder's exact path"
         raise UsageError(msg)
-    path = Path(raw).expanduser()
+    try:
+        path = Path(raw).expanduser()
+    except RuntimeError:  # `~name` of a user this system does not have
+        msg = f"{name}={raw!r} names a home folder this system does not have: give an absolute path"
+        raise UsageError(msg) from None
     if not path.is_absolute():
         msg = (
             f"{name}={raw!r} is not an absolute path (it would change with the current folder): "

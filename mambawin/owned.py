@@ -29,6 +29,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from mambawin.errors import NotOwnedError, os_error
+from mambawin.userfile import parse_json
 
 MARKER = ".mambawin-owned"
 _MARKER_MAX = 4096  # a marker is one short JSON line; a bigger file is not one of ours
@@ -50,7 +51,7 @@ def marked_as(folder: Path) -> str | None:
         info = os.lstat(marker)
         if not stat.S_ISREG(info.st_mode) or info.st_size > _MARKER_MAX:
             return None
-        data = json.loads(marker.read_text(encoding="utf-8"))
+        data = parse_json(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("owner") != "mambawin":

@@ -2,14 +2,20 @@
 
 A FIFO would block the read forever, `/dev/zero` would fill memory, and a folder or a device is no
 spec at all; a UTF-8 byte-order mark (Notepad's "UTF-8 with BOM") is named instead of reported as
-a syntax error at line 1.
+a syntax error at line 1. A file mambawin reads but anyone could have written (a verify record, a
+marker, a wheel's provenance) is parsed with parse_json or parse_toml: `[[[[…` nested deeper than
+Python recurses is bad input like any other, not a RecursionError traceback.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
+
+import tomllib
 
 from mambawin.errors import UsageError, os_error
 
@@ -22,6 +28,14 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+def kind_of(mode: int) -> str | None:
+    """What a path of this (followed) mode is when it is no regular file ("a FIFO (named
+    pipe)"), or None for a regular file: the one test before mambawin opens a file a user names."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def read_text(
@@ -42,9 +56,9 @@ def read_text(
         raise error(f"{path}: no such {what} file: {missing}") from None
     except OSError as exc:
         raise os_error(exc, f"read the {what}") from None
-    kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
-    if kind is not None or not stat.S_ISREG(info.st_mode):
-        msg = f"{path} is {kind or 'not a regular file'}, not a {what} file: pass the file itself"
+    kind = kind_of(info.st_mode)
+    if kind is not None:
+        msg = f"{path} is {kind}, not a {what} file: pass the file itself"
         raise error(msg)
     if info.st_size > limit:
         msg = (
@@ -81,4 +95,24 @@ def _read(path: Path, limit: int, what: str, error: type[UsageError]) -> bytes:
     if len(data) > limit:  # it grew after the stat
         msg = f"{path} is larger than a {what} can be ({limit} bytes): pass the right file"
         raise error(msg)
+    return data
+
+
+_TOO_DEEP = "nested too deeply to read (thousands of levels, not a file mambawin writes)"
+
+
+def parse_json(text: str | bytes) -> Any:
+    """json.loads; nesting too deep for Python is a ValueError, as any other bad JSON is."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """tomllib.loads; nesting too deep for Python is a TOMLDecodeError, as any bad TOML is."""
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(_TOO_DEEP) from None
     return data

@@ -59,3 +59,9 @@ def test_nonsense_is_one_clear_usage_error(bad: str) -> None:
 )
 def test_runs_on_is_the_one_fit_rule(arch: Arch, cap: tuple[int, int], runs: bool) -> None:
     assert arch.runs_on(cap) is runs
+
+
+@pytest.mark.parametrize("spelling", ["٩٠", "９０", "sm_８６"])
+def test_an_arch_in_other_scripts_digits_is_refused(spelling: str) -> None:
+    with pytest.raises(UsageError, match="invalid CUDA arch"):
+        parse_archs(spelling)  # \d read them as 90 and 86

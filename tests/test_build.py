@@ -623,3 +623,33 @@ def test_a_second_build_into_the_same_build_folder_fails_clearly(
     (build_dir / core.LOCK_NAME).unlink()
     core.build(options, Recorder(), doctor=doctor)
     assert not (build_dir / core.LOCK_NAME).exists()  # the build removed its own lock
+
+
+@pytest.mark.parametrize(
+    ("env", "extra", "said"),
+    [
+        ({"MAMBAWIN_KEEP_MB": "abc"}, [], "MAMBAWIN_KEEP_MB='abc' is not a whole number"),
+        ({"SOURCE_DATE_EPOCH": "1.5e9"}, [], "SOURCE_DATE_EPOCH='1.5e9' is not a whole number"),
+        ({}, ["--out", "a-file"], "is a file: pass a folder for the wheel"),
+        ({}, ["--windows-root", "wr"], "--windows-root is the toolchain --platform win_amd64"),
+    ],
+)
+def test_plan_refuses_what_the_build_would_before_any_work(
+    env: dict[str, str],
+    extra: list[str],
+    said: str,
+    fake_repo: Path,
+    tmp_path: Path,
+    doctor: RecordedDoctor,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("mine\n")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--arch", "8.6", *extra]
+    planned = CliRunner().invoke(app, [*args, "--plan", "--json"], obj={"doctor": doctor})
+    assert planned.exit_code == 2, planned.output  # the plan said exit 0, the build then refused
+    assert said in json.loads(planned.stdout)["error"]
+    assert not (builds_root().parent / "mirrors").exists()  # refused before the fetch
+    assert (tmp_path / "a-file").read_text() == "mine\n" and not (tmp_path / "wr").exists()

@@ -119,3 +119,12 @@ def test_a_file_named_like_an_option_is_written_through_its_path(
     result = runner.invoke(app, ["init", "--out", "./--json"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "--json").is_file()
+
+
+def test_an_error_quoting_a_line_break_stays_one_line(tmp_path: Path) -> None:
+    root = tmp_path / "tc"
+    result = runner.invoke(
+        app, ["toolchain", "windows", "--setup", "--cuda", "13.0\n", "--root", str(root)]
+    )
+    line = _assert_one_line(result, "CUDA '13.0\\n' has no known Windows wheel set")
+    assert line.endswith("use one of 13.0\n") and not root.exists()

@@ -76,3 +76,20 @@ def test_every_option_shows_its_default_and_no_help_hides_one(path: tuple[str, .
             )
             assert shown in text, f"{' '.join(path)} {option.opts[0]}: {shown} not in --help"
     assert not re.search(r"\s\.\s", text), "a help line ends in ' .' (markup swallowed)"
+
+
+def _every_path(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The root, every group and every command, as the words that name them."""
+    command = command or typer.main.get_command(app)
+    yield path
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        yield from _every_path(sub, (*path, name))
+
+
+@pytest.mark.parametrize("path", list(_every_path()), ids=lambda p: " ".join(p) or "mambawin")
+def test_piped_help_has_no_trailing_spaces(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(app, [*path, "--help"])  # not a terminal, as in a CI log
+    assert result.exit_code == 0, result.output
+    padded = [line for line in result.stdout.splitlines() if line != line.rstrip()]
+    assert not padded, padded[:3]  # typer padded every panel line to 80 columns
+    assert "Usage:" in result.stdout

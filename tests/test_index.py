@@ -734,6 +734,7 @@ def test_a_symlinked_verify_record_is_never_followed_or_published(tmp_path: Path
         (lambda path, wheel: path.mkdir(), "folder"),
         (lambda path, wheel: path.write_bytes(b"\xff\xfe{}"), "not UTF-8 JSON"),
         (lambda path, wheel: path.write_text("[1, 2]"), "not a JSON object"),
+        (lambda path, wheel: path.write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),
         (lambda path, wheel: path.write_text('{"passed": "yes", "summary": 1}'), "lacks"),
         (
             lambda path, wheel: path.write_text('{"passed": true, "summary": "", "steps": []}'),
@@ -940,3 +941,16 @@ def test_the_specs_torches_get_folders_for_the_stable_wheels(tmp_path: Path) -> 
     assert json.loads(result.stdout)["per_torch"] == [
         str(site / "cu130" / f"torch{t}" / "simple") for t in ("2.10", "2.11", "2.12")
     ]
+
+
+def test_a_provenance_nested_deeper_than_python_reads_is_a_bad_wheel(tmp_path: Path) -> None:
+    from mambawin.errors import WheelError
+    from mambawin.wheel.provenance import read_provenance
+
+    deep = "[" * 100_000 + "]" * 100_000
+    member = "team_demo-1.0.dist-info/mambawin-provenance.json"
+    wheel = fake_wheel(tmp_path / "wh", "1.0", "py3", "any", members={member: deep.encode()})
+    with pytest.raises(WheelError, match="is not a JSON object"):
+        read_provenance(wheel)  # it was a RecursionError traceback in metadata, verify and index
+    result = CliRunner().invoke(app, ["index", str(wheel.parent), "--out", str(tmp_path / "s")])
+    assert result.exit_code == 7 and not (tmp_path / "s").exists(), result.output

@@ -615,3 +615,61 @@ def test_a_source_date_epoch_in_other_digits_is_refused(monkeypatch: pytest.Monk
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "١٧٠٠٠٠٠٠٠٠")  # int() reads it as 1700000000
     with pytest.raises(UsageError, match=r"SOURCE_DATE_EPOCH=.* \(ASCII digits\) in 315532800"):
         source_date_epoch()
+
+
+@pytest.mark.parametrize("last_used", ["NaN", "1e400", "-1", '"yesterday"', "true", "1e20"])
+def test_a_kept_json_whose_last_used_is_no_time_is_dated_by_its_folder(
+    last_used: str, tmp_path: Path
+) -> None:
+    folder = _kept_build("k1")  # a person edited kept.json: NaN broke the table, 1e400 the JSON
+    (folder / kept.META).write_text(f'{{"key": "k1", "slot": "s", "last_used": {last_used}}}')
+    code, output = _cli(["cache"])
+    assert code == 0 and "k1" in output, output
+    code, output = _cli(["cache", "--json"])
+    shown = json.loads(output, parse_constant=pytest.fail)  # NaN/Infinity are not JSON
+    assert code == 0 and shown["kept"][0]["last_used"] == folder.stat().st_mtime
+
+
+def test_names_from_the_cache_are_shown_as_text_not_markup(tmp_path: Path) -> None:
+    folder = _kept_build("k1", slot="[/bold]")
+    (kept.kept_root() / "[red]x").mkdir()
+    code, output = _cli(["cache"])
+    assert code == 0, output  # it was rich's MarkupError, a traceback
+    assert "[/bold]" in output and "[red]x" in output and folder.exists()
+
+
+def test_keep_mb_without_prune_is_refused_before_any_work() -> None:
+    _kept_build("k1")
+    code, output = _cli(["cache", "--keep-mb", "0", "--json"])
+    assert code == 2 and '"exit_code": 2' in output and "add --prune, or drop --keep-mb" in output
+    code, output = _cli(["cache", "--prune", "--keep-mb", str(kept.KEEP_MB_BOUND + 1)])
+    assert code == 2 and "less than or equal to 1000000000" in output, output
+    assert (kept.kept_root() / "k1").is_dir()
+
+
+def test_a_marker_or_kept_json_nested_too_deep_is_not_ours(tmp_path: Path) -> None:
+    folder = tmp_path / "planted"
+    folder.mkdir()
+    (folder / owned.MARKER).write_text("[" * 2000 + "]" * 2000)  # under the marker's size bound
+    assert owned.marked_as(folder) is None  # it was a RecursionError traceback
+    legacy = _kept_build("k1", marked=False)
+    (legacy / kept.META).write_text("[" * 30_000 + "]" * 30_000)
+    code, output = _cli(["cache", "--prune", "--keep-mb", "0"])
+    assert code == 0 and "foreign" in output, output
+    assert legacy.is_dir()
+
+
+def test_a_cache_path_under_an_unknown_users_home_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MAMBAWIN_CACHE_DIR", "~no-such-user-of-this-system/cache")
+    with pytest.raises(UsageError, match="names a home folder this system does not have"):
+        cache_dir()  # it was expanduser's RuntimeError, a traceback
+    result = CliRunner().invoke(app, ["cache", "--json"])
+    assert result.exit_code == 2 and json.loads(result.stdout)["exit_code"] == 2
+
+
+def test_a_cache_name_with_control_characters_is_shown_escaped_on_one_line() -> None:
+    _kept_build("k1", slot="s\x1b[31mRED\nx")  # ESC of a colour sequence, a line break
+    code, output = _cli(["cache"])
+    assert code == 0 and "s\\x1b[31mRED\\nx" in output and "\x1b" not in output, output

@@ -187,3 +187,9 @@ def test_docs_key_table_is_the_specs_own() -> None:
 def test_a_key_outside_the_table_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="unknown key: expected one of python, platforms"):
         parse_spec("extra = 1\n" + GOOD, tmp_path / "t.toml")
+
+
+def test_a_spec_nested_deeper_than_python_reads_is_one_line(tmp_path: Path) -> None:
+    text = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"  # tomllib recursed until RecursionError
+    with pytest.raises(SpecError, match="invalid TOML: nested too deeply"):
+        parse_spec(text, tmp_path / "mambawin.toml")

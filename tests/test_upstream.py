@@ -252,6 +252,22 @@ def test_fetch_dest_that_is_a_file_is_refused_before_cloning(
     assert dest.read_text() == "mine" and not (cache_dir() / "mirrors").exists()
 
 
+@pytest.mark.parametrize("target", ["empty", "missing"])
+def test_fetch_dest_that_is_a_symlink_is_refused_before_cloning(
+    target: str, fake_upstream: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "someone-elses"
+    if target == "empty":
+        folder.mkdir()
+    dest = tmp_path / "d"
+    dest.symlink_to(folder, target_is_directory=True)
+    result = runner.invoke(app, ["fetch", "--repo", str(fake_upstream), "--dest", str(dest)])
+    assert result.exit_code == UsageError.exit_code, result.output  # was exit 10 "Not a directory"
+    assert "is a symlink: pass a new or empty folder" in result.stderr
+    assert dest.is_symlink() and folder.exists() == (target == "empty")
+    assert not folder.exists() or not any(folder.iterdir())
+
+
 def test_describe_plain_folder_and_non_mamba(tmp_path: Path) -> None:
     (tmp_path / "mamba_ssm").mkdir()
     (tmp_path / "setup.py").write_text("")

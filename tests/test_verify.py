@@ -616,3 +616,21 @@ def test_the_static_step_opens_and_hashes_each_wheel_once(tmp_path, monkeypatch)
         "provenance",
         "gpu_code",
     }
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "folder"])
+def test_a_wheel_that_is_no_regular_file_is_refused_unopened(kind: str, tmp_path: Path) -> None:
+    wheel = tmp_path / "mamba_ssm-2.2.6-cp312-cp312-linux_x86_64.whl"
+    if kind == "device":
+        wheel.symlink_to("/dev/zero")  # its sha256 never ended: verify hung
+    elif kind == "fifo":
+        import os
+
+        os.mkfifo(wheel)  # the open blocked forever
+    else:
+        wheel.mkdir()
+    named = () if kind == "folder" else (wheel,)  # a folder named is a folder of wheels
+    for target in (*named, tmp_path):  # named, or found in a folder of wheels
+        result = CliRunner().invoke(app, ["verify", str(target), "--json"])
+        assert result.exit_code == 2, result.output
+        assert json.loads(result.stdout)["error"].endswith(", not a wheel: pass a .whl file")

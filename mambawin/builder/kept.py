@@ -28,9 +28,12 @@ from pathlib import Path
 from mambawin.cache import cache_dir
 from mambawin.envvars import env_int
 from mambawin.owned import claim, mark, marked_as, remove_tree
+from mambawin.userfile import parse_json
 
 KEEP_MB_VAR = "MAMBAWIN_KEEP_MB"
 DEFAULT_KEEP_MB = 10_000
+KEEP_MB_BOUND = 10**9  # a petabyte: a bigger MAMBAWIN_KEEP_MB or --keep-mb is a typo
+_LAST_MOMENT = 253_402_300_799  # 9999-12-31: a later last_used (or NaN, inf) is not a time
 MOVED = ("src", "build", "dist", "build.json")  # what a key owns in its slot
 META = "kept.json"
 OWNED_AS = "kept-build"  # the kind in a kept build's ownership marker
@@ -63,7 +66,7 @@ def kept_root() -> Path:
 
 def keep_limit(env: Mapping[str, str] | None = None) -> int:
     """The size bound in bytes, from MAMBAWIN_KEEP_MB; UsageError on a value that is no size."""
-    mb = env_int(KEEP_MB_VAR, minimum=0, maximum=10**9, unit="MB", example=20000, env=env)
+    mb = env_int(KEEP_MB_VAR, minimum=0, maximum=KEEP_MB_BOUND, unit="MB", example=20000, env=env)
     return (DEFAULT_KEEP_MB if mb is None else mb) * 1_000_000
 
 
@@ -107,8 +110,9 @@ def listing() -> list[Kept]:
         if not _ours(folder):
             continue
         meta = _read_meta(folder)
-        used = meta.get("last_used")
-        when = float(used) if isinstance(used, (int, float)) else folder.stat().st_mtime
+        when = _moment(meta.get("last_used"))
+        if when is None:  # kept.json is in a folder of ours, but a person may have edited it
+            when = folder.stat().st_mtime
         found.append(Kept(folder.name, str(meta.get("slot", "?")), _size(folder), when, folder))
     return sorted(found, key=lambda k: k.last_used, reverse=True)
 
@@ -151,6 +155,14 @@ def _ours(folder: Path) -> bool:
     return meta.get("key") == folder.name and isinstance(meta.get("slot"), str)
 
 
+def _moment(value: object) -> float | None:
+    """A kept.json's last_used as seconds since the epoch; None for what is no time (a string,
+    NaN, 1e400: they broke the table's date and the JSON document's validity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value <= _LAST_MOMENT else None
+
+
 def _adopt(folder: Path) -> None:
     """Mark a kept build an older mambawin made, so the one tree remover accepts it."""
     if marked_as(folder) is None:
@@ -191,7 +203,7 @@ def _read_meta(folder: Path) -> dict[str, object]:
         info = os.lstat(meta)
         if not stat.S_ISREG(info.st_mode) or info.st_size > 65536:
             return {}
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = parse_json(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

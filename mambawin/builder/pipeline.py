@@ -53,6 +53,7 @@ from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
 from mambawin.wheel.provenance import (
     source_date_epoch,
@@ -93,10 +94,7 @@ def start(
     options: BuildOptions, steps: TimedSteps, stack: ExitStack, doctor: Doctor | None
 ) -> Started:
     """Check the options, then doctor, fetch and patch into a slot held until stack closes."""
-    label_choice = check_options(options)
-    keep_limit()  # a malformed MAMBAWIN_KEEP_MB or SOURCE_DATE_EPOCH stops the build before
-    source_date_epoch()  # any work (both are read again where they are used)
-    check_out(options.out, len(options.archs), options.keep_complex)
+    label_choice = _check_inputs(options)
     staging = stack.enter_context(staging_dir(builds_root(), ".fetch-"))
     prepared = _prepare(options, steps, staging, doctor or run_doctor)
     # One build per build folder: a second one would share its objects, wheel and record.
@@ -115,6 +113,16 @@ def build_started(started: Started) -> BuildResult:
     with started.steps("build"):
         compiled = compile_prepared(started.prepared, started.steps.reporter)
     return started.finish(compiled)
+
+
+def _check_inputs(options: BuildOptions) -> str | None:
+    """Every input a build reads, checked before any work (the options, MAMBAWIN_KEEP_MB,
+    SOURCE_DATE_EPOCH, --out); the local version label the options choose."""
+    label_choice = check_options(options)
+    keep_limit()  # both are read again where they are used
+    source_date_epoch()
+    check_out(options.out, len(options.archs), options.keep_complex)
+    return label_choice
 
 
 def _finish(
@@ -141,7 +149,7 @@ def plan(
 ) -> BuildPlan:
     """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
     steps = TimedSteps(reporter or QuietReporter())
-    label_choice = check_options(options)
+    label_choice = _check_inputs(options)  # what the build would refuse, --plan refuses
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared = _prepare(options, steps, staging, doctor or run_doctor)
         with steps("configure"):
@@ -351,7 +359,7 @@ def _finished(workspace: Workspace, key: str) -> CompileResult | None:
     covers everything that decides the binary, so running setup.py again (torch import, ninja,
     link, bdist_wheel) could only give the same bytes."""
     try:
-        record = json.loads((workspace.root / RECORD_NAME).read_text(encoding="utf-8"))
+        record = parse_json((workspace.root / RECORD_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     wheels = sorted(workspace.dist.glob("*.whl")) if workspace.dist.is_dir() else []

@@ -141,6 +141,8 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
     # folders are adopted by their names.
     sources = claim(home / "src", "check-sources", (f"{p}-*" for p in PACKAGE_NAMES))
     stock_tree = sources / f"{options.package.name}-{_ref_slug(options)}"
+    if stock_tree.is_symlink():  # planted in our folder: checkout refuses a link as its --dest
+        remove_tree(stock_tree)  # the link, never its target
     try:
         checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
     except UpstreamError:

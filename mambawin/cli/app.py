@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import io
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -18,7 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from mambawin import __version__
 from mambawin.errors import MambawinError, UsageError, os_error
-from mambawin.ui.console import console, out
+from mambawin.ui.console import console, out, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,8 +42,11 @@ def fail_json(message: str, exit_code: int, **extra: Any) -> typer.Exit:
 
 
 def _say_error(message: str) -> None:
-    """The one red line on stderr; the message is text, not rich markup (it may hold '[')."""
-    console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    """The one red line on stderr; the message is text, not rich markup (it may hold '[').
+
+    A value the user typed may hold a line break (`--cuda $'13.0\\n'`, a path): it is shown
+    as `\\n`, so the error stays one line whatever the message quotes."""
+    console.print(f"[red]error:[/] {escape(printable(message))}", soft_wrap=True)
 
 
 def _wants_json(args: list[str]) -> bool:
@@ -90,7 +95,27 @@ def _one_error_shape(ctx: Any) -> Iterator[None]:
         raise typer.Exit(UsageError.exit_code) from None
 
 
-class _Root(TyperGroup):
+class _TrimmedHelp:
+    """Help that, piped (a CI log, `| less`, a file), ends each line at its text: typer pads
+    every line of its panels to 80 columns with spaces. On a terminal it is typer's, unchanged."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        render = super().format_help  # type: ignore[misc]
+        if sys.stdout.isatty():
+            render(ctx, formatter)
+            return
+        captured = io.StringIO()
+        with redirect_stdout(captured):  # typer's rich console writes to sys.stdout
+            render(ctx, formatter)
+        lines = captured.getvalue().splitlines()
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in lines))
+
+
+class Group(_TrimmedHelp, TyperGroup):
+    """A sub-command group (`ci`, `toolchain`): typer.Typer(cls=Group)."""
+
+
+class _Root(_TrimmedHelp, TyperGroup):
     """The top-level group: every command's parsing runs inside it, so its usage errors are
     rendered here, once."""
 
@@ -104,7 +129,7 @@ class _Root(TyperGroup):
             return super().invoke(ctx)
 
 
-class _Command(TyperCommand):
+class _Command(_TrimmedHelp, TyperCommand):
     """A command whose options never take another mambawin option as their value."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:

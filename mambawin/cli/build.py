@@ -183,6 +183,9 @@ def build_command(
         )
         return
 
+    if windows_root is not None and platform is None:
+        msg = "--windows-root is the toolchain --platform win_amd64 uses: add --platform or drop it"
+        raise UsageError(msg)
     options = BuildOptions(
         repo=repo,
         ref=ref,

@@ -6,8 +6,12 @@ import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
+from mambawin.builder.kept import KEEP_MB_BOUND
 from mambawin.cli.app import command, print_json, print_table
+from mambawin.errors import UsageError
+from mambawin.ui.console import printable
 
 if TYPE_CHECKING:
     from mambawin.builder.kept import Foreign, Kept
@@ -23,6 +27,7 @@ def cache_command(
         typer.Option(
             "--keep-mb",
             min=0,
+            max=KEEP_MB_BOUND,
             help="With --prune: keep at most this many MB (0 removes every kept build).",
             show_default="$MAMBAWIN_KEEP_MB, else 10000",
         ),
@@ -34,6 +39,8 @@ def cache_command(
     Entries under kept/ that mambawin did not make are listed as foreign and never touched."""
     from mambawin.builder import kept
 
+    if keep_mb is not None and not prune:
+        raise UsageError("--keep-mb is the bound --prune applies: add --prune, or drop --keep-mb")
     removed = []
     if prune:
         limit = kept.keep_limit() if keep_mb is None else keep_mb * 1_000_000
@@ -54,7 +61,9 @@ def cache_command(
     rows = [_row(k) for k in entries]
     print_table("kept builds (most recently used first)", ("key", "slot", "MB", "last used"), rows)
     if others:
-        foreign_rows: list[tuple[str, ...]] = [(f.name, f.kind, str(f.path)) for f in others]
+        foreign_rows: list[tuple[str, ...]] = [
+            (_text(f.name), f.kind, _text(str(f.path))) for f in others
+        ]
         print_table(
             "foreign (not made by mambawin: never removed)", ("name", "kind", "path"), foreign_rows
         )
@@ -66,7 +75,13 @@ def cache_command(
 
 def _row(entry: Kept) -> tuple[str, ...]:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.last_used))
-    return (entry.key[:16], entry.slot, f"{entry.size / 1e6:.0f}", when)
+    return (_text(entry.key[:16]), _text(entry.slot), f"{entry.size / 1e6:.0f}", when)
+
+
+def _text(name: str) -> str:
+    """A name read from the cache, shown as it is: never rich markup (`[/x]` broke the table),
+    never a line break or an escape sequence the terminal would act on."""
+    return escape(printable(name))
 
 
 def _row_json(entry: Kept) -> dict[str, object]:

@@ -9,11 +9,13 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from mambawin.cli.app import app, command
+from mambawin.cli.app import Group, app, command
 from mambawin.ui.console import console
 from mambawin.verify.resolve import OFFLINE_ENV
 
-ci_app = typer.Typer(no_args_is_help=True, help="Generate CI workflows that build the spec.")
+ci_app = typer.Typer(
+    cls=Group, no_args_is_help=True, help="Generate CI workflows that build the spec."
+)
 app.add_typer(ci_app, name="ci")
 
 

@@ -6,11 +6,13 @@ from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import app, command, fail_json, print_json
+from mambawin.cli.app import Group, app, command, fail_json, print_json
 from mambawin.toolchain.wine import SETUP_CUDA, SETUP_TORCH
 from mambawin.ui.console import console
 
-toolchain_app = typer.Typer(no_args_is_help=True, help="Toolchains mambawin sets up itself.")
+toolchain_app = typer.Typer(
+    cls=Group, no_args_is_help=True, help="Toolchains mambawin sets up itself."
+)
 app.add_typer(toolchain_app, name="toolchain")
 
 

@@ -171,6 +171,9 @@ def _pick_tag(ref: str | None, tags: list[str], file_version: str) -> str | None
 
 
 def _check_dest(dest: Path | None) -> None:
+    if dest is not None and dest.is_symlink():  # the checkout would replace the link's target
+        msg = f"--dest {dest} is a symlink: pass a new or empty folder of its own for the checkout"
+        raise UsageError(msg)
     if dest is not None and dest.exists() and not dest.is_dir():
         msg = f"--dest {dest} is a file, not a folder: pass a new or empty folder for the checkout"
         raise UsageError(msg)

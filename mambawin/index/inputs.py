@@ -11,7 +11,6 @@ so a FIFO or a link to another user's private file can neither hang the run nor 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.errors import UsageError, os_error
+from mambawin.userfile import kind_of, parse_json
 from mambawin.wheel.info import open_wheel, read_text_member, sha256_file
 from mambawin.wheel.provenance import provenance_in
 
@@ -32,15 +32,6 @@ RECORD_LIMIT = 1 << 20
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 @dataclass(frozen=True)
@@ -111,8 +102,8 @@ def _check_is_file(path: Path) -> None:
         raise UsageError(msg) from None
     except OSError as exc:
         raise os_error(exc, "read the wheel") from None
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((name for test, name in _KINDS if test(info.st_mode)), "no regular file")
+    kind = kind_of(info.st_mode)
+    if kind is not None:
         msg = f"{path} is {kind}, not a wheel: remove it from the wheelhouse"
         raise UsageError(msg)
 
@@ -150,9 +141,7 @@ def read_record(path: Path, sha256: str) -> VerifyRecord | None:
 def _not_a_record(info: os.stat_result) -> str | None:
     if stat.S_ISLNK(info.st_mode):
         return "a symlink (a record is read only as a file of its own)"
-    kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
-    if kind is None and not stat.S_ISREG(info.st_mode):
-        kind = "not a regular file"
+    kind = kind_of(info.st_mode)
     if kind is None and info.st_size > RECORD_LIMIT:
         kind = f"{info.st_size:,} bytes, over the {RECORD_LIMIT:,} a verify record may have"
     return kind
@@ -179,9 +168,11 @@ def _read_record_bytes(path: Path) -> bytes | None:
 def record_shape(data: bytes, sha256: str) -> tuple[Mapping[str, Any] | None, str | None]:
     """What the page shows of a record, or why it is not a record of this wheel."""
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        document = parse_json(data.decode("utf-8"))
+    except UnicodeDecodeError:
         return None, "is not UTF-8 JSON"
+    except ValueError as exc:
+        return None, f"is not UTF-8 JSON ({exc})"
     if not isinstance(document, dict):
         return None, "is not a JSON object"
     passed, summary, steps = (document.get(k) for k in ("passed", "summary", "steps"))

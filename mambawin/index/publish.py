@@ -24,6 +24,7 @@ from packaging.utils import (
 from mambawin.atomic import TEMP_PREFIX, staging_dir, write_file
 from mambawin.errors import MambawinError, UsageError, WheelError, os_error
 from mambawin.owned import remove_tree
+from mambawin.userfile import parse_json
 from mambawin.wheel.info import sha256_file
 
 # mambawin made this folder: an index, and what it published (written when --out is created).
@@ -341,7 +342,7 @@ def is_index(out: Path) -> bool:
     try:
         if not stat.S_ISREG(marker.lstat().st_mode):
             return False
-        data = json.loads(marker.read_text(encoding="utf-8"))
+        data = parse_json(marker.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return False
     except OSError as exc:

@@ -79,6 +79,7 @@ from mambawin.index.serve import (
     torch_folders,
 )
 from mambawin.index.serve import torches as named_torches
+from mambawin.userfile import parse_json
 from mambawin.versions import release
 from mambawin.wheel.info import open_wheel, read_message, read_text_member, sha256_file
 from mambawin.wheel.provenance import Provenance, provenance_in
@@ -437,7 +438,7 @@ def _marker(
 def _cached(out: Path) -> dict[str, Any]:
     """The marker's wheels and torches; empty when it is missing or unreadable (all re-read)."""
     try:
-        data = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        data = parse_json((out / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         data = None
     data = data if isinstance(data, dict) else {}

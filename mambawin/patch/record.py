@@ -19,6 +19,7 @@ from mambawin.archs import format_archs
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA, Package
 from mambawin.patch.base import Outcome, Patch, PatchOptions, Tree
+from mambawin.userfile import parse_json
 
 RECORD = ".mambawin/patches.json"
 # What a transform returns (base.Outcome), or "skipped" when the engine never ran it.
@@ -127,7 +128,7 @@ def read_record(root: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -20,6 +20,7 @@ from mambawin.cache import cache_dir
 from mambawin.errors import CommandError, ToolchainError
 from mambawin.owned import adopt, claim, marked_as, remove_tree
 from mambawin.team.spec import TorchSpec
+from mambawin.userfile import parse_json
 
 MARKER = "mambawin-env.json"
 OWNED_AS = "team-env"  # the kind in an environment's ownership marker (mambawin.owned)
@@ -170,7 +171,7 @@ def _runs_version(argv: list[str], version: str) -> bool:
 
 def _ready(env: BuildEnv, wanted: dict[str, str]) -> bool:
     try:
-        found = json.loads((env.root / MARKER).read_text(encoding="utf-8"))
+        found = parse_json((env.root / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return found == wanted and env.python.is_file()

@@ -8,7 +8,6 @@ only when neither exists, the released version.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from packaging.utils import canonicalize_name
 from mambawin import __version__, proc
 from mambawin.errors import CommandError, UpstreamError, UsageError
 from mambawin.fetch import git
+from mambawin.userfile import parse_json
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mambawin/
 _SCP_LIKE = re.compile(r"^(?:[\w.-]+@)?([\w.-]+):(?!//)(.+)$")  # git@github.com:owner/repo.git
@@ -115,7 +115,7 @@ def _direct_url_text() -> str | None:
 def _from_direct_url(text: str) -> Source | None:
     """pip's record of a `pip install git+URL@REF`: its URL and the commit it resolved to."""
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         return None
     vcs = data.get("vcs_info") or {}

@@ -53,7 +53,7 @@ def load_spec(path: Path | str = DEFAULT_SPEC) -> Spec:
 def parse_spec(text: str, path: Path) -> Spec:
     """Validate the TOML text of a spec whose file is path (for messages and relative paths)."""
     try:
-        data = tomllib.loads(text)
+        data = userfile.parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
         msg = f"{path}: invalid TOML: {exc}"
         raise SpecError(msg) from None

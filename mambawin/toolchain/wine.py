@@ -369,7 +369,7 @@ def setup(
 ) -> SetupResult:
     """Fetch MSVC, the Windows CUDA and (optionally) torch's Windows headers into root."""
     if cuda not in CUDA_WHEELS:
-        msg = f"CUDA {cuda} has no known Windows wheel set: use one of {', '.join(CUDA_WHEELS)}"
+        msg = f"CUDA {cuda!r} has no known Windows wheel set: use one of {', '.join(CUDA_WHEELS)}"
         raise UsageError(msg)
     if torch is not None and not _is_release(torch):  # pip would fail only after MSVC and CUDA
         msg = f"torch {torch!r} is not a torch release: give a version such as {SETUP_TORCH}"

@@ -46,6 +46,17 @@ def _without_trailing_spaces(line: Iterable[Segment]) -> list[Segment]:
     return segments
 
 
+def printable(text: str) -> str:
+    """text with each character a terminal would act on (a line break, ESC of a colour or
+    cursor sequence) written as its escape (`\\n`, `\\x1b`): a name or value read from a file or
+    typed by a user is shown on its one line, never run by the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
 def _is_block(obj: object) -> bool:
     """A table, panel or other rich renderable (not text, which rich never pads)."""
     return is_renderable(obj) and not isinstance(obj, (str, Text))

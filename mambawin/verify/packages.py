@@ -5,6 +5,7 @@ the two belong together.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from mambawin.errors import UsageError, WheelError
+from mambawin.errors import UsageError, WheelError, os_error
 from mambawin.packages import (
     PACKAGE_NAMES,
     PairProblem,
@@ -21,6 +22,7 @@ from mambawin.packages import (
     package_named,
     pair_problem,
 )
+from mambawin.userfile import kind_of
 from mambawin.wheel.abi_audit import is_stable
 from mambawin.wheel.info import parse_file_name
 
@@ -53,6 +55,8 @@ def find_wheels(path: Path, fits: Sequence[str] | None = None) -> tuple[WheelRef
         msg = f"{path} does not exist: pass a built .whl or a folder of wheels (`mambawin build`)"
         raise UsageError(msg)
     files = sorted(path.glob("*.whl")) if path.is_dir() else [path]
+    for file in files:
+        _check_is_file(file)
     refs = [ref for ref in (_describe(f, strict=not path.is_dir()) for f in files) if ref]
     if not refs:
         msg = (
@@ -66,6 +70,16 @@ def find_wheels(path: Path, fits: Sequence[str] | None = None) -> tuple[WheelRef
         if any(r.project == p for r in refs)
     ]
     return tuple(chosen)
+
+
+def _check_is_file(file: Path) -> None:
+    """A wheel is a regular file: a FIFO would block the read, `/dev/zero` never end its hash."""
+    try:
+        kind = kind_of(os.stat(file).st_mode)
+    except OSError as exc:
+        raise os_error(exc, "read the wheel") from None
+    if kind is not None:
+        raise UsageError(f"{file} is {kind}, not a wheel: pass a .whl file")
 
 
 def _describe(file: Path, *, strict: bool) -> WheelRef | None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import zipfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -17,6 +16,7 @@ from mambawin import __version__
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.envvars import env_int
 from mambawin.errors import UsageError, WheelError
+from mambawin.userfile import parse_json
 from mambawin.versions import release
 from mambawin.wheel.info import (
     WheelInfo,
@@ -275,7 +275,7 @@ def provenance_in(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str, object
     if member not in info.members:
         return None
     try:
-        data = json.loads(read_text_member(info.path, archive, member))
+        data = parse_json(read_text_member(info.path, archive, member))
     except ValueError:
         data = None
     if not isinstance(data, dict):
