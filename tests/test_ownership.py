@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import stat
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -673,3 +674,57 @@ def test_a_cache_name_with_control_characters_is_shown_escaped_on_one_line() -> 
     _kept_build("k1", slot="s\x1b[31mRED\nx")  # ESC of a colour sequence, a line break
     code, output = _cli(["cache"])
     assert code == 0 and "s\\x1b[31mRED\\nx" in output and "\x1b" not in output, output
+
+
+# ---- build --out: a wheel of the same name that mambawin did not write --------------------------
+
+
+def _wheel_with_provenance(folder: Path, body: bytes) -> Path:
+    """A finished build's wheel: a zip whose dist-info holds mambawin's provenance."""
+    from wheel.wheelfile import WheelFile
+
+    from mambawin.wheel.provenance import PROVENANCE_NAME
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "mamba_ssm-2.2.6+cu130torch2.11-cp311-cp311-linux_x86_64.whl"
+    dist = "mamba_ssm-2.2.6+cu130torch2.11.dist-info"
+    with WheelFile(path, "w") as out:
+        out.writestr("mamba_ssm/__init__.py", body)
+        out.writestr(
+            f"{dist}/METADATA",
+            "Metadata-Version: 2.1\nName: mamba_ssm\nVersion: 2.2.6+cu130torch2.11\n",
+        )
+        out.writestr(
+            f"{dist}/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
+        )
+        out.writestr(f"{dist}/{PROVENANCE_NAME}", json.dumps({"mambawin": "test"}))
+    return path
+
+
+def test_build_out_replaces_its_own_earlier_wheel_but_never_a_foreign_file(tmp_path: Path) -> None:
+    from mambawin.builder.workspace import publish
+
+    out = tmp_path / "wheelhouse"
+    out.mkdir()
+    earlier = publish(_wheel_with_provenance(tmp_path / "b1", b"# 1\n"), out)
+    newer = publish(_wheel_with_provenance(tmp_path / "b2", b"# 2\n"), out)  # ours: replaced
+    assert newer == earlier
+    with zipfile.ZipFile(newer) as archive:
+        assert archive.read("mamba_ssm/__init__.py") == b"# 2\n"
+    newer.unlink()
+    newer.write_bytes(b"someone's own wheel\n")  # the same name, bytes mambawin never wrote
+    newer.chmod(0o640)
+    built = _wheel_with_provenance(tmp_path / "b3", b"# 3\n")
+    with pytest.raises(UsageError, match="is not a wheel mambawin wrote"):
+        publish(built, out)
+    assert (
+        newer.read_bytes() == b"someone's own wheel\n"
+        and stat.S_IMODE(newer.stat().st_mode) == 0o640
+    )
+    assert built.is_file()  # the build's wheel stays where it was
+    newer.unlink()
+    os.mkfifo(newer)  # a FIFO under the name is refused without being opened
+    with pytest.raises(UsageError, match="is not a wheel mambawin wrote"):
+        publish(built, out)
+    assert stat.S_ISFIFO(os.lstat(newer).st_mode)

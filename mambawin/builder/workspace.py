@@ -31,6 +31,7 @@ from mambawin.builder import kept
 from mambawin.cache import cache_dir
 from mambawin.errors import FileSystemError, UsageError, os_error
 from mambawin.owned import claim, remove_tree
+from mambawin.wheel.provenance import ensure_replaceable
 
 
 @dataclass(frozen=True)
@@ -179,8 +180,12 @@ def _read(path: Path) -> str:
 
 
 def publish(wheel: Path, out_dir: Path) -> Path:
-    """Move a finished wheel into out_dir in one rename; an older wheel there stays until then."""
+    """Move a finished wheel into out_dir in one rename; an older wheel there stays until then.
+
+    A file of that name that mambawin did not write is refused (the wheel stays in the build
+    folder, named in the error)."""
     target = out_dir / wheel.name
+    ensure_replaceable(target, wheel)
     os.replace(wheel, target)
     return target
 

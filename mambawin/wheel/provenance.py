@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import filecmp
+import os
+import stat
 import zipfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -15,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin import __version__
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.envvars import env_int
-from mambawin.errors import UsageError, WheelError
+from mambawin.errors import MambawinError, UsageError, WheelError
 from mambawin.userfile import parse_json
 from mambawin.versions import release
 from mambawin.wheel.info import (
@@ -294,3 +297,36 @@ def major_minor(text: str, what: str) -> tuple[int, int]:
         msg = f"invalid {what} version {text!r}: give it like 12.9 or 2.8.0"
         raise UsageError(msg)
     return numbers[0], (numbers[1] if len(numbers) > 1 else 0)
+
+
+def ensure_replaceable(target: Path, candidate: Path | None = None) -> None:
+    """target may be written over: nothing is there, a wheel whose provenance says mambawin wrote
+    it (an earlier build of the same name), or the very bytes of candidate (a rerun of `metadata`,
+    whose wheels need carry no provenance). Anything else is someone else's file and is refused,
+    so a build or a rewrite never replaces a wheel it did not make."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    except OSError:
+        mode = 0  # unreadable: treated as not ours
+    if stat.S_ISREG(mode):
+        if candidate is not None and _same_bytes(target, candidate):
+            return
+        try:
+            if read_provenance(target) is not None:
+                return
+        except (MambawinError, OSError):
+            pass  # not a wheel, or not one mambawin wrote
+    msg = (
+        f"{target} is already there and is not a wheel mambawin wrote: move it away, or "
+        "choose another --out"
+    )
+    raise UsageError(msg)
+
+
+def _same_bytes(one: Path, other: Path) -> bool:
+    try:
+        return filecmp.cmp(one, other, shallow=False)
+    except OSError:
+        return False
