@@ -23,7 +23,7 @@ from mambawin import atomic, owned
 from mambawin.archs import parse_archs
 from mambawin.builder import kept
 from mambawin.builder.compile import compile_wheel
-from mambawin.builder.options import BuildOptions
+from mambawin.builder.options import BuildOptions, resolve_jobs
 from mambawin.builder.workspace import Workspace, adopt_source, builds_root
 from mambawin.cache import cache_dir
 from mambawin.check import pipeline as check
@@ -567,7 +567,7 @@ def test_max_jobs_is_bounded_ascii_digits(value: str, monkeypatch: pytest.Monkey
     with pytest.raises(
         UsageError, match=r"MAX_JOBS=.* whole number of jobs \(ASCII digits\) in 1\.\.1024"
     ):
-        pipeline._jobs(None, 3)
+        resolve_jobs(None, 3)
 
 
 @pytest.mark.parametrize(

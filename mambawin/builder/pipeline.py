@@ -12,7 +12,6 @@ workspace under the cache and moved into --out with one rename at the very end.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import sysconfig
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from mambawin.builder.configure import SetupConfig, configure
 from mambawin.builder.environment import build_environment
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
-from mambawin.builder.options import BuildOptions, check_options, nvcc_threads
+from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.workspace import (
@@ -43,7 +42,6 @@ from mambawin.builder.workspace import (
     torch_link,
 )
 from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
-from mambawin.envvars import JOBS_BOUND, env_int
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
@@ -222,15 +220,7 @@ def _doctor(
             "a list for every recent GPU"
         )
         raise UsageError(msg)
-    return report.toolchain, tuple(archs), _jobs(options.jobs, report.recommended_jobs)
-
-
-def _jobs(asked: int | None, recommended: int | None) -> int:
-    """--jobs, else MAX_JOBS from the environment (CI sets it), else the doctor's advice."""
-    if asked:
-        return asked
-    jobs = env_int("MAX_JOBS", minimum=1, maximum=JOBS_BOUND, unit="jobs", example=4)
-    return jobs or recommended or os.cpu_count() or 1
+    return report.toolchain, tuple(archs), resolve_jobs(options.jobs, report.recommended_jobs)
 
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:

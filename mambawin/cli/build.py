@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mambawin.builder import backends
 from mambawin.cli.app import command, print_json, split_values
 from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import UsageError
@@ -169,20 +170,20 @@ def build_command(
     from mambawin.packages import get_package
     from mambawin.ui.progress import ConsoleReporter
 
+    given = given_options(ctx)
     if spec is not None:
         from mambawin.cli.team import build_spec
 
-        given = {"--ref": ref, "--repo": repo, "--source": source, "--arch": arch}
-        build_spec(
-            spec,
-            jobs=jobs,
-            force=force,
-            as_json=as_json,
-            plan_only=plan_only,
-            conflicts=[name for name, value in given.items() if value],
-        )
+        refuse_for_spec(given)
+        build_spec(spec, jobs=jobs, force=force, as_json=as_json, plan_only=plan_only)
         return
 
+    backend = backends.CROSS_WINDOWS if platform is not None else backends.NATIVE
+    if platform is not None:
+        from mambawin.cross.source import check_platform
+
+        check_platform(platform)
+    backends.validate(backend, given)  # before any work: --windows-root, then every option
     options = BuildOptions(
         repo=repo,
         ref=ref,
@@ -201,8 +202,8 @@ def build_command(
         skip_patches=split_values(skip_patch),
         abi=parse_abi(abi),
     )
-    if platform is not None:
-        _cross_build(options, platform, windows_root, with_=with_, as_json=as_json)
+    if backend == backends.CROSS_WINDOWS:
+        _cross_build(options, windows_root, plan_only=plan_only, as_json=as_json)
         return
     reporter = ConsoleReporter()
     # The doctor a caller passes in (`invoke(app, args, obj={"doctor": ...})`), else the probes.
@@ -253,26 +254,57 @@ def fetch_command(
     typer.echo(str(result.path))
 
 
+def given_options(ctx: typer.Context) -> dict[str, object]:
+    """Each build option the user set on the command line, by its flag, with its value."""
+    given: dict[str, object] = {}
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if param.name and param.opts[0] in backends.OPTIONS and source is not None:
+            if source.name == "COMMANDLINE":  # not a default: the user typed it
+                given[param.opts[0]] = ctx.params[param.name]
+    return given
+
+
+def refuse_for_spec(given: dict[str, object]) -> None:
+    """--spec sets what each cell builds: refuse every build option it does not apply, named."""
+    not_applied = [flag for flag in given if not backends.OPTIONS[flag].with_spec]
+    if not_applied:
+        msg = (
+            f"--spec builds each cell as the spec says: drop {', '.join(not_applied)} (the "
+            "spec's [options] set what a cell builds), or build one wheel without --spec"
+        )
+        raise UsageError(msg)
+
+
 def _cross_build(
-    options: BuildOptions, platform: str, root: Path | None, *, with_: str | None, as_json: bool
+    options: BuildOptions, root: Path | None, *, plan_only: bool, as_json: bool
 ) -> None:
     """`build --abi stable --platform win_amd64` on Linux: the Windows wheel under wine."""
+    from mambawin.builder.options import check_options
     from mambawin.cross.pipeline import CrossTools
-    from mambawin.cross.source import build_windows, check_cross
+    from mambawin.cross.source import build_result, build_windows, check_cross, plan_windows
     from mambawin.toolchain import wine
     from mambawin.ui import check as check_view
+    from mambawin.ui.progress import ConsoleReporter
 
-    check_cross(options, platform)
-    if with_ is not None:
-        raise UsageError("--platform win_amd64 builds one package: drop --with, run it per package")
+    check_cross(options)
+    check_options(options)
+    toolchain = wine.toolchain_at(backends.check_windows_root(root))
+    reporter = ConsoleReporter()
+    if plan_only:  # nothing compiles, wine is not even looked for
+        plan = plan_windows(options, toolchain)
+        if as_json:
+            print_json(plan.to_json())
+            return
+        reporter.summary(plan)
+        return
     launcher = wine.need_wine()
     tools = CrossTools(
         on_unit=(lambda *_: None) if as_json else check_view.unit_line,
         on_stage=(lambda _: None) if as_json else (lambda stage: console.print(f"· {stage}")),
     )
-    toolchain = wine.toolchain_at(root or wine.default_root())
-    result = build_windows(options, toolchain, launcher, tools)
+    result = build_result(options, build_windows(options, toolchain, launcher, tools))
     if as_json:
-        print_json({"wheel": str(result.wheel), "library": str(result.library)})
+        print_json(result.to_json())
         return
-    console.print(f"✓ {result.wheel} (cross-built under wine; not run on Windows)")
+    reporter.summary(result)

@@ -123,14 +123,15 @@ def render(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> str:
         msg = f"unknown --publish {options.publish!r}: use one of {', '.join(PUBLISH)}"
         raise UsageError(msg)
     chosen = buildable(cells)
+    if options.build_on == "linux":  # the spec's options first: they make cells impossible too
+        github_cross.refuse_cross(spec, chosen)
     if not chosen:
+        why = next((f": {c.id} is impossible: {c.reason}" for c in cells if c.reason), "")
         msg = (
             f"{spec.path}: no cell can be built on a Windows runner (no win_amd64 cell, or "
-            "every one impossible): see `mambawin matrix`"
+            f"every one impossible){why}; see `mambawin matrix`"
         )
         raise UsageError(msg)
-    if options.build_on == "linux":
-        github_cross.refuse_cross(spec, chosen)
     workflow = _workflow(spec, chosen, options)
     return _header(options) + dump(workflow)
 

@@ -37,14 +37,15 @@ from mambawin.team.workflow_steps import (
     upload_wheel_step,
     uses,
 )
+from mambawin.builder import backends
 from mambawin.toolchain.wine import CUDA_WHEELS, MSVC_WHEEL
 
 BUILD_ON = ("windows", "linux")
 
 
-# [options] keys `build --platform win_amd64` does not apply (cross/source.py patches with the
-# stable ABI and --arch only, and packs without --drop/--keep): refused rather than ignored.
-_NOT_APPLIED = ("keep_complex", "skip_patches", "drop", "keep")
+# [options] keys `build --platform win_amd64` does not apply: refused rather than ignored, from
+# the one declaration of which backend applies which option (builder/backends.py).
+_NOT_APPLIED = backends.spec_keys_not_applied(backends.CROSS_WINDOWS)
 
 
 _NVCC = "nvidia-cuda-nvcc=="
