@@ -54,7 +54,7 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
     BuildOption("--arch", "CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.", ALL),
     BuildOption("--jobs", "Parallel compile jobs (MAX_JOBS).", ALL, with_spec=True),
     BuildOption("--json", "Print the result as JSON.", ALL, with_spec=True),
-    BuildOption("--plan", "Show what would be built; compile nothing.", ALL, with_spec=True),
+    BuildOption("--plan", "Show what would be built; compile nothing.", BUILDS, with_spec=True),
     BuildOption(
         "--abi",
         "torch (one torch minor and CPython), or stable: torch's stable ABI, one py3-none "
@@ -106,9 +106,7 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
     BuildOption(
         "--local-version", "auto (e.g. +cu130torch2.10), none, or a label.", frozenset((NATIVE,))
     ),
-    BuildOption(
-        "--cache", "sccache/ccache in front of nvcc.", frozenset((NATIVE,))
-    ),
+    BuildOption("--cache", "sccache/ccache in front of nvcc.", frozenset((NATIVE,))),
     BuildOption(
         "--force",
         "Build even when a blocking doctor check fails.",
@@ -116,7 +114,9 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
         with_spec=True,
     ),
     BuildOption(
-        "--source", "Build this existing source folder (copied, never edited).", frozenset((NATIVE,))
+        "--source",
+        "Build this existing source folder (copied, never edited).",
+        frozenset((NATIVE,)),
     ),
     BuildOption("--with", "Also build causal-conv1d[==REF] into --out.", frozenset((NATIVE,))),
     BuildOption(
@@ -224,7 +224,9 @@ def refusal(backend: str, flags: Iterable[str]) -> str:
         WINDOWS_CHECK: "drop them; `mambawin build` applies them",
     }[backend]
     verb = "does" if len(names) == 1 else "do"
-    return f"{listed} {verb} not apply to the {backend} backend ({ALL_BACKENDS[backend].does}): {hint}"
+    return (
+        f"{listed} {verb} not apply to the {backend} backend ({ALL_BACKENDS[backend].does}): {hint}"
+    )
 
 
 def check_windows_root(root: Path | None) -> Path:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mambawin.builder import backends
+from mambawin.builder.backends import help_of
 from mambawin.cli.app import command, print_json, split_values
 from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import UsageError
@@ -23,19 +24,17 @@ if TYPE_CHECKING:
 # The options build and fetch share: which upstream, at which ref, for which package.
 RefOption = Annotated[
     str | None,
-    typer.Option(
-        "--ref", help="Upstream tag, branch or commit.", show_default="the newest release tag"
-    ),
+    typer.Option("--ref", help=help_of("--ref"), show_default="the newest release tag"),
 ]
 RepoOption = Annotated[
     str | None,
     typer.Option(
         "--repo",
-        help="Upstream URL, file:// URL or local clone.",
+        help=help_of("--repo"),
         show_default="the package's GitHub repo",
     ),
 ]
-PackageOption = Annotated[str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")]
+PackageOption = Annotated[str, typer.Option("--package", help=help_of("--package"))]
 
 
 @command("build")
@@ -48,71 +47,64 @@ def build_command(
         str | None,
         typer.Option(
             "--with",
-            help="Also build causal-conv1d[==REF] into --out.",
+            help=help_of("--with"),
             show_default="REF: the newest release that fits the mamba-ssm version",
         ),
     ] = None,
     with_repo: Annotated[
         str | None,
-        typer.Option("--with-repo", help="URL or local path of causal-conv1d for --with."),
+        typer.Option("--with-repo", help=help_of("--with-repo")),
     ] = None,
     source: Annotated[
         Path | None,
-        typer.Option("--source", help="Build this existing source folder (copied, never edited)."),
+        typer.Option("--source", help=help_of("--source")),
     ] = None,
     arch: Annotated[
         str | None,
-        typer.Option(
-            "--arch", help="CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.", show_default="this GPU"
-        ),
+        typer.Option("--arch", help=help_of("--arch"), show_default="this GPU"),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", help="Folder for the finished wheel.")] = Path(
-        "dist"
-    ),
+    out: Annotated[Path, typer.Option("--out", help=help_of("--out"))] = Path("dist"),
     jobs: Annotated[
         int | None,
         typer.Option(
             "--jobs",
             min=1,
             max=JOBS_BOUND,
-            help="Parallel compile jobs (MAX_JOBS).",
+            help=help_of("--jobs"),
             show_default="$MAX_JOBS, else doctor's",
         ),
     ] = None,
     nvcc_threads: Annotated[
         int | None,
         typer.Option(
-            "--nvcc-threads", min=1, help="nvcc --threads per job.", show_default="#archs, max 4"
+            "--nvcc-threads", min=1, help=help_of("--nvcc-threads"), show_default="#archs, max 4"
         ),
     ] = None,
     keep_complex: Annotated[
-        bool, typer.Option("--keep-complex", help="Keep the complex-weight kernels (slower build).")
+        bool, typer.Option("--keep-complex", help=help_of("--keep-complex"))
     ] = False,
     skip_patch: Annotated[
         list[str] | None,
         typer.Option(
             "--skip-patch",
-            help="Leave this patch id out (repeatable or comma-separated; "
-            "recorded in the provenance).",
+            help=help_of("--skip-patch"),
         ),
     ] = None,
     local_version: Annotated[
-        str, typer.Option("--local-version", help="auto (e.g. +cu130torch2.10), none, or a label.")
+        str, typer.Option("--local-version", help=help_of("--local-version"))
     ] = "auto",
     abi: Annotated[
         str,
         typer.Option(
             "--abi",
-            help="torch (one torch minor and CPython), or stable: torch's stable ABI, one "
-            "py3-none wheel for every torch >= 2.10 (causal-conv1d >= 1.5.0).",
+            help=help_of("--abi"),
         ),
     ] = "torch",
     platform: Annotated[
         str | None,
         typer.Option(
             "--platform",
-            help="win_amd64 on Linux: cross-build with cl.exe and nvcc.exe under wine "
-            "(--abi stable only; `mambawin toolchain windows --setup` first).",
+            help=help_of("--platform"),
             show_default="this machine's",
         ),
     ] = None,
@@ -120,39 +112,35 @@ def build_command(
         Path | None,
         typer.Option(
             "--windows-root",
-            help="The Windows toolchain folder for --platform win_amd64.",
+            help=help_of("--windows-root"),
             show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
         ),
     ] = None,
-    plan_only: Annotated[
-        bool, typer.Option("--plan", help="Show what would be built; compile nothing.")
-    ] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Build even when a blocking doctor check fails.")
-    ] = False,
+    plan_only: Annotated[bool, typer.Option("--plan", help=help_of("--plan"))] = False,
+    force: Annotated[bool, typer.Option("--force", help=help_of("--force"))] = False,
     drop: Annotated[
         list[str] | None,
         typer.Option(
             "--drop",
-            help="Also drop this requirement from METADATA (repeatable or comma-separated).",
+            help=help_of("--drop"),
         ),
     ] = None,
     keep: Annotated[
         list[str] | None,
         typer.Option(
             "--keep",
-            help="Keep this requirement as upstream has it (repeatable or comma-separated).",
+            help=help_of("--keep"),
         ),
     ] = None,
     cache: Annotated[
         bool | None,
         typer.Option(
             "--cache/--no-cache",
-            help="sccache/ccache in front of nvcc.",
+            help=help_of("--cache"),
             show_default="on when doctor finds one",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
     spec: Annotated[
         Path | None,
         typer.Option(
@@ -237,7 +225,7 @@ def fetch_command(
         ),
     ] = None,
     package: PackageOption = "mamba-ssm",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
 ) -> None:
     """Check out upstream mamba-ssm or causal-conv1d from a cached mirror (offline if cached)."""
     from mambawin.fetch import upstream

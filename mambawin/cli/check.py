@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mambawin.cli.app import command, fail_json, print_json, split_values
-from mambawin.cli.build import PackageOption, RefOption, RepoOption
+from mambawin.builder import backends
+from mambawin.builder.backends import help_of
+from mambawin.cli.build import PackageOption, RefOption, RepoOption, given_options
 from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import CheckFailed, UsageError
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
 @command("check")
 def check_command(
+    ctx: typer.Context,
     windows: Annotated[
         bool, typer.Option("--windows", help="Compile with cl.exe and nvcc.exe under wine.")
     ] = False,
@@ -41,21 +44,30 @@ def check_command(
         typer.Option("--unit", help="Only this unit (file name, repeatable); no link check."),
     ] = None,
     jobs: Annotated[
-        int, typer.Option("--jobs", min=1, max=JOBS_BOUND, help="Units compiled at once.")
-    ] = 2,
+        int | None,
+        typer.Option(
+            "--jobs",
+            min=1,
+            max=JOBS_BOUND,
+            help=help_of("--jobs"),
+            show_default="$MAX_JOBS, else one per CPU",
+        ),
+    ] = None,
     root: Annotated[
         Path | None,
         typer.Option(
+            "--windows-root",
             "--root",
             help="The Windows toolchain folder.",
             show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
 ) -> None:
     """Compile every unit of a ref with Microsoft's cl.exe and NVIDIA's Windows nvcc under wine,
     with the flags a Windows build would pass, then check that the objects link."""
     from mambawin.archs import parse_archs
+    from mambawin.builder.options import resolve_jobs
     from mambawin.check.pipeline import CheckOptions, CheckTools, check_windows
     from mambawin.packages import get_package
     from mambawin.toolchain import wine
@@ -63,6 +75,8 @@ def check_command(
 
     if not windows:
         raise UsageError("check needs a target: pass --windows")
+    # The windows-check backend: its toolchain folder, then every option, before any work.
+    backends.validate(backends.WINDOWS_CHECK, given_options(ctx))
     launcher = wine.need_wine()
     chosen = get_package(package)
     options = CheckOptions(
@@ -73,7 +87,7 @@ def check_command(
         toolchain=wine.toolchain_at(root or wine.default_root()),
         wine=launcher,
         stock=stock,
-        jobs=jobs,
+        jobs=resolve_jobs(jobs, None),
         cpython=cpython,
         units=split_values(unit),
     )
