@@ -255,3 +255,49 @@ def test_a_cell_build_would_refuse_is_impossible_with_builds_reason(
     assert {p["outcome"] for p in json.loads(planned.stdout)} == {"impossible"}
     workflow = runner.invoke(app, ["ci", "github", "--spec", str(spec), "--out", "w.yml"])
     assert workflow.exit_code == UsageError.exit_code and reason in workflow.output
+
+
+# ---- the options are declared once: the CLI, the spec and the workflow agree by construction ----
+
+
+def test_the_cli_the_spec_keys_the_runner_and_the_workflow_agree() -> None:
+    from test_ci_scripts import parses_as_mambawin
+
+    from mambawin.team import github_cross
+    from mambawin.team.spec import TABLE_KEYS, Options
+
+    keys = {o.spec_key for o in backends.SPEC_OPTIONS}
+    assert set(TABLE_KEYS["options"]) == keys == {f.name for f in fields(Options)}
+    changed = {
+        "keep_complex": True,
+        "skip_patches": ("silu-bwd-tail",),
+        "drop": ("tilelang",),
+        "keep": ("einops",),
+        "abi": "stable",
+    }
+    assert set(changed) == keys  # a new spec key must get a non-default value here
+    argv = backends.spec_args(changed)
+    parses_as_mambawin(["build", *argv])  # each flag exists in the CLI and takes its value
+    assert {a for a in argv if a.startswith("--")} == {o.flag for o in backends.SPEC_OPTIONS}
+    assert backends.spec_args({**changed, **{k: getattr(Options(), k) for k in keys}}) == []
+    env, lines = backends.spec_script()
+    for option in backends.SPEC_OPTIONS:
+        assert env[str(option.spec_key).upper()] == f"${{{{ matrix.{option.spec_key} }}}}"
+        assert option.flag in lines
+    assert set(github_cross._NOT_APPLIED) == {
+        o.spec_key for o in backends.SPEC_OPTIONS if backends.CROSS_WINDOWS not in o.backends
+    }
+
+
+def test_the_generated_build_step_passes_every_spec_option(tmp_path: Path) -> None:
+    from test_ci_scripts import SPEC as CI_SPEC
+    from test_ci_scripts import generate, includes
+
+    workflow = generate(tmp_path, CI_SPEC, "none")
+    job_id, entry = includes(workflow)[0]
+    (build,) = [
+        s for s in workflow["jobs"][job_id]["steps"] if s.get("name", "").startswith("build")
+    ]
+    for option in backends.SPEC_OPTIONS:
+        assert option.flag in build["run"]
+        assert str(option.spec_key) in entry  # the matrix carries each key's value

@@ -561,7 +561,6 @@ def test_only_ascii_digits_within_bounds_are_a_number(
 
 @pytest.mark.parametrize("value", ["1025", "99999", "٤"])
 def test_max_jobs_is_bounded_ascii_digits(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mambawin.builder import pipeline
 
     monkeypatch.setenv("MAX_JOBS", value)
     with pytest.raises(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from mambawin.abi import DEFAULT_ABI
 from mambawin.builder.options import BuildOptions, check_options
 from mambawin.errors import ToolchainError, UsageError
 
@@ -39,6 +40,10 @@ class BuildOption:
     help: str
     backends: frozenset[str]  # the backends that apply it; every other one refuses it
     spec_key: str | None = None  # its key in a spec's [options] table, if a spec can set it
+    # How a spec value becomes arguments: "flag" (bool: the flag when true), "list" (the flag
+    # once per item) or "value" (the flag and the value, when it is not `default`).
+    spec_kind: str = "value"
+    default: str = ""
     with_spec: bool = False  # how to run, not what to build: `build --spec` applies it too
 
     @property
@@ -61,6 +66,7 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
         "wheel for every torch >= 2.10 (causal-conv1d >= 1.5.0).",
         BUILDS,
         spec_key="abi",
+        default=DEFAULT_ABI,
     ),
     BuildOption("--out", "Folder for the finished wheel.", BUILDS),
     BuildOption(
@@ -84,24 +90,28 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
         "Keep the complex-weight kernels (slower build).",
         frozenset((NATIVE,)),
         spec_key="keep_complex",
+        spec_kind="flag",
     ),
     BuildOption(
         "--skip-patch",
         "Leave this patch id out (repeatable or comma-separated; recorded in the provenance).",
         frozenset((NATIVE,)),
         spec_key="skip_patches",
+        spec_kind="list",
     ),
     BuildOption(
         "--drop",
         "Also drop this requirement from METADATA (repeatable or comma-separated).",
         frozenset((NATIVE,)),
         spec_key="drop",
+        spec_kind="list",
     ),
     BuildOption(
         "--keep",
         "Keep this requirement as upstream has it (repeatable or comma-separated).",
         frozenset((NATIVE,)),
         spec_key="keep",
+        spec_kind="list",
     ),
     BuildOption(
         "--local-version", "auto (e.g. +cu130torch2.10), none, or a label.", frozenset((NATIVE,))
@@ -125,6 +135,41 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
 )
 OPTIONS: Mapping[str, BuildOption] = {o.flag: o for o in BUILD_OPTIONS}
 SPEC_OPTION_KEYS: tuple[str, ...] = tuple(o.spec_key for o in BUILD_OPTIONS if o.spec_key)
+
+
+SPEC_OPTIONS: tuple[BuildOption, ...] = tuple(o for o in BUILD_OPTIONS if o.spec_key)
+
+
+def spec_args(values: Mapping[str, object]) -> list[str]:
+    """A spec's [options] values (by key) as `mambawin build` arguments: runner.build_argv's."""
+    argv: list[str] = []
+    for option in SPEC_OPTIONS:
+        value = values[str(option.spec_key)]
+        if option.spec_kind == "flag":
+            argv += [option.flag] if value else []
+        elif option.spec_kind == "list":
+            items = value if isinstance(value, (tuple, list)) else ()
+            argv += [arg for item in items for arg in (option.flag, str(item))]
+        elif value != option.default:
+            argv += [option.flag, str(value)]
+    return argv
+
+
+def spec_script(values_from: str = "matrix") -> tuple[dict[str, str], str]:
+    """The same arguments in a workflow's bash: each [options] key as an environment variable
+    from the job's matrix, and the lines that add its flag to `extra`."""
+    env = {str(o.spec_key).upper(): f"${{{{ {values_from}.{o.spec_key} }}}}" for o in SPEC_OPTIONS}
+    lines = []
+    for option in SPEC_OPTIONS:
+        var = f'"${str(option.spec_key).upper()}"'
+        if option.spec_kind == "flag":
+            test, add = f'[ {var} = "true" ]', option.flag
+        elif option.spec_kind == "list":
+            test, add = f"[ -n {var} ]", f"{option.flag} {var}"
+        else:
+            test, add = f'[ -n {var} ] && [ {var} != "{option.default}" ]', f"{option.flag} {var}"
+        lines.append(f"if {test}; then extra+=({add}); fi")
+    return env, "\n".join(lines) + "\n"
 
 
 def help_of(flag: str) -> str:

@@ -247,9 +247,9 @@ def given_options(ctx: typer.Context) -> dict[str, object]:
     given: dict[str, object] = {}
     for param in ctx.command.params:
         source = ctx.get_parameter_source(param.name) if param.name else None
-        if param.name and param.opts[0] in backends.OPTIONS and source is not None:
-            if source.name == "COMMANDLINE":  # not a default: the user typed it
-                given[param.opts[0]] = ctx.params[param.name]
+        typed = source is not None and source.name == "COMMANDLINE"  # not a default
+        if param.name and typed and param.opts[0] in backends.OPTIONS:
+            given[param.opts[0]] = ctx.params[param.name]
     return given
 
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import command, fail_json, print_json, split_values
 from mambawin.builder import backends
 from mambawin.builder.backends import help_of
+from mambawin.cli.app import command, fail_json, print_json, split_values
 from mambawin.cli.build import PackageOption, RefOption, RepoOption, given_options
 from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import CheckFailed, UsageError

@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from mambawin.builder import backends
 from mambawin.cross.source import WINDOWS
 from mambawin.errors import UsageError
 from mambawin.team.actions import CACHE, CHECKOUT, SETUP_PYTHON, UPLOAD
@@ -37,7 +38,6 @@ from mambawin.team.workflow_steps import (
     upload_wheel_step,
     uses,
 )
-from mambawin.builder import backends
 from mambawin.toolchain.wine import CUDA_WHEELS, MSVC_WHEEL
 
 BUILD_ON = ("windows", "linux")

@@ -21,6 +21,8 @@ from packaging.version import Version
 
 from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
 from mambawin.archs import Arch, format_archs
+from mambawin.builder import backends
+from mambawin.builder.options import BuildOptions
 from mambawin.errors import UpstreamError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import mirror_path
@@ -28,8 +30,6 @@ from mambawin.fetch.version_rules import file_version, release_version
 from mambawin.index.reader import index_files
 from mambawin.packages import get_package
 from mambawin.patch.registry import own_ids
-from mambawin.builder import backends
-from mambawin.builder.options import BuildOptions
 from mambawin.team import compat
 from mambawin.team.spec import PackageSpec, Spec, TorchSpec
 from mambawin.versions import release

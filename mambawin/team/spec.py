@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
 
 from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
+from mambawin.builder import backends
 from mambawin.builder.options import BuildOptions
 from mambawin.packages import Package, get_package
 
@@ -179,11 +180,11 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
 )
 
 
-# The keys inside each table; [options] has exactly the Options fields (build's own options).
+# The keys inside each table; [options] has exactly the spec keys of build's declared options.
 TABLE_KEYS: Mapping[str, tuple[str, ...]] = {
     "package": ("name", "ref", "repo", "version"),
     "torch": ("version", "cuda", "index"),
-    "options": tuple(f.name for f in fields(Options)),
+    "options": backends.SPEC_OPTION_KEYS,  # build's options a spec may set, declared once
 }
 
 
