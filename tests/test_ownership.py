@@ -527,8 +527,8 @@ def _check_options(tmp_path: Path) -> check.CheckOptions:
 
 
 def test_check_refuses_a_foreign_sources_folder(tmp_path: Path) -> None:
-    sources = foreign(cache_dir() / "check" / "src")
-    with pytest.raises(NotOwnedError, match="src"):
+    sources = foreign(cache_dir() / "check" / "mamba-ssm-v9")
+    with pytest.raises(NotOwnedError, match="mamba-ssm-v9"):
         check.check_windows(_check_options(tmp_path))
     assert intact(sources) and sorted(p.name for p in sources.iterdir()) == ["thesis.tex"]
 
@@ -536,13 +536,13 @@ def test_check_refuses_a_foreign_sources_folder(tmp_path: Path) -> None:
 def test_check_replaces_its_stock_tree_link_not_the_target(
     tmp_path: Path, outside: Outside
 ) -> None:
-    sources = cache_dir() / "check" / "src"
-    sources.mkdir(parents=True)
-    owned.mark(sources, "check-sources")
-    (sources / "mamba-ssm-v9").symlink_to(outside.folder, target_is_directory=True)
+    work = cache_dir() / "check" / "mamba-ssm-v9"
+    work.mkdir(parents=True)
+    owned.mark(work, "check-work")
+    (work / "src").symlink_to(outside.folder, target_is_directory=True)
     with pytest.raises(MambawinError):
         check.check_windows(_check_options(tmp_path))
-    assert not (sources / "mamba-ssm-v9").is_symlink() and outside.untouched()
+    assert not (work / "src").is_symlink() and outside.untouched()
 
 
 # ---- numbers and paths from the environment ----------------------------------------------------

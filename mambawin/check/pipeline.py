@@ -1,8 +1,8 @@
 """`mambawin check --windows`: fetch → patch → configure as Windows → compile every unit → link.
 
-The trees live in mambawin's cache under `check/<package>-<commit>/`: `stock/` (upstream's
-checkout, never edited), `patched/` (a fresh copy with the patch set applied) and one objects
-folder per mode. With stock, upstream's unpatched sources are compiled with the flags of the
+Fetch, patch and configure are the wine backends' shared front half (builder/front.py): the trees
+live in mambawin's cache under `check/<package>-<ref>/`: `src/` (upstream's checkout, never
+edited), `patched/` (a fresh copy with the patch set applied) and one objects folder per mode. With stock, upstream's unpatched sources are compiled with the flags of the
 patched setup.py: what it shows are the source errors the kernel and header patches remove; the
 setup.py problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin patches`.
 """
@@ -15,9 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
-from mambawin.builder.configure import SetupConfig, configure
-from mambawin.builder.workspace import copy_source
-from mambawin.cache import cache_dir
+from mambawin.builder.configure import SetupConfig
+from mambawin.builder.front import FrontRequest, windows_front
 from mambawin.check.closure import Closure, check_closure
 from mambawin.check.units import (
     Progress,
@@ -27,13 +26,10 @@ from mambawin.check.units import (
     windows_commands,
     wine_runner,
 )
-from mambawin.errors import ToolchainError, UpstreamError, UsageError
-from mambawin.fetch import upstream
-from mambawin.lock import hold
-from mambawin.owned import claim, remove_tree
-from mambawin.packages import PACKAGE_NAMES, Package
+from mambawin.errors import ToolchainError, UsageError
+from mambawin.owned import remove_tree
+from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import apply_patches
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 
 
@@ -135,38 +131,27 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
     python_dirs = cpython_dirs(options.cpython)
-    tools.on_stage("fetch")
-    home = cache_dir() / "check"
-    # Each folder check deletes in lies in one it marked (mambawin.owned); an older mambawin's
-    # folders are adopted by their names.
-    sources = claim(home / "src", "check-sources", (f"{p}-*" for p in PACKAGE_NAMES))
-    stock_tree = sources / f"{options.package.name}-{_ref_slug(options)}"
-    try:
-        checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
-    except UpstreamError:
-        if not stock_tree.exists():
-            raise
-        remove_tree(stock_tree)  # ours, holding another commit of a moving ref (main)
-        checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
-    commit = checkout.commit or "unknown"  # a git checkout always has one
-    root = home / f"{options.package.name}-{commit[:10]}"
-    claim(root, "check-work", ("patched", "objs-*", "check.lock"))  # refused if not ours
-    with hold(root / "check.lock", f"the check folder {root}", UsageError):
-        tools.on_stage("patch")
-        patched = root / "patched"
-        remove_tree(patched)
-        copy_source(checkout.path, patched)
-        apply_patches(patched, PatchOptions(archs=options.archs), package=options.package)
-        tools.on_stage("configure")
-        config = _rebased(configure(patched, package=options.package, platform="win32"), patched)
+    request = FrontRequest(
+        backend="check",
+        package=options.package,
+        repo=options.repo,
+        ref=options.ref,
+        patch=PatchOptions(archs=options.archs),
+        own=("objs-*",),
+    )
+    with windows_front(request, tools.on_stage) as front:
+        checkout = front.checkout
+        config = _rebased(front.config, front.tree)
         mode = "stock" if options.stock else "patched"
-        tree = checkout.path if options.stock else patched
-        units = _compile(options, tools, config, tree, root / f"objs-{mode}", python_dirs)
+        tree = front.stock if options.stock else front.tree
+        objects = front.work / f"objs-{mode}"
+        units = _compile(options, tools, config, tree, objects, python_dirs)
         closure = None
         whole = not options.units
         if options.link and whole and not options.stock and python_dirs and _all_ok(units):
             tools.on_stage("link")
-            closure = _link(options, tools, config, root / f"objs-{mode}", units)
+            closure = _link(options, tools, config, objects, units)
+    commit = checkout.commit or "unknown"  # a git checkout always has one
     return CheckReport(
         options.package.name,
         options.ref or checkout.tag or commit,
@@ -178,10 +163,6 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
         closure,
         not_checked(options, units, closure is not None),
     )
-
-
-def _ref_slug(options: CheckOptions) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in options.ref or "newest")
 
 
 def _rebased(config: SetupConfig, tree: Path) -> SetupConfig:

@@ -14,25 +14,19 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
 from mambawin.archs import format_archs
-from mambawin.builder.configure import DistInfo, SetupConfig, configure
+from mambawin.builder.front import Front, FrontRequest, windows_front
 from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
-from mambawin.builder.workspace import copy_source
-from mambawin.cache import cache_dir
 from mambawin.cross.pipeline import CrossOptions, CrossResult, CrossTools, cross_build
 from mambawin.errors import UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
-from mambawin.lock import hold
-from mambawin.owned import claim, remove_tree
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import apply_patches
-from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.patch.record import IN_EFFECT
 from mambawin.toolchain.wine import WindowsToolchain
 from mambawin.wheel.provenance import Provenance, read_provenance, record, source_date_epoch
 
@@ -62,52 +56,41 @@ def check_cross(options: BuildOptions) -> None:
 
 @dataclass(frozen=True)
 class WindowsTree:
-    """Upstream's tree patched for the stable ABI and configured as win32: what both the cross
-    build and its plan start from."""
+    """The front half's tree (builder.front) and the provenance the cross build records."""
 
-    checkout: Checkout
-    patches: PatchReport
-    config: SetupConfig
-    tree: Path
-    work: Path
+    front: Front
     epoch: int | None
     provenance: Provenance
+
+    @property
+    def checkout(self) -> Checkout:
+        return self.front.checkout
 
 
 @contextmanager
 def windows_tree(options: BuildOptions, toolchain: WindowsToolchain) -> Iterator[WindowsTree]:
-    """Fetch, copy, patch for the stable ABI and configure as win32, under the work folder's
-    lock (held while the caller compiles or plans)."""
-    package = options.package
-    work = cache_dir() / "cross" / f"{package.name}-{_slug(options.ref)}"
-    owned = ("src", "patched", "objs", "dist-info", "cross.lock")
-    claim(work, "cross-work", owned)  # refused if not ours
-    with hold(work / "cross.lock", f"the cross-build folder {work}", UsageError):
-        for old in ("src", "patched", "dist-info"):  # ours: a moving ref must not keep an old tree
-            remove_tree(work / old)
-        checkout = upstream.checkout(
-            options.upstream_repo, options.ref, work / "src", package=package
-        )
-        tree = work / "patched"
-        copy_source(checkout.path, tree)
-        report = apply_patches(
-            tree, PatchOptions(archs=options.archs, abi="stable"), package=package
-        )
-        (work / "dist-info").mkdir()
-        config = configure(
-            tree,
-            configure_env_of(options),
-            package,
-            platform="win32",
-            dist_info=DistInfo(work / "dist-info", f"py3-none-{WINDOWS}", checkout.version),
-        )
+    """The shared front half for the stable ABI, with the .dist-info for the wheel, under the
+    work folder's lock (held while the caller compiles or plans)."""
+    request = FrontRequest(
+        backend="cross",
+        package=options.package,
+        repo=options.upstream_repo,
+        ref=options.ref,
+        patch=PatchOptions(archs=options.archs, abi="stable"),
+        env=configure_env_of(options),
+        wheel_tag=f"py3-none-{WINDOWS}",
+        own=("objs",),
+    )
+    with windows_front(request) as front:
         cuda = toolchain.cuda_version() or ""
         epoch = source_date_epoch()
-        epoch = epoch if epoch is not None else upstream.commit_time(checkout.path)
+        epoch = epoch if epoch is not None else upstream.commit_time(front.stock)
         provenance = record(
-            checkout,
+            front.checkout,
             patches=tuple(
-                {"id": r.id, "status": r.status} for r in report.results if r.status in IN_EFFECT
+                {"id": r.id, "status": r.status}
+                for r in front.patches.results
+                if r.status in IN_EFFECT
             ),
             archs=tuple(format_archs(options.archs).split(";")),
             cuda_version=cuda,
@@ -115,7 +98,7 @@ def windows_tree(options: BuildOptions, toolchain: WindowsToolchain) -> Iterator
             abi="stable",
             epoch=epoch,
         )
-        yield WindowsTree(checkout, report, config, tree, work, epoch, provenance)
+        yield WindowsTree(front, epoch, provenance)
 
 
 def build_windows(
@@ -127,12 +110,12 @@ def build_windows(
     """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
     with windows_tree(options, toolchain) as prepared:
         cross = CrossOptions(
-            tree=prepared.tree,
-            config=prepared.config,
+            tree=prepared.front.tree,
+            config=prepared.front.config,
             toolchain=toolchain,
             wine=wine,
             archs=options.archs,
-            work=prepared.work / "objs",
+            work=prepared.front.work / "objs",
             out=options.out,
             jobs=resolve_jobs(options.jobs, None),
             provenance=prepared.provenance,
@@ -146,10 +129,10 @@ def plan_windows(options: BuildOptions, toolchain: WindowsToolchain) -> BuildPla
     """What the cross build would compile, from its patched and configured tree: nothing is
     compiled, and wine is never started."""
     with windows_tree(options, toolchain) as prepared:
-        config = prepared.config
+        config = prepared.front.config
         return BuildPlan(
             upstream=upstream_json(prepared.checkout),
-            patches=[patch_json(r) for r in prepared.patches.results],
+            patches=[patch_json(r) for r in prepared.front.patches.results],
             archs=format_archs(options.archs),
             ext_name=config.ext_name,
             units=list(config.sources),
@@ -158,7 +141,7 @@ def plan_windows(options: BuildOptions, toolchain: WindowsToolchain) -> BuildPla
             jobs=resolve_jobs(options.jobs, None),
             nvcc_threads=nvcc_threads(options, options.archs),
             key="",  # the cross build keeps no object cache keyed by its inputs
-            build_dir=prepared.work / "objs",
+            build_dir=prepared.front.work / "objs",
             reuses_objects=False,
             local_version=prepared.provenance.label,
             package=options.package.name,
@@ -190,7 +173,3 @@ def configure_env_of(options: BuildOptions) -> dict[str, str]:
     """The environment setup.py is configured in: nvcc's --threads as a native build gets it
     (--nvcc-threads, else one per gencode target up to 4), read by the nvcc-threads patch."""
     return {**os.environ, "NVCC_THREADS": str(nvcc_threads(options, options.archs))}
-
-
-def _slug(ref: str | None) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in ref or "newest")
