@@ -1,10 +1,11 @@
 """`mambawin check --windows`: fetch → patch → configure as Windows → compile every unit → link.
 
-Fetch, patch and configure are the wine backends' shared front half (builder/front.py): the trees
-live in mambawin's cache under `check/<package>-<ref>/`: `src/` (upstream's checkout, never
-edited), `patched/` (a fresh copy with the patch set applied) and one objects folder per mode. With stock, upstream's unpatched sources are compiled with the flags of the
-patched setup.py: what it shows are the source errors the kernel and header patches remove; the
-setup.py problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin patches`.
+Fetch, patch and configure are the wine backends' shared front half (builder/front.py): the
+trees live in mambawin's cache under `check/<package>-<ref>/`: `src/` (upstream's checkout,
+never edited), `patched/` (a fresh copy with the patch set applied) and one objects folder per
+mode. With stock, upstream's unpatched sources are compiled with the flags of the patched
+setup.py: what it shows are the source errors the kernel and header patches remove; the setup.py
+problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin patches`.
 """
 
 from __future__ import annotations
