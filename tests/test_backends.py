@@ -301,3 +301,15 @@ def test_the_generated_build_step_passes_every_spec_option(tmp_path: Path) -> No
     for option in backends.SPEC_OPTIONS:
         assert option.flag in build["run"]
         assert str(option.spec_key) in entry  # the matrix carries each key's value
+
+
+@pytest.mark.parametrize("option", backends.SPEC_OPTIONS, ids=lambda o: o.flag)
+def test_the_spec_reader_checks_each_declared_key_by_its_kind(
+    tmp_path: Path, option: backends.BuildOption
+) -> None:
+    from mambawin.errors import SpecError
+
+    wrong = {"flag": '"yes"', "list": "3", "value": "[1]"}[option.spec_kind]
+    text = SPEC.format(package="mamba-ssm", ref="v2.2.6") + f"{option.spec_key} = {wrong}\n"
+    with pytest.raises(SpecError, match=rf"options\.{option.spec_key}: must be"):
+        parse_spec(text, tmp_path / "team.toml")
