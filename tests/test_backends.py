@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import fields
 from pathlib import Path
 
@@ -313,3 +314,27 @@ def test_the_spec_reader_checks_each_declared_key_by_its_kind(
     text = SPEC.format(package="mamba-ssm", ref="v2.2.6") + f"{option.spec_key} = {wrong}\n"
     with pytest.raises(SpecError, match=rf"options\.{option.spec_key}: must be"):
         parse_spec(text, tmp_path / "team.toml")
+
+
+def test_the_check_plan_compiles_nothing_and_has_the_plan_shape(sandbox: Path) -> None:
+    """`check --windows --plan` as `build --plan`: the front half, then a BuildPlan; wine (a
+    refusing fake here) is never started."""
+    git = pytest.importorskip("git")
+    from test_check_windows import CPP_EXTENSION
+
+    (sandbox / "tc" / "torch" / "utils" / "cpp_extension.py").write_text(CPP_EXTENSION)
+    upstream = sandbox / "upstream"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "fake_upstream", upstream)
+    repo = git.Repo.init(upstream)
+    files = [p for p in upstream.rglob("*") if p.is_file() and ".git" not in p.parts]
+    repo.index.add([p.relative_to(upstream).as_posix() for p in files])
+    actor = git.Actor("test", "test@example.invalid")
+    repo.index.commit("fake upstream", author=actor, committer=actor)
+    repo.create_tag("v0.1.0")
+    args = ["check", "--windows", "--windows-root", str(sandbox / "tc"), "--repo", str(upstream)]
+    result = runner.invoke(app, [*args, "--ref", "v0.1.0", "--plan", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert set(plan) == {f.name for f in fields(BuildPlan)}
+    assert len(plan["units"]) == 3 and plan["package"] == "mamba-ssm"
+    assert not (sandbox / "wine-calls").exists(), "--plan started wine"

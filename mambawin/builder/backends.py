@@ -59,7 +59,7 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
     BuildOption("--arch", "CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.", ALL),
     BuildOption("--jobs", "Parallel compile jobs (MAX_JOBS).", ALL, with_spec=True),
     BuildOption("--json", "Print the result as JSON.", ALL, with_spec=True),
-    BuildOption("--plan", "Show what would be built; compile nothing.", BUILDS, with_spec=True),
+    BuildOption("--plan", "Show what would be built; compile nothing.", ALL, with_spec=True),
     BuildOption(
         "--abi",
         "torch (one torch minor and CPython), or stable: torch's stable ABI, one py3-none "

@@ -18,6 +18,7 @@ from pathlib import Path
 from mambawin.archs import Arch, format_archs
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.front import FrontRequest, windows_front
+from mambawin.builder.results import BuildPlan, patch_json, upstream_json
 from mambawin.check.closure import Closure, check_closure
 from mambawin.check.units import (
     Progress,
@@ -132,15 +133,7 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
     python_dirs = cpython_dirs(options.cpython)
-    request = FrontRequest(
-        backend="check",
-        package=options.package,
-        repo=options.repo,
-        ref=options.ref,
-        patch=PatchOptions(archs=options.archs),
-        own=("objs-*",),
-    )
-    with windows_front(request, tools.on_stage) as front:
+    with windows_front(_front_request(options), tools.on_stage) as front:
         checkout = front.checkout
         config = _rebased(front.config, front.tree)
         mode = "stock" if options.stock else "patched"
@@ -163,6 +156,47 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
         tuple(units),
         closure,
         not_checked(options, units, closure is not None),
+    )
+
+
+def plan_check(options: CheckOptions) -> BuildPlan:
+    """What `check --windows` would compile, from the shared front half: nothing is compiled
+    and wine is never started (`check --windows --plan`, the plan every backend prints)."""
+    problems = missing_parts(options.toolchain)
+    if problems:
+        raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
+    with windows_front(_front_request(options)) as front:
+        config = front.config
+        flags = list(config.nvcc_flags)
+        threads = int(flags[flags.index("--threads") + 1]) if "--threads" in flags else 1
+        units = [s for s in config.sources if not options.units or Path(s).name in options.units]
+        mode = "stock" if options.stock else "patched"
+        return BuildPlan(
+            upstream=upstream_json(front.checkout),
+            patches=[patch_json(r) for r in front.patches.results],
+            archs=format_archs(options.archs),
+            ext_name=config.ext_name,
+            units=units,
+            gencode=list(config.gencode),
+            nvcc_flags=flags,
+            jobs=options.jobs,
+            nvcc_threads=threads,
+            key="",  # the check keeps no objects keyed by its inputs
+            build_dir=front.work / f"objs-{mode}",
+            reuses_objects=False,
+            local_version=None,
+            package=options.package.name,
+        )
+
+
+def _front_request(options: CheckOptions) -> FrontRequest:
+    return FrontRequest(
+        backend="check",
+        package=options.package,
+        repo=options.repo,
+        ref=options.ref,
+        patch=PatchOptions(archs=options.archs),
+        own=("objs-*",),
     )
 
 

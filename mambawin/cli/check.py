@@ -62,22 +62,24 @@ def check_command(
             show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
         ),
     ] = None,
+    plan_only: Annotated[bool, typer.Option("--plan", help=help_of("--plan"))] = False,
     as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
 ) -> None:
     """Compile every unit of a ref with Microsoft's cl.exe and NVIDIA's Windows nvcc under wine,
     with the flags a Windows build would pass, then check that the objects link."""
     from mambawin.archs import parse_archs
     from mambawin.builder.options import resolve_jobs
-    from mambawin.check.pipeline import CheckOptions, CheckTools, check_windows
+    from mambawin.check.pipeline import CheckOptions, CheckTools, check_windows, plan_check
     from mambawin.packages import get_package
     from mambawin.toolchain import wine
     from mambawin.ui import check as ui
+    from mambawin.ui.progress import ConsoleReporter
 
     if not windows:
         raise UsageError("check needs a target: pass --windows")
     # The windows-check backend: its toolchain folder, then every option, before any work.
     backends.validate(backends.WINDOWS_CHECK, given_options(ctx))
-    launcher = wine.need_wine()
+    launcher = "" if plan_only else wine.need_wine()  # a plan never starts wine
     chosen = get_package(package)
     options = CheckOptions(
         package=chosen,
@@ -91,6 +93,13 @@ def check_command(
         cpython=cpython,
         units=split_values(unit),
     )
+    if plan_only:
+        plan = plan_check(options)
+        if as_json:
+            print_json(plan.to_json())
+            return
+        ConsoleReporter().summary(plan)
+        return
     tools = CheckTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
     report = check_windows(options, tools)
     failed = _failure(report)
