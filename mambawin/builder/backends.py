@@ -262,16 +262,17 @@ def judge(backend: str, options: BuildOptions, given: Mapping[str, object]) -> s
 def refusal(backend: str, flags: Iterable[str]) -> str:
     """One line: which options the backend does not apply, and how to go on."""
     names = list(flags)
-    listed = ", ".join(names)
+    one = len(names) == 1
+    them, verb = ("it", "does") if one else ("them", "do")
     hint = {
-        NATIVE: "they choose the cross build: add --platform win_amd64, or drop them",
-        CROSS_WINDOWS: "drop them, or build natively (without --platform) where they apply",
-        WINDOWS_CHECK: "drop them; `mambawin build` applies them",
+        NATIVE: f"{'it chooses' if one else 'they choose'} the cross build: add --platform "
+        f"win_amd64, or drop {them}",
+        CROSS_WINDOWS: f"drop {them}, or build natively (without --platform) where "
+        f"{'it applies' if one else 'they apply'}",
+        WINDOWS_CHECK: f"drop {them}; `mambawin build` applies {them}",
     }[backend]
-    verb = "does" if len(names) == 1 else "do"
-    return (
-        f"{listed} {verb} not apply to the {backend} backend ({ALL_BACKENDS[backend].does}): {hint}"
-    )
+    does = ALL_BACKENDS[backend].does
+    return f"{', '.join(names)} {verb} not apply to the {backend} backend ({does}): {hint}"
 
 
 def check_windows_root(root: Path | None) -> Path:
