@@ -1,4 +1,7 @@
-"""The front half of the wine backends, written once: fetch → copy → patch → configure as win32.
+"""The front half of every build, written once: fetch → copy → patch → configure.
+
+`fetch` and `patch` are the steps of every backend (the native pipeline calls them on its staging
+tree); `windows_front` is the wine backends' whole front half, configured as win32.
 
 `build --platform win_amd64` (cross-windows) and `check --windows` (windows-check) start from the
 same place: upstream's tree at a ref in mambawin's cache, a fresh copy with the patch set applied,
@@ -61,6 +64,34 @@ class Front:
         return self.checkout.path
 
 
+def fetch(
+    repo: str, ref: str | None, dest: Path, package: Package, source: Path | None = None
+) -> Checkout:
+    """The fetch step of every backend: check out repo at ref into dest, or copy an existing
+    source folder there (the user's tree is never edited)."""
+    if source is None:
+        return upstream.checkout(repo, ref, dest, package=package)
+    described = upstream.describe(source, package)
+    copy_source(source, dest)
+    return upstream.Checkout(
+        dest,
+        described.repo,
+        described.ref,
+        described.commit,
+        described.version,
+        described.tag,
+        described.warnings,
+        described.package,
+    )
+
+
+def patch(
+    tree: Path, options: PatchOptions, package: Package, skip: tuple[str, ...] = ()
+) -> PatchReport:
+    """The patch step of every backend: the package's patch set, less the ids left out."""
+    return apply_patches(tree, options, skip=skip, package=package)
+
+
 @contextmanager
 def windows_front(
     request: FrontRequest, on_stage: Callable[[str], None] = lambda _: None
@@ -76,11 +107,11 @@ def windows_front(
         for old in ("src", "patched", "dist-info"):  # ours (claimed above); links not followed
             remove_tree(work / old)
         on_stage("fetch")
-        checkout = upstream.checkout(request.repo, request.ref, work / "src", package=package)
+        checkout = fetch(request.repo, request.ref, work / "src", package)
         tree = work / "patched"
         copy_source(checkout.path, tree)
         on_stage("patch")
-        report = apply_patches(tree, request.patch, package=package)
+        report = patch(tree, request.patch, package)
         dist_info = None
         if request.wheel_tag is not None:
             (work / "dist-info").mkdir()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
-from mambawin.builder import metadata
+from mambawin.builder import front, metadata
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
@@ -35,7 +35,6 @@ from mambawin.builder.workspace import (
     builds_root,
     check_out,
     clamp_mtimes,
-    copy_source,
     holds,
     publish,
     sha256_of,
@@ -47,7 +46,6 @@ from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.wheel.glibc import wheel_glibc
 from mambawin.wheel.provenance import (
@@ -225,30 +223,13 @@ def _doctor(
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
-    if options.source is None:
-        return upstream.checkout(options.upstream_repo, options.ref, dest, package=options.package)
-    described = upstream.describe(options.source, options.package)
-    copy_source(options.source, dest)
-    return upstream.Checkout(
-        dest,
-        described.repo,
-        described.ref,
-        described.commit,
-        described.version,
-        described.tag,
-        described.warnings,
-        described.package,
-    )
+    return front.fetch(options.upstream_repo, options.ref, dest, options.package, options.source)
 
 
 def _patch(root: Path, archs: tuple[Arch, ...], options: BuildOptions) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    return apply_patches(
-        root,
-        PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi),
-        skip=options.skip_patches,
-        package=options.package,
-    )
+    chosen = PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi)
+    return front.patch(root, chosen, options.package, options.skip_patches)
 
 
 def _key_inputs(
