@@ -27,6 +27,7 @@ from mambawin.builder.options import BuildOptions, resolve_jobs
 from mambawin.builder.workspace import Workspace, adopt_source, builds_root
 from mambawin.cache import cache_dir
 from mambawin.check import pipeline as check
+from mambawin.check.units import WineTools
 from mambawin.cli import app
 from mambawin.cross import pipeline as cross
 from mambawin.cross.source import build_windows
@@ -498,7 +499,7 @@ def test_the_cross_compile_refuses_a_foreign_objects_folder(tmp_path: Path) -> N
     options = cross_options(tmp_path)
     foreign(options.work)
     with pytest.raises(NotOwnedError, match="work"):
-        cross.cross_build(options, cross.CrossTools(runner=FakeWine(LINK_OUTPUT)))
+        cross.cross_build(options, WineTools(runner=FakeWine(LINK_OUTPUT)))
     assert intact(options.work) and not (options.work / "objs").exists()
 
 
@@ -510,7 +511,7 @@ def test_the_cross_compile_clears_its_objects_without_following_links(
     owned.mark(options.work, "cross-objects")
     (options.work / "objs").symlink_to(outside.folder, target_is_directory=True)
     with pytest.raises(MambawinError):  # the recorded link output lacks symbols: after compile
-        cross.cross_build(options, cross.CrossTools(runner=FakeWine(LINK_OUTPUT)))
+        cross.cross_build(options, WineTools(runner=FakeWine(LINK_OUTPUT)))
     assert (options.work / "objs").is_dir() and not (options.work / "objs").is_symlink()
     assert outside.untouched()
 

@@ -11,8 +11,7 @@ problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
@@ -20,14 +19,7 @@ from mambawin.builder.configure import SetupConfig
 from mambawin.builder.front import FrontRequest, windows_front
 from mambawin.builder.results import BuildPlan, patch_json, upstream_json
 from mambawin.check.closure import Closure, check_closure
-from mambawin.check.units import (
-    Progress,
-    Runner,
-    UnitResult,
-    compile_all,
-    windows_commands,
-    wine_runner,
-)
+from mambawin.check.units import UnitResult, WineTools, compile_all, windows_commands
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.owned import remove_tree
 from mambawin.packages import Package
@@ -50,15 +42,6 @@ class CheckOptions:
     cpython: Path | None = None  # a CPython source tree: Include/ and PC/pyconfig.h
     link: bool = True
     units: tuple[str, ...] = ()  # only the sources whose file name is one of these
-
-
-@dataclass(frozen=True)
-class CheckTools:
-    """The check's collaborators: how Windows programs run (tests pass a fake)."""
-
-    runner: Runner = field(default_factory=wine_runner)
-    on_unit: Progress = lambda *_: None
-    on_stage: Callable[[str], None] = lambda _: None
 
 
 @dataclass(frozen=True)
@@ -126,9 +109,9 @@ def cpython_dirs(cpython: Path | None) -> list[Path]:
     return dirs
 
 
-def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> CheckReport:
+def check_windows(options: CheckOptions, tools: WineTools | None = None) -> CheckReport:
     """Compile every unit of the (patched or stock) tree with cl.exe and nvcc.exe under wine."""
-    tools = tools or CheckTools()
+    tools = tools or WineTools()
     problems = missing_parts(options.toolchain)
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
@@ -214,7 +197,7 @@ def _all_ok(units: list[UnitResult]) -> bool:
 
 def _compile(
     options: CheckOptions,
-    tools: CheckTools,
+    tools: WineTools,
     config: SetupConfig,
     tree: Path,
     objects: Path,
@@ -249,7 +232,7 @@ def _compile(
 
 def _link(
     options: CheckOptions,
-    tools: CheckTools,
+    tools: WineTools,
     config: SetupConfig,
     objects: Path,
     units: list[UnitResult],

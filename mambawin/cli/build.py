@@ -269,7 +269,7 @@ def _cross_build(
 ) -> None:
     """`build --abi stable --platform win_amd64` on Linux: the Windows wheel under wine."""
     from mambawin.builder.options import check_options
-    from mambawin.cross.pipeline import CrossTools
+    from mambawin.check.units import WineTools
     from mambawin.cross.source import build_result, build_windows, check_cross, plan_windows
     from mambawin.toolchain import wine
     from mambawin.ui import check as check_view
@@ -287,7 +287,7 @@ def _cross_build(
         reporter.summary(plan)
         return
     launcher = wine.need_wine()
-    tools = CrossTools(
+    tools = WineTools(
         on_unit=(lambda *_: None) if as_json else check_view.unit_line,
         on_stage=(lambda _: None) if as_json else (lambda stage: console.print(f"· {stage}")),
     )

@@ -69,7 +69,8 @@ def check_command(
     with the flags a Windows build would pass, then check that the objects link."""
     from mambawin.archs import parse_archs
     from mambawin.builder.options import resolve_jobs
-    from mambawin.check.pipeline import CheckOptions, CheckTools, check_windows, plan_check
+    from mambawin.check.pipeline import CheckOptions, check_windows, plan_check
+    from mambawin.check.units import WineTools
     from mambawin.packages import get_package
     from mambawin.toolchain import wine
     from mambawin.ui import check as ui
@@ -100,7 +101,7 @@ def check_command(
             return
         ConsoleReporter().summary(plan)
         return
-    tools = CheckTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
+    tools = WineTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
     report = check_windows(options, tools)
     failed = _failure(report)
     if as_json and not report.ok:  # the report, with the keys every error document has

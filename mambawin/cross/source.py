@@ -21,7 +21,8 @@ from mambawin.archs import format_archs
 from mambawin.builder.front import Front, FrontRequest, windows_front
 from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
-from mambawin.cross.pipeline import CrossOptions, CrossResult, CrossTools, cross_build
+from mambawin.check.units import WineTools
+from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
@@ -105,7 +106,7 @@ def build_windows(
     options: BuildOptions,
     toolchain: WindowsToolchain,
     wine: str,
-    tools: CrossTools | None = None,
+    tools: WineTools | None = None,
 ) -> CrossResult:
     """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
     with windows_tree(options, toolchain) as prepared:
