@@ -44,6 +44,15 @@ class BuildOption:
     # once per item) or "value" (the flag and the value, when it is not `default`).
     spec_kind: str = "value"
     default: str = ""
+    spec_note: str = ""  # what the key means in a spec beyond the flag's help
+
+    def spec_doc(self) -> str:
+        """The key as docs/team.md's table shows it, from this one declaration."""
+        kind = {"flag": "bool", "list": "list of strings", "value": "string"}[self.spec_kind]
+        note = f"; {self.spec_note}" if self.spec_note else ""
+        text = self.help.split(" (repeatable")[0].rstrip(".")  # a spec gives a list instead
+        return f"`{self.spec_key}` ({kind}, `build {self.flag}`: {text}{note})"
+
     with_spec: bool = False  # how to run, not what to build: `build --spec` applies it too
 
     @property
@@ -67,6 +76,8 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
         BUILDS,
         spec_key="abi",
         default=DEFAULT_ABI,
+        spec_note="stable collapses the Python and torch axes into one wheel per package, CUDA "
+        "major and platform, for every torch at or above the floor",
     ),
     BuildOption("--out", "Folder for the finished wheel.", BUILDS),
     BuildOption(
@@ -98,6 +109,8 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
         frozenset((NATIVE,)),
         spec_key="skip_patches",
         spec_kind="list",
+        spec_note="each cell gets the ids its package has; an id neither package has is a spec "
+        "error",
     ),
     BuildOption(
         "--drop",

@@ -169,13 +169,10 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
     SpecKey(
         "[options]",
         "table",
-        "`keep_complex` (bool), `drop` / `keep` (requirement names removed from / kept "
-        "in METADATA), `skip_patches` (patch ids left out, as `build --skip-patch`; "
-        "each cell gets the ids its package has; an id neither package has is a spec "
-        'error), `abi` (`"torch"` or `"stable"`: `build --abi`; stable collapses the '
-        "Python and torch axes into one wheel per package, CUDA major and platform, for every "
-        "torch at or above the floor). Every default is `mambawin build`'s own (`drop = []`: "
-        "win_amd64 wheels get `triton-windows` for the `triton` their import needs)",
+        ", ".join(o.spec_doc() for o in backends.SPEC_OPTIONS)
+        + ". Every default is `mambawin build`'s own (`drop = []`: win_amd64 wheels get "
+        "`triton-windows` for the `triton` their import needs); a cell `build` would refuse "
+        "with these options is impossible, with build's reason",
     ),
 )
 
