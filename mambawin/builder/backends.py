@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from mambawin.abi import DEFAULT_ABI
 from mambawin.builder.options import BuildOptions, check_options
@@ -29,6 +29,9 @@ NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check
 BACKEND_NAMES = (NATIVE, CROSS_WINDOWS, WINDOWS_CHECK)
 ALL = frozenset(BACKEND_NAMES)
 BUILDS = frozenset((NATIVE, CROSS_WINDOWS))  # the backends `build` runs; check runs the third
+
+
+SpecKind = Literal["flag", "list", "value"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class BuildOption:
     spec_key: str | None = None  # its key in a spec's [options] table, if a spec can set it
     # How a spec value becomes arguments: "flag" (bool: the flag when true), "list" (the flag
     # once per item) or "value" (the flag and the value, when it is not `default`).
-    spec_kind: str = "value"
+    spec_kind: SpecKind = "value"
     default: str = ""
     spec_note: str = ""  # what the key means in a spec beyond the flag's help
 
@@ -147,10 +150,8 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
     ),
 )
 OPTIONS: Mapping[str, BuildOption] = {o.flag: o for o in BUILD_OPTIONS}
-SPEC_OPTION_KEYS: tuple[str, ...] = tuple(o.spec_key for o in BUILD_OPTIONS if o.spec_key)
-
-
 SPEC_OPTIONS: tuple[BuildOption, ...] = tuple(o for o in BUILD_OPTIONS if o.spec_key)
+SPEC_OPTION_KEYS: tuple[str, ...] = tuple(str(o.spec_key) for o in SPEC_OPTIONS)
 
 
 def spec_args(values: Mapping[str, object]) -> list[str]:
@@ -244,7 +245,7 @@ def refused(backend: str) -> tuple[str, ...]:
 
 def validate(backend: str, given: Mapping[str, object]) -> Backend:
     """The one check before any work: the backend's own inputs, then every option it does not
-    apply refused, named. `given` maps each flag the user set (to a non-default value) to it."""
+    apply refused, named. `given` maps each flag the user typed (not a default) to its value."""
     chosen = ALL_BACKENDS[backend]
     unknown = [flag for flag in given if flag not in OPTIONS]
     if unknown:  # a caller's bug: a flag not declared here cannot be checked
