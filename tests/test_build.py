@@ -631,7 +631,7 @@ def test_a_second_build_into_the_same_build_folder_fails_clearly(
         ({"MAMBAWIN_KEEP_MB": "abc"}, [], "MAMBAWIN_KEEP_MB='abc' is not a whole number"),
         ({"SOURCE_DATE_EPOCH": "1.5e9"}, [], "SOURCE_DATE_EPOCH='1.5e9' is not a whole number"),
         ({}, ["--out", "a-file"], "is a file: pass a folder for the wheel"),
-        ({}, ["--windows-root", "wr"], "--windows-root is the toolchain --platform win_amd64"),
+        ({}, ["--windows-root", "wr"], "--windows-root does not apply to the native backend"),
     ],
 )
 def test_plan_refuses_what_the_build_would_before_any_work(

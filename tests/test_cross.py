@@ -18,6 +18,7 @@ from mambawin import proc
 from mambawin.archs import parse_archs
 from mambawin.builder.configure import DistInfo, configure
 from mambawin.builder.options import BuildOptions
+from mambawin.check.units import WineTools
 from mambawin.cli import app
 from mambawin.cross import audit, link, pack, pipeline, source, symbols
 from mambawin.errors import BuildError, ToolchainError, UsageError, WheelError
@@ -424,7 +425,7 @@ def cross_options(tmp_path: Path) -> pipeline.CrossOptions:
 def test_a_unit_that_does_not_compile_stops_the_build_before_any_link(tmp_path: Path) -> None:
     fake = FakeWine(LINK_OUTPUT, broken="demo_kernel.cu")
     with pytest.raises(BuildError, match=r"csrc/demo_kernel\.cu does not compile .*1 of 2"):
-        pipeline.cross_build(cross_options(tmp_path), pipeline.CrossTools(runner=fake))
+        pipeline.cross_build(cross_options(tmp_path), WineTools(runner=fake))
     assert not [c for c in fake.calls if Path(c[1]).stem == "link"]
 
 
@@ -438,7 +439,7 @@ def test_a_cpp_symbol_in_the_objects_stops_the_build_before_the_import_libraries
     )
     fake = FakeWine(LINK_OUTPUT + cpp)
     stages: list[str] = []
-    tools = pipeline.CrossTools(runner=fake, on_stage=stages.append)
+    tools = WineTools(runner=fake, on_stage=stages.append)
     with pytest.raises(BuildError, match=r"1 symbol\(s\) outside torch's stable C ABI"):
         pipeline.cross_build(cross_options(tmp_path), tools)
     assert stages == ["compile", "symbols"]
@@ -448,9 +449,7 @@ def test_a_cpp_symbol_in_the_objects_stops_the_build_before_the_import_libraries
 def test_a_stable_name_torch_does_not_export_is_named(tmp_path: Path) -> None:
     # the recorded torch_cpu.lib excerpt lacks most of what the fixture uses
     with pytest.raises(BuildError, match="torch's Windows libraries export no aoti_torch_delete"):
-        pipeline.cross_build(
-            cross_options(tmp_path), pipeline.CrossTools(runner=FakeWine(LINK_OUTPUT))
-        )
+        pipeline.cross_build(cross_options(tmp_path), WineTools(runner=FakeWine(LINK_OUTPUT)))
 
 
 @pytest.mark.parametrize(

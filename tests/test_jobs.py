@@ -16,6 +16,7 @@ from test_build import (  # noqa: F401  (fixtures)
 from typer.testing import CliRunner
 
 from mambawin.builder import pipeline as core
+from mambawin.builder.options import resolve_jobs
 from mambawin.cli import app
 from mambawin.errors import UsageError
 
@@ -57,12 +58,12 @@ def test_jobs_option_wins_over_max_jobs(
 def test_bad_max_jobs_is_one_line_naming_it(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAX_JOBS", value)
     with pytest.raises(UsageError, match=r"MAX_JOBS=.* whole number"):
-        core._jobs(None, 3)
+        resolve_jobs(None, 3)
 
 
 def test_empty_max_jobs_falls_back_to_the_doctor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAX_JOBS", " ")
-    assert core._jobs(None, 3) == 3
+    assert resolve_jobs(None, 3) == 3
 
 
 def test_cli_exit_code_for_bad_max_jobs(

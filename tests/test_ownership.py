@@ -24,10 +24,11 @@ from mambawin import atomic, owned
 from mambawin.archs import parse_archs
 from mambawin.builder import kept
 from mambawin.builder.compile import compile_wheel
-from mambawin.builder.options import BuildOptions
+from mambawin.builder.options import BuildOptions, resolve_jobs
 from mambawin.builder.workspace import Workspace, adopt_source, builds_root
 from mambawin.cache import cache_dir
 from mambawin.check import pipeline as check
+from mambawin.check.units import WineTools
 from mambawin.cli import app
 from mambawin.cross import pipeline as cross
 from mambawin.cross.source import build_windows
@@ -499,7 +500,7 @@ def test_the_cross_compile_refuses_a_foreign_objects_folder(tmp_path: Path) -> N
     options = cross_options(tmp_path)
     foreign(options.work)
     with pytest.raises(NotOwnedError, match="work"):
-        cross.cross_build(options, cross.CrossTools(runner=FakeWine(LINK_OUTPUT)))
+        cross.cross_build(options, WineTools(runner=FakeWine(LINK_OUTPUT)))
     assert intact(options.work) and not (options.work / "objs").exists()
 
 
@@ -511,7 +512,7 @@ def test_the_cross_compile_clears_its_objects_without_following_links(
     owned.mark(options.work, "cross-objects")
     (options.work / "objs").symlink_to(outside.folder, target_is_directory=True)
     with pytest.raises(MambawinError):  # the recorded link output lacks symbols: after compile
-        cross.cross_build(options, cross.CrossTools(runner=FakeWine(LINK_OUTPUT)))
+        cross.cross_build(options, WineTools(runner=FakeWine(LINK_OUTPUT)))
     assert (options.work / "objs").is_dir() and not (options.work / "objs").is_symlink()
     assert outside.untouched()
 
@@ -528,8 +529,8 @@ def _check_options(tmp_path: Path) -> check.CheckOptions:
 
 
 def test_check_refuses_a_foreign_sources_folder(tmp_path: Path) -> None:
-    sources = foreign(cache_dir() / "check" / "src")
-    with pytest.raises(NotOwnedError, match="src"):
+    sources = foreign(cache_dir() / "check" / "mamba-ssm-v9")
+    with pytest.raises(NotOwnedError, match="mamba-ssm-v9"):
         check.check_windows(_check_options(tmp_path))
     assert intact(sources) and sorted(p.name for p in sources.iterdir()) == ["thesis.tex"]
 
@@ -537,13 +538,13 @@ def test_check_refuses_a_foreign_sources_folder(tmp_path: Path) -> None:
 def test_check_replaces_its_stock_tree_link_not_the_target(
     tmp_path: Path, outside: Outside
 ) -> None:
-    sources = cache_dir() / "check" / "src"
-    sources.mkdir(parents=True)
-    owned.mark(sources, "check-sources")
-    (sources / "mamba-ssm-v9").symlink_to(outside.folder, target_is_directory=True)
+    work = cache_dir() / "check" / "mamba-ssm-v9"
+    work.mkdir(parents=True)
+    owned.mark(work, "check-work")
+    (work / "src").symlink_to(outside.folder, target_is_directory=True)
     with pytest.raises(MambawinError):
         check.check_windows(_check_options(tmp_path))
-    assert not (sources / "mamba-ssm-v9").is_symlink() and outside.untouched()
+    assert not (work / "src").is_symlink() and outside.untouched()
 
 
 # ---- numbers and paths from the environment ----------------------------------------------------
@@ -562,13 +563,12 @@ def test_only_ascii_digits_within_bounds_are_a_number(
 
 @pytest.mark.parametrize("value", ["1025", "99999", "٤"])
 def test_max_jobs_is_bounded_ascii_digits(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mambawin.builder import pipeline
 
     monkeypatch.setenv("MAX_JOBS", value)
     with pytest.raises(
         UsageError, match=r"MAX_JOBS=.* whole number of jobs \(ASCII digits\) in 1\.\.1024"
     ):
-        pipeline._jobs(None, 3)
+        resolve_jobs(None, 3)
 
 
 @pytest.mark.parametrize(

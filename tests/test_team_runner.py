@@ -198,12 +198,11 @@ def test_package_and_requirement_flags() -> None:
 
     assert runner.package_args("causal-conv1d") == ["--package", "causal-conv1d"]
     assert runner.package_args("mamba-ssm") == []
-    assert runner.requirement_args(Options(drop=("tilelang",), keep=("x",))) == [
-        "--drop",
-        "tilelang",
-        "--keep",
-        "x",
-    ]
+    from mambawin.builder.backends import spec_args
+
+    options = Options(drop=("tilelang",), keep=("x",))
+    values = {f: getattr(options, f) for f in ("keep_complex", "skip_patches", "drop", "keep")}
+    assert spec_args({**values, "abi": "torch"}) == ["--drop", "tilelang", "--keep", "x"]
 
 
 def test_plan_spec_creates_installs_and_compiles_nothing(fakes: Path, tmp_path: Path) -> None:

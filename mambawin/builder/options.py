@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
+from mambawin.envvars import JOBS_BOUND, env_int
 from mambawin.errors import UsageError
 from mambawin.packages import MAMBA, Package
 from mambawin.patch.registry import check_ids, check_stable, patch_ids
@@ -46,6 +48,15 @@ def nvcc_threads(options: BuildOptions, archs: tuple[Arch, ...]) -> int:
     """nvcc's --threads for every backend: --nvcc-threads, else one per gencode target up to 4
     (NVCC_THREADS, read by the nvcc-threads patch in setup.py)."""
     return options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
+
+
+def resolve_jobs(asked: int | None, recommended: int | None) -> int:
+    """The compile jobs of every backend: --jobs, else MAX_JOBS from the environment (CI sets
+    it), else the doctor's advice (native), else one per CPU."""
+    if asked:
+        return asked
+    jobs = env_int("MAX_JOBS", minimum=1, maximum=JOBS_BOUND, unit="jobs", example=4)
+    return jobs or recommended or os.cpu_count() or 1
 
 
 def check_options(options: BuildOptions) -> str | None:

@@ -12,7 +12,6 @@ workspace under the cache and moved into --out with one rename at the very end.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import sysconfig
 from collections.abc import Callable
@@ -22,14 +21,14 @@ from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
-from mambawin.builder import jobserver, metadata
+from mambawin.builder import front, jobserver, metadata
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.configure import SetupConfig, configure
 from mambawin.builder.environment import build_environment
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
-from mambawin.builder.options import BuildOptions, check_options, nvcc_threads
+from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.workspace import (
@@ -38,20 +37,17 @@ from mambawin.builder.workspace import (
     builds_root,
     check_out,
     clamp_mtimes,
-    copy_source,
     holds,
     publish,
     sha256_of,
     torch_link,
 )
 from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
-from mambawin.envvars import JOBS_BOUND, env_int
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
@@ -259,43 +255,18 @@ def _doctor(
             "a list for every recent GPU"
         )
         raise UsageError(msg)
-    return report.toolchain, tuple(archs), _jobs(options.jobs, report.recommended_jobs)
-
-
-def _jobs(asked: int | None, recommended: int | None) -> int:
-    """--jobs, else MAX_JOBS from the environment (CI sets it), else the doctor's advice."""
-    if asked:
-        return asked
-    jobs = env_int("MAX_JOBS", minimum=1, maximum=JOBS_BOUND, unit="jobs", example=4)
-    return jobs or recommended or os.cpu_count() or 1
+    return report.toolchain, tuple(archs), resolve_jobs(options.jobs, report.recommended_jobs)
 
 
 def _fetch(options: BuildOptions, dest: Path) -> Checkout:
     """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
-    if options.source is None:
-        return upstream.checkout(options.upstream_repo, options.ref, dest, package=options.package)
-    described = upstream.describe(options.source, options.package)
-    copy_source(options.source, dest)
-    return upstream.Checkout(
-        dest,
-        described.repo,
-        described.ref,
-        described.commit,
-        described.version,
-        described.tag,
-        described.warnings,
-        described.package,
-    )
+    return front.fetch(options.upstream_repo, options.ref, dest, options.package, options.source)
 
 
 def _patch(root: Path, archs: tuple[Arch, ...], options: BuildOptions) -> PatchReport:
     """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    return apply_patches(
-        root,
-        PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi),
-        skip=options.skip_patches,
-        package=options.package,
-    )
+    chosen = PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi)
+    return front.patch(root, chosen, options.package, options.skip_patches)
 
 
 def _key_inputs(

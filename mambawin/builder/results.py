@@ -100,7 +100,7 @@ class BuildResult:
     size: int
     sha256: str
     archs: str
-    log: Path
+    log: Path | None  # None: the backend printed each unit's output instead (cross-windows)
     version: str
     commit: str | None
     key: str
@@ -117,7 +117,7 @@ class BuildResult:
         """The stable `build --json` form."""
         data = dict(self.__dict__)
         for name in ("wheel", "log", "build_dir"):
-            data[name] = str(data[name])
+            data[name] = None if data[name] is None else str(data[name])
         return data
 
 

@@ -1,39 +1,29 @@
 """`mambawin check --windows`: fetch → patch → configure as Windows → compile every unit → link.
 
-The trees live in mambawin's cache under `check/<package>-<commit>/`: `stock/` (upstream's
-checkout, never edited), `patched/` (a fresh copy with the patch set applied) and one objects
-folder per mode. With stock, upstream's unpatched sources are compiled with the flags of the
-patched setup.py: what it shows are the source errors the kernel and header patches remove; the
-setup.py problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin patches`.
+Fetch, patch and configure are the wine backends' shared front half (builder/front.py): the
+trees live in mambawin's cache under `check/<package>-<ref>/`: `src/` (upstream's checkout,
+never edited), `patched/` (a fresh copy with the patch set applied) and one objects folder per
+mode. With stock, upstream's unpatched sources are compiled with the flags of the patched
+setup.py: what it shows are the source errors the kernel and header patches remove; the setup.py
+problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin patches`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
-from mambawin.builder.configure import SetupConfig, configure
-from mambawin.builder.workspace import copy_source
-from mambawin.cache import cache_dir
+from mambawin.builder.configure import SetupConfig
+from mambawin.builder.front import FrontRequest, windows_front
+from mambawin.builder.results import BuildPlan, patch_json, upstream_json
 from mambawin.check.closure import Closure, check_closure
-from mambawin.check.units import (
-    Progress,
-    Runner,
-    UnitResult,
-    compile_all,
-    windows_commands,
-    wine_runner,
-)
-from mambawin.errors import ToolchainError, UpstreamError, UsageError
-from mambawin.fetch import upstream
-from mambawin.lock import hold
-from mambawin.owned import claim, remove_tree
-from mambawin.packages import PACKAGE_NAMES, Package
+from mambawin.check.units import UnitResult, WineTools, compile_all, windows_commands
+from mambawin.errors import ToolchainError, UsageError
+from mambawin.owned import remove_tree
+from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import apply_patches
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 
 
@@ -52,15 +42,6 @@ class CheckOptions:
     cpython: Path | None = None  # a CPython source tree: Include/ and PC/pyconfig.h
     link: bool = True
     units: tuple[str, ...] = ()  # only the sources whose file name is one of these
-
-
-@dataclass(frozen=True)
-class CheckTools:
-    """The check's collaborators: how Windows programs run (tests pass a fake)."""
-
-    runner: Runner = field(default_factory=wine_runner)
-    on_unit: Progress = lambda *_: None
-    on_stage: Callable[[str], None] = lambda _: None
 
 
 @dataclass(frozen=True)
@@ -128,47 +109,26 @@ def cpython_dirs(cpython: Path | None) -> list[Path]:
     return dirs
 
 
-def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> CheckReport:
+def check_windows(options: CheckOptions, tools: WineTools | None = None) -> CheckReport:
     """Compile every unit of the (patched or stock) tree with cl.exe and nvcc.exe under wine."""
-    tools = tools or CheckTools()
+    tools = tools or WineTools()
     problems = missing_parts(options.toolchain)
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
     python_dirs = cpython_dirs(options.cpython)
-    tools.on_stage("fetch")
-    home = cache_dir() / "check"
-    # Each folder check deletes in lies in one it marked (mambawin.owned); an older mambawin's
-    # folders are adopted by their names.
-    sources = claim(home / "src", "check-sources", (f"{p}-*" for p in PACKAGE_NAMES))
-    stock_tree = sources / f"{options.package.name}-{_ref_slug(options)}"
-    if stock_tree.is_symlink():  # planted in our folder: checkout refuses a link as its --dest
-        remove_tree(stock_tree)  # the link, never its target
-    try:
-        checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
-    except UpstreamError:
-        if not stock_tree.exists():
-            raise
-        remove_tree(stock_tree)  # ours, holding another commit of a moving ref (main)
-        checkout = upstream.checkout(options.repo, options.ref, stock_tree, package=options.package)
-    commit = checkout.commit or "unknown"  # a git checkout always has one
-    root = home / f"{options.package.name}-{commit[:10]}"
-    claim(root, "check-work", ("patched", "objs-*", "check.lock"))  # refused if not ours
-    with hold(root / "check.lock", f"the check folder {root}", UsageError):
-        tools.on_stage("patch")
-        patched = root / "patched"
-        remove_tree(patched)
-        copy_source(checkout.path, patched)
-        apply_patches(patched, PatchOptions(archs=options.archs), package=options.package)
-        tools.on_stage("configure")
-        config = _rebased(configure(patched, package=options.package, platform="win32"), patched)
+    with windows_front(_front_request(options), tools.on_stage) as front:
+        checkout = front.checkout
+        config = _rebased(front.config, front.tree)
         mode = "stock" if options.stock else "patched"
-        tree = checkout.path if options.stock else patched
-        units = _compile(options, tools, config, tree, root / f"objs-{mode}", python_dirs)
+        tree = front.stock if options.stock else front.tree
+        objects = front.work / f"objs-{mode}"
+        units = _compile(options, tools, config, tree, objects, python_dirs)
         closure = None
         whole = not options.units
         if options.link and whole and not options.stock and python_dirs and _all_ok(units):
             tools.on_stage("link")
-            closure = _link(options, tools, config, root / f"objs-{mode}", units)
+            closure = _link(options, tools, config, objects, units)
+    commit = checkout.commit or "unknown"  # a git checkout always has one
     return CheckReport(
         options.package.name,
         options.ref or checkout.tag or commit,
@@ -182,8 +142,45 @@ def check_windows(options: CheckOptions, tools: CheckTools | None = None) -> Che
     )
 
 
-def _ref_slug(options: CheckOptions) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in options.ref or "newest")
+def plan_check(options: CheckOptions) -> BuildPlan:
+    """What `check --windows` would compile, from the shared front half: nothing is compiled
+    and wine is never started (`check --windows --plan`, the plan every backend prints)."""
+    problems = missing_parts(options.toolchain)
+    if problems:
+        raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
+    with windows_front(_front_request(options)) as front:
+        config = front.config
+        flags = list(config.nvcc_flags)
+        threads = int(flags[flags.index("--threads") + 1]) if "--threads" in flags else 1
+        units = [s for s in config.sources if not options.units or Path(s).name in options.units]
+        mode = "stock" if options.stock else "patched"
+        return BuildPlan(
+            upstream=upstream_json(front.checkout),
+            patches=[patch_json(r) for r in front.patches.results],
+            archs=format_archs(options.archs),
+            ext_name=config.ext_name,
+            units=units,
+            gencode=list(config.gencode),
+            nvcc_flags=flags,
+            jobs=options.jobs,
+            nvcc_threads=threads,
+            key="",  # the check keeps no objects keyed by its inputs
+            build_dir=front.work / f"objs-{mode}",
+            reuses_objects=False,
+            local_version=None,
+            package=options.package.name,
+        )
+
+
+def _front_request(options: CheckOptions) -> FrontRequest:
+    return FrontRequest(
+        backend="check",
+        package=options.package,
+        repo=options.repo,
+        ref=options.ref,
+        patch=PatchOptions(archs=options.archs),
+        own=("objs-*",),
+    )
 
 
 def _rebased(config: SetupConfig, tree: Path) -> SetupConfig:
@@ -200,7 +197,7 @@ def _all_ok(units: list[UnitResult]) -> bool:
 
 def _compile(
     options: CheckOptions,
-    tools: CheckTools,
+    tools: WineTools,
     config: SetupConfig,
     tree: Path,
     objects: Path,
@@ -235,7 +232,7 @@ def _compile(
 
 def _link(
     options: CheckOptions,
-    tools: CheckTools,
+    tools: WineTools,
     config: SetupConfig,
     objects: Path,
     units: list[UnitResult],

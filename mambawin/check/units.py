@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mambawin import proc
@@ -95,6 +95,16 @@ def wine_runner(timeout: float = UNIT_TIMEOUT_S) -> Runner:
         return proc.run(argv, cwd=cwd, env=env, timeout=timeout, check=False)
 
     return run
+
+
+@dataclass(frozen=True)
+class WineTools:
+    """The wine backends' collaborators (check --windows and the cross build alike): how
+    Windows programs run (tests pass a fake) and where progress goes."""
+
+    runner: Runner = field(default_factory=wine_runner)
+    on_unit: Progress = lambda *_: None
+    on_stage: Callable[[str], None] = lambda _: None
 
 
 def include_dirs(

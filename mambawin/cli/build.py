@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mambawin.builder import backends
+from mambawin.builder.backends import help_of
 from mambawin.cli.app import command, print_json, split_values
 from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import UsageError
@@ -22,19 +24,17 @@ if TYPE_CHECKING:
 # The options build and fetch share: which upstream, at which ref, for which package.
 RefOption = Annotated[
     str | None,
-    typer.Option(
-        "--ref", help="Upstream tag, branch or commit.", show_default="the newest release tag"
-    ),
+    typer.Option("--ref", help=help_of("--ref"), show_default="the newest release tag"),
 ]
 RepoOption = Annotated[
     str | None,
     typer.Option(
         "--repo",
-        help="Upstream URL, file:// URL or local clone.",
+        help=help_of("--repo"),
         show_default="the package's GitHub repo",
     ),
 ]
-PackageOption = Annotated[str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")]
+PackageOption = Annotated[str, typer.Option("--package", help=help_of("--package"))]
 
 
 @command("build")
@@ -47,71 +47,64 @@ def build_command(
         str | None,
         typer.Option(
             "--with",
-            help="Also build causal-conv1d[==REF] into --out.",
+            help=help_of("--with"),
             show_default="REF: the newest release that fits the mamba-ssm version",
         ),
     ] = None,
     with_repo: Annotated[
         str | None,
-        typer.Option("--with-repo", help="URL or local path of causal-conv1d for --with."),
+        typer.Option("--with-repo", help=help_of("--with-repo")),
     ] = None,
     source: Annotated[
         Path | None,
-        typer.Option("--source", help="Build this existing source folder (copied, never edited)."),
+        typer.Option("--source", help=help_of("--source")),
     ] = None,
     arch: Annotated[
         str | None,
-        typer.Option(
-            "--arch", help="CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.", show_default="this GPU"
-        ),
+        typer.Option("--arch", help=help_of("--arch"), show_default="this GPU"),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", help="Folder for the finished wheel.")] = Path(
-        "dist"
-    ),
+    out: Annotated[Path, typer.Option("--out", help=help_of("--out"))] = Path("dist"),
     jobs: Annotated[
         int | None,
         typer.Option(
             "--jobs",
             min=1,
             max=JOBS_BOUND,
-            help="Parallel compile jobs (MAX_JOBS).",
+            help=help_of("--jobs"),
             show_default="$MAX_JOBS, else doctor's",
         ),
     ] = None,
     nvcc_threads: Annotated[
         int | None,
         typer.Option(
-            "--nvcc-threads", min=1, help="nvcc --threads per job.", show_default="#archs, max 4"
+            "--nvcc-threads", min=1, help=help_of("--nvcc-threads"), show_default="#archs, max 4"
         ),
     ] = None,
     keep_complex: Annotated[
-        bool, typer.Option("--keep-complex", help="Keep the complex-weight kernels (slower build).")
+        bool, typer.Option("--keep-complex", help=help_of("--keep-complex"))
     ] = False,
     skip_patch: Annotated[
         list[str] | None,
         typer.Option(
             "--skip-patch",
-            help="Leave this patch id out (repeatable or comma-separated; "
-            "recorded in the provenance).",
+            help=help_of("--skip-patch"),
         ),
     ] = None,
     local_version: Annotated[
-        str, typer.Option("--local-version", help="auto (e.g. +cu130torch2.10), none, or a label.")
+        str, typer.Option("--local-version", help=help_of("--local-version"))
     ] = "auto",
     abi: Annotated[
         str,
         typer.Option(
             "--abi",
-            help="torch (one torch minor and CPython), or stable: torch's stable ABI, one "
-            "py3-none wheel for every torch >= 2.10 (causal-conv1d >= 1.5.0).",
+            help=help_of("--abi"),
         ),
     ] = "torch",
     platform: Annotated[
         str | None,
         typer.Option(
             "--platform",
-            help="win_amd64 on Linux: cross-build with cl.exe and nvcc.exe under wine "
-            "(--abi stable only; `mambawin toolchain windows --setup` first).",
+            help=help_of("--platform"),
             show_default="this machine's",
         ),
     ] = None,
@@ -119,39 +112,35 @@ def build_command(
         Path | None,
         typer.Option(
             "--windows-root",
-            help="The Windows toolchain folder for --platform win_amd64.",
+            help=help_of("--windows-root"),
             show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
         ),
     ] = None,
-    plan_only: Annotated[
-        bool, typer.Option("--plan", help="Show what would be built; compile nothing.")
-    ] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Build even when a blocking doctor check fails.")
-    ] = False,
+    plan_only: Annotated[bool, typer.Option("--plan", help=help_of("--plan"))] = False,
+    force: Annotated[bool, typer.Option("--force", help=help_of("--force"))] = False,
     drop: Annotated[
         list[str] | None,
         typer.Option(
             "--drop",
-            help="Also drop this requirement from METADATA (repeatable or comma-separated).",
+            help=help_of("--drop"),
         ),
     ] = None,
     keep: Annotated[
         list[str] | None,
         typer.Option(
             "--keep",
-            help="Keep this requirement as upstream has it (repeatable or comma-separated).",
+            help=help_of("--keep"),
         ),
     ] = None,
     cache: Annotated[
         bool | None,
         typer.Option(
             "--cache/--no-cache",
-            help="sccache/ccache in front of nvcc.",
+            help=help_of("--cache"),
             show_default="on when doctor finds one",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
     spec: Annotated[
         Path | None,
         typer.Option(
@@ -169,23 +158,20 @@ def build_command(
     from mambawin.packages import get_package
     from mambawin.ui.progress import ConsoleReporter
 
+    given = given_options(ctx)
     if spec is not None:
         from mambawin.cli.team import build_spec
 
-        given = {"--ref": ref, "--repo": repo, "--source": source, "--arch": arch}
-        build_spec(
-            spec,
-            jobs=jobs,
-            force=force,
-            as_json=as_json,
-            plan_only=plan_only,
-            conflicts=[name for name, value in given.items() if value],
-        )
+        refuse_for_spec(given)
+        build_spec(spec, jobs=jobs, force=force, as_json=as_json, plan_only=plan_only)
         return
 
-    if windows_root is not None and platform is None:
-        msg = "--windows-root is the toolchain --platform win_amd64 uses: add --platform or drop it"
-        raise UsageError(msg)
+    backend = backends.CROSS_WINDOWS if platform is not None else backends.NATIVE
+    if platform is not None:
+        from mambawin.cross.source import check_platform
+
+        check_platform(platform)
+    backends.validate(backend, given)  # before any work: --windows-root, then every option
     options = BuildOptions(
         repo=repo,
         ref=ref,
@@ -204,8 +190,8 @@ def build_command(
         skip_patches=split_values(skip_patch),
         abi=parse_abi(abi),
     )
-    if platform is not None:
-        _cross_build(options, platform, windows_root, with_=with_, as_json=as_json)
+    if backend == backends.CROSS_WINDOWS:
+        _cross_build(options, windows_root, plan_only=plan_only, as_json=as_json)
         return
     reporter = ConsoleReporter()
     # The doctor a caller passes in (`invoke(app, args, obj={"doctor": ...})`), else the probes.
@@ -242,7 +228,7 @@ def fetch_command(
         ),
     ] = None,
     package: PackageOption = "mamba-ssm",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
 ) -> None:
     """Check out upstream mamba-ssm or causal-conv1d from a cached mirror (offline if cached)."""
     from mambawin.fetch import upstream
@@ -259,26 +245,57 @@ def fetch_command(
     typer.echo(str(result.path))
 
 
+def given_options(ctx: typer.Context) -> dict[str, object]:
+    """Each build option the user set on the command line, by its flag, with its value."""
+    given: dict[str, object] = {}
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        typed = source is not None and source.name == "COMMANDLINE"  # not a default
+        if param.name and typed and param.opts[0] in backends.OPTIONS:
+            given[param.opts[0]] = ctx.params[param.name]
+    return given
+
+
+def refuse_for_spec(given: dict[str, object]) -> None:
+    """--spec sets what each cell builds: refuse every build option it does not apply, named."""
+    not_applied = [flag for flag in given if not backends.OPTIONS[flag].with_spec]
+    if not_applied:
+        msg = (
+            f"--spec builds each cell as the spec says: drop {', '.join(not_applied)} (the "
+            "spec's [options] set what a cell builds), or build one wheel without --spec"
+        )
+        raise UsageError(msg)
+
+
 def _cross_build(
-    options: BuildOptions, platform: str, root: Path | None, *, with_: str | None, as_json: bool
+    options: BuildOptions, root: Path | None, *, plan_only: bool, as_json: bool
 ) -> None:
     """`build --abi stable --platform win_amd64` on Linux: the Windows wheel under wine."""
-    from mambawin.cross.pipeline import CrossTools
-    from mambawin.cross.source import build_windows, check_cross
+    from mambawin.builder.options import check_options
+    from mambawin.check.units import WineTools
+    from mambawin.cross.source import build_result, build_windows, check_cross, plan_windows
     from mambawin.toolchain import wine
     from mambawin.ui import check as check_view
+    from mambawin.ui.progress import ConsoleReporter
 
-    check_cross(options, platform)
-    if with_ is not None:
-        raise UsageError("--platform win_amd64 builds one package: drop --with, run it per package")
+    check_cross(options)
+    check_options(options)
+    toolchain = wine.toolchain_at(backends.check_windows_root(root))
+    reporter = ConsoleReporter()
+    if plan_only:  # nothing compiles, wine is not even looked for
+        plan = plan_windows(options, toolchain)
+        if as_json:
+            print_json(plan.to_json())
+            return
+        reporter.summary(plan)
+        return
     launcher = wine.need_wine()
-    tools = CrossTools(
+    tools = WineTools(
         on_unit=(lambda *_: None) if as_json else check_view.unit_line,
         on_stage=(lambda _: None) if as_json else (lambda stage: console.print(f"· {stage}")),
     )
-    toolchain = wine.toolchain_at(root or wine.default_root())
-    result = build_windows(options, toolchain, launcher, tools)
+    result = build_result(options, build_windows(options, toolchain, launcher, tools))
     if as_json:
-        print_json({"wheel": str(result.wheel), "library": str(result.library)})
+        print_json(result.to_json())
         return
-    console.print(f"✓ {result.wheel} (cross-built under wine; not run on Windows)")
+    reporter.summary(result)

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mambawin.builder import backends
+from mambawin.builder.backends import help_of
 from mambawin.cli.app import command, fail_json, print_json, split_values
-from mambawin.cli.build import PackageOption, RefOption, RepoOption
+from mambawin.cli.build import PackageOption, RefOption, RepoOption, given_options
 from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import CheckFailed, UsageError
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
 @command("check")
 def check_command(
+    ctx: typer.Context,
     windows: Annotated[
         bool, typer.Option("--windows", help="Compile with cl.exe and nvcc.exe under wine.")
     ] = False,
@@ -41,29 +44,43 @@ def check_command(
         typer.Option("--unit", help="Only this unit (file name, repeatable); no link check."),
     ] = None,
     jobs: Annotated[
-        int, typer.Option("--jobs", min=1, max=JOBS_BOUND, help="Units compiled at once.")
-    ] = 2,
+        int | None,
+        typer.Option(
+            "--jobs",
+            min=1,
+            max=JOBS_BOUND,
+            help=help_of("--jobs"),
+            show_default="$MAX_JOBS, else one per CPU",
+        ),
+    ] = None,
     root: Annotated[
         Path | None,
         typer.Option(
+            "--windows-root",
             "--root",
             help="The Windows toolchain folder.",
             show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    plan_only: Annotated[bool, typer.Option("--plan", help=help_of("--plan"))] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
 ) -> None:
     """Compile every unit of a ref with Microsoft's cl.exe and NVIDIA's Windows nvcc under wine,
     with the flags a Windows build would pass, then check that the objects link."""
     from mambawin.archs import parse_archs
-    from mambawin.check.pipeline import CheckOptions, CheckTools, check_windows
+    from mambawin.builder.options import resolve_jobs
+    from mambawin.check.pipeline import CheckOptions, check_windows, plan_check
+    from mambawin.check.units import WineTools
     from mambawin.packages import get_package
     from mambawin.toolchain import wine
     from mambawin.ui import check as ui
+    from mambawin.ui.progress import ConsoleReporter
 
     if not windows:
         raise UsageError("check needs a target: pass --windows")
-    launcher = wine.need_wine()
+    # The windows-check backend: its toolchain folder, then every option, before any work.
+    backends.validate(backends.WINDOWS_CHECK, given_options(ctx))
+    launcher = "" if plan_only else wine.need_wine()  # a plan never starts wine
     chosen = get_package(package)
     options = CheckOptions(
         package=chosen,
@@ -73,11 +90,18 @@ def check_command(
         toolchain=wine.toolchain_at(root or wine.default_root()),
         wine=launcher,
         stock=stock,
-        jobs=jobs,
+        jobs=resolve_jobs(jobs, None),
         cpython=cpython,
         units=split_values(unit),
     )
-    tools = CheckTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
+    if plan_only:
+        plan = plan_check(options)
+        if as_json:
+            print_json(plan.to_json())
+            return
+        ConsoleReporter().summary(plan)
+        return
+    tools = WineTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
     report = check_windows(options, tools)
     failed = _failure(report)
     if as_json and not report.ok:  # the report, with the keys every error document has

@@ -117,21 +117,14 @@ def build_spec(
     jobs: int | None,
     force: bool,
     as_json: bool,
-    conflicts: list[str],
     plan_only: bool = False,
 ) -> None:
     """`mambawin build --spec F`: every cell this machine can build; exit 6 if any failed."""
-    from mambawin.errors import BuildError, UsageError
+    from mambawin.errors import BuildError
     from mambawin.team.runner import FAILED, RunOptions, plan_spec, run_spec
     from mambawin.team.spec_reader import load_spec
     from mambawin.ui.team import TeamReporter, render_plan, render_results
 
-    if conflicts:
-        msg = (
-            f"--spec builds what the spec names: drop {', '.join(conflicts)} (or edit the "
-            "spec), or build one wheel without --spec"
-        )
-        raise UsageError(msg)
     if plan_only:  # nothing is created, installed or compiled
         planned = plan_spec(load_spec(spec), RunOptions(jobs=jobs, force=force))
         if as_json:

@@ -15,13 +15,12 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch
 from mambawin.builder.configure import SetupConfig
-from mambawin.check.units import Progress, Runner, UnitResult, compile_all, windows_commands
-from mambawin.check.units import wine_runner as default_runner
+from mambawin.check.units import UnitResult, WineTools, compile_all, windows_commands
 from mambawin.cross.audit import Audit, audit_library
 from mambawin.cross.link import link_library, make_import_libraries, unresolved_symbols
 from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
@@ -53,15 +52,6 @@ class CrossOptions:
 
 
 @dataclass(frozen=True)
-class CrossTools:
-    """The cross build's collaborators: how Windows programs run (tests pass a fake)."""
-
-    runner: Runner = field(default_factory=default_runner)
-    on_unit: Progress = lambda *_: None
-    on_stage: Callable[[str], None] = lambda _: None
-
-
-@dataclass(frozen=True)
 class CrossResult:
     """The wheel and what went into it."""
 
@@ -74,9 +64,9 @@ class CrossResult:
     seconds: Mapping[str, float]  # per stage
 
 
-def cross_build(options: CrossOptions, tools: CrossTools | None = None) -> CrossResult:
+def cross_build(options: CrossOptions, tools: WineTools | None = None) -> CrossResult:
     """Build the wheel; BuildError naming the first unit, symbol or import that breaks it."""
-    tools = tools or CrossTools()
+    tools = tools or WineTools()
     problems = missing_parts(options.toolchain)
     if problems or options.toolchain.torch is None:
         first = problems[0] if problems else "torch's Windows wheel is not set up (--torch)"
@@ -147,7 +137,7 @@ def cross_build(options: CrossOptions, tools: CrossTools | None = None) -> Cross
 
 
 def _timer(
-    tools: CrossTools, seconds: dict[str, float]
+    tools: WineTools, seconds: dict[str, float]
 ) -> Callable[[str], AbstractContextManager[None]]:
     """A context per stage: announces it, then records its duration."""
 
@@ -161,7 +151,7 @@ def _timer(
     return timed
 
 
-def _compile(options: CrossOptions, tools: CrossTools) -> list[UnitResult]:
+def _compile(options: CrossOptions, tools: WineTools) -> list[UnitResult]:
     objects = claim(options.work, "cross-objects") / "objs"
     remove_tree(objects)  # ours; an old object must never pass for a new one
     commands = windows_commands(options.config, options.tree, options.toolchain, objects)

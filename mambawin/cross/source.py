@@ -9,32 +9,40 @@ against python3XX.lib and torch's C++ import libraries, which no registry serves
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from packaging.utils import parse_wheel_filename
 
 from mambawin.archs import format_archs
-from mambawin.builder.configure import DistInfo, configure
-from mambawin.builder.options import BuildOptions, nvcc_threads
-from mambawin.builder.workspace import copy_source
-from mambawin.cache import cache_dir
-from mambawin.cross.pipeline import CrossOptions, CrossResult, CrossTools, cross_build
+from mambawin.builder.front import Front, FrontRequest, windows_front
+from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
+from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
+from mambawin.check.units import WineTools
+from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
 from mambawin.fetch import upstream
-from mambawin.lock import hold
-from mambawin.owned import claim, remove_tree
+from mambawin.fetch.upstream import Checkout
 from mambawin.patch.base import PatchOptions
-from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT
 from mambawin.toolchain.wine import WindowsToolchain
-from mambawin.wheel.provenance import record, source_date_epoch
+from mambawin.wheel.provenance import Provenance, read_provenance, record, source_date_epoch
 
 WINDOWS = "win_amd64"
 
 
-def check_cross(options: BuildOptions, platform: str) -> None:
+def check_platform(platform: str) -> None:
     """UsageError for a --platform this machine cannot build for, before any work."""
     if platform != WINDOWS:
         msg = f"--platform {platform!r}: mambawin cross-builds {WINDOWS} only; drop --platform"
         raise UsageError(msg)
+
+
+def check_cross(options: BuildOptions) -> None:
+    """UsageError for what the cross build cannot take, before any work."""
     if options.abi != "stable":
         msg = (
             f"--platform {WINDOWS} on Linux needs --abi stable: a torch-ABI extension links "
@@ -47,43 +55,43 @@ def check_cross(options: BuildOptions, platform: str) -> None:
         raise UsageError(msg)
 
 
-def build_windows(
-    options: BuildOptions,
-    toolchain: WindowsToolchain,
-    wine: str,
-    tools: CrossTools | None = None,
-) -> CrossResult:
-    """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
-    package = options.package
-    work = cache_dir() / "cross" / f"{package.name}-{_slug(options.ref)}"
-    owned = ("src", "patched", "objs", "dist-info", "cross.lock")
-    claim(work, "cross-work", owned)  # refused if not ours
-    with hold(work / "cross.lock", f"the cross-build folder {work}", UsageError):
-        for old in ("src", "patched", "dist-info"):  # ours: a moving ref must not keep an old tree
-            remove_tree(work / old)
-        checkout = upstream.checkout(
-            options.upstream_repo, options.ref, work / "src", package=package
-        )
-        tree = work / "patched"
-        copy_source(checkout.path, tree)
-        report = apply_patches(
-            tree, PatchOptions(archs=options.archs, abi="stable"), package=package
-        )
-        (work / "dist-info").mkdir()
-        config = configure(
-            tree,
-            configure_env_of(options),
-            package,
-            platform="win32",
-            dist_info=DistInfo(work / "dist-info", f"py3-none-{WINDOWS}", checkout.version),
-        )
+@dataclass(frozen=True)
+class WindowsTree:
+    """The front half's tree (builder.front) and the provenance the cross build records."""
+
+    front: Front
+    epoch: int | None
+    provenance: Provenance
+
+    @property
+    def checkout(self) -> Checkout:
+        return self.front.checkout
+
+
+@contextmanager
+def windows_tree(options: BuildOptions, toolchain: WindowsToolchain) -> Iterator[WindowsTree]:
+    """The shared front half for the stable ABI, with the .dist-info for the wheel, under the
+    work folder's lock (held while the caller compiles or plans)."""
+    request = FrontRequest(
+        backend="cross",
+        package=options.package,
+        repo=options.upstream_repo,
+        ref=options.ref,
+        patch=PatchOptions(archs=options.archs, abi="stable"),
+        env=configure_env_of(options),
+        wheel_tag=f"py3-none-{WINDOWS}",
+        own=("objs",),
+    )
+    with windows_front(request) as front:
         cuda = toolchain.cuda_version() or ""
         epoch = source_date_epoch()
-        epoch = epoch if epoch is not None else upstream.commit_time(checkout.path)
+        epoch = epoch if epoch is not None else upstream.commit_time(front.stock)
         provenance = record(
-            checkout,
+            front.checkout,
             patches=tuple(
-                {"id": r.id, "status": r.status} for r in report.results if r.status in IN_EFFECT
+                {"id": r.id, "status": r.status}
+                for r in front.patches.results
+                if r.status in IN_EFFECT
             ),
             archs=tuple(format_archs(options.archs).split(";")),
             cuda_version=cuda,
@@ -91,27 +99,78 @@ def build_windows(
             abi="stable",
             epoch=epoch,
         )
+        yield WindowsTree(front, epoch, provenance)
+
+
+def build_windows(
+    options: BuildOptions,
+    toolchain: WindowsToolchain,
+    wine: str,
+    tools: WineTools | None = None,
+) -> CrossResult:
+    """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
+    with windows_tree(options, toolchain) as prepared:
         cross = CrossOptions(
-            tree=tree,
-            config=config,
+            tree=prepared.front.tree,
+            config=prepared.front.config,
             toolchain=toolchain,
             wine=wine,
             archs=options.archs,
-            work=work / "objs",
+            work=prepared.front.work / "objs",
             out=options.out,
-            jobs=options.jobs or 2,
-            provenance=provenance,
-            date_epoch=epoch,
-            local_version=provenance.label,
+            jobs=resolve_jobs(options.jobs, None),
+            provenance=prepared.provenance,
+            date_epoch=prepared.epoch,
+            local_version=prepared.provenance.label,
         )
         return cross_build(cross, tools)
+
+
+def plan_windows(options: BuildOptions, toolchain: WindowsToolchain) -> BuildPlan:
+    """What the cross build would compile, from its patched and configured tree: nothing is
+    compiled, and wine is never started."""
+    with windows_tree(options, toolchain) as prepared:
+        config = prepared.front.config
+        return BuildPlan(
+            upstream=upstream_json(prepared.checkout),
+            patches=[patch_json(r) for r in prepared.front.patches.results],
+            archs=format_archs(options.archs),
+            ext_name=config.ext_name,
+            units=list(config.sources),
+            gencode=list(config.gencode),
+            nvcc_flags=list(config.nvcc_flags),
+            jobs=resolve_jobs(options.jobs, None),
+            nvcc_threads=nvcc_threads(options, options.archs),
+            key="",  # the cross build keeps no object cache keyed by its inputs
+            build_dir=prepared.front.work / "objs",
+            reuses_objects=False,
+            local_version=prepared.provenance.label,
+            package=options.package.name,
+        )
+
+
+def build_result(options: BuildOptions, cross: CrossResult) -> BuildResult:
+    """The cross build as every backend reports it (`build --json`'s one shape)."""
+    wheel = cross.wheel
+    provenance = Provenance.from_dict(read_provenance(wheel))
+    return BuildResult(
+        wheel=wheel,
+        size=wheel.stat().st_size,
+        sha256=hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        archs=format_archs(options.archs),
+        log=None,  # each unit's compiler output is printed as it finishes
+        version=str(parse_wheel_filename(wheel.name)[1]),
+        commit=provenance.commit or None,
+        key="",
+        build_dir=cross.library.parent,
+        units_compiled=sum(1 for u in cross.units if u.status == "ok"),
+        reused_objects=False,
+        steps=dict(cross.seconds),
+        package=options.package.name,
+    )
 
 
 def configure_env_of(options: BuildOptions) -> dict[str, str]:
     """The environment setup.py is configured in: nvcc's --threads as a native build gets it
     (--nvcc-threads, else one per gencode target up to 4), read by the nvcc-threads patch."""
     return {**os.environ, "NVCC_THREADS": str(nvcc_threads(options, options.archs))}
-
-
-def _slug(ref: str | None) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in ref or "newest")

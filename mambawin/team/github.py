@@ -22,6 +22,7 @@ from typing import Any
 from packaging.version import Version
 
 from mambawin.atomic import write_text
+from mambawin.builder import backends
 from mambawin.errors import UsageError
 from mambawin.team import github_cross
 from mambawin.team.actions import (
@@ -123,14 +124,15 @@ def render(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> str:
         msg = f"unknown --publish {options.publish!r}: use one of {', '.join(PUBLISH)}"
         raise UsageError(msg)
     chosen = buildable(cells)
+    if options.build_on == "linux":  # the spec's options first: they make cells impossible too
+        github_cross.refuse_cross(spec, chosen)
     if not chosen:
+        why = next((f": {c.id} is impossible: {c.reason}" for c in cells if c.reason), "")
         msg = (
             f"{spec.path}: no cell can be built on a Windows runner (no win_amd64 cell, or "
-            "every one impossible): see `mambawin matrix`"
+            f"every one impossible){why}; see `mambawin matrix`"
         )
         raise UsageError(msg)
-    if options.build_on == "linux":
-        github_cross.refuse_cross(spec, chosen)
     workflow = _workflow(spec, chosen, options)
     return _header(options) + dump(workflow)
 
@@ -247,11 +249,7 @@ def _build_steps(options: WorkflowOptions) -> list[dict[str, Any]]:
                 "REPO": "${{ matrix.repo }}",
                 "REF": "${{ matrix.ref }}",
                 "ARCHS": "${{ matrix.archs }}",
-                "KEEP_COMPLEX": "${{ matrix.keep_complex }}",
-                "SKIP_PATCHES": "${{ matrix.skip_patches }}",
-                "DROP": "${{ matrix.drop }}",
-                "KEEP": "${{ matrix.keep }}",
-                "ABI": "${{ matrix.abi }}",
+                **_OPTION_ENV,
                 "LOCAL_VERSION": "${{ matrix.local_version }}",
             },
         ),
@@ -259,20 +257,24 @@ def _build_steps(options: WorkflowOptions) -> list[dict[str, Any]]:
     ]
 
 
+# The spec's [options] as build arguments, from their one declaration (builder/backends.py).
+_OPTION_ENV, _OPTION_LINES = backends.spec_script()
+
 # Plain progress lines (stderr is no terminal here); sccache's counts end the build's output.
-_BUILD = """\
+_BUILD = (
+    """\
 
 
 extra=()
-if [ "$KEEP_COMPLEX" = "true" ]; then extra+=(--keep-complex); fi
-if [ -n "$SKIP_PATCHES" ]; then extra+=(--skip-patch "$SKIP_PATCHES"); fi
-if [ -n "$DROP" ]; then extra+=(--drop "$DROP"); fi
-if [ -n "$KEEP" ]; then extra+=(--keep "$KEEP"); fi
+"""
+    + _OPTION_LINES
+    + """\
 # A stable cell's wheel serves every Python and torch >= the floor, under the matrix's label.
-if [ "$ABI" = "stable" ]; then extra+=(--abi stable --local-version "$LOCAL_VERSION"); fi
+if [ "$ABI" = "stable" ]; then extra+=(--local-version "$LOCAL_VERSION"); fi
 mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" \\
   --arch "$ARCHS" --cache --out wheelhouse "${extra[@]}"
 """
+)
 
 
 # Every torch the spec names gets its per-torch folder, so a stable wheel is served to the users of

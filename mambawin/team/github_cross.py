@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from mambawin.builder import backends
 from mambawin.cross.source import WINDOWS
 from mambawin.errors import UsageError
 from mambawin.team.actions import CACHE, CHECKOUT, SETUP_PYTHON, UPLOAD
@@ -42,9 +43,9 @@ from mambawin.toolchain.wine import CUDA_WHEELS, MSVC_WHEEL
 BUILD_ON = ("windows", "linux")
 
 
-# [options] keys `build --platform win_amd64` does not apply (cross/source.py patches with the
-# stable ABI and --arch only, and packs without --drop/--keep): refused rather than ignored.
-_NOT_APPLIED = ("keep_complex", "skip_patches", "drop", "keep")
+# [options] keys `build --platform win_amd64` does not apply: refused rather than ignored, from
+# the one declaration of which backend applies which option (builder/backends.py).
+_NOT_APPLIED = backends.spec_keys_not_applied(backends.CROSS_WINDOWS)
 
 
 _NVCC = "nvidia-cuda-nvcc=="

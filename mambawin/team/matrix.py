@@ -21,6 +21,8 @@ from packaging.version import Version
 
 from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
 from mambawin.archs import Arch, format_archs
+from mambawin.builder import backends
+from mambawin.builder.options import BuildOptions
 from mambawin.errors import UpstreamError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import mirror_path
@@ -272,11 +274,27 @@ def _mark(
 
 def impossible(cell: Cell, versions: dict[str, str | None]) -> str:
     """Why this cell cannot be built, in one line; '' when nothing known stops it."""
-    reasons = [compat.torch_python(cell.torch.version, cell.python, cell.platform)]
+    reasons = [build_refusal(cell)]
+    reasons += [compat.torch_python(cell.torch.version, cell.python, cell.platform)]
     reasons += [compat.cuda_arch(cell.torch.cuda, arch) for arch in cell.archs]
     if cell.package.name == "causal-conv1d":
         reasons.append(compat.pair(versions.get("mamba-ssm"), cell.version))
     return next((r for r in reasons if r), "")
+
+
+def build_refusal(cell: Cell) -> str:
+    """What `mambawin build` would refuse for this cell, in build's own words ('' if nothing):
+    the runner builds each cell with these options (runner.build_argv), so judged by its one
+    validator here, a cell build would exit 2 on is impossible, never planned."""
+    options = BuildOptions(
+        package=cell.package.upstream,
+        ref=cell.package.ref,
+        keep_complex=cell.keep_complex,
+        skip_patches=cell.skip_patches,
+        abi=cell.abi,
+        local_version=cell.local_label,
+    )
+    return backends.judge(backends.NATIVE, options, {})
 
 
 def _replace(cell: Cell, status: str, reason: str) -> Cell:

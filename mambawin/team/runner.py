@@ -17,11 +17,12 @@ from typing import Protocol
 
 from mambawin import proc
 from mambawin.archs import format_archs
+from mambawin.builder import backends
 from mambawin.cache import cache_dir
 from mambawin.errors import MambawinError
 from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
-from mambawin.team.spec import Options, Spec
+from mambawin.team.spec import Spec
 
 BUILT, SKIPPED, FAILED, ELSEWHERE = "built", "skipped", "failed", "elsewhere"
 CELL_TIMEOUT = 6 * 3600  # a cold build of every arch on a small machine takes hours
@@ -213,25 +214,26 @@ def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> lis
         "--local-version",
         label,
     ]
-    argv += package_args(cell.package.name) + requirement_args(spec.options)
-    argv += ["--abi", "stable"] if cell.stable else []
-    argv += ["--keep-complex"] if cell.keep_complex else []
-    argv += [arg for patch_id in cell.skip_patches for arg in ("--skip-patch", patch_id)]
+    argv += package_args(cell.package.name) + backends.spec_args(cell_options(cell, spec))
     argv += ["--jobs", str(options.jobs)] if options.jobs else []
     argv += ["--force"] if options.force else []
     return argv
 
 
+def cell_options(cell: Cell, spec: Spec) -> dict[str, object]:
+    """The spec's [options] as this cell builds with them (its own patch ids and ABI)."""
+    return {
+        "keep_complex": cell.keep_complex,
+        "skip_patches": cell.skip_patches,
+        "drop": spec.options.drop,
+        "keep": spec.options.keep,
+        "abi": cell.abi,
+    }
+
+
 def package_args(name: str) -> list[str]:
     """`--package NAME` for every package but mamba-ssm (build's default)."""
     return [] if name == "mamba-ssm" else ["--package", name]
-
-
-def requirement_args(options: Options) -> list[str]:
-    """--drop/--keep for the spec's requirement rules."""
-    return [arg for name in options.drop for arg in ("--drop", name)] + [
-        arg for name in options.keep for arg in ("--keep", name)
-    ]
 
 
 def _log_path(cell: Cell) -> Path:

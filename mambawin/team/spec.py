@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
 
 from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
+from mambawin.builder import backends
 from mambawin.builder.options import BuildOptions
 from mambawin.packages import Package, get_package
 
@@ -168,22 +169,19 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
     SpecKey(
         "[options]",
         "table",
-        "`keep_complex` (bool), `drop` / `keep` (requirement names removed from / kept "
-        "in METADATA), `skip_patches` (patch ids left out, as `build --skip-patch`; "
-        "each cell gets the ids its package has; an id neither package has is a spec "
-        'error), `abi` (`"torch"` or `"stable"`: `build --abi`; stable collapses the '
-        "Python and torch axes into one wheel per package, CUDA major and platform, for every "
-        "torch at or above the floor). Every default is `mambawin build`'s own (`drop = []`: "
-        "win_amd64 wheels get `triton-windows` for the `triton` their import needs)",
+        ", ".join(o.spec_doc() for o in backends.SPEC_OPTIONS)
+        + ". Every default is `mambawin build`'s own (`drop = []`: win_amd64 wheels get "
+        "`triton-windows` for the `triton` their import needs); a cell `build` would refuse "
+        "with these options is impossible, with build's reason",
     ),
 )
 
 
-# The keys inside each table; [options] has exactly the Options fields (build's own options).
+# The keys inside each table; [options] has exactly the spec keys of build's declared options.
 TABLE_KEYS: Mapping[str, tuple[str, ...]] = {
     "package": ("name", "ref", "repo", "version"),
     "torch": ("version", "cuda", "index"),
-    "options": tuple(f.name for f in fields(Options)),
+    "options": backends.SPEC_OPTION_KEYS,  # build's options a spec may set, declared once
 }
 
 

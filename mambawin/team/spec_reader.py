@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin import userfile
 from mambawin.abi import ABIS, Abi, parse_abi
 from mambawin.archs import Arch, parse_archs
+from mambawin.builder.backends import SPEC_OPTIONS
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGE_NAMES, get_package
 from mambawin.patch.registry import every_patch_id, unknown_ids
@@ -193,36 +194,34 @@ class _Reader:
         return tuple(dict.fromkeys(texts))
 
     def options(self, value: object) -> Options:
+        """[options], each key checked by its kind as build's option declaration gives it
+        (builder.backends.SPEC_OPTIONS): a flag is a bool, a list holds strings, a value is a
+        string; then what each value means (a known patch id, an ABI)."""
         table = self.table(value, ("options",))
         self.known(table, ("options",), TABLE_KEYS["options"])
-        keep_complex = table.get("keep_complex", Options.keep_complex)
-        if not isinstance(keep_complex, bool):
-            raise self.fail(("options", "keep_complex"), "must be true or false")
-        drop = self.strings(
-            table.get("drop", list(Options.drop)), ("options", "drop"), empty_ok=True
-        )
-        keep = self.strings(
-            table.get("keep", list(Options.keep)), ("options", "keep"), empty_ok=True
-        )
-        skips = self.strings(
-            table.get("skip_patches", list(Options.skip_patches)),
-            ("options", "skip_patches"),
-            empty_ok=True,
-        )
-        for index, patch_id in enumerate(skips):
+        values: dict[str, Any] = {}
+        for option in SPEC_OPTIONS:
+            key = str(option.spec_key)
+            where: tuple[str | int, ...] = ("options", key)
+            default = getattr(Options, key)
+            raw = table.get(key, list(default) if isinstance(default, tuple) else default)
+            if option.spec_kind == "flag":
+                if not isinstance(raw, bool):
+                    raise self.fail(where, "must be true or false")
+                values[key] = raw
+            elif option.spec_kind == "list":
+                values[key] = tuple(self.strings(raw, where, empty_ok=True))
+            else:
+                values[key] = self.string(raw, where)
+        for index, patch_id in enumerate(values["skip_patches"]):
             if unknown_ids([patch_id], every_patch_id()):
                 raise self.fail(
                     ("options", "skip_patches", index),
                     f"unknown patch id {patch_id!r}: `mambawin patches --package "
                     "NAME` lists each package's",
                 )
-        return Options(
-            keep_complex=keep_complex,
-            drop=tuple(drop),
-            keep=tuple(keep),
-            skip_patches=tuple(skips),
-            abi=self.abi(table.get("abi", Options.abi)),
-        )
+        values["abi"] = self.abi(values["abi"])
+        return Options(**values)
 
     def abi(self, value: object) -> Abi:
         text = self.string(value, ("options", "abi"))

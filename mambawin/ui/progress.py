@@ -181,7 +181,8 @@ def _show_build(result: BuildResult) -> None:
             f"cache   {cache['tool']}: {cache['hits']} hits, {cache['misses']} misses "
             "(compile steps)"
         )
-    ui.out.print(f"log     {result.log}", soft_wrap=True)
+    if result.log is not None:
+        ui.out.print(f"log     {result.log}", soft_wrap=True)
 
 
 def _show_plan(plan: BuildPlan) -> None:
