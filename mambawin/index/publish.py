@@ -21,7 +21,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from mambawin.atomic import TEMP_PREFIX, staging_dir, write_file
+from mambawin.atomic import TEMP_PREFIX, Move, staging_dir, swapping, write_file
 from mambawin.errors import MambawinError, UsageError, WheelError, os_error
 from mambawin.owned import remove_tree
 from mambawin.wheel.info import sha256_file
@@ -117,8 +117,6 @@ def _reflink(reader: Any, writer: Any) -> bool:
 # ---- one run's files, all or none ---------------------------------------------------------------
 
 
-Move = Callable[[Path, Path], None]
-
 
 class Publication:
     """Every file of one run, staged in a marked hidden folder inside the index and then moved
@@ -166,23 +164,14 @@ class Publication:
 
     def commit(self) -> None:
         """Move every staged file into place, or (on any error, Ctrl-C too) none."""
-        moved: list[tuple[Path, Path | None]] = []
-        made: list[Path] = []
         try:
-            for number, (rel, staged) in enumerate(self._staged):
-                target = self.out / rel
-                made += make_dir(target.parent)
-                backup = None
-                if os.path.lexists(target):
-                    backup = self.staging / f"old-{number}"
-                    self._move(target, backup)
-                moved.append((target, backup))
-                self._move(staged, target)
-        except BaseException as exc:
-            _undo(moved, made)
-            if isinstance(exc, OSError):
-                raise os_error(exc, "publish into the index") from None
-            raise
+            with swapping(self._move) as swap:
+                for number, (rel, staged) in enumerate(self._staged):
+                    target = self.out / rel
+                    swap.made(make_dir(target.parent))
+                    swap.put(staged, target, self.staging / f"old-{number}")
+        except OSError as exc:
+            raise os_error(exc, "publish into the index") from None
 
     def _stage_path(self, rel: str) -> Path:
         return self.staging / f"new-{len(self._staged)}-{Path(rel).name}"
@@ -200,15 +189,6 @@ def _holds(target: Path, data: bytes) -> bool:
         )
     except OSError:
         return False
-
-
-def _undo(moved: list[tuple[Path, Path | None]], made: list[Path]) -> None:
-    for target, backup in reversed(moved):  # a backup is listed once it holds the old file
-        target.unlink(missing_ok=True)
-        if backup is not None:
-            os.replace(backup, target)
-    for folder in reversed(made):
-        folder.rmdir()
 
 
 def remove_staging(folder: Path) -> None:
