@@ -89,17 +89,25 @@ def fill_dir(target: Path, fill: Callable[[Path], object]) -> None:
 def write_files(root: Path, changes: Mapping[str, bytes | None]) -> None:
     """Write (or delete, for None) every file under root, or none: an OSError while writing or
     moving undoes what was done and is raised again; Ctrl-C undoes it too. File modes are kept
-    (an executable stays executable, a read-only file read-only)."""
-    staged = _stage(root, changes)
-    try:
-        with swapping(replace_file) as swap:
+    (an executable stays executable, a read-only file read-only); a folder made for a new file
+    is removed again on failure."""
+    with swapping(replace_file) as swap:
+        staged = _stage(root, changes, swap)
+        try:
             for rel, tmp in staged:
                 target = root / rel
                 swap.put(tmp, target, target.with_name(f".{target.name}.mambawin-old"))
-    except BaseException:
-        _discard(tmp for _, tmp in staged)
-        raise
+        except BaseException:
+            _discard(tmp for _, tmp in staged)  # before swapping's undo removes their folders
+            raise
     _discard(swap.backups())
+
+
+def make_parents(folder: Path) -> list[Path]:
+    """mkdir -p folder; the folders it made, outermost first."""
+    missing = [p for p in (folder, *folder.parents) if not os.path.lexists(p)]
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
 
 
 Move = Callable[[Path, Path], None]
@@ -140,7 +148,8 @@ class Swap:
             if backup is not None:
                 os.replace(backup, target)
         for folder in reversed(self._made):
-            folder.rmdir()
+            with suppress(OSError):  # one something else has since put a file in stays
+                folder.rmdir()
 
 
 @contextmanager
@@ -165,7 +174,9 @@ def write_through(target: Path, make: Callable[[Path], object]) -> Path:
     return target
 
 
-def _stage(root: Path, changes: Mapping[str, bytes | None]) -> list[tuple[str, Path | None]]:
+def _stage(
+    root: Path, changes: Mapping[str, bytes | None], swap: Swap
+) -> list[tuple[str, Path | None]]:
     """Phase 1: every new content in a temp file next to its target, with the target's mode."""
     staged: list[tuple[str, Path | None]] = []
     try:
@@ -174,7 +185,7 @@ def _stage(root: Path, changes: Mapping[str, bytes | None]) -> list[tuple[str, P
                 staged.append((rel, None))
                 continue
             target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
+            swap.made(make_parents(target.parent))
             tmp = target.with_name(f".{target.name}.mambawin-new")
             staged.append((rel, tmp))
             write_staged(tmp, data, target)

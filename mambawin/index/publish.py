@@ -21,7 +21,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from mambawin.atomic import TEMP_PREFIX, Move, staging_dir, swapping, write_file
+from mambawin.atomic import TEMP_PREFIX, Move, make_parents, staging_dir, swapping, write_file
 from mambawin.errors import MambawinError, UsageError, WheelError, os_error
 from mambawin.owned import remove_tree
 from mambawin.wheel.info import sha256_file
@@ -219,11 +219,10 @@ def _left_by_a_run(path: Path) -> bool:
 def make_dir(folder: Path) -> list[Path]:
     """A folder of the index, world-readable so a web server running as its own user serves it;
     the folders it made, outermost first."""
-    missing = [p for p in (folder, *folder.parents) if not os.path.lexists(p)]
-    folder.mkdir(parents=True, exist_ok=True)
-    for made in missing:
-        os.chmod(made, DIR_MODE)
-    return missing[::-1]
+    made = make_parents(folder)
+    for path in made:
+        os.chmod(path, DIR_MODE)
+    return made
 
 
 # ---- one run at a time, and what a killed run left ------------------------------------------
