@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mambawin.abi import STABLE_FLOOR
 from mambawin.cli.app import command, print_json, split_values
 from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import UsageError
+from mambawin.packages import CAUSAL_CONV1D, MAMBA
 from mambawin.ui.console import console
 
 if TYPE_CHECKING:
@@ -81,7 +83,10 @@ def build_command(
     nvcc_threads: Annotated[
         int | None,
         typer.Option(
-            "--nvcc-threads", min=1, help="nvcc --threads per job.", show_default="#archs, max 4"
+            "--nvcc-threads",
+            min=1,
+            help="nvcc --threads per job.",
+            show_default="one per gencode target, max 4",
         ),
     ] = None,
     keep_complex: Annotated[
@@ -103,7 +108,8 @@ def build_command(
         typer.Option(
             "--abi",
             help="torch (one torch minor and CPython), or stable: torch's stable ABI, one "
-            "py3-none wheel for every torch >= 2.10 (causal-conv1d >= 1.5.0).",
+            f"py3-none wheel for every torch >= {STABLE_FLOOR} (mamba-ssm "
+            f"{MAMBA.stable_versions}, causal-conv1d {CAUSAL_CONV1D.stable_versions}).",
         ),
     ] = "torch",
     platform: Annotated[
