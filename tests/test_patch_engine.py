@@ -301,9 +301,7 @@ def test_export_replaces_only_its_own_earlier_files(
         export_patches(apply_patches(root, PatchOptions(), dry_run=True), out)
 
 
-def fail_nth_write_under(
-    folder: Path, n: int, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, int]:
+def fail_nth_write_under(folder: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Path.write_bytes fails (disk full) at its n-th call for a file inside folder."""
     real = Path.write_bytes
     calls = {"n": 0}

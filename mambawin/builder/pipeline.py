@@ -42,7 +42,7 @@ from mambawin.builder.workspace import (
     sha256_of,
     torch_link,
 )
-from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
+from mambawin.doctor.checks import DoctorReport, run_checks
 from mambawin.envvars import JOBS_BOUND, env_int
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
@@ -51,6 +51,7 @@ from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.toolchain.native import Toolchain
 from mambawin.wheel.glibc import wheel_glibc
 from mambawin.wheel.provenance import (
     source_date_epoch,

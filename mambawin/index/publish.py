@@ -117,7 +117,6 @@ def _reflink(reader: Any, writer: Any) -> bool:
 # ---- one run's files, all or none ---------------------------------------------------------------
 
 
-
 class Publication:
     """Every file of one run, staged in a marked hidden folder inside the index and then moved
     into place in order (wheels before the pages that link them, the marker last). A failure

@@ -227,6 +227,7 @@ class _DatedWheelFile(WheelFile):  # type: ignore[misc]
 def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | None) -> Path:
     """A wheel of entries, RECORD written by WheelFile, every member dated date_time (else its
     entry's date, else now), written through a scratch folder and moved in with one rename."""
+
     # WheelFile derives the .dist-info name from the file name: write_through hands it a path
     # with the final name inside a private scratch folder rather than a `.part` suffix.
     def write(partial: Path) -> None:
