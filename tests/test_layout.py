@@ -178,7 +178,7 @@ def _module_of(name: str) -> str:
 def layer_of(module: str, layers: list[tuple[str, ...]]) -> int:
     """The index of the layer holding module (a root module, or a module of a listed package)."""
     for number, members in enumerate(layers):
-        if any(module == m or module.startswith(m + ".") and m != "mambawin" for m in members):
+        if any(module == m or (module.startswith(m + ".") and m != "mambawin") for m in members):
             return number
     raise AssertionError(f"{module} is in no layer of docs/architecture.md's ## Layers")
 

@@ -47,6 +47,7 @@ __all__ = [
     "Check",
     "DoctorOptions",
     "DoctorReport",
+    "DoctorTools",
     "Gpu",
     "TorchFacts",
     "run_checks",
@@ -108,27 +109,36 @@ class _Facts:
     system: SystemFacts
 
 
+@dataclass(frozen=True)
+class DoctorTools:
+    """What the doctor reads beyond programs on PATH, passed in as one record: the Windows
+    registry (None: the platform's own), torch's facts and the machine's; fakes in tests."""
+
+    registry: RegistryReader | None = None
+    torch_facts: TorchFactsProvider | None = None  # None: read_torch_facts
+    system: SystemInfo | None = None  # None: LocalSystem()
+
+
 def run_checks(
     archs: Iterable[Arch] = (),
     build_dir: Path | None = None,
     *,
+    tools: DoctorTools | None = None,
     platform: str = sys.platform,
-    registry: RegistryReader | None = None,
     env: Mapping[str, str] | None = None,
-    torch_facts: TorchFactsProvider | None = None,
-    system: SystemInfo | None = None,
     timeout: float = TOOL_TIMEOUT,
 ) -> DoctorReport:
     """Run every probe (tools in parallel, each with a timeout) and judge the results."""
+    tools = tools or DoctorTools()
     ctx = ProbeContext(
         platform,
         dict(os.environ if env is None else env),
-        registry or default_registry(platform),
+        tools.registry or default_registry(platform),
         tuple(archs),
         build_dir,
         timeout,
     )
-    facts = _gather(ctx, torch_facts or read_torch_facts, system or LocalSystem())
+    facts = _gather(ctx, tools.torch_facts or read_torch_facts, tools.system or LocalSystem())
     checks = _judge(ctx, facts)
     recommended = recommend(facts.gpus.gpus, facts.cuda)
     count = len(ctx.archs or recommended)
