@@ -80,6 +80,28 @@ def test_the_tree_lists_the_packages_in_the_declared_layer_order() -> None:
     assert packages == layered
 
 
+SIZE_BOUND = 350
+
+
+def named_as_large(text: str) -> set[str]:
+    """The modules the `## Module sizes` section names (`builder/pipeline.py`)."""
+    section = text.split("\n## Module sizes\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"`([\w/]+\.py)`", section))
+
+
+def test_the_module_sizes_section_names_exactly_the_modules_over_the_bound() -> None:
+    large = {
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if len(p.read_text(encoding="utf-8").splitlines()) > SIZE_BOUND
+    }
+    named = named_as_large(ARCHITECTURE.read_text(encoding="utf-8"))
+    # mambawin's modules only: not the test that reads this, nor a bare template filler's name
+    named = {n for n in named if "/" in n and not n.startswith("tests/")}
+    assert sorted(large - named) == [], f"over {SIZE_BOUND} lines, not in ## Module sizes"
+    assert sorted(named - large) == [], f"in ## Module sizes, not over {SIZE_BOUND} lines"
+
+
 def test_the_tree_reader_sees_groups_roots_and_strays() -> None:
     tree = (
         "  cli/       app.py (the app), build.py\n"
