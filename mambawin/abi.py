@@ -36,6 +36,9 @@ STABLE_FLOOR = Version("2.10")
 STABLE_PYTHON_TAG = "py3"
 STABLE_ABI_TAG = "none"
 
+# What the stable build's library adds to upstream's extension name (stable_library).
+STABLE_SUFFIX = "_stable"
+
 
 def parse_abi(text: str) -> Abi:
     """The ABI named by text ("torch" or "stable"); UsageError naming the choices."""
@@ -64,7 +67,7 @@ def stable_library(extension: str) -> str:
     Its ops live in the `torch.ops.<extension>` namespace; the module named `<extension>` is the
     Python shim that loads the library and binds upstream's function names to those ops.
     """
-    return f"{extension}_stable"
+    return f"{extension}{STABLE_SUFFIX}"
 
 
 def stable_library_files(extension: str) -> tuple[str, ...]:

@@ -89,26 +89,94 @@ def fill_dir(target: Path, fill: Callable[[Path], object]) -> None:
 def write_files(root: Path, changes: Mapping[str, bytes | None]) -> None:
     """Write (or delete, for None) every file under root, or none: an OSError while writing or
     moving undoes what was done and is raised again; Ctrl-C undoes it too. File modes are kept
-    (an executable stays executable, a read-only file read-only)."""
-    staged = _stage(root, changes)
-    moved: list[tuple[Path, Path | None]] = []  # (target, its backup or None if it is new)
-    try:
-        for rel, tmp in staged:
-            target = root / rel
-            backup = target.with_name(f".{target.name}.mambawin-old") if target.exists() else None
+    (an executable stays executable, a read-only file read-only); a folder made for a new file
+    is removed again on failure."""
+    with swapping(replace_file) as swap:
+        staged = _stage(root, changes, swap)
+        try:
+            for rel, tmp in staged:
+                target = root / rel
+                swap.put(tmp, target, target.with_name(f".{target.name}.mambawin-old"))
+        except BaseException:
+            _discard(tmp for _, tmp in staged)  # before swapping's undo removes their folders
+            raise
+    _discard(swap.backups())
+
+
+def make_parents(folder: Path) -> list[Path]:
+    """mkdir -p folder; the folders it made, outermost first."""
+    missing = [p for p in (folder, *folder.parents) if not os.path.lexists(p)]
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
+
+
+Move = Callable[[Path, Path], None]
+
+
+class Swap:
+    """Files moved into place one at a time, each file one replaces set aside first, so that
+    undo() puts back every byte and mode that was there, and removes what was new."""
+
+    def __init__(self, move: Move) -> None:
+        self._move = move
+        self._moved: list[tuple[Path, Path | None]] = []  # (target, its backup or None if new)
+        self._made: list[Path] = []
+
+    def put(self, staged: Path | None, target: Path, backup: Path) -> None:
+        """Set target aside as backup (when something is there), then move staged in (None:
+        target is deleted)."""
+        kept = None
+        if os.path.lexists(target):
+            self._move(target, backup)
+            kept = backup
+        self._moved.append((target, kept))  # listed once the backup holds the old file
+        if staged is not None:
+            self._move(staged, target)
+
+    def made(self, folders: Iterable[Path]) -> None:
+        """Folders made for the targets (outermost first), removed again by undo()."""
+        self._made.extend(folders)
+
+    def backups(self) -> list[Path]:
+        """What the moves set aside: the caller's to discard once every move is done."""
+        return [backup for _, backup in self._moved if backup is not None]
+
+    def undo(self) -> None:
+        # os.replace, not the injected move: the undo must not fail where the move was made to
+        for target, backup in reversed(self._moved):
+            _unlink(target)
             if backup is not None:
-                replace_file(target, backup)
-            moved.append((target, backup))
-            if tmp is not None:
-                replace_file(tmp, target)
+                os.replace(backup, target)
+        for folder in reversed(self._made):
+            with suppress(OSError):  # one something else has since put a file in stays
+                folder.rmdir()
+
+
+@contextmanager
+def swapping(move: Move = os.replace) -> Iterator[Swap]:
+    """A Swap whose moves are all undone when the block raises (Ctrl-C too)."""
+    swap = Swap(move)
+    try:
+        yield swap
     except BaseException:
-        _undo(moved)
-        _discard(tmp for _, tmp in staged)
+        swap.undo()
         raise
-    _discard(backup for _, backup in moved)
 
 
-def _stage(root: Path, changes: Mapping[str, bytes | None]) -> list[tuple[str, Path | None]]:
+def write_through(target: Path, make: Callable[[Path], object]) -> Path:
+    """make writes a file at the path it is given (target's own name, in a marked staging folder
+    beside target: a writer that derives names from the file name, as WheelFile does, sees the
+    final one); it is moved into place with one rename only when make returns."""
+    with staging_dir(target.parent) as scratch:
+        partial = scratch / target.name
+        make(partial)
+        os.replace(partial, target)
+    return target
+
+
+def _stage(
+    root: Path, changes: Mapping[str, bytes | None], swap: Swap
+) -> list[tuple[str, Path | None]]:
     """Phase 1: every new content in a temp file next to its target, with the target's mode."""
     staged: list[tuple[str, Path | None]] = []
     try:
@@ -117,7 +185,7 @@ def _stage(root: Path, changes: Mapping[str, bytes | None]) -> list[tuple[str, P
                 staged.append((rel, None))
                 continue
             target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
+            swap.made(make_parents(target.parent))
             tmp = target.with_name(f".{target.name}.mambawin-new")
             staged.append((rel, tmp))
             write_staged(tmp, data, target)
@@ -137,13 +205,6 @@ def write_staged(tmp: Path, data: bytes, target: Path) -> None:
 def replace_file(src: Path, dst: Path) -> None:
     """os.replace (tests make the n-th rename fail here, as Windows does when a file is open)."""
     os.replace(src, dst)
-
-
-def _undo(moved: list[tuple[Path, Path | None]]) -> None:
-    for target, backup in reversed(moved):
-        _unlink(target)
-        if backup is not None:
-            os.replace(backup, target)
 
 
 def _discard(paths: Iterable[Path | None]) -> None:

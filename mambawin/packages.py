@@ -27,6 +27,10 @@ class Package:
     env_prefix: str  # setup.py reads <PREFIX>_FORCE_BUILD, <PREFIX>_SKIP_CUDA_BUILD, ...
     # Variables every build sets to "TRUE" (exact case: every tag compares with == "TRUE").
     force_vars: tuple[str, ...]
+    # The upstream versions its --abi stable port supports (every stable patch anchors on each;
+    # open-ended: a newer upstream is tried and its anchors checked). Why these: the module
+    # docstrings of patch/mamba/stable.py and patch/causal_conv1d/stable_shapes.py.
+    stable_versions: SpecifierSet
 
     @property
     def extension(self) -> str:
@@ -57,6 +61,7 @@ MAMBA = Package(
     # FORCE skips the prebuilt-wheel download; KEEP is what main (upstream #977) needs to
     # compile the extension at all.
     force_vars=("MAMBA_FORCE_BUILD", "MAMBA_KEEP_CUDA_BUILD"),
+    stable_versions=SpecifierSet(">=2.2.3"),  # one binding file from v2.2.3 to main
 )
 
 CAUSAL_CONV1D = Package(
@@ -67,6 +72,7 @@ CAUSAL_CONV1D = Package(
     extensions=("causal_conv1d_cuda",),
     env_prefix="CAUSAL_CONV1D",
     force_vars=("CAUSAL_CONV1D_FORCE_BUILD",),  # skips CachedWheelsCommand's download
+    stable_versions=SpecifierSet(">=1.5.0"),  # before v1.5.0 update's signature differs
 )
 
 PACKAGES: tuple[Package, ...] = (MAMBA, CAUSAL_CONV1D)

@@ -1,5 +1,7 @@
-"""docs/architecture.md names only what exists: each module file, and each `module.name` it gives
-in a package's row, is checked against the package (a rename that forgets the map fails here)."""
+"""docs/architecture.md is read from the code: its tree names every package and module there is
+and none that is not, in the layer order tests/test_layout.py enforces; each module file and each
+`module.name` a package's row gives exists (a rename that forgets the map fails here); its module
+sizes section names exactly the modules over the bound."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from tests.test_layout import ARCHITECTURE, declared_layers, module_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
@@ -54,12 +58,120 @@ def test_every_named_module_and_name_exists(owner: str, text: str) -> None:
         assert hasattr(imported, name), f"{owner}: `{token}` names nothing"
 
 
-def test_the_folder_map_lists_existing_files() -> None:
-    block = DOC.split("```")[1]
-    for line in block.splitlines():
-        match = re.match(r"^\s+([a-z_]+)/\s+(.*)$", line)
-        if not match:
-            continue
-        folder, rest = match.groups()
-        for name in re.findall(r"([a-z_]+\.py)", rest):
-            assert (PACKAGE / folder / name).is_file(), f"{folder}/{name} in the map is missing"
+# ---- the tree: every package and module, in layer order ---------------------------------------
+
+_MODULE = re.compile(r"\b(\w+)\.py\b")
+_GROUP = re.compile(r"\b(\w+)/ \(")
+
+
+def tree_block(text: str) -> str:
+    """The fenced block that starts with `mambawin/`."""
+    return text.split("```\nmambawin/\n", 1)[1].split("```", 1)[0]
+
+
+def named_in_tree(tree: str) -> tuple[list[str], set[str]]:
+    """The packages in the order the tree lists them, and every module and subpackage it names.
+
+    A line indented two spaces starts a package (`  builder/   pipeline.py, ...`) or lists root
+    modules; deeper lines continue it. In a package, `name.py` is one of its modules and
+    `sub/ (a.py, b.py)` a subpackage with its modules.
+    """
+    packages: list[str] = []
+    named: set[str] = set()
+    blocks = re.split(r"^(?=  \S)", tree, flags=re.MULTILINE)
+    for block in (b for b in blocks if b.strip()):
+        head = re.match(r"  (\w+)/", block)
+        base = f"mambawin.{head[1]}" if head else "mambawin"
+        if head:
+            packages.append(base)
+            block = block[head.end() :]
+        named |= _names(block, base)
+    return packages, named
+
+
+def _names(text: str, base: str) -> set[str]:
+    """Modules text names under base; a `sub/ (...)` group names base.sub and its modules."""
+    found: set[str] = set()
+    while group := _GROUP.search(text):
+        inner, end = _parenthesised(text, group.end())
+        sub = f"{base}.{group[1]}"
+        found |= {sub} | _names(inner, sub)
+        text = text[: group.start()] + text[end:]
+    return found | {f"{base}.{name}" for name in _MODULE.findall(text)}
+
+
+def _parenthesised(text: str, start: int) -> tuple[str, int]:
+    """The text up to the parenthesis that closes the one before start, and the index after it."""
+    depth = 1
+    for index in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[start:index], index + 1
+    raise AssertionError(f"unclosed parenthesis in the tree: {text[start - 40 : start]!r}")
+
+
+def existing() -> tuple[set[str], set[str]]:
+    """The packages directly under mambawin/, and every module and subpackage below it."""
+    top = {module_name(p.parent / "__init__.py") for p in PACKAGE.glob("*/__init__.py")}
+    everything = {module_name(p) for p in PACKAGE.rglob("*.py")} - {"mambawin"}
+    return top, everything
+
+
+def test_the_tree_names_every_package_and_module_and_none_that_is_missing() -> None:
+    packages, named = named_in_tree(tree_block(ARCHITECTURE.read_text(encoding="utf-8")))
+    top, everything = existing()
+    assert sorted(set(packages) - top) == [], "the tree names packages that do not exist"
+    assert sorted(named - everything) == [], "the tree names modules that do not exist"
+    assert sorted(everything - named - top) == [], "the tree does not name these modules"
+    assert sorted(top - set(packages)) == [], "the tree does not name these packages"
+
+
+def test_the_tree_lists_the_packages_in_the_declared_layer_order() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    packages, _ = named_in_tree(tree_block(text))
+    layered = [m for layer in declared_layers(text) for m in layer if m in set(packages)]
+    assert packages == layered
+
+
+SIZE_BOUND = 350
+
+
+def named_as_large(text: str) -> set[str]:
+    """The modules the `## Module sizes` section names (`builder/pipeline.py`)."""
+    section = text.split("\n## Module sizes\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"`([\w/]+\.py)`", section))
+
+
+def test_the_module_sizes_section_names_exactly_the_modules_over_the_bound() -> None:
+    large = {
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if len(p.read_text(encoding="utf-8").splitlines()) > SIZE_BOUND
+    }
+    named = named_as_large(ARCHITECTURE.read_text(encoding="utf-8"))
+    # mambawin's modules only: not the test that reads this, nor a bare template filler's name
+    named = {n for n in named if "/" in n and not n.startswith("tests/")}
+    assert sorted(large - named) == [], f"over {SIZE_BOUND} lines, not in ## Module sizes"
+    assert sorted(named - large) == [], f"in ## Module sizes, not over {SIZE_BOUND} lines"
+
+
+def test_the_tree_reader_sees_groups_roots_and_strays() -> None:
+    tree = (
+        "  cli/       app.py (the app), build.py\n"
+        "             runners/ (run inside (an env): smoke.py, ops.py), gone.py\n"
+        "  wheel/     info.py\n"
+        "  errors.py  proc.py\n"
+    )
+    packages, named = named_in_tree(tree)
+    assert packages == ["mambawin.cli", "mambawin.wheel"]
+    assert named == {
+        "mambawin.cli.app",
+        "mambawin.cli.build",
+        "mambawin.cli.runners",
+        "mambawin.cli.runners.smoke",
+        "mambawin.cli.runners.ops",
+        "mambawin.cli.gone",
+        "mambawin.wheel.info",
+        "mambawin.errors",
+        "mambawin.proc",
+    }

@@ -34,10 +34,11 @@ from mambawin.builder.ninja import NinjaStatus
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.workspace import Workspace, builds_root
 from mambawin.cli import app
-from mambawin.doctor.checks import Check, DoctorReport, Toolchain
+from mambawin.doctor.checks import Check, DoctorReport
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
 from mambawin.status import Status
+from mambawin.toolchain.native import Toolchain
 from mambawin.wheel.metadata import requirements
 from mambawin.wheel.provenance import read_provenance
 

@@ -25,9 +25,10 @@ from mambawin.builder import pipeline as core
 from mambawin.builder.key import KeyInputs, build_key
 from mambawin.builder.options import BuildOptions
 from mambawin.cli import app
-from mambawin.doctor.checks import DoctorReport, Toolchain
+from mambawin.doctor.checks import DoctorReport
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem
+from mambawin.toolchain.native import Toolchain
 from mambawin.wheel.guard import GUARD_BEGIN
 from mambawin.wheel.metadata import requirements
 from mambawin.wheel.provenance import read_provenance

@@ -113,7 +113,7 @@ def test_patch_table_goes_to_stdout_and_the_dry_run_diff_owns_it(tmp_path: Path)
                 "the package's GitHub repo",
                 "this GPU",
                 "$MAX_JOBS, else doctor's",
-                "#archs, max 4",
+                "one per gencode target, max 4",
                 "dist",
                 "auto",
             ],

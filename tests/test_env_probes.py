@@ -18,7 +18,15 @@ from fakes.toolchain import (
 )
 
 from mambawin.archs import Arch, parse_archs
-from mambawin.doctor.checks import Check, DoctorReport, Gpu, TorchFacts, run_checks, summary
+from mambawin.doctor.checks import (
+    Check,
+    DoctorReport,
+    DoctorTools,
+    Gpu,
+    TorchFacts,
+    run_checks,
+    summary,
+)
 from mambawin.doctor.probes import gpu as gpu_probe
 from mambawin.doctor.probes import system
 from mambawin.status import Status
@@ -69,8 +77,7 @@ def doctor(
         parse_archs(archs) if archs else (),
         env=env,
         platform="linux",
-        torch_facts=lambda: provided,
-        system=FakeSystem(),
+        tools=DoctorTools(torch_facts=lambda: provided, system=FakeSystem()),
         **kwargs,
     )  # type: ignore[arg-type]
 
@@ -315,7 +322,9 @@ def test_a_crashing_probe_becomes_a_failed_check(tmp_path: Path) -> None:
         raise OSError("disk on fire")
 
     report = run_checks(
-        env=world(tmp_path), platform="linux", torch_facts=broken, system=FakeSystem()
+        env=world(tmp_path),
+        platform="linux",
+        tools=DoctorTools(torch_facts=broken, system=FakeSystem()),
     )
     torch = check(report, "torch")
     assert torch.status is Status.FAIL and "disk on fire" in torch.hint

@@ -16,7 +16,7 @@ from fakes.toolchain import (
     vswhere_json,
 )
 
-from mambawin.doctor.checks import Check, DoctorReport, run_checks
+from mambawin.doctor.checks import Check, DoctorReport, DoctorTools, run_checks
 from mambawin.doctor.probes.tools import ToolFacts, tool_checks
 from mambawin.status import Status
 from mambawin.toolchain import cuda as cuda_probe
@@ -82,10 +82,12 @@ def doctor(
         archs,
         build_dir,
         platform="win32",
-        registry=registry,
         env=env,
-        torch_facts=lambda: torch_facts("2.6.0+cu126", "12.6"),
-        system=FakeSystem(codepage=codepage),
+        tools=DoctorTools(
+            registry=registry,
+            torch_facts=lambda: torch_facts("2.6.0+cu126", "12.6"),
+            system=FakeSystem(codepage=codepage),
+        ),
     )
 
 

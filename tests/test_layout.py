@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mambawin"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 STAGES = ("toolchain", "doctor", "fetch", "patch", "builder", "wheel", "cross", "verify", "ui")
 
 
@@ -154,3 +156,69 @@ def test_the_verify_rule_sees_a_stage_importing_verify() -> None:
         "mambawin.verify.static": {"mambawin.verify.report"},
     }
     assert verify_importers(graph) == ["mambawin.builder.metadata -> mambawin.verify.abi_audit"]
+
+
+# ---- layer direction, in the order docs/architecture.md declares --------------------------------
+
+
+def declared_layers(text: str) -> list[tuple[str, ...]]:
+    """The numbered list under `## Layers`, top layer first: each item's backticked names, as
+    modules (`cli/` is mambawin.cli, `errors.py` mambawin.errors, `__init__.py` mambawin)."""
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    items = re.findall(r"^\d+\. (.*(?:\n {3,}\S.*)*)", section, re.MULTILINE)
+    return [tuple(_module_of(name) for name in re.findall(r"`([^`]+)`", item)) for item in items]
+
+
+def _module_of(name: str) -> str:
+    if name == "__init__.py":
+        return "mambawin"
+    return "mambawin." + name.removesuffix("/").removesuffix(".py")
+
+
+def layer_of(module: str, layers: list[tuple[str, ...]]) -> int:
+    """The index of the layer holding module (a root module, or a module of a listed package)."""
+    for number, members in enumerate(layers):
+        if any(module == m or (module.startswith(m + ".") and m != "mambawin") for m in members):
+            return number
+    raise AssertionError(f"{module} is in no layer of docs/architecture.md's ## Layers")
+
+
+def upward_imports(graph: dict[str, set[str]], layers: list[tuple[str, ...]]) -> list[str]:
+    """Imports of a higher layer from a lower one (each as `a -> b`). One layer's members may
+    import each other: a package's own modules, or the root modules."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if layer_of(target, layers) < layer_of(module, layers)
+    )
+
+
+def test_imports_point_down_the_layers_the_architecture_doc_declares() -> None:
+    layers = declared_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert upward_imports(import_graph(), layers) == []
+
+
+def test_every_package_and_root_module_is_in_one_declared_layer() -> None:
+    layers = declared_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    declared = [m for layer in layers for m in layer]
+    top = {module_name(p) for p in [*PACKAGE.glob("*.py"), *PACKAGE.glob("*/__init__.py")]}
+    assert sorted(declared) == sorted(top), "## Layers must name each package and root module once"
+
+
+def test_the_layer_rule_sees_an_import_up_the_layers() -> None:
+    layers = declared_layers(
+        "# doc\n\n## Layers\n\nText.\n\n1. `cli/`\n2. `builder/`, `x/`\n3. the root\n"
+        "   modules: `__init__.py`, `errors.py`\n\n## Next\n\n1. `ignored/`\n"
+    )
+    assert layers == [
+        ("mambawin.cli",),
+        ("mambawin.builder", "mambawin.x"),
+        ("mambawin", "mambawin.errors"),
+    ]
+    graph = {
+        "mambawin.builder.pipeline": {"mambawin.errors", "mambawin.x.y", "mambawin.cli.app"},
+        "mambawin.errors": {"mambawin"},
+        "mambawin.cli.app": {"mambawin.builder.pipeline"},
+    }
+    assert upward_imports(graph, layers) == ["mambawin.builder.pipeline -> mambawin.cli.app"]

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from mambawin import atomic, proc
 from mambawin.archs import parse_archs
 from mambawin.cli import app
-from mambawin.errors import PatchError, UsageError
+from mambawin.errors import FileSystemError, PatchError, UsageError
 from mambawin.patch import engine, registry
 from mambawin.patch.base import Outcome, Patch, PatchContext, PatchOptions, Tree
 from mambawin.patch.diff import unified_diff
@@ -299,6 +299,49 @@ def test_export_replaces_only_its_own_earlier_files(
     (written[0]).write_text(written[0].read_text() + "edited by hand\n")
     with pytest.raises(UsageError, match=r"0001-two\.patch, which mambawin did not write"):
         export_patches(apply_patches(root, PatchOptions(), dry_run=True), out)
+
+
+def fail_nth_write_under(folder: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Path.write_bytes fails (disk full) at its n-th call for a file inside folder."""
+    real = Path.write_bytes
+    calls = {"n": 0}
+
+    def flaky(self: Path, data: bytes) -> int:
+        if folder in self.parents:
+            calls["n"] += 1
+            if calls["n"] == n:
+                raise OSError(28, "No space left on device", str(self))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", flaky)
+    return calls
+
+
+def test_a_failed_export_leaves_the_earlier_set_whole(
+    tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_tree(tmp_path / "src")
+    out = tmp_path / "out"
+    first = ["patch", str(root), "--dry-run", "--only", "two", "--export", str(out)]
+    assert runner.invoke(app, first).exit_code == 0
+    before = snapshot(out)
+    calls = fail_nth_write_under(out, 2, monkeypatch)
+    result = runner.invoke(app, ["patch", str(root), "--dry-run", "--export", str(out)])
+    assert calls["n"] == 2
+    assert result.exit_code == FileSystemError.exit_code, result.output
+    assert "none was written" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert snapshot(out) == before  # 0001-two.patch alone, no temp, not 0001-one beside it
+
+
+def test_a_failed_export_into_a_new_folder_leaves_no_folder(
+    tmp_path: Path, fake_registry: list[Patch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_tree(tmp_path / "src")
+    report = apply_patches(root, PatchOptions(), dry_run=True)
+    fail_nth_write_under(tmp_path / "new", 3, monkeypatch)
+    with pytest.raises(FileSystemError, match="No space left on device"):
+        export_patches(report, tmp_path / "new" / "out")
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize("name", ["notes.txt", "notes.txt/sub"])

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from mambawin.abi import DEFAULT_ABI
+from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.builder.options import BuildOptions, check_options
 from mambawin.errors import ToolchainError, UsageError
+from mambawin.packages import CAUSAL_CONV1D, MAMBA
 
 NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check"
 BACKEND_NAMES = (NATIVE, CROSS_WINDOWS, WINDOWS_CHECK)
@@ -75,7 +76,8 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
     BuildOption(
         "--abi",
         "torch (one torch minor and CPython), or stable: torch's stable ABI, one py3-none "
-        "wheel for every torch >= 2.10 (causal-conv1d >= 1.5.0).",
+        f"wheel for every torch >= {STABLE_FLOOR} (mamba-ssm {MAMBA.stable_versions}, "
+        f"causal-conv1d {CAUSAL_CONV1D.stable_versions}).",
         BUILDS,
         spec_key="abi",
         default=DEFAULT_ABI,

@@ -39,7 +39,7 @@ class EnvRequest:
 
 
 def build_environment(
-    request: EnvRequest, base: Mapping[str, str] | None = None, msvc: MsvcCapture | None = None
+    request: EnvRequest, base: Mapping[str, str] | None = None, *, msvc: MsvcCapture | None = None
 ) -> dict[str, str]:
     """base (os.environ) plus the MSVC environment on Windows plus the variables mamba reads."""
     env = dict(os.environ if base is None else base)

@@ -42,13 +42,14 @@ from mambawin.builder.workspace import (
     sha256_of,
     torch_link,
 )
-from mambawin.doctor.checks import DoctorReport, Toolchain, run_checks
+from mambawin.doctor.checks import DoctorReport, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.toolchain.native import Toolchain
 from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
 from mambawin.wheel.provenance import (

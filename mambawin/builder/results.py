@@ -14,10 +14,10 @@ from mambawin.builder.workspace import (
     Workspace,
     workspace_for,
 )
-from mambawin.doctor.checks import Toolchain
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA, Package
 from mambawin.patch.record import IN_EFFECT, SKIPPED_BY_USER, PatchReport, PatchResult
+from mambawin.toolchain.native import Toolchain
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,10 @@ def build_command(
     nvcc_threads: Annotated[
         int | None,
         typer.Option(
-            "--nvcc-threads", min=1, help=help_of("--nvcc-threads"), show_default="#archs, max 4"
+            "--nvcc-threads",
+            min=1,
+            help=help_of("--nvcc-threads"),
+            show_default="one per gencode target, max 4",
         ),
     ] = None,
     keep_complex: Annotated[

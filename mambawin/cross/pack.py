@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from mambawin.abi import STABLE_ABI_TAG, STABLE_PYTHON_TAG
+from mambawin.abi import STABLE_ABI_TAG, STABLE_PYTHON_TAG, STABLE_SUFFIX
 from mambawin.atomic import staging_dir
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.metadata import pack
@@ -28,7 +28,6 @@ from mambawin.errors import BuildError, UsageError
 from mambawin.wheel.provenance import Provenance, source_date_epoch
 from mambawin.wheel.repack import Entry, write_wheel, zip_date_time
 
-STABLE_SUFFIX = "_stable"
 LIBRARY_SUFFIX = ".pyd"
 
 

@@ -31,6 +31,7 @@ from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
 from mambawin.status import Status
 from mambawin.toolchain import wine
 from mambawin.toolchain.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
+from mambawin.toolchain.native import Toolchain
 from mambawin.toolchain.probe import TOOL_TIMEOUT, Check, ProbeContext, crashed, never_raises
 from mambawin.toolchain.pytorch import (
     Gpu,
@@ -46,49 +47,14 @@ __all__ = [
     "Check",
     "DoctorOptions",
     "DoctorReport",
+    "DoctorTools",
     "Gpu",
-    "Toolchain",
     "TorchFacts",
     "run_checks",
     "summary",
 ]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """The facts a build depends on (part of its cache key and provenance)."""
-
-    python_version: str
-    torch_version: str | None
-    torch_cuda: str | None
-    torch_cxx_std: str | None
-    nvcc: str | None
-    cuda_version: str | None
-    cuda_home: str | None
-    host_compiler: str | None
-    host_compiler_version: str | None
-    msvc_toolset: str | None
-    ninja: str | None
-    platform: str = sys.platform
-    compiler_cache: str | None = None  # sccache or ccache, put in front of nvcc by build
-
-    @property
-    def torch(self) -> str:
-        """torch's version ('' when torch is missing): build key, provenance, local version."""
-        return self.torch_version or ""
-
-    @property
-    def cuda(self) -> str:
-        """The CUDA the extension is compiled with: nvcc's, else torch's when nvcc is unknown."""
-        return self.cuda_version or self.torch_cuda or ""
-
-    @property
-    def compiler(self) -> str:
-        """e.g. 'msvc 19.44.35207 14.44.35207' or 'gcc 12.2.0': build key and provenance."""
-        parts = (self.host_compiler, self.host_compiler_version, self.msvc_toolset)
-        return " ".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)
@@ -143,27 +109,36 @@ class _Facts:
     system: SystemFacts
 
 
+@dataclass(frozen=True)
+class DoctorTools:
+    """What the doctor reads beyond programs on PATH, passed in as one record: the Windows
+    registry (None: the platform's own), torch's facts and the machine's; fakes in tests."""
+
+    registry: RegistryReader | None = None
+    torch_facts: TorchFactsProvider | None = None  # None: read_torch_facts
+    system: SystemInfo | None = None  # None: LocalSystem()
+
+
 def run_checks(
     archs: Iterable[Arch] = (),
     build_dir: Path | None = None,
     *,
+    tools: DoctorTools | None = None,
     platform: str = sys.platform,
-    registry: RegistryReader | None = None,
     env: Mapping[str, str] | None = None,
-    torch_facts: TorchFactsProvider | None = None,
-    system: SystemInfo | None = None,
     timeout: float = TOOL_TIMEOUT,
 ) -> DoctorReport:
     """Run every probe (tools in parallel, each with a timeout) and judge the results."""
+    tools = tools or DoctorTools()
     ctx = ProbeContext(
         platform,
         dict(os.environ if env is None else env),
-        registry or default_registry(platform),
+        tools.registry or default_registry(platform),
         tuple(archs),
         build_dir,
         timeout,
     )
-    facts = _gather(ctx, torch_facts or read_torch_facts, system or LocalSystem())
+    facts = _gather(ctx, tools.torch_facts or read_torch_facts, tools.system or LocalSystem())
     checks = _judge(ctx, facts)
     recommended = recommend(facts.gpus.gpus, facts.cuda)
     count = len(ctx.archs or recommended)

@@ -21,7 +21,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from mambawin.atomic import TEMP_PREFIX, staging_dir, write_file
+from mambawin.atomic import TEMP_PREFIX, Move, make_parents, staging_dir, swapping, write_file
 from mambawin.errors import MambawinError, UsageError, WheelError, os_error
 from mambawin.owned import remove_tree
 from mambawin.userfile import parse_json
@@ -118,9 +118,6 @@ def _reflink(reader: Any, writer: Any) -> bool:
 # ---- one run's files, all or none ---------------------------------------------------------------
 
 
-Move = Callable[[Path, Path], None]
-
-
 class Publication:
     """Every file of one run, staged in a marked hidden folder inside the index and then moved
     into place in order (wheels before the pages that link them, the marker last). A failure
@@ -167,23 +164,14 @@ class Publication:
 
     def commit(self) -> None:
         """Move every staged file into place, or (on any error, Ctrl-C too) none."""
-        moved: list[tuple[Path, Path | None]] = []
-        made: list[Path] = []
         try:
-            for number, (rel, staged) in enumerate(self._staged):
-                target = self.out / rel
-                made += make_dir(target.parent)
-                backup = None
-                if os.path.lexists(target):
-                    backup = self.staging / f"old-{number}"
-                    self._move(target, backup)
-                moved.append((target, backup))
-                self._move(staged, target)
-        except BaseException as exc:
-            _undo(moved, made)
-            if isinstance(exc, OSError):
-                raise os_error(exc, "publish into the index") from None
-            raise
+            with swapping(self._move) as swap:
+                for number, (rel, staged) in enumerate(self._staged):
+                    target = self.out / rel
+                    swap.made(make_dir(target.parent))
+                    swap.put(staged, target, self.staging / f"old-{number}")
+        except OSError as exc:
+            raise os_error(exc, "publish into the index") from None
 
     def _stage_path(self, rel: str) -> Path:
         return self.staging / f"new-{len(self._staged)}-{Path(rel).name}"
@@ -201,15 +189,6 @@ def _holds(target: Path, data: bytes) -> bool:
         )
     except OSError:
         return False
-
-
-def _undo(moved: list[tuple[Path, Path | None]], made: list[Path]) -> None:
-    for target, backup in reversed(moved):  # a backup is listed once it holds the old file
-        target.unlink(missing_ok=True)
-        if backup is not None:
-            os.replace(backup, target)
-    for folder in reversed(made):
-        folder.rmdir()
 
 
 def remove_staging(folder: Path) -> None:
@@ -240,11 +219,10 @@ def _left_by_a_run(path: Path) -> bool:
 def make_dir(folder: Path) -> list[Path]:
     """A folder of the index, world-readable so a web server running as its own user serves it;
     the folders it made, outermost first."""
-    missing = [p for p in (folder, *folder.parents) if not os.path.lexists(p)]
-    folder.mkdir(parents=True, exist_ok=True)
-    for made in missing:
-        os.chmod(made, DIR_MODE)
-    return missing[::-1]
+    made = make_parents(folder)
+    for path in made:
+        os.chmod(path, DIR_MODE)
+    return made
 
 
 # ---- one run at a time, and what a killed run left ------------------------------------------

@@ -47,6 +47,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
+from mambawin.atomic import Move
 from mambawin.errors import WheelError
 from mambawin.index.inputs import VERIFY_SUFFIX, Source, VerifyRecord, read_record, read_sources
 from mambawin.index.model import IndexedWheel
@@ -59,7 +60,6 @@ from mambawin.index.page import (
 )
 from mambawin.index.publish import (
     MARKER,
-    Move,
     Publication,
     check_out,
     check_targets,

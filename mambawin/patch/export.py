@@ -17,7 +17,8 @@ from pathlib import Path
 from packaging.version import Version
 
 from mambawin.archs import format_archs
-from mambawin.errors import UsageError
+from mambawin.atomic import write_files
+from mambawin.errors import UsageError, os_error
 from mambawin.fetch.upstream import describe
 from mambawin.packages import MAMBA, get_package
 from mambawin.patch import engine
@@ -60,15 +61,17 @@ def export_patches(report_or_root: PatchReport | Path, dest: Path) -> list[Path]
     if not any(r.diff for r in results):
         msg = f"nothing to export from {report.root}: no patch changes its files"
         raise UsageError(msg)
-    dest.mkdir(parents=True, exist_ok=True)
-    for stale in dest.glob(_NAME):
-        stale.unlink()  # every one is ours (check_export_dest)
+    changes: dict[str, bytes | None] = {p.name: None for p in dest.glob(_NAME)}  # all ours
     written: list[Path] = []
     for result in (r for r in results if r.diff):
         path = dest / f"{len(written) + 1:04d}-{result.id}.patch"
         header = _patch_header(result.id, report.version, options, report.package)
-        path.write_bytes(_with_checksum(header, result.diff))
+        changes[path.name] = _with_checksum(header, result.diff)
         written.append(path)
+    try:  # the whole set or none: `git apply DIR/*.patch` must never see half of one
+        write_files(dest, changes)
+    except OSError as exc:
+        raise os_error(exc, "export the patches (none was written):") from None
     return written
 
 

@@ -30,7 +30,6 @@ from mambawin.patch.mamba import (
     stable_setup,
     stable_shim,
 )
-from mambawin.patch.mamba import stable as mamba_stable
 from mambawin.patch.setup_py import arch_list, cached_wheels, compiler_flags, nvcc_threads
 
 PATCHES: tuple[Patch, ...] = (
@@ -74,8 +73,7 @@ CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (
 # The upstream versions each package's --abi stable port supports (its stable_only patches
 # anchor on every one).
 STABLE_VERSIONS: dict[str, SpecifierSet] = {
-    MAMBA.name: mamba_stable.SUPPORTED,
-    CAUSAL_CONV1D.name: SpecifierSet(">=1.5.0"),
+    package.name: package.stable_versions for package in (MAMBA, CAUSAL_CONV1D)
 }
 
 PATCH_SETS: dict[str, tuple[Patch, ...]] = {

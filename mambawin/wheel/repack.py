@@ -31,7 +31,7 @@ from packaging.version import Version
 from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
 from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_PYTHON_TAG, Abi, torch_requirement
-from mambawin.atomic import staging_dir
+from mambawin.atomic import write_through
 from mambawin.errors import UsageError, WheelError
 from mambawin.wheel.guard import Built, guard_target, guard_versions, set_guard
 from mambawin.wheel.info import (
@@ -332,11 +332,11 @@ class _DatedWheelFile(WheelFile):  # type: ignore[misc]
 
 def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | None) -> Path:
     """A wheel of entries, RECORD written by WheelFile, every member dated date_time (else its
-    entry's date, else now), written through a scratch folder and moved in with os.replace."""
-    # WheelFile derives the .dist-info name from the file name, so the partial file gets the final
-    # name inside a private scratch folder rather than a `.part` suffix.
-    with staging_dir(target.parent) as scratch:
-        partial = scratch / target.name
+    entry's date, else now), written through a scratch folder and moved in with one rename."""
+
+    # WheelFile derives the .dist-info name from the file name: write_through hands it a path
+    # with the final name inside a private scratch folder rather than a `.part` suffix.
+    def write(partial: Path) -> None:
         with _DatedWheelFile(partial, "w") as out:
             out.date_time = date_time
             for name, data, original in entries:
@@ -346,7 +346,8 @@ def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | No
                     out.write_raw(entry, data)
                 else:
                     out.writestr(entry, data)
-        os.replace(partial, target)
+
+    write_through(target, write)
     return target
 
 

@@ -15,15 +15,14 @@ of any other shape is drift.
 
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
-
+from mambawin.packages import CAUSAL_CONV1D
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree, stable_only
 from mambawin.patch.causal_conv1d.stable_binding_cpp import binding
 from mambawin.patch.causal_conv1d.stable_shapes import CPP, SHAPE_MARK, mismatch, shape_of
 
 ID = "stable-binding"
 NAMESPACE = "causal_conv1d_cuda"  # upstream's extension name: the ops are torch.ops.<it>.*
-VERSIONS = SpecifierSet(">=1.5.0")
+VERSIONS = CAUSAL_CONV1D.stable_versions
 
 
 def stable_text(shape_name: str, *, deterministic: bool) -> str:

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import ast
 
-from packaging.specifiers import SpecifierSet
-
+from mambawin.packages import CAUSAL_CONV1D
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree, stable_only
 
 ID = "stable-functions"
 FILE = "causal_conv1d/cpp_functions.py"
 EXTENSION = "causal_conv1d_cuda"
-VERSIONS = SpecifierSet(">=1.5.0")
+VERSIONS = CAUSAL_CONV1D.stable_versions  # every stable port has cpp_functions' shape or none
 # Each function the shim serves, with upstream's parameters (v1.5.1 to main, one text).
 FUNCTIONS: dict[str, tuple[str, ...]] = {
     "causal_conv1d_fwd_function": (

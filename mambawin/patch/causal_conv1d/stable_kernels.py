@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import re
 
-from packaging.specifiers import SpecifierSet
-
+from mambawin.packages import CAUSAL_CONV1D
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree, stable_only
 
 ID = "stable-kernels"
@@ -77,7 +76,7 @@ PATCH = Patch(
     summary="kernels on torch::headeronly Half/BFloat16 and STD_CUDA_CHECK (no c10/ATen)",
     prevents="undefined symbol _ZN3c104cuda29c10_cuda_check_implementation... from a stable "
     "build's kernels under another torch",
-    versions=SpecifierSet(">=1.5.0"),
+    versions=CAUSAL_CONV1D.stable_versions,
     why="c10's CUDA checks are C++ functions of one torch; torch 2.10+ has header-only types "
     "and STD_CUDA_CHECK on the stable C shim (causal-conv1d PR #102 uses the same)",
     files=SOURCES,

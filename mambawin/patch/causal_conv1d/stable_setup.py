@@ -7,13 +7,12 @@ Why: see patch/setup_py/stable_setup.py. Every tag from v1.5.0 appends
 
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
-
+from mambawin.packages import CAUSAL_CONV1D
 from mambawin.patch.setup_py.stable_setup import patch_for
 
 PATCH = patch_for(
     "causal_conv1d_cuda",
-    versions=SpecifierSet(">=1.5.0"),
+    versions=CAUSAL_CONV1D.stable_versions,
     why="a stable-ABI library has no PyInit_ and no CPython tag; causal-conv1d PR #102 sets "
     "py_limited_api, -DUSE_CUDA and TORCH_TARGET_VERSION the same way",
 )

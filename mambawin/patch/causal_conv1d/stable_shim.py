@@ -14,9 +14,8 @@ has no access to that global, so the same rule is evaluated here on each call an
 
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
-
 from mambawin.abi import stable_library, stable_shim
+from mambawin.packages import CAUSAL_CONV1D
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree, stable_only
 from mambawin.patch.causal_conv1d.stable_shapes import CPP, BindingShape, mismatch, shape_of
 from mambawin.patch.stable_loader import loader_source
@@ -24,7 +23,7 @@ from mambawin.patch.stable_loader import loader_source
 ID = "stable-shim"
 EXTENSION = "causal_conv1d_cuda"
 SHIM = stable_shim(EXTENSION)
-VERSIONS = SpecifierSet(">=1.5.0")
+VERSIONS = CAUSAL_CONV1D.stable_versions
 
 _HEAD = '''\
 """{extension}: upstream's extension module name, bound to the stable-ABI library {library}.

@@ -14,11 +14,11 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 
 from mambawin.errors import PatchError
+from mambawin.packages import MAMBA
 from mambawin.patch.base import PatchContext, PatchOptions
 
 KERNELS = "csrc/selective_scan"
-FIRST = "2.2.3"
-SUPPORTED = SpecifierSet(f">={FIRST}")  # open-ended: a newer upstream is tried, its anchors checked
+SUPPORTED: SpecifierSet = MAMBA.stable_versions
 
 
 def skip_reason(options: PatchOptions) -> str | None:
