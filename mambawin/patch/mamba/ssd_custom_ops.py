@@ -114,7 +114,10 @@ def _parameters(text: str) -> dict[str, tuple[str, ...]]:
 
 def _has_state_dtype(text: str, ctx: PatchContext) -> bool:
     """Whether upstream's helpers take state_dtype (drift unless they take one known list)."""
-    found = _parameters(text)
+    try:
+        found = _parameters(text)
+    except SyntaxError as exc:  # not Python any more: nothing to anchor on
+        raise ctx.drift(FILE, f"def {FWD}( (line {exc.lineno} does not parse)") from None
     variant = None
     for name, params in ((FWD, _FWD_PARAMS), (BWD, _BWD_PARAMS)):
         got = found.get(name)
