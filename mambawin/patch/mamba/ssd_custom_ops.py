@@ -42,6 +42,9 @@ FILE = "mamba_ssm/ops/triton/ssd_combined.py"
 VERSIONS: SpecifierSet = SUPPORTED
 FWD = "_mamba_chunk_scan_combined_fwd"
 BWD = "_mamba_chunk_scan_combined_bwd"
+# The ops' names (verify's compile runner looks for the first to tell a patched install).
+FWD_OP = "mamba_ssm::chunk_scan_combined_fwd"
+BWD_OP = "mamba_ssm::chunk_scan_combined_bwd"
 _FWD_PARAMS = (
     "x",
     "dt",
@@ -133,7 +136,8 @@ def _has_state_dtype(text: str, ctx: PatchContext) -> bool:
 def block(state_dtype: bool) -> str:
     """The appended block; it passes state_dtype on only where upstream takes one."""
     keyword = ", state_dtype=state_dtype" if state_dtype else ""
-    return read_template(__package__, "ssd_custom_ops.py.in").replace("@STATE_KW@", keyword)
+    text = read_template(__package__, "ssd_custom_ops.py.in")
+    return text.replace("@STATE_KW@", keyword).replace("@FWD_OP@", FWD_OP).replace("@BWD_OP@", BWD_OP)
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
