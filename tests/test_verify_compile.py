@@ -4,10 +4,10 @@ and the step's decisions and the runner's verdicts are checked offline."""
 
 from __future__ import annotations
 
-import pytest
-
 import sys
 from pathlib import Path
+
+import pytest
 
 from mambawin.errors import CommandError
 from mambawin.verify import gpu, sandbox

@@ -137,7 +137,9 @@ def block(state_dtype: bool) -> str:
     """The appended block; it passes state_dtype on only where upstream takes one."""
     keyword = ", state_dtype=state_dtype" if state_dtype else ""
     text = read_template(__package__, "ssd_custom_ops.py.in")
-    return text.replace("@STATE_KW@", keyword).replace("@FWD_OP@", FWD_OP).replace("@BWD_OP@", BWD_OP)
+    for placeholder, value in (("@STATE_KW@", keyword), ("@FWD_OP@", FWD_OP), ("@BWD_OP@", BWD_OP)):
+        text = text.replace(placeholder, value)
+    return text
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
