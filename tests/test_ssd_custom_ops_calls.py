@@ -24,9 +24,10 @@ SHAPE = {"batch": 1, "seqlen": 8, "nheads": 2, "headdim": 4, "dstate": 3, "chunk
 
 
 def _fwd(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
-         seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf"))):  # fmt: skip
-    b, l, h, p = x.shape
-    n, c = B.shape[-1], math.ceil(l / chunk_size)
+         seq_idx=None, cu_seqlens=None, dt_softplus=False,
+         dt_limit=(0.0, float("inf"))):  # fmt: skip
+    b, length, h, p = x.shape
+    n, c = B.shape[-1], math.ceil(length / chunk_size)
     out = x + 1
     out_x = x + 2 if z is not None else None
     cs = torch.full((b, h, c, chunk_size), 3.0)
@@ -68,13 +69,13 @@ def block() -> SimpleNamespace:
 
 
 def _inputs() -> dict[str, Tensor]:
-    b, l, h, p, n = (SHAPE[k] for k in ("batch", "seqlen", "nheads", "headdim", "dstate"))
+    b, length, h, p, n = (SHAPE[k] for k in ("batch", "seqlen", "nheads", "headdim", "dstate"))
     return {
-        "x": torch.randn(b, l, h, p),
-        "dt": torch.rand(b, l, h),
+        "x": torch.randn(b, length, h, p),
+        "dt": torch.rand(b, length, h),
         "A": -torch.rand(h),
-        "B": torch.randn(b, l, 1, n),
-        "C": torch.randn(b, l, 1, n),
+        "B": torch.randn(b, length, 1, n),
+        "C": torch.randn(b, length, 1, n),
     }
 
 
