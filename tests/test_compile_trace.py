@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -29,6 +30,7 @@ from mambawin.patch.base import PatchContext, PatchOptions, Tree
 from mambawin.patch.causal_conv1d import stable_functions, stable_shim
 from mambawin.patch.causal_conv1d.stable_binding_cpp import binding
 from mambawin.patch.causal_conv1d.stable_shapes import shape_of
+from mambawin.patch.mamba import ssd_custom_ops
 from mambawin.patch.mamba import stable_shim as mamba_shim
 from mambawin.patch.mamba.stable_binding_source import BWD_SCHEMA, FWD_SCHEMA
 
@@ -124,14 +126,85 @@ def stable_tree(tmp_path: Path, mamba_ref: str, conv_ref: str) -> tuple[Path, di
 def test_upstreams_mamba_block_traces_as_one_graph(
     tmp_path: Path, mamba_ref: str, conv_ref: str
 ) -> None:
-    _needs("torch", "einops", "huggingface_hub", "triton")
+    _needs("torch", "einops", "huggingface_hub", "transformers", "triton")
     root, schemas = stable_tree(tmp_path, mamba_ref, conv_ref)
+    found = _run(DRIVER, root, schemas)
+    assert (found["graphs"], found["breaks"]) == (1, 0), found["reasons"]
+
+
+def _run(driver: str, root: Path, schemas: dict[str, list[str]], *args: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(root), json.dumps(schemas)],
+        [sys.executable, "-c", driver, str(root), json.dumps(schemas), *args],
         capture_output=True,
         text=True,
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# Mamba2 (the fused split-conv1d-scan path, use_mem_eff_path) and an LM of Mamba2 layers, through
+# its cross-entropy loss. Explain traces each autograd.Function's backward with its forward, so a
+# break in the chunked scan's backward shows here. rmsnorm/rms_norm off: the gated RMSNorm and
+# the LM's RMSNorm are Triton launches, which dynamo can only trace with a GPU's driver; the GPU
+# test (tests/test_compile_gpu.py) runs upstream's defaults.
+MAMBA2_DRIVER = (
+    DRIVER.split("from mamba_ssm.modules.mamba_simple import Mamba")[0]
+    + r"""
+from mamba_ssm.models.config_mamba import MambaConfig
+from mamba_ssm.models.mixer_seq_simple import MambaLMHeadModel
+from mamba_ssm.modules.mamba2 import Mamba2
+
+try:
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        if sys.argv[3] == "block":
+            model = Mamba2(256, headdim=64, rmsnorm=False, device="cuda", dtype=torch.bfloat16)
+            x = torch.randn(2, 128, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            step = lambda: model(x)
+        else:
+            config = MambaConfig(d_model=256, n_layer=2, vocab_size=512, rms_norm=False,
+                fused_add_norm=False, ssm_cfg={"layer": "Mamba2", "rmsnorm": False})
+            model = MambaLMHeadModel(config, device="cuda", dtype=torch.bfloat16)
+            ids = torch.randint(0, 512, (2, 128), device="cuda")
+            step = lambda: torch.nn.functional.cross_entropy(
+                model(ids).logits.float().flatten(0, 1), ids.flatten())
+        found = torch._dynamo.explain(step)()
+    result = {"graphs": found.graph_count, "breaks": found.graph_break_count,
+              "reasons": [str(b.reason).splitlines()[0] for b in found.break_reasons]}
+except Exception as exc:  # dynamo entered code it cannot trace here
+    result = {"graphs": None, "breaks": None, "reasons": [f"{type(exc).__name__}: {exc}"[:300]]}
+print(json.dumps(result))
+"""
+)
+
+
+def with_ssd_custom_ops(root: Path, mamba_ref: str) -> None:
+    """Apply ssd-custom-ops to the extracted tree (what a --abi stable build ships)."""
+    staged = Tree(root)
+    ctx = PatchContext(Version(mamba_ref[1:]), PatchOptions(abi="stable"), ssd_custom_ops.ID)
+    assert ssd_custom_ops.transform(staged, ctx) == "applied"
+    for rel, data in staged.changed().items():
+        assert data is not None
+        (root / rel).write_bytes(data)
+
+
+@pytest.mark.parametrize("model", ["block", "lm"])
+@pytest.mark.parametrize(("mamba_ref", "conv_ref"), PAIRS)
+def test_upstreams_mamba2_traces_as_one_graph_with_ssd_custom_ops(
+    tmp_path: Path, mamba_ref: str, conv_ref: str, model: str
+) -> None:
+    _needs("torch", "einops", "huggingface_hub", "transformers", "triton")
+    root, schemas = stable_tree(tmp_path, mamba_ref, conv_ref)
+    with_ssd_custom_ops(root, mamba_ref)
+    found = _run(MAMBA2_DRIVER, root, schemas, model)
     assert (found["graphs"], found["breaks"]) == (1, 0), found["reasons"]
+
+
+def test_without_ssd_custom_ops_mamba2_is_not_one_graph(tmp_path: Path) -> None:
+    # Unpatched, dynamo enters the chunked scan's helpers (Triton launches, then the backward's
+    # best_config reads): on a GPU 2 graphs, here no graph at all (no driver for the launches).
+    _needs("torch", "einops", "huggingface_hub", "transformers", "triton")
+    root, schemas = stable_tree(tmp_path, *PAIRS[-1])
+    found = _run(MAMBA2_DRIVER, root, schemas, "block")
+    assert (found["graphs"], found["breaks"]) != (1, 0)

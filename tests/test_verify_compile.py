@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from mambawin.errors import CommandError
 from mambawin.verify import gpu, sandbox
 from mambawin.verify.options import VerifyOptions, skipped
@@ -145,11 +147,25 @@ def test_only_a_known_upstream_line_makes_a_broken_graph_a_limit():
         "Unsupported: Unsupported method call (at /site/mamba_ssm/ops/triton/"
         "ssd_state_passing.py:278 in _state_passing_bwd)"
     )
-    limit = runner.upstream_limit(at_upstream)
+    limit = runner.upstream_limit(at_upstream, patched=False)
     assert limit is not None and limit.startswith("upstream's ssd_state_passing.py")
     assert "best_config" in limit
     elsewhere = "Unsupported: out= tensor (at /site/causal_conv1d/cpp_functions.py:104 in f)"
-    assert runner.upstream_limit(elsewhere) is None
+    assert runner.upstream_limit(elsewhere, patched=False) is None
+
+
+def test_a_wheel_with_ssd_custom_ops_gets_no_limit_at_that_line():
+    # Its chunked scan is a custom op: Mamba2 must be one graph, a break there is the wheel's.
+    at_upstream = (
+        "Unsupported: Unsupported method call (at /site/mamba_ssm/ops/triton/"
+        "ssd_state_passing.py:278 in _state_passing_bwd)"
+    )
+    assert runner.upstream_limit(at_upstream, patched=True) is None
+
+
+def test_no_mamba_ssm_means_no_ssd_custom_ops():
+    pytest.importorskip("torch")
+    assert not runner.ssd_custom_ops_installed()
 
 
 def test_a_limited_row_passes_on_its_numbers_and_says_how_far_the_graph_goes():

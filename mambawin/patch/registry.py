@@ -25,6 +25,7 @@ from mambawin.patch.mamba import (
     mamba3_imports,
     math_defines,
     split_units,
+    ssd_custom_ops,
     stable_binding,
     stable_kernels,
     stable_setup,
@@ -50,6 +51,7 @@ PATCHES: tuple[Patch, ...] = (
     cuda13_cub.PATCH,  # cuda13-cub
     keep_cuda_build.PATCH,  # keep-cuda-build
     mamba3_imports.PATCH,  # mamba3-imports
+    ssd_custom_ops.PATCH,  # ssd-custom-ops (--abi stable only)
 )
 
 CAUSAL_CONV1D_PATCHES: tuple[Patch, ...] = (

@@ -5,7 +5,8 @@ Per block and dtype: torch._dynamo.explain counts the graphs and breaks (with ea
 and upstream line), the block compiled with fullgraph=True runs forward and backward, and its
 output, input gradient and worst parameter gradient are compared with eager's (the blocks step's
 tolerances, same dtype on both sides); then both are timed, forward + backward, on the GPU. A
-stable-ABI pair's shims make these blocks one graph each (docs/stable-abi.md); a torch-ABI
+stable-ABI pair's shims make these blocks one graph each (docs/stable-abi.md; Mamba2 with the
+ssd-custom-ops patch); a torch-ABI
 wheel's pybind11 functions break the graph at every call, so verify runs this step on stable pairs
 only. Run `python -m mambawin.verify.runners.compile --json` inside the install environment.
 """
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mambawin.patch.mamba.ssd_custom_ops import FWD_OP as SSD_FWD_OP
 from mambawin.verify.runners.blocks import GRAD_FACTOR, TOLERANCES
 from mambawin.verify.runners.judge import compare
 
@@ -120,8 +122,10 @@ def _within(errors: dict[str, dict[str, float]], graphs: str) -> tuple[bool, str
     return True, f"{graphs}; largest error {name} {worst['max_abs']:.3g}"
 
 
-# Upstream lines that keep a model from being one graph whatever the wheel does, by (file,
-# function) as a fullgraph failure names them: why. Found on the H100 (docs/stable-abi.md).
+# Upstream lines that keep a model from being one graph in a tree without the ssd-custom-ops patch
+# (a wheel built before it), by (file, function) as a fullgraph failure names them: why. Found on
+# the H100 (docs/stable-abi.md). A patched wheel runs that code inside a custom op, so a break
+# there is a failure like any other.
 UPSTREAM_LIMITS = {
     ("ssd_state_passing.py", "_state_passing_bwd"): (
         "reads the Triton autotuner's choice after the launch "
@@ -131,8 +135,23 @@ UPSTREAM_LIMITS = {
 }
 
 
-def upstream_limit(reason: str) -> str | None:
-    """Why the graph cannot be whole, when a fullgraph failure is at a known upstream line."""
+def ssd_custom_ops_installed() -> bool:
+    """Whether the installed mamba_ssm runs Mamba2's chunked scan as ssd-custom-ops' ops."""
+    import torch
+
+    try:
+        importlib.import_module("mamba_ssm.ops.triton.ssd_combined")
+    except ImportError:
+        return False
+    namespace, name = SSD_FWD_OP.split("::")
+    return hasattr(getattr(torch.ops, namespace), name)
+
+
+def upstream_limit(reason: str, *, patched: bool) -> str | None:
+    """Why the graph cannot be whole, when a fullgraph failure is at a known upstream line of a
+    tree without ssd-custom-ops (patched: None, the break is the wheel's)."""
+    if patched:
+        return None
     for (file, function), why in UPSTREAM_LIMITS.items():
         if f"{file}:" in reason and reason.endswith(f" in {function})"):
             return f"upstream's {file} ({function}) {why}"
@@ -177,7 +196,7 @@ def _limited(
     """After fullgraph failed: the failing row, or, when the failure is a known upstream limit,
     retry() compiled without fullgraph and the graphs it took (how far the graph goes)."""
     reason = failure(exc)
-    limit = upstream_limit(reason)
+    limit = upstream_limit(reason, patched=ssd_custom_ops_installed())
     if limit is None:
         return {"passed": False, "reason": reason, **breaks}
     result, found = without_fullgraph(retry)
