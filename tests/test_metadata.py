@@ -364,14 +364,28 @@ def test_source_date_epoch_gives_identical_wheels(
         assert {i.date_time for i in archive.infolist()} == {(2023, 11, 14, 22, 13, 20)}
 
 
-def test_existing_output_is_replaced_whole(tmp_path: Path) -> None:
+def test_an_earlier_output_of_mambawin_is_replaced_whole(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, ["triton"])
-    target = tmp_path / "out" / wheel.name
-    target.parent.mkdir()
-    target.write_bytes(b"an older wheel")
+    target = rewrite_wheel(wheel, tmp_path / "out", provenance={"mambawin": "earlier"})
     assert rewrite_wheel(wheel, tmp_path / "out", drop=("triton",)) == target
     assert requirements(target) == []
     assert sorted(p.name for p in target.parent.iterdir()) == [wheel.name]
+
+
+def test_a_file_of_the_outputs_name_that_mambawin_did_not_write_is_never_replaced(
+    tmp_path: Path,
+) -> None:
+    wheel = make_wheel(tmp_path, ["triton"])
+    target = tmp_path / "out" / wheel.name
+    target.parent.mkdir()
+    target.write_bytes(b"someone's own wheel")
+    with pytest.raises(UsageError, match="is not a wheel mambawin wrote"):
+        rewrite_wheel(wheel, tmp_path / "out", drop=("triton",))
+    assert target.read_bytes() == b"someone's own wheel"
+    assert sorted(p.name for p in target.parent.iterdir()) == [wheel.name]
+    target.unlink()
+    again = rewrite_wheel(wheel, tmp_path / "out")  # a rerun giving the very same bytes is fine
+    assert rewrite_wheel(wheel, tmp_path / "out") == again
 
 
 def test_a_failure_leaves_the_old_output_and_no_scratch(

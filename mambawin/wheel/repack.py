@@ -42,6 +42,7 @@ from mambawin.wheel.info import (
 )
 from mambawin.wheel.metadata import edit_metadata, requirement_plan_in, requirements_in
 from mambawin.wheel.provenance import (
+    ensure_replaceable,
     NO_LABEL,
     PROVENANCE_NAME,
     Provenance,
@@ -347,7 +348,12 @@ def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | No
                 else:
                     out.writestr(entry, data)
 
-    write_through(target, write)
+    def checked(partial: Path) -> None:
+        write(partial)
+        # A file under the name that mambawin did not write (nor these very bytes) is someone's.
+        ensure_replaceable(target, partial)
+
+    write_through(target, checked)
     return target
 
 
