@@ -42,10 +42,10 @@ from mambawin.wheel.info import (
 )
 from mambawin.wheel.metadata import edit_metadata, requirement_plan_in, requirements_in
 from mambawin.wheel.provenance import (
-    ensure_replaceable,
     NO_LABEL,
     PROVENANCE_NAME,
     Provenance,
+    ensure_replaceable,
     normalize_local_label,
     provenance_in,
     source_date_epoch,
