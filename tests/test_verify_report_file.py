@@ -211,3 +211,13 @@ def test_the_driver_comes_from_nvidia_smi_or_is_unknown(tmp_path, monkeypatch):
     assert probe_driver() is None
     _fake_smi(tmp_path)
     assert probe_driver() == DRIVER
+
+
+def test_the_home_folder_is_shortened_to_a_tilde(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "jane"))
+    venv = tmp_path / "jane" / "AppData" / "venv"
+    failing = StepResult("install", "fail", f"cannot import from {venv}", {"error": f"{venv}: no"})
+    report = VerifyReport("w.whl", Target(), (failing,))
+    doc = send.document(report, "mambawin verify w.whl --report r.md", send.where(report, None))
+    assert "jane" not in json.dumps(doc) and "jane" not in send.markdown(doc)
+    assert doc["first_error"]["text"] == f"~{os.sep}AppData{os.sep}venv: no"

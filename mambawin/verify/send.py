@@ -146,21 +146,44 @@ def document(report: VerifyReport, ran: str, machine: Mapping[str, Any]) -> dict
     first_error = None
     if failed is not None:
         first_error = {"step": failed.name, "summary": failed.summary, "text": _error_text(failed)}
-    return {
-        "kind": KIND,
-        "schema": SCHEMA,
-        "mambawin": __version__,
-        "ran": ran,
-        "where": dict(machine),
-        "wheels": verify["sha256"],
-        "passed": verify["passed"],
-        "gpu_verified": verify["gpu_verified"],
-        "summary": verify["summary"],
-        "steps": [
-            {k: s[k] for k in ("name", "status", "summary", "seconds")} for s in verify["steps"]
-        ],
-        "first_error": first_error,
-    }
+    return _private(
+        {
+            "kind": KIND,
+            "schema": SCHEMA,
+            "mambawin": __version__,
+            "ran": ran,
+            "where": dict(machine),
+            "wheels": verify["sha256"],
+            "passed": verify["passed"],
+            "gpu_verified": verify["gpu_verified"],
+            "summary": verify["summary"],
+            "steps": [
+                {k: s[k] for k in ("name", "status", "summary", "seconds")} for s in verify["steps"]
+            ],
+            "first_error": first_error,
+        },
+        _home(),
+    )
+    return doc
+
+
+def _home() -> str | None:
+    try:
+        return str(Path.home())
+    except (RuntimeError, KeyError):  # no home folder known: nothing to shorten
+        return None
+
+
+def _private(value: Any, home: str | None) -> Any:
+    """The user's home folder as `~` in every text: a report is pasted in public, and on Windows
+    the home folder holds the user's name."""
+    if isinstance(value, str):
+        return value.replace(home, "~") if home and len(home) > 1 else value
+    if isinstance(value, dict):
+        return {k: _private(v, home) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_private(v, home) for v in value]
+    return value
 
 
 def _error_text(step: Any) -> str:
