@@ -146,7 +146,7 @@ def document(report: VerifyReport, ran: str, machine: Mapping[str, Any]) -> dict
     first_error = None
     if failed is not None:
         first_error = {"step": failed.name, "summary": failed.summary, "text": _error_text(failed)}
-    return _private(
+    doc: dict[str, Any] = _private(
         {
             "kind": KIND,
             "schema": SCHEMA,
