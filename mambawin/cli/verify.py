@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from mambawin.cli.app import command, fail_json, print_json, split_values
 from mambawin.ui.console import console, out
+
+if TYPE_CHECKING:
+    from mambawin.verify.options import VerifyOptions
+    from mambawin.verify.report import VerifyReport
 
 
 @command("verify")
@@ -52,13 +56,24 @@ def verify_command(
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    report_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Also write what ran, where and each step's result to FILE (.md or .json) and "
+            "the other format beside it: the Markdown is ready to paste into an issue.",
+        ),
+    ] = None,
 ) -> None:
     """Check wheels: tags/METADATA/GPU code, fit, pair, install, kernels on the GPU, tests."""
     from mambawin.errors import VerifyError
     from mambawin.ui.verify import render_step, render_verify
     from mambawin.verify import pipeline as core
+    from mambawin.verify import send
     from mambawin.verify.options import VerifyOptions
 
+    # Before any work: a report path that cannot be written must not cost a verify run.
+    paths = send.report_paths(report_file) if report_file is not None else None
     options = VerifyOptions(
         wheel=wheel,
         installed=installed,
@@ -72,6 +87,8 @@ def verify_command(
         bench_args=("--quick",) if quick else (),
     )
     report = core.verify(options, on_step=render_step)
+    if paths is not None and report_file is not None:
+        _send(report, options, paths, report_file.name, as_json)
     if as_json and not report.passed:
         raise fail_json(report.summary(), VerifyError.exit_code, **report.to_json())
     if as_json:
@@ -80,6 +97,25 @@ def verify_command(
     render_verify(report)
     if not report.passed:
         raise VerifyError(report.summary())
+
+
+def _send(
+    report: VerifyReport, options: VerifyOptions, paths: Any, name: str, as_json: bool
+) -> None:
+    """Write the report whatever the verdict; a refused write is its own exit (10), with the
+    verify result still in the JSON document under --json."""
+    from mambawin.errors import MambawinError
+    from mambawin.verify import send
+    from mambawin.verify.target import probe_driver
+
+    machine = send.where(report, probe_driver())
+    try:
+        send.write(paths, send.document(report, send.command(options, name), machine))
+    except MambawinError as exc:
+        if as_json:
+            raise fail_json(str(exc), exc.exit_code, **report.to_json()) from None
+        raise
+    console.print(f"report written: {paths.markdown} (paste it into an issue) and {paths.json}")
 
 
 @command("bench")

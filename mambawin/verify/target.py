@@ -69,3 +69,17 @@ def probe_target(python: str = sys.executable) -> Target:
         data.get("packages") or {},
         data.get("glibc"),
     )
+
+
+def probe_driver() -> str | None:
+    """The NVIDIA driver's version from nvidia-smi (on PATH wherever the driver is installed,
+    Windows included); None when there is no nvidia-smi or it does not answer."""
+    smi = proc.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = proc.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], timeout=30)
+    except MambawinError:
+        return None
+    lines = [line.strip() for line in (done.stdout or "").splitlines() if line.strip()]
+    return lines[0] if lines else None
