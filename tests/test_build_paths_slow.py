@@ -7,7 +7,6 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -15,7 +14,7 @@ from packaging.version import Version
 from mambawin import proc
 from mambawin.patch.setup_py import compiler_flags
 
-HEADER = '#pragma once\ninline const char* header_file() { return __FILE__; }\n'
+HEADER = "#pragma once\ninline const char* header_file() { return __FILE__; }\n"
 UNIT = (
     '#include "h.h"\nconst char* unit_file() { return __FILE__; }\n'
     "const char* from_header() { return header_file(); }\n"
