@@ -4,6 +4,7 @@ of the folder they were built in (the unit tests only read the command lines).""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import types
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from packaging.version import Version
 
 from mambawin import proc
+from mambawin.builder.environment import OBJDIR_AS_TEMPDIR, RANDOM_SEED
 from mambawin.patch.setup_py import compiler_flags
 
 HEADER = "#pragma once\ninline const char* header_file() { return __FILE__; }\n"
@@ -41,7 +43,7 @@ def patched_flags(torch_dir: Path, cuda_home: str | None) -> dict[str, list[str]
         compiler_flags.BLOCK,
         {
             "os": os,
-            "re": __import__("re"),
+            "re": re,
             "sys": sys,
             "Version": Version,
             "ext_modules": [ext],
@@ -99,3 +101,29 @@ def test_nvcc_objects_name_no_build_folder(tmp_path: Path, monkeypatch: pytest.M
     data = obj.read_bytes()
     assert b"build_tree_marker" not in data and b"site_marker" not in data
     assert b"./csrc/kernel.cu" in data and b"torch/include/h.h" in data
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="gcc's flags are the Linux build's")
+def test_one_kernel_in_two_folders_gives_one_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the paths mapped and -lineinfo gone, nvcc's object no longer depends on the folder:
+    two cache folders (two machines) give byte-identical objects, so identical wheels."""
+    nvcc = proc.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    release = re.search(r"release (\d+\.\d+)", proc.run([nvcc, "--version"]).stdout)
+    if release is None or Version(release.group(1)) < Version("12.9"):
+        pytest.skip("--frandom-seed needs nvcc 12.9+")
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", f"{OBJDIR_AS_TEMPDIR} {RANDOM_SEED}")
+    objects = []
+    for place in ("one", "two/deeper"):
+        root, torch_dir = tree(tmp_path / place, monkeypatch)
+        flags = patched_flags(torch_dir, str(Path(nvcc).resolve().parent.parent))
+        nvcc_flags = [f for f in flags["nvcc"] if not f.startswith("-std=")]
+        obj = root / "kernel.o"
+        source = str(root / "csrc" / "kernel.cu")
+        proc.run([nvcc, *nvcc_flags, f"-I{torch_dir / 'include'}", "-c", source, "-o", str(obj)])
+        objects.append(obj.read_bytes())
+    assert objects[0] == objects[1]
