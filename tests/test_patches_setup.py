@@ -370,6 +370,24 @@ def test_older_torch_keeps_cxx17(tmp_path: Path, check: str | None) -> None:
     assert [f for f in args["cxx"] + args["nvcc"] if "std" in f] == ["-std=c++17", "-std=c++17"]
 
 
+def test_a_folder_named_with_a_comma_is_not_passed_through_nvccs_xcompiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvcc would split `-Xcompiler -ffile-prefix-map=/a,b=.` into two host options and the
+    build would fail; g++ takes it whole."""
+    tree = tmp_path / "a,b"
+    tree.mkdir()
+    monkeypatch.chdir(tree)
+    torch_dir = torch_headers(tmp_path / "site", CXX20_CHECK)
+    for platform in ("linux", "win32"):
+        args = run_flags_block(torch_dir, platform=platform, nvcc="13.0")
+        assert not [f for f in args["nvcc"] if "a,b" in f]
+        assert [f for f in args["cxx"] if "a,b" in f]
+    assert f"-Xcompiler -ffile-prefix-map={torch_dir}=torch" in " ".join(
+        run_flags_block(torch_dir, platform="linux", nvcc="13.0")["nvcc"]
+    )
+
+
 def test_windows_gets_msvc_spellings_and_zc_preprocessor_from_cuda_13_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,12 +75,15 @@ def _mambawin_compile_args(args):
     nvcc = [f for f in args.get("nvcc", []) if not f.startswith("-std=") and f != "-lineinfo"]
     if sys.platform != "win32":
         maps = _mambawin_prefix_maps()
-        host = [x for m in maps for x in ("-Xcompiler", m)]
+        # nvcc splits -Xcompiler's value at commas: a folder named with one stays unmapped
+        # (verify warns) rather than breaking the build.
+        host = [x for m in maps if "," not in m for x in ("-Xcompiler", m)]
         cxx = cxx + [f"-std=c++{{std}}"] + maps
         return {{**args, "cxx": cxx, "nvcc": nvcc + [f"-std=c++{{std}}"] + host}}
     trim = "/d1trimfile:" + os.getcwd().rstrip("\\\\") + "\\\\"
     cxx = ["/O2" if f == "-O3" else f for f in cxx] + [f"/std:c++{{std}}", trim]
-    nvcc = nvcc + [f"-std=c++{{std}}", "-Xcompiler", f"/std:c++{{std}}", "-Xcompiler", trim]
+    nvcc = nvcc + [f"-std=c++{{std}}", "-Xcompiler", f"/std:c++{{std}}"]
+    nvcc += ["-Xcompiler", trim] if "," not in trim else []
     nvcc_version = _mambawin_nvcc_version()
     if nvcc_version is not None and nvcc_version >= Version("13.2"):
         cxx.append("/Zc:preprocessor")
