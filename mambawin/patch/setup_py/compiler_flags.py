@@ -8,6 +8,9 @@ CCCL headers need MSVC's conforming preprocessor (/Zc:preprocessor, pytorch#1483
 is read from the installed torch's own headers, not a version table, so a torch that moves to
 C++23 keeps working. The injected code is self-contained (no `import mambawin`): exported .patch
 files are applied and built without mambawin. `_USE_MATH_DEFINES` is the math-defines patch's.
+Source paths: `__FILE__` (TORCH_CHECK messages) and nvcc's -lineinfo would put the build folder
+into the binary; gcc and nvcc's host compiler get -ffile-prefix-map, cl /d1trimfile:, and
+-lineinfo is dropped (same SASS; docs/build.md "No build paths in binaries").
 """
 
 from __future__ import annotations
@@ -114,9 +117,11 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
 
 PATCH = Patch(
     id=ID,
-    summary="Pick -std/ /std: from the installed torch headers; MSVC spellings, /Zc:preprocessor.",
+    summary="Pick -std/ /std: from the installed torch headers; MSVC spellings, /Zc:preprocessor; "
+    "source paths mapped.",
     prevents="#error C++20 or later compatible compiler is required to use ATen; cl warning D9002 "
-    "ignoring unknown option '-std=c++17'; CCCL preprocessor errors with CUDA 13.2 + MSVC",
+    "ignoring unknown option '-std=c++17'; CCCL preprocessor errors with CUDA 13.2 + MSVC; "
+    "the build machine's folders in __FILE__ and -lineinfo",
     versions=SpecifierSet(">=1.0.0"),
     why="upstream hard-codes gcc-style -std=c++17/-O3 in every tag; torch 2.10+ needs C++20; "
     "pytorch#148317 (/Zc:preprocessor)",
