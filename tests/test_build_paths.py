@@ -11,7 +11,7 @@ from mambawin.wheel.buildpaths import paths_in, scan
     "path",
     [
         "/tmp/mw/builds/abc/src/csrc/causal_conv1d.cpp",
-        "/root/.cache/mambawin/builds/k/src/csrc/x.cu",
+        "/root/ci-tree/csrc/x.cu",
         "/home/runner/work/w/w/csrc/x.cpp",
         "/Users/me/src/x.cpp",
         "/__w/repo/repo/csrc/x.cpp",
