@@ -86,7 +86,7 @@ def test_the_installed_setuptools_has_an_msvc_compiler_with_compile_options() ->
 
 def test_nvcc_gets_torchs_windows_recipe_in_its_order(tmp_path: Path) -> None:
     args = windows_flags.nvcc_args(
-        flags(tmp_path), config(), ["-IZ:\\inc"], "Z:\\a.cu", "Z:\\a.obj"
+        flags(tmp_path), config(), ["-IZ:\\inc"], "Z:\\a.cu", "Z:\\a.obj", "Z:\\t"
     )
     assert args[:7] == (
         "-std=c++17",
@@ -116,11 +116,11 @@ def test_cl_gets_setuptools_options_then_torchs_and_a_standard_only_when_none_is
     tmp_path: Path,
 ) -> None:
     found = flags(tmp_path)
-    args = windows_flags.cl_args(found, config(), ["-DX=1"], "Z:\\b.cpp", "Z:\\b.obj")
+    args = windows_flags.cl_args(found, config(), ["-DX=1"], "Z:\\b.cpp", "Z:\\b.obj", "Z:\\t")
     assert args[:6] == found.compile_options and args[6] == "-DX=1"
     assert args[args.index("-c") + 2] == "/FoZ:\\b.obj"
     assert [a for a in args if "std" in a] == ["/std:c++20"]
-    bare = windows_flags.cl_args(found, config(cxx_flags=("/O2",)), [], "b.cpp", "b.obj")
+    bare = windows_flags.cl_args(found, config(cxx_flags=("/O2",)), [], "b.cpp", "b.obj", "Z:\\t")
     assert bare[-1] == "/std:c++17"  # BuildExtension's append_std17_if_no_std_present
     assert "-DTORCH_EXTENSION_NAME=selective_scan_cuda" in bare
 
@@ -408,3 +408,27 @@ def test_a_check_that_could_not_link_says_so_and_is_no_plain_ok(
     assert document["not_checked"][-1].startswith("the link (the symbol closure) was not checked")
     shown = CliRunner().invoke(app, args)
     assert shown.exit_code == 0 and "not checked: the link" in shown.stdout
+
+
+def test_cl_and_nvcc_trim_the_tree_as_wine_names_it(tmp_path: Path) -> None:
+    """The compiler-flags patch ran setup.py (configure-only, on Linux) in the tree, so its
+    /d1trimfile: names the POSIX folder; the commands check --windows and the cross build run
+    must trim the Z:\\ spelling cl.exe sees, or __FILE__ keeps the build machine's path."""
+    tc = toolchain(layout(tmp_path / "tc"))
+    tree = tmp_path / "src"
+    tree.mkdir()
+    posix_trim = f"/d1trimfile:{tree}\\"
+    cfg = config(
+        sources=("a.cpp", "b_fwd.cu"),
+        cxx_flags=("/O2", "/std:c++20", posix_trim),
+        nvcc_flags=("-O3", "-std=c++20", "-Xcompiler", posix_trim),
+    )
+    commands = units.unit_commands(cfg, tree, tc, flags(tmp_path), tmp_path / "o")
+    fake = FakeCompilers()
+    units.compile_all(commands, tc, tree, "wine", jobs=1, runner=fake, on_done=lambda *_: None)
+    trim = f"/d1trimfile:{wine.windows_path(tree)}\\"
+    by_program = {call[1].rsplit("/", 1)[-1]: call for call in fake.calls}
+    assert trim in by_program["cl.exe"]
+    nvcc = list(by_program["nvcc.exe"])
+    assert nvcc[nvcc.index(trim) - 1] == "-Xcompiler"
+    assert not [a for call in fake.calls for a in call if a.startswith("/d1trimfile:/")]

@@ -311,9 +311,9 @@ def torch_headers(root: Path, check: str | None) -> Path:
 
 
 def run_flags_block(
-    torch_dir: Path, *, platform: str, nvcc: str | None, hip: bool = False
+    torch_dir: Path, *, platform: str, nvcc: str | None, hip: bool = False, ext: Any = None
 ) -> dict[str, list[str]]:
-    ext = _Ext(
+    ext = ext or _Ext(
         "selective_scan_cuda",
         [],
         {"cxx": ["-O3", "-std=c++17"], "nvcc": ["-O3", "-std=c++17", "--threads", "4"]},
@@ -340,8 +340,28 @@ CXX20_CHECK = "(defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || __cplusplus < 20
 
 def test_torch_requiring_cxx20_gets_cxx20_on_linux(tmp_path: Path) -> None:
     args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="linux", nvcc="13.0")
-    assert args["cxx"] == ["-O3", "-std=c++20"]
-    assert args["nvcc"] == ["-O3", "--threads", "4", "-std=c++20"]
+    assert args["cxx"][:2] == ["-O3", "-std=c++20"]
+    assert args["nvcc"][:4] == ["-O3", "--threads", "4", "-std=c++20"]
+
+
+def test_linux_maps_the_tree_torch_and_cuda_for_gcc_and_nvcc_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """__FILE__ (TORCH_CHECK's messages) must name no folder of the build machine: the tree
+    (the working folder setup.py runs in), torch's headers and CUDA's map to neutral names, for
+    g++ and for nvcc's host compiler alike; -lineinfo (absolute paths in device line tables)
+    is dropped."""
+    tree = tmp_path / "build tree"
+    tree.mkdir()
+    monkeypatch.chdir(tree)
+    torch_dir = torch_headers(tmp_path / "site", CXX20_CHECK)
+    ext = _Ext("x", [], {"cxx": ["-O3"], "nvcc": ["-O3", "-lineinfo", "--use_fast_math"]})
+    args = run_flags_block(torch_dir, platform="linux", nvcc="13.0", ext=ext)
+    maps = [f"-ffile-prefix-map={tree}=.", f"-ffile-prefix-map={torch_dir}=torch"]
+    maps.append("-ffile-prefix-map=/cuda=cuda")
+    assert args["cxx"] == ["-O3", "-std=c++20", *maps]
+    host = [x for m in maps for x in ("-Xcompiler", m)]
+    assert args["nvcc"] == ["-O3", "--use_fast_math", "-std=c++20", *host]
 
 
 @pytest.mark.parametrize("check", ["!defined(_MSC_VER) && __cplusplus < 201703L", None])
@@ -350,9 +370,31 @@ def test_older_torch_keeps_cxx17(tmp_path: Path, check: str | None) -> None:
     assert [f for f in args["cxx"] + args["nvcc"] if "std" in f] == ["-std=c++17", "-std=c++17"]
 
 
-def test_windows_gets_msvc_spellings_and_zc_preprocessor_from_cuda_13_2(tmp_path: Path) -> None:
+def test_a_folder_named_with_a_comma_is_not_passed_through_nvccs_xcompiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvcc would split `-Xcompiler -ffile-prefix-map=/a,b=.` into two host options and the
+    build would fail; g++ takes it whole."""
+    tree = tmp_path / "a,b"
+    tree.mkdir()
+    monkeypatch.chdir(tree)
+    torch_dir = torch_headers(tmp_path / "site", CXX20_CHECK)
+    for platform in ("linux", "win32"):
+        args = run_flags_block(torch_dir, platform=platform, nvcc="13.0")
+        assert not [f for f in args["nvcc"] if "a,b" in f]
+        assert [f for f in args["cxx"] if "a,b" in f]
+    assert f"-Xcompiler -ffile-prefix-map={torch_dir}=torch" in " ".join(
+        run_flags_block(torch_dir, platform="linux", nvcc="13.0")["nvcc"]
+    )
+
+
+def test_windows_gets_msvc_spellings_and_zc_preprocessor_from_cuda_13_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="win32", nvcc="13.2")
-    assert args["cxx"] == ["/O2", "/std:c++20", "/Zc:preprocessor"]
+    trim = f"/d1trimfile:{tmp_path}\\"
+    assert args["cxx"] == ["/O2", "/std:c++20", trim, "/Zc:preprocessor"]
     assert args["nvcc"] == [
         "-O3",
         "--threads",
@@ -360,6 +402,8 @@ def test_windows_gets_msvc_spellings_and_zc_preprocessor_from_cuda_13_2(tmp_path
         "-std=c++20",
         "-Xcompiler",
         "/std:c++20",
+        "-Xcompiler",
+        trim,
         "-Xcompiler",
         "/Zc:preprocessor",
     ]
@@ -394,4 +438,4 @@ def test_patched_setup_runs_with_real_windows_flags(
     monkeypatch.setattr(sys, "platform", "win32")
     seen = run_setup(root, nvcc="13.2", torch_include=torch_headers(tmp_path, CXX20_CHECK))
     cxx = seen["ext_modules"][0].extra_compile_args["cxx"]
-    assert cxx == ["/O2", "/std:c++20", "/Zc:preprocessor"]
+    assert cxx == ["/O2", "/std:c++20", f"/d1trimfile:{os.getcwd()}\\", "/Zc:preprocessor"]

@@ -191,7 +191,47 @@ def test_static_step_reports_every_check(tmp_path, monkeypatch):
     result, found, provenance = static.static_step(VerifyOptions(wheel=wheel), H100)
     assert result.status == "ok", result.summary
     assert found.sass == ("sm_90",) and provenance["ref"] == "v2.2.6"
-    assert set(result.details) == {"integrity", "tags", "metadata", "provenance", "gpu_code"}
+    assert set(result.details) == {
+        "integrity",
+        "tags",
+        "metadata",
+        "provenance",
+        "gpu_code",
+        "build_paths",
+    }
+    assert result.details["build_paths"]["ok"]
+
+
+SO = "selective_scan_cuda.cpython-311-x86_64-linux-gnu.so"
+
+
+def _static_of(folder: Path, so: bytes) -> StepResult:
+    wheel = make_wheel(folder, files={SO: so})
+    tools = Tools(wheel_gpu_code=lambda _archive, _info: (code("sm_90"), "GPU code sm_90"))
+    return static.static_step(VerifyOptions(wheel=wheel, tools=tools), H100)[0]
+
+
+def test_a_build_path_in_the_extension_is_a_warning_naming_it(tmp_path):
+    """__FILE__ of an unmapped build: the message names the path, verify still passes (a wheel
+    built before the mapping works; rebuilding is the fix)."""
+    leaked = b"/home/ci/.cache/mambawin/builds/k/src/csrc/selective_scan/selective_scan.cpp"
+    so = b"\0\0Expected x to be contiguous\0" + leaked + b"\0/usr/lib/x.so\0"
+    result = _static_of(tmp_path, so)
+    assert result.status == "warn", result.summary
+    row = result.details["build_paths"]
+    assert not row["ok"] and row["advisory"]
+    assert row["paths"] == {SO: [leaked.decode()]}
+    assert leaked.decode() in result.summary and "rebuild" in result.summary
+
+
+def test_mapped_paths_and_system_folders_are_not_build_paths(tmp_path):
+    so = (
+        b"\0./csrc/selective_scan/selective_scan.cpp\0torch/include/c10/util/Exception.h"
+        b"\0/usr/local/cuda/lib64\0/proc/self/maps\0/var/tmp/x\0C:\\Windows\\System32\0"
+    )
+    result = _static_of(tmp_path, so)
+    assert result.status == "ok", result.summary
+    assert result.details["build_paths"]["paths"] == {}
 
 
 def test_static_step_fails_without_provenance_or_extension(tmp_path):
@@ -615,6 +655,7 @@ def test_the_static_step_opens_and_hashes_each_wheel_once(tmp_path, monkeypatch)
         "metadata",
         "provenance",
         "gpu_code",
+        "build_paths",
     }
 
 

@@ -95,7 +95,8 @@ RANDOM_SEED = "--frandom-seed=mambawin"  # nvcc 12.9+
 
 
 def _reproducible_objects(request: EnvRequest, env: Mapping[str, str]) -> dict[str, str]:
-    """Flags that make nvcc write the same object for the same unit at the same path.
+    """Flags that make nvcc write the same object for the same unit (in any folder, with the
+    compiler-flags patch's path maps; tests/test_build_paths_slow.py).
 
     nvcc names its temporary files `tmpxft_<pid>_…`, and those names land in the object (the
     module id, the file symbol); it also draws random numbers for the names of internal-linkage

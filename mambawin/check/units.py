@@ -134,13 +134,11 @@ def unit_commands(
         obj = objects / (Path(source).with_suffix("").as_posix().replace("/", "__") + ".obj")
         src, out = windows_path(tree / source), windows_path(obj)
         if source.endswith(".cu"):
-            commands.append(
-                UnitCommand(source, "nvcc", nvcc_args(flags, config, pp_opts, src, out), obj)
-            )
+            args = nvcc_args(flags, config, pp_opts, src, out, windows_path(tree))
+            commands.append(UnitCommand(source, "nvcc", args, obj))
         else:
-            commands.append(
-                UnitCommand(source, "cl", cl_args(flags, config, pp_opts, src, out), obj)
-            )
+            args = cl_args(flags, config, pp_opts, src, out, windows_path(tree))
+            commands.append(UnitCommand(source, "cl", args, obj))
     return commands
 
 

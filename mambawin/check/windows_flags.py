@@ -31,6 +31,9 @@ from mambawin.errors import ToolchainError
 
 TORCH_TABLES = ("COMMON_MSVC_FLAGS", "COMMON_NVCC_FLAGS", "MSVC_IGNORE_CUDAFE_WARNINGS")
 # setuptools moved its MSVC compiler class (distutils 2025); the newer module comes first.
+# cl.exe's undocumented (but used by Chromium and LLVM's builds) option that cuts a prefix
+# off __FILE__ and the paths it records; set by the compiler-flags patch.
+TRIM = "/d1trimfile:"
 SETUPTOOLS_MSVC = ("setuptools._distutils.compilers.C.msvc", "setuptools._distutils._msvccompiler")
 
 
@@ -113,25 +116,43 @@ def preprocessor_options(
     return options + [f"-I{d}" for d in include_dirs]
 
 
+def trimmed(flags: Sequence[str], root: str) -> list[str]:
+    """flags with each /d1trimfile: naming root, the tree as cl.exe sees it (`Z:\\...` under
+    wine): the compiler-flags patch names the folder setup.py ran in, which for a configure-only
+    run on Linux is the POSIX spelling, which cl.exe would never match."""
+    trim = TRIM + root.rstrip("\\") + "\\"
+    return [trim if f.startswith(TRIM) else f for f in flags]
+
+
 def cl_args(
-    flags: WindowsFlags, config: SetupConfig, pp_opts: Sequence[str], src: str, obj: str
+    flags: WindowsFlags,
+    config: SetupConfig,
+    pp_opts: Sequence[str],
+    src: str,
+    obj: str,
+    root: str,
 ) -> tuple[str, ...]:
-    """cl.exe's arguments for one C++ unit."""
-    post = [*config.cxx_flags, *torch_defines(config.ext_name)]
+    """cl.exe's arguments for one C++ unit of the tree at root (its Windows path)."""
+    post = [*trimmed(config.cxx_flags, root), *torch_defines(config.ext_name)]
     if not any(f.startswith(("/std:", "-std=")) for f in post):
         post.append("/std:c++17")
     return (*flags.compile_options, *pp_opts, *flags.msvc, "-c", src, f"/Fo{obj}", *post)
 
 
 def nvcc_args(
-    flags: WindowsFlags, config: SetupConfig, pp_opts: Sequence[str], src: str, obj: str
+    flags: WindowsFlags,
+    config: SetupConfig,
+    pp_opts: Sequence[str],
+    src: str,
+    obj: str,
+    root: str,
 ) -> tuple[str, ...]:
-    """nvcc.exe's arguments for one CUDA unit."""
+    """nvcc.exe's arguments for one CUDA unit of the tree at root (its Windows path)."""
     pre = ["-std=c++17"]
     for flag in flags.msvc:
         pre += ["-Xcompiler", flag]
     pre.append("--use-local-env")
     for warning in flags.cudafe_ignore:
         pre += ["-Xcudafe", f"--diag_suppress={warning}"]
-    post = [*flags.nvcc, *config.nvcc_flags, *torch_defines(config.ext_name)]
+    post = [*flags.nvcc, *trimmed(config.nvcc_flags, root), *torch_defines(config.ext_name)]
     return (*pre, *pp_opts, "-c", src, "-o", obj, *post)

@@ -34,6 +34,7 @@ from mambawin.wheel.abi_audit import (
     is_stable,
     stable_libraries,
 )
+from mambawin.wheel.buildpaths import wheel_build_paths
 from mambawin.wheel.glibc import VersionNeed, file_needs, glibc_of, wheel_needs
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
@@ -118,7 +119,19 @@ def _wheel_checks(
     if is_stable(provenance):
         checks += _stable_rows(archive, info, project, provenance)
     checks += _glibc_check(archive, info)
+    checks.append(_build_paths_check(archive, info))
     return checks, code, provenance
+
+
+def _build_paths_check(archive: zipfile.ZipFile, info: WheelInfo) -> Check:
+    """A warning, not a failure: the wheel works, and wheels built before the compiler-flags
+    patch mapped source paths all hold them (rebuilding is the fix, not refusing to run it)."""
+    try:
+        found = wheel_build_paths(archive, info)
+    except MambawinError as exc:
+        return ("build_paths", False, str(exc), {"advisory": True})
+    details = {"advisory": True, **found.to_json()}
+    return ("build_paths", found.ok, found.message(len(info.extensions)), details)
 
 
 def _stable_rows(
@@ -222,9 +235,12 @@ def _checks_result(name: str, checks: list[Check], code: GpuCode | None) -> Step
         details[check] = {"ok": ok, "message": msg, **(more[0] if more else {})}
     if code is not None:
         details["gpu_code"]["code"] = code.to_json()
-    failed = [row[2] for row in checks if not row[1]]
+    failed = [row[2] for row in checks if not row[1] and not details[row[0]].get("advisory")]
     if failed:
         return StepResult(name, Status.FAIL, "; ".join(failed), details)
+    warned = [row[2] for row in checks if not row[1]]
+    if warned:
+        return StepResult(name, Status.WARN, "; ".join(warned), details)
     return StepResult(name, Status.OK, "; ".join(row[2] for row in checks), details)
 
 

@@ -8,6 +8,9 @@ CCCL headers need MSVC's conforming preprocessor (/Zc:preprocessor, pytorch#1483
 is read from the installed torch's own headers, not a version table, so a torch that moves to
 C++23 keeps working. The injected code is self-contained (no `import mambawin`): exported .patch
 files are applied and built without mambawin. `_USE_MATH_DEFINES` is the math-defines patch's.
+Source paths: `__FILE__` (TORCH_CHECK messages) and nvcc's -lineinfo would put the build folder
+into the binary; gcc and nvcc's host compiler get -ffile-prefix-map, cl /d1trimfile:, and
+-lineinfo is dropped (same SASS; docs/build.md "No build paths in binaries").
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ BLOCK = f'''\
 # {MARK_BEGIN} {ID}: C++ standard and MSVC flags, decided from the torch and nvcc present
 # torch 2.10+ headers "#error C++20 or later compatible compiler is required to use ATen" under
 # upstream's -std=c++17; cl.exe ignores gcc-style -O3/-std= (D9002); CUDA 13.2's CCCL needs
-# MSVC's conforming preprocessor (pytorch#148317). Self-contained: needs no mambawin installed.
+# MSVC's conforming preprocessor (pytorch#148317). Source paths are mapped (gcc) or trimmed
+# (cl) so __FILE__ names no folder of the build machine. Self-contained: needs no mambawin.
 def _mambawin_torch_cxx_std():
     """The C++ standard the installed torch headers demand: 17 unless they check for newer."""
     header = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "ATen.h")
@@ -55,14 +59,34 @@ def _mambawin_nvcc_version():
         return None
 
 
+def _mambawin_prefix_maps():
+    """gcc's -ffile-prefix-map for the folders whose paths __FILE__ would put in the binary:
+    the tree (torch compiles os.path.abspath of each source, from here) and torch's headers."""
+    maps = [f"-ffile-prefix-map={{os.getcwd()}}=."]
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    maps.append(f"-ffile-prefix-map={{torch_dir}}=torch")
+    if CUDA_HOME:
+        maps.append(f"-ffile-prefix-map={{os.path.abspath(CUDA_HOME)}}=cuda")
+    return maps
+
+
 def _mambawin_compile_args(args):
     std = _mambawin_torch_cxx_std()
     cxx = [f for f in args.get("cxx", []) if not f.startswith(("-std=", "/std:"))]
-    nvcc = [f for f in args.get("nvcc", []) if not f.startswith("-std=")]
+    # -lineinfo writes each .cu file's absolute path into the device code's line table, which no
+    # prefix map reaches; the SASS is the same without it.
+    nvcc = [f for f in args.get("nvcc", []) if not f.startswith("-std=") and f != "-lineinfo"]
     if sys.platform != "win32":
-        return {{**args, "cxx": cxx + [f"-std=c++{{std}}"], "nvcc": nvcc + [f"-std=c++{{std}}"]}}
-    cxx = ["/O2" if f == "-O3" else f for f in cxx] + [f"/std:c++{{std}}"]
+        maps = _mambawin_prefix_maps()
+        # nvcc splits -Xcompiler's value at commas: a folder named with one stays unmapped
+        # (verify warns) rather than breaking the build.
+        host = [x for m in maps if "," not in m for x in ("-Xcompiler", m)]
+        cxx = cxx + [f"-std=c++{{std}}"] + maps
+        return {{**args, "cxx": cxx, "nvcc": nvcc + [f"-std=c++{{std}}"] + host}}
+    trim = "/d1trimfile:" + os.getcwd().rstrip("\\\\") + "\\\\"
+    cxx = ["/O2" if f == "-O3" else f for f in cxx] + [f"/std:c++{{std}}", trim]
     nvcc = nvcc + [f"-std=c++{{std}}", "-Xcompiler", f"/std:c++{{std}}"]
+    nvcc += ["-Xcompiler", trim] if "," not in trim else []
     nvcc_version = _mambawin_nvcc_version()
     if nvcc_version is not None and nvcc_version >= Version("13.2"):
         cxx.append("/Zc:preprocessor")
@@ -93,9 +117,11 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
 
 PATCH = Patch(
     id=ID,
-    summary="Pick -std/ /std: from the installed torch headers; MSVC spellings, /Zc:preprocessor.",
+    summary="Pick -std/ /std: from the installed torch headers; MSVC spellings, /Zc:preprocessor; "
+    "source paths mapped.",
     prevents="#error C++20 or later compatible compiler is required to use ATen; cl warning D9002 "
-    "ignoring unknown option '-std=c++17'; CCCL preprocessor errors with CUDA 13.2 + MSVC",
+    "ignoring unknown option '-std=c++17'; CCCL preprocessor errors with CUDA 13.2 + MSVC; "
+    "the build machine's folders in __FILE__ and -lineinfo",
     versions=SpecifierSet(">=1.0.0"),
     why="upstream hard-codes gcc-style -std=c++17/-O3 in every tag; torch 2.10+ needs C++20; "
     "pytorch#148317 (/Zc:preprocessor)",

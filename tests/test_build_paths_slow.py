@@ -1,0 +1,129 @@
+"""The compiler-flags patch's flags, run through the real g++ and nvcc: the objects hold no path
+of the folder they were built in (the unit tests only read the command lines)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from mambawin import proc
+from mambawin.builder.environment import OBJDIR_AS_TEMPDIR, RANDOM_SEED
+from mambawin.patch.setup_py import compiler_flags
+
+HEADER = "#pragma once\ninline const char* header_file() { return __FILE__; }\n"
+UNIT = (
+    '#include "h.h"\nconst char* unit_file() { return __FILE__; }\n'
+    "const char* from_header() { return header_file(); }\n"
+)
+KERNEL = (
+    '#include "h.h"\n__global__ void twice(float* x) { x[threadIdx.x] *= 2; }\n'
+    "const char* unit_file() { return __FILE__; }\n"
+    "const char* from_header() { return header_file(); }\n"
+)
+
+
+class _Ext:
+    def __init__(self) -> None:
+        self.extra_compile_args: dict[str, list[str]] = {
+            "cxx": ["-O3"],
+            "nvcc": ["-O3", "-lineinfo", "-gencode", "arch=compute_90,code=sm_90"],
+        }
+
+
+def patched_flags(torch_dir: Path, cuda_home: str | None) -> dict[str, list[str]]:
+    """The flags the patch's block gives on Linux, run as setup.py would run it."""
+    ext = _Ext()
+    exec(
+        compiler_flags.BLOCK,
+        {
+            "os": os,
+            "re": re,
+            "sys": sys,
+            "Version": Version,
+            "ext_modules": [ext],
+            "torch": types.SimpleNamespace(
+                __file__=str(torch_dir / "__init__.py"), version=types.SimpleNamespace(hip=None)
+            ),
+            "CUDA_HOME": cuda_home,
+            "get_cuda_bare_metal_version": lambda _home: ("", Version("12.8")),
+        },
+    )
+    return ext.extra_compile_args
+
+
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    root = tmp_path / "build_tree_marker"
+    (root / "csrc").mkdir(parents=True)
+    torch_include = tmp_path / "site_marker" / "torch" / "include"
+    torch_include.mkdir(parents=True)
+    (torch_include / "h.h").write_text(HEADER)
+    (root / "csrc" / "unit.cpp").write_text(UNIT)
+    (root / "csrc" / "kernel.cu").write_text(KERNEL)
+    monkeypatch.chdir(root)
+    return root, torch_include.parent
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="gcc's flags are the Linux build's")
+def test_gpp_objects_name_no_build_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gxx = proc.which("g++")
+    if gxx is None:
+        pytest.skip("no g++")
+    root, torch_dir = tree(tmp_path, monkeypatch)
+    cxx = [f for f in patched_flags(torch_dir, None)["cxx"] if not f.startswith("-std=")]
+    obj = tmp_path / "unit.o"
+    source = str(root / "csrc" / "unit.cpp")  # absolute, as torch's ninja file names it
+    proc.run([gxx, *cxx, f"-I{torch_dir / 'include'}", "-c", source, "-o", str(obj)])
+    data = obj.read_bytes()
+    assert b"build_tree_marker" not in data and b"site_marker" not in data
+    assert b"./csrc/unit.cpp" in data and b"torch/include/h.h" in data
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="gcc's flags are the Linux build's")
+def test_nvcc_objects_name_no_build_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nvcc = proc.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    root, torch_dir = tree(tmp_path, monkeypatch)
+    flags = patched_flags(torch_dir, str(Path(nvcc).resolve().parent.parent))
+    assert "-lineinfo" not in flags["nvcc"]
+    nvcc_flags = [f for f in flags["nvcc"] if not f.startswith("-std=")]
+    obj = tmp_path / "kernel.o"
+    source = str(root / "csrc" / "kernel.cu")
+    proc.run([nvcc, *nvcc_flags, f"-I{torch_dir / 'include'}", "-c", source, "-o", str(obj)])
+    data = obj.read_bytes()
+    assert b"build_tree_marker" not in data and b"site_marker" not in data
+    assert b"./csrc/kernel.cu" in data and b"torch/include/h.h" in data
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="gcc's flags are the Linux build's")
+def test_one_kernel_in_two_folders_gives_one_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the paths mapped and -lineinfo gone, nvcc's object no longer depends on the folder:
+    two cache folders (two machines) give byte-identical objects, so identical wheels."""
+    nvcc = proc.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    release = re.search(r"release (\d+\.\d+)", proc.run([nvcc, "--version"]).stdout)
+    if release is None or Version(release.group(1)) < Version("12.9"):
+        pytest.skip("--frandom-seed needs nvcc 12.9+")
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", f"{OBJDIR_AS_TEMPDIR} {RANDOM_SEED}")
+    objects = []
+    for place in ("one", "two/deeper"):
+        root, torch_dir = tree(tmp_path / place, monkeypatch)
+        flags = patched_flags(torch_dir, str(Path(nvcc).resolve().parent.parent))
+        nvcc_flags = [f for f in flags["nvcc"] if not f.startswith("-std=")]
+        obj = root / "kernel.o"
+        source = str(root / "csrc" / "kernel.cu")
+        proc.run([nvcc, *nvcc_flags, f"-I{torch_dir / 'include'}", "-c", source, "-o", str(obj)])
+        objects.append(obj.read_bytes())
+    assert objects[0] == objects[1]
