@@ -12,12 +12,16 @@ import pytest
 from mambawin.errors import CommandError
 from mambawin.verify import gpu, sandbox
 from mambawin.verify.options import VerifyOptions, skipped
+from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.runners import compile as runner
 from mambawin.verify.tools import Tools
 
 ENV = sandbox.InstallEnv(sys.executable, None)
 STABLE = {"abi": "stable", "torch_floor": "2.10"}
-PAIR = [("mamba-ssm", STABLE, "2.3.0"), ("causal-conv1d", STABLE, "1.6.0")]
+PAIR = [
+    WheelUnderTest("mamba-ssm", "2.3.0", STABLE),
+    WheelUnderTest("causal-conv1d", "1.6.0", STABLE),
+]
 WITHIN = {"max_abs": 0.01, "max_rel": 0.01, "ratio": 0.2}
 
 
@@ -76,7 +80,10 @@ def test_torch_abi_wheels_are_skipped_with_the_reason_and_never_run():
     def run_module(*args):
         raise AssertionError("a torch-ABI pair's pybind11 calls break every graph")
 
-    packages = [("mamba-ssm", {"abi": "torch"}, "2.3.0"), ("causal-conv1d", STABLE, "1.6.0")]
+    packages = [
+        WheelUnderTest("mamba-ssm", "2.3.0", {"abi": "torch"}),
+        WheelUnderTest("causal-conv1d", "1.6.0", STABLE),
+    ]
     step = gpu.compile_step(_options(run_module), None, ENV, packages)
     assert step.status == "skip" and step.summary == gpu.TORCH_ABI_COMPILE
 

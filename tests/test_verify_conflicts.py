@@ -13,6 +13,7 @@ from wheel.wheelfile import WheelFile
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
 from mambawin.verify import conflicts, pipeline, sandbox, steps
 from mambawin.verify.options import VerifyOptions
+from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.report import StepResult, Target
 from mambawin.verify.runners import environment
 from mambawin.verify.tools import Tools
@@ -273,7 +274,7 @@ def test_ops_names_the_conflict_for_a_stable_wheel():
         options,
         install,
         sandbox.InstallEnv(sys.executable, None),
-        [(MAMBA.name, stable, "2.2.5")],
+        [WheelUnderTest(MAMBA.name, "2.2.5", stable)],
         found,
     )
     assert step is not None and step.status == "fail" and step.summary.startswith(LINE)

@@ -20,6 +20,7 @@ from mambawin.cli import app
 from mambawin.errors import CommandError
 from mambawin.verify import sandbox, steps
 from mambawin.verify.options import VerifyOptions
+from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.report import StepResult
 from mambawin.verify.runners import ops
 from mambawin.verify.tools import Tools
@@ -27,7 +28,10 @@ from mambawin.verify.tools import Tools
 INSTALLED = StepResult("install", "ok", "imported")
 ENV = sandbox.InstallEnv(sys.executable, None)
 STABLE = {"abi": "stable", "torch_floor": "2.10"}
-PAIR = [("mamba-ssm", STABLE, "2.3.2.post1"), ("causal-conv1d", STABLE, "1.6.1")]
+PAIR = [
+    WheelUnderTest("mamba-ssm", "2.3.2.post1", STABLE),
+    WheelUnderTest("causal-conv1d", "1.6.1", STABLE),
+]
 FWD = ops.Op(
     "selective_scan_cuda::fwd", "selective_scan_cuda::fwd(Tensor u) -> Tensor[]", ("CUDA", "Meta")
 )
@@ -72,7 +76,10 @@ def test_the_runner_is_asked_for_the_stable_packages_only():
         asked.append((module, args))
         return _report(_scan())
 
-    packages = [("mamba-ssm", STABLE, "2.3.2"), ("causal-conv1d", {"abi": "torch"}, "1.6.1")]
+    packages = [
+        WheelUnderTest("mamba-ssm", "2.3.2", STABLE),
+        WheelUnderTest("causal-conv1d", "1.6.1", {"abi": "torch"}),
+    ]
     step = steps.ops_step(_options(run_module), INSTALLED, ENV, packages)
     assert asked == [("mambawin.verify.runners.ops", ["--json", "mamba-ssm"])]
     assert step is not None and step.status == "ok", step
@@ -86,7 +93,10 @@ def test_torch_abi_wheels_get_no_ops_step():
     def run_module(*args):
         raise AssertionError("a torch-ABI wheel's pybind11 functions are no torch ops")
 
-    packages = [("mamba-ssm", {"abi": "torch"}, "2.2.6"), ("causal-conv1d", None, "1.5.0")]
+    packages = [
+        WheelUnderTest("mamba-ssm", "2.2.6", {"abi": "torch"}),
+        WheelUnderTest("causal-conv1d", "1.5.0", None),
+    ]
     assert steps.ops_step(_options(run_module), INSTALLED, ENV, packages) is None
 
 

@@ -18,11 +18,11 @@ from mambawin.status import Status
 from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.options import VerifyOptions, skipped
+from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.report import StepResult, Target
 from mambawin.verify.runners.compile import summary_lines
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.steps import error_details
-from mambawin.wheel.abi_audit import is_stable
 
 # ---- kernels on the GPU ----------------------------------------------------------------------
 
@@ -33,7 +33,7 @@ def gpu_steps(
     fit: StepResult,
     install: StepResult,
     env: InstallEnv | None,
-    packages: Sequence[tuple[str, Any, Any]],
+    packages: Sequence[WheelUnderTest],
     scratch: Path,
     environment: EnvironmentCheck | None = None,
 ) -> Iterator[StepResult]:
@@ -43,7 +43,7 @@ def gpu_steps(
     A step that imports upstream's Python (conv, calls, blocks, upstream-tests) fails naming the
     conflict when the environment breaks a requirement of a package it imports; smoke and bench
     call the compiled kernels alone and run, smoke's Mamba block part naming the conflict."""
-    projects = [project for project, _, _ in packages]
+    projects = [p.project for p in packages]
     blocker = _gpu_blocker(target, fit, install)
     found = environment or EnvironmentCheck()
     smoke = None
@@ -70,7 +70,7 @@ def gpu_steps(
             options,
             blocker,
             env,
-            [(p, prov) for p, prov, _ in packages],
+            packages,
             scratch,
             found.failure("upstream-tests"),
         )
@@ -251,7 +251,7 @@ def compile_step(
     options: VerifyOptions,
     blocker: str | None,
     env: InstallEnv | None,
-    packages: Sequence[tuple[str, Any, Any]],
+    packages: Sequence[WheelUnderTest],
     conflict: StepResult | None = None,
 ) -> StepResult:
     """Mamba and Mamba2 blocks through torch.compile(fullgraph=True), forward and backward, against
@@ -260,7 +260,7 @@ def compile_step(
     conflict: the environment breaks mamba-ssm's requirements; reported instead of running."""
     if blocker or env is None:
         return StepResult("compile", Status.SKIP, blocker or "install failed")
-    if not any(p == MAMBA.name and is_stable(prov) for p, prov, _ in packages):
+    if not any(p.project == MAMBA.name and p.record.is_stable for p in packages):
         return StepResult("compile", Status.SKIP, TORCH_ABI_COMPILE)
     if conflict is not None:
         return conflict
@@ -281,7 +281,7 @@ def upstream_tests_step(
     options: VerifyOptions,
     blocker: str | None,
     env: InstallEnv | None,
-    packages: Sequence[tuple[str, Mapping[str, Any] | None]],
+    packages: Sequence[WheelUnderTest],
     scratch: Path,
     conflict: StepResult | None = None,
 ) -> StepResult:

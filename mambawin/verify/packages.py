@@ -24,7 +24,9 @@ from mambawin.packages import (
 )
 from mambawin.userfile import kind_of
 from mambawin.wheel.abi_audit import is_stable
+from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import parse_file_name
+from mambawin.wheel.provenance import Provenance
 
 # Which causal-conv1d a mamba-ssm release needs: one table for build, verify and team specs,
 # mambawin.packages.PAIR_RULES.
@@ -47,6 +49,24 @@ class WheelRef:
     def label(self) -> str:
         """'mamba_ssm' / 'causal_conv1d': the import name, as users know the package."""
         return self.project.replace("-", "_")
+
+
+@dataclass(frozen=True)
+class WheelUnderTest:
+    """One package as the static step found it (a wheel, or an installed package): what the
+    steps after it (fit, pair, install, ops, the GPU steps) need to know of it."""
+
+    project: str
+    version: str | None  # None: an installed package whose version was not read
+    # The provenance record exactly as the wheel stores it (JSON; None when it has none): the
+    # fit and upstream-tests steps read it as stored, `record` is its typed form.
+    provenance: Mapping[str, Any] | None = None
+    code: GpuCode | None = None  # the GPU code the static step read; None when unread
+
+    @property
+    def record(self) -> Provenance:
+        """The typed provenance (an empty record when the wheel has none)."""
+        return Provenance.from_dict(self.provenance)
 
 
 def find_wheels(path: Path, fits: Sequence[str] | None = None) -> tuple[WheelRef, ...]:

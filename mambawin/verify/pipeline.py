@@ -25,7 +25,7 @@ from mambawin.status import Status
 from mambawin.verify.fit import fit_step, worst
 from mambawin.verify.gpu import gpu_steps
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
-from mambawin.verify.packages import WheelRef, find_wheels
+from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels
 from mambawin.verify.report import StepResult, VerifyReport, named
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
 from mambawin.verify.steps import (
@@ -61,8 +61,9 @@ def verify(
 
     elsewhere = _foreign(wheels)
     with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
-        packages, fits = [], []
-        for project, version, static, code, provenance in static_steps(options, target, wheels):
+        packages: list[WheelUnderTest] = []
+        fits: list[StepResult] = []
+        for static, package in static_steps(options, target, wheels):
             record(static)
             if tampered(static):
                 # A wheel whose bytes disagree with its RECORD, or that writes outside
@@ -72,12 +73,18 @@ def verify(
                 return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
             fits.append(
                 record(
-                    StepResult(named("fit", project), Status.SKIP, _elsewhere(elsewhere))
+                    StepResult(named("fit", package.project), Status.SKIP, _elsewhere(elsewhere))
                     if elsewhere
-                    else fit_step(code, provenance, target, project, glibc_need(static))
+                    else fit_step(
+                        package.code,
+                        package.provenance,
+                        target,
+                        package.project,
+                        glibc_need(static),
+                    )
                 )
             )
-            packages.append((project, provenance, version))
+            packages.append(package)
         for ref in wheels or [None]:
             record(skipped("requirements", options, ref) or requirements_step(options, ref))
         if len(packages) == 2:
@@ -92,12 +99,12 @@ def verify(
         install, env = (
             (StepResult("install", Status.SKIP, unloadable), None)
             if unloadable
-            else install_step(options, Path(scratch), [p for p, _, _ in packages])
+            else install_step(options, Path(scratch), [p.project for p in packages])
         )
         record(install)
         # Once for every step that imports upstream's Python: does this environment break the
         # wheels' own requirements? Those steps then name the conflict instead of running.
-        environment = environment_check(options, install, env, [p for p, _, _ in packages])
+        environment = environment_check(options, install, env, [p.project for p in packages])
         ops = skipped("ops", options) or ops_step(options, install, env, packages, environment)
         if ops is not None:
             record(ops)

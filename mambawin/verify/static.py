@@ -21,7 +21,7 @@ from mambawin.packages import (
 )
 from mambawin.status import Status
 from mambawin.verify.options import VerifyOptions
-from mambawin.verify.packages import WheelRef
+from mambawin.verify.packages import WheelRef, WheelUnderTest
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.abi_audit import (
@@ -43,6 +43,8 @@ from mambawin.wheel.provenance import Provenance, provenance_in
 
 # (check, ok, message) or (check, ok, message, more details for --json)
 Check = tuple[str, bool, str] | tuple[str, bool, str, dict[str, Any]]
+# What the static step returns: its result, the GPU code it read, the provenance as stored
+Found = tuple[StepResult, GpuCode | None, Mapping[str, Any] | None]
 
 TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
 
@@ -63,31 +65,32 @@ def glibc_need(static: StepResult) -> VersionNeed | None:
 
 
 def static_steps(
-    options: VerifyOptions,
-    target: Target,
-    wheels: Sequence[WheelRef],
-) -> list[tuple[str, str | None, StepResult, Any, Mapping[str, Any] | None]]:
-    """(project, version, static result, GPU code, provenance) per wheel or installed package."""
-    if wheels:
-        return [(ref.project, ref.version, *static_step(options, target, ref)) for ref in wheels]
+    options: VerifyOptions, target: Target, wheels: Sequence[WheelRef]
+) -> list[tuple[StepResult, WheelUnderTest]]:
+    """The static result and the package it describes, per wheel or installed package."""
     installed = {
         p: row for p, row in target.installed_packages.items() if package_named(p) is not None
     }
-    if not installed:
-        return [(MAMBA.name, None, *_static_installed(target, MAMBA.name))]
-    return [
-        (p, installed[p].get("version"), *_static_installed(target, p))
-        for p in PACKAGE_NAMES
-        if p in installed
-    ]
+    found: list[tuple[str, str | None, Found]]
+    if wheels:
+        found = [(ref.project, ref.version, static_step(options, target, ref)) for ref in wheels]
+    elif installed:
+        found = [
+            (p, installed[p].get("version"), _static_installed(target, p))
+            for p in PACKAGE_NAMES
+            if p in installed
+        ]
+    else:
+        found = [(MAMBA.name, None, _static_installed(target, MAMBA.name))]
+    return [(static, WheelUnderTest(p, v, prov, code)) for p, v, (static, code, prov) in found]
 
 
 def static_step(
     options: VerifyOptions,
     target: Target,
     ref: WheelRef | None = None,
-) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
-    """Wheel name/tags, METADATA, provenance and GPU code; (result, GpuCode or None, provenance)."""
+) -> Found:
+    """Wheel name/tags, METADATA, provenance and GPU code; (result, GPU code, provenance)."""
     if options.wheel is None:
         return _static_installed(target, ref.project if ref is not None else MAMBA.name)
     wheel = ref.path if ref is not None else Path(options.wheel)
@@ -105,7 +108,7 @@ def static_step(
 
 def _wheel_checks(
     options: VerifyOptions, project: str, archive: zipfile.ZipFile, info: WheelInfo
-) -> tuple[list[Check], Any, Mapping[str, Any] | None]:
+) -> tuple[list[Check], GpuCode | None, Mapping[str, Any] | None]:
     members = f"{len(info.members)} members match RECORD; no path leaves the install folder"
     checks: list[Check] = [("integrity", True, members), ("tags", *check_tags(info.path))]
     checks.append(("metadata", *_requirements_check(archive, info)))
@@ -195,7 +198,7 @@ def _installed_stable(
 def _static_installed(
     target: Target,
     project: str,
-) -> tuple[StepResult, Any, Mapping[str, Any] | None]:
+) -> Found:
     row = target.installed_packages.get(project) or {}
     extension = row.get("extension") or (
         target.installed_extension if project == MAMBA.name else None

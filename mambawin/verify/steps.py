@@ -16,10 +16,9 @@ from mambawin.packages import (
 from mambawin.status import Status
 from mambawin.verify.conflicts import EnvironmentCheck, check_environment
 from mambawin.verify.options import VerifyOptions
-from mambawin.verify.packages import WheelRef, find_wheels, pair_problems
+from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels, pair_problems
 from mambawin.verify.report import StepResult, named
 from mambawin.verify.sandbox import InstallEnv
-from mambawin.wheel.abi_audit import is_stable
 
 # ---- step 2: requirements resolve on the wheel's platform -----------------------------------
 
@@ -52,9 +51,9 @@ def requirements_step(options: VerifyOptions, ref: WheelRef | None = None) -> St
 # ---- pair and install ------------------------------------------------------------------------
 
 
-def pair_step(packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None]]) -> StepResult:
+def pair_step(packages: Sequence[WheelUnderTest]) -> StepResult:
     """mamba-ssm and causal-conv1d belong together: versions, local labels, torch and CUDA."""
-    found = {project: (version or "", provenance) for project, provenance, version in packages}
+    found = {p.project: (p.version or "", p.provenance) for p in packages}
     if not found.get(MAMBA.name, ("", None))[0] or not found.get(CAUSAL_CONV1D.name, ("", None))[0]:
         return StepResult("pair", Status.SKIP, "versions unknown: pair compatibility not checked")
     problems = pair_problems(found[MAMBA.name], found[CAUSAL_CONV1D.name])
@@ -105,13 +104,13 @@ def ops_step(
     options: VerifyOptions,
     install: StepResult,
     env: InstallEnv | None,
-    packages: Sequence[tuple[str, Mapping[str, Any] | None, str | None]],
+    packages: Sequence[WheelUnderTest],
     environment: EnvironmentCheck | None = None,
 ) -> StepResult | None:
     """A stable-ABI wheel's ops registered (schema, CUDA and Meta kernels) and upstream's public
     function traced by torch.compile(fullgraph=True); no GPU needed. None for torch-ABI wheels,
     whose pybind11 functions are no torch ops."""
-    stable = [p for p, prov, _ in packages if is_stable(prov)]
+    stable = [p.project for p in packages if p.record.is_stable]
     if not stable:
         return None
     if env is None or install.status is not Status.OK:

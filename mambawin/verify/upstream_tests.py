@@ -21,6 +21,7 @@ from mambawin.packages import (
     CAUSAL_CONV1D,
     MAMBA,
 )
+from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.wheel.provenance import Provenance
 
@@ -239,7 +240,7 @@ def _first_line(text: str) -> str:
 
 def run_all(
     env: InstallEnv,
-    packages: Sequence[tuple[str, Mapping[str, Any] | None]],
+    packages: Sequence[WheelUnderTest],
     folder: Path,
     *,
     keyword: str | None = None,
@@ -247,6 +248,6 @@ def run_all(
 ) -> list[TestRun]:
     """Every package's tests, in order (mamba-ssm first)."""
     return [
-        run_tests(env, project, provenance, folder, keyword=keyword, timeout=timeout)
-        for project, provenance in packages
+        run_tests(env, p.project, p.provenance, folder, keyword=keyword, timeout=timeout)
+        for p in packages
     ]
