@@ -53,7 +53,7 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
 
 
 def fit_step(
-    code: Any,
+    code: GpuCode | None,
     provenance: Mapping[str, Any] | None,
     target: Target,
     project: str,
@@ -66,7 +66,10 @@ def fit_step(
 
 
 def _fit(
-    code: Any, provenance: Mapping[str, Any] | None, target: Target, glibc: VersionNeed | None
+    code: GpuCode | None,
+    provenance: Mapping[str, Any] | None,
+    target: Target,
+    glibc: VersionNeed | None,
 ) -> StepResult:
     details: dict[str, Any] = {}
     libc = check_glibc(glibc, target)
