@@ -1,5 +1,8 @@
 """What mambawin owns, and the one way it deletes a tree.
 
+The root of what it owns is its cache folder (cache_dir: mirrors, build folders, kept builds,
+the Windows toolchain, logs).
+
 Every folder mambawin may delete, empty or repair (a toolchain root, a build workspace, a kept
 build, a team environment, a mirror, a cross or check work folder, a staging folder) carries a
 marker file, `.mambawin-owned`, that mambawin wrote when it made the folder. remove_tree deletes
@@ -28,8 +31,10 @@ from contextlib import suppress
 from fnmatch import fnmatch
 from pathlib import Path
 
-from mambawin.errors import NotOwnedError, os_error
-from mambawin.userfile import parse_json
+import platformdirs
+
+from mambawin.errors import FileSystemError, NotOwnedError, os_error
+from mambawin.userfile import env_path, parse_json
 
 MARKER = ".mambawin-owned"
 _MARKER_MAX = 4096  # a marker is one short JSON line; a bigger file is not one of ours
@@ -213,3 +218,25 @@ def _places() -> list[tuple[str, Path]]:
         homes |= {Path(entry.pw_dir) for entry in pwd.getpwall() if entry.pw_dir}
     places += [("a home folder", Path(os.path.realpath(home))) for home in homes]
     return places
+
+
+# ---- the cache folder: the root of what mambawin owns -------------------------------------------
+
+CACHE_VAR = "MAMBAWIN_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """The user's cache folder for mambawin; MAMBAWIN_CACHE_DIR overrides it (tests, CI).
+
+    FileSystemError when something that is not a folder stands there: every command that uses
+    the cache stops on it the same way, before any work."""
+    override = env_path(CACHE_VAR)
+    path = override or Path(platformdirs.user_cache_dir("mambawin", False))
+    if os.path.lexists(path) and not path.is_dir():
+        where = f"{CACHE_VAR}={path}" if override else f"mambawin's cache folder {path}"
+        msg = (
+            f"{where} is not a folder (a file, a FIFO or a broken link stands there): "
+            f"point {CACHE_VAR} at a folder, or move that file away"
+        )
+        raise FileSystemError(msg)
+    return path

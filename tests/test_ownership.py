@@ -26,7 +26,6 @@ from mambawin.builder import kept
 from mambawin.builder.compile import compile_wheel
 from mambawin.builder.options import BuildOptions, resolve_jobs
 from mambawin.builder.workspace import Workspace, adopt_source, builds_root
-from mambawin.cache import cache_dir
 from mambawin.check import pipeline as check
 from mambawin.check.units import WineTools
 from mambawin.cli import app
@@ -34,6 +33,7 @@ from mambawin.cross import pipeline as cross
 from mambawin.cross.source import build_windows
 from mambawin.errors import FileSystemError, MambawinError, NotOwnedError, UsageError
 from mambawin.fetch import mirror
+from mambawin.owned import cache_dir
 from mambawin.packages import MAMBA
 from mambawin.team import envs
 from mambawin.team.spec import TorchSpec

@@ -20,12 +20,11 @@ from pathlib import Path
 
 from mambawin.builder.configure import DistInfo, SetupConfig, configure
 from mambawin.builder.workspace import copy_source
-from mambawin.cache import cache_dir
 from mambawin.errors import UsageError
 from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
-from mambawin.owned import claim, remove_tree
+from mambawin.owned import cache_dir, claim, remove_tree
 from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches

@@ -25,10 +25,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mambawin.cache import cache_dir
-from mambawin.envvars import env_int
-from mambawin.owned import claim, mark, marked_as, remove_tree
-from mambawin.userfile import parse_json
+from mambawin.owned import cache_dir, claim, mark, marked_as, remove_tree
+from mambawin.userfile import env_int, parse_json
 
 KEEP_MB_VAR = "MAMBAWIN_KEEP_MB"
 DEFAULT_KEEP_MB = 10_000

@@ -10,10 +10,10 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
-from mambawin.envvars import JOBS_BOUND, env_int
 from mambawin.errors import UsageError
 from mambawin.packages import MAMBA, Package
 from mambawin.patch.registry import check_ids, check_stable, patch_ids
+from mambawin.userfile import JOBS_BOUND, env_int
 from mambawin.wheel.provenance import normalize_local_label
 
 

@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.builder import kept
-from mambawin.cache import cache_dir
 from mambawin.errors import FileSystemError, UsageError, os_error
-from mambawin.owned import claim, remove_tree
+from mambawin.owned import cache_dir, claim, remove_tree
 from mambawin.wheel.provenance import ensure_replaceable
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
-from mambawin.cache import cache_dir
 from mambawin.check.windows_flags import (
     UnitCommand,
     WindowsFlags,
@@ -28,6 +27,7 @@ from mambawin.check.windows_flags import (
     read_flags,
     setuptools_msvc_source,
 )
+from mambawin.owned import cache_dir
 from mambawin.toolchain.wine import (
     WindowsToolchain,
     start_server,

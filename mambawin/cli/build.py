@@ -12,9 +12,9 @@ import typer
 from mambawin.builder import backends
 from mambawin.builder.backends import help_of
 from mambawin.cli.app import command, print_json, split_values
-from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import UsageError
 from mambawin.ui.console import console
+from mambawin.userfile import JOBS_BOUND
 
 if TYPE_CHECKING:
     from mambawin.builder.options import BuildOptions

@@ -11,8 +11,8 @@ from mambawin.builder import backends
 from mambawin.builder.backends import help_of
 from mambawin.cli.app import command, fail_json, print_json, split_values
 from mambawin.cli.build import PackageOption, RefOption, RepoOption, given_options
-from mambawin.envvars import JOBS_BOUND
 from mambawin.errors import CheckFailed, UsageError
+from mambawin.userfile import JOBS_BOUND
 
 if TYPE_CHECKING:
     from mambawin.check.pipeline import CheckReport

@@ -8,10 +8,9 @@ import re
 from pathlib import Path
 
 from mambawin.atomic import fill_dir
-from mambawin.cache import cache_dir
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
-from mambawin.owned import adopt, mark, remove_tree
+from mambawin.owned import adopt, cache_dir, mark, remove_tree
 
 
 def normalize_repo(repo: str) -> str:

@@ -24,7 +24,6 @@ from typing import Any
 from packaging.version import Version
 
 from mambawin.atomic import fill_dir
-from mambawin.cache import cache_dir
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import (
@@ -42,6 +41,7 @@ from mambawin.fetch.version_rules import (
     read_file_version,
     release_version,
 )
+from mambawin.owned import cache_dir
 from mambawin.packages import MAMBA, Package
 
 DEFAULT_REPO = MAMBA.default_repo

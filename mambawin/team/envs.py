@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin import __version__, proc
-from mambawin.cache import cache_dir
 from mambawin.errors import CommandError, ToolchainError
-from mambawin.owned import adopt, claim, marked_as, remove_tree
+from mambawin.owned import adopt, cache_dir, claim, marked_as, remove_tree
 from mambawin.team.spec import TorchSpec
 from mambawin.userfile import parse_json
 

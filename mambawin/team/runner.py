@@ -18,8 +18,8 @@ from typing import Protocol
 from mambawin import proc
 from mambawin.archs import format_archs
 from mambawin.builder import backends
-from mambawin.cache import cache_dir
 from mambawin.errors import MambawinError
+from mambawin.owned import cache_dir
 from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
 from mambawin.team.spec import Spec

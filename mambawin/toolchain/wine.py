@@ -33,9 +33,8 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
-from mambawin.cache import cache_dir
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.owned import MARKER, mark, marked_as, protected, remove_tree
+from mambawin.owned import MARKER, cache_dir, mark, marked_as, protected, remove_tree
 from mambawin.status import Status
 from mambawin.toolchain.probe import Check
 

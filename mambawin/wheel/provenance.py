@@ -17,9 +17,8 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import __version__
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
-from mambawin.envvars import env_int
 from mambawin.errors import MambawinError, UsageError, WheelError
-from mambawin.userfile import parse_json
+from mambawin.userfile import env_int, parse_json
 from mambawin.versions import release
 from mambawin.wheel.info import (
     WheelInfo,

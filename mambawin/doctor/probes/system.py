@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from mambawin.cache import cache_dir
+from mambawin.owned import cache_dir
 from mambawin.status import Status
 from mambawin.toolchain.probe import Check, ProbeContext, output_of
 from mambawin.toolchain.winreg import HKLM, MappingRegistry
