@@ -172,6 +172,11 @@ try:
         found = torch._dynamo.explain(step)()
     result = {"graphs": found.graph_count, "breaks": found.graph_break_count,
               "reasons": [str(b.reason).splitlines()[0] for b in found.break_reasons]}
+    # AOTAutograd functionalizes the joint graph: a mutating op it cannot auto-functionalize
+    # (a list return, an aliased one) fails there, in inductor, after dynamo traced it whole.
+    from torch._higher_order_ops.auto_functionalize import can_auto_functionalize
+    bwd = getattr(torch.ops.mamba_ssm, "chunk_scan_combined_bwd", None)
+    result["functionalizable"] = None if bwd is None else can_auto_functionalize(bwd.default)
 except Exception as exc:  # dynamo entered code it cannot trace here
     result = {"graphs": None, "breaks": None, "reasons": [f"{type(exc).__name__}: {exc}"[:300]]}
 print(json.dumps(result))
@@ -199,6 +204,7 @@ def test_upstreams_mamba2_traces_as_one_graph_with_ssd_custom_ops(
     with_ssd_custom_ops(root, mamba_ref)
     found = _run(MAMBA2_DRIVER, root, schemas, model)
     assert (found["graphs"], found["breaks"]) == (1, 0), found["reasons"]
+    assert found["functionalizable"] is True
 
 
 def test_without_ssd_custom_ops_mamba2_is_not_one_graph(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import json
 import re
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -315,7 +316,11 @@ def failure(exc: BaseException) -> str:
     """One line for an exception: its first line, and for a dynamo error the user-code line it
     names last ("from user code: ... File X, line N")."""
     text = f"{type(exc).__name__}: {exc}"
-    first = text.splitlines()[0][:300]
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:  # a wrapper ("backend='inductor' raised:")
+        first = f"{first} {lines[1].strip()}"
+    first = first[:300]
     frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', text.split("from user code:")[-1])
     if "from user code:" in text and frames:
         path, line, function = frames[-1]
@@ -328,6 +333,7 @@ def _guarded(check: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return check()
     except Exception as exc:  # the failure is the finding
+        traceback.print_exc()  # the whole of it on stderr, for whoever reads the log
         return {"passed": False, "reason": failure(exc)}
 
 
