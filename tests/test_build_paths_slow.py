@@ -87,6 +87,28 @@ def test_gpp_objects_name_no_build_folder(tmp_path: Path, monkeypatch: pytest.Mo
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="gcc's flags are the Linux build's")
+def test_debug_info_names_no_build_folder_beside_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mambawin's builds compile in a build folder beside the tree (its cwd), and Python's CFLAGS
+    carry -g: the debug info's DW_AT_comp_dir was that folder's absolute path (a stable wheel
+    built on the H100 showed it, docs/benchmarks.md section 16)."""
+    gxx = proc.which("g++")
+    if gxx is None:
+        pytest.skip("no g++")
+    root, torch_dir = tree(tmp_path, monkeypatch)
+    cxx = [f for f in patched_flags(torch_dir, None)["cxx"] if not f.startswith("-std=")]
+    build = tmp_path / "build" / "temp_marker"
+    build.mkdir(parents=True)
+    source = str(root / "csrc" / "unit.cpp")
+    proc.run([gxx, "-g", *cxx, f"-I{torch_dir / 'include'}", "-c", source, "-o", "unit.o"], cwd=build)
+    data = (build / "unit.o").read_bytes()
+    assert str(tmp_path).encode() not in data
+    assert b"../build/temp_marker" in data and b"./csrc/unit.cpp" in data
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="gcc's flags are the Linux build's")
 def test_nvcc_objects_name_no_build_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nvcc = proc.which("nvcc")
     if nvcc is None:

@@ -357,7 +357,8 @@ def test_linux_maps_the_tree_torch_and_cuda_for_gcc_and_nvcc_host(
     torch_dir = torch_headers(tmp_path / "site", CXX20_CHECK)
     ext = _Ext("x", [], {"cxx": ["-O3"], "nvcc": ["-O3", "-lineinfo", "--use_fast_math"]})
     args = run_flags_block(torch_dir, platform="linux", nvcc="13.0", ext=ext)
-    maps = [f"-ffile-prefix-map={tree}=.", f"-ffile-prefix-map={torch_dir}=torch"]
+    maps = [f"-ffile-prefix-map={tmp_path}=..", f"-ffile-prefix-map={tree}=."]
+    maps.append(f"-ffile-prefix-map={torch_dir}=torch")
     maps.append("-ffile-prefix-map=/cuda=cuda")
     assert args["cxx"] == ["-O3", "-std=c++20", *maps]
     host = [x for m in maps for x in ("-Xcompiler", m)]

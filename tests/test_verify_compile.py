@@ -129,8 +129,23 @@ def test_an_error_over_tolerance_fails_naming_the_tensor():
     )
     assert runner.verdict(whole, {"out": WITHIN}) == (
         True,
-        "1 graph, 0 breaks; largest error out 0.01",
+        f"1 graph, 0 breaks; largest error out 0.01 ({WITHIN['ratio']:.2g}x tolerance)",
     )
+
+
+def test_a_wrapped_backend_error_names_its_cause():
+    # inductor wraps the real error: "backend='inductor' raised:\nRuntimeError: ..." (H100,
+    # issue 26: the first line alone told nothing).
+    try:
+        try:
+            raise RuntimeError("Found a custom (non-ATen) operator whose output has alias")
+        except RuntimeError as inner:
+            raise ValueError("backend='inductor' raised:\n" + f"RuntimeError: {inner}") from inner
+    except ValueError as exc:
+        assert runner.failure(exc) == (
+            "ValueError: backend='inductor' raised: RuntimeError: Found a custom (non-ATen) "
+            "operator whose output has alias"
+        )
 
 
 def test_a_dynamo_error_is_one_line_naming_the_users_line():
@@ -180,7 +195,7 @@ def test_a_limited_row_passes_on_its_numbers_and_says_how_far_the_graph_goes():
     times = {"eager_ms": 2.0, "compiled_ms": 1.9}
     row = runner._row(limited, {"out": WITHIN}, times)
     assert row["passed"] and row["reason"] == (
-        "upstream's x.py (f) why; without fullgraph 3 graphs; largest error out 0.01"
+        "upstream's x.py (f) why; without fullgraph 3 graphs; largest error out 0.01 (0.2x tolerance)"
     )
     off = {"max_abs": 0.5, "max_rel": 0.9, "ratio": 3.0}
     assert not runner._row(limited, {"out": off}, times)["passed"]

@@ -61,8 +61,13 @@ def _mambawin_nvcc_version():
 
 def _mambawin_prefix_maps():
     """gcc's -ffile-prefix-map for the folders whose paths __FILE__ would put in the binary:
-    the tree (torch compiles os.path.abspath of each source, from here) and torch's headers."""
-    maps = [f"-ffile-prefix-map={{os.getcwd()}}=."]
+    the tree (torch compiles os.path.abspath of each source, from here) and torch's headers;
+    first the tree's parent, where a build folder beside the tree is the compile's cwd, which
+    Python's CFLAGS (-g) write into the debug info (gcc takes the last matching map)."""
+    tree = os.getcwd()
+    parent = os.path.dirname(tree)
+    maps = [f"-ffile-prefix-map={{parent}}=.."] if parent != tree else []
+    maps.append(f"-ffile-prefix-map={{tree}}=.")
     torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
     maps.append(f"-ffile-prefix-map={{torch_dir}}=torch")
     if CUDA_HOME:
