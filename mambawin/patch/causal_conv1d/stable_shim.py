@@ -93,16 +93,22 @@ def causal_conv1d_update(x, conv_state, weight, bias, out, silu_activation, cach
 # channel-major slice of xz): a graph break at every conv. Here the caller's allocations are the
 # same and the op is called positionally; its schema marks what it writes (a!), so the compiled
 # graph functionalizes it, and eager skips the custom_op layer.
+"""
 
-def causal_conv1d_fwd_function(x, weight, bias, seq_idx, initial_states, final_states_out,
-                               silu_activation):
+# The functions that allocate what the kernels write, as upstream's Python or binding did; named
+# causal_conv1d_*_function for cpp_functions.py (v1.5.1+), plain for the v1.5.0.x binding's own
+# names, which allocated its outputs in C++ and returned the backward's results as a list.
+_ALLOCATING = """
+
+def causal_conv1d_fwd{suffix}(x, weight, bias, seq_idx, initial_states, final_states_out,
+                      silu_activation):
     out = torch.empty_like(x)
     _FWD(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation)
     return out
 
 
-def causal_conv1d_bwd_function(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
-                               return_dinitial_states, silu_activation):
+def causal_conv1d_bwd{suffix}(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
+                      return_dinitial_states, silu_activation):
     if dx is None:
         dx = torch.empty_like(x)
     # Accumulated in float32 by the kernels, returned in the weight's dtype.
@@ -119,50 +125,10 @@ def causal_conv1d_bwd_function(x, weight, bias, dout, seq_idx, initial_states, d
     dweight = dweight.type_as(weight)
     if dbias is not None:
         dbias = dbias.type_as(bias)
-    return dx, dweight, dbias, dinitial_states
+    return {results}
 
 
-def causal_conv1d_update_function(x, conv_state, weight, bias, silu_activation, cache_seqlens,
-                                  conv_state_indices):
-    out = torch.empty_like(x)
-    _UPDATE(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices)
-    return out
-"""
-
-# v1.5.0.x: the binding allocated its outputs; the same allocations, in Python.
-_RETURNING = """
-
-def causal_conv1d_fwd(x, weight, bias, seq_idx, initial_states, final_states_out,
-                      silu_activation):
-    out = torch.empty_like(x)
-    _FWD(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation)
-    return out
-
-
-def causal_conv1d_bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx,
-                      return_dinitial_states, silu_activation):
-    if dx is None:
-        dx = torch.empty_like(x)
-    # Accumulated in float32 by the kernels, returned in the weight's dtype.
-    dweight = torch.zeros_like(weight, dtype=torch.float32)
-    dbias = None if bias is None else torch.zeros_like(bias, dtype=torch.float32)
-    dinitial_states = None
-    if return_dinitial_states:
-        batch, dim, width = x.size(0), x.size(1), weight.size(-1)
-        dinitial_states = torch.empty(
-            batch, width - 1, dim, device=x.device, dtype=x.dtype
-        ).transpose(1, 2)
-    _BWD(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias,
-         dinitial_states, silu_activation)
-    return [
-        dx,
-        dweight.to(weight.dtype),
-        None if bias is None else dbias.to(bias.dtype),
-        dinitial_states,
-    ]
-
-
-def causal_conv1d_update(x, conv_state, weight, bias, silu_activation, cache_seqlens,
+def causal_conv1d_update{suffix}(x, conv_state, weight, bias, silu_activation, cache_seqlens,
                          conv_state_indices):
     out = torch.empty_like(x)
     _UPDATE(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices)
@@ -179,10 +145,14 @@ def shim_text(shape: BindingShape) -> str:
         loader=loader_source(EXTENSION, "causal-conv1d"),
     )
     if shape.returns_outputs:
-        return head + _RETURNING
-    if shape.deterministic:
-        return head + _DETERMINISTIC + _OUT.format(determinism=", _deterministic()")
-    return head + _OUT.format(determinism="")
+        results = "[dx, dweight, dbias, dinitial_states]"
+        return head + _ALLOCATING.format(suffix="", determinism="", results=results)
+    determinism = ", _deterministic()" if shape.deterministic else ""
+    functions = _ALLOCATING.format(
+        suffix="_function", determinism=determinism, results="dx, dweight, dbias, dinitial_states"
+    )
+    deterministic = _DETERMINISTIC if shape.deterministic else ""
+    return head + deterministic + _OUT.format(determinism=determinism) + functions
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
