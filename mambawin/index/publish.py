@@ -23,7 +23,7 @@ from packaging.utils import (
 
 from mambawin.atomic import TEMP_PREFIX, Move, make_parents, staging_dir, swapping, write_file
 from mambawin.errors import MambawinError, UsageError, WheelError, os_error
-from mambawin.owned import remove_tree
+from mambawin.owned import marked_as, remove_tree
 from mambawin.userfile import parse_json
 from mambawin.wheel.info import sha256_file
 
@@ -33,11 +33,6 @@ MARKER = ".mambawin-index.json"
 
 # What a fresh --out holds until its first run's files go in.
 EMPTY_MARKER = json.dumps({"schema": 1, "torches": [], "wheels": {}}, indent=2) + "\n"
-
-
-# One run's staging folder (made by atomic.staging_dir) says it is one, so a later run can
-# recognise what a killed run left.
-STAGING_NOTE_NAME, STAGING_NOTE = ".mambawin-index-staging", "mambawin index staging\n"
 
 
 LOCK = ".mambawin-index.lock"
@@ -134,7 +129,6 @@ class Publication:
         try:
             # atomic.staging_dir: the one way mambawin makes (and removes) a staging folder
             self.staging = self._stack.enter_context(staging_dir(out, STAGING_PREFIX))
-            (self.staging / STAGING_NOTE_NAME).write_text(STAGING_NOTE, encoding="utf-8")
         except OSError as exc:
             self._stack.close()
             raise os_error(exc, "stage files in the index") from None
@@ -192,7 +186,7 @@ def _holds(target: Path, data: bytes) -> bool:
 
 
 def remove_staging(folder: Path) -> None:
-    """Remove a staging folder a killed run left (a real folder holding the staging note), else
+    """Remove a staging folder a killed run left (a real folder holding the staging marker), else
     leave it: mambawin removes only what it can tell it made. Best effort: one it cannot remove
     stays hidden, and the run goes on."""
     if is_staging(folder):
@@ -201,14 +195,8 @@ def remove_staging(folder: Path) -> None:
 
 
 def is_staging(folder: Path) -> bool:
-    """folder is a run's staging folder: a real folder holding the staging note."""
-    try:
-        return (
-            stat.S_ISDIR(folder.lstat().st_mode)
-            and (folder / STAGING_NOTE_NAME).read_text(encoding="utf-8") == STAGING_NOTE
-        )
-    except (OSError, UnicodeDecodeError):
-        return False
+    """folder is a run's staging folder: a real folder atomic.staging_dir marked as its own."""
+    return marked_as(folder) == "staging"
 
 
 def _left_by_a_run(path: Path) -> bool:
