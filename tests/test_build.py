@@ -405,6 +405,7 @@ def test_a_left_out_patch_is_recorded_in_the_provenance(
 
 def test_a_left_out_patch_leaves_its_file_and_changes_the_key(tmp_path: Path) -> None:
     from mambawin.packages import CAUSAL_CONV1D
+    from mambawin.patch.engine import apply_patches
 
     trees = []
     for name, skip in (("full", ()), ("left-out", ("silu-bwd-tail",))):
@@ -412,7 +413,8 @@ def test_a_left_out_patch_leaves_its_file_and_changes_the_key(tmp_path: Path) ->
         shutil.copytree(Path(__file__).parent / "fixtures" / "causal_conv1d", root)
         (root / "causal_conv1d" / "__init__.py").write_text('__version__ = "1.6.1"\n')
         options = BuildOptions(package=CAUSAL_CONV1D, skip_patches=skip)
-        report = core._patch(root, parse_archs("90"), options)
+        chosen = core.patch_options(options, parse_archs("90"))
+        report = apply_patches(root, chosen, skip=skip, package=CAUSAL_CONV1D)
         checkout = upstream.Checkout(root, "repo", "v1.6.1", "c0ffee", "1.6.1", "v1.6.1")
         trees.append(
             (

@@ -19,7 +19,6 @@ from mambawin.archs import parse_archs
 from mambawin.builder.configure import DistInfo, configure
 from mambawin.builder.options import BuildOptions
 from mambawin.check.units import WineTools
-from tests.fakes.reporter import RecordingReporter
 from mambawin.cli import app
 from mambawin.cross import audit, link, pack, pipeline, source, symbols
 from mambawin.errors import BuildError, ToolchainError, UsageError, WheelError
@@ -29,6 +28,7 @@ from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import read_wheel
 from mambawin.wheel.provenance import Provenance, read_provenance, record
 from tests.conftest import recorded
+from tests.fakes.reporter import RecordingReporter
 from tests.test_check_windows import CPP_EXTENSION
 from tests.test_cross_windows import FIXTURE, fixture_config
 from tests.test_wine_toolchain import layout
@@ -457,9 +457,7 @@ def test_a_cpp_symbol_in_the_objects_stops_the_build_before_the_import_libraries
 def test_a_stable_name_torch_does_not_export_is_named(tmp_path: Path) -> None:
     # the recorded torch_cpu.lib excerpt lacks most of what the fixture uses
     with pytest.raises(BuildError, match="torch's Windows libraries export no aoti_torch_delete"):
-        pipeline.cross_build(
-            cross_options(tmp_path), tools=WineTools(runner=FakeWine(LINK_OUTPUT))
-        )
+        pipeline.cross_build(cross_options(tmp_path), tools=WineTools(runner=FakeWine(LINK_OUTPUT)))
 
 
 @pytest.mark.parametrize(

@@ -180,8 +180,7 @@ def _prepare(
         package=options.package,
         repo=options.upstream_repo,
         ref=options.ref,
-        # nvcc_threads stays out of the patch options: NVCC_THREADS is read at build time.
-        patch=PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi),
+        patch=patch_options(options, archs),
         source=options.source,
         skip=options.skip_patches,
         keep_stock=False,
@@ -257,6 +256,12 @@ def _doctor(
         )
         raise UsageError(msg)
     return report.toolchain, tuple(archs), resolve_jobs(options.jobs, report.recommended_jobs)
+
+
+def patch_options(options: BuildOptions, archs: tuple[Arch, ...]) -> PatchOptions:
+    """What the patch set is told. nvcc_threads stays out of it: NVCC_THREADS is read at build
+    time."""
+    return PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi)
 
 
 def _key_inputs(
