@@ -23,7 +23,7 @@ class Target:
     capability: tuple[int, int] | None = None
     error: str | None = None
     installed_extension: str | None = None  # selective_scan_cuda already importable here
-    installed_provenance: Mapping[str, Any] | None = None
+    installed_provenance: Mapping[str, object] | None = None
     # Every package importable here, by project: {"extension", "version", "provenance"}.
     installed_packages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # The C library's version ("2.36") when it is glibc; None on musl, Windows and macOS.

@@ -44,7 +44,7 @@ from mambawin.wheel.provenance import Provenance, provenance_in
 # (check, ok, message) or (check, ok, message, more details for --json)
 Check = tuple[str, bool, str] | tuple[str, bool, str, dict[str, Any]]
 # What the static step returns: its result, the GPU code it read, the provenance as stored
-Found = tuple[StepResult, GpuCode | None, Mapping[str, Any] | None]
+Found = tuple[StepResult, GpuCode | None, Mapping[str, object] | None]
 
 TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
 
@@ -108,7 +108,7 @@ def static_step(
 
 def _wheel_checks(
     options: VerifyOptions, project: str, archive: zipfile.ZipFile, info: WheelInfo
-) -> tuple[list[Check], GpuCode | None, Mapping[str, Any] | None]:
+) -> tuple[list[Check], GpuCode | None, Mapping[str, object] | None]:
     members = f"{len(info.members)} members match RECORD; no path leaves the install folder"
     checks: list[Check] = [("integrity", True, members), ("tags", *check_tags(info.path))]
     checks.append(("metadata", *_requirements_check(archive, info)))
@@ -138,7 +138,7 @@ def _build_paths_check(archive: zipfile.ZipFile, info: WheelInfo) -> Check:
 
 
 def _stable_rows(
-    archive: zipfile.ZipFile, info: WheelInfo, project: str, provenance: Mapping[str, Any] | None
+    archive: zipfile.ZipFile, info: WheelInfo, project: str, provenance: Mapping[str, object] | None
 ) -> list[Check]:
     """What a stable wheel needs beside its library: the shim upstream's Python imports, and a
     torch requirement at its floor (else pip installs it beside a torch it cannot load in)."""
@@ -178,7 +178,7 @@ def _needs_row(needs: Sequence[VersionNeed]) -> list[Check]:
 
 
 def _stable_check(
-    archive: zipfile.ZipFile, info: WheelInfo, provenance: Mapping[str, Any] | None
+    archive: zipfile.ZipFile, info: WheelInfo, provenance: Mapping[str, object] | None
 ) -> StableCheck | None:
     try:
         return check_stable_wheel(archive, info, provenance)
@@ -187,7 +187,7 @@ def _stable_check(
 
 
 def _installed_stable(
-    libraries: Sequence[Path], provenance: Mapping[str, Any] | None
+    libraries: Sequence[Path], provenance: Mapping[str, object] | None
 ) -> StableCheck:
     try:
         return check_stable_files(libraries, floor_of(provenance))
@@ -321,7 +321,7 @@ def _requirements_check(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[bool
 
 def _read_provenance(
     archive: zipfile.ZipFile, info: WheelInfo, project: str
-) -> tuple[Mapping[str, Any] | None, str]:
+) -> tuple[Mapping[str, object] | None, str]:
     try:
         provenance = provenance_in(archive, info)
     except MambawinError as exc:
@@ -329,7 +329,7 @@ def _read_provenance(
     return provenance, _provenance_message(provenance, project)
 
 
-def _provenance_message(provenance: Mapping[str, Any] | None, project: str) -> str:
+def _provenance_message(provenance: Mapping[str, object] | None, project: str) -> str:
     if provenance is None:
         return (
             "no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
