@@ -65,7 +65,7 @@ LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 
 
 def build(
-    options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
+    options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
 ) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     with ExitStack() as stack:
@@ -140,7 +140,7 @@ def _finish(
 
 
 def plan(
-    options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
+    options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
 ) -> BuildPlan:
     """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
     steps = TimedSteps(reporter or QuietReporter())

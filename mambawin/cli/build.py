@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -199,9 +197,11 @@ def build_command(
     reporter = ConsoleReporter()
     # The doctor a caller passes in (`invoke(app, args, obj={"doctor": ...})`), else the probes.
     doctor = (ctx.obj or {}).get("doctor") if isinstance(ctx.obj, dict) else None
-    run: Callable[[BuildOptions, Reporter], BuildPlan | BuildResult] = functools.partial(
-        core.plan if plan_only else core.build, doctor=doctor
-    )
+    stage = core.plan if plan_only else core.build
+
+    def run(options: BuildOptions, reporter: Reporter) -> BuildPlan | BuildResult:
+        return stage(options, reporter=reporter, doctor=doctor)
+
     if with_ is None and with_repo is not None:
         raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
     results: list[BuildPlan | BuildResult]
