@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
 from mambawin.builder.backends import WINDOWS_CHECK
 from mambawin.builder.configure import SetupConfig
-from mambawin.builder.front import WINDOWS_PLATFORM, Configure, FrontRequest, windows_front
+from mambawin.builder.front import (
+    WINDOWS_PLATFORM,
+    Configure,
+    Front,
+    FrontRequest,
+    windows_front,
+)
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
 from mambawin.check.closure import Closure, check_closure
@@ -67,9 +74,9 @@ class CheckReport:
     closure: Closure | None
     # What this run did not check, one line each (a unit without --cpython, the link): a run
     # that passed with parts left out is "partial", never a plain ok.
-    not_checked: tuple[str, ...] = ()
-    objects: Path | None = None  # the folder of the objects it compiled
-    steps: Mapping[str, float] = field(default_factory=dict)  # seconds per named step
+    not_checked: tuple[str, ...]
+    objects: Path  # the folder of the objects it compiled
+    steps: Mapping[str, float]  # seconds per named step, the front half's too
 
     @property
     def ok(self) -> bool:
@@ -98,7 +105,7 @@ def build_result(report: CheckReport) -> BuildResult:
         version=report.version,
         commit=report.commit,
         key="",  # the check keeps no objects keyed by its inputs
-        build_dir=report.objects or Path(),
+        build_dir=report.objects,
         units_compiled=sum(1 for u in report.units if u.status == "ok"),
         reused_objects=False,
         steps=dict(report.steps),
@@ -155,7 +162,7 @@ def check_windows(
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
     python_dirs = cpython_dirs(options.cpython)
-    with windows_front(_front_request(options), "check", ("objs-*",), reporter=steps) as front:
+    with _front(options, steps) as front:
         checkout = front.checkout
         config = _rebased(front.setup, front.tree)
         mode = "stock" if options.stock else "patched"
@@ -190,7 +197,7 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
     problems = missing_parts(options.toolchain)
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
-    with windows_front(_front_request(options), "check", ("objs-*",), reporter=reporter) as front:
+    with _front(options, reporter) as front:
         config = front.setup
         flags = list(config.nvcc_flags)
         threads = int(flags[flags.index("--threads") + 1]) if "--threads" in flags else 1
@@ -214,14 +221,17 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
         )
 
 
-def _front_request(options: CheckOptions) -> FrontRequest:
-    return FrontRequest(
+def _front(options: CheckOptions, reporter: Reporter | None) -> AbstractContextManager[Front]:
+    """The shared front half in the check's cache folder, configured as win32; its objects
+    folders (objs-patched, objs-stock) are the check's own entries there."""
+    request = FrontRequest(
         package=options.package,
         repo=options.repo,
         ref=options.ref,
         patch=PatchOptions(archs=options.archs),
         configure=Configure(platform=WINDOWS_PLATFORM),
     )
+    return windows_front(request, "check", ("objs-*",), reporter=reporter)
 
 
 def _rebased(config: SetupConfig, tree: Path) -> SetupConfig:
