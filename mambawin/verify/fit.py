@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -71,7 +70,7 @@ def _fit(
     target: Target,
     glibc: VersionNeed | None,
 ) -> StepResult:
-    details: dict[str, Any] = {}
+    details: dict[str, dict[str, object]] = {}
     libc = check_glibc(glibc, target)
     if libc is not None:
         details["glibc"] = {"ok": libc[0], "message": libc[1]}
