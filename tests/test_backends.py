@@ -210,7 +210,7 @@ def test_build_result_json_has_one_shape_for_every_backend() -> None:
         reused_objects=False,
     )
     assert result.to_json()["log"] is None
-    assert set(result.to_json()) == {f.name for f in fields(BuildResult)}
+    assert set(result.to_json()) == {f.name for f in fields(BuildResult)} | {"ok"}
 
 
 # ---- spec cells are judged by build's validator -------------------------------------------------
@@ -338,3 +338,35 @@ def test_the_check_plan_compiles_nothing_and_has_the_plan_shape(sandbox: Path) -
     assert set(plan) == {f.name for f in fields(BuildPlan)}
     assert len(plan["units"]) == 3 and plan["package"] == "mamba-ssm"
     assert not (sandbox / "wine-calls").exists(), "--plan started wine"
+
+
+# ---- one front half ------------------------------------------------------------------------------
+
+FRONT_HALF = {  # the modules and functions that do the steps (their types may be imported)
+    "mambawin.fetch.upstream",  # fetch
+    "mambawin.fetch.upstream.checkout",
+    "mambawin.fetch.upstream.describe",
+    "mambawin.builder.workspace.copy_source",  # copy
+    "mambawin.patch.engine",  # patch
+    "mambawin.patch.engine.apply_patches",
+    "mambawin.builder.configure",  # configure
+    "mambawin.builder.configure.configure",
+}
+
+
+@pytest.mark.parametrize("module", ["builder/pipeline.py", "check", "cross"])
+def test_no_backend_writes_its_own_front_half(module: str) -> None:
+    """fetch → copy → patch → configure is builder/front.py's alone: the native pipeline and
+    the wine backends import none of the functions that do those steps."""
+    import ast
+
+    root = Path(__file__).parent.parent / "mambawin"
+    files = [root / module] if module.endswith(".py") else sorted((root / module).glob("*.py"))
+    used: list[str] = []
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                used += [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                used += [alias.name for alias in node.names]
+    assert not FRONT_HALF & set(used), module

@@ -206,7 +206,7 @@ def test_causal_conv1d_alone(
     options = BuildOptions(
         repo=str(repo), ref="v0.1.0", out=tmp_path / "out", package=CAUSAL_CONV1D
     )
-    result = core.build(options, None, doctor=doctor)
+    result = core.build(options, reporter=None, doctor=doctor)
 
     seen = json.loads(dump.read_text())
     assert seen["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
+from mambawin.builder.results import BuildResult
 from mambawin.check import closure, units, windows_flags
 from mambawin.cli import app
 from mambawin.errors import CheckFailed, ToolchainError, UsageError
@@ -366,6 +368,8 @@ def test_a_failing_check_under_json_is_the_report_and_the_error_document(
         "csrc/selective_scan/selective_scan_fwd_fp32.cu and 1 more do not compile"
     )
     assert [u["status"] for u in document["units"]] == ["skipped", "error", "error"]
+    assert set(document) == {f.name for f in fields(BuildResult)} | {"ok", "error", "exit_code"}
+    assert document["status"] == "fail" and document["units"][1]["error_line"] == 3
 
 
 def test_a_check_that_could_not_link_says_so_and_is_no_plain_ok(
@@ -406,6 +410,11 @@ def test_a_check_that_could_not_link_says_so_and_is_no_plain_ok(
     assert document["status"] == "partial" and document["closure"] is None
     assert "needs --cpython" in document["not_checked"][0]
     assert document["not_checked"][-1].startswith("the link (the symbol closure) was not checked")
+    # The one BuildResult shape every backend's --json prints (build --json's keys), no wheel,
+    # with the shared front half's steps timed like a native build's.
+    assert set(document) == {f.name for f in fields(BuildResult)} | {"ok"}
+    assert document["backend"] == "windows-check" and document["wheel"] is None
+    assert list(document["steps"]) == ["fetch", "patch", "configure", "compile"]
     shown = CliRunner().invoke(app, args)
     assert shown.exit_code == 0 and "not checked: the link" in shown.stdout
 

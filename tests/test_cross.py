@@ -28,6 +28,7 @@ from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import read_wheel
 from mambawin.wheel.provenance import Provenance, read_provenance, record
 from tests.conftest import recorded
+from tests.fakes.reporter import RecordingReporter
 from tests.test_check_windows import CPP_EXTENSION
 from tests.test_cross_windows import FIXTURE, fixture_config
 from tests.test_wine_toolchain import layout
@@ -425,7 +426,7 @@ def cross_options(tmp_path: Path) -> pipeline.CrossOptions:
 def test_a_unit_that_does_not_compile_stops_the_build_before_any_link(tmp_path: Path) -> None:
     fake = FakeWine(LINK_OUTPUT, broken="demo_kernel.cu")
     with pytest.raises(BuildError, match=r"csrc/demo_kernel\.cu does not compile .*1 of 2"):
-        pipeline.cross_build(cross_options(tmp_path), WineTools(runner=fake))
+        pipeline.cross_build(cross_options(tmp_path), tools=WineTools(runner=fake))
     assert not [c for c in fake.calls if Path(c[1]).stem == "link"]
 
 
@@ -438,18 +439,25 @@ def test_a_cpp_symbol_in_the_objects_stops_the_build_before_the_import_libraries
         "(__imp_?numel@TensorImpl@c10@@QEBA_JXZ)\n"
     )
     fake = FakeWine(LINK_OUTPUT + cpp)
-    stages: list[str] = []
-    tools = WineTools(runner=fake, on_stage=stages.append)
+    reporter = RecordingReporter()
     with pytest.raises(BuildError, match=r"1 symbol\(s\) outside torch's stable C ABI"):
-        pipeline.cross_build(cross_options(tmp_path), tools)
-    assert stages == ["compile", "symbols"]
+        pipeline.cross_build(
+            cross_options(tmp_path), tools=WineTools(runner=fake), reporter=reporter
+        )
+    assert reporter.steps == ["compile", "symbols"]
+    # each unit's verdict as it finishes, counted (the pool finishes them in any order)
+    assert sorted((d.name, d.status.value) for d in reporter.done) == [
+        ("csrc/demo.cpp", "ok"),
+        ("csrc/demo_kernel.cu", "ok"),
+    ]
+    assert [d.count for d in reporter.done] == [(1, 2), (2, 2)]
     assert not [c for c in fake.calls if Path(c[1]).stem == "lib"]
 
 
 def test_a_stable_name_torch_does_not_export_is_named(tmp_path: Path) -> None:
     # the recorded torch_cpu.lib excerpt lacks most of what the fixture uses
     with pytest.raises(BuildError, match="torch's Windows libraries export no aoti_torch_delete"):
-        pipeline.cross_build(cross_options(tmp_path), WineTools(runner=FakeWine(LINK_OUTPUT)))
+        pipeline.cross_build(cross_options(tmp_path), tools=WineTools(runner=FakeWine(LINK_OUTPUT)))
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ def _built_with(
 ) -> str:
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
-    core.build(_options(repo, tmp_path / "out", **changes), Recorder(), doctor=doctor)
+    core.build(_options(repo, tmp_path / "out", **changes), reporter=Recorder(), doctor=doctor)
     return str(json.loads(dump.read_text())["MAX_JOBS"])
 
 

@@ -500,7 +500,7 @@ def test_the_cross_compile_refuses_a_foreign_objects_folder(tmp_path: Path) -> N
     options = cross_options(tmp_path)
     foreign(options.work)
     with pytest.raises(NotOwnedError, match="work"):
-        cross.cross_build(options, WineTools(runner=FakeWine(LINK_OUTPUT)))
+        cross.cross_build(options, tools=WineTools(runner=FakeWine(LINK_OUTPUT)))
     assert intact(options.work) and not (options.work / "objs").exists()
 
 
@@ -512,7 +512,7 @@ def test_the_cross_compile_clears_its_objects_without_following_links(
     owned.mark(options.work, "cross-objects")
     (options.work / "objs").symlink_to(outside.folder, target_is_directory=True)
     with pytest.raises(MambawinError):  # the recorded link output lacks symbols: after compile
-        cross.cross_build(options, WineTools(runner=FakeWine(LINK_OUTPUT)))
+        cross.cross_build(options, tools=WineTools(runner=FakeWine(LINK_OUTPUT)))
     assert (options.work / "objs").is_dir() and not (options.work / "objs").is_symlink()
     assert outside.untouched()
 

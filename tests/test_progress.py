@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 
 from mambawin.builder.ninja import NinjaStatus, compiled_unit, parse_status
+from mambawin.builder.reporter import Finished
+from mambawin.status import Status
 from mambawin.ui import console as ui
 from mambawin.ui.progress import ConsoleReporter, PlainProgress, line
 
@@ -89,6 +91,30 @@ def test_console_reporter_shows_steps_and_closes_the_bar(monkeypatch: pytest.Mon
         assert reporter._bar is not None
     assert reporter._bar is None
     assert "✓ build" in sink.getvalue()
+
+
+def test_console_reporter_shows_each_finished_unit_and_notes_as_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one view of every stage's Reporter: a unit under wine (or a verify step, a spec cell)
+    as one line with its mark, place and time; names, summaries and notes are text, never rich
+    markup (a build's output line or a file name may hold `[bold]` or `[1/2]`)."""
+    sink = io.StringIO()
+    monkeypatch.setattr(ui, "console", Console(file=sink, width=200, force_terminal=False))
+    reporter = ConsoleReporter()
+    reporter.finished(
+        Finished(
+            "csrc/[odd]_fwd.cu",
+            Status.FAIL,
+            "x.cu(3): error: [bold] is undefined",
+            seconds=1.54,
+            count=(2, 3),
+        )
+    )
+    reporter.note("ninja: [bold]no work[/bold] to do")
+    out = sink.getvalue().splitlines()
+    assert out[0] == "✗ [2/3] csrc/[odd]_fwd.cu (1.5s) x.cu(3): error: [bold] is undefined"
+    assert out[1] == "  ninja: [bold]no work[/bold] to do"
 
 
 # ---- where nobody sees a bar (CI log, pipe): plain lines -----------------------------------

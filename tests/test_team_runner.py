@@ -15,9 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin.cli import app
+from mambawin.status import Status
 from mambawin.team import envs, runner
 from mambawin.team.runner import BUILT, ELSEWHERE, FAILED, SKIPPED, RunOptions, run_spec
 from mambawin.team.spec_reader import parse_spec
+from tests.fakes.reporter import RecordingReporter
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="fake tools are POSIX scripts")
 
@@ -102,21 +104,6 @@ def fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return log
 
 
-class Collect:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.started: list[str] = []
-
-    def cell_started(self, cell, env: str) -> None:  # type: ignore[no-untyped-def]
-        self.started.append(cell.id)
-
-    def line(self, text: str) -> None:
-        self.lines.append(text)
-
-    def cell_done(self, result) -> None:  # type: ignore[no-untyped-def]
-        pass
-
-
 def calls(log: Path) -> list[list[str]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -127,7 +114,8 @@ def test_builds_what_it_can_and_contains_failures(fakes: Path, tmp_path: Path) -
     wheelhouse.mkdir()
     (wheelhouse / "mamba_ssm-2.2.6+cu130torch2.11-cp313-cp313-win_amd64.whl").write_bytes(b"old")
     options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs")
-    results = {r.cell.id: r for r in run_spec(spec, options, Collect())}
+    reporter = RecordingReporter()
+    results = {r.cell.id: r for r in run_spec(spec, options, reporter=reporter)}
 
     def outcome(package: str, python: str, platform: str = "win_amd64") -> str:
         ref = "v2.2.6" if package == "mamba-ssm" else "v1.5.2"
@@ -145,12 +133,18 @@ def test_builds_what_it_can_and_contains_failures(fakes: Path, tmp_path: Path) -
     assert env_failure.startswith("environment: uv exited with code 1")
     built = results["mamba-ssm-v2.2.6-py3.11-torch2.11.0-cu130-win_amd64"].wheel
     assert built == wheelhouse / "mamba_ssm-2.2.6+cu130torch2.11-cp311-cp311-win_amd64.whl"
+    # Narrated through the one Reporter: each cell's verdict as it finishes, the builds' lines
+    # as notes (a cell that failed is ✗, never a plain line among the build's output).
+    verdicts = {d.name: d.status for d in reporter.done}
+    assert verdicts["mamba-ssm-v2.2.6-py3.11-torch2.11.0-cu130-win_amd64"] is Status.OK
+    assert verdicts["causal-conv1d-v1.5.2-py3.11-torch2.11.0-cu130-win_amd64"] is Status.FAIL
+    assert any("error C2059" in note for note in reporter.notes)
 
 
 def test_environments_come_from_the_spec_index_and_are_reused(fakes: Path, tmp_path: Path) -> None:
     spec = parse_spec(SPEC.replace(', "3.12"', ""), tmp_path / "team.toml")
     options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs", jobs=3)
-    run_spec(spec, options, Collect())
+    run_spec(spec, options, reporter=RecordingReporter())
     made = calls(fakes)
     assert made[0] == [
         "uv",
@@ -173,7 +167,7 @@ def test_environments_come_from_the_spec_index_and_are_reused(fakes: Path, tmp_p
     assert build[build.index("--out") + 1] == str(tmp_path / "wheelhouse")
     assert build[-1] == f"CUDA_HOME={tmp_path / 'cuda-13.0'}"  # the toolkit of torch's CUDA
     fakes.unlink()
-    second = run_spec(spec, options, Collect())
+    second = run_spec(spec, options, reporter=RecordingReporter())
     assert not [c for c in calls(fakes) if c[0] == "uv"]  # the environment is ready: reused
     mamba = next(
         r for r in second if r.cell.package.name == "mamba-ssm" and r.cell.platform == "win_amd64"
@@ -187,7 +181,9 @@ def test_a_cuda_variant_without_its_toolkit_fails_before_any_environment(
     text = SPEC.replace('cuda = "13.0"', 'cuda = "10.2"').replace('"90"', '"75"')
     spec = parse_spec(text.replace("/cu130", "/cu102"), tmp_path / "team.toml")
     options = RunOptions(platform="win_amd64", envs_root=tmp_path / "envs")
-    results = [r for r in run_spec(spec, options, Collect()) if r.outcome != ELSEWHERE]
+    results = [
+        r for r in run_spec(spec, options, reporter=RecordingReporter()) if r.outcome != ELSEWHERE
+    ]
     assert {r.outcome for r in results} == {FAILED}
     assert results[0].detail.startswith("no CUDA 10.x toolkit found for torch's cu102")
     assert not calls(fakes)  # no environment was made for cells that cannot build

@@ -35,7 +35,9 @@ def test_an_upstream_test_run_that_wrote_no_report_prints_its_line_not_a_traceba
     """A crashed pytest (a segfault: no report) leaves only its error in the step's details."""
     from mambawin.status import Status
     from mambawin.ui.console import console
-    from mambawin.ui.verify import render_step
+    from mambawin.ui.progress import ConsoleReporter
+    from mambawin.ui.verify import step_details
+    from mambawin.verify.pipeline import step_finished
     from mambawin.verify.report import StepResult
 
     step = StepResult(
@@ -45,7 +47,7 @@ def test_an_upstream_test_run_that_wrote_no_report_prints_its_line_not_a_traceba
         {"error": "pytest wrote no report (exit -11)", "tail": "Fatal Python error"},
     )
     with console.capture() as captured:
-        render_step(step)
+        ConsoleReporter(details=step_details).finished(step_finished(step))
     text = captured.get()
     assert "pytest wrote no report" in text and "upstream tests against" not in text
 

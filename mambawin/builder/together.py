@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from mambawin.builder.compile import CompileFailed
 from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
-from mambawin.builder.reporter import Reporter, TimedSteps
+from mambawin.builder.reporter import Finished, Reporter, TimedSteps
 
 Outcome = TypeVar("Outcome")
 Compile = Callable[[int, Reporter], Outcome]  # (index of the package, its reporter) -> outcome
@@ -109,3 +109,6 @@ class NamedReporter:
 
     def progress(self, status: NinjaStatus) -> None:
         self._progress(status)
+
+    def finished(self, item: Finished) -> None:
+        self._reporter.finished(item)

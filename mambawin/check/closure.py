@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mambawin.builder.results import ClosureReport, SymbolReport
 from mambawin.check.units import Runner
 from mambawin.toolchain.wine import WindowsToolchain, windows_path
 
@@ -70,6 +71,13 @@ class Closure:
     @property
     def holds(self) -> bool:
         return self.fatal is None and not self.broken
+
+    def report(self) -> ClosureReport:
+        """The verdict as the backend's result carries it (BuildResult.closure)."""
+        symbols = tuple(
+            SymbolReport(u.symbol, u.readable, u.objects, u.accepted) for u in self.unresolved
+        )
+        return ClosureReport(self.holds, self.fatal, symbols)
 
 
 def python_libraries(pyconfig: Path | None) -> list[str]:

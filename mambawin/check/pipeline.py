@@ -11,15 +11,31 @@ problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
+from mambawin.builder.backends import WINDOWS_CHECK
 from mambawin.builder.configure import SetupConfig
-from mambawin.builder.front import FrontRequest, windows_front
-from mambawin.builder.results import BuildPlan, patch_json, upstream_json
+from mambawin.builder.front import (
+    WINDOWS_PLATFORM,
+    Configure,
+    Front,
+    FrontRequest,
+    windows_front,
+)
+from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
+from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
 from mambawin.check.closure import Closure, check_closure
-from mambawin.check.units import UnitResult, WineTools, compile_all, windows_commands
+from mambawin.check.units import (
+    UnitResult,
+    WineTools,
+    compile_all,
+    unit_finished,
+    windows_commands,
+)
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.owned import remove_tree
 from mambawin.packages import Package
@@ -58,7 +74,9 @@ class CheckReport:
     closure: Closure | None
     # What this run did not check, one line each (a unit without --cpython, the link): a run
     # that passed with parts left out is "partial", never a plain ok.
-    not_checked: tuple[str, ...] = ()
+    not_checked: tuple[str, ...]
+    objects: Path  # the folder of the objects it compiled
+    steps: Mapping[str, float]  # seconds per named step, the front half's too
 
     @property
     def ok(self) -> bool:
@@ -73,6 +91,31 @@ class CheckReport:
         if not self.ok:
             return "fail"
         return "partial" if self.not_checked else "ok"
+
+
+def build_result(report: CheckReport) -> BuildResult:
+    """The check as every backend reports it (`--json`'s one shape): no wheel; its status,
+    what it did not check, each unit and the link's verdict."""
+    return BuildResult(
+        wheel=None,
+        size=0,
+        sha256="",
+        archs=report.archs,
+        log=None,  # each unit's compiler output is printed as it finishes
+        version=report.version,
+        commit=report.commit,
+        key="",  # the check keeps no objects keyed by its inputs
+        build_dir=report.objects,
+        units_compiled=sum(1 for u in report.units if u.status == "ok"),
+        reused_objects=False,
+        steps=dict(report.steps),
+        package=report.package,
+        backend=WINDOWS_CHECK,
+        status=report.status,
+        not_checked=report.not_checked,
+        units=tuple(u.report() for u in report.units),
+        closure=None if report.closure is None else report.closure.report(),
+    )
 
 
 def not_checked(options: CheckOptions, units: list[UnitResult], linked: bool) -> tuple[str, ...]:
@@ -109,25 +152,29 @@ def cpython_dirs(cpython: Path | None) -> list[Path]:
     return dirs
 
 
-def check_windows(options: CheckOptions, tools: WineTools | None = None) -> CheckReport:
+def check_windows(
+    options: CheckOptions, *, tools: WineTools | None = None, reporter: Reporter | None = None
+) -> CheckReport:
     """Compile every unit of the (patched or stock) tree with cl.exe and nvcc.exe under wine."""
     tools = tools or WineTools()
+    steps = TimedSteps(reporter or QuietReporter())
     problems = missing_parts(options.toolchain)
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
     python_dirs = cpython_dirs(options.cpython)
-    with windows_front(_front_request(options), tools.on_stage) as front:
+    with _front(options, steps) as front:
         checkout = front.checkout
-        config = _rebased(front.config, front.tree)
+        config = _rebased(front.setup, front.tree)
         mode = "stock" if options.stock else "patched"
         tree = front.stock if options.stock else front.tree
         objects = front.work / f"objs-{mode}"
-        units = _compile(options, tools, config, tree, objects, python_dirs)
+        with steps("compile"):
+            units = _compile(options, tools, steps, config, tree, objects, python_dirs)
         closure = None
         whole = not options.units
         if options.link and whole and not options.stock and python_dirs and _all_ok(units):
-            tools.on_stage("link")
-            closure = _link(options, tools, config, objects, units)
+            with steps("link"):
+                closure = _link(options, tools, config, objects, units)
     commit = checkout.commit or "unknown"  # a git checkout always has one
     return CheckReport(
         options.package.name,
@@ -139,17 +186,19 @@ def check_windows(options: CheckOptions, tools: WineTools | None = None) -> Chec
         tuple(units),
         closure,
         not_checked(options, units, closure is not None),
+        objects,
+        steps.durations,
     )
 
 
-def plan_check(options: CheckOptions) -> BuildPlan:
+def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> BuildPlan:
     """What `check --windows` would compile, from the shared front half: nothing is compiled
     and wine is never started (`check --windows --plan`, the plan every backend prints)."""
     problems = missing_parts(options.toolchain)
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
-    with windows_front(_front_request(options)) as front:
-        config = front.config
+    with _front(options, reporter) as front:
+        config = front.setup
         flags = list(config.nvcc_flags)
         threads = int(flags[flags.index("--threads") + 1]) if "--threads" in flags else 1
         units = [s for s in config.sources if not options.units or Path(s).name in options.units]
@@ -172,15 +221,17 @@ def plan_check(options: CheckOptions) -> BuildPlan:
         )
 
 
-def _front_request(options: CheckOptions) -> FrontRequest:
-    return FrontRequest(
-        backend="check",
+def _front(options: CheckOptions, reporter: Reporter | None) -> AbstractContextManager[Front]:
+    """The shared front half in the check's cache folder, configured as win32; its objects
+    folders (objs-patched, objs-stock) are the check's own entries there."""
+    request = FrontRequest(
         package=options.package,
         repo=options.repo,
         ref=options.ref,
         patch=PatchOptions(archs=options.archs),
-        own=("objs-*",),
+        configure=Configure(platform=WINDOWS_PLATFORM),
     )
+    return windows_front(request, "check", ("objs-*",), reporter=reporter)
 
 
 def _rebased(config: SetupConfig, tree: Path) -> SetupConfig:
@@ -198,12 +249,12 @@ def _all_ok(units: list[UnitResult]) -> bool:
 def _compile(
     options: CheckOptions,
     tools: WineTools,
+    reporter: Reporter,
     config: SetupConfig,
     tree: Path,
     objects: Path,
     python_dirs: list[Path],
 ) -> list[UnitResult]:
-    tools.on_stage("compile")
     remove_tree(objects)  # ours; an old object must never pass for a new one
     commands = windows_commands(config, tree, options.toolchain, objects, python_dirs)
     if options.units:
@@ -224,7 +275,7 @@ def _compile(
         options.wine,
         jobs=options.jobs,
         runner=tools.runner,
-        on_done=tools.on_unit,
+        on_done=lambda unit, done, total: reporter.finished(unit_finished(unit, done, total)),
     )
     by_source = {u.source: u for u in [*done, *skipped]}
     return [by_source[c.source] for c in commands]

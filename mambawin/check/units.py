@@ -18,6 +18,8 @@ from pathlib import Path
 
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
+from mambawin.builder.reporter import Finished
+from mambawin.builder.results import UnitReport
 from mambawin.check.windows_flags import (
     UnitCommand,
     WindowsFlags,
@@ -28,6 +30,7 @@ from mambawin.check.windows_flags import (
     setuptools_msvc_source,
 )
 from mambawin.owned import cache_dir
+from mambawin.status import Status
 from mambawin.toolchain.wine import (
     WindowsToolchain,
     start_server,
@@ -75,6 +78,21 @@ class UnitResult:
     reason: str = ""  # why skipped
     obj: Path | None = None
 
+    def report(self) -> UnitReport:
+        """The unit as every backend's result carries it (BuildResult.units)."""
+        error = self.error
+        return UnitReport(
+            self.source,
+            self.status,
+            self.seconds,
+            error=str(error) if error else None,
+            error_file=error.file if error else None,
+            error_line=error.line if error else None,
+            error_lines=self.errors,
+            messages=self.messages,
+            reason=self.reason or None,
+        )
+
 
 Runner = Callable[[Sequence[str], Mapping[str, str], Path], "proc.Completed"]
 Progress = Callable[["UnitResult", int, int], None]
@@ -100,11 +118,25 @@ def wine_runner(timeout: float = UNIT_TIMEOUT_S) -> Runner:
 @dataclass(frozen=True)
 class WineTools:
     """The wine backends' collaborators (check --windows and the cross build alike): how
-    Windows programs run (tests pass a fake) and where progress goes."""
+    Windows programs run (tests pass a fake). Narration goes to the stage's `reporter=`."""
 
     runner: Runner = field(default_factory=wine_runner)
-    on_unit: Progress = lambda *_: None
-    on_stage: Callable[[str], None] = lambda _: None
+
+
+UNIT_STATUS = {"ok": Status.OK, "error": Status.FAIL, "skipped": Status.SKIP}
+
+
+def unit_finished(result: UnitResult, done: int, total: int) -> Finished:
+    """A finished unit as the Reporter sees it: its verdict, time, first error or why skipped,
+    and its place in the run (a CI log shows progress without a bar)."""
+    return Finished(
+        result.source,
+        UNIT_STATUS[result.status],
+        str(result.error) if result.error else result.reason,
+        seconds=result.seconds,
+        count=(done, total),
+        subject=result,
+    )
 
 
 def include_dirs(

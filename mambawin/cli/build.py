@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -199,9 +197,11 @@ def build_command(
     reporter = ConsoleReporter()
     # The doctor a caller passes in (`invoke(app, args, obj={"doctor": ...})`), else the probes.
     doctor = (ctx.obj or {}).get("doctor") if isinstance(ctx.obj, dict) else None
-    run: Callable[[BuildOptions, Reporter], BuildPlan | BuildResult] = functools.partial(
-        core.plan if plan_only else core.build, doctor=doctor
-    )
+    stage = core.plan if plan_only else core.build
+
+    def run(options: BuildOptions, reporter: Reporter) -> BuildPlan | BuildResult:
+        return stage(options, reporter=reporter, doctor=doctor)
+
     if with_ is None and with_repo is not None:
         raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
     results: list[BuildPlan | BuildResult]
@@ -275,29 +275,22 @@ def _cross_build(
 ) -> None:
     """`build --abi stable --platform win_amd64` on Linux: the Windows wheel under wine."""
     from mambawin.builder.options import check_options
-    from mambawin.check.units import WineTools
-    from mambawin.cross.source import build_result, build_windows, check_cross, plan_windows
+    from mambawin.cross.source import build_windows, check_cross, plan_windows
     from mambawin.toolchain import wine
-    from mambawin.ui import check as check_view
     from mambawin.ui.progress import ConsoleReporter
 
     check_cross(options)
     check_options(options)
     toolchain = wine.toolchain_at(backends.check_windows_root(root))
-    reporter = ConsoleReporter()
+    reporter = ConsoleReporter()  # narration on stderr, as every backend's; results on stdout
     if plan_only:  # nothing compiles, wine is not even looked for
-        plan = plan_windows(options, toolchain)
+        plan = plan_windows(options, toolchain, reporter=reporter)
         if as_json:
             print_json(plan.to_json())
             return
         reporter.summary(plan)
         return
-    launcher = wine.need_wine()
-    tools = WineTools(
-        on_unit=(lambda *_: None) if as_json else check_view.unit_line,
-        on_stage=(lambda _: None) if as_json else (lambda stage: console.print(f"· {stage}")),
-    )
-    result = build_result(options, build_windows(options, toolchain, launcher, tools))
+    result = build_windows(options, toolchain, wine.need_wine(), reporter=reporter)
     if as_json:
         print_json(result.to_json())
         return

@@ -69,8 +69,7 @@ def check_command(
     with the flags a Windows build would pass, then check that the objects link."""
     from mambawin.archs import parse_archs
     from mambawin.builder.options import resolve_jobs
-    from mambawin.check.pipeline import CheckOptions, check_windows, plan_check
-    from mambawin.check.units import WineTools
+    from mambawin.check.pipeline import CheckOptions, build_result, check_windows, plan_check
     from mambawin.packages import get_package
     from mambawin.toolchain import wine
     from mambawin.ui import check as ui
@@ -94,20 +93,21 @@ def check_command(
         cpython=cpython,
         units=split_values(unit),
     )
+    reporter = ConsoleReporter()  # narration on stderr, as every backend's; results on stdout
     if plan_only:
-        plan = plan_check(options)
+        plan = plan_check(options, reporter=reporter)
         if as_json:
             print_json(plan.to_json())
             return
-        ConsoleReporter().summary(plan)
+        reporter.summary(plan)
         return
-    tools = WineTools(on_unit=(lambda *_: None) if as_json else ui.unit_line)
-    report = check_windows(options, tools)
+    report = check_windows(options, reporter=reporter)
     failed = _failure(report)
-    if as_json and not report.ok:  # the report, with the keys every error document has
-        raise fail_json(failed, CheckFailed.exit_code, **ui.to_json(report))
+    result = build_result(report)  # the one shape every backend's --json prints
+    if as_json and not report.ok:  # the result, with the keys every error document has
+        raise fail_json(failed, CheckFailed.exit_code, **result.to_json())
     if as_json:
-        print_json(ui.to_json(report))
+        print_json(result.to_json())
         return
     ui.render(report)
     if not report.ok:

@@ -123,7 +123,8 @@ def build_spec(
     from mambawin.errors import BuildError
     from mambawin.team.runner import FAILED, RunOptions, plan_spec, run_spec
     from mambawin.team.spec_reader import load_spec
-    from mambawin.ui.team import TeamReporter, render_plan, render_results
+    from mambawin.ui.progress import ConsoleReporter
+    from mambawin.ui.team import render_plan, render_results
 
     if plan_only:  # nothing is created, installed or compiled
         planned = plan_spec(load_spec(spec), RunOptions(jobs=jobs, force=force))
@@ -132,7 +133,9 @@ def build_spec(
         else:
             render_plan(planned)
         return
-    results = run_spec(load_spec(spec), RunOptions(jobs=jobs, force=force), TeamReporter())
+    results = run_spec(
+        load_spec(spec), RunOptions(jobs=jobs, force=force), reporter=ConsoleReporter()
+    )
     render_results(results)
     if as_json:
         typer.echo(json.dumps([r.to_json() for r in results], indent=2))

@@ -67,7 +67,8 @@ def verify_command(
 ) -> None:
     """Check wheels: tags/METADATA/GPU code, fit, pair, install, kernels on the GPU, tests."""
     from mambawin.errors import VerifyError
-    from mambawin.ui.verify import render_step, render_verify
+    from mambawin.ui.progress import ConsoleReporter
+    from mambawin.ui.verify import render_verify, step_details
     from mambawin.verify import pipeline as core
     from mambawin.verify import send
     from mambawin.verify.options import VerifyOptions
@@ -86,7 +87,7 @@ def verify_command(
         conv_args=("--seqlens", "1,128,1025", "--widths", "4") if quick else (),
         bench_args=("--quick",) if quick else (),
     )
-    report = core.verify(options, on_step=render_step)
+    report = core.verify(options, reporter=ConsoleReporter(details=step_details))
     if paths is not None and report_file is not None:
         _send(report, options, paths, report_file.name, as_json)
     if as_json and not report.passed:

@@ -12,15 +12,20 @@ the .def files, the import libraries and the library; the wheel is written whole
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch
 from mambawin.builder.configure import SetupConfig
-from mambawin.check.units import UnitResult, WineTools, compile_all, windows_commands
+from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
+from mambawin.check.units import (
+    UnitResult,
+    WineTools,
+    compile_all,
+    unit_finished,
+    windows_commands,
+)
 from mambawin.cross.audit import Audit, audit_library
 from mambawin.cross.link import link_library, make_import_libraries, unresolved_symbols
 from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
@@ -64,19 +69,20 @@ class CrossResult:
     seconds: Mapping[str, float]  # per stage
 
 
-def cross_build(options: CrossOptions, tools: WineTools | None = None) -> CrossResult:
+def cross_build(
+    options: CrossOptions, *, tools: WineTools | None = None, reporter: Reporter | None = None
+) -> CrossResult:
     """Build the wheel; BuildError naming the first unit, symbol or import that breaks it."""
     tools = tools or WineTools()
+    timed = TimedSteps(reporter or QuietReporter())  # this backend's stages, each a named step
     problems = missing_parts(options.toolchain)
     if problems or options.toolchain.torch is None:
         first = problems[0] if problems else "torch's Windows wheel is not set up (--torch)"
         raise ToolchainError(f"the Windows toolchain is not ready: {first}")
     name = library_name(options.config)  # a tree not patched for the stable ABI stops here
     env = wine_environ(options.toolchain, dict(os.environ))
-    seconds: dict[str, float] = {}
-    timed = _timer(tools, seconds)
     with timed("compile"):
-        units = _compile(options, tools)
+        units = _compile(options, tools, timed)
     objects = [u.obj for u in units if u.obj is not None]
     with timed("symbols"):
         table = read_export_table(
@@ -132,26 +138,11 @@ def cross_build(options: CrossOptions, tools: WineTools | None = None) -> CrossR
         selection.imports,
         table.cuda_from,
         audit,
-        seconds,
+        timed.durations,
     )
 
 
-def _timer(
-    tools: WineTools, seconds: dict[str, float]
-) -> Callable[[str], AbstractContextManager[None]]:
-    """A context per stage: announces it, then records its duration."""
-
-    @contextmanager
-    def timed(stage: str) -> Iterator[None]:
-        tools.on_stage(stage)
-        started = time.monotonic()
-        yield
-        seconds[stage] = round(time.monotonic() - started, 1)
-
-    return timed
-
-
-def _compile(options: CrossOptions, tools: WineTools) -> list[UnitResult]:
+def _compile(options: CrossOptions, tools: WineTools, reporter: Reporter) -> list[UnitResult]:
     objects = claim(options.work, "cross-objects") / "objs"
     remove_tree(objects)  # ours; an old object must never pass for a new one
     commands = windows_commands(options.config, options.tree, options.toolchain, objects)
@@ -162,7 +153,7 @@ def _compile(options: CrossOptions, tools: WineTools) -> list[UnitResult]:
         options.wine,
         jobs=options.jobs,
         runner=tools.runner,
-        on_done=tools.on_unit,
+        on_done=lambda unit, done, total: reporter.finished(unit_finished(unit, done, total)),
     )
     failed = next((u for u in units if u.status != "ok"), None)
     if failed is not None:

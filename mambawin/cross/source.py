@@ -11,25 +11,32 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from packaging.utils import parse_wheel_filename
 
 from mambawin.archs import format_archs
-from mambawin.builder.front import Front, FrontRequest, windows_front
+from mambawin.builder.backends import CROSS_WINDOWS
+from mambawin.builder.front import (
+    WINDOWS_PLATFORM,
+    Configure,
+    Front,
+    FrontRequest,
+    windows_front,
+)
 from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
+from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
 from mambawin.check.units import WineTools
 from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
-from mambawin.fetch import upstream
 from mambawin.fetch.upstream import Checkout
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT
 from mambawin.toolchain.wine import WindowsToolchain
-from mambawin.wheel.provenance import Provenance, read_provenance, record, source_date_epoch
+from mambawin.wheel.provenance import Provenance, read_provenance, record
 
 WINDOWS = "win_amd64"
 
@@ -60,7 +67,6 @@ class WindowsTree:
     """The front half's tree (builder.front) and the provenance the cross build records."""
 
     front: Front
-    epoch: int | None
     provenance: Provenance
 
     @property
@@ -69,23 +75,24 @@ class WindowsTree:
 
 
 @contextmanager
-def windows_tree(options: BuildOptions, toolchain: WindowsToolchain) -> Iterator[WindowsTree]:
+def windows_tree(
+    options: BuildOptions, toolchain: WindowsToolchain, *, reporter: Reporter | None = None
+) -> Iterator[WindowsTree]:
     """The shared front half for the stable ABI, with the .dist-info for the wheel, under the
     work folder's lock (held while the caller compiles or plans)."""
     request = FrontRequest(
-        backend="cross",
         package=options.package,
         repo=options.upstream_repo,
         ref=options.ref,
         patch=PatchOptions(archs=options.archs, abi="stable"),
-        env=configure_env_of(options),
-        wheel_tag=f"py3-none-{WINDOWS}",
-        own=("objs",),
+        configure=Configure(
+            env=configure_env_of(options),
+            platform=WINDOWS_PLATFORM,
+            wheel_tag=f"py3-none-{WINDOWS}",
+        ),
     )
-    with windows_front(request) as front:
+    with windows_front(request, "cross", ("objs",), reporter=reporter) as front:
         cuda = toolchain.cuda_version() or ""
-        epoch = source_date_epoch()
-        epoch = epoch if epoch is not None else upstream.commit_time(front.stock)
         provenance = record(
             front.checkout,
             patches=tuple(
@@ -97,22 +104,26 @@ def windows_tree(options: BuildOptions, toolchain: WindowsToolchain) -> Iterator
             cuda_version=cuda,
             compiler=f"cl.exe {toolchain.msvc_tools.name} and nvcc.exe {cuda} under wine",
             abi="stable",
-            epoch=epoch,
+            epoch=front.epoch,
         )
-        yield WindowsTree(front, epoch, provenance)
+        yield WindowsTree(front, provenance)
 
 
 def build_windows(
     options: BuildOptions,
     toolchain: WindowsToolchain,
     wine: str,
+    *,
     tools: WineTools | None = None,
-) -> CrossResult:
-    """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel."""
-    with windows_tree(options, toolchain) as prepared:
+    reporter: Reporter | None = None,
+) -> BuildResult:
+    """Fetch, patch for the stable ABI, configure as win32 and cross-build the wheel; the
+    result as every backend reports it (`build --json`'s one shape)."""
+    steps = timed(reporter)
+    with windows_tree(options, toolchain, reporter=steps) as prepared:
         cross = CrossOptions(
             tree=prepared.front.tree,
-            config=prepared.front.config,
+            config=prepared.front.setup,
             toolchain=toolchain,
             wine=wine,
             archs=options.archs,
@@ -120,17 +131,20 @@ def build_windows(
             out=options.out,
             jobs=resolve_jobs(options.jobs, None),
             provenance=prepared.provenance,
-            date_epoch=prepared.epoch,
+            date_epoch=prepared.front.epoch,
             local_version=prepared.provenance.label,
         )
-        return cross_build(cross, tools)
+        built = cross_build(cross, tools=tools, reporter=steps)
+    return build_result(options, built, steps.durations)
 
 
-def plan_windows(options: BuildOptions, toolchain: WindowsToolchain) -> BuildPlan:
+def plan_windows(
+    options: BuildOptions, toolchain: WindowsToolchain, *, reporter: Reporter | None = None
+) -> BuildPlan:
     """What the cross build would compile, from its patched and configured tree: nothing is
     compiled, and wine is never started."""
-    with windows_tree(options, toolchain) as prepared:
-        config = prepared.front.config
+    with windows_tree(options, toolchain, reporter=reporter) as prepared:
+        config = prepared.front.setup
         return BuildPlan(
             upstream=upstream_json(prepared.checkout),
             patches=[patch_json(r) for r in prepared.front.patches.results],
@@ -149,8 +163,11 @@ def plan_windows(options: BuildOptions, toolchain: WindowsToolchain) -> BuildPla
         )
 
 
-def build_result(options: BuildOptions, cross: CrossResult) -> BuildResult:
-    """The cross build as every backend reports it (`build --json`'s one shape)."""
+def build_result(
+    options: BuildOptions, cross: CrossResult, steps: Mapping[str, float]
+) -> BuildResult:
+    """The cross build as every backend reports it (`build --json`'s one shape); steps: every
+    step's seconds, the front half's and the backend's."""
     wheel = cross.wheel
     provenance = Provenance.from_dict(read_provenance(wheel))
     return BuildResult(
@@ -165,8 +182,10 @@ def build_result(options: BuildOptions, cross: CrossResult) -> BuildResult:
         build_dir=cross.library.parent,
         units_compiled=sum(1 for u in cross.units if u.status == "ok"),
         reused_objects=False,
-        steps=dict(cross.seconds),
+        steps=dict(steps),
         package=options.package.name,
+        backend=CROSS_WINDOWS,
+        units=tuple(u.report() for u in cross.units),
     )
 
 

@@ -13,13 +13,14 @@ import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from mambawin import proc
 from mambawin.archs import format_archs
 from mambawin.builder import backends
+from mambawin.builder.reporter import Finished, QuietReporter, Reporter
 from mambawin.errors import MambawinError
 from mambawin.owned import cache_dir
+from mambawin.status import Status
 from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
 from mambawin.team.spec import Spec
@@ -60,18 +61,34 @@ class CellResult:
         }
 
 
-class RunReporter(Protocol):
-    """Where the runner narrates (ui/team.py draws it; tests collect it)."""
+# Each outcome as the Reporter's verdict: a cell this machine leaves to another is no failure.
+OUTCOME_STATUS = {
+    BUILT: Status.OK,
+    SKIPPED: Status.SKIP,
+    FAILED: Status.FAIL,
+    IMPOSSIBLE: Status.WARN,
+    ELSEWHERE: Status.SKIP,
+}
 
-    def cell_started(self, cell: Cell, env: str) -> None: ...
 
-    def line(self, text: str) -> None: ...
+def cell_finished(result: CellResult) -> Finished:
+    """A cell's outcome as the Reporter sees it: `built: <wheel>`, or why not."""
+    detail = result.wheel.name if result.wheel else result.detail
+    return Finished(
+        result.cell.id,
+        OUTCOME_STATUS[result.outcome],
+        f"{result.outcome}: {detail}" if detail else result.outcome,
+        seconds=result.seconds or None,
+        subject=result,
+    )
 
-    def cell_done(self, result: CellResult) -> None: ...
 
-
-def run_spec(spec: Spec, options: RunOptions, reporter: RunReporter) -> list[CellResult]:
-    """Build the cells this machine can; one result per cell of the matrix, in matrix order."""
+def run_spec(
+    spec: Spec, options: RunOptions, *, reporter: Reporter | None = None
+) -> list[CellResult]:
+    """Build the cells this machine can; one result per cell of the matrix, in matrix order.
+    Each cell's build output is a note of reporter, its outcome a finished item."""
+    reporter = reporter or QuietReporter()
     cells = expand(spec)
     results: dict[str, CellResult] = {c.id: r for c in cells if (r := _not_built(c, options))}
     groups: dict[tuple[str, str], list[Cell]] = {}
@@ -81,7 +98,7 @@ def run_spec(spec: Spec, options: RunOptions, reporter: RunReporter) -> list[Cel
     for group in groups.values():
         for result in _run_group(group, spec, options, reporter):
             results[result.cell.id] = result
-            reporter.cell_done(result)
+            reporter.finished(cell_finished(result))
     return [results[cell.id] for cell in cells]
 
 
@@ -135,7 +152,7 @@ def plan_spec(spec: Spec, options: RunOptions) -> list[PlannedCell]:
 
 
 def _run_group(
-    cells: list[Cell], spec: Spec, options: RunOptions, reporter: RunReporter
+    cells: list[Cell], spec: Spec, options: RunOptions, reporter: Reporter
 ) -> list[CellResult]:
     """Find the group's CUDA toolkit, make its environment once, then build each cell in it."""
     first = cells[0]
@@ -143,11 +160,11 @@ def _run_group(
     if toolkit is None:
         return [CellResult(c, FAILED, detail=note) for c in cells]
     if note:
-        reporter.line(f"note: {note}")
+        reporter.note(f"note: {note}")
     start = time.monotonic()
     try:
         env = envs.ensure_env(
-            first.python, first.torch, root=options.envs_root, on_line=reporter.line
+            first.python, first.torch, root=options.envs_root, on_line=reporter.note
         )
     except MambawinError as exc:
         spent = time.monotonic() - start
@@ -162,10 +179,10 @@ def _build_cell(
     environ: dict[str, str],
     spec: Spec,
     options: RunOptions,
-    reporter: RunReporter,
+    reporter: Reporter,
 ) -> CellResult:
     """Run the build pipeline for one cell in env; the wheel must appear in the wheelhouse."""
-    reporter.cell_started(cell, str(env.root))
+    reporter.note(f"{cell.id}: building in the environment {env.root}")
     log = _log_path(cell)
     before = _wheels(spec.wheelhouse)
     start = time.monotonic()
@@ -173,7 +190,7 @@ def _build_cell(
 
         def on_line(text: str) -> None:
             stream.write(text + "\n")
-            reporter.line(text)
+            reporter.note(text)
 
         try:
             done = proc.run(

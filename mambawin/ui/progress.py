@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -27,6 +28,7 @@ from rich.progress import (
 from rich.table import Table
 
 from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
+from mambawin.builder.reporter import Finished
 from mambawin.builder.results import BuildPlan, BuildResult
 from mambawin.ui import console as ui
 
@@ -34,14 +36,18 @@ HEARTBEAT_S = 15.0  # a CI log that stays silent longer looks hung (and some CIs
 
 
 class ConsoleReporter:
-    """Shows build steps with ✓/✗ and durations, and compile progress as a bar with an ETA.
+    """The one view of the Reporter protocol (builder/reporter.py), on stderr: steps with ✓/✗
+    and durations, notes, compile progress as a bar with an ETA, and a line per finished piece
+    of work (a unit under wine, a verify step, a spec cell); `details` draws more of a finished
+    item's own result (verify's tables).
 
     Where stderr is not a terminal the bar becomes plain lines (PlainProgress): no ANSI codes.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, details: Callable[[Finished], None] = lambda _: None) -> None:
         self._bar: Progress | PlainProgress | None = None
         self._task: TaskID | None = None
+        self._details = details
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -56,8 +62,20 @@ class ConsoleReporter:
                 self._close_bar()
 
     def note(self, text: str) -> None:
-        """A line of narration under the current step."""
-        ui.console.print(f"  [dim]{text}[/]", soft_wrap=True)
+        """A line of narration under the current step (text, never markup: it may hold '[')."""
+        ui.console.print(f"  [dim]{escape(text)}[/]", soft_wrap=True, highlight=False)
+
+    def finished(self, item: Finished) -> None:
+        """`✓ [3/7] name (1.2s) summary`: one line as each piece of work finishes."""
+        count = f" \\[{item.count[0]}/{item.count[1]}]" if item.count else ""
+        took = f" [dim]({item.seconds:.1f}s)[/]" if item.seconds is not None else ""
+        summary = f" {escape(item.summary)}" if item.summary else ""
+        ui.console.print(
+            f"{ui.MARKS[item.status]}{count} [bold]{escape(item.name)}[/]{took}{summary}",
+            soft_wrap=True,
+            highlight=False,
+        )
+        self._details(item)
 
     def progress(self, status: NinjaStatus) -> None:
         """Advance the compile bar to status (created on the first ninja line)."""

@@ -81,19 +81,3 @@ def render_plan(planned: Sequence[PlannedCell]) -> None:
         console.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
     count = sum(p.outcome == "build" for p in planned)
     console.print(f"{count} of {len(planned)} cells would be built; nothing was created")
-
-
-class TeamReporter:
-    """Narrates `build --spec`: a header per cell, the build's own lines, the cell's outcome."""
-
-    def cell_started(self, cell: Cell, env: str) -> None:
-        console.rule(f"{cell.id}", style="cyan")
-        console.print(f"[dim]environment {env}[/]", soft_wrap=True)
-
-    def line(self, text: str) -> None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    def cell_done(self, result: CellResult) -> None:
-        mark = OUTCOME_MARKS.get(result.outcome, result.outcome)
-        detail = result.wheel.name if result.wheel else result.detail
-        console.print(f"{mark} {result.cell.id}: {detail}", soft_wrap=True)

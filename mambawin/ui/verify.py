@@ -6,16 +6,19 @@ from typing import Any
 
 from rich.table import Table
 
+from mambawin.builder.reporter import Finished
 from mambawin.status import Status
-from mambawin.ui.console import MARKS, console, out
+from mambawin.ui.console import console, out
 from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.report import StepResult, VerifyReport
 
 
-def render_step(step: StepResult) -> None:
-    """One line per step as soon as it finishes: ✓/✗/- name summary."""
-    took = f" [dim]({step.seconds:.0f} s)[/]" if step.seconds and step.seconds >= 1 else ""
-    console.print(f"{MARKS[step.status]} [bold]{step.name}[/] {step.summary}{took}", soft_wrap=True)
+def step_details(item: Finished) -> None:
+    """The tables under a finished verify step's line (ui.progress.ConsoleReporter draws the
+    line): per dtype for smoke and conv, per block, per upstream test file."""
+    step = item.subject
+    if not isinstance(step, StepResult):
+        return
     if step.name in _TITLES and step.details.get("per_dtype"):
         console.print(smoke_table(step.details, _TITLES[step.name]))
     if step.name == "blocks" and step.details.get("blocks"):

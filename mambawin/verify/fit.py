@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -54,7 +53,7 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
 
 def fit_step(
     code: GpuCode | None,
-    provenance: Mapping[str, Any] | None,
+    provenance: Mapping[str, object] | None,
     target: Target,
     project: str,
     glibc: VersionNeed | None = None,
@@ -67,11 +66,11 @@ def fit_step(
 
 def _fit(
     code: GpuCode | None,
-    provenance: Mapping[str, Any] | None,
+    provenance: Mapping[str, object] | None,
     target: Target,
     glibc: VersionNeed | None,
 ) -> StepResult:
-    details: dict[str, Any] = {}
+    details: dict[str, dict[str, object]] = {}
     libc = check_glibc(glibc, target)
     if libc is not None:
         details["glibc"] = {"ok": libc[0], "message": libc[1]}
@@ -117,7 +116,7 @@ def check_glibc(need: VersionNeed | None, target: Target) -> tuple[bool, str] | 
 
 
 def _known_archs(
-    code: GpuCode | None, provenance: Mapping[str, Any] | None
+    code: GpuCode | None, provenance: Mapping[str, object] | None
 ) -> tuple[tuple[Arch, ...], str]:
     if code is not None:
         return code_archs(code), "the extension's fatbin"
@@ -146,7 +145,7 @@ def check_archs(archs: Sequence[Arch], target: Target) -> tuple[bool, str]:
     )
 
 
-def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[bool, str]:
+def check_torch(provenance: Mapping[str, object] | None, target: Target) -> tuple[bool, str]:
     """Installed torch: a CUDA build of the major.minor and CUDA major the wheel was built for;
     for a stable wheel (provenance abi "stable"), any torch at or above its floor."""
     if target.torch_version is None:
@@ -180,7 +179,7 @@ def check_torch(provenance: Mapping[str, Any] | None, target: Target) -> tuple[b
 
 
 def _check_floor(
-    provenance: Mapping[str, Any] | None, built_cuda: str, target: Target
+    provenance: Mapping[str, object] | None, built_cuda: str, target: Target
 ) -> tuple[bool, str]:
     """A stable wheel: any torch at or above its floor, with the CUDA major it was built for."""
     assert target.torch_version is not None and target.torch_cuda is not None

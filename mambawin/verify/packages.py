@@ -9,7 +9,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -60,7 +59,7 @@ class WheelUnderTest:
     version: str | None  # None: an installed package whose version was not read
     # The provenance record exactly as the wheel stores it (JSON; None when it has none): the
     # fit and upstream-tests steps read it as stored, `record` is its typed form.
-    provenance: Mapping[str, Any] | None = None
+    provenance: Mapping[str, object] | None = None
     code: GpuCode | None = None  # the GPU code the static step read; None when unread
 
     @property
@@ -137,7 +136,7 @@ def _one_per_project(refs: list[WheelRef], fits: Sequence[str] | None) -> WheelR
 
 
 def pair_problems(
-    mamba: tuple[str, Mapping[str, Any] | None], conv: tuple[str, Mapping[str, Any] | None]
+    mamba: tuple[str, Mapping[str, object] | None], conv: tuple[str, Mapping[str, object] | None]
 ) -> list[str]:
     """Why a mamba-ssm and a causal-conv1d (version, provenance) do not belong together."""
     problems = []

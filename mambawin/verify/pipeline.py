@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from mambawin.builder.reporter import Finished, QuietReporter, Reporter
 from mambawin.errors import UsageError
 from mambawin.status import Status
 from mambawin.verify.fit import fit_step, worst
@@ -38,10 +38,9 @@ from mambawin.verify.steps import (
 from mambawin.wheel.info import sha256_file
 
 
-def verify(
-    options: VerifyOptions, on_step: Callable[[StepResult], None] | None = None
-) -> VerifyReport:
-    """Run every step in order; on_step sees each result as soon as it is known."""
+def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> VerifyReport:
+    """Run every step in order; reporter sees each result as soon as it is known."""
+    shown = reporter or QuietReporter()
     wheels = _check_options(options)
     hashes = {ref.path.name: sha256_file(ref.path) for ref in wheels}
     target = options.target or options.tools.probe_target(options.python)
@@ -55,8 +54,7 @@ def verify(
         result = replace(result, seconds=round(now - clock[0], 2))
         clock[0] = now
         steps.append(result)
-        if on_step:
-            on_step(result)
+        shown.finished(step_finished(result))
         return result
 
     elsewhere = _foreign(wheels)
@@ -114,6 +112,14 @@ def verify(
             record(step)
     wheel = str(options.wheel) if options.wheel else None
     return VerifyReport(wheel, target, tuple(steps), hashes)
+
+
+def step_finished(result: StepResult) -> Finished:
+    """A step's result as the Reporter sees it; the result itself rides along for the view's
+    tables (per dtype, per block, per upstream test file)."""
+    return Finished(
+        result.name, result.status, result.summary, seconds=result.seconds, subject=result
+    )
 
 
 def _glibc_blocker(fits: list[StepResult]) -> str | None:

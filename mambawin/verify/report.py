@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ class Target:
     capability: tuple[int, int] | None = None
     error: str | None = None
     installed_extension: str | None = None  # selective_scan_cuda already importable here
-    installed_provenance: Mapping[str, Any] | None = None
+    installed_provenance: Mapping[str, object] | None = None
     # Every package importable here, by project: {"extension", "version", "provenance"}.
     installed_packages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # The C library's version ("2.36") when it is glibc; None on musl, Windows and macOS.
@@ -119,3 +119,31 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+@dataclass(frozen=True)
+class Row:
+    """One check of the static step: its verdict, its message, and more details for --json.
+    An advisory row that fails warns (the wheel works); any other failed row fails the step."""
+
+    name: str
+    ok: bool
+    message: str
+    details: Mapping[str, object] = field(default_factory=dict)
+    advisory: bool = False
+
+
+def rows_result(name: str, rows: Sequence[Row]) -> StepResult:
+    """One step's result from its rows: each row's verdict and details under its name; failed
+    if a row that is not advisory failed, a warning if only advisory ones did."""
+    details: dict[str, dict[str, object]] = {}
+    for row in rows:
+        advisory = {"advisory": True} if row.advisory else {}
+        details[row.name] = {"ok": row.ok, "message": row.message, **advisory, **row.details}
+    failed = [row.message for row in rows if not row.ok and not row.advisory]
+    if failed:
+        return StepResult(name, Status.FAIL, "; ".join(failed), details)
+    warned = [row.message for row in rows if not row.ok]
+    if warned:
+        return StepResult(name, Status.WARN, "; ".join(warned), details)
+    return StepResult(name, Status.OK, "; ".join(row.message for row in rows), details)

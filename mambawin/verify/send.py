@@ -25,7 +25,7 @@ from mambawin import __version__, atomic
 from mambawin.errors import UsageError, os_error
 from mambawin.userfile import kind_of
 from mambawin.verify.options import VerifyOptions
-from mambawin.verify.report import VerifyReport
+from mambawin.verify.report import StepResult, VerifyReport
 
 KIND = "mambawin-verify-report"  # the JSON's first key and the Markdown's first line name it
 SCHEMA = 1
@@ -146,7 +146,7 @@ def document(report: VerifyReport, ran: str, machine: Mapping[str, Any]) -> dict
     first_error = None
     if failed is not None:
         first_error = {"step": failed.name, "summary": failed.summary, "text": _error_text(failed)}
-    doc: dict[str, Any] = _private(
+    return _private(
         {
             "kind": KIND,
             "schema": SCHEMA,
@@ -164,7 +164,6 @@ def document(report: VerifyReport, ran: str, machine: Mapping[str, Any]) -> dict
         },
         _home(),
     )
-    return doc
 
 
 def _home() -> str | None:
@@ -174,19 +173,23 @@ def _home() -> str | None:
         return None
 
 
-def _private(value: Any, home: str | None) -> Any:
+def _private(value: dict[str, Any], home: str | None) -> dict[str, Any]:
     """The user's home folder as `~` in every text: a report is pasted in public, and on Windows
     the home folder holds the user's name."""
+    return {k: _private_value(v, home) for k, v in value.items()}
+
+
+def _private_value(value: object, home: str | None) -> object:
     if isinstance(value, str):
         return value.replace(home, "~") if home and len(home) > 1 else value
     if isinstance(value, dict):
-        return {k: _private(v, home) for k, v in value.items()}
+        return {k: _private_value(v, home) for k, v in value.items()}
     if isinstance(value, list):
-        return [_private(v, home) for v in value]
+        return [_private_value(v, home) for v in value]
     return value
 
 
-def _error_text(step: Any) -> str:
+def _error_text(step: StepResult) -> str:
     """The failing step's whole story: its error and the output tail when the runner kept one,
     else its details as JSON (a smoke step's worst cases, pip's refusal...)."""
     details = dict(step.details or {})
@@ -264,7 +267,7 @@ def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     """One table cell: a '|' would end the cell and a line break the row."""
     return " ".join(str(value).split()).replace("|", "\\|")
 

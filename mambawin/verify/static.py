@@ -6,7 +6,6 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import sys_tags
@@ -22,7 +21,7 @@ from mambawin.packages import (
 from mambawin.status import Status
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, WheelUnderTest
-from mambawin.verify.report import StepResult, Target, named
+from mambawin.verify.report import Row, StepResult, Target, named, rows_result
 from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.abi_audit import (
     StableCheck,
@@ -41,10 +40,8 @@ from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
 from mambawin.wheel.metadata import requirement_plan_in, requirements_in
 from mambawin.wheel.provenance import Provenance, provenance_in
 
-# (check, ok, message) or (check, ok, message, more details for --json)
-Check = tuple[str, bool, str] | tuple[str, bool, str, dict[str, Any]]
 # What the static step returns: its result, the GPU code it read, the provenance as stored
-Found = tuple[StepResult, GpuCode | None, Mapping[str, Any] | None]
+Found = tuple[StepResult, GpuCode | None, Mapping[str, object] | None]
 
 TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
 
@@ -101,24 +98,26 @@ def static_step(
         with open_wheel(wheel) as (archive, info):
             checks, code, provenance = _wheel_checks(options, project, archive, info)
     except MambawinError as exc:
-        integrity = ("integrity", False, str(exc))
-        return _checks_result(named("static", project), [integrity], None), None, None
-    return _checks_result(named("static", project), checks, code), code, provenance
+        integrity = Row("integrity", False, str(exc))
+        return rows_result(named("static", project), [integrity]), None, None
+    return rows_result(named("static", project), checks), code, provenance
 
 
 def _wheel_checks(
     options: VerifyOptions, project: str, archive: zipfile.ZipFile, info: WheelInfo
-) -> tuple[list[Check], GpuCode | None, Mapping[str, Any] | None]:
+) -> tuple[list[Row], GpuCode | None, Mapping[str, object] | None]:
     members = f"{len(info.members)} members match RECORD; no path leaves the install folder"
-    checks: list[Check] = [("integrity", True, members), ("tags", *check_tags(info.path))]
-    checks.append(("metadata", *_requirements_check(archive, info)))
+    checks = [Row("integrity", True, members), Row("tags", *check_tags(info.path))]
+    checks.append(Row("metadata", *_requirements_check(archive, info)))
     provenance, prov_msg = _read_provenance(archive, info, project)
-    checks.append(("provenance", provenance is not None, prov_msg))
+    checks.append(Row("provenance", provenance is not None, prov_msg))
     code, code_msg = options.tools.wheel_gpu_code(archive, info)
-    checks.append(("gpu_code", code is not None, code_msg))
+    checks.append(_code_row(code, code_msg))
     stable = _stable_check(archive, info, provenance)
     if stable is not None:
-        checks.append(("abi", stable.ok, stable.message, {"violations": list(stable.violations)}))
+        checks.append(
+            Row("abi", stable.ok, stable.message, {"violations": list(stable.violations)})
+        )
     if is_stable(provenance):
         checks += _stable_rows(archive, info, project, provenance)
     checks += _glibc_check(archive, info)
@@ -126,20 +125,30 @@ def _wheel_checks(
     return checks, code, provenance
 
 
-def _build_paths_check(archive: zipfile.ZipFile, info: WheelInfo) -> Check:
+def _code_row(code: GpuCode | None, message: str) -> Row:
+    """Whether the extension holds GPU code, and which (what fit and verify's JSON read)."""
+    return Row("gpu_code", code is not None, message, {"code": code.to_json()} if code else {})
+
+
+def _abi_row(stable: StableCheck) -> Row:
+    """The stable-ABI audit's verdict, with the imports that break it."""
+    return Row("abi", stable.ok, stable.message, {"violations": list(stable.violations)})
+
+
+def _build_paths_check(archive: zipfile.ZipFile, info: WheelInfo) -> Row:
     """A warning, not a failure: the wheel works, and wheels built before the compiler-flags
     patch mapped source paths all hold them (rebuilding is the fix, not refusing to run it)."""
     try:
         found = wheel_build_paths(archive, info)
     except MambawinError as exc:
-        return ("build_paths", False, str(exc), {"advisory": True})
-    details = {"advisory": True, **found.to_json()}
-    return ("build_paths", found.ok, found.message(len(info.extensions)), details)
+        return Row("build_paths", False, str(exc), advisory=True)
+    message = found.message(len(info.extensions))
+    return Row("build_paths", found.ok, message, found.to_json(), advisory=True)
 
 
 def _stable_rows(
-    archive: zipfile.ZipFile, info: WheelInfo, project: str, provenance: Mapping[str, Any] | None
-) -> list[Check]:
+    archive: zipfile.ZipFile, info: WheelInfo, project: str, provenance: Mapping[str, object] | None
+) -> list[Row]:
     """What a stable wheel needs beside its library: the shim upstream's Python imports, and a
     torch requirement at its floor (else pip installs it beside a torch it cannot load in)."""
     extension = get_package(project).extension
@@ -151,34 +160,34 @@ def _stable_rows(
     ]  # fmt: skip
 
 
-def _row(name: str, check: Callable[[], StableCheck]) -> Check:
+def _row(name: str, check: Callable[[], StableCheck]) -> Row:
     """One check's row; a wheel it cannot read (a corrupt member, a bad floor) fails it."""
     try:
         found = check()
     except MambawinError as exc:
-        return (name, False, str(exc))
-    return (name, found.ok, found.message)
+        return Row(name, False, str(exc))
+    return Row(name, found.ok, found.message)
 
 
-def _glibc_check(archive: zipfile.ZipFile, info: WheelInfo) -> list[Check]:
+def _glibc_check(archive: zipfile.ZipFile, info: WheelInfo) -> list[Row]:
     """The oldest glibc (and libstdc++) the ELF extensions load on; no row for a PE wheel."""
     try:
         needs = wheel_needs(archive, info)
     except MambawinError as exc:
-        return [("glibc", False, str(exc))]
+        return [Row("glibc", False, str(exc))]
     return _needs_row(needs)
 
 
-def _needs_row(needs: Sequence[VersionNeed]) -> list[Check]:
+def _needs_row(needs: Sequence[VersionNeed]) -> list[Row]:
     """A fact, never a failure here: where the wheel may be installed is the fit step's call."""
     if glibc_of(needs) is None:
         return []
     message = "; ".join(n.line for n in needs)
-    return [("glibc", True, message, {"needs": [n.to_json() for n in needs]})]
+    return [Row("glibc", True, message, {"needs": [n.to_json() for n in needs]})]
 
 
 def _stable_check(
-    archive: zipfile.ZipFile, info: WheelInfo, provenance: Mapping[str, Any] | None
+    archive: zipfile.ZipFile, info: WheelInfo, provenance: Mapping[str, object] | None
 ) -> StableCheck | None:
     try:
         return check_stable_wheel(archive, info, provenance)
@@ -187,7 +196,7 @@ def _stable_check(
 
 
 def _installed_stable(
-    libraries: Sequence[Path], provenance: Mapping[str, Any] | None
+    libraries: Sequence[Path], provenance: Mapping[str, object] | None
 ) -> StableCheck:
     try:
         return check_stable_files(libraries, floor_of(provenance))
@@ -221,30 +230,16 @@ def _static_installed(
         binary = libraries[0] if libraries else binary
         stable = _installed_stable(libraries, provenance)
     code, code_msg = binary_gpu_code(binary, name)
-    checks: list[Check] = [
-        ("provenance", provenance is not None, _provenance_message(provenance, project)),
-        ("gpu_code", code is not None, code_msg),
+    checks = [
+        Row("provenance", provenance is not None, _provenance_message(provenance, project)),
+        _code_row(code, code_msg),
     ]
     if stable is not None:
-        checks.append(("abi", stable.ok, stable.message, {"violations": list(stable.violations)}))
+        checks.append(
+            Row("abi", stable.ok, stable.message, {"violations": list(stable.violations)})
+        )
     checks += _needs_row(file_needs([binary]))
-    return _checks_result(named("static", project), checks, code), code, provenance
-
-
-def _checks_result(name: str, checks: list[Check], code: GpuCode | None) -> StepResult:
-    """One step result from (check, ok, message[, more details]) rows."""
-    details: dict[str, dict[str, Any]] = {}
-    for check, ok, msg, *more in checks:
-        details[check] = {"ok": ok, "message": msg, **(more[0] if more else {})}
-    if code is not None:
-        details["gpu_code"]["code"] = code.to_json()
-    failed = [row[2] for row in checks if not row[1] and not details[row[0]].get("advisory")]
-    if failed:
-        return StepResult(name, Status.FAIL, "; ".join(failed), details)
-    warned = [row[2] for row in checks if not row[1]]
-    if warned:
-        return StepResult(name, Status.WARN, "; ".join(warned), details)
-    return StepResult(name, Status.OK, "; ".join(row[2] for row in checks), details)
+    return rows_result(named("static", project), checks), code, provenance
 
 
 def check_integrity(wheel: Path) -> tuple[bool, str]:
@@ -321,7 +316,7 @@ def _requirements_check(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[bool
 
 def _read_provenance(
     archive: zipfile.ZipFile, info: WheelInfo, project: str
-) -> tuple[Mapping[str, Any] | None, str]:
+) -> tuple[Mapping[str, object] | None, str]:
     try:
         provenance = provenance_in(archive, info)
     except MambawinError as exc:
@@ -329,7 +324,7 @@ def _read_provenance(
     return provenance, _provenance_message(provenance, project)
 
 
-def _provenance_message(provenance: Mapping[str, Any] | None, project: str) -> str:
+def _provenance_message(provenance: Mapping[str, object] | None, project: str) -> str:
     if provenance is None:
         return (
             "no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "

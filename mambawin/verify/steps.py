@@ -71,7 +71,7 @@ def install_step(
     projects: Sequence[str] = (MAMBA.name,),
 ) -> tuple[StepResult, InstallEnv | None]:
     """Install every wheel into one throwaway venv (or use this env) and import the kernels."""
-    known = [found for p in projects if (found := package_named(p)) is not None]
+    known = [named for p in projects if (named := package_named(p)) is not None]
     modules = [package.extension for package in known] or [MAMBA.extension]
     try:
         wheels = [r.path for r in find_wheels(Path(options.wheel))] if options.wheel else []

@@ -6,7 +6,7 @@ environment holds. The real ones are the defaults; tests give fakes
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,16 @@ from mambawin.packages import (
     package_named,
 )
 from mambawin.verify import sandbox, upstream_tests
+from mambawin.verify.report import Target
+from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.target import probe_target
+from mambawin.verify.upstream_tests import TestRun
 from mambawin.wheel import gpucode
-from mambawin.wheel.gpucode import list_gpu_code
+from mambawin.wheel.gpucode import GpuCode, list_gpu_code
 from mambawin.wheel.info import WheelInfo
 
 
-def wheel_gpu_code(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[Any, str]:
+def wheel_gpu_code(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[GpuCode | None, str]:
     """The GPU code of the package's own extension in a wheel opened (and checked) once."""
     extension = (package_named(info.name) or MAMBA).extension
     try:
@@ -41,14 +44,14 @@ def wheel_gpu_code(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[Any, str]
     return describe_code(found[members[0]], extension)
 
 
-def binary_gpu_code(binary: Path, extension: str) -> tuple[Any, str]:
+def binary_gpu_code(binary: Path, extension: str) -> tuple[GpuCode | None, str]:
     try:
         return describe_code(list_gpu_code(binary), extension)
     except MambawinError as exc:
         return None, f"GPU code unreadable: {exc}"
 
 
-def describe_code(code: Any, extension: str) -> tuple[Any, str]:
+def describe_code(code: GpuCode, extension: str) -> tuple[GpuCode | None, str]:
     if not code.sass and not code.ptx:
         return None, f"{extension} holds no GPU code: rebuild with `mambawin build --arch ...`"
     listed = ", ".join([*code.sass, *code.ptx])
@@ -59,10 +62,17 @@ def describe_code(code: Any, extension: str) -> tuple[Any, str]:
 class Tools:
     """The collaborators one verify run uses."""
 
-    probe_target: Callable[..., Any] = probe_target
-    wheel_gpu_code: Callable[[zipfile.ZipFile, WheelInfo], tuple[Any, str]] = wheel_gpu_code
-    prepare_env: Callable[..., Any] = sandbox.prepare_env
-    import_check: Callable[..., Any] = sandbox.import_check
-    run_module: Callable[..., Any] = sandbox.run_module
-    run_upstream_tests: Callable[..., Any] = upstream_tests.run_all
-    read_environment: Callable[..., Any] = sandbox.read_environment
+    probe_target: Callable[[str], Target] = probe_target
+    wheel_gpu_code: Callable[[zipfile.ZipFile, WheelInfo], tuple[GpuCode | None, str]] = (
+        wheel_gpu_code
+    )
+    prepare_env: Callable[[Sequence[Path], str, Path], InstallEnv] = sandbox.prepare_env
+    # What a child process printed as its last line: a JSON object, untyped until read.
+    import_check: Callable[[InstallEnv, Sequence[str]], dict[str, Any]] = sandbox.import_check
+    run_module: Callable[[InstallEnv, str, Sequence[str], float], dict[str, Any]] = (
+        sandbox.run_module
+    )
+    run_upstream_tests: Callable[..., list[TestRun]] = upstream_tests.run_all  # keywords too
+    read_environment: Callable[[InstallEnv, Sequence[str], float], dict[str, Any]] = (
+        sandbox.read_environment
+    )

@@ -102,11 +102,11 @@ class TestRun:
         return {**asdict(self), "ok": self.ok, "summary": self.summary()}
 
 
-def source_of(project: str, provenance: Mapping[str, Any] | None) -> Source:
+def source_of(project: str, provenance: Mapping[str, object] | None) -> Source:
     """The upstream repo/ref/commit a wheel was built from (an `upstream` entry, else top level)."""
     record = dict(provenance or {})
-    upstream = record.get("upstream") if isinstance(record.get("upstream"), Mapping) else None
-    where = upstream or record
+    nested = record.get("upstream")  # an older record kept repo/ref/commit under `upstream`
+    where: Mapping[str, object] = nested if isinstance(nested, Mapping) and nested else record
     repo = str(where.get("repo") or where.get("url") or record.get("upstream_repo") or "")
     source = Source(
         repo or REPOS[project], str(where.get("ref") or ""), str(where.get("commit") or "")
@@ -120,7 +120,7 @@ def source_of(project: str, provenance: Mapping[str, Any] | None) -> Source:
     return source
 
 
-def complex_removed(provenance: Mapping[str, Any] | None) -> bool:
+def complex_removed(provenance: Mapping[str, object] | None) -> bool:
     """Whether the build applied the complex-removal patch (its provenance lists it)."""
     patches = Provenance.from_dict(provenance).patches
     return any(p.get("id") == COMPLEX_PATCH for p in patches)
@@ -158,7 +158,7 @@ def _reachable(project: str, repo: str) -> str:
 def run_tests(
     env: InstallEnv,
     project: str,
-    provenance: Mapping[str, Any] | None,
+    provenance: Mapping[str, object] | None,
     folder: Path,
     *,
     keyword: str | None = None,
