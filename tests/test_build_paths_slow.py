@@ -101,7 +101,8 @@ def test_debug_info_names_no_build_folder_beside_the_tree(
     build = tmp_path / "build" / "temp_marker"
     build.mkdir(parents=True)
     source = str(root / "csrc" / "unit.cpp")
-    proc.run([gxx, "-g", *cxx, f"-I{torch_dir / 'include'}", "-c", source, "-o", "unit.o"], cwd=build)
+    include = f"-I{torch_dir / 'include'}"
+    proc.run([gxx, "-g", *cxx, include, "-c", source, "-o", "unit.o"], cwd=build)
     data = (build / "unit.o").read_bytes()
     assert str(tmp_path).encode() not in data
     assert b"../build/temp_marker" in data and b"./csrc/unit.cpp" in data

@@ -195,7 +195,8 @@ def test_a_limited_row_passes_on_its_numbers_and_says_how_far_the_graph_goes():
     times = {"eager_ms": 2.0, "compiled_ms": 1.9}
     row = runner._row(limited, {"out": WITHIN}, times)
     assert row["passed"] and row["reason"] == (
-        "upstream's x.py (f) why; without fullgraph 3 graphs; largest error out 0.01 (0.2x tolerance)"
+        "upstream's x.py (f) why; without fullgraph 3 graphs; largest error out 0.01 "
+        "(0.2x tolerance)"
     )
     off = {"max_abs": 0.5, "max_rel": 0.9, "ratio": 3.0}
     assert not runner._row(limited, {"out": off}, times)["passed"]
