@@ -238,7 +238,8 @@ def attestation_url(text: str | None) -> str | None:
     if text is None or ATTESTATION.fullmatch(text):
         return text
     msg = (
-        f"--attestation {text[:80]!r} is not an https address: pass the attestation's URL "
+        f"--attestation {text[:80]!r} is not an https:// address (one word, no spaces or control "
+        "characters): pass the attestation's URL "
         "(actions/attest-build-provenance's attestation-url output), or leave it out"
     )
     raise UsageError(msg)

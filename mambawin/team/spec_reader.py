@@ -259,7 +259,8 @@ class _Reader:
         try:
             arch = parse_arch(text)
         except UsageError as exc:
-            raise self.fail(where, str(exc).replace("--arch", "windows_gpu_arch")) from None
+            problem = str(exc).replace(" or 8.6+PTX", "").replace("--arch", "windows_gpu_arch")
+            raise self.fail(where, problem) from None
         if arch.ptx or arch.suffix:
             raise self.fail(
                 where, f'{text!r}: name the GPU\'s compute capability alone, e.g. "75" or "8.6"'
