@@ -387,3 +387,15 @@ def test_a_runner_that_is_not_one_label_is_refused(tmp_path: Path, runner: str) 
     assert result.exit_code == UsageError.exit_code, result.output
     assert result.stderr.startswith("error: --runner") and result.stderr.count("\n") == 1
     assert not out.exists()
+
+
+def test_the_header_says_how_long_each_setup_step_takes_and_why(tmp_path: Path) -> None:
+    out, workflow = _generate(tmp_path, TEAM, "pages")
+    header = [line for line in out.read_text().splitlines() if line.startswith("#")]
+    text = " ".join(line.lstrip("# ") for line in header)
+    # Each setup step of a build job with its expected time and what the estimate rests on.
+    assert "the Windows toolchain" in text and "1-4 min" in text and "549 MB" in text
+    assert "Actions cache: about 1 min" in text
+    assert "17 min" in text and "torch from its index" in text
+    steps = [s.get("name") or s["uses"] for s in workflow["jobs"]["build"]["steps"]]
+    assert not any("cuda-toolkit" in str(s).lower() or "CUDA toolkit" in str(s) for s in steps)

@@ -329,7 +329,10 @@ def test_the_toolchain_step_hands_its_variables_to_the_later_steps(
     # No CUDA installer any more: CUDA comes from the toolchain's wheels, cached by its key.
     assert not any("cuda-toolkit" in str(s.get("uses", "")).lower() for s in job["steps"])
     cache = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache@"))
-    assert cache["with"] == {"path": "${{ env.WINDOWS_ROOT }}", "key": "${{ matrix.toolchain_key }}"}
+    assert cache["with"] == {
+        "path": "${{ env.WINDOWS_ROOT }}",
+        "key": "${{ matrix.toolchain_key }}",
+    }
     assert job["env"]["WINDOWS_ROOT"].endswith(".windows-toolchain")
     step = next(s for s in job["steps"] if s.get("name", "").startswith("the Windows toolchain ("))
     monkeypatch.setitem(INPUTS, "msvc", msvc)  # a run started by hand, with its input
