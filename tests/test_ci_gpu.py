@@ -85,7 +85,9 @@ def test_the_gpu_check_scripts_run_the_full_verify_and_hand_on_the_records(
     for entry in workflow["jobs"]["check"]["strategy"]["matrix"]["include"]:
         wheels = entry["wheels"].split()
         downloaded = (*(f"wheelhouse/{w}" for w in wheels), "report.json")
-        calls = run_job(workflow, "check", entry, tmp_path, files=downloaded)
+        # A self-hosted runner keeps its workspace: an earlier run's wheel must not be verified.
+        stale = ("check/mamba_ssm-2.2.5-cp312-cp312-win_amd64.whl", "records/old.verify.json")
+        calls = run_job(workflow, "check", entry, tmp_path, files=(*downloaded, *stale))
         (gather,) = calls["the wheels and their requirements"]
         # pytest for upstream's tests, beside the wheels' own requirements.
         assert gather[:5] == ["python", "-m", "pip", "install", "pytest"]

@@ -147,9 +147,11 @@ _RECORDS_ENV = {"RECORDS": "${{ matrix.records }}"}
 
 
 # The wheels this torch loads, apart: verify installs a folder's wheels together, and a wheel of
-# another torch or CUDA major would not fit beside them. Wheel names hold no spaces or globs.
+# another torch or CUDA major would not fit beside them. Wheel names hold no spaces or globs. A
+# self-hosted runner keeps its workspace between runs: this job's own folders start empty.
 _GATHER = """\
-mkdir -p check
+rm -rf check records
+mkdir check
 for wheel in $WHEELS; do cp "wheelhouse/$wheel" check/; done
 python -m pip install check/*.whl
 """
