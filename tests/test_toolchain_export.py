@@ -4,6 +4,7 @@ steps of a Windows CI job (the generated workflow appends them to $GITHUB_ENV)."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,38 @@ def test_the_json_mode_is_unchanged(tmp_path: Path) -> None:
     result = cli("--root", str(root), "--json")
     document = json.loads(result.stdout)  # type: ignore[attr-defined]
     assert document["root"] == str(root)
+
+
+@pytest.mark.windows_toolchain
+def test_the_exported_folders_alone_compile_with_the_real_toolchain(tmp_path: Path) -> None:
+    # What a native Windows job gets from `--env github`, run here under wine: only the
+    # exported INCLUDE, LIB and PATH (as WINEPATH), nothing of wine_environ's own.
+    from mambawin import proc
+
+    root = os.environ.get("MAMBAWIN_TEST_WINDOWS_TOOLCHAIN")
+    launcher = proc.which("wine64") or proc.which("wine")
+    if not root or launcher is None:
+        pytest.skip("set MAMBAWIN_TEST_WINDOWS_TOOLCHAIN (a `toolchain windows --setup` root)")
+    env = export.native_environ(wine.toolchain_at(Path(root), torch=False), "", sep=";")
+
+    def z(value: str) -> str:
+        return ";".join(wine.windows_path(Path(p)) for p in value.split(";"))
+
+    run_env = {
+        **os.environ,
+        "INCLUDE": z(env["INCLUDE"]),
+        "LIB": z(env["LIB"]),
+        "WINEPATH": z(env["PATH"]),
+        "WINEPREFIX": str(tmp_path / "prefix"),  # never the shared toolchain's own prefix
+        "WINEDEBUG": "-all",
+    }
+    (tmp_path / "hello.c").write_text(
+        '#include <stdio.h>\nint main(void){printf("msc %d\\n", _MSC_VER);return 0;}\n'
+    )
+    (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    proc.run([launcher, "cl.exe", "/nologo", "hello.c"], cwd=tmp_path, env=run_env, timeout=600)
+    done = proc.run([launcher, "hello.exe"], cwd=tmp_path, env=run_env, timeout=120)
+    assert done.stdout.strip().startswith("msc 19")
+    nvcc = [launcher, "nvcc.exe", "-c", "k.cu", "-o", "k.obj", "-arch=sm_90"]
+    proc.run(nvcc, cwd=tmp_path, env=run_env, timeout=900)  # finds cl.exe on the PATH given
+    assert (tmp_path / "k.obj").stat().st_size > 1000
