@@ -196,3 +196,13 @@ def test_publish_without_records_or_attestation_when_nothing_is_published(tmp_pa
     assert list(workflow["jobs"]) == ["build", "check"]
     text = (tmp_path / ".github" / "workflows" / "mamba-wheels.yml").read_text(encoding="utf-8")
     assert "attestations: write" not in text and "id-token" not in text
+
+
+def test_a_check_over_githubs_matrix_limit_is_refused(tmp_path: Path) -> None:
+    torches = "".join(f'[[torch]]\nversion = "2.10.{n}"\ncuda = "13.0"\n' for n in range(130))
+    spec = TORCH_ABI.split("[[torch]]")[0] + torches + GPU  # 2 Pythons x 130 torches = 260
+    out = tmp_path / "w.yml"
+    result = ci_github(tmp_path, spec, "--out", str(out))
+    assert result.exit_code == UsageError.exit_code, result.output
+    assert "260 Python x torch pairs, over GitHub's 256" in " ".join(result.stderr.split())
+    assert not out.exists()

@@ -24,6 +24,7 @@ from mambawin.team.actions import SETUP_PYTHON, UPLOAD
 from mambawin.team.matrix import Cell, build_python
 from mambawin.team.spec import Spec, TorchSpec
 from mambawin.team.workflow_steps import (
+    MATRIX_LIMIT,
     artifact_name,
     download_wheels_step,
     install_step,
@@ -133,6 +134,12 @@ def check_job(
         else "verify on Windows with ${{ matrix.id }} (no GPU)"
     )
     entries = check_entries(spec, cells)
+    if len(entries) > MATRIX_LIMIT:
+        msg = (
+            f"{spec.path}: the check job would verify {len(entries)} Python x torch pairs, over "
+            f"GitHub's {MATRIX_LIMIT} per matrix: name fewer pythons or torches, or remove [ci]"
+        )
+        raise UsageError(msg)
     env = {"PYTHONUTF8": "1"}
     return matrix_job(name, gpu or runner, 120 if gpu else 60, entries, env, steps, needs=needs)
 

@@ -27,6 +27,9 @@ LINUX_RUNNER = "ubuntu-24.04"  # the publish job, and the cross build with --bui
 JOB_LIMIT_MIN = 360  # GitHub-hosted runners stop a job after 6 hours
 
 
+MATRIX_LIMIT = 256  # GitHub: "a matrix can generate a maximum of 256 jobs per workflow run"
+
+
 WHEEL_ARTIFACT = "wheel-"  # every wheel artifact's name starts so; publish downloads `wheel-*`
 
 
