@@ -100,11 +100,18 @@ def test_wheels_reach_check_and_publish_and_reports_do_not_reach_the_index(
     reports = [e["report"] for e in jobs["check"]["strategy"]["matrix"]["include"]]
     (upload,) = action(jobs["cross"], "actions/upload-artifact")
     assert upload["with"]["name"] == "${{ matrix.artifact }}"
-    for job_id in ("check", "publish"):
-        (download,) = action(jobs[job_id], "actions/download-artifact")
+    records = [e["record"] for e in jobs["check"]["strategy"]["matrix"]["include"]]
+    (check_download,) = action(jobs["check"], "actions/download-artifact")
+    wheels_download, records_download = action(jobs["publish"], "actions/download-artifact")
+    for download in (check_download, wheels_download):
         pattern = download["with"]["pattern"]
-        assert all(fnmatch.fnmatch(w, pattern) for w in wheels), (job_id, pattern)
-        assert not any(fnmatch.fnmatch(r, pattern) for r in reports), (job_id, pattern)
+        assert all(fnmatch.fnmatch(w, pattern) for w in wheels), pattern
+        assert not any(fnmatch.fnmatch(r, pattern) for r in reports + records), pattern
+    # The verify records (not the reports) reach publish, into the wheelhouse beside the wheels.
+    pattern = records_download["with"]["pattern"]
+    assert all(fnmatch.fnmatch(r, pattern) for r in records), pattern
+    assert not any(fnmatch.fnmatch(n, pattern) for n in wheels + reports), pattern
+    assert records_download["with"]["path"] == wheels_download["with"]["path"] == "wheelhouse"
 
 
 def test_the_toolchain_cache_is_the_folder_the_scripts_use(tmp_path: Path) -> None:
@@ -197,8 +204,10 @@ def test_the_cross_scripts_run_and_call_the_tools_as_meant(tmp_path: Path) -> No
 
 def test_the_check_scripts_install_a_cuda_torch_and_verify_the_wheels(tmp_path: Path) -> None:
     _, workflow = generate(tmp_path)
+    wheels = [e["wheel"] for e in workflow["jobs"]["cross"]["strategy"]["matrix"]["include"]]
+    downloaded = (*(f"wheelhouse/{w}" for w in wheels), "report.json")
     for entry in workflow["jobs"]["check"]["strategy"]["matrix"]["include"]:
-        calls = run_job(workflow, "check", entry, tmp_path)
+        calls = run_job(workflow, "check", entry, tmp_path, files=downloaded)
         install = calls["torch and mambawin"]
         assert [
             "python",
@@ -211,13 +220,15 @@ def test_the_check_scripts_install_a_cuda_torch_and_verify_the_wheels(tmp_path: 
         ] in install
         assert install[-1][-1] == SOURCE
         # The wheels' own requirements, beside torch: verify's ops step imports mamba_ssm.
-        (requirements,) = calls["the wheels' requirements"]
+        (requirements,) = calls["the wheels and their requirements"]
         assert requirements[:4] == ["python", "-m", "pip", "install"]
-        assert requirements[4].startswith("wheelhouse") and requirements[4].endswith(".whl")
-        assert list(calls).index("the wheels' requirements") < list(calls).index("mambawin verify")
+        assert sorted(requirements[4:]) == sorted(f"check/{w}" for w in wheels)
+        order = list(calls)
+        assert order.index("the wheels and their requirements") < order.index("mambawin verify")
         (verify,) = calls["mambawin verify"]
         parses_as_mambawin(verify[1:])
-        assert verify[1:] == ["verify", "wheelhouse", "--json"]
+        # No GPU runner in the spec: the no-GPU check, without upstream's tests.
+        assert verify[1:] == ["verify", "check", "--json", "--report", "report.json"]
 
 
 def test_the_cross_workflow_lints_clean(tmp_path: Path) -> None:
@@ -259,6 +270,10 @@ def test_what_the_cross_build_cannot_build_is_refused(
     if named == "keep_complex":
         assert windows.exit_code == UsageError.exit_code
         assert "cannot be combined with --abi stable" in " ".join(windows.output.split())
+    elif named == "CUDA 12.8" and not any(k.startswith("12.") for k in CUDA_WHEELS):
+        # Nor the Windows build jobs, until the toolchain has a CUDA 12 wheel set.
+        assert windows.exit_code == UsageError.exit_code
+        assert "CUDA 12.8 has no Windows wheel set" in " ".join(windows.output.split())
     else:
         assert windows.exit_code == 0, windows.output
 

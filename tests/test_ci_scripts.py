@@ -34,7 +34,11 @@ GITHUB = {
     "github.workflow": "mamba wheels",
     "github.ref": "refs/heads/main",
 }
+# What earlier steps left (an action's outputs), as a run would have them.
+OUTPUTS = {"steps.attest.outputs.attestation-url": "https://github.com/team/wheels/attestations/42"}
 _EXPRESSION = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
+# `inputs.NAME || 'default'`: a push run has no inputs, so the default is what the step gets.
+_INPUT_OR = re.compile(r"inputs\.(\w+) \|\| '([^']*)'")
 SOURCE = "mambawin @ git+https://example.invalid/team/mambawin@" + "a" * 40
 
 SPEC = """\
@@ -70,6 +74,9 @@ def generate(tmp_path: Path, spec: str, publish: str) -> dict[str, Any]:
     return workflow
 
 
+INPUTS: dict[str, str] = {}  # a push run's: none
+
+
 def fill(text: str, matrix: dict[str, Any], env: dict[str, str]) -> str:
     """The text with every `${{ }}` replaced as GitHub would; an unknown one fails the test."""
 
@@ -82,6 +89,11 @@ def fill(text: str, matrix: dict[str, Any], env: dict[str, str]) -> str:
             return env[name.removeprefix("env.")]
         if name in GITHUB:
             return GITHUB[name]
+        if name in OUTPUTS:
+            return OUTPUTS[name]
+        given = _INPUT_OR.fullmatch(name)
+        if given:
+            return INPUTS.get(given[1]) or given[2]
         raise AssertionError(f"the test cannot evaluate ${{{{ {name} }}}}")
 
     return _EXPRESSION.sub(value, text)
@@ -110,19 +122,29 @@ def run_step(
     matrix: dict[str, Any],
     tmp_path: Path,
     then: dict[str, str] | None = None,
+    files: tuple[str, ...] = (),
 ) -> list[list[str]]:
-    """Run one step's script; the argv of every faked program it called (fake_tools' then)."""
+    """Run one step's script; the argv of every faked program it called (fake_tools' then).
+    files: paths the job's earlier steps left in the working folder (downloaded wheels...)."""
     shell = step.get("shell", "bash")
     assert shell in SHELLS, f"step {step.get('name')!r}: the suite cannot run shell {shell!r}"
     work = tmp_path / "run"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
+    for name in files:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(name, encoding="utf-8")
     log = work / "calls.log"
     fake_tools(work / "bin", log, then)
     script = work / "script"
     script.write_text(step["run"], encoding="utf-8")
     step_env = {k: fill(str(v), matrix, env) for k, v in {**env, **step.get("env", {})}.items()}
-    full_env = {**step_env, "PATH": f"{work / 'bin'}:/usr/bin:/bin", "HOME": str(work)}
+    full_env = {
+        **step_env,
+        "PATH": f"{work / 'bin'}:/usr/bin:/bin",
+        "HOME": str(work),
+        "GITHUB_ENV": str(work / "github_env"),  # the file the runner reads variables from
+    }
     argv = [part.replace("{0}", str(script)) for part in SHELLS[shell]]
     done = subprocess.run(
         argv, cwd=work, env=full_env, capture_output=True, text=True, timeout=60, check=False
@@ -138,6 +160,7 @@ def run_job(
     matrix: dict[str, Any],
     tmp_path: Path,
     then: dict[str, str] | None = None,
+    files: tuple[str, ...] = (),
 ) -> dict[str, list[list[str]]]:
     """Every run step of one job for one matrix entry: step name → the calls it made."""
     job = workflow["jobs"][job_id]
@@ -148,7 +171,9 @@ def run_job(
     calls = {}
     for step in job["steps"]:
         if "run" in step:
-            calls[fill(step["name"], matrix, env)] = run_step(step, env, matrix, tmp_path, then)
+            calls[fill(step["name"], matrix, env)] = run_step(
+                step, env, matrix, tmp_path, then, files
+            )
     return calls
 
 
@@ -187,6 +212,23 @@ def test_every_build_script_runs_and_calls_the_tools_as_meant(tmp_path: Path) ->
             "https://download.pytorch.org/whl/cu130",
         ] in install
         assert install[-1][-1] == SOURCE
+        setup, env = calls["the Windows toolchain (MSVC and CUDA from pip)"]
+        parses_as_mambawin(setup[1:])
+        parses_as_mambawin(env[1:])
+        root = "/runner/work/wheels\\.windows-toolchain"
+        assert setup[1:] == [
+            "toolchain",
+            "windows",
+            "--setup",
+            "--root",
+            root,
+            "--cuda",
+            "13.0",
+            "--torch",
+            "2.10.0",
+            "--json",
+        ]
+        assert env[1:] == ["toolchain", "windows", "--root", root, "--env", "github"]
         (doctor,) = calls["mambawin doctor"]
         assert doctor[:3] == ["mambawin", "doctor", "--arch"]
         parses_as_mambawin(doctor[1:])
@@ -212,8 +254,30 @@ def test_the_publish_scripts_run(publish: str, tmp_path: Path) -> None:
         "install",
         SOURCE,
     ]
-    assert index[1] == ["mambawin", "index", "wheelhouse", "--out", "site", "--torch", "2.10"]
+    attestation = OUTPUTS["steps.attest.outputs.attestation-url"]
+    assert index[1] == [
+        "mambawin",
+        "index",
+        "wheelhouse",
+        "--out",
+        "site",
+        "--attestation",
+        attestation,
+        "--torch",
+        "2.10",
+    ]
     parses_as_mambawin(index[1][1:])
+    # Every wheel is attested before the index is made, by the job that alone may do it.
+    job = workflow["jobs"]["publish"]
+    names = [s.get("name") or s.get("uses", "").split("@")[0] for s in job["steps"]]
+    attest = job["steps"][names.index("attest the wheels")]
+    assert attest["uses"].startswith("actions/attest-build-provenance@")
+    assert attest["with"] == {"subject-path": "wheelhouse/*.whl"}
+    assert names.index("attest the wheels") < names.index("mambawin index")
+    assert job["permissions"]["attestations"] == "write" == job["permissions"]["id-token"]
+    for other, other_job in workflow["jobs"].items():
+        if other != "publish":
+            assert other_job["permissions"] == {"contents": "read"}, other
     if publish == "release":
         (release,) = calls["release"]
         assert release[:4] == ["gh", "release", "create", "wheels-7"]
@@ -245,3 +309,35 @@ def test_the_executor_catches_a_powershell_variable_under_bash(tmp_path: Path) -
     assert call[-1] == ":MAMBAWIN_REQ"  # what pip got; test_no_call_gets_... refuses it
     with pytest.raises(AssertionError, match="cannot run shell 'pwsh'"):
         run_step({**step, "shell": "pwsh"}, {}, {}, tmp_path)
+
+
+# What `toolchain windows --env github` prints (its lines reach $GITHUB_ENV).
+ENV_LINES = """\
+if [ "$3" = "--root" ] && [ "$5" = "--env" ]; then
+  printf '%s\\n' 'CUDA_HOME=C:\\tc\\cu13' 'DISTUTILS_USE_SDK=1'
+fi
+"""
+
+
+@pytest.mark.parametrize(("msvc", "flag"), [("", []), ("visual-studio", ["--no-msvc"])])
+def test_the_toolchain_step_hands_its_variables_to_the_later_steps(
+    msvc: str, flag: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workflow = generate(tmp_path, SPEC, "none")
+    job = workflow["jobs"]["build"]
+    (entry, *_) = job["strategy"]["matrix"]["include"]
+    # No CUDA installer any more: CUDA comes from the toolchain's wheels, cached by its key.
+    assert not any("cuda-toolkit" in str(s.get("uses", "")).lower() for s in job["steps"])
+    cache = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache@"))
+    assert cache["with"] == {
+        "path": "${{ env.WINDOWS_ROOT }}",
+        "key": "${{ matrix.toolchain_key }}",
+    }
+    assert job["env"]["WINDOWS_ROOT"].endswith(".windows-toolchain")
+    step = next(s for s in job["steps"] if s.get("name", "").startswith("the Windows toolchain ("))
+    monkeypatch.setitem(INPUTS, "msvc", msvc)  # a run started by hand, with its input
+    env = {k: fill(str(v), entry, {}) for k, v in job["env"].items()}
+    _, exported = run_step(step, env, entry, tmp_path, {"mambawin": ENV_LINES})
+    assert exported[-len(flag) - 2 :] == ["--env", "github", *flag]
+    written = (tmp_path / "run" / "github_env").read_text(encoding="utf-8")
+    assert written == "CUDA_HOME=C:\\tc\\cu13\nDISTUTILS_USE_SDK=1\n"

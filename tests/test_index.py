@@ -773,7 +773,12 @@ def test_the_record_verify_writes_is_shown(tmp_path: Path) -> None:
     )
     (wheel.parent / (wheel.name + ".verify.json")).write_text(json.dumps(report.to_json()))
     entry = _index_json(wheel.parent, tmp_path / "site")["wheels"][0]
-    assert entry["verify"] == {"passed": False, "summary": "FAILED at smoke: out off by 3"}
+    assert entry["verify"] == {
+        "passed": False,
+        "summary": "FAILED at smoke: out off by 3",
+        "checks": [["smoke", "fail"]],
+        "where": "no GPU",
+    }
     assert entry["verify_ignored"] is None
     published = tmp_path / "site" / "files" / (wheel.name + ".verify.json")
     assert published.stat().st_mode & 0o777 == 0o644

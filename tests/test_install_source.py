@@ -13,6 +13,7 @@ from mambawin.cli import app
 from mambawin.errors import UsageError
 from mambawin.team import install_source
 from mambawin.team.install_source import Resolution, Source
+from mambawin.toolchain.wine import CUDA_WHEELS
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -69,9 +70,20 @@ def test_a_requirement_pip_cannot_find_is_refused_with_the_fix() -> None:
     assert install_source.checked(source, lambda req: Resolution(True)) == ""
 
 
+def example(spec: Path) -> None:
+    """`mambawin init`'s spec at spec, as ci github can build it."""
+    assert CliRunner().invoke(app, ["init", "--out", str(spec)]).exit_code == 0
+    if not any(k.startswith("12.") for k in CUDA_WHEELS):
+        # The Windows build jobs take CUDA from the toolchain's wheels: until it has a CUDA 12
+        # set, ci github refuses the example's cu128 torch (tests/test_ci_github.py).
+        text = spec.read_text(encoding="utf-8").split("[[torch]]")
+        kept = [part for part in text[1:] if 'cuda = "12.' not in part]
+        spec.write_text("[[torch]]".join([text[0], *kept]), encoding="utf-8")
+
+
 def test_offline_ci_github_writes_with_one_warning_line(tmp_path: Path) -> None:
     spec = tmp_path / "mambawin.toml"
-    assert CliRunner().invoke(app, ["init", "--out", str(spec)]).exit_code == 0
+    example(spec)
     result = CliRunner().invoke(
         app, ["ci", "github", "--spec", str(spec), "--out", str(tmp_path / "w.yml")]
     )
@@ -137,7 +149,7 @@ def test_a_plain_requirement_is_taken_in_its_normal_form(text: str, written: str
 
 def test_ci_github_refuses_a_pip_option_before_asking_pip_or_writing(tmp_path: Path) -> None:
     spec, out = tmp_path / "mambawin.toml", tmp_path / "w.yml"
-    assert CliRunner().invoke(app, ["init", "--out", str(spec)]).exit_code == 0
+    example(spec)
     args = ["ci", "github", "--spec", str(spec), "--out", str(out), "--check"]
     result = CliRunner().invoke(app, [*args, "--mambawin", "--index-url=https://elsewhere/simple"])
     assert result.exit_code == UsageError.exit_code and result.stdout == ""
@@ -148,7 +160,7 @@ def test_ci_github_refuses_a_pip_option_before_asking_pip_or_writing(tmp_path: P
 def test_the_requirement_reaches_each_script_only_through_the_env(tmp_path: Path) -> None:
     yaml = pytest.importorskip("yaml")
     spec, out = tmp_path / "mambawin.toml", tmp_path / "w.yml"
-    assert CliRunner().invoke(app, ["init", "--out", str(spec)]).exit_code == 0
+    example(spec)
     wanted = "mambawin @ https://example.com/mambawin-0.1-py3-none-any.whl"
     args = ["ci", "github", "--spec", str(spec), "--out", str(out), "--no-check"]
     assert CliRunner().invoke(app, [*args, "--mambawin", wanted]).exit_code == 0

@@ -193,3 +193,41 @@ def test_a_spec_nested_deeper_than_python_reads_is_one_line(tmp_path: Path) -> N
     text = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"  # tomllib recursed until RecursionError
     with pytest.raises(SpecError, match="invalid TOML: nested too deeply"):
         parse_spec(text, tmp_path / "mambawin.toml")
+
+
+def test_the_ci_table_names_a_gpu_runner_and_its_arch(tmp_path: Path) -> None:
+    path = tmp_path / "team.toml"
+    path.write_text(
+        GOOD + '[ci]\nwindows_gpu_runner = "gpu-windows"\nwindows_gpu_arch = "sm_75"\n',
+        encoding="utf-8",
+    )
+    spec = load_spec(path)
+    assert spec.ci.windows_gpu_runner == "gpu-windows"
+    assert spec.ci.windows_gpu_arch is not None and spec.ci.windows_gpu_arch.capability == (7, 5)
+    assert parse_spec(GOOD, path).ci.windows_gpu_runner is None
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ('windows_gpu_runner = "gpu windows"', "ci.windows_gpu_runner: 'gpu windows' is not one"),
+        ('windows_gpu_runner = "a,b"', "ci.windows_gpu_runner: 'a,b' is not one runner label"),
+        ('windows_gpu_runner = "${{ vars.RUNNER }}"', "GitHub Actions expression"),
+        ("windows_gpu_runner = 7", "ci.windows_gpu_runner: must be a non-empty string"),
+        ('windows_gpu_arch = "75"', "ci.windows_gpu_arch: names the GPU of windows_gpu_runner"),
+        (
+            'windows_gpu_runner = "g"\nwindows_gpu_arch = "t4"',
+            "ci.windows_gpu_arch: invalid CUDA arch 't4' in windows_gpu_arch",
+        ),
+        (
+            'windows_gpu_runner = "g"\nwindows_gpu_arch = "7.5+PTX"',
+            "ci.windows_gpu_arch: '7.5+PTX': name the GPU's compute capability alone",
+        ),
+        ('windows_gpu_runer = "g"', "ci.windows_gpu_runer: unknown key: expected one of"),
+    ],
+)
+def test_a_bad_ci_table_is_one_line_naming_the_key(
+    table: str, expected: str, tmp_path: Path
+) -> None:
+    message = spec_error(GOOD + "[ci]\n" + table + "\n", tmp_path)
+    assert expected in message, message

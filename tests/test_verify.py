@@ -102,6 +102,16 @@ def test_sm80_only_wheel_fails_on_a_90_gpu_before_any_kernel():
     assert "sm_80" in result.summary
 
 
+def test_a_t4_runner_without_sm75_code_is_named_by_the_fit_step():
+    # A GPU runner the spec does not describe (no [ci] windows_gpu_arch): the generator cannot
+    # refuse it, so the check job's verify must say which arch the wheels lack.
+    t4 = Target("2.8.0+cu128", "12.8", "Tesla T4", (7, 5))  # the torch PROVENANCE names
+    result = fit.fit_step(code("sm_86", "sm_90"), PROVENANCE, t4, project=MAMBA.name)
+    assert result.status == "fail"
+    assert "Tesla T4 (compute capability 7.5)" in result.summary
+    assert "rebuild with --arch 75" in result.summary
+
+
 def test_sm86_sass_fits_an_89_gpu():
     target = Target("2.8.0", "12.8", "RTX 4090", (8, 9))
     result = fit.fit_step(code("sm_80", "sm_86"), PROVENANCE, target, project=MAMBA.name)

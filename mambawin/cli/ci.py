@@ -96,7 +96,7 @@ def github_command(
     if warning:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     console.print(
-        f"wrote {written}: {github.jobs_summary(options, chosen)}, installing "
+        f"wrote {written}: {github.jobs_summary(loaded, options, chosen)}, installing "
         f"{source.requirement}; commit it and run it from the Actions tab",
         soft_wrap=True,
         markup=False,

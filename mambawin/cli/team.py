@@ -85,6 +85,14 @@ def index_command(
             "--spec", help="Also make per-torch folders for the spec's torches.", readable=False
         ),
     ] = None,
+    attestation: Annotated[
+        str | None,
+        typer.Option(
+            "--attestation",
+            help="The https address of the wheels' build provenance attestation: the page links "
+            "it beside each wheel this run adds.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Write (or update) a static PEP 503 index of WHEELHOUSE in OUT, per CUDA variant and torch."""
@@ -95,7 +103,9 @@ def index_command(
     from mambawin.team.spec_reader import load_spec
 
     named = [*(torch or ()), *(t.version for t in (load_spec(spec).torches if spec else ()))]
-    result = build_index(wheelhouse, out, title=title, torches=torch_minors(named))
+    result = build_index(
+        wheelhouse, out, title=title, torches=torch_minors(named), attestation=attestation
+    )
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return

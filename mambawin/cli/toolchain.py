@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -41,6 +42,22 @@ def windows_command(
             "--torch", help="With --setup: torch whose headers to use.", show_default=SETUP_TORCH
         ),
     ] = None,
+    env: Annotated[
+        str | None,
+        typer.Option(
+            "--env",
+            help="Print the variables a native Windows build takes from the toolchain, as "
+            "KEY=VALUE lines for $GITHUB_ENV (format: github).",
+        ),
+    ] = None,
+    msvc: Annotated[
+        bool,
+        typer.Option(
+            "--msvc/--no-msvc",
+            help="With --env: include MSVC's variables; --no-msvc leaves compiling C++ to the "
+            "machine's Visual Studio.",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Say whether cl.exe and the Windows nvcc can run here under wine; --setup fetches them."""
@@ -52,7 +69,11 @@ def windows_command(
         verb, them = ("choose", "them") if len(given) > 1 else ("chooses", "it")
         msg = f"{' and '.join(given)} {verb} what --setup fetches: add --setup, or drop {them}"
         raise UsageError(msg)
+    _refuse_env_mix(env, msvc=msvc, setup=setup, as_json=as_json)
     where = wine.root_option(root)
+    if env is not None:
+        _print_env(where, env, msvc=msvc)
+        return
     if setup:
         result = wine.setup(
             where,
@@ -75,3 +96,40 @@ def windows_command(
         print_json(document)
         return
     console.print(f"✓ the Windows toolchain is ready in {where} ({launcher})")
+
+
+def _refuse_env_mix(env: str | None, *, msvc: bool, setup: bool, as_json: bool) -> None:
+    """--env is a mode of its own: its output is the variables and nothing else."""
+    from mambawin.errors import UsageError
+    from mambawin.toolchain.export import FORMATS
+
+    if env is not None and env not in FORMATS:
+        msg = f"--env {env!r}: the only format is {', '.join(FORMATS)} (lines for $GITHUB_ENV)"
+        raise UsageError(msg)
+    if env is None and not msvc:
+        raise UsageError("--no-msvc chooses what --env prints: add --env github, or drop it")
+    if env is not None and as_json:
+        raise UsageError("--env prints KEY=VALUE lines, not JSON: drop --json")
+    if env is not None and setup:
+        msg = (
+            "--env prints the variables of a toolchain already set up: run `mambawin toolchain "
+            "windows --setup` first, then --env without --setup"
+        )
+        raise UsageError(msg)
+
+
+def _print_env(where: Path, form: str, *, msvc: bool) -> None:
+    """The toolchain's variables as form's lines; exit 5 naming the first missing part."""
+    import os
+
+    from mambawin.errors import ToolchainError
+    from mambawin.toolchain import export, wine
+
+    toolchain = wine.toolchain_at(where, torch=False)
+    missing = wine.missing_parts(toolchain)
+    if missing:
+        raise ToolchainError(f"the Windows toolchain in {where} is not ready: {missing[0]}")
+    lines = export.env_lines(
+        export.native_environ(toolchain, os.environ.get("PATH", ""), msvc=msvc), form
+    )
+    typer.echo(lines, nl=False)

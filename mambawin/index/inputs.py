@@ -27,6 +27,11 @@ from mambawin.wheel.provenance import provenance_in
 VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
 
 
+# The first key of the JSON `mambawin verify --report FILE` writes (verify/send.py takes it from
+# here: the index reads such a report as a verify record too).
+REPORT_KIND = "mambawin-verify-report"
+
+
 # A verify record with upstream tests and bench rows is a few dozen kB.
 RECORD_LIMIT = 1 << 20
 
@@ -178,7 +183,10 @@ def record_shape(data: bytes, sha256: str) -> tuple[Mapping[str, Any] | None, st
     passed, summary, steps = (document.get(k) for k in ("passed", "summary", "steps"))
     if not isinstance(passed, bool) or not isinstance(summary, str) or not isinstance(steps, list):
         return None, "lacks the passed/summary/steps that `mambawin verify --json` writes"
-    hashes = document.get("sha256")
+    # `verify --report FILE` writes the same verdict with the machine it ran on (`where`) and
+    # the wheels' digests under `wheels`; the workflow's check job hands the index that one.
+    report = document.get("kind") == REPORT_KIND
+    hashes = document.get("wheels" if report else "sha256")
     if not isinstance(hashes, dict) or not all(
         isinstance(v, str) and _SHA256.fullmatch(v) for v in hashes.values()
     ):
@@ -188,4 +196,50 @@ def record_shape(data: bytes, sha256: str) -> tuple[Mapping[str, Any] | None, st
         )
     if sha256 not in hashes.values():
         return None, f"is the record of other bytes (not sha256 {sha256[:16]}…): verify it again"
-    return {"passed": passed, "summary": summary}, None
+    shown = {"passed": passed, "summary": summary, "checks": _checks(steps)}
+    where = _where(document.get("where") if report else document.get("target"), report=report)
+    return {**shown, **({"where": where} if where else {})}, None
+
+
+def _checks(steps: list[Any]) -> list[list[str]]:
+    """Each step that ran, as [name, status] (ok / fail / skip)."""
+    return [
+        [step["name"], step["status"]]
+        for step in steps
+        if isinstance(step, dict)
+        and isinstance(step.get("name"), str)
+        and step.get("status") in ("ok", "fail", "skip")
+    ]
+
+
+def _where(machine: object, *, report: bool) -> str:
+    """Where the checks ran, in a few words: the OS (a report names it), GPU and torch."""
+    if not isinstance(machine, dict):
+        return ""
+    if report:
+        os_name, gpu, cc, torch = (machine.get(k) for k in ("os", "gpu", "capability", "torch"))
+    else:
+        os_name, gpu, torch = None, machine.get("gpu_name"), machine.get("torch_version")
+        found = machine.get("capability")
+        cc = f"sm_{found[0]}{found[1]}" if isinstance(found, list) and len(found) == 2 else None
+    parts = [
+        str(os_name) if isinstance(os_name, str) else "",
+        f"{gpu} ({cc})" if isinstance(gpu, str) and isinstance(cc, str) else "no GPU",
+        f"torch {torch}" if isinstance(torch, str) else "",
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+ATTESTATION = re.compile(r"https://[^\s\x00-\x1f\x7f]{1,2000}")
+
+
+def attestation_url(text: str | None) -> str | None:
+    """--attestation as given (an https address of the wheels' attestation), or UsageError."""
+    if text is None or ATTESTATION.fullmatch(text):
+        return text
+    msg = (
+        f"--attestation {text[:80]!r} is not an https:// address (one word, no spaces or control "
+        "characters): pass the attestation's URL "
+        "(actions/attest-build-provenance's attestation-url output), or leave it out"
+    )
+    raise UsageError(msg)

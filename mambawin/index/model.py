@@ -23,6 +23,7 @@ class IndexedWheel:
     provenance: Mapping[str, Any] | None = None
     verify: Mapping[str, Any] | None = None  # {"passed", "summary"} of a record of these bytes
     verify_ignored: str | None = None  # why a record beside the wheel is not shown
+    attestation: str | None = None  # where its build provenance attestation is (https URL)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,4 +39,5 @@ class IndexedWheel:
             "provenance": dict(self.provenance) if self.provenance else None,
             "verify": dict(self.verify) if self.verify else None,
             "verify_ignored": self.verify_ignored,
+            "attestation": self.attestation,
         }

@@ -153,7 +153,7 @@ def _row(wheel: IndexedWheel) -> str:
         torch = "—"
     cells = [
         f'<a href="files/{escape(wheel.file, quote=True)}">{escape(wheel.file)}</a><br>'
-        f"<code>sha256 {wheel.sha256[:16]}…</code>",
+        f"<code>sha256 {wheel.sha256[:16]}…</code>" + _attested(wheel.attestation),
         escape(", ".join(wheel.tags)),
         escape(torch.replace("?", "—")),
         escape(prov.cuda_version or wheel.variant or "—"),
@@ -177,8 +177,26 @@ def _upstream(prov: Provenance) -> str:
     return f"{escape(repo)}<br>{label}"
 
 
+def _attested(url: str | None) -> str:
+    """A link to the wheel's build provenance attestation (`gh attestation verify` checks it)."""
+    if not url:
+        return ""
+    return f'<br><a href="{escape(url, quote=True)}">attestation</a>'
+
+
+_STEP_MARKS = {"ok": "✓", "fail": "✗", "skip": "–"}
+
+
 def _verify(record: Mapping[str, Any] | None) -> str:
     if not record:
         return "not verified"
     mark, css = ("passed", "ok") if record.get("passed") else ("failed", "fail")
-    return f'<span class="{css}">{mark}</span>: {escape(str(record.get("summary", "")))}'
+    text = f'<span class="{css}">{mark}</span>: {escape(str(record.get("summary", "")))}'
+    checks = ", ".join(
+        f"{escape(name)} {_STEP_MARKS[status]}" for name, status in record.get("checks", ())
+    )
+    if checks:
+        text += f"<br>checks: {checks}"
+    if record.get("where"):
+        text += f"<br>where: {escape(str(record['where']))}"
+    return text

