@@ -16,7 +16,7 @@ packages' units over --jobs cores (the work's limit) and the compile span (the l
 step: both packages compile at once in one job pool since issue 27). And what the machine did:
 `cpu_s`, the CPU seconds (user + system) of everything the build ran, so cpu_s / cores is the
 work's limit in core-seconds (Σ unit seconds counts an nvcc `--threads 4` job's wall once, not
-its threads); and, on Linux, `busy_cores`: the cores busy in each tenth of the wall, from
+its threads); and, on Linux, `busy_cores`: the cores busy in each twentieth of the wall, from
 /proc/stat (idle cores there are what a better schedule could still use). `compare` prints the
 ratios of two such files (B over A) taken on one machine.
 The builds of one comparison run one after another on one machine (the device's calls are capped
@@ -114,7 +114,7 @@ class BusyCores:
             if self._stop.wait(self.period):
                 return
 
-    def summary(self, cores: int, parts: int = 10) -> dict[str, Any]:
+    def summary(self, cores: int, parts: int = 20) -> dict[str, Any]:
         """Busy core-seconds in all, and the mean busy cores in each of `parts` slices."""
         if len(self.samples) < 2:
             return {}

@@ -92,6 +92,7 @@ def test_the_pool_counts_cores_not_jobs() -> None:
     assert jobserver.PoolPlan.of(16, 4, 2, asked=4) == jobserver.PoolPlan(16, 4, 4)
     # Each build keeps a job of its own: 3 cores for 2 builds leave 1 thread per job.
     assert jobserver.PoolPlan.of(3, 4, 2) == jobserver.PoolPlan(3, 1, 3)
+    assert jobserver.PoolPlan.of(16, 4, 2, asked=32) == jobserver.PoolPlan(16, 32, 2)
 
 
 def test_a_build_that_ends_without_ninja_hands_over_every_token() -> None:

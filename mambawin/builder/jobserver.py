@@ -68,9 +68,10 @@ class PoolPlan:
     @classmethod
     def of(cls, cores: int, threads: int, builds: int, asked: int | None = None) -> PoolPlan:
         """cores for `builds` builds whose nvcc would run `threads` threads; `asked`: the
-        user's --nvcc-threads, kept as given. Every build keeps at least one job."""
+        user's --nvcc-threads, kept as given. Every build keeps at least one job (its ninja
+        runs one without a token)."""
         chosen = asked or max(1, min(threads, POOLED_THREADS, cores // max(1, builds)))
-        return cls(cores, chosen, max(1, cores // chosen))
+        return cls(cores, chosen, max(builds, cores // chosen))
 
 
 @dataclass(frozen=True)
