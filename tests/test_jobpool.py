@@ -210,23 +210,35 @@ def test_the_pair_compiles_at_once_in_one_pool(
     assert "causal_conv1d.cpp" not in logs[0]
 
 
+@pytest.mark.parametrize(
+    ("extra", "threads", "jobs", "note"),
+    [
+        # 8 jobs of 2 nvcc threads: 16 cores, where 16 jobs of 4 threads would be 64 threads.
+        ([], "2", 8, "16 cores: 8 jobs of nvcc --threads 2 (at the start 5 + 3)"),
+        # The user's threads are kept; each package keeps the one job its ninja runs.
+        (["--nvcc-threads", "32"], "32", 2, "16 cores: 2 jobs of nvcc --threads 32"),
+    ],
+)
 def test_four_archs_share_the_cores_by_threads(
     tmp_path: Path,
     doctor: object,
     monkeypatch: pytest.MonkeyPatch,
+    extra: list[str],
+    threads: str,
+    jobs: int,
+    note: str,
 ) -> None:
     dump = tmp_path / "env.json"
     bin_dir = fake_ninja(tmp_path / "bin", "1.13.2")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
-    argv = [*_pair(tmp_path, tmp_path / "out"), "--arch", "80;86;89;90", "--jobs", "16"]
+    argv = [*_pair(tmp_path, tmp_path / "out"), "--arch", "80;86;89;90", "--jobs", "16", *extra]
     result = runner.invoke(app, argv, obj={"doctor": doctor})
 
     assert result.exit_code == 0, result.output
     seen = json.loads(dump.read_text())  # causal-conv1d's setup.py, the pool's second build
-    # 8 jobs of 2 nvcc threads: 16 cores, where 16 jobs of 4 threads would be 64 threads.
-    assert seen["NVCC_THREADS"] == "2" and seen["MAKEFLAGS"].startswith(" -j8 ")
-    assert "16 cores: 8 jobs of nvcc --threads 2 (at the start 5 + 3)" in result.stderr
+    assert seen["NVCC_THREADS"] == threads and seen["MAKEFLAGS"].startswith(f" -j{jobs} ")
+    assert note in result.stderr
 
 
 def test_a_failure_in_the_pool_names_its_package(
