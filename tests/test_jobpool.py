@@ -83,18 +83,6 @@ def test_the_broker_moves_tokens_a_build_can_no_longer_use() -> None:
         assert fifos() == (6, 8)
 
 
-def test_the_pool_counts_cores_not_jobs() -> None:
-    # Four archs (nvcc would run 4 threads): 8 jobs of 2 threads on 16 cores, not 16 of 4.
-    assert jobserver.PoolPlan.of(16, 4, 2) == jobserver.PoolPlan(16, 2, 8)
-    assert jobserver.PoolPlan.of(16, 1, 2) == jobserver.PoolPlan(16, 1, 16)  # one arch
-    assert jobserver.PoolPlan.of(7, 2, 2) == jobserver.PoolPlan(7, 2, 3)
-    # The user's --nvcc-threads is kept, and the jobs fit it: 4 x 4 threads on 16 cores.
-    assert jobserver.PoolPlan.of(16, 4, 2, asked=4) == jobserver.PoolPlan(16, 4, 4)
-    # Each build keeps a job of its own: 3 cores for 2 builds leave 1 thread per job.
-    assert jobserver.PoolPlan.of(3, 4, 2) == jobserver.PoolPlan(3, 1, 3)
-    assert jobserver.PoolPlan.of(16, 4, 2, asked=32) == jobserver.PoolPlan(16, 32, 2)
-
-
 def test_a_build_that_ends_without_ninja_hands_over_every_token() -> None:
     with jobserver.job_servers(16, [10, 6]) as (mamba, conv):
         broker = jobserver.Broker([mamba, conv], [10, 6])
@@ -200,45 +188,13 @@ def test_the_pair_compiles_at_once_in_one_pool(
     seen = json.loads(dump.read_text())
     assert "MAX_JOBS" not in seen and "--jobserver-auth=fifo:" in seen["MAKEFLAGS"]
     assert seen["MAKEFLAGS"].startswith(" -j7 ")  # MAX_JOBS is the pool's limit
-    assert "one job pool: 2 packages compile at once on 7 cores: 7 jobs of nvcc --threads 1 " in (
+    assert "one job pool: 2 packages compile at once, 7 jobs in all (at the start 4 + 3)" in (
         result.stderr
     )
-    assert seen["NVCC_THREADS"] == "1"  # one arch: one thread per job, a job per core
     logs = [Path(b["log"]).read_text() for b in builds]
     assert all("# MAKEFLAGS=" in log for log in logs)  # each package keeps its own log
     assert "/fake/cuda/bin/nvcc -c csrc/causal_conv1d.cpp" in logs[1]
     assert "causal_conv1d.cpp" not in logs[0]
-
-
-@pytest.mark.parametrize(
-    ("extra", "threads", "jobs", "note"),
-    [
-        # 8 jobs of 2 nvcc threads: 16 cores, where 16 jobs of 4 threads would be 64 threads.
-        ([], "2", 8, "16 cores: 8 jobs of nvcc --threads 2 (at the start 5 + 3)"),
-        # The user's threads are kept; each package keeps the one job its ninja runs.
-        (["--nvcc-threads", "32"], "32", 2, "16 cores: 2 jobs of nvcc --threads 32"),
-    ],
-)
-def test_four_archs_share_the_cores_by_threads(
-    tmp_path: Path,
-    doctor: object,
-    monkeypatch: pytest.MonkeyPatch,
-    extra: list[str],
-    threads: str,
-    jobs: int,
-    note: str,
-) -> None:
-    dump = tmp_path / "env.json"
-    bin_dir = fake_ninja(tmp_path / "bin", "1.13.2")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
-    argv = [*_pair(tmp_path, tmp_path / "out"), "--arch", "80;86;89;90", "--jobs", "16", *extra]
-    result = runner.invoke(app, argv, obj={"doctor": doctor})
-
-    assert result.exit_code == 0, result.output
-    seen = json.loads(dump.read_text())  # causal-conv1d's setup.py, the pool's second build
-    assert seen["NVCC_THREADS"] == threads and seen["MAKEFLAGS"].startswith(f" -j{jobs} ")
-    assert note in result.stderr
 
 
 def test_a_failure_in_the_pool_names_its_package(

@@ -18,16 +18,13 @@ waiting ninja took them, and causal-conv1d's parts waited 37 s. So each build st
 share (`shares`), and `Broker` moves a build's tokens to another as soon as its units left to
 finish are fewer than the jobs it holds.
 
-Why the pool counts cores, not jobs: ninja takes one token per job, but an nvcc job runs
-`--threads` compilers at once (one per arch, up to 4), so 16 jobs at four archs were up to 64
-threads on 16 cores (§17). ninja cannot take several tokens for one job, so a pooled build sets
-nvcc's threads itself and the pool holds cores // threads jobs (`PoolPlan`): jobs × threads never
-exceeds the cores. Two threads, not one: the longest unit at four archs (a selective_scan bwd
-part, ~150 core-seconds) would alone take about as long as all the pair's work over the cores
-on one thread; not four: a job's host side (the preprocessor, cudafe++, the host compiler) and
-the bindings (g++) run on one thread, and at four threads a job's other three cores wait for it.
-The objects do not depend on --threads (nvcc 13.0, 4 archs: the same bytes for 1, 2 and 4),
-so neither does the wheel. Measured in docs/benchmarks.md §20.
+Why the pool counts jobs, not cores, although an nvcc job at four archs runs `--threads 4`
+(16 jobs = up to 64 threads on 16 cores): measured on 16 cores (docs/benchmarks.md §20), that
+pool kept all 16 cores busy, and both ways of counting cores were slower. 8 jobs of 2 threads
+spent 12-17 % fewer CPU seconds but left cores idle (a job's host side and the bindings run on
+one thread, and the long units waited for jobs): 186.8 s against 177.6-183.4 s; 16 jobs of 2
+threads: 214.0 s (the long units' last minute on 2 threads each). nvcc's objects do not depend
+on --threads, so this is a choice of speed only.
 
 Only POSIX FIFOs: ninja's Windows client waits on a named semaphore, which is not done here, so
 on Windows (and with an older ninja) the builds stay one after the other.
@@ -54,24 +51,6 @@ _LEADING_VERSION = re.compile(r"(\d+(?:\.\d+)+)")
 # causal-conv1d's share of the pair's jobs: a third of the pair's core-seconds at one arch
 # (290-372 of 882-1063, §17), a fifth at four (236 of 1274, issue 27); the broker evens it out.
 LATER_SHARE = 3 / 8
-POOLED_THREADS = 2  # nvcc's --threads while the packages compile at once (the docstring: why)
-
-
-@dataclass(frozen=True)
-class PoolPlan:
-    """How the pool spends its cores: `jobs` at once, each nvcc job on `threads` threads."""
-
-    cores: int
-    threads: int
-    jobs: int
-
-    @classmethod
-    def of(cls, cores: int, threads: int, builds: int, asked: int | None = None) -> PoolPlan:
-        """cores for `builds` builds whose nvcc would run `threads` threads; `asked`: the
-        user's --nvcc-threads, kept as given. Every build keeps at least one job (its ninja
-        runs one without a token)."""
-        chosen = asked or max(1, min(threads, POOLED_THREADS, cores // max(1, builds)))
-        return cls(cores, chosen, max(builds, cores // chosen))
 
 
 @dataclass(frozen=True)

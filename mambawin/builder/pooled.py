@@ -9,7 +9,6 @@ shared (no ninja >= 1.13, Windows, --jobs 1) they compile one after the other, a
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from contextlib import ExitStack
 
@@ -33,27 +32,22 @@ def build_together(
     shown = reporter or QuietReporter()
     with ExitStack() as stack:
         started = [pipeline.start(o, TimedSteps(shown), stack, doctor) for o in all_options]
-        cores = min(s.prepared.jobs for s in started)
-        why_not = _why_not_pooled(started[0].prepared, cores, len(started))
+        slots = min(s.prepared.jobs for s in started)
+        why_not = _why_not_pooled(started[0].prepared, slots, len(started))
         if why_not is not None:
             shown.note(f"the packages compile one after the other: {why_not}")
             return [pipeline.build_started(s) for s in started]
-        threads = max(s.prepared.nvcc_threads for s in started)
-        pool = jobserver.PoolPlan.of(cores, threads, len(started), all_options[0].nvcc_threads)
-        start = jobserver.shares(pool.jobs, len(started))
-        servers = stack.enter_context(jobserver.job_servers(pool.jobs, start))
+        start = jobserver.shares(slots, len(started))
+        servers = stack.enter_context(jobserver.job_servers(slots, start))
         broker = jobserver.Broker(servers, start)
         shown.note(
-            f"one job pool: {len(started)} packages compile at once on {cores} cores: "
-            f"{pool.jobs} jobs of nvcc --threads {pool.threads} "
+            f"one job pool: {len(started)} packages compile at once, {slots} jobs in all "
             f"(at the start {' + '.join(map(str, start))})"
         )
-        # The compile's nvcc threads only: the key, the plan and the record keep the package's.
-        pooled = [dataclasses.replace(s.prepared, nvcc_threads=pool.threads) for s in started]
         with shown.step("build"):
             outcomes = together.compile_all(
                 [(s.prepared.package.name, s.steps) for s in started],
-                lambda i, to: _compile_in_pool(pooled[i], to, servers[i], broker, i),
+                lambda i, to: _compile_in_pool(started[i].prepared, to, servers[i], broker, i),
                 shown,
                 lambda i, status: broker.update(i, status.done, status.total),
             )
