@@ -13,7 +13,11 @@ build folder's .ninja_log, Σ unit seconds, the longest unit, parallelism (Σ / 
 the longest units started (seconds after their ninja started), the build step outside ninja
 (torch's import, the link, bdist_wheel) and the wheel's sha256; for the pair, Σ of both
 packages' units over --jobs cores (the work's limit) and the compile span (the longest build
-step: both packages compile at once in one job pool since issue 27). `compare` prints the
+step: both packages compile at once in one job pool since issue 27). And what the machine did:
+`cpu_s`, the CPU seconds (user + system) of everything the build ran, so cpu_s / cores is the
+work's limit in core-seconds (Σ unit seconds counts an nvcc `--threads 4` job's wall once, not
+its threads); and, on Linux, `busy_cores`: the cores busy in each twentieth of the wall, from
+/proc/stat (idle cores there are what a better schedule could still use). `compare` prints the
 ratios of two such files (B over A) taken on one machine.
 The builds of one comparison run one after another on one machine (the device's calls are capped
 at ten minutes, so a long baseline may be its own call; the JSON files stay on the machine).
@@ -25,8 +29,10 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -81,6 +87,58 @@ def pair_summary(packages: list[dict[str, Any]], jobs: int) -> dict[str, Any]:
     }
 
 
+class BusyCores:
+    """Samples /proc/stat while the build runs: the busy cores over time (Linux only)."""
+
+    def __init__(self, period: float = 0.5) -> None:
+        self.period = period
+        self.samples: list[tuple[float, float, float]] = []  # (time, busy ticks, all ticks)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> BusyCores:
+        if Path("/proc/stat").exists():
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+            idle = fields[3] + fields[4]  # idle + iowait
+            self.samples.append((time.monotonic(), float(sum(fields) - idle), float(sum(fields))))
+            if self._stop.wait(self.period):
+                return
+
+    def summary(self, cores: int, parts: int = 20) -> dict[str, Any]:
+        """Busy core-seconds in all, and the mean busy cores in each of `parts` slices."""
+        if len(self.samples) < 2:
+            return {}
+        t0, t1 = self.samples[0][0], self.samples[-1][0]
+        slices = []
+        for k in range(parts):
+            lo, hi = t0 + (t1 - t0) * k / parts, t0 + (t1 - t0) * (k + 1) / parts
+            inside = [s for s in self.samples if lo <= s[0] <= hi]
+            if len(inside) >= 2:
+                busy = (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2]) * cores
+                slices.append(round(busy, 1))
+        busy_s = (self.samples[-1][1] - self.samples[0][1]) / os.sysconf("SC_CLK_TCK")
+        return {
+            "busy_core_s": round(busy_s, 1),
+            "idle_core_s": round((t1 - t0) * cores - busy_s, 1),
+            "busy_cores": slices,
+        }
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def build(args: argparse.Namespace) -> dict[str, Any]:
     cache = args.cache or args.work / f"cache-{args.label}"
     argv = [sys.executable, "-m", "mambawin", "build", "--repo", args.mamba_repo]
@@ -89,9 +147,10 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     argv += ["--no-cache", "--json", "--out", str(args.work / "wheels" / args.label)]
     argv += args.extra
     env = {**os.environ, "MAMBAWIN_CACHE_DIR": str(cache)}
-    start = time.monotonic()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - start
+    start, cpu = time.monotonic(), children_cpu()
+    with BusyCores() as busy:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall, cpu = time.monotonic() - start, children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"pair build failed ({done.returncode}): {done.stderr[-3000:]}")
     builds = json.loads(done.stdout)["builds"]
@@ -102,6 +161,9 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "wall_s": round(wall, 1),
         "pair": pair_summary(packages, args.jobs),
+        "cpu_s": round(cpu, 1),
+        "cpu_over_cores_s": round(cpu / (os.cpu_count() or 1), 1),
+        "machine": busy.summary(os.cpu_count() or 1),
         "packages": packages,
     }
 
@@ -118,6 +180,7 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
         "second": second["label"],
         "wall_s": [first["wall_s"], second["wall_s"]],
         "wall_ratio": round(second["wall_s"] / first["wall_s"], 3),
+        "cpu_s": [first.get("cpu_s"), second.get("cpu_s")],
         "build_step_ratio": steps,
         "same_wheels": [
             a["sha256"] == b["sha256"]

@@ -18,6 +18,14 @@ waiting ninja took them, and causal-conv1d's parts waited 37 s. So each build st
 share (`shares`), and `Broker` moves a build's tokens to another as soon as its units left to
 finish are fewer than the jobs it holds.
 
+Why the pool counts jobs, not cores, although an nvcc job at four archs runs `--threads 4`
+(16 jobs = up to 64 threads on 16 cores): measured on 16 cores (docs/benchmarks.md §20), that
+pool kept all 16 cores busy, and both ways of counting cores were slower. 8 jobs of 2 threads
+spent 12-17 % fewer CPU seconds but left cores idle (the bindings are g++ on one thread, and
+the long units waited for jobs): 186.8 s against 177.6-183.4 s; 16 jobs of 2
+threads: 214.0 s (the long units' last minute on 2 threads each). nvcc's objects do not depend
+on --threads, so this is a choice of speed only.
+
 Only POSIX FIFOs: ninja's Windows client waits on a named semaphore, which is not done here, so
 on Windows (and with an older ninja) the builds stay one after the other.
 """
