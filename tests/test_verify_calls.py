@@ -61,3 +61,33 @@ def test_missing_extension_is_a_skip_with_a_reason(monkeypatch):
     monkeypatch.setitem(sys.modules, "causal_conv1d_cuda", None)
     probe = calls.run_probe(calls.PROBES[2], "cpu")
     assert probe["status"] == "skip" and "causal_conv1d_cuda is not installed" in probe["reason"]
+
+
+def test_a_stable_shims_cached_overload_is_counted_once_per_call():
+    # The stable shim's functions call the op's overload it cached (`_FWD`), not the module's
+    # `causal_conv1d_fwd`: the H100 run of the stable pair failed conv and calls with "never
+    # called" until those names were counted too.
+    import types
+
+    class Overload:
+        _schema = types.SimpleNamespace(name="fake_conv_cuda::causal_conv1d_fwd")
+
+        def __call__(self, x):
+            return x
+
+    shim = types.ModuleType("fake_conv_cuda")
+    exec(
+        "def causal_conv1d_fwd(x):\n    return _FWD(x)\n"
+        "def causal_conv1d_fwd_function(x):\n    return _FWD(x)\n",
+        shim.__dict__,
+    )
+    shim._FWD = Overload()
+    sys.modules["fake_conv_cuda"] = shim
+    try:
+        with calls.counting([("fake_conv_cuda", "causal_conv1d_fwd")]) as counts:
+            shim.causal_conv1d_fwd_function(1)
+            shim.causal_conv1d_fwd(2)
+        assert counts["fake_conv_cuda.causal_conv1d_fwd"] == 2
+        assert isinstance(shim._FWD, Overload)  # restored
+    finally:
+        del sys.modules["fake_conv_cuda"]

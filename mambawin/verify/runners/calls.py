@@ -43,25 +43,51 @@ class Probe:
 
 @contextmanager
 def counting(kernels: Sequence[tuple[str, str]]) -> Iterator[Counter[str]]:
-    """Replace each `module.function` by a wrapper that counts its calls; restore on exit."""
+    """Replace each `module.function` by a wrapper that counts its calls; restore on exit.
+
+    A stable wheel's shim also holds each op's overload under another name (`_FWD =
+    torch.ops.causal_conv1d_cuda.causal_conv1d_fwd.default`) and calls that from the functions
+    upstream's cpp_functions.py imports, so those names are wrapped too, under the same key; a
+    call through the function and then its overload counts once."""
     counts: Counter[str] = Counter()
+    active: Counter[str] = Counter()
     saved = []
     try:
         for module_name, name in kernels:
             module = importlib.import_module(module_name)
-            original = getattr(module, name)
-            setattr(module, name, _counter(counts, f"{module_name}.{name}", original))
-            saved.append((module, name, original))
+            for attr in _entry_points(module, module_name, name):
+                original = getattr(module, attr)
+                key = f"{module_name}.{name}"
+                setattr(module, attr, _counter(counts, active, key, original))
+                saved.append((module, attr, original))
         yield counts
     finally:
-        for module, name, original in reversed(saved):
-            setattr(module, name, original)
+        for module, attr, original in reversed(saved):
+            setattr(module, attr, original)
 
 
-def _counter(counts: Counter[str], key: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _entry_points(module: Any, module_name: str, name: str) -> list[str]:
+    """name, and the module's names for the op `module_name::name` (a stable shim's overloads)."""
+    op = f"{module_name}::{name}"
+    cached = [
+        attr
+        for attr, value in vars(module).items()
+        if attr != name and getattr(getattr(value, "_schema", None), "name", None) == op
+    ]
+    return [name, *cached]
+
+
+def _counter(
+    counts: Counter[str], active: Counter[str], key: str, original: Callable[..., Any]
+) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        counts[key] += 1
-        return original(*args, **kwargs)
+        if not active[key]:
+            counts[key] += 1
+        active[key] += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            active[key] -= 1
 
     return wrapper
 
