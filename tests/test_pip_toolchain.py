@@ -27,12 +27,19 @@ from mambawin.doctor.checks import DoctorTools, run_checks
 from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D
 from mambawin.status import Status
+from mambawin.toolchain import cuda as cuda_probe
 from mambawin.toolchain import wine
 from mambawin.toolchain.cuda import PIP_TOOLCHAIN_SOURCE
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.windows_env import native_environ, toolchain_environ
 
 WINDOWS, LINUX = Host("windows"), Host("linux")
+
+
+@pytest.fixture(autouse=True)
+def _no_machine_toolkits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the fake toolkits count: this machine's /usr/local/cuda must not leak in."""
+    monkeypatch.setattr(cuda_probe, "default_toolkits", lambda ctx: [])
 
 
 def toolchain(root: Path, prefix: Path | None = None) -> wine.WindowsToolchain:
@@ -311,3 +318,106 @@ def test_the_native_command_lines_compile_and_link_under_wine(
     link += ["cudart.lib", f"/LIBPATH:{WINDOWS.spell(real.cuda / 'lib' / 'x64')}"]
     proc.run([launcher, *link], env=as_wine(env, real), cwd=tmp_path, timeout=600)
     assert dll.read_bytes()[:2] == b"MZ"
+
+
+# ---- CUDA for native Linux builds, from the same pinned wheels ---------------------------------
+
+
+def linux_wheels(dest: Path, names: list[str]) -> None:
+    """Stand-ins for the manylinux wheels: nvidia/cu13/... with nvcc's exec bit kept in the zip."""
+    import zipfile
+
+    files = {
+        "nvidia-cuda-nvcc": ["bin/nvcc", "bin/cudafe++", "include/crt/host_config.h"],
+        "nvidia-nvvm": ["nvvm/bin/cicc"],
+        "nvidia-cuda-runtime": ["include/cuda_runtime.h", "lib/libcudart.so.13"],
+    }
+    for name in names:
+        project = name.split("==")[0]
+        with zipfile.ZipFile(dest / f"{project.replace('-', '_')}-1-py3-none-any.whl", "w") as z:
+            for part in files.get(project, []):
+                info = zipfile.ZipInfo(f"nvidia/cu13/{part}")
+                info.external_attr = (0o755 if "bin/" in part else 0o644) << 16
+                z.writestr(info, "#!/bin/sh\necho fake\n")
+            z.writestr(f"{project}.dist-info/METADATA", "Name: x\n")
+
+
+def test_linux_setup_lays_out_a_cuda_home_torch_can_link_against(tmp_path: Path) -> None:
+    from mambawin.owned import marked_as
+    from mambawin.toolchain import linux_cuda
+
+    root = tmp_path / "cuda"
+    asked: list[str] = []
+
+    def download(names: object, dest: Path) -> None:
+        asked.extend(list(names))  # type: ignore[call-overload]
+        linux_wheels(dest, asked)
+
+    found = linux_cuda.setup(root, download=download)
+    assert asked == list(wine.CUDA_WHEELS["13.0"])  # the Windows toolchain's pins, for Linux
+    assert found.home == root / "cu13" and found.missing() == []
+    assert os.access(found.home / "bin" / "nvcc", os.X_OK)  # runnable, as the zip said
+    assert (found.home / "lib64" / "libcudart.so").resolve().name == "libcudart.so.13"
+    assert marked_as(root) == linux_cuda.OWNED_AS
+    linux_cuda.setup(root, download=lambda n, d: pytest.fail("fetched again"))  # complete: kept
+
+
+def test_linux_setup_refuses_cuda_12_and_a_foreign_folder_before_any_download(
+    tmp_path: Path,
+) -> None:
+    from mambawin.toolchain import linux_cuda
+
+    with pytest.raises(UsageError, match="nvidia-cuda-nvcc-cu12 wheels carry ptxas"):
+        linux_cuda.setup(tmp_path / "a", cuda="12.8", download=lambda n, d: pytest.fail("fetched"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(UsageError, match="never deletes what it did not make"):
+        linux_cuda.setup(mine, download=lambda n, d: pytest.fail("fetched"))
+    assert (mine / "notes.txt").read_text() == "keep me" and not (tmp_path / "a").exists()
+
+
+def test_linux_doctor_without_a_toolkit_uses_mambawins_cuda_and_says_so(tmp_path: Path) -> None:
+    from fakes.toolchain import GCC_GATE_15, make_tool
+
+    from mambawin.toolchain.linux_cuda import LinuxCuda
+
+    cuda = LinuxCuda(tmp_path / "cuda")
+    make_cuda(
+        cuda.home,
+        recorded("nvcc-version-win-13.0.txt"),
+        recorded("nvcc-list-gpu-code-linux-12.8.txt"),
+        host_config=GCC_GATE_15,
+    )
+    (cuda.home / "nvvm" / "bin").mkdir(parents=True)
+    (cuda.home / "nvvm" / "bin" / "cicc").write_text("")
+    (cuda.home / "bin" / "cudafe++").write_text("")
+    (cuda.home / "lib").mkdir()
+    (cuda.home / "lib" / "libcudart.so").write_text("")
+    (cuda.home / "lib64").symlink_to("lib")
+    bin_dir = tmp_path / "bin"
+    make_tool(bin_dir / "g++", stdout="12.2.0\n")
+    report = run_checks(
+        (),
+        env={"PATH": str(bin_dir)},
+        platform="linux",
+        tools=DoctorTools(
+            torch_facts=lambda: torch_facts("2.11.0+cu130", "13.0"),
+            system=FakeSystem(),
+            linux_cuda=cuda,
+        ),
+    )
+    nvcc = check(report, "nvcc")
+    assert nvcc.status is Status.OK and PIP_TOOLCHAIN_SOURCE in nvcc.found
+    assert report.toolchain.cuda_home == str(cuda.home)
+    bare = run_checks(
+        (),
+        env={"PATH": str(bin_dir)},
+        platform="linux",
+        tools=DoctorTools(
+            torch_facts=lambda: torch_facts("2.11.0+cu130", "13.0"),
+            system=FakeSystem(),
+            linux_cuda=LinuxCuda(tmp_path / "none"),
+        ),
+    )
+    assert "mambawin toolchain linux --setup" in check(bare, "nvcc").hint

@@ -81,3 +81,46 @@ def windows_command(
         return
     how = launcher if host.needs_wine else "natively, no Visual Studio or CUDA installer needed"
     console.print(f"✓ the Windows toolchain is ready in {where} ({how})")
+
+
+@command("linux", group=toolchain_app)
+def linux_command(
+    setup: Annotated[
+        bool, typer.Option("--setup", help="Fetch nvcc and the CUDA headers and runtime with pip.")
+    ] = False,
+    root: Annotated[
+        str | None,
+        typer.Option(
+            "--root",
+            help="Where it lives: a new or empty folder, or one --setup made.",
+            show_default="mambawin's cache",
+        ),
+    ] = None,
+    cuda: Annotated[
+        str | None,
+        typer.Option("--cuda", help="With --setup: CUDA version of nvcc.", show_default=SETUP_CUDA),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Say whether mambawin's own CUDA for Linux builds is set up; --setup fetches it."""
+    from mambawin.errors import ToolchainError, UsageError
+    from mambawin.toolchain import linux_cuda, wine
+
+    if cuda is not None and not setup:
+        raise UsageError("--cuda chooses what --setup fetches: add --setup, or drop it")
+    where = linux_cuda.default_root() if root is None else wine.root_option(root)
+    if setup:
+        found = linux_cuda.setup(where, cuda=SETUP_CUDA if cuda is None else cuda)
+    else:
+        found = linux_cuda.LinuxCuda(where)
+    missing = found.missing()
+    document = {"root": str(where), "ready": not missing, "cuda_home": str(found.home)}
+    if missing and as_json:
+        message = f"mambawin's CUDA in {where} is not ready: {missing[0]}"
+        raise fail_json(message, ToolchainError.exit_code, **document, missing=missing)
+    if missing:
+        raise ToolchainError(f"mambawin's CUDA in {where} is not ready: {missing[0]}")
+    if as_json:
+        print_json(document)
+        return
+    console.print(f"✓ CUDA {found.cuda} is ready: CUDA_HOME={found.home}", soft_wrap=True)

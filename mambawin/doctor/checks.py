@@ -37,6 +37,8 @@ from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
 from mambawin.status import Status
 from mambawin.toolchain import wine
 from mambawin.toolchain.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
+from mambawin.toolchain.linux_cuda import LinuxCuda
+from mambawin.toolchain.linux_cuda import default_root as linux_root
 from mambawin.toolchain.native import Toolchain
 from mambawin.toolchain.probe import TOOL_TIMEOUT, Check, ProbeContext, crashed, never_raises
 from mambawin.toolchain.pytorch import (
@@ -123,8 +125,9 @@ class DoctorTools:
     registry: RegistryReader | None = None
     torch_facts: TorchFactsProvider | None = None  # None: read_torch_facts
     system: SystemInfo | None = None  # None: LocalSystem()
-    # The pip-fetched toolchain to fall back to on Windows; None: the one in mambawin's cache
-    pip_toolchain: wine.WindowsToolchain | None = None
+    # The pip-fetched toolchains to fall back to; None: the ones in mambawin's cache
+    pip_toolchain: wine.WindowsToolchain | None = None  # on Windows
+    linux_cuda: LinuxCuda | None = None  # on Linux
 
 
 def run_checks(
@@ -145,7 +148,7 @@ def run_checks(
         tuple(archs),
         build_dir,
         timeout,
-        pip_toolchain=_pip_toolchain(tools, platform),
+        **_pip_toolchain(tools, platform),
     )
     facts = _gather(ctx, tools.torch_facts or read_torch_facts, tools.system or LocalSystem())
     checks = _judge(ctx, facts)
@@ -164,13 +167,16 @@ def run_checks(
     )
 
 
-def _pip_toolchain(tools: DoctorTools, platform: str) -> wine.WindowsToolchain | None:
-    """On Windows, the complete pip-fetched toolchain that MSVC and CUDA fall back to (a native
-    build needs its compilers only: the installed torch gives the headers)."""
+def _pip_toolchain(tools: DoctorTools, platform: str) -> dict[str, Path | None]:
+    """The folders of the complete pip-fetched toolchain that CUDA (and MSVC on Windows) fall
+    back to; a native build needs its compilers only, the installed torch gives the headers."""
     if platform != "win32":
-        return None
+        linux = tools.linux_cuda or LinuxCuda(linux_root())
+        return {"pip_cuda": None if linux.missing() else linux.home}
     found = tools.pip_toolchain or wine.toolchain_at(wine.default_root(), torch=False)
-    return None if wine.missing_parts(found) else found
+    if wine.missing_parts(found):
+        return {}
+    return {"pip_cuda": found.cuda, "pip_msvc": found.msvc}
 
 
 def _gather(ctx: ProbeContext, torch_facts: TorchFactsProvider, system: SystemInfo) -> _Facts:

