@@ -276,7 +276,7 @@ NO_COMPILER_WHEELS = {
 }
 LAYOUT = 1  # bumped when what setup unpacks where changes: part of the toolchain's key
 Downloader = Callable[[Sequence[str], Path], None]
-_MAJOR_MINOR = re.compile(r"^[0-9]+\.[0-9]+$")  # ASCII digits: int() would read Arabic-Indic ones
+_MAJOR_MINOR = re.compile(r"[0-9]+\.[0-9]+")  # ASCII digits: int() would read Arabic-Indic ones
 
 
 def cuda_wheels(cuda: str) -> tuple[str, ...]:
@@ -285,7 +285,7 @@ def cuda_wheels(cuda: str) -> tuple[str, ...]:
     if cuda in CUDA_WHEELS:
         return CUDA_WHEELS[cuda]
     known = ", ".join(CUDA_WHEELS)
-    if not _MAJOR_MINOR.match(cuda):
+    if not _MAJOR_MINOR.fullmatch(cuda):
         msg = f"--cuda {cuda!r} is not a CUDA major.minor version: give one such as {SETUP_CUDA}"
         raise UsageError(msg)
     why = NO_COMPILER_WHEELS.get(int(cuda.split(".")[0]))

