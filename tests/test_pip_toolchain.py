@@ -421,3 +421,26 @@ def test_linux_doctor_without_a_toolkit_uses_mambawins_cuda_and_says_so(tmp_path
         ),
     )
     assert "mambawin toolchain linux --setup" in check(bare, "nvcc").hint
+
+
+def test_toolchain_linux_says_what_is_missing_and_refuses_cuda_without_setup(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from mambawin.cli import app
+
+    root = tmp_path / "cuda"
+    result = CliRunner().invoke(app, ["toolchain", "linux", "--root", str(root), "--json"])
+    assert result.exit_code == 5, result.output
+    document = json.loads(result.stdout)
+    assert document["ready"] is False and document["cuda_home"] == str(root / "cu13")
+    assert "bin/nvcc is missing" in document["error"] and len(document["missing"]) == 5
+    refused = CliRunner().invoke(app, ["toolchain", "linux", "--cuda", "13.0", "--json"])
+    assert refused.exit_code == 2 and "add --setup" in json.loads(refused.stdout)["error"]
+    cuda12 = CliRunner().invoke(
+        app, ["toolchain", "linux", "--setup", "--cuda", "12.8", "--root", str(root)]
+    )
+    assert cuda12.exit_code == 2 and "no nvcc" in cuda12.output and not root.exists()
