@@ -263,10 +263,10 @@ CUDA_WHEELS = {
         "nvidia-cuda-cccl==13.0.85",
     )
 }
-# Why a CUDA major has no wheel set. NVIDIA's `nvidia-cuda-nvcc-cu12` wheels, every release from
-# 12.0.76 to 12.9.86, Linux and win_amd64 alike, hold ptxas, libnvvm and libdevice only: no nvcc,
-# cicc, cudafe++ or fatbinary (docs/benchmarks.md §19). CUDA 13's `nvidia-cuda-nvcc` is the first
-# to carry the compiler itself.
+# Why a CUDA major has no wheel set. NVIDIA's `nvidia-cuda-nvcc-cu12` wheels (12.0.76, 12.1.105,
+# 12.4.131, 12.6.85, 12.8.93 and 12.9.86 read; Linux and win_amd64 alike) hold ptxas, libnvvm and
+# libdevice only: no nvcc, cicc, cudafe++ or fatbinary (docs/benchmarks.md §19). CUDA 13's
+# `nvidia-cuda-nvcc` is the first to carry the compiler itself.
 NO_COMPILER_WHEELS = {
     12: (
         "NVIDIA's nvidia-cuda-nvcc-cu12 wheels carry ptxas and libnvvm but no nvcc, so pip cannot "
