@@ -444,3 +444,21 @@ def test_toolchain_linux_says_what_is_missing_and_refuses_cuda_without_setup(
         app, ["toolchain", "linux", "--setup", "--cuda", "12.8", "--root", str(root)]
     )
     assert cuda12.exit_code == 2 and "no nvcc" in cuda12.output and not root.exists()
+
+
+@pytest.mark.parametrize("text", ["/", "~", "", "-x"])
+def test_a_root_no_toolchain_may_live_in_is_refused_by_the_pure_decision(text: str) -> None:
+    with pytest.raises(UsageError, match="--root"):
+        wine.root_option(text)  # decides only; both `toolchain` commands call it first
+
+
+def test_toolchain_linux_refuses_an_empty_or_option_like_root_before_any_work(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from mambawin.cli import app
+
+    for root in ("", "-x"):
+        result = CliRunner().invoke(app, ["toolchain", "linux", "--setup", f"--root={root}"])
+        assert result.exit_code == 2 and "--root" in result.output, result.output
