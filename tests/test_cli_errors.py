@@ -126,5 +126,5 @@ def test_an_error_quoting_a_line_break_stays_one_line(tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["toolchain", "windows", "--setup", "--cuda", "13.0\n", "--root", str(root)]
     )
-    line = _assert_one_line(result, "CUDA '13.0\\n' has no known Windows wheel set")
-    assert line.endswith("use one of 13.0\n") and not root.exists()
+    line = _assert_one_line(result, "--cuda '13.0\\n' is not a CUDA major.minor version")
+    assert line.endswith("give one such as 13.0\n") and not root.exists()

@@ -212,8 +212,8 @@ def test_an_older_unmarked_setup_is_adopted_and_done_again(tmp_path: Path) -> No
 def test_an_unknown_cuda_is_refused_before_any_download(tmp_path: Path) -> None:
     from mambawin.errors import UsageError
 
-    with pytest.raises(UsageError, match=r"CUDA '12\.1' has no known Windows wheel set"):
-        wine.setup(tmp_path / "r", cuda="12.1", download=lambda n, d: pytest.fail("fetched"))
+    with pytest.raises(UsageError, match=r"CUDA '10\.1' has no known Windows wheel set"):
+        wine.setup(tmp_path / "r", cuda="10.1", download=lambda n, d: pytest.fail("fetched"))
 
 
 # ---- doctor's line -------------------------------------------------------------------------------
@@ -363,6 +363,7 @@ def test_toolchain_windows_with_wine_and_every_part_is_ready(
         "root": str(tmp_path / "toolchain"),
         "ready": True,
         "wine": str(tmp_path / "bin" / "wine"),
+        "host": "linux",
     }
 
 

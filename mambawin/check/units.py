@@ -157,19 +157,21 @@ def unit_commands(
     flags: WindowsFlags,
     objects: Path,
     extra_includes: Sequence[Path] = (),
+    spell: Callable[[Path], str] = windows_path,
 ) -> list[UnitCommand]:
-    """One command per source setup.py declares, in its order."""
+    """One command per source setup.py declares, in its order, paths written by spell (wine's
+    Z: form; a native Windows host's own with `Host("windows").spell`)."""
     dirs = include_dirs(config, tree, toolchain, extra_includes)
-    pp_opts = preprocessor_options([windows_path(d) for d in dirs], config.define_macros)
+    pp_opts = preprocessor_options([spell(d) for d in dirs], config.define_macros)
     commands = []
     for source in config.sources:
         obj = objects / (Path(source).with_suffix("").as_posix().replace("/", "__") + ".obj")
-        src, out = windows_path(tree / source), windows_path(obj)
+        src, out = spell(tree / source), spell(obj)
         if source.endswith(".cu"):
-            args = nvcc_args(flags, config, pp_opts, src, out, windows_path(tree))
+            args = nvcc_args(flags, config, pp_opts, src, out, spell(tree))
             commands.append(UnitCommand(source, "nvcc", args, obj))
         else:
-            args = cl_args(flags, config, pp_opts, src, out, windows_path(tree))
+            args = cl_args(flags, config, pp_opts, src, out, spell(tree))
             commands.append(UnitCommand(source, "cl", args, obj))
     return commands
 

@@ -1,4 +1,5 @@
-"""`mambawin toolchain windows`: the Windows compilers on Linux, set up into mambawin's cache."""
+"""`mambawin toolchain windows`: the pip-fetched Windows compilers, set up into mambawin's cache
+(used natively on Windows, under wine on Linux)."""
 
 from __future__ import annotations
 
@@ -60,9 +61,11 @@ def windows_command(
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Say whether cl.exe and the Windows nvcc can run here under wine; --setup fetches them."""
+    """Say whether cl.exe and the Windows nvcc can run here (natively on Windows, under wine
+    elsewhere); --setup fetches them."""
     from mambawin.errors import ToolchainError, UsageError
     from mambawin.toolchain import wine
+    from mambawin.toolchain.host import Host
 
     given = [flag for flag, value in (("--cuda", cuda), ("--torch", torch)) if value is not None]
     if given and not setup:  # they choose what --setup fetches; alone they would be ignored
@@ -74,19 +77,21 @@ def windows_command(
     if env is not None:
         _print_env(where, env, msvc=msvc)
         return
+    host = Host.this_machine()
     if setup:
         result = wine.setup(
             where,
             cuda=SETUP_CUDA if cuda is None else cuda,
             torch=SETUP_TORCH if torch is None else torch,
+            host=host,
         )
         missing, launcher = list(result.missing), result.wine
     else:
-        launcher = wine.find_wine()
-        missing = wine.not_ready(wine.toolchain_at(where), launcher)
+        launcher = wine.find_wine() if host.needs_wine else None
+        missing = wine.not_ready(wine.toolchain_at(where), launcher, host)
     for line in missing[1:]:
         console.print(f"✗ {line}", soft_wrap=True, markup=False)
-    document = {"root": str(where), "ready": not missing, "wine": launcher}
+    document = {"root": str(where), "ready": not missing, "wine": launcher, "host": host.system}
     if missing and as_json:  # the error document, with what is missing
         message = f"the Windows toolchain in {where} is not ready: {missing[0]}"
         raise fail_json(message, ToolchainError.exit_code, **document, missing=missing)
@@ -95,7 +100,8 @@ def windows_command(
     if as_json:
         print_json(document)
         return
-    console.print(f"✓ the Windows toolchain is ready in {where} ({launcher})")
+    how = launcher if host.needs_wine else "natively, no Visual Studio or CUDA installer needed"
+    console.print(f"✓ the Windows toolchain is ready in {where} ({how})")
 
 
 def _refuse_env_mix(env: str | None, *, msvc: bool, setup: bool, as_json: bool) -> None:
@@ -133,3 +139,46 @@ def _print_env(where: Path, form: str, *, msvc: bool) -> None:
         export.native_environ(toolchain, os.environ.get("PATH", ""), msvc=msvc), form
     )
     typer.echo(lines, nl=False)
+
+
+@command("linux", group=toolchain_app)
+def linux_command(
+    setup: Annotated[
+        bool, typer.Option("--setup", help="Fetch nvcc and the CUDA headers and runtime with pip.")
+    ] = False,
+    root: Annotated[
+        str | None,
+        typer.Option(
+            "--root",
+            help="Where it lives: a new or empty folder, or one --setup made.",
+            show_default="mambawin's cache",
+        ),
+    ] = None,
+    cuda: Annotated[
+        str | None,
+        typer.Option("--cuda", help="With --setup: CUDA version of nvcc.", show_default=SETUP_CUDA),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Say whether mambawin's own CUDA for Linux builds is set up; --setup fetches it."""
+    from mambawin.errors import ToolchainError, UsageError
+    from mambawin.toolchain import linux_cuda, wine
+
+    if cuda is not None and not setup:
+        raise UsageError("--cuda chooses what --setup fetches: add --setup, or drop it")
+    where = linux_cuda.default_root() if root is None else wine.root_option(root)
+    if setup:
+        found = linux_cuda.setup(where, cuda=SETUP_CUDA if cuda is None else cuda)
+    else:
+        found = linux_cuda.LinuxCuda(where)
+    missing = found.missing()
+    document = {"root": str(where), "ready": not missing, "cuda_home": str(found.home)}
+    if missing and as_json:
+        message = f"mambawin's CUDA in {where} is not ready: {missing[0]}"
+        raise fail_json(message, ToolchainError.exit_code, **document, missing=missing)
+    if missing:
+        raise ToolchainError(f"mambawin's CUDA in {where} is not ready: {missing[0]}")
+    if as_json:
+        print_json(document)
+        return
+    console.print(f"✓ CUDA {found.cuda} is ready: CUDA_HOME={found.home}", soft_wrap=True)

