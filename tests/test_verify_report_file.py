@@ -206,6 +206,18 @@ def test_markdown_keeps_a_table_and_a_fence_whole():
     assert "| NVIDIA driver | unknown |" in text and "| GPU | unknown |" in text
 
 
+def test_a_long_error_is_cut_in_the_markdown_and_whole_in_the_json():
+    # The conv step's details made a 70 KB report on the H100; GitHub takes 65,536 characters.
+    details = {f"case {n}": {"max_abs": n, "reason": "x" * 80} for n in range(2000)}
+    failing = StepResult("conv", "fail", "63 of 63 cases failed", details)
+    report = VerifyReport("w.whl", Target(), (failing,))
+    doc = send.document(report, "mambawin verify w.whl --report r.md", send.where(report, None))
+    text = send.markdown(doc)
+    assert len(text) < 10_000 and len(doc["first_error"]["text"]) > 100_000
+    assert "more lines: the whole text is in the JSON report)" in text
+    assert doc["first_error"]["text"].splitlines()[1] in text
+
+
 def test_the_driver_comes_from_nvidia_smi_or_is_unknown(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert probe_driver() is None

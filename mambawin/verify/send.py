@@ -241,19 +241,35 @@ def markdown(doc: Mapping[str, Any]) -> str:
     ]
     error = doc["first_error"]
     if error is not None:
-        fence = _fence(error["text"])
+        text = _shortened(error["text"])
+        fence = _fence(text)
         lines += [
             "",
             f"First error, at `{error['step']}`:",
             "",
             f"{fence}text",
-            error["text"],
+            text,
             fence,
         ]
     if doc["wheels"]:
         lines += ["", "Wheels (sha256):", ""]
         lines += [f"- `{name}` `{digest}`" for name, digest in sorted(doc["wheels"].items())]
     return "\n".join(lines) + "\n"
+
+
+# GitHub refuses an issue body over 65,536 characters, and a conv step's details ran to 70 KB on
+# the H100: the Markdown keeps the error's head, the JSON beside it the whole text.
+ERROR_LINES, ERROR_CHARS = 60, 6000
+
+
+def _shortened(text: str) -> str:
+    """text's first ERROR_LINES lines (at most ERROR_CHARS characters), saying what was left."""
+    lines = text.splitlines()
+    head = "\n".join(lines[:ERROR_LINES])[:ERROR_CHARS]
+    if head == text:
+        return text
+    kept = head.count("\n") + 1
+    return f"{head}\n... ({len(lines) - kept} more lines: the whole text is in the JSON report)"
 
 
 def _gpu(machine: Mapping[str, Any]) -> str | None:
