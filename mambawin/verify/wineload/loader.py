@@ -60,7 +60,7 @@ def _checked(done: proc.Completed, what: str, out: Path) -> Path:
 
 def build_loader(wine: Wine, work: Path) -> Path:
     """loader.exe from data/loader.c, with cl.exe (static C runtime: nothing beside it needed)."""
-    source = resources.files(__package__).joinpath("data", "loader.c").read_text(encoding="utf-8")
+    source = resources.files(__package__).joinpath("data/loader.c").read_text(encoding="utf-8")
     c_file = write_text(work / "loader.c", source)
     cl = tool(wine.toolchain, "cl")
     args = ["/nologo", "/O1", "/W3", windows_path(c_file), f"/Fe:{windows_path(work / LOADER)}"]
@@ -155,7 +155,9 @@ def parse_run(done: proc.Completed, asked: Sequence[str]) -> LoadRun:
 
 def _load_error(rest: Sequence[str], absent: Sequence[str]) -> str:
     what, code = rest[0], int(rest[1])
-    line = f"{what}: LoadLibrary error {code} ({_ERRORS.get(code, 'see Windows system error codes')})"
+    line = (
+        f"{what}: LoadLibrary error {code} ({_ERRORS.get(code, 'see Windows system error codes')})"
+    )
     return line + (f": {', '.join(absent)} not found" if absent else "")
 
 

@@ -95,7 +95,9 @@ def known_schemas() -> tuple[str, ...]:
     return tuple(dict.fromkeys(s for text in texts for s in declared_schemas(text)))
 
 
-def ops_of(namespace: str, names: Iterable[str], library: bytes, schemas: Iterable[str]) -> list[Op]:
+def ops_of(
+    namespace: str, names: Iterable[str], library: bytes, schemas: Iterable[str]
+) -> list[Op]:
     """Each named op with the schema the library holds (its text is a literal in the binary);
     WheelError naming an op whose schema mambawin does not know or the library does not hold."""
     known = tuple(schemas)

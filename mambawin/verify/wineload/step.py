@@ -63,6 +63,16 @@ def _cached_dlls(version: str) -> TorchDlls:
 
 
 @dataclass(frozen=True)
+class Library:
+    """What the step needs of the wheel: the library's bytes, its name, the ops to ask for."""
+
+    name: str
+    data: bytes
+    ops: tuple[Op, ...]
+    cuda_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LoadTools:
     """What the load step reaches outside itself; tests pass fakes."""
 
@@ -73,16 +83,8 @@ class LoadTools:
     versions: Callable[[], Sequence[str]] = registry_versions
     dlls: Callable[[str], TorchDlls] = _cached_dlls
     runner: Runner = field(default_factory=wine_runner)
-
-
-@dataclass(frozen=True)
-class Library:
-    """What the step needs of the wheel: the library's bytes, its name, the ops to ask for."""
-
-    name: str
-    data: bytes
-    ops: tuple[Op, ...]
-    cuda_names: tuple[str, ...]
+    library: Callable[[Path, str], Library] = lambda wheel, project: read_library(wheel, project)
+    ready: Callable[[WindowsToolchain], str | None] = lambda toolchain: _not_ready(toolchain)
 
 
 def load_step(
@@ -99,11 +101,11 @@ def load_step(
     why = skip_reason(wheel, provenance)
     launcher = tools.find_wine()
     toolchain = tools.toolchain(windows_root)
-    why = why or (NO_WINE if launcher is None else None) or _not_ready(toolchain)
+    why = why or (NO_WINE if launcher is None else None) or tools.ready(toolchain)
     if why is not None or launcher is None:
         return StepResult(name, Status.SKIP, f"not loaded: {why}")
     try:
-        library = read_library(wheel, project)
+        library = tools.library(wheel, project)
         versions = wanted(floor_of(provenance), tools.versions())
         env = wine_environ(toolchain, dict(os.environ))
         wine = Wine(toolchain, launcher, env, tools.runner)
