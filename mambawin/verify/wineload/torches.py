@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
-from mambawin.errors import FileSystemError, UpstreamError, os_error
+from mambawin.errors import CommandError, FileSystemError, UpstreamError, os_error
 from mambawin.owned import cache_dir, claim, mark, marked_as
 from mambawin.toolchain.wine import pip_download
 
@@ -58,7 +58,15 @@ def registry_versions() -> tuple[str, ...]:
     """Every torch release the registry has for win_amd64, newest first (`pip index versions`)."""
     argv = [sys.executable, "-m", "pip", "index", "versions", "torch", "--only-binary=:all:"]
     argv += ["--platform", "win_amd64", "--python-version", "3.12"]
-    return parse_available(proc.run(argv, timeout=300).stdout)
+    try:
+        done = proc.run(argv, timeout=300)
+    except CommandError as exc:
+        msg = (
+            f"pip could not list torch's Windows releases ({exc}): check the network and pip's "
+            "index, or leave the step out with --skip load"
+        )
+        raise UpstreamError(msg) from None
+    return parse_available(done.stdout)
 
 
 def parse_available(text: str) -> tuple[str, ...]:
