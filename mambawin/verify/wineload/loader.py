@@ -10,6 +10,7 @@ says so, `No implementation for torch_cuda.dll.<name>`, which the load step coun
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,6 +29,7 @@ LOADER = "loader.exe"
 _OURS = re.compile(r"^mambawin-load: (\w+) (.*)$")
 _NO_IMPLEMENTATION = re.compile(r"No implementation for ([\w.-]+\.dll)\.(\S+) imported from")
 _NOT_FOUND = re.compile(r"Library (\S+) \(which is needed by .*?\) not found")
+_WINE_LINE = re.compile(r"^[0-9a-f]{4}:(fixme|err|warn|trace):")  # wine's own channels
 _BACKENDS = re.compile(r"only available for these backends: \[([^\]]*)\]")
 # Windows' system error codes the loader may print for LoadLibrary.
 _ERRORS = {
@@ -67,6 +69,19 @@ def build_loader(wine: Wine, work: Path) -> Path:
     return _checked(_run(wine, cl, args, work), "cl.exe loader.c", work / LOADER)
 
 
+# The Visual C++ runtime DLLs a torch may import that wine 8.0 has no builtin for: torch 2.15's
+# torch_cpu.dll imports VCRUNTIME140_THREADS.dll (VS 2022's runtime; on Windows the VC++
+# Redistributable puts it in System32). The toolchain's MSVC ships it beside cl.exe; it is copied
+# beside the stub, on the loader's DLL path, so the load is wine's only where it must be.
+RUNTIME_DLLS = ("vcruntime140_threads.dll",)
+
+
+def runtime_dlls(toolchain: WindowsToolchain) -> list[Path]:
+    """The toolchain's copies of RUNTIME_DLLS (those it has)."""
+    folder = toolchain.msvc_tools / "bin" / "Hostx64" / "x64"
+    return [folder / name for name in RUNTIME_DLLS if (folder / name).is_file()]
+
+
 def build_stub(wine: Wine, names: Sequence[str], folder: Path) -> Path:
     """folder/torch_cuda.dll exporting exactly names, each the one stub function."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -75,6 +90,8 @@ def build_stub(wine: Wine, names: Sequence[str], folder: Path) -> Path:
     obj, dll = folder / "stub.obj", folder / "torch_cuda.dll"
     cl_args = ["/nologo", "/c", "/GS-", windows_path(c_file), f"/Fo:{windows_path(obj)}"]
     _checked(_run(wine, tool(wine.toolchain, "cl"), cl_args, folder), "cl.exe stub.c", obj)
+    for runtime in runtime_dlls(wine.toolchain):
+        shutil.copyfile(runtime, folder / runtime.name)
     # No entry point and no C runtime: the DLL holds one function and its export table.
     link_args = ["/nologo", "/DLL", "/NOENTRY", "/NODEFAULTLIB", f"/DEF:{windows_path(definition)}"]
     link_args += [f"/OUT:{windows_path(dll)}", windows_path(obj)]
@@ -132,7 +149,7 @@ def parse_run(done: proc.Completed, asked: Sequence[str]) -> LoadRun:
     for line in lines:
         ours = _OURS.match(line.strip())
         if ours is None:
-            if current is not None:
+            if current is not None and not _WINE_LINE.match(line):
                 said.append(line)
             continue
         word, rest = ours[1], ours[2].split()

@@ -7,7 +7,8 @@
  * optional), b false, i 0, f 0.0. Each op is called with CPU tensors on purpose: an op whose
  * CUDA kernel is registered answers "Could not run ... with arguments from the 'CPU' backend ...
  * only available for these backends: [CUDA, ...]", one that is not answers "Could not find
- * schema"; torch logs either to stderr. Every line of ours goes to stderr too (and is flushed),
+ * schema"; torch 2.10 logs either to stderr, later torches keep it for torch_exception_get_what,
+ * which is printed then. Every line of ours goes to stderr too (and is flushed),
  * so it stays in order with torch's.
  *
  * Only C and KERNEL32: torch's functions are found with GetProcAddress, so nothing here is linked
@@ -22,6 +23,7 @@ typedef int32_t (*call_dispatcher_t)(const char *, const char *, StableIValue *,
 typedef int32_t (*empty_strided_t)(int64_t, const int64_t *, const int64_t *, int32_t, int32_t,
                                    int32_t, void **);
 typedef int32_t (*constant_t)(void);
+typedef const char *(*what_t)(void);
 
 /* The torch version the stack is built for (TORCH_ABI_VERSION of 2.10: major, minor in the top
  * bytes): torch converts each StableIValue as a 2.10 extension gave it. */
@@ -67,6 +69,7 @@ static int call(HMODULE torch, char *spec) {
     empty_strided_t empty = (empty_strided_t)need(torch, "aoti_torch_empty_strided");
     constant_t float32 = (constant_t)need(torch, "aoti_torch_dtype_float32");
     constant_t cpu = (constant_t)need(torch, "aoti_torch_device_type_cpu");
+    what_t what = (what_t)GetProcAddress(torch, "torch_exception_get_what");
     StableIValue stack[MAX_ARGS];
     char *name = spec, *overload, *kinds;
     int64_t one = 1;
@@ -103,6 +106,9 @@ static int call(HMODULE torch, char *spec) {
     fprintf(stderr, "mambawin-load: op %s begin\n", name);
     fflush(stderr);
     rc = dispatch(name, overload, stack, BUILD_VERSION);
+    /* torch 2.10 logs the exception to stderr; later torches keep it for
+     * torch_exception_get_what() instead. */
+    if (rc != 0 && what != NULL && what() != NULL) fprintf(stderr, "%s\n", what());
     fprintf(stderr, "mambawin-load: op %s end %d\n", name, (int)rc);
     fflush(stderr);
     return 0;
