@@ -6,7 +6,6 @@ cross-built wheel named by MAMBAWIN_TEST_WINDOWS_WHEEL."""
 
 from __future__ import annotations
 
-import json
 import os
 import zipfile
 from dataclasses import replace
@@ -28,6 +27,8 @@ from mambawin.verify.options import VerifyOptions
 from mambawin.verify.tools import Tools
 from mambawin.verify.wineload import loader, ops, step, stub, torches
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol
+from mambawin.wheel.info import open_wheel
+from mambawin.wheel.provenance import provenance_in
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wineload"
 STABLE = {
@@ -390,11 +391,8 @@ def test_a_cross_built_wheel_loads_under_wine_against_real_torch_dlls(tmp_path: 
     if not (wheel and root and dlls):
         pytest.skip("set MAMBAWIN_TEST_WINDOWS_WHEEL, _WINDOWS_TOOLCHAIN and _TORCH_DLLS")
     project = "causal-conv1d" if "causal_conv1d" in Path(wheel).name else "mamba-ssm"
-    provenance = json.loads(
-        zipfile.ZipFile(wheel).read(next(
-            n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("mambawin.json")
-        ))
-    )  # fmt: skip
+    with open_wheel(Path(wheel)) as (archive, info):
+        provenance = provenance_in(archive, info)
     tools = step.LoadTools(
         versions=lambda: ["2.10.0"],
         dlls=lambda v: torches.torch_dlls(v, Path(dlls)),
