@@ -21,7 +21,7 @@ from packaging.utils import parse_wheel_filename
 
 from mambawin.abi import stable_library, stable_shim
 from mambawin.check.units import Runner, wine_runner
-from mambawin.errors import MambawinError
+from mambawin.errors import MambawinError, WheelError, os_error
 from mambawin.packages import get_package
 from mambawin.status import Status
 from mambawin.toolchain.wine import (
@@ -114,6 +114,9 @@ def load_step(
         binary.write_bytes(library.data)
         loader = build_loader(wine, work)
         rows = [_one(wine, loader, binary, library, tools.dlls(v), work) for v in versions]
+    except OSError as exc:  # the scratch folder, the copy of the library, the stub's files
+        error = os_error(exc, "write the load step's files")
+        return StepResult(name, Status.FAIL, str(error), {"error": str(error)})
     except MambawinError as exc:
         return StepResult(name, Status.FAIL, str(exc), {"error": str(exc)})
     return _result(name, library, rows)
@@ -145,8 +148,6 @@ def read_library(wheel: Path, project: str) -> Library:
         data = archive.read(library) if library in info.members else None
         source = archive.read(shim) if shim in info.members else b""
     if data is None:
-        from mambawin.errors import WheelError
-
         raise WheelError(f"{wheel.name} holds no {library}: rebuild it with --abi stable")
     ops = ops_of(extension, shim_ops(source, shim), data, known_schemas())
     return Library(library, data, tuple(ops), cuda_imports(read_imports(data, library)))
