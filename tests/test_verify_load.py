@@ -418,3 +418,10 @@ def test_a_cross_built_wheel_loads_under_wine_against_real_torch_dlls(tmp_path: 
         replace(tools, library=lambda w, p: unknown),
     )  # fmt: skip
     assert result.status is Status.FAIL and "Could not find schema" in result.summary
+
+
+def test_a_work_folder_the_os_refuses_is_one_failure_line(tmp_path: Path) -> None:
+    (tmp_path / "work").write_text("a file where the step's folder goes")
+    result, seen = run_step(tmp_path, recorded("registered.txt"))
+    assert result.status is Status.FAIL and not seen
+    assert result.summary.startswith("cannot write the load step's files")
