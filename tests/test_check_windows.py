@@ -441,3 +441,30 @@ def test_cl_and_nvcc_trim_the_tree_as_wine_names_it(tmp_path: Path) -> None:
     nvcc = list(by_program["nvcc.exe"])
     assert nvcc[nvcc.index(trim) - 1] == "-Xcompiler"
     assert not [a for call in fake.calls for a in call if a.startswith("/d1trimfile:/")]
+
+
+def test_the_headers_outside_the_tree_are_trimmed_too(tmp_path: Path) -> None:
+    """torch's headers (TORCH_CHECK's __FILE__) named the toolchain's Z:\\ folder in a cross-built
+    .pyd (issue 29, docs/benchmarks.md section 18): each include folder outside the tree gets
+    its own /d1trimfile:, for cl.exe and behind its own -Xcompiler for nvcc (cl.exe takes
+    several, checked under wine with the real cl.exe)."""
+    tc = toolchain(layout(tmp_path / "tc"))
+    tree = tmp_path / "src"
+    (tree / "csrc").mkdir(parents=True)
+    posix_trim = f"/d1trimfile:{tree}\\"
+    cfg = config(
+        sources=("a.cpp", "b_fwd.cu"),
+        include_dirs=(str(tree / "csrc"),),
+        cxx_flags=("/O2", posix_trim),
+        nvcc_flags=("-O3", "-Xcompiler", posix_trim),
+    )
+    commands = units.unit_commands(cfg, tree, tc, flags(tmp_path), tmp_path / "o")
+    torch_include = wine.windows_path(tc.torch / "include")
+    wanted = {f"/d1trimfile:{wine.windows_path(tree)}\\", f"/d1trimfile:{torch_include}\\"}
+    for command in commands:
+        trims = [a for a in command.args if a.startswith("/d1trimfile:")]
+        assert wanted <= set(trims) and len(trims) == len(set(trims)), command.args
+        assert not any("api" in t or t.startswith("/d1trimfile:/") for t in trims)
+        if command.compiler == "nvcc":
+            args = list(command.args)
+            assert all(args[args.index(t) - 1] == "-Xcompiler" for t in trims)

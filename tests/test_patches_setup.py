@@ -439,4 +439,5 @@ def test_patched_setup_runs_with_real_windows_flags(
     monkeypatch.setattr(sys, "platform", "win32")
     seen = run_setup(root, nvcc="13.2", torch_include=torch_headers(tmp_path, CXX20_CHECK))
     cxx = seen["ext_modules"][0].extra_compile_args["cxx"]
-    assert cxx == ["/O2", "/std:c++20", f"/d1trimfile:{os.getcwd()}\\", "/Zc:preprocessor"]
+    trims = [f"/d1trimfile:{os.getcwd()}\\", f"/d1trimfile:{tmp_path}\\"]  # the tree, torch's site
+    assert cxx == ["/O2", "/std:c++20", *trims, "/Zc:preprocessor"]

@@ -150,6 +150,18 @@ def include_dirs(
     return [*own, *torch_dirs, toolchain.cuda / "include", *extra]
 
 
+def trim_roots(tree: Path, dirs: Sequence[Path]) -> list[Path]:
+    """The folders __FILE__ must not name, as the commands spell them: the tree, then each
+    include folder outside it that no other one holds (torch's include folder, not also its
+    csrc/api/include). Compared resolved, so a linked cache folder is seen for what it is."""
+    roots: list[tuple[Path, Path]] = [(tree, tree.resolve())]
+    for folder in map(Path, dirs):
+        real = folder.resolve()
+        if not any(real.is_relative_to(r) for _, r in roots):
+            roots = [(f, r) for f, r in roots if not r.is_relative_to(real)] + [(folder, real)]
+    return [folder for folder, _ in roots]
+
+
 def unit_commands(
     config: SetupConfig,
     tree: Path,
@@ -163,15 +175,16 @@ def unit_commands(
     Z: form; a native Windows host's own with `Host("windows").spell`)."""
     dirs = include_dirs(config, tree, toolchain, extra_includes)
     pp_opts = preprocessor_options([spell(d) for d in dirs], config.define_macros)
+    roots = [spell(d) for d in trim_roots(tree, dirs)]
     commands = []
     for source in config.sources:
         obj = objects / (Path(source).with_suffix("").as_posix().replace("/", "__") + ".obj")
         src, out = spell(tree / source), spell(obj)
         if source.endswith(".cu"):
-            args = nvcc_args(flags, config, pp_opts, src, out, spell(tree))
+            args = nvcc_args(flags, config, pp_opts, src, out, roots)
             commands.append(UnitCommand(source, "nvcc", args, obj))
         else:
-            args = cl_args(flags, config, pp_opts, src, out, spell(tree))
+            args = cl_args(flags, config, pp_opts, src, out, roots)
             commands.append(UnitCommand(source, "cl", args, obj))
     return commands
 

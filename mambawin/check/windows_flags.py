@@ -116,12 +116,31 @@ def preprocessor_options(
     return options + [f"-I{d}" for d in include_dirs]
 
 
-def trimmed(flags: Sequence[str], root: str) -> list[str]:
-    """flags with each /d1trimfile: naming root, the tree as cl.exe sees it (`Z:\\...` under
-    wine): the compiler-flags patch names the folder setup.py ran in, which for a configure-only
-    run on Linux is the POSIX spelling, which cl.exe would never match."""
-    trim = TRIM + root.rstrip("\\") + "\\"
-    return [trim if f.startswith(TRIM) else f for f in flags]
+def trimmed(flags: Sequence[str], roots: Sequence[str]) -> list[str]:
+    """flags with the compiler-flags patch's /d1trimfile: replaced by one per root, the folders
+    as cl.exe sees them (`Z:\\...` under wine): the tree (the patch named the folder setup.py ran
+    in, for a configure-only run on Linux its POSIX spelling, which cl.exe would never match)
+    and every include folder outside it (torch's headers put their own paths in __FILE__).
+    For nvcc each goes behind its own -Xcompiler; nvcc splits that value at commas, so a root
+    holding one is left out there (verify flags the path it leaves)."""
+    trims = [TRIM + root.rstrip("\\") + "\\" for root in roots]
+    out: list[str] = []
+    seen = False
+    for index, flag in enumerate(flags):
+        if not flag.startswith(TRIM):
+            out.append(flag)
+            continue
+        host = index > 0 and flags[index - 1] == "-Xcompiler"
+        if host:
+            out.pop()  # its -Xcompiler; each trim below gets its own
+        if not seen:  # every trim at the first one; a later one is a repeat
+            for trim in trims:
+                if not host:
+                    out.append(trim)
+                elif "," not in trim:
+                    out += ["-Xcompiler", trim]
+        seen = True
+    return out
 
 
 def cl_args(
@@ -130,10 +149,11 @@ def cl_args(
     pp_opts: Sequence[str],
     src: str,
     obj: str,
-    root: str,
+    roots: Sequence[str],
 ) -> tuple[str, ...]:
-    """cl.exe's arguments for one C++ unit of the tree at root (its Windows path)."""
-    post = [*trimmed(config.cxx_flags, root), *torch_defines(config.ext_name)]
+    """cl.exe's arguments for one C++ unit; roots: the folders __FILE__ must not name (the
+    tree first), as cl.exe spells them."""
+    post = [*trimmed(config.cxx_flags, roots), *torch_defines(config.ext_name)]
     if not any(f.startswith(("/std:", "-std=")) for f in post):
         post.append("/std:c++17")
     return (*flags.compile_options, *pp_opts, *flags.msvc, "-c", src, f"/Fo{obj}", *post)
@@ -145,14 +165,14 @@ def nvcc_args(
     pp_opts: Sequence[str],
     src: str,
     obj: str,
-    root: str,
+    roots: Sequence[str],
 ) -> tuple[str, ...]:
-    """nvcc.exe's arguments for one CUDA unit of the tree at root (its Windows path)."""
+    """nvcc.exe's arguments for one CUDA unit; roots as cl_args takes them."""
     pre = ["-std=c++17"]
     for flag in flags.msvc:
         pre += ["-Xcompiler", flag]
     pre.append("--use-local-env")
     for warning in flags.cudafe_ignore:
         pre += ["-Xcudafe", f"--diag_suppress={warning}"]
-    post = [*flags.nvcc, *trimmed(config.nvcc_flags, root), *torch_defines(config.ext_name)]
+    post = [*flags.nvcc, *trimmed(config.nvcc_flags, roots), *torch_defines(config.ext_name)]
     return (*pre, *pp_opts, "-c", src, "-o", obj, *post)

@@ -88,10 +88,12 @@ def _mambawin_compile_args(args):
         host = [x for m in maps if "," not in m for x in ("-Xcompiler", m)]
         cxx = cxx + [f"-std=c++{{std}}"] + maps
         return {{**args, "cxx": cxx, "nvcc": nvcc + [f"-std=c++{{std}}"] + host}}
-    trim = "/d1trimfile:" + os.getcwd().rstrip("\\\\") + "\\\\"
-    cxx = ["/O2" if f == "-O3" else f for f in cxx] + [f"/std:c++{{std}}", trim]
+    # The tree, and the folder torch lives in (its headers' __FILE__): cl.exe takes several.
+    site = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+    trims = ["/d1trimfile:" + d.rstrip("\\\\") + "\\\\" for d in dict.fromkeys((os.getcwd(), site))]
+    cxx = ["/O2" if f == "-O3" else f for f in cxx] + [f"/std:c++{{std}}", *trims]
     nvcc = nvcc + [f"-std=c++{{std}}", "-Xcompiler", f"/std:c++{{std}}"]
-    nvcc += ["-Xcompiler", trim] if "," not in trim else []
+    nvcc += [x for t in trims if "," not in t for x in ("-Xcompiler", t)]
     nvcc_version = _mambawin_nvcc_version()
     if nvcc_version is not None and nvcc_version >= Version("13.2"):
         cxx.append("/Zc:preprocessor")
