@@ -670,3 +670,33 @@ def test_plan_refuses_what_the_build_would_before_any_work(
     assert said in json.loads(planned.stdout)["error"]
     assert not (builds_root().parent / "mirrors").exists()  # refused before the fetch
     assert (tmp_path / "a-file").read_text() == "mine\n" and not (tmp_path / "wr").exists()
+
+
+def test_a_killed_builds_lock_is_taken_over(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
+) -> None:
+    """A build killed with SIGKILL leaves its lock; the next run on this machine finds its pid
+    gone and takes the lock (the cross build of issue 29 was refused until it was deleted)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    options = _options(fake_repo, tmp_path / "out")
+    build_dir = core.plan(options, reporter=Recorder(), doctor=doctor).build_dir
+    build_dir.mkdir(parents=True)
+    (build_dir / core.LOCK_NAME).write_text(f"pid {gone} on {socket.gethostname()}\n")
+    core.build(options, reporter=Recorder(), doctor=doctor)
+    assert not (build_dir / core.LOCK_NAME).exists()  # taken, then released
+    assert not (build_dir / f"{core.LOCK_NAME}.takeover").exists()
+    # a live holder on this machine (this test's own process) still refuses
+    (build_dir / core.LOCK_NAME).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    with pytest.raises(BuildError, match=r"is in use by another mambawin run"):
+        core.build(options, reporter=Recorder(), doctor=doctor)
+    (build_dir / core.LOCK_NAME).unlink()
