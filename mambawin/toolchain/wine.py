@@ -110,9 +110,12 @@ class WindowsToolchain:
         return [
             self.msvc_tools / "bin" / "Hostx64" / "x64",
             self.msvc / KITS / "bin" / self.kits_version / "x64",
-            self.cuda / "bin",
-            self.cuda / "nvvm" / "bin",
+            *self.cuda_exe_dirs(),
         ]
+
+    def cuda_exe_dirs(self) -> list[Path]:
+        """Where nvcc.exe and its helpers (cicc.exe, ptxas.exe) are."""
+        return [self.cuda / "bin", self.cuda / "nvvm" / "bin"]
 
 
 def newest_version_dir(folder: Path, what: str) -> Path:
