@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,20 +18,23 @@ toolchain_app = typer.Typer(
 )
 app.add_typer(toolchain_app, name="toolchain")
 
+# --root of either toolchain (each checks the folder the same way: wine.root_option)
+RootOption = Annotated[
+    str | None,
+    typer.Option(
+        "--root",
+        help="Where it lives: a new or empty folder, or one --setup made.",
+        show_default="mambawin's cache",
+    ),
+]
+
 
 @command("windows", group=toolchain_app)
 def windows_command(
     setup: Annotated[
         bool, typer.Option("--setup", help="Fetch MSVC, CUDA and torch headers with pip.")
     ] = False,
-    root: Annotated[
-        str | None,
-        typer.Option(
-            "--root",
-            help="Where it lives: a new or empty folder, or one --setup made.",
-            show_default="mambawin's cache",
-        ),
-    ] = None,
+    root: RootOption = None,
     cuda: Annotated[
         str | None,
         typer.Option(
@@ -74,6 +78,7 @@ def windows_command(
         raise UsageError(msg)
     _refuse_env_mix(env, msvc=msvc, setup=setup, as_json=as_json)
     where = wine.root_option(root)
+    _readable(where, wine.check_toolchain_root)
     if env is not None:
         _print_env(where, env, msvc=msvc)
         return
@@ -124,6 +129,13 @@ def _refuse_env_mix(env: str | None, *, msvc: bool, setup: bool, as_json: bool) 
         raise UsageError(msg)
 
 
+def _readable(where: Path, check: Callable[[Path], bool]) -> None:
+    """A root --setup would refuse (a file, a FIFO, someone else's folder) is refused the same
+    way (exit 2) when only read, not reported as parts that --setup would never fetch there. A
+    link to a folder is read through, as setup uses a link to a complete toolchain of its own."""
+    check(where.resolve() if where.is_symlink() and where.is_dir() else where)
+
+
 def _print_env(where: Path, form: str, *, msvc: bool) -> None:
     """The toolchain's variables as form's lines; exit 5 naming the first missing part."""
     import os
@@ -144,14 +156,7 @@ def linux_command(
     setup: Annotated[
         bool, typer.Option("--setup", help="Fetch nvcc and the CUDA headers and runtime with pip.")
     ] = False,
-    root: Annotated[
-        str | None,
-        typer.Option(
-            "--root",
-            help="Where it lives: a new or empty folder, or one --setup made.",
-            show_default="mambawin's cache",
-        ),
-    ] = None,
+    root: RootOption = None,
     cuda: Annotated[
         str | None,
         typer.Option("--cuda", help="With --setup: CUDA version of nvcc.", show_default=SETUP_CUDA),
@@ -165,6 +170,7 @@ def linux_command(
     if cuda is not None and not setup:
         raise UsageError("--cuda chooses what --setup fetches: add --setup, or drop it")
     where = linux_cuda.default_root() if root is None else wine.root_option(root)
+    _readable(where, linux_cuda.check_cuda_root)
     if setup:
         found = linux_cuda.setup(where, cuda=SETUP_CUDA if cuda is None else cuda)
     else:

