@@ -237,3 +237,14 @@ def test_toolchain_linux_refuses_them_the_same_way(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, args)
         assert result.exit_code == UsageError.exit_code, result.output
         assert said in json.loads(result.stdout)["error"]
+
+
+def test_a_relative_root_is_printed_as_absolute_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A later step of the job may run in another folder: `tc\cu13` would name nothing there.
+    make_toolchain(tmp_path / "tc")
+    monkeypatch.chdir(tmp_path)
+    env = lines_of(cli("--root", "tc", "--env", "github").stdout)  # type: ignore[attr-defined]
+    assert env["CUDA_HOME"] == spell(tmp_path / "tc" / "cu13")
+    assert all(p.startswith(spell(tmp_path)) for p in env["INCLUDE"].split(";"))

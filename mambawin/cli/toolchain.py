@@ -143,7 +143,8 @@ def _print_env(where: Path, form: str, *, msvc: bool) -> None:
     from mambawin.errors import ToolchainError
     from mambawin.toolchain import export, wine
 
-    toolchain = wine.toolchain_at(where, torch=False)
+    # Absolute: the later steps of the job need not run in the folder this one ran in.
+    toolchain = wine.toolchain_at(where.absolute(), torch=False)
     missing = wine.missing_parts(toolchain)
     if missing:
         raise ToolchainError(f"the Windows toolchain in {where} is not ready: {missing[0]}")
