@@ -170,7 +170,7 @@ def linux_command(
 
     if cuda is not None and not setup:
         raise UsageError("--cuda chooses what --setup fetches: add --setup, or drop it")
-    where = linux_cuda.default_root() if root is None else wine.root_option(root)
+    where = linux_cuda.default_root() if root is None else wine.root_option(root, "./linux-cuda")
     _readable(where, linux_cuda.check_cuda_root)
     if setup:
         found = linux_cuda.setup(where, cuda=SETUP_CUDA if cuda is None else cuda)

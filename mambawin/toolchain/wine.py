@@ -326,9 +326,10 @@ def default_root() -> Path:
     return cache_dir() / "windows-toolchain"
 
 
-def root_option(text: str | None) -> Path:
+def root_option(text: str | None, example: str = "./windows-toolchain") -> Path:
     """--root as given (the cache's folder when absent); UsageError for an empty value, one that
-    reads as an option, or a folder no toolchain may live in (/, a home, the current folder)."""
+    reads as an option, or a folder no toolchain may live in (/, a home, the current folder);
+    example is the folder the refusal suggests."""
     if text is None:
         return default_root()
     if not text.strip():
@@ -339,7 +340,7 @@ def root_option(text: str | None) -> Path:
     root = Path(text).expanduser()
     why = protected(root)
     if why is not None:
-        msg = f"--root {text}: {why}; pass a folder of its own, e.g. --root ./windows-toolchain"
+        msg = f"--root {text}: {why}; pass a folder of its own, e.g. --root {example}"
         raise UsageError(msg)
     return root
 
