@@ -28,6 +28,11 @@ RootOption = Annotated[
     ),
 ]
 
+CudaOption = Annotated[
+    str | None,
+    typer.Option("--cuda", help="With --setup: CUDA version of nvcc.", show_default=SETUP_CUDA),
+]
+
 
 @command("windows", group=toolchain_app)
 def windows_command(
@@ -35,12 +40,7 @@ def windows_command(
         bool, typer.Option("--setup", help="Fetch MSVC, CUDA and torch headers with pip.")
     ] = False,
     root: RootOption = None,
-    cuda: Annotated[
-        str | None,
-        typer.Option(
-            "--cuda", help="With --setup: CUDA version of nvcc.exe.", show_default=SETUP_CUDA
-        ),
-    ] = None,
+    cuda: CudaOption = None,
     torch: Annotated[
         str | None,
         typer.Option(
@@ -158,10 +158,7 @@ def linux_command(
         bool, typer.Option("--setup", help="Fetch nvcc and the CUDA headers and runtime with pip.")
     ] = False,
     root: RootOption = None,
-    cuda: Annotated[
-        str | None,
-        typer.Option("--cuda", help="With --setup: CUDA version of nvcc.", show_default=SETUP_CUDA),
-    ] = None,
+    cuda: CudaOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Say whether mambawin's own CUDA for Linux builds is set up; --setup fetches it."""

@@ -23,7 +23,6 @@ import hashlib
 import os
 import re
 import shutil
-import stat
 import sys
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -348,14 +347,11 @@ def root_option(text: str | None, example: str = "./windows-toolchain") -> Path:
 def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
     """Whether setup must (re)fill root; UsageError, before anything is changed, for a root that
     is not mambawin's toolchain: a file, a link, a folder holding someone else's files."""
-    try:
-        mode = os.lstat(root).st_mode
-    except FileNotFoundError:
-        return True
-    linked = stat.S_ISLNK(mode) and root.is_dir() and marked_as(root.resolve()) == OWNED_AS
+    linked = root.is_symlink() and root.is_dir() and marked_as(root.resolve()) == OWNED_AS
     if linked and not missing_parts(toolchain):
         return False  # a link to a complete toolchain of ours: used as it is
-    check_toolchain_root(root)
+    if not check_toolchain_root(root):
+        return True
     if marked_as(root) is None and os.listdir(root):
         mark(root, OWNED_AS)  # an older mambawin's toolchain: ours from now on
     if not missing_parts(toolchain):
