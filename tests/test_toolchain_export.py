@@ -260,3 +260,22 @@ def test_a_root_holding_a_semicolon_is_refused_not_split_into_two_path_entries(
     assert "holds a ';'" in result.stderr and result.stdout == ""  # type: ignore[attr-defined]
     with pytest.raises(UsageError, match="holds a ';'"):  # the build's environment too
         native_environ(wine.toolchain_at(root), {}, WINDOWS)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", ["windows", "linux"])
+def test_a_json_document_stdout_refuses_is_one_line_and_exit_10_not_a_traceback(
+    command: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo), "HOME": str(tmp_path)}
+    argv = [sys.executable, "-m", "mambawin", "toolchain", command, "--root", "none", "--json"]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            argv, stdout=full, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env, timeout=120
+        )
+    assert done.returncode == 10, done.stderr
+    assert "Traceback" not in done.stderr and "No space left" in done.stderr
