@@ -168,7 +168,9 @@ def test_the_exported_folders_alone_compile_with_the_real_toolchain(tmp_path: Pa
     env = export.job_environ(wine.toolchain_at(Path(root), torch=False), {})
 
     def z(value: str) -> str:  # the Windows spelling of a Linux path, on wine's drive Z:
-        return ";".join(wine.windows_path(Path(PureWindowsPath(p).as_posix())) for p in value.split(";"))
+        return ";".join(
+            wine.windows_path(Path(PureWindowsPath(p).as_posix())) for p in value.split(";")
+        )
 
     run_env = {
         **os.environ,
