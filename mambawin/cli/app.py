@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager, redirect_stdout, suppress
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -234,7 +234,9 @@ def command(
                     console.print_exception()
                 _say_error(str(exc))
                 if kw.get("as_json"):
-                    raise fail_json(str(exc), exc.exit_code) from None
+                    # stdout itself may be what failed (a full disk): the line above then stands
+                    with suppress(OSError):
+                        raise fail_json(str(exc), exc.exit_code) from None
                 raise typer.Exit(exc.exit_code) from None
 
         (group or app).command(name, cls=_Command, **kwargs)(wrapper)

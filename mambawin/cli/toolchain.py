@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,26 +18,29 @@ toolchain_app = typer.Typer(
 )
 app.add_typer(toolchain_app, name="toolchain")
 
+# --root of either toolchain (each checks the folder the same way: wine.root_option)
+RootOption = Annotated[
+    str | None,
+    typer.Option(
+        "--root",
+        help="Where it lives: a new or empty folder, or one --setup made.",
+        show_default="mambawin's cache",
+    ),
+]
+
+CudaOption = Annotated[
+    str | None,
+    typer.Option("--cuda", help="With --setup: CUDA version of nvcc.", show_default=SETUP_CUDA),
+]
+
 
 @command("windows", group=toolchain_app)
 def windows_command(
     setup: Annotated[
         bool, typer.Option("--setup", help="Fetch MSVC, CUDA and torch headers with pip.")
     ] = False,
-    root: Annotated[
-        str | None,
-        typer.Option(
-            "--root",
-            help="Where it lives: a new or empty folder, or one --setup made.",
-            show_default="mambawin's cache",
-        ),
-    ] = None,
-    cuda: Annotated[
-        str | None,
-        typer.Option(
-            "--cuda", help="With --setup: CUDA version of nvcc.exe.", show_default=SETUP_CUDA
-        ),
-    ] = None,
+    root: RootOption = None,
+    cuda: CudaOption = None,
     torch: Annotated[
         str | None,
         typer.Option(
@@ -74,6 +78,7 @@ def windows_command(
         raise UsageError(msg)
     _refuse_env_mix(env, msvc=msvc, setup=setup, as_json=as_json)
     where = wine.root_option(root)
+    _readable(where, wine.check_toolchain_root)
     if env is not None:
         _print_env(where, env, msvc=msvc)
         return
@@ -124,6 +129,13 @@ def _refuse_env_mix(env: str | None, *, msvc: bool, setup: bool, as_json: bool) 
         raise UsageError(msg)
 
 
+def _readable(where: Path, check: Callable[[Path], bool]) -> None:
+    """A root --setup would refuse (a file, a FIFO, someone else's folder) is refused the same
+    way (exit 2) when only read, not reported as parts that --setup would never fetch there. A
+    link to a folder is read through, as setup uses a link to a complete toolchain of its own."""
+    check(where.resolve() if where.is_symlink() and where.is_dir() else where)
+
+
 def _print_env(where: Path, form: str, *, msvc: bool) -> None:
     """The toolchain's variables as form's lines; exit 5 naming the first missing part."""
     import os
@@ -131,13 +143,12 @@ def _print_env(where: Path, form: str, *, msvc: bool) -> None:
     from mambawin.errors import ToolchainError
     from mambawin.toolchain import export, wine
 
-    toolchain = wine.toolchain_at(where, torch=False)
+    # Absolute: the later steps of the job need not run in the folder this one ran in.
+    toolchain = wine.toolchain_at(where.absolute(), torch=False)
     missing = wine.missing_parts(toolchain)
     if missing:
         raise ToolchainError(f"the Windows toolchain in {where} is not ready: {missing[0]}")
-    lines = export.env_lines(
-        export.native_environ(toolchain, os.environ.get("PATH", ""), msvc=msvc), form
-    )
+    lines = export.env_lines(export.job_environ(toolchain, dict(os.environ), msvc=msvc), form)
     typer.echo(lines, nl=False)
 
 
@@ -146,18 +157,8 @@ def linux_command(
     setup: Annotated[
         bool, typer.Option("--setup", help="Fetch nvcc and the CUDA headers and runtime with pip.")
     ] = False,
-    root: Annotated[
-        str | None,
-        typer.Option(
-            "--root",
-            help="Where it lives: a new or empty folder, or one --setup made.",
-            show_default="mambawin's cache",
-        ),
-    ] = None,
-    cuda: Annotated[
-        str | None,
-        typer.Option("--cuda", help="With --setup: CUDA version of nvcc.", show_default=SETUP_CUDA),
-    ] = None,
+    root: RootOption = None,
+    cuda: CudaOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Say whether mambawin's own CUDA for Linux builds is set up; --setup fetches it."""
@@ -166,7 +167,8 @@ def linux_command(
 
     if cuda is not None and not setup:
         raise UsageError("--cuda chooses what --setup fetches: add --setup, or drop it")
-    where = linux_cuda.default_root() if root is None else wine.root_option(root)
+    where = linux_cuda.default_root() if root is None else wine.root_option(root, "./linux-cuda")
+    _readable(where, linux_cuda.check_cuda_root)
     if setup:
         found = linux_cuda.setup(where, cuda=SETUP_CUDA if cuda is None else cuda)
     else:

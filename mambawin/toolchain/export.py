@@ -2,59 +2,36 @@
 
 `mambawin toolchain windows --env github` prints them as `KEY=VALUE` lines, the format GitHub
 Actions reads from `$GITHUB_ENV`, so the steps after it compile with the toolchain's cl.exe and
-nvcc.exe natively on Windows, with no Visual Studio or CUDA installer: what vcvars64 would set
-(INCLUDE, LIB, PATH), CUDA's variables as NVIDIA's installer sets them (CUDA_HOME, CUDA_PATH,
-CUDA_PATH_V13_0), and the two switches that make setuptools and torch use that environment as it
-is instead of looking for a Visual Studio of their own. Without MSVC (`--no-msvc`) only CUDA's
-variables are printed: the Visual Studio of the runner's image compiles, as a fallback.
+nvcc.exe natively on Windows, with no Visual Studio or CUDA installer. The variables are not
+defined here: they are what `windows_env.native_environ` sets for a Windows host (the environment
+doctor and build use there), less what the job already has as it is.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from mambawin.errors import ToolchainError, UsageError
+from mambawin.toolchain.host import Host
+from mambawin.toolchain.windows_env import native_environ
 from mambawin.toolchain.wine import WindowsToolchain
 
 FORMATS = ("github",)
 
 
-# setuptools' _get_vc_env returns the process environment as it is when DISTUTILS_USE_SDK is set
-# (instead of running the vcvarsall.bat of an installed Visual Studio); torch's cpp_extension
-# runs its own vcvars lookup unless VSCMD_ARG_TGT_ARCH is set, and refuses that variable without
-# DISTUTILS_USE_SDK ("the VC environment is activated but DISTUTILS_USE_SDK is not set").
-MSVC_SWITCHES = {"DISTUTILS_USE_SDK": "1", "VSCMD_ARG_TGT_ARCH": "x64"}
-
-
-def native_environ(
-    toolchain: WindowsToolchain, path: str, *, msvc: bool = True, sep: str = os.pathsep
+def job_environ(
+    toolchain: WindowsToolchain, base: Mapping[str, str], *, msvc: bool = True
 ) -> dict[str, str]:
-    """The variables a native Windows build takes from the toolchain folder; path is the PATH
-    they are put in front of."""
-    cuda = toolchain.cuda_version()
-    if cuda is None:
+    """What a native Windows build sets on top of base (the job's environment), and only that:
+    a variable base already holds with the same value stays out (the job has it)."""
+    if toolchain.cuda_version() is None:  # a job picks its CUDA by CUDA_PATH_VX_Y
         msg = (
             f"{toolchain.cuda / 'include' / 'cuda.h'} names no CUDA_VERSION: set the Windows "
             "toolchain up again (`mambawin toolchain windows --setup`)"
         )
         raise ToolchainError(msg)
-    home = str(toolchain.cuda)
-    env = {"CUDA_HOME": home, "CUDA_PATH": home, f"CUDA_PATH_V{cuda.replace('.', '_')}": home}
-    dirs = (
-        toolchain.exe_dirs() if msvc else [toolchain.cuda / "bin", toolchain.cuda / "nvvm" / "bin"]
-    )
-    if msvc:
-        env["INCLUDE"] = _joined(toolchain.include_dirs())
-        env["LIB"] = _joined(toolchain.lib_dirs())
-        env |= MSVC_SWITCHES
-    env["PATH"] = sep.join([*(str(d) for d in dirs), *([path] if path else [])])
-    return env
-
-
-def _joined(folders: list[Path]) -> str:
-    return ";".join(str(f) for f in folders)  # INCLUDE and LIB are `;`-separated on Windows
+    env = native_environ(toolchain, base, Host("windows"), msvc=msvc)
+    return {key: value for key, value in env.items() if base.get(key) != value}
 
 
 def env_lines(env: Mapping[str, str], form: str) -> str:

@@ -12,9 +12,7 @@ CUDA 12 has none: NVIDIA's `-cu12` nvcc wheels carry no compiler (wine.NO_COMPIL
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 import sys
 import zipfile
 from collections.abc import Sequence
@@ -23,8 +21,7 @@ from pathlib import Path
 
 from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir
-from mambawin.errors import UsageError
-from mambawin.owned import MARKER, cache_dir, mark, marked_as, remove_tree
+from mambawin.owned import cache_dir, check_root, mark, marked_as, remove_tree
 from mambawin.toolchain.wine import SETUP_CUDA, Downloader, cuda_wheels
 
 OWNED_AS = "linux-cuda"  # the kind in the root's ownership marker
@@ -93,27 +90,19 @@ def setup(root: Path, *, cuda: str = SETUP_CUDA, download: Downloader = pip_down
     return result
 
 
+def check_cuda_root(root: Path) -> bool:
+    """Whether root exists; UsageError for one mambawin's CUDA may not be in."""
+    return check_root(root, OWNED_AS, "mambawin's CUDA")
+
+
 def _needs_fill(target: LinuxCuda) -> bool:
     """Whether setup must (re)fill root; UsageError for a root that is not ours."""
     root = target.root
-    try:
-        mode = os.lstat(root).st_mode
-    except FileNotFoundError:
+    if not check_cuda_root(root):
         return True
-    if not stat.S_ISDIR(mode):
-        raise UsageError(f"--root {root} is not a folder: pass a folder of its own for CUDA")
-    what = marked_as(root)
-    if what is None and os.listdir(root):
-        msg = (
-            f"--root {root} is not empty and is not mambawin's CUDA (no {MARKER}): "
-            "mambawin never deletes what it did not make; pass a new or empty folder"
-        )
-        raise UsageError(msg)
-    if what not in (None, OWNED_AS):
-        raise UsageError(f"--root {root} is a folder mambawin made for {what}: pass another")
-    if what == OWNED_AS and not target.missing():
+    if marked_as(root) == OWNED_AS and not target.missing():
         return False
-    if what == OWNED_AS:
+    if marked_as(root) == OWNED_AS:
         remove_tree(root)  # ours and incomplete: set it up again
     return True
 

