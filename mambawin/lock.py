@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from mambawin.errors import MambawinError
+
+_HOLDER_MAX = 4096  # "pid N on HOST"; anything bigger is not a lock mambawin wrote
 
 
 @contextmanager
@@ -48,7 +51,12 @@ def _create(path: Path) -> int:
 
 
 def _holder(path: Path) -> str | None:
+    """What the lock file says, or None: only a small regular file is read (a FIFO planted at
+    the lock's name would block the read forever, a link could name anything)."""
     try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _HOLDER_MAX:
+            return None
         return path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
@@ -93,10 +101,7 @@ def _take_over(path: Path) -> int | None:
 
 
 def _busy(path: Path, what: str) -> str:
-    try:
-        holder = path.read_text(encoding="utf-8").strip() or "unknown"
-    except OSError:
-        holder = "unknown"
+    holder = _holder(path) or "unknown"
     return (
         f"{what} is in use by another mambawin run ({holder}): wait for it to finish; if no "
         f"mambawin is running, delete {path}"

@@ -700,3 +700,17 @@ def test_a_killed_builds_lock_is_taken_over(
     with pytest.raises(BuildError, match=r"is in use by another mambawin run"):
         core.build(options, reporter=Recorder(), doctor=doctor)
     (build_dir / core.LOCK_NAME).unlink()
+
+
+def test_a_fifo_at_the_locks_name_is_busy_not_a_hang(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
+) -> None:
+    import os
+
+    options = _options(fake_repo, tmp_path / "out")
+    build_dir = core.plan(options, reporter=Recorder(), doctor=doctor).build_dir
+    build_dir.mkdir(parents=True)
+    os.mkfifo(build_dir / core.LOCK_NAME)
+    with pytest.raises(BuildError, match=r"in use by another mambawin run \(unknown\)"):
+        core.build(options, reporter=Recorder(), doctor=doctor)
+    (build_dir / core.LOCK_NAME).unlink()
