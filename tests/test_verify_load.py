@@ -368,13 +368,24 @@ def test_verify_runs_load_for_a_windows_wheel_and_skip_load_leaves_it_out(tmp_pa
 
 
 def test_windows_root_is_checked_before_any_work(tmp_path: Path) -> None:
-    from mambawin.errors import UsageError
+    from mambawin.errors import ToolchainError, UsageError
 
     wheel = wheel_of(tmp_path)
     with pytest.raises(UsageError, match=r"--windows-root .*: no such folder"):
         pipeline.verify(VerifyOptions(wheel=wheel, windows_root=tmp_path / "none"))
     with pytest.raises(UsageError, match=r"does not apply to --installed"):
         pipeline.verify(VerifyOptions(installed=True, windows_root=tmp_path))
+    # a file, a FIFO, or a folder that is no toolchain (`--windows-root ""` is the current
+    # folder): refused before any work, as build refuses them; were "no such folder" for a
+    # file and a silent skip of the load step for a foreign folder
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    for odd in ("file", "fifo"):
+        with pytest.raises(UsageError, match=r"--windows-root .*: not a folder"):
+            pipeline.verify(VerifyOptions(wheel=wheel, windows_root=tmp_path / odd))
+    (tmp_path / "foreign").mkdir()
+    with pytest.raises(ToolchainError, match=r"is not a whole Windows toolchain"):
+        pipeline.verify(VerifyOptions(wheel=wheel, windows_root=tmp_path / "foreign"))
 
 
 # ---- the real thing ---------------------------------------------------------------------------

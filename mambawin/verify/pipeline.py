@@ -22,6 +22,7 @@ from pathlib import Path
 from mambawin.builder.reporter import Finished, QuietReporter, Reporter
 from mambawin.errors import UsageError
 from mambawin.status import Status
+from mambawin.toolchain import wine
 from mambawin.verify.fit import fit_step, worst
 from mambawin.verify.gpu import gpu_steps
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
@@ -158,9 +159,8 @@ def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
     if options.windows_root is not None and options.installed:
         msg = "--windows-root does not apply to --installed: it serves the load step of a wheel"
         raise UsageError(msg + " (a win_amd64 WHEEL checked on Linux); drop it")
-    if options.windows_root is not None and not options.windows_root.is_dir():
-        msg = f"--windows-root {options.windows_root}: no such folder; pass the folder "
-        raise UsageError(msg + "`mambawin toolchain windows --setup --root DIR` set up, or drop it")
+    if options.windows_root is not None:  # given: it must be a whole toolchain (exit 2 or 5)
+        wine.whole_root(options.windows_root, "drop it")
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to verify: pass a WHEEL path, or --installed for the current env")
     if options.wheel is None:
