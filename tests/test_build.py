@@ -14,8 +14,6 @@ import shutil
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timezone
 from pathlib import Path
@@ -41,6 +39,7 @@ from mambawin.status import Status
 from mambawin.toolchain.native import Toolchain
 from mambawin.wheel.metadata import requirements
 from mambawin.wheel.provenance import read_provenance
+from tests.fakes.reporter import RecordingReporter as Recorder
 
 FAKE = Path(__file__).parent / "fixtures" / "fake_upstream"
 STEPS = ["doctor", "fetch", "patch", "build", "metadata", "record"]
@@ -57,26 +56,6 @@ TOOLCHAIN = Toolchain(
     msvc_toolset=None,
     ninja="/usr/bin/ninja",
 )
-
-
-class Recorder:
-    """A reporter that remembers what the pipeline told it."""
-
-    def __init__(self) -> None:
-        self.steps: list[str] = []
-        self.notes: list[str] = []
-        self.statuses: list[NinjaStatus] = []
-
-    @contextmanager
-    def step(self, name: str) -> Iterator[None]:
-        self.steps.append(name)
-        yield
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-
-    def progress(self, status: NinjaStatus) -> None:
-        self.statuses.append(status)
 
 
 @pytest.fixture
@@ -158,7 +137,7 @@ def test_build_puts_a_fixed_wheel_in_out(
     assert provenance["commit"] == git.Repo(fake_repo).head.commit.hexsha
     assert provenance["archs"] == ["90"] and provenance["torch_version"] == "2.15.0+cu132"
     assert recorder.steps == STEPS
-    assert recorder.statuses[-1] == NinjaStatus(3, 3, "selective_scan_bwd_fp32_real.cu")
+    assert recorder.progressed[-1] == NinjaStatus(3, 3, "selective_scan_bwd_fp32_real.cu")
     assert "[1/3] /fake/cuda/bin/nvcc" in result.log.read_text()
     assert (result.units_compiled, result.reused_objects) == (3, False)
 
@@ -212,7 +191,7 @@ def test_identical_second_build_reuses_its_wheel_without_running_setup_py(
     assert (second.units_compiled, second.reused_objects) == (0, True)
     assert not dump.exists() and second.log == first.log
     assert second.wheel.read_bytes() == first.wheel.read_bytes()
-    assert recorder.statuses == []
+    assert recorder.progressed == []
     assert any("reusing the wheel it built" in note for note in recorder.notes)
 
 
