@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from mambawin import proc
 from mambawin.archs import parse_archs
 from mambawin.errors import PatchError
 from mambawin.patch.base import PatchOptions
@@ -340,7 +341,7 @@ CXX20_CHECK = "(defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || __cplusplus < 20
 
 def test_torch_requiring_cxx20_gets_cxx20_on_linux(tmp_path: Path) -> None:
     args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="linux", nvcc="13.0")
-    assert args["cxx"][:2] == ["-O3", "-std=c++20"]
+    assert args["cxx"][:3] == ["-O3", "-std=c++20", "-g0"]
     assert args["nvcc"][:4] == ["-O3", "--threads", "4", "-std=c++20"]
 
 
@@ -360,7 +361,7 @@ def test_linux_maps_the_tree_torch_and_cuda_for_gcc_and_nvcc_host(
     maps = [f"-ffile-prefix-map={tmp_path}=..", f"-ffile-prefix-map={tree}=."]
     maps.append(f"-ffile-prefix-map={torch_dir}=torch")
     maps.append("-ffile-prefix-map=/cuda=cuda")
-    assert args["cxx"] == ["-O3", "-std=c++20", *maps]
+    assert args["cxx"] == ["-O3", "-std=c++20", "-g0", *maps]
     host = [x for m in maps for x in ("-Xcompiler", m)]
     assert args["nvcc"] == ["-O3", "--use_fast_math", "-std=c++20", *host]
 
@@ -441,3 +442,20 @@ def test_patched_setup_runs_with_real_windows_flags(
     cxx = seen["ext_modules"][0].extra_compile_args["cxx"]
     trims = [f"/d1trimfile:{os.getcwd()}\\", f"/d1trimfile:{tmp_path}\\"]  # the tree, torch's site
     assert cxx == ["/O2", "/std:c++20", *trims, "/Zc:preprocessor"]
+
+
+@pytest.mark.skipif(proc.which("g++") is None, reason="needs g++")
+def test_the_binding_gets_no_debug_info_although_pythons_cflags_ask_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch's BuildExtension puts Python's CFLAGS (with -g) before the extension's own flags;
+    the block's flags must win, or the binding's compile (the longest unit) doubles."""
+    monkeypatch.chdir(tmp_path)
+    args = run_flags_block(torch_headers(tmp_path, None), platform="linux", nvcc="13.0")
+    source = tmp_path / "binding.cpp"
+    source.write_text("int answer(int x) { return x * 42; }\n")
+    obj = tmp_path / "binding.o"
+    proc.run(["g++", "-g", "-c", str(source), "-o", str(obj), *args["cxx"]], timeout=120)
+    assert b".debug_info" not in obj.read_bytes()
+    proc.run(["g++", "-g", "-c", str(source), "-o", str(obj)], timeout=120)
+    assert b".debug_info" in obj.read_bytes()  # the check itself sees debug info when it is there

@@ -20,10 +20,12 @@ compiled in exactly one object, with the same flags and the same template argume
 untouched: a part is the unit's text, `#ifdef USE_ROCM` branches included.
 
 How many parts (PARTS): the 9 dtype combinations in contiguous groups. For builds of one or two
-archs, whose units nvcc compiles single-threaded, bwd becomes 9 (one per combination) and fwd 3,
-so that a fwd part holds about as many kernels as a bwd one; each part re-parses the headers, so
-finer splits only add work. For more archs nvcc's `--threads` already compiles a unit's archs in
-parallel (as for mamba-ssm's split, docs/benchmarks.md §12): bwd gets 3 parts and fwd stays whole.
+archs, whose units nvcc compiles single-threaded, bwd becomes 9 (one per combination, 19-32 s each
+on a busy H100 core). fwd stays whole: each unit costs ~7 s before any kernel (preprocessing,
+cudafe++ and cicc over the headers, the host compile), and v1.5.4's fwd split in 3 took 34 s
+against about 20 s whole, no longer than a bwd part (issue 27). For more archs nvcc's `--threads`
+already compiles a unit's archs in parallel (as for mamba-ssm's split, docs/benchmarks.md §12):
+bwd gets 3 parts.
 No `--arch` means upstream's own list, 3 to 11 archs in every tag, so it counts as more than two.
 The count depends on the archs only, never on this machine's cores, so the tree (and the wheel)
 is the same wherever it is built.
@@ -43,7 +45,7 @@ SETUP = "setup.py"
 CSRC = "csrc"
 UNITS = ("causal_conv1d_fwd", "causal_conv1d_bwd")
 PARTS = {  # unit: (parts for one or two archs, parts for more archs)
-    "causal_conv1d_fwd": (3, 1),
+    "causal_conv1d_fwd": (1, 1),
     "causal_conv1d_bwd": (9, 3),
 }
 MAX_PARTS = 9
