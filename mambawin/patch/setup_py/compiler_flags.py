@@ -9,9 +9,10 @@ is read from the installed torch's own headers, not a version table, so a torch 
 C++23 keeps working. The injected code is self-contained (no `import mambawin`): exported .patch
 files are applied and built without mambawin. `_USE_MATH_DEFINES` is the math-defines patch's.
 The host bindings are compiled without Python's `-g` (`-g0`): half their compile time, which is
-the longest unit of the build (issue 27). Source paths: `__FILE__` (TORCH_CHECK messages) and nvcc's -lineinfo would put the build folder
-into the binary; gcc and nvcc's host compiler get -ffile-prefix-map, cl /d1trimfile:, and
--lineinfo is dropped (same SASS; docs/build.md "No build paths in binaries").
+the longest unit of the build (issue 27). Source paths: `__FILE__` (TORCH_CHECK messages) and
+nvcc's -lineinfo would put the build folder into the binary; gcc and nvcc's host compiler get
+-ffile-prefix-map, cl /d1trimfile:, and -lineinfo is dropped (same SASS; docs/build.md "No
+build paths in binaries").
 """
 
 from __future__ import annotations
