@@ -133,7 +133,8 @@ PATCH = Patch(
     "source paths mapped.",
     prevents="#error C++20 or later compatible compiler is required to use ATen; cl warning D9002 "
     "ignoring unknown option '-std=c++17'; CCCL preprocessor errors with CUDA 13.2 + MSVC; "
-    "the build machine's folders in __FILE__ and -lineinfo",
+    "the build machine's folders in __FILE__ and -lineinfo; the binding's compile doubled by "
+    "Python's -g",
     versions=SpecifierSet(">=1.0.0"),
     why="upstream hard-codes gcc-style -std=c++17/-O3 in every tag; torch 2.10+ needs C++20; "
     "pytorch#148317 (/Zc:preprocessor)",
