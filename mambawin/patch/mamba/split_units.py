@@ -19,8 +19,9 @@ the unit.
 
 How many objects, the unit included (OBJECTS, issue 27: one arch, sm_90, on a 16-core H100):
 every translation unit costs about 7 s before any kernel (preprocessing, cudafe++, cicc's parse,
-the host compile), so a unit compiling only its dispatcher is pure overhead. A fwd unit is ~31 s
-whole but 62–70 s split, no longer than the binding: fwd stays whole. The bwd configs cost about
+the host compile), so a unit compiling only its dispatcher is pure overhead. A fwd dtype costs
+62–70 s split (unit and 5 parts) against ~31 s whole, no longer than the binding or the largest
+bwd part: fwd stays whole. The bwd configs cost about
 9, 13.5, 19, 20 and 24.5 s (rising with kNItems), so for one or two archs, whose units are
 single-threaded, bwd becomes 4 objects, the two small configs sharing the unit. For more archs
 nvcc's `--threads` already compiles the archs of a unit in parallel: bwd becomes 2 (issue 17,
