@@ -1,10 +1,13 @@
-"""split-units on the hand-written kernel fixture, with a dispatcher of three launch configs.
+"""split-units on the hand-written kernel fixture, with dispatchers of three (fwd) and five (bwd)
+launch configs.
 
-The g++ test compiles the fixture's fwd_fp32 unit and its parts as separate translation units and
-links them with a caller that only declares the dispatcher: it links only if every launch config
-is instantiated exactly once across the parts, and it must print exactly what the unsplit unit
-prints for every branch (the fixture's launches print their template arguments). The SASS proof
-with the real nvcc is tests/test_split_equivalence.py.
+The mechanism (`split_unit` with an explicit object count) is tested on the fwd fixture, whose
+g++ build prints what it launches; the count per kind (OBJECTS) through `transform`. The g++ test
+compiles the fwd_fp32 unit and its parts as separate translation units and links them with a
+caller that only declares the dispatcher: it links only if every launch config is instantiated
+exactly once across the objects, and it must print exactly what the unsplit unit prints for every
+branch (the fixture's launches print their template arguments). The SASS proof with the real nvcc
+is tests/test_split_equivalence.py.
 """
 
 from __future__ import annotations
@@ -36,6 +39,18 @@ DISPATCH_THREE = """\
         selective_scan_fwd_launch<64, 4, input_t, weight_t>(params, stream);
     #endif
 """
+# Upstream's bwd dispatcher shape (v2.0.4 to main): five configs, kNItems rising.
+BWD_DISPATCH_ONE = "    selective_scan_bwd_launch<64, 16, input_t, weight_t>(params, stream);\n"
+BWD_CONFIGS = [(32, 4), (32, 8), (32, 16), (64, 16), (128, 16)]
+BWD_DISPATCH_FIVE = (
+    "".join(
+        f"    {'if' if k == 0 else '} else if'} (params.seqlen <= {128 << k}) {{\n"
+        f"        selective_scan_bwd_launch<{t}, {i}, input_t, weight_t>(params, stream);\n"
+        for k, (t, i) in enumerate(BWD_CONFIGS)
+    ).replace(f"else if (params.seqlen <= {128 << 4})", "else")
+    + "    }\n"
+)
+BWD_UNITS = ("selective_scan_bwd_fp32_real", "selective_scan_bwd_fp16_real")
 CALLER = """\
 #include <cmath>
 #include "selective_scan_fwd_kernel.cuh"
@@ -74,56 +89,140 @@ def three_config_tree(tmp_path: Path) -> Path:
     return root
 
 
-def apply_split(root: Path, archs: str = "90") -> str:
-    tree = Tree(root)
-    options = PatchOptions(archs=parse_archs(archs))
-    outcome = split_units.transform(tree, PatchContext(Version("2.3.2"), options, "split-units"))
+def with_bwd(root: Path) -> Path:
+    """root with upstream's five-config bwd dispatcher and two bwd units listed in setup.py."""
+    header = root / KERNELS / "selective_scan_bwd_kernel.cuh"
+    header.write_text(header.read_text().replace(BWD_DISPATCH_ONE, BWD_DISPATCH_FIVE))
+    for unit, dtype in zip(BWD_UNITS, ("float", "at::Half"), strict=True):
+        (root / KERNELS / f"{unit}.cu").write_text(
+            '#include "selective_scan_bwd_kernel.cuh"\n\n'
+            f"template void selective_scan_bwd_cuda<{dtype}, float>"
+            "(SSMParamsBwd &params, cudaStream_t stream);"
+        )
+    setup = root / "setup.py"
+    listed = "".join(f'    "csrc/selective_scan/{unit}.cu",\n' for unit in BWD_UNITS)
+    setup.write_text(setup.read_text().replace("SOURCES = [\n", "SOURCES = [\n" + listed))
+    return root
+
+
+def context(archs: str = "90") -> PatchContext:
+    return PatchContext(Version("2.3.2"), PatchOptions(archs=parse_archs(archs)), "split-units")
+
+
+def write(root: Path, tree: Tree) -> None:
     for rel, data in tree.changed().items():
         if data is None:
             (root / rel).unlink()
         else:
             (root / rel).write_bytes(data)
+
+
+def apply_split(root: Path, archs: str = "90") -> str:
+    tree = Tree(root)
+    outcome = split_units.transform(tree, context(archs))
+    write(root, tree)
     return outcome
 
 
-def test_each_unit_becomes_itself_and_one_part_per_launch_config(tmp_path: Path) -> None:
+def split_fwd_fp32(root: Path, objects: int) -> list[str]:
+    tree = Tree(root)
+    names = split_units.split_unit(tree, context(), "selective_scan_fwd_fp32", objects)
+    write(root, tree)
+    return names
+
+
+def launchers(text: str, prefix: str = "") -> list[str]:
+    found = re.findall(rf"^{prefix}template void selective_scan_\w+_launch<(.+)>\(", text, re.M)
+    return list(found)
+
+
+def test_the_unit_keeps_the_first_group_and_its_parts_hold_the_others(tmp_path: Path) -> None:
     root = three_config_tree(tmp_path)
-    assert apply_split(root) == "applied"
-    setup = (root / "setup.py").read_text()
-    listed = re.findall(r'"csrc/selective_scan/(\w+)\.cu"', setup)
-    assert listed[:4] == [
-        "selective_scan_fwd_fp32",
-        "selective_scan_fwd_fp32_part1",
-        "selective_scan_fwd_fp32_part2",
-        "selective_scan_fwd_fp32_part3",
-    ]
+    names = split_fwd_fp32(root, 3)
+    assert names == ["selective_scan_fwd_fp32_part1", "selective_scan_fwd_fp32_part2"]
     unit = (root / KERNELS / "selective_scan_fwd_fp32.cu").read_text()
-    externs = re.findall(r"^extern template void selective_scan_fwd_launch<(.+)>\(", unit, re.M)
-    assert externs == [
-        "32, 4, float, float",
+    assert launchers(unit, "extern ") == [
         "32, 8, float, float",
         "64, 16, float, float",
-    ]  # the CUDA branch only: ROCm's (64, 4) stays in the unit
+    ]  # the CUDA branch's groups 2 and 3 only: (32, 4) and ROCm's (64, 4) stay in the unit
     assert unit.index("extern template") < unit.index("template void selective_scan_fwd_cuda")
-    part = (root / KERNELS / "selective_scan_fwd_fp32_part2.cu").read_text()
-    assert "selective_scan_fwd_cuda<" not in part
-    assert re.findall(r"^template void selective_scan_fwd_launch<(.+)>\(", part, re.M) == [
-        "32, 8, float, float"
-    ]
-    assert apply_split(root) == "already-applied"
+    assert "(32, 4) here, the others in selective_scan_fwd_fp32_part1.cu to " in unit
+    for k, config in ((1, "32, 8, float, float"), (2, "64, 16, float, float")):
+        part = (root / KERNELS / f"selective_scan_fwd_fp32_part{k}.cu").read_text()
+        assert "selective_scan_fwd_cuda<" not in part
+        assert launchers(part) == [config]
+    assert not (root / KERNELS / "selective_scan_fwd_fp32_part3.cu").exists()
 
 
-def test_more_than_two_archs_make_two_parts(tmp_path: Path) -> None:
+def test_two_objects_keep_the_larger_group_in_the_unit(tmp_path: Path) -> None:
     root = three_config_tree(tmp_path)
-    apply_split(root, archs="80;86;89;90")
-    part1 = (root / KERNELS / "selective_scan_fwd_fp16_part1.cu").read_text()
-    assert "<32, 4, at::Half, float>" in part1 and "<32, 8, at::Half, float>" in part1
-    assert not (root / KERNELS / "selective_scan_fwd_fp16_part3.cu").exists()
+    assert split_fwd_fp32(root, 2) == ["selective_scan_fwd_fp32_part1"]
+    unit = (root / KERNELS / "selective_scan_fwd_fp32.cu").read_text()
+    assert launchers(unit, "extern ") == ["64, 16, float, float"]
+    part1 = (root / KERNELS / "selective_scan_fwd_fp32_part1.cu").read_text()
+    assert launchers(part1) == ["64, 16, float, float"]
+
+
+def test_a_resplit_into_fewer_objects_deletes_the_stale_parts(tmp_path: Path) -> None:
+    root = three_config_tree(tmp_path)
+    split_fwd_fp32(root, 3)
+    unit = root / KERNELS / "selective_scan_fwd_fp32.cu"
+    unit.write_text(re.sub(r"// mambawin.*?#endif\n", "", unit.read_text(), flags=re.S))
+    split_fwd_fp32(root, 2)
+    assert (root / KERNELS / "selective_scan_fwd_fp32_part1.cu").exists()
+    assert not (root / KERNELS / "selective_scan_fwd_fp32_part2.cu").exists()
+    assert split_fwd_fp32(root, 1) == []
+    assert not (root / KERNELS / "selective_scan_fwd_fp32_part1.cu").exists()
+
+
+@pytest.mark.parametrize(
+    ("archs", "parts", "kept"),
+    [("90", 3, ["32, 4", "32, 8"]), ("80;86;89;90", 1, ["32, 4", "32, 8", "32, 16"])],
+)
+def test_fwd_units_stay_whole_and_bwd_units_split_by_the_arch_count(
+    tmp_path: Path, archs: str, parts: int, kept: list[str]
+) -> None:
+    root = with_bwd(three_config_tree(tmp_path))
+    fwd_before = {p.name: p.read_bytes() for p in (root / KERNELS).glob("selective_scan_fwd_*")}
+    assert apply_split(root, archs) == "applied"
+    fwd_after = {p.name: p.read_bytes() for p in (root / KERNELS).glob("selective_scan_fwd_*")}
+    assert fwd_after == fwd_before  # no extern, no part
+    setup = (root / "setup.py").read_text()
+    listed = re.findall(r'"csrc/selective_scan/(\w+)\.cu"', setup)
+    unit = "selective_scan_bwd_fp32_real"
+    assert listed[: parts + 1] == [unit, *(f"{unit}_part{k}" for k in range(1, parts + 1))]
+    assert [name for name in listed if "_fwd_" in name] == [
+        "selective_scan_fwd_fp32",
+        "selective_scan_fwd_fp16",
+        "selective_scan_fwd_bf16",
+    ]
+    text = (root / KERNELS / f"{unit}.cu").read_text()
+    every = [f"{t}, {i}" for t, i in BWD_CONFIGS]
+    externs = [config for config in every if config not in kept]
+    assert launchers(text, "extern ") == [f"{config}, float, float" for config in externs]
+    held = [
+        config
+        for k in range(1, parts + 1)
+        for config in launchers((root / KERNELS / f"{unit}_part{k}.cu").read_text())
+    ]
+    assert held == [f"{config}, float, float" for config in externs]
+    assert not (root / KERNELS / f"{unit}_part{parts + 1}.cu").exists()
+    assert apply_split(root, archs) == "already-applied"
+
+
+def test_one_or_two_archs_make_4_bwd_objects_and_more_archs_2() -> None:
+    assert [split_units.objects_for("bwd", n) for n in (1, 2, 3, 8)] == [4, 4, 2, 2]
+    assert [split_units.objects_for("fwd", n) for n in (1, 2, 3, 8)] == [1, 1, 1, 1]
+    # part1..part3: what stable-kernels and files= cover
+    assert split_units.MAX_PARTS == 3
 
 
 def test_a_dispatcher_with_one_config_is_drift(tmp_path: Path) -> None:
     root = fixture_tree(tmp_path)
     with pytest.raises(PatchError, match=r"split-units.*selective_scan_fwd_kernel\.cuh"):
+        split_fwd_fp32(root, 2)
+    # the fwd units stay whole, so only the bwd dispatcher has to have configs to split
+    with pytest.raises(PatchError, match=r"split-units.*selective_scan_bwd_kernel\.cuh"):
         apply_split(root)
 
 
@@ -136,16 +235,30 @@ def gxx_link(root: Path, units: list[str], exe: Path) -> str:
     return proc.run([str(exe)], timeout=30).stdout
 
 
+def defined_launchers(root: Path, unit: str, obj: Path) -> list[str]:
+    """The launchers unit's own object defines (nm -C), as `<kNThreads, kNItems>`."""
+    argv = ["g++", "-std=c++17", "-O0", "-I", str(root / KERNELS), "-x", "c++", "-c"]
+    proc.run([*argv, str(root / KERNELS / f"{unit}.cu"), "-o", str(obj)], timeout=300)
+    symbols = proc.run(["nm", "-C", "--defined-only", str(obj)], timeout=30).stdout
+    found = re.findall(r"void selective_scan_fwd_launch<(\d+), (\d+), float, float>", symbols)
+    return sorted({f"<{t}, {i}>" for t, i in found})
+
+
 @pytest.mark.skipif(proc.which("g++") is None, reason="needs g++ to link the fixture")
-def test_the_split_units_link_and_launch_exactly_like_the_whole_unit(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("objects", "kept"), [(2, ["<32, 4>", "<32, 8>"]), (3, ["<32, 4>"])])
+def test_the_split_units_link_and_launch_exactly_like_the_whole_unit(
+    tmp_path: Path, objects: int, kept: list[str]
+) -> None:
     whole = three_config_tree(tmp_path / "whole")
     split = three_config_tree(tmp_path / "split")
-    apply_split(split)
+    parts = split_fwd_fp32(split, objects)
+    assert len(parts) == objects - 1
     before = gxx_link(whole, ["selective_scan_fwd_fp32"], tmp_path / "whole.exe")
-    parts = [f"selective_scan_fwd_fp32_part{k}" for k in (1, 2, 3)]
     after = gxx_link(split, ["selective_scan_fwd_fp32", *parts], tmp_path / "split.exe")
     assert after == before
     assert {line.split()[1:3][0] for line in before.splitlines()} == {"32", "64"}
+    # the unit compiles its first group's launchers itself: no dispatcher-only object
+    assert defined_launchers(split, "selective_scan_fwd_fp32", tmp_path / "unit.o") == kept
 
 
 def test_launch_configs_follow_rocm_branches_wherever_a_tag_puts_them() -> None:

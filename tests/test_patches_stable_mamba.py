@@ -243,7 +243,7 @@ def test_kernels_leave_no_c10_or_aten_and_use_stable_twins(tmp_path: Path) -> No
     assert bwd.index('#include "static_switch.h"') < bwd.index(stable_kernels.ATOMIC)
     assert "{ return complex_t(x.real(), -x.imag()); }" in bwd
     part = read(root, f"{KERNELS}/selective_scan_bwd_bf16_real_part1.cu")
-    assert "<32, 4, torch::headeronly::BFloat16, float>" in part
+    assert "<32, 16, torch::headeronly::BFloat16, float>" in part
     assert not part.endswith("\n")  # upstream's units have no final newline; kept
 
 

@@ -1,4 +1,4 @@
-"""split-units: each selective_scan unit compiles as several translation units, in parallel.
+"""split-units: each selective_scan bwd unit compiles as several translation units, in parallel.
 
 Why: one `selective_scan_bwd_*_real.cu` holds every kernel of its dtype: 5 launch configs
 (kNThreads, kNItems) × 32 BOOL_SWITCH branches. Measured on the 16-core GPU machine (issue 17),
@@ -7,20 +7,26 @@ unit, not the cores, sets the build time (parallelism 3.85 on 16 cores).
 
 How: the dispatcher `selective_scan_{fwd,bwd}_cuda<input_t, weight_t>` (in the kernel header)
 calls `selective_scan_{fwd,bwd}_launch<kNThreads, kNItems, input_t, weight_t>` once per launch
-config of its CUDA branch. In each unit, before its explicit instantiations, an `extern template`
-declaration of every config's launcher keeps the unit from instantiating them; new files
-`<unit>_partK.cu` (the unit's own text with the launcher instantiated instead of the dispatcher)
-each instantiate a group of configs, and setup.py lists them after the unit. The kernels are the
-same template instantiations with the same flags (tests/test_split_equivalence.py compares their
-SASS kernel by kernel); only which object holds them changes. ROCm builds are untouched
-(`#ifndef USE_ROCM`): their configs differ and stay in the unit.
+config of its CUDA branch. The configs go in contiguous groups; the unit keeps the first: before
+its explicit instantiations, an `extern template` declaration of every config of the other groups
+keeps it from instantiating those, so its dispatcher compiles the first group's launchers and
+kernels itself. New files `<unit>_partK.cu` (the unit's own text with the launchers of group K+1
+instantiated instead of the dispatcher) hold the other groups, and setup.py lists them after the
+unit. The kernels are the same template instantiations with the same flags
+(tests/test_split_equivalence.py compares their SASS kernel by kernel); only which object holds
+them changes. ROCm builds are untouched (`#ifndef USE_ROCM`): their configs differ and stay in
+the unit.
 
-How many parts: one per launch config (5) for builds of one or two archs, whose units are
-single-threaded; 2 for more archs, where nvcc's `--threads` already compiles the archs of a unit
-in parallel. Measured on 16 cores (docs/benchmarks.md §12): one arch 137.8 s → 76.8 s with 5
-parts; four archs 161.3 s → 142.4 s with 2 parts, but 160.0 s → 207.6 s with 5 (37 units × 4
-nvcc threads oversubscribe the cores). It depends on the archs only, never on this machine's
-cores, so the tree (and the wheel) is the same wherever it is built.
+How many objects, the unit included (OBJECTS, issue 27: one arch, sm_90, on a 16-core H100):
+every translation unit costs about 7 s before any kernel (preprocessing, cudafe++, cicc's parse,
+the host compile), so a unit compiling only its dispatcher is pure overhead. A fwd dtype costs
+62–70 s split (unit and 5 parts) against ~31 s whole, no longer than the binding or the largest
+bwd part: fwd stays whole. The bwd configs cost about
+9, 13.5, 19, 20 and 24.5 s (rising with kNItems), so for one or two archs, whose units are
+single-threaded, bwd becomes 4 objects, the two small configs sharing the unit. For more archs
+nvcc's `--threads` already compiles the archs of a unit in parallel: bwd becomes 2 (issue 17,
+docs/benchmarks.md §12: 5 parts at four archs oversubscribed the cores). It depends on the archs
+only, never on this machine's cores, so the tree (and the wheel) is the same wherever it is built.
 """
 
 from __future__ import annotations
@@ -55,7 +61,12 @@ UNITS = tuple(
     [f"selective_scan_fwd_{d}" for d in DTYPES]
     + [f"selective_scan_bwd_{d}_{k}" for d in DTYPES for k in ("real", "complex")]
 )
-MAX_PARTS = 5
+OBJECTS = {  # kind: (objects for one or two archs, for more archs), the unit included
+    "fwd": (1, 1),
+    "bwd": (4, 2),
+}
+# The largest part index any count makes: the files a split may write or delete.
+MAX_PARTS = max(n for counts in OBJECTS.values() for n in counts) - 1
 MARK = f"mambawin {ID}"
 _SOURCE_LINE = re.compile(
     rf'^(?P<indent>[ \t]*)"{KERNELS}/(?P<unit>selective_scan_(?:fwd|bwd)_\w+?)\.cu",[ \t]*$',
@@ -67,9 +78,10 @@ def part_name(unit: str, k: int) -> str:
     return f"{unit}_part{k}"
 
 
-def parts_for(archs: int, configs: int) -> int:
-    """How many parts a unit becomes (see the module docstring)."""
-    return configs if archs <= 2 else min(2, configs)
+def objects_for(kind: str, archs: int) -> int:
+    """How many objects a unit of kind becomes, itself included (see the module docstring)."""
+    few, many = OBJECTS[kind]
+    return few if archs <= 2 else many
 
 
 def launch_configs(header: str, dispatcher: str, launcher: str) -> list[tuple[str, str]]:
@@ -130,30 +142,63 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     listed = [m["unit"] for m in _SOURCE_LINE.finditer(setup) if m["unit"] in UNITS]
     if not listed:
         raise ctx.drift(SETUP, f'"{KERNELS}/selective_scan_bwd_fp32_real.cu",')
-    new_lines: dict[str, list[str]] = {}
-    for unit in listed:
-        new_lines[unit] = _split_unit(tree, ctx, unit)
+    archs = len(ctx.options.archs)
+    new_lines = {
+        unit: split_unit(tree, ctx, unit, objects_for(kind(unit), archs)) for unit in listed
+    }
     tree.write(SETUP, _list_parts(setup, new_lines))
     return "applied"
 
 
-def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[str]:
-    """Write unit's parts and its extern declarations; the part names for setup.py."""
-    kind = "fwd" if "_fwd_" in unit else "bwd"
-    header, dispatcher, launcher, params = KINDS[kind]
+def kind(unit: str) -> str:
+    return "fwd" if "_fwd_" in unit else "bwd"
+
+
+def split_unit(tree: Tree, ctx: PatchContext, unit: str, objects: int) -> list[str]:
+    """Make unit `objects` translation units (fewer when its dispatcher has fewer launch
+    configs): the unit keeps the first group of configs, its parts the others. The part names for
+    setup.py; 1 object leaves the unit whole."""
+    configs = _configs(tree, ctx, unit) if objects > 1 else []
+    parts = groups(configs, min(objects, len(configs))) if configs else []
+    names = [part_name(unit, k) for k in range(1, len(parts))]
+    if names:
+        _write_split(tree, ctx, unit, parts, names)
+    for k in range(len(names) + 1, MAX_PARTS + 1):  # a re-patch with fewer parts
+        if tree.exists(f"{KERNELS}/{part_name(unit, k)}.cu"):
+            tree.delete(f"{KERNELS}/{part_name(unit, k)}.cu")
+    return names
+
+
+def _configs(tree: Tree, ctx: PatchContext, unit: str) -> list[tuple[str, str]]:
+    """The launch configs of unit's dispatcher; drift unless there are at least two to split."""
+    header, dispatcher, launcher, _ = KINDS[kind(unit)]
     configs = launch_configs(tree.read(f"{KERNELS}/{header}"), dispatcher, launcher)
     if len(configs) < 2:
         raise ctx.drift(
             f"{KERNELS}/{header}", f"{launcher}<32, 4, input_t, weight_t>(params, stream);"
         )
+    return configs
+
+
+def _write_split(
+    tree: Tree,
+    ctx: PatchContext,
+    unit: str,
+    parts: list[list[tuple[str, str]]],
+    names: list[str],
+) -> None:
+    """The unit, declaring extern the launchers of every group but the first, and one part file
+    per other group, instantiating its launchers."""
+    _, dispatcher, launcher, params = KINDS[kind(unit)]
     path = f"{KERNELS}/{unit}.cu"
     text = tree.read(path)
     inst = re.compile(
         rf"^template void {dispatcher}<(?P<types>[^>]+)>\([^)]*\);[ \t]*$", re.MULTILINE
     )
-    types = [m["types"].strip() for m in inst.finditer(text)]
-    if not types:
+    first = inst.search(text)
+    if first is None:
         raise ctx.drift(path, f"template void {dispatcher}<float, float>(...);")
+    types = [m["types"].strip() for m in inst.finditer(text)]
     signature = f"({params} &params, cudaStream_t stream);"
 
     def launches(selected: list[tuple[str, str]], prefix: str) -> str:
@@ -163,30 +208,26 @@ def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[str]:
             for ty in types
         )
 
-    parts = groups(configs, parts_for(len(ctx.options.archs), len(configs)))
-    first = inst.search(text)
-    assert first is not None
-    names = [part_name(unit, k) for k in range(1, len(parts) + 1)]
-    where = ", ".join(f"{n}.cu" for n in names)
+    others = [config for group in parts[1:] for config in group]
+    where = f"{names[0]}.cu" + (f" to {names[-1]}.cu" if len(names) > 1 else "")
     extern = (
-        f"// {MARK}: these launch configs are instantiated in {where}\n"
+        f"// {MARK}: launch configs {_listing(parts[0])} here, the others in {where}\n"
         "// (compiled in parallel with this unit; same kernels, same flags).\n"
-        f"#ifndef USE_ROCM\n{launches(configs, 'extern ')}#endif\n"
+        f"#ifndef USE_ROCM\n{launches(others, 'extern ')}#endif\n"
     )
     tree.write(path, text[: first.start()] + extern + text[first.start() :])
     # A part is the unit's own text (its includes and comments), launchers instead of dispatcher.
     body = inst.sub("", text).rstrip("\n") + "\n"
-    for name, selected in zip(names, parts, strict=True):
-        configs_text = ", ".join(f"({t}, {i})" for t, i in selected)
+    for name, selected in zip(names, parts[1:], strict=True):
         tree.write(
             f"{KERNELS}/{name}.cu",
-            f"// {MARK}: part of {unit}.cu, launch configs {configs_text} (generated).\n"
+            f"// {MARK}: part of {unit}.cu, launch configs {_listing(selected)} (generated).\n"
             f"{body}\n#ifndef USE_ROCM\n{launches(selected, '')}#endif\n",
         )
-    for k in range(len(parts) + 1, MAX_PARTS + 1):  # a re-patch with fewer parts
-        if tree.exists(f"{KERNELS}/{part_name(unit, k)}.cu"):
-            tree.delete(f"{KERNELS}/{part_name(unit, k)}.cu")
-    return names
+
+
+def _listing(configs: list[tuple[str, str]]) -> str:
+    return ", ".join(f"({t}, {i})" for t, i in configs)
 
 
 def _list_parts(setup: str, parts: dict[str, list[str]]) -> str:
@@ -200,11 +241,13 @@ def _list_parts(setup: str, parts: dict[str, list[str]]) -> str:
 
 PATCH = Patch(
     id=ID,
-    summary="Compile each selective_scan unit as one translation unit per launch config.",
+    summary="Compile each selective_scan bwd unit as several translation units, split by launch "
+    "config.",
     prevents="builds that wait minutes on three bwd units while most cores idle "
     "(no Windows error: build speed)",
     versions=SpecifierSet(">=1.0.0"),
-    why="issue 17: the longest unit, not the cores, set the build time (parallelism 3.85 of 16)",
+    why="issue 17: the longest unit, not the cores, set the build time (parallelism 3.85 of 16); "
+    "issue 27: a part costs ~7 s before any kernel, so fwd stays whole and bwd keeps a group",
     files=(
         SETUP,
         *(f"{KERNELS}/{unit}.cu" for unit in UNITS),
