@@ -47,7 +47,7 @@ def _tokens(fifo: Path) -> bytes:
 
 
 def test_each_build_starts_with_its_share_of_the_jobs() -> None:
-    assert jobserver.shares(16, 2) == [10, 6]
+    assert jobserver.shares(16, 2) == [9, 7]
     assert jobserver.shares(7, 2) == [4, 3]
     with jobserver.job_servers(16, [10, 6]) as (mamba, conv):
         assert stat.S_ISFIFO(mamba.fifo.stat().st_mode) and mamba.fifo != conv.fifo

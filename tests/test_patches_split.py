@@ -176,25 +176,28 @@ def test_a_resplit_into_fewer_objects_deletes_the_stale_parts(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize(
-    ("archs", "parts", "kept"),
-    [("90", 3, ["32, 4", "32, 8"]), ("80;86;89;90", 1, ["32, 4", "32, 8", "32, 16"])],
+    ("archs", "parts", "kept", "fwd_parts"),
+    [
+        ("90", 3, ["32, 4", "32, 8"], 1),
+        ("80;86;89;90", 1, ["32, 4", "32, 8", "32, 16"], 0),
+    ],
 )
-def test_fwd_units_stay_whole_and_bwd_units_split_by_the_arch_count(
-    tmp_path: Path, archs: str, parts: int, kept: list[str]
+def test_units_split_by_kind_and_arch_count(
+    tmp_path: Path, archs: str, parts: int, kept: list[str], fwd_parts: int
 ) -> None:
+    """bwd: 4 objects at one or two archs, 2 at more; fwd: 2, then whole (byte for byte)."""
     root = with_bwd(three_config_tree(tmp_path))
     fwd_before = {p.name: p.read_bytes() for p in (root / KERNELS).glob("selective_scan_fwd_*")}
     assert apply_split(root, archs) == "applied"
     fwd_after = {p.name: p.read_bytes() for p in (root / KERNELS).glob("selective_scan_fwd_*")}
-    assert fwd_after == fwd_before  # no extern, no part
+    assert (fwd_after == fwd_before) == (fwd_parts == 0)
     setup = (root / "setup.py").read_text()
     listed = re.findall(r'"csrc/selective_scan/(\w+)\.cu"', setup)
     unit = "selective_scan_bwd_fp32_real"
     assert listed[: parts + 1] == [unit, *(f"{unit}_part{k}" for k in range(1, parts + 1))]
+    fwd = ("selective_scan_fwd_fp32", "selective_scan_fwd_fp16", "selective_scan_fwd_bf16")
     assert [name for name in listed if "_fwd_" in name] == [
-        "selective_scan_fwd_fp32",
-        "selective_scan_fwd_fp16",
-        "selective_scan_fwd_bf16",
+        name for u in fwd for name in (u, *(f"{u}_part{k}" for k in range(1, fwd_parts + 1)))
     ]
     text = (root / KERNELS / f"{unit}.cu").read_text()
     every = [f"{t}, {i}" for t, i in BWD_CONFIGS]
@@ -210,9 +213,9 @@ def test_fwd_units_stay_whole_and_bwd_units_split_by_the_arch_count(
     assert apply_split(root, archs) == "already-applied"
 
 
-def test_one_or_two_archs_make_4_bwd_objects_and_more_archs_2() -> None:
+def test_one_or_two_archs_make_4_bwd_and_2_fwd_objects_more_archs_2_and_1() -> None:
     assert [split_units.objects_for("bwd", n) for n in (1, 2, 3, 8)] == [4, 4, 2, 2]
-    assert [split_units.objects_for("fwd", n) for n in (1, 2, 3, 8)] == [1, 1, 1, 1]
+    assert [split_units.objects_for("fwd", n) for n in (1, 2, 3, 8)] == [2, 2, 1, 1]
     # part1..part3: what stable-kernels and files= cover
     assert split_units.MAX_PARTS == 3
 
@@ -221,9 +224,9 @@ def test_a_dispatcher_with_one_config_is_drift(tmp_path: Path) -> None:
     root = fixture_tree(tmp_path)
     with pytest.raises(PatchError, match=r"split-units.*selective_scan_fwd_kernel\.cuh"):
         split_fwd_fp32(root, 2)
-    # the fwd units stay whole, so only the bwd dispatcher has to have configs to split
+    # at four archs the fwd units stay whole, so only the bwd dispatcher needs configs to split
     with pytest.raises(PatchError, match=r"split-units.*selective_scan_bwd_kernel\.cuh"):
-        apply_split(root)
+        apply_split(root, archs="80;86;89;90")
 
 
 def gxx_link(root: Path, units: list[str], exe: Path) -> str:

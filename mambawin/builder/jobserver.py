@@ -48,9 +48,11 @@ from mambawin.errors import MambawinError
 
 CLIENT_SINCE = Version("1.13")  # ninja's first release that reads MAKEFLAGS' jobserver
 _LEADING_VERSION = re.compile(r"(\d+(?:\.\d+)+)")
-# causal-conv1d's share of the pair's jobs: a third of the pair's core-seconds at one arch
-# (290-372 of 882-1063, §17), a fifth at four (236 of 1274, issue 27); the broker evens it out.
-LATER_SHARE = 3 / 8
+# causal-conv1d's share of the pair's jobs. With issue 27's splits it is 40 % of the pair's
+# core-seconds at one arch (361-375 of 925-942, §22) and its units are as long as mamba-ssm's
+# (25-39 s), so it starts with 7 of 16: with 6, its last bwd parts waited 27-36 s for a job and
+# ended last (the broker moves tokens only once a package has fewer units left than jobs).
+LATER_SHARE = 7 / 16
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""split-units: each selective_scan bwd unit compiles as several translation units, in parallel.
+"""split-units: each selective_scan unit compiles as several translation units, in parallel.
 
 Why: one `selective_scan_bwd_*_real.cu` holds every kernel of its dtype: 5 launch configs
 (kNThreads, kNItems) × 32 BOOL_SWITCH branches. Measured on the 16-core GPU machine (issue 17),
@@ -20,11 +20,13 @@ the unit.
 How many objects, the unit included (OBJECTS, issue 27: one arch, sm_90, on a 16-core H100):
 every translation unit costs about 7 s before any kernel (preprocessing, cudafe++, cicc's parse,
 the host compile), so a unit compiling only its dispatcher is pure overhead. A fwd dtype costs
-62–70 s split (unit and 5 parts) against ~31 s whole, no longer than the binding or the largest
-bwd part: fwd stays whole. The bwd configs cost about
-9, 13.5, 19, 20 and 24.5 s (rising with kNItems), so for one or two archs, whose units are
-single-threaded, bwd becomes 4 objects, the two small configs sharing the unit. For more archs
-nvcc's `--threads` already compiles the archs of a unit in parallel: bwd becomes 2 (issue 17,
+62–70 s split (unit and 5 parts) against ~31 s whole. The bwd configs cost about 9, 13.5, 19, 20
+and 24.5 s (rising with kNItems), so for one or two archs, whose units are single-threaded, bwd
+becomes 4 objects, the two small configs sharing the unit, and fwd 2 (~20 s each): with 28 units
+of 25-40 s the pair's 16 jobs ran two rounds of long units and the second left cores idle; the
+fwd halves fill them (a model of the pool fed with one H200 run's unit times: a 77.5 s compile
+becomes 70.7 s for 2 % more work; docs/benchmarks.md §22). For more archs nvcc's `--threads`
+already compiles the archs of a unit in parallel: bwd becomes 2 and fwd stays whole (issue 17,
 docs/benchmarks.md §12: 5 parts at four archs oversubscribed the cores). It depends on the archs
 only, never on this machine's cores, so the tree (and the wheel) is the same wherever it is built.
 """
@@ -62,7 +64,7 @@ UNITS = tuple(
     + [f"selective_scan_bwd_{d}_{k}" for d in DTYPES for k in ("real", "complex")]
 )
 OBJECTS = {  # kind: (objects for one or two archs, for more archs), the unit included
-    "fwd": (1, 1),
+    "fwd": (2, 1),
     "bwd": (4, 2),
 }
 # The largest part index any count makes: the files a split may write or delete.
@@ -247,7 +249,7 @@ PATCH = Patch(
     "(no Windows error: build speed)",
     versions=SpecifierSet(">=1.0.0"),
     why="issue 17: the longest unit, not the cores, set the build time (parallelism 3.85 of 16); "
-    "issue 27: a part costs ~7 s before any kernel, so fwd stays whole and bwd keeps a group",
+    "issue 27: a part costs ~7 s before any kernel, so a unit keeps a group of its own",
     files=(
         SETUP,
         *(f"{KERNELS}/{unit}.cu" for unit in UNITS),
