@@ -39,6 +39,7 @@ from packaging.specifiers import SpecifierSet
 
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
 from mambawin.patch.mamba.split_units import groups
+from mambawin.patch.setup_py import compile_order
 
 ID = "split-units"
 SETUP = "setup.py"
@@ -49,6 +50,14 @@ PARTS = {  # unit: (parts for one or two archs, parts for more archs)
     "causal_conv1d_bwd": (9, 3),
 }
 MAX_PARTS = 9
+# Estimated seconds of one busy H100 core at sm_90 (issue 27), for the compile order only
+# (setup_py/compile_order.py): a bwd object costs UNIT_S plus its dtype combinations', and
+# float inputs compile in about half the time of half or bfloat16 ones (v1.5.4's single-combination
+# parts: 18-24 s against 27-35 s); the files split-units does not split, as measured whole.
+UNIT_S = 7.0
+COMBO_S = {"float": 11.0}  # by input type; any other input type: OTHER_COMBO_S
+OTHER_COMBO_S = 25.0
+WHOLE_S = {"causal_conv1d.cpp": 23.0, "causal_conv1d_fwd.cu": 22.0, "causal_conv1d_update.cu": 7.0}
 MARK = f"mambawin {ID}"
 _SOURCE_LINE = re.compile(
     rf'^(?P<indent>[ \t]*)"{CSRC}/(?P<unit>causal_conv1d_(?:fwd|bwd))\.cu",[ \t]*$', re.MULTILINE
@@ -84,8 +93,29 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
         if unit not in listed:
             raise ctx.drift(SETUP, f'"{CSRC}/{unit}.cu",')
     names = {unit: _split_unit(tree, ctx, unit) for unit in UNITS}
-    tree.write(SETUP, _list_parts(setup, names))
+    estimates = {f: s for f, s in WHOLE_S.items() if f'"{CSRC}/{f}"' in setup}
+    for unit in UNITS:
+        for name, group in zip([unit, *names[unit]], _groups(tree, unit), strict=False):
+            estimates[f"{name}.cu"] = UNIT_S + sum(_combo_s(combo) for combo in group)
+    ordered, _ = compile_order.with_order(_list_parts(setup, names), estimates, ctx)
+    tree.write(SETUP, ordered)
     return "applied"
+
+
+def _combo_s(combo: str) -> float:
+    return COMBO_S.get(combo.split(",")[0].strip(), OTHER_COMBO_S)
+
+
+def _groups(tree: Tree, unit: str) -> list[list[str]]:
+    """The dtype combinations of each object of unit, the unit's first (as _split_unit made
+    them; read from the written files)."""
+    found = []
+    for name in (unit, *(part_name(unit, k) for k in range(1, MAX_PARTS + 1))):
+        path = f"{CSRC}/{name}.cu"
+        if tree.exists(path):
+            text = tree.read(path)
+            found.append(list(dict.fromkeys(_types(m) for m in _INSTANCE.finditer(text))))
+    return found
 
 
 def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[str]:

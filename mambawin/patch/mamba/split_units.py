@@ -39,6 +39,7 @@ from typing import TypeVar
 from packaging.specifiers import SpecifierSet
 
 from mambawin.patch.base import Outcome, Patch, PatchContext, Tree
+from mambawin.patch.setup_py import compile_order
 
 ID = "split-units"
 T = TypeVar("T")
@@ -69,6 +70,16 @@ OBJECTS = {  # kind: (objects for one or two archs, for more archs), the unit in
 }
 # The largest part index any count makes: the files a split may write or delete.
 MAX_PARTS = max(n for counts in OBJECTS.values() for n in counts) - 1
+# Estimated seconds of one busy H100 core at sm_90 (issue 27), for the compile order only (the
+# setup.py block of setup_py/compile_order.py): what any unit costs before its first kernel, each
+# bwd launch config's kernels (they rise with kNItems), fwd's as a share of bwd's (a fwd unit
+# whole took ~31 s, bwd ~93 s), and the binding with -g0. An unknown config counts as the mean.
+UNIT_S = 7.0
+BWD_CONFIG_S = {("32", "4"): 9.0, ("32", "8"): 13.5, ("32", "16"): 19.0, ("64", "16"): 20.0}
+BWD_CONFIG_S[("128", "16")] = 24.5
+FWD_SHARE = 0.28
+BINDING = "selective_scan.cpp"
+BINDING_S = 18.0
 MARK = f"mambawin {ID}"
 _SOURCE_LINE = re.compile(
     rf'^(?P<indent>[ \t]*)"{KERNELS}/(?P<unit>selective_scan_(?:fwd|bwd)_\w+?)\.cu",[ \t]*$',
@@ -148,7 +159,15 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     new_lines = {
         unit: split_unit(tree, ctx, unit, objects_for(kind(unit), archs)) for unit in listed
     }
-    tree.write(SETUP, _list_parts(setup, new_lines))
+    estimates = {
+        f"{name}.cu": seconds
+        for unit in listed
+        for name, seconds in _estimates(tree, unit, objects_for(kind(unit), archs))
+    }
+    if f'"{KERNELS}/{BINDING}"' in setup:
+        estimates[BINDING] = BINDING_S
+    ordered, _ = compile_order.with_order(_list_parts(setup, new_lines), estimates, ctx)
+    tree.write(SETUP, ordered)
     return "applied"
 
 
@@ -156,12 +175,32 @@ def kind(unit: str) -> str:
     return "fwd" if "_fwd_" in unit else "bwd"
 
 
+def object_groups(configs: list[tuple[str, str]], objects: int) -> list[list[tuple[str, str]]]:
+    """The launch configs of each object, the unit's first."""
+    return groups(configs, max(1, min(objects, len(configs))))
+
+
+def _estimates(tree: Tree, unit: str, objects: int) -> list[tuple[str, float]]:
+    """Each object of unit (the unit, its parts) and its estimated seconds."""
+    header, dispatcher, launcher, _ = KINDS[kind(unit)]
+    configs = launch_configs(tree.read(f"{KERNELS}/{header}"), dispatcher, launcher)
+    share = 1.0 if kind(unit) == "bwd" else FWD_SHARE
+    mean = sum(BWD_CONFIG_S.values()) / len(BWD_CONFIG_S)
+    names = [unit, *(part_name(unit, k) for k in range(1, objects))]
+    return [
+        (name, UNIT_S + share * sum(BWD_CONFIG_S.get(c, mean) for c in group))
+        for name, group in zip(
+            names, object_groups(configs, objects) if configs else [[]], strict=False
+        )
+    ]
+
+
 def split_unit(tree: Tree, ctx: PatchContext, unit: str, objects: int) -> list[str]:
     """Make unit `objects` translation units (fewer when its dispatcher has fewer launch
     configs): the unit keeps the first group of configs, its parts the others. The part names for
     setup.py; 1 object leaves the unit whole."""
     configs = _configs(tree, ctx, unit) if objects > 1 else []
-    parts = groups(configs, min(objects, len(configs))) if configs else []
+    parts = object_groups(configs, objects) if configs else []
     names = [part_name(unit, k) for k in range(1, len(parts))]
     if names:
         _write_split(tree, ctx, unit, parts, names)
