@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -35,6 +35,13 @@ RepoOption = Annotated[
 PackageOption = Annotated[str, typer.Option("--package", help=help_of("--package"))]
 
 
+def jobs_option(default: str) -> Any:  # typer.Option is typed Any
+    """--jobs for build and check alike; only what it defaults to differs."""
+    return typer.Option(
+        "--jobs", min=1, max=JOBS_BOUND, help=help_of("--jobs"), show_default=default
+    )
+
+
 @command("build")
 def build_command(
     ctx: typer.Context,
@@ -62,16 +69,7 @@ def build_command(
         typer.Option("--arch", help=help_of("--arch"), show_default="this GPU"),
     ] = None,
     out: Annotated[Path, typer.Option("--out", help=help_of("--out"))] = Path("dist"),
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            min=1,
-            max=JOBS_BOUND,
-            help=help_of("--jobs"),
-            show_default="$MAX_JOBS, else doctor's",
-        ),
-    ] = None,
+    jobs: Annotated[int | None, jobs_option("$MAX_JOBS, else doctor's")] = None,
     nvcc_threads: Annotated[
         int | None,
         typer.Option(

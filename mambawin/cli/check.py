@@ -10,9 +10,14 @@ import typer
 from mambawin.builder import backends
 from mambawin.builder.backends import help_of
 from mambawin.cli.app import command, fail_json, print_json, split_values
-from mambawin.cli.build import PackageOption, RefOption, RepoOption, given_options
+from mambawin.cli.build import (
+    PackageOption,
+    RefOption,
+    RepoOption,
+    given_options,
+    jobs_option,
+)
 from mambawin.errors import CheckFailed, UsageError
-from mambawin.userfile import JOBS_BOUND
 
 if TYPE_CHECKING:
     from mambawin.check.pipeline import CheckReport
@@ -43,16 +48,7 @@ def check_command(
         list[str] | None,
         typer.Option("--unit", help="Only this unit (file name, repeatable); no link check."),
     ] = None,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            min=1,
-            max=JOBS_BOUND,
-            help=help_of("--jobs"),
-            show_default="$MAX_JOBS, else one per CPU",
-        ),
-    ] = None,
+    jobs: Annotated[int | None, jobs_option("$MAX_JOBS, else one per CPU")] = None,
     root: Annotated[
         Path | None,
         typer.Option(
