@@ -14,7 +14,7 @@ from test_ci_scripts import SOURCE, parses_as_mambawin, run_job
 
 from mambawin.errors import UsageError
 from mambawin.team import github_cross
-from mambawin.toolchain.wine import CUDA_WHEELS
+from mambawin.toolchain.wine_setup import CUDA_WHEELS
 
 yaml = pytest.importorskip("yaml")
 

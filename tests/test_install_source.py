@@ -13,7 +13,7 @@ from mambawin.cli import app
 from mambawin.errors import UsageError
 from mambawin.team import install_source
 from mambawin.team.install_source import Resolution, Source
-from mambawin.toolchain.wine import CUDA_WHEELS
+from mambawin.toolchain.wine_setup import CUDA_WHEELS
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

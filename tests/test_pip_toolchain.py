@@ -28,7 +28,7 @@ from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D
 from mambawin.status import Status
 from mambawin.toolchain import cuda as cuda_probe
-from mambawin.toolchain import wine
+from mambawin.toolchain import wine, wine_server, wine_setup
 from mambawin.toolchain.cuda import PIP_TOOLCHAIN_SOURCE
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.windows_env import native_environ, toolchain_environ
@@ -128,13 +128,13 @@ def test_a_native_build_without_visual_studio_takes_msvclibs_environment(tmp_pat
 
 def test_setup_on_windows_needs_no_wine_and_makes_no_prefix(tmp_path: Path) -> None:
     root = tmp_path / "tc"
-    result = wine.setup(
+    result = wine_setup.setup(
         root, download=lambda names, dest: fake_wheels(dest, list(names)), host=WINDOWS
     )
     assert (result.missing, result.wine, result.host) == ((), None, WINDOWS)
     assert (root / "cu13" / "bin" / "nvcc.exe").is_file() and not (root / "prefix").exists()
-    assert wine.not_ready(result.toolchain, None, WINDOWS) == []
-    assert wine.not_ready(result.toolchain, None, LINUX) == [wine.NO_WINE]
+    assert wine_server.not_ready(result.toolchain, None, WINDOWS) == []
+    assert wine_server.not_ready(result.toolchain, None, LINUX) == [wine_server.NO_WINE]
 
 
 # ---- which CUDA: data, and the reason a major has none -----------------------------------------
@@ -156,18 +156,18 @@ def test_a_cuda_without_a_wheel_set_is_refused_with_its_reason_before_any_downlo
     tmp_path: Path, cuda: str, message: str
 ) -> None:
     with pytest.raises(UsageError, match=message):
-        wine.setup(tmp_path / "r", cuda=cuda, download=lambda n, d: pytest.fail("fetched"))
+        wine_setup.setup(tmp_path / "r", cuda=cuda, download=lambda n, d: pytest.fail("fetched"))
     assert not (tmp_path / "r").exists()
 
 
 def test_the_toolchain_key_names_its_versions_and_changes_with_every_pin() -> None:
-    key = wine.toolchain_key()
+    key = wine_setup.toolchain_key()
     assert re.fullmatch(r"win-cuda13\.0-torch2\.11\.0-[0-9a-f]{16}", key)
-    assert wine.toolchain_key("13.0", "2.11.0") == key
-    assert wine.toolchain_key("13.0", "2.10.0") != key
-    assert wine.toolchain_key("13.0", None).startswith("win-cuda13.0-torchnone-")
+    assert wine_setup.toolchain_key("13.0", "2.11.0") == key
+    assert wine_setup.toolchain_key("13.0", "2.10.0") != key
+    assert wine_setup.toolchain_key("13.0", None).startswith("win-cuda13.0-torchnone-")
     with pytest.raises(UsageError, match="no nvcc"):
-        wine.toolchain_key("12.8")
+        wine_setup.toolchain_key("12.8")
 
 
 # ---- doctor on Windows without Visual Studio or the CUDA toolkit -----------------------------
@@ -242,7 +242,7 @@ def test_a_cuda_major_torch_does_not_match_blocks_with_the_pip_toolchain(tmp_pat
 @pytest.fixture
 def real(tmp_path: Path) -> wine.WindowsToolchain:
     root = os.environ.get("MAMBAWIN_TEST_WINDOWS_TOOLCHAIN")
-    if not root or wine.find_wine() is None:
+    if not root or wine_server.find_wine() is None:
         pytest.skip("set MAMBAWIN_TEST_WINDOWS_TOOLCHAIN to a `toolchain windows --setup` folder")
     tc = toolchain(Path(root), prefix=tmp_path / "prefix")  # never the shared folder's prefix
     if wine.missing_parts(tc):
@@ -304,8 +304,8 @@ def test_the_native_command_lines_compile_and_link_under_wine(
     commands = unit_commands(config, tree, real, flags, objects, spell=WINDOWS.spell)
     env = native_environ(real, {"PATH": ""}, WINDOWS)
     assert not any("Z:" in arg for c in commands for arg in c.args)  # native paths only
-    launcher = wine.find_wine() or "wine"
-    wine.start_server(launcher, as_wine(env, real))
+    launcher = wine_server.find_wine() or "wine"
+    wine_server.start_server(launcher, as_wine(env, real))
     for command in commands:
         objects.mkdir(exist_ok=True)
         program = native_program(env, f"{command.compiler}.exe")
@@ -354,7 +354,7 @@ def test_linux_setup_lays_out_a_cuda_home_torch_can_link_against(tmp_path: Path)
         linux_wheels(dest, asked)
 
     found = linux_cuda.setup(root, download=download)
-    assert asked == list(wine.CUDA_WHEELS["13.0"])  # the Windows toolchain's pins, for Linux
+    assert asked == list(wine_setup.CUDA_WHEELS["13.0"])  # the Windows toolchain's pins, for Linux
     assert found.home == root / "cu13" and found.missing() == []
     assert os.access(found.home / "bin" / "nvcc", os.X_OK)  # runnable, as the zip said
     assert (found.home / "lib64" / "libcudart.so").resolve().name == "libcudart.so.13"

@@ -20,7 +20,7 @@ from mambawin.team.matrix import IMPOSSIBLE, TODO, expand
 from mambawin.team.runner import RunOptions
 from mambawin.team.spec import PackageSpec
 from mambawin.team.spec_reader import parse_spec
-from mambawin.toolchain.wine import CUDA_WHEELS
+from mambawin.toolchain.wine_setup import CUDA_WHEELS
 
 STABLE = '[options]\nabi = "stable"\n'
 SPEC = """\

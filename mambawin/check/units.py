@@ -33,11 +33,11 @@ from mambawin.owned import cache_dir
 from mambawin.status import Status
 from mambawin.toolchain.wine import (
     WindowsToolchain,
-    start_server,
     torch_overlay,
     windows_path,
     wine_environ,
 )
+from mambawin.toolchain.wine_server import start_server
 
 UNIT_TIMEOUT_S = 3600  # a bwd unit took 566 s under wine on 2 busy cores
 # `FILE(LINE): error: text` (nvcc's front end), `FILE(LINE): error C2975: text` and
@@ -100,7 +100,7 @@ Progress = Callable[["UnitResult", int, int], None]
 
 def wine_runner(timeout: float = UNIT_TIMEOUT_S) -> Runner:
     """Runs a Windows program under wine through proc.run, without raising on its exit code; the
-    first call starts the prefix's server and services detached (wine.start_server says why)."""
+    first call starts the prefix's server and services detached (start_server says why)."""
     lock = threading.Lock()
     started: list[str] = []  # the prefixes whose server this runner started
 

@@ -274,7 +274,7 @@ def _cross_build(
     """`build --abi stable --platform win_amd64` on Linux: the Windows wheel under wine."""
     from mambawin.builder.options import check_options
     from mambawin.cross.source import build_windows, check_cross, plan_windows
-    from mambawin.toolchain import wine
+    from mambawin.toolchain import wine, wine_server
     from mambawin.ui.progress import ConsoleReporter
 
     check_cross(options)
@@ -288,7 +288,7 @@ def _cross_build(
             return
         reporter.summary(plan)
         return
-    result = build_windows(options, toolchain, wine.need_wine(), reporter=reporter)
+    result = build_windows(options, toolchain, wine_server.need_wine(), reporter=reporter)
     if as_json:
         print_json(result.to_json())
         return

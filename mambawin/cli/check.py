@@ -67,7 +67,7 @@ def check_command(
     from mambawin.builder.options import resolve_jobs
     from mambawin.check.pipeline import CheckOptions, build_result, check_windows, plan_check
     from mambawin.packages import get_package
-    from mambawin.toolchain import wine
+    from mambawin.toolchain import wine, wine_server
     from mambawin.ui import check as ui
     from mambawin.ui.progress import ConsoleReporter
 
@@ -75,7 +75,7 @@ def check_command(
         raise UsageError("check needs a target: pass --windows")
     # The windows-check backend: its toolchain folder, then every option, before any work.
     backends.validate(backends.WINDOWS_CHECK, given_options(ctx))
-    launcher = "" if plan_only else wine.need_wine()  # a plan never starts wine
+    launcher = "" if plan_only else wine_server.need_wine()  # a plan never starts wine
     chosen = get_package(package)
     options = CheckOptions(
         package=chosen,

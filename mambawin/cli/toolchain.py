@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from mambawin.cli.app import Group, app, command, fail_json, print_json
-from mambawin.toolchain.wine import SETUP_CUDA, SETUP_TORCH
+from mambawin.toolchain.wine_setup import SETUP_CUDA, SETUP_TORCH
 from mambawin.ui.console import console
 
 toolchain_app = typer.Typer(
@@ -68,7 +68,7 @@ def windows_command(
     """Say whether cl.exe and the Windows nvcc can run here (natively on Windows, under wine
     elsewhere); --setup fetches them."""
     from mambawin.errors import ToolchainError, UsageError
-    from mambawin.toolchain import wine
+    from mambawin.toolchain import wine, wine_server, wine_setup
     from mambawin.toolchain.host import Host
 
     given = [flag for flag, value in (("--cuda", cuda), ("--torch", torch)) if value is not None]
@@ -84,7 +84,7 @@ def windows_command(
         return
     host = Host.this_machine()
     if setup:
-        result = wine.setup(
+        result = wine_setup.setup(
             where,
             cuda=SETUP_CUDA if cuda is None else cuda,
             torch=SETUP_TORCH if torch is None else torch,
@@ -92,8 +92,8 @@ def windows_command(
         )
         missing, launcher = list(result.missing), result.wine
     else:
-        launcher = wine.find_wine() if host.needs_wine else None
-        missing = wine.not_ready(wine.toolchain_at(where), launcher, host)
+        launcher = wine_server.find_wine() if host.needs_wine else None
+        missing = wine_server.not_ready(wine.toolchain_at(where), launcher, host)
     for line in missing[1:]:
         console.print(f"✗ {line}", soft_wrap=True, markup=False)
     document = {"root": str(where), "ready": not missing, "wine": launcher, "host": host.system}

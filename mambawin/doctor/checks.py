@@ -29,7 +29,7 @@ from mambawin.doctor.probes.system import (
 )
 from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
 from mambawin.status import Status
-from mambawin.toolchain import wine
+from mambawin.toolchain import wine, wine_doctor
 from mambawin.toolchain.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
 from mambawin.toolchain.linux_cuda import LinuxCuda
 from mambawin.toolchain.linux_cuda import default_root as linux_root
@@ -234,7 +234,7 @@ def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
         launcher = proc.which("wine", path=ctx.env.get("PATH")) or proc.which(
             "wine64", path=ctx.env.get("PATH")
         )
-        checks.append(wine.doctor_check(wine.toolchain_at(wine.default_root()), launcher))
+        checks.append(wine_doctor.doctor_check(wine.toolchain_at(wine.default_root()), launcher))
     return checks
 
 

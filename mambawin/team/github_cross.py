@@ -38,7 +38,7 @@ from mambawin.team.workflow_steps import (
     upload_wheel_step,
     uses,
 )
-from mambawin.toolchain.wine import CUDA_WHEELS, MSVC_WHEEL
+from mambawin.toolchain.wine_setup import CUDA_WHEELS, MSVC_WHEEL
 
 BUILD_ON = ("windows", "linux")
 

@@ -16,7 +16,7 @@ from mambawin.team.actions import DOWNLOAD, UPLOAD, Action
 from mambawin.team.matrix import Cell
 from mambawin.team.spec import Spec
 from mambawin.team.yaml_text import Block, Commented
-from mambawin.toolchain.wine import CUDA_WHEELS
+from mambawin.toolchain.wine_setup import CUDA_WHEELS
 
 WINDOWS_RUNNER = "windows-2022"  # the default of `ci github --runner`
 

@@ -1,13 +1,13 @@
 """CUDA for native Linux builds from NVIDIA's manylinux wheels, unpacked into mambawin's cache.
 
-The same pinned `nvidia-cuda-*` wheels as the Windows toolchain (wine.CUDA_WHEELS), for
+The same pinned `nvidia-cuda-*` wheels as the Windows toolchain (wine_setup.CUDA_WHEELS), for
 manylinux x86_64: nvcc, cudafe++, fatbinary, nvlink, ptxas, cicc, the headers, libcudart. The
 folder is a CUDA_HOME as torch's cpp_extension wants one: bin/nvcc, include/cuda_runtime.h,
 lib64/libcudart.so (the wheels ship lib/libcudart.so.13 only; the linker's -lcudart needs the
 unversioned name, torch's -L points at lib64). doctor falls back to it when no toolkit is
 installed, and `CUDA_HOME=<root>/cu13 mambawin build` names it.
 
-CUDA 12 has none: NVIDIA's `-cu12` nvcc wheels carry no compiler (wine.NO_COMPILER_WHEELS).
+CUDA 12 has none: NVIDIA's `-cu12` nvcc wheels carry no compiler (wine_setup.NO_COMPILER_WHEELS).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from mambawin.atomic import fill_dir, staging_dir
 from mambawin.owned import cache_dir, check_root, mark, marked_as, remove_tree
 from mambawin.toolchain import wheels
-from mambawin.toolchain.wine import SETUP_CUDA, Downloader, cuda_wheels
+from mambawin.toolchain.wine_setup import SETUP_CUDA, Downloader, cuda_wheels
 
 OWNED_AS = "linux-cuda"  # the kind in the root's ownership marker
 # What a build needs of the folder (torch links -L lib64 -lcudart)

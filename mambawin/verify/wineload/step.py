@@ -25,14 +25,13 @@ from mambawin.errors import MambawinError, WheelError, os_error
 from mambawin.packages import get_package
 from mambawin.status import Status
 from mambawin.toolchain.wine import (
-    NO_WINE,
     WindowsToolchain,
     default_root,
-    find_wine,
     missing_parts,
     toolchain_at,
     wine_environ,
 )
+from mambawin.toolchain.wine_server import NO_WINE, find_wine
 from mambawin.verify.report import StepResult, named
 from mambawin.verify.wineload.loader import (
     LoadRun,

@@ -25,7 +25,7 @@ from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.errors import CommandError, FileSystemError, UpstreamError, os_error
 from mambawin.owned import cache_dir, claim, mark, marked_as
-from mambawin.toolchain.wine import pip_download
+from mambawin.toolchain.wine_setup import pip_download
 
 OWNED_AS = "torch-windows-dlls"  # the kind in each version folder's ownership marker
 EXPORTS = "exports.json"

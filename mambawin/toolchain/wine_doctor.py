@@ -1,0 +1,22 @@
+"""doctor's line for the Windows compilers on Linux (`toolchain windows --setup`'s toolchain)."""
+
+from __future__ import annotations
+
+from mambawin.status import Status
+from mambawin.toolchain.probe import Check
+from mambawin.toolchain.wine import WindowsToolchain
+from mambawin.toolchain.wine_server import not_ready
+
+
+def doctor_check(toolchain: WindowsToolchain, launcher: str | None) -> Check:
+    """doctor's line for the Windows compilers on Linux: optional, so never blocking."""
+    name = "windows compilers (wine)"
+    problems = not_ready(toolchain, launcher)
+    if problems:
+        hint = f"{problems[0]} (needed only by `mambawin check --windows`)"
+        return Check(name, Status.SKIP, found="not set up", hint=hint)
+    cuda = toolchain.cuda_version() or "?"
+    what = (
+        f"MSVC {toolchain.msvc_tools.name}, Windows Kits {toolchain.kits_version}, nvcc.exe {cuda}"
+    )
+    return Check(name, Status.OK, found=f"{what}, under {launcher}", version=cuda)

@@ -1,0 +1,58 @@
+"""wine's launcher and the prefix's server: finding wine, saying what a toolchain still lacks
+to run under it, and starting the server and its services before programs run in parallel."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mambawin import proc
+from mambawin.errors import ToolchainError
+from mambawin.toolchain.host import Host
+from mambawin.toolchain.wine import WINE, WindowsToolchain, missing_parts
+
+# How long the wine prefix's server stays up after its last program ends: long enough to bridge
+# the gap between two stages of one run, short enough not to outlive it by much.
+SERVER_LINGER_S = 60
+
+
+def start_server(launcher: str, env: Mapping[str, str], *, timeout: float = 300) -> None:
+    """Start the prefix's wineserver and its services (services.exe, explorer.exe, winedevice …)
+    with no output of ours attached, before programs run in parallel.
+
+    The services are started by the first Windows program of a prefix and inherit its stdout and
+    stderr. When that program's output is captured, its run cannot end before they do, which is
+    when the last program of the prefix has ended. Measured on a fresh prefix: `cmd /c echo`
+    started beside a 20 s program returned after 25.2 s (0.1 s after start_server); in a cross
+    build, causal-conv1d's fwd unit (its object written in 2 minutes) held its job slot until
+    the bwd unit ended, so the update unit waited for both. `wineserver -p<s>` daemonizes
+    without our pipes; a first program run with its output discarded then starts the services."""
+    server = proc.which("wineserver", path=env.get("PATH"))
+    if server is not None:
+        # Exit code 2 when the prefix's server is already up (an earlier run's, still lingering):
+        # its services then hold that run's output, not ours, which is just as good.
+        argv = [server, f"-p{SERVER_LINGER_S}"]
+        proc.run(argv, env=env, timeout=timeout, check=False, capture=False)
+    proc.run([launcher, "cmd", "/c", "exit"], env=env, timeout=timeout, capture=False)
+
+
+NO_WINE = "wine is not on PATH: apt-get install wine64 (Debian/Ubuntu)"
+
+
+def find_wine() -> str | None:
+    """wine's launcher on PATH: `wine`, or `wine64` (Debian's wine64 package has no `wine`)."""
+    return proc.which("wine") or proc.which("wine64")
+
+
+def need_wine() -> str:
+    """wine's launcher; ToolchainError with the fix when there is none."""
+    launcher = find_wine()
+    if launcher is None:
+        raise ToolchainError(NO_WINE)
+    return launcher
+
+
+def not_ready(toolchain: WindowsToolchain, launcher: str | None, host: Host = WINE) -> list[str]:
+    """Each missing part with its fix, wine itself included where host needs it; empty when all
+    are there."""
+    no_wine = host.needs_wine and launcher is None
+    return [*missing_parts(toolchain), *([NO_WINE] if no_wine else [])]
