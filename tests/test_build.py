@@ -605,12 +605,20 @@ def test_cli_plan_json_and_failure_exit_code(
     assert "error C2975" in failed.output
 
 
-def test_a_second_build_into_the_same_build_folder_fails_clearly(
+def _planned_build_dir(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
-) -> None:
+) -> tuple[BuildOptions, Path]:
+    """The options of a build into tmp_path/out and its build folder, made (empty)."""
     options = _options(fake_repo, tmp_path / "out")
     build_dir = core.plan(options, reporter=Recorder(), doctor=doctor).build_dir
     build_dir.mkdir(parents=True)
+    return options, build_dir
+
+
+def test_a_second_build_into_the_same_build_folder_fails_clearly(
+    fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
+) -> None:
+    options, build_dir = _planned_build_dir(fake_repo, tmp_path, doctor)
     (build_dir / core.LOCK_NAME).write_text("pid 4242 on elsewhere\n")  # a build in progress
     with pytest.raises(BuildError, match=r"is in use by another mambawin run \(pid 4242"):
         core.build(options, reporter=Recorder(), doctor=doctor)
@@ -686,9 +694,7 @@ def test_a_fifo_at_the_locks_name_is_busy_not_a_hang(
 ) -> None:
     import os
 
-    options = _options(fake_repo, tmp_path / "out")
-    build_dir = core.plan(options, reporter=Recorder(), doctor=doctor).build_dir
-    build_dir.mkdir(parents=True)
+    options, build_dir = _planned_build_dir(fake_repo, tmp_path, doctor)
     os.mkfifo(build_dir / core.LOCK_NAME)
     with pytest.raises(BuildError, match=r"in use by another mambawin run \(unknown\)"):
         core.build(options, reporter=Recorder(), doctor=doctor)

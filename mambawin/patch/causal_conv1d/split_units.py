@@ -92,10 +92,11 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     for unit in UNITS:
         if unit not in listed:
             raise ctx.drift(SETUP, f'"{CSRC}/{unit}.cu",')
-    names = {unit: _split_unit(tree, ctx, unit) for unit in UNITS}
+    held = {unit: _split_unit(tree, ctx, unit) for unit in UNITS}
+    names = {unit: [part_name(unit, k) for k in range(1, len(held[unit]))] for unit in UNITS}
     estimates = {f: s for f, s in WHOLE_S.items() if f'"{CSRC}/{f}"' in setup}
     for unit in UNITS:
-        for name, group in zip([unit, *names[unit]], _groups(tree, unit), strict=False):
+        for name, group in zip([unit, *names[unit]], held[unit], strict=True):
             estimates[f"{name}.cu"] = UNIT_S + sum(_combo_s(combo) for combo in group)
     ordered, _ = compile_order.with_order(_list_parts(setup, names), estimates, ctx)
     tree.write(SETUP, ordered)
@@ -106,20 +107,9 @@ def _combo_s(combo: str) -> float:
     return COMBO_S.get(combo.split(",")[0].strip(), OTHER_COMBO_S)
 
 
-def _groups(tree: Tree, unit: str) -> list[list[str]]:
-    """The dtype combinations of each object of unit, the unit's first (as _split_unit made
-    them; read from the written files)."""
-    found = []
-    for name in (unit, *(part_name(unit, k) for k in range(1, MAX_PARTS + 1))):
-        path = f"{CSRC}/{name}.cu"
-        if tree.exists(path):
-            text = tree.read(path)
-            found.append(list(dict.fromkeys(_types(m) for m in _INSTANCE.finditer(text))))
-    return found
-
-
-def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[str]:
-    """Write unit's parts and keep its first group; the part names for setup.py."""
+def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[list[str]]:
+    """Write unit's parts and keep its first group; the dtype combinations of each object, the
+    unit's first (one group: the unit stays whole)."""
     path = f"{CSRC}/{unit}.cu"
     text = tree.read(path)
     combos = list(dict.fromkeys(_types(m) for m in _INSTANCE.finditer(text)))
@@ -131,7 +121,7 @@ def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[str]:
         if tree.exists(f"{CSRC}/{part_name(unit, k)}.cu"):
             tree.delete(f"{CSRC}/{part_name(unit, k)}.cu")
     if not names:
-        return []
+        return parts
     _check_nothing_else_is_emitted(ctx, path, _INSTANCE.sub("", text))
     where = f"{names[0]}.cu" + (f" to {names[-1]}.cu" if len(names) > 1 else "")
     note = f"// {MARK}: {_listing(parts[0])} here, the other dtype combinations in {where}.\n"
@@ -139,7 +129,7 @@ def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[str]:
     for name, group in zip(names, parts[1:], strict=True):
         note = f"// {MARK}: part of {unit}.cu, its instantiations for {_listing(group)}.\n"
         tree.write(f"{CSRC}/{name}.cu", _keep(text, group, note))
-    return names
+    return parts
 
 
 def _types(match: re.Match[str]) -> str:
