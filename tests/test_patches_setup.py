@@ -336,13 +336,30 @@ def run_flags_block(
     return ext.extra_compile_args
 
 
+def SAME_NAMES(name: str) -> list[str]:
+    """The flags that give nvcc's cudafe++ and cicc one fixed source path (the extension's name)."""
+    return ["-Xcudafe", f"--orig_src_path_name={name}", "-Xcicc", f"--orig_src_path_name={name}"]
+
+
+def test_nvcc_is_given_one_fixed_source_path_for_its_internal_names(tmp_path: Path) -> None:
+    """nvcc hashes each source's absolute path into its internal device symbol names; both of
+    its front ends must get the same fixed path, or host stubs and kernels would not match."""
+    for platform in ("linux", "win32"):
+        args = run_flags_block(
+            torch_headers(tmp_path / platform, None), platform=platform, nvcc="13.0"
+        )
+        assert " ".join(SAME_NAMES("selective_scan_cuda")) in " ".join(args["nvcc"])
+        assert not [f for f in args["cxx"] if "orig_src_path_name" in f]
+
+
 CXX20_CHECK = "(defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || __cplusplus < 202002L"
 
 
 def test_torch_requiring_cxx20_gets_cxx20_on_linux(tmp_path: Path) -> None:
     args = run_flags_block(torch_headers(tmp_path, CXX20_CHECK), platform="linux", nvcc="13.0")
     assert args["cxx"][:3] == ["-O3", "-std=c++20", "-g0"]
-    assert args["nvcc"][:4] == ["-O3", "--threads", "4", "-std=c++20"]
+    assert args["nvcc"][:3] == ["-O3", "--threads", "4"]
+    assert args["nvcc"][7] == "-std=c++20"
 
 
 def test_linux_maps_the_tree_torch_and_cuda_for_gcc_and_nvcc_host(
@@ -363,7 +380,7 @@ def test_linux_maps_the_tree_torch_and_cuda_for_gcc_and_nvcc_host(
     maps.append("-ffile-prefix-map=/cuda=cuda")
     assert args["cxx"] == ["-O3", "-std=c++20", "-g0", *maps]
     host = [x for m in maps for x in ("-Xcompiler", m)]
-    assert args["nvcc"] == ["-O3", "--use_fast_math", "-std=c++20", *host]
+    assert args["nvcc"] == ["-O3", "--use_fast_math", *SAME_NAMES("x"), "-std=c++20", *host]
 
 
 @pytest.mark.parametrize("check", ["!defined(_MSC_VER) && __cplusplus < 201703L", None])
@@ -401,6 +418,7 @@ def test_windows_gets_msvc_spellings_and_zc_preprocessor_from_cuda_13_2(
         "-O3",
         "--threads",
         "4",
+        *SAME_NAMES("selective_scan_cuda"),
         "-std=c++20",
         "-Xcompiler",
         "/std:c++20",

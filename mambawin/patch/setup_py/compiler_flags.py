@@ -12,7 +12,9 @@ The host bindings are compiled without Python's `-g` (`-g0`): half their compile
 the longest unit of the build (issue 27). Source paths: `__FILE__` (TORCH_CHECK messages) and
 nvcc's -lineinfo would put the build folder into the binary; gcc and nvcc's host compiler get
 -ffile-prefix-map, cl /d1trimfile:, and -lineinfo is dropped (same SASS; docs/build.md "No
-build paths in binaries").
+build paths in binaries"). nvcc's names for internal-linkage device symbols hash the source's
+absolute path: cudafe++ and cicc are given one fixed path (the extension's name), so the same
+build in two folders gives the same bytes (docs/build.md "Reproducible").
 """
 
 from __future__ import annotations
@@ -77,12 +79,22 @@ def _mambawin_prefix_maps():
     return maps
 
 
-def _mambawin_compile_args(args):
+def _mambawin_same_names(name):
+    """nvcc names internal-linkage device symbols (`_GLOBAL__N__<hash>`, `_INTERNAL_<hash>`) by a
+    hash of the source's absolute path and its text: the same build in another folder gave other
+    bytes. cudafe++ (the host stubs) and cicc (the device code) both read that path from
+    --orig_src_path_name; one fixed value for both keeps stub and kernel names matching, and the
+    hash still differs per unit, by its text."""
+    return [x for tool in ("-Xcudafe", "-Xcicc") for x in (tool, f"--orig_src_path_name={{name}}")]
+
+
+def _mambawin_compile_args(args, name):
     std = _mambawin_torch_cxx_std()
     cxx = [f for f in args.get("cxx", []) if not f.startswith(("-std=", "/std:"))]
     # -lineinfo writes each .cu file's absolute path into the device code's line table, which no
     # prefix map reaches; the SASS is the same without it.
     nvcc = [f for f in args.get("nvcc", []) if not f.startswith("-std=") and f != "-lineinfo"]
+    nvcc += _mambawin_same_names(name)
     if sys.platform != "win32":
         maps = _mambawin_prefix_maps()
         # nvcc splits -Xcompiler's value at commas: a folder named with one stays unmapped
@@ -110,7 +122,7 @@ if not getattr(torch.version, "hip", None):
     for _mambawin_ext in ext_modules:
         if isinstance(_mambawin_ext.extra_compile_args, dict):
             _mambawin_ext.extra_compile_args = _mambawin_compile_args(
-                _mambawin_ext.extra_compile_args
+                _mambawin_ext.extra_compile_args, _mambawin_ext.name
             )
 # {MARK_END} {ID}
 '''
