@@ -32,9 +32,10 @@ def library_bytes() -> bytes:
     return b"\x7fELF" + b"".join(pick.choice(words) for _ in range(60_000))
 
 
-def fast_wheel(folder: Path) -> Path:
+def fast_wheel(folder: Path, umask: int = 0o022) -> Path:
     """A wheel whose library is deflated at level 1 and whose data file is stored: a rewrite
-    that deflated them again would give other bytes."""
+    that deflated them again would give other bytes. Its members' modes are those a build under
+    umask would give (the library executable)."""
     path = folder / f"mamba_ssm-2.2.6-{TAG}.whl"
     with WheelFile(path, "w") as out:
         members = [
@@ -52,7 +53,8 @@ def fast_wheel(folder: Path) -> Path:
         for name, data, method, level in members:
             entry = zipfile.ZipInfo(name, date_time=(2024, 1, 2, 3, 4, 6))
             entry.compress_type = method
-            entry.external_attr = 0o644 << 16
+            mode = (0o777 if name == SO else 0o666) & ~umask
+            entry.external_attr = mode << 16
             if level is not None:  # ZipInfo.compress_level since Python 3.13
                 setattr(entry, LEVEL, level)
             out.writestr(entry, data)
@@ -143,3 +145,21 @@ def test_a_corrupt_member_is_refused_and_nothing_written(tmp_path: Path) -> None
     with pytest.raises(WheelError, match=f"member {SO} is corrupt"):
         rewrite_wheel(wheel, out, local_version="cu130")
     assert not out.exists() or not list(out.iterdir())
+
+
+def test_the_build_users_umask_does_not_reach_the_wheel(tmp_path: Path) -> None:
+    """bdist_wheel copies each file's mode: a build under umask 002 gave 0o664/0o775 members and
+    so other bytes than the same build under 022 (two users on the GPU machine). The rewrite
+    gives every member 0o644, or 0o755 where any execute bit was set."""
+    wheels = []
+    for umask in (0o022, 0o002):
+        (tmp_path / f"umask{umask:o}").mkdir()
+        built = fast_wheel(tmp_path / f"umask{umask:o}", umask)
+        wheels.append(
+            rewrite_wheel(built, tmp_path / f"out{umask:o}", local_version="cu130", date_epoch=EPOCH)
+        )
+    assert wheels[0].read_bytes() == wheels[1].read_bytes()
+    with zipfile.ZipFile(wheels[1]) as archive:
+        modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in archive.infolist()}
+    assert modes[SO] == 0o755
+    assert {mode for name, mode in modes.items() if name != SO} == {0o644}

@@ -360,10 +360,18 @@ def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | No
 def _zip_entry(
     name: str, original: zipfile.ZipInfo | None, date_time: DateTime | None
 ) -> zipfile.ZipInfo:
-    """A fresh entry: the wheel's date (else the old one, else now) and the old permission bits."""
+    """A fresh entry: the wheel's date (else the old one, else now) and the old permission bits,
+    normalised to 0o755 (any execute bit) or 0o644: bdist_wheel copies each file's mode, which the
+    build user's umask shaped (0o664 under umask 002), so two users gave two wheels of the same
+    bytes otherwise (measured on the GPU machine, docs/benchmarks.md "Same bytes from any folder")."""
     when = date_time or (original.date_time if original else get_zipinfo_datetime())
     entry = zipfile.ZipInfo(name, date_time=when)
     entry.compress_type = zipfile.ZIP_DEFLATED
     mode = (original.external_attr >> 16) if original else 0
-    entry.external_attr = ((stat.S_IMODE(mode) or 0o644) | stat.S_IFREG) << 16
+    entry.external_attr = (normal_mode(mode) | stat.S_IFREG) << 16
     return entry
+
+
+def normal_mode(mode: int) -> int:
+    """The permission bits a wheel member gets whatever the umask it was built under."""
+    return 0o755 if mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH) else 0o644
