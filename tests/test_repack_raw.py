@@ -155,9 +155,8 @@ def test_the_build_users_umask_does_not_reach_the_wheel(tmp_path: Path) -> None:
     for umask in (0o022, 0o002):
         (tmp_path / f"umask{umask:o}").mkdir()
         built = fast_wheel(tmp_path / f"umask{umask:o}", umask)
-        wheels.append(
-            rewrite_wheel(built, tmp_path / f"out{umask:o}", local_version="cu130", date_epoch=EPOCH)
-        )
+        out = tmp_path / f"out{umask:o}"
+        wheels.append(rewrite_wheel(built, out, local_version="cu130", date_epoch=EPOCH))
     assert wheels[0].read_bytes() == wheels[1].read_bytes()
     with zipfile.ZipFile(wheels[1]) as archive:
         modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in archive.infolist()}

@@ -363,7 +363,8 @@ def _zip_entry(
     """A fresh entry: the wheel's date (else the old one, else now) and the old permission bits,
     normalised to 0o755 (any execute bit) or 0o644: bdist_wheel copies each file's mode, which the
     build user's umask shaped (0o664 under umask 002), so two users gave two wheels of the same
-    bytes otherwise (measured on the GPU machine, docs/benchmarks.md "Same bytes from any folder")."""
+    bytes otherwise (measured on the GPU machine, docs/benchmarks.md "Same bytes from any
+    folder")."""
     when = date_time or (original.date_time if original else get_zipinfo_datetime())
     entry = zipfile.ZipInfo(name, date_time=when)
     entry.compress_type = zipfile.ZIP_DEFLATED
