@@ -129,7 +129,10 @@ def test_a_native_build_without_visual_studio_takes_msvclibs_environment(tmp_pat
 def test_setup_on_windows_needs_no_wine_and_makes_no_prefix(tmp_path: Path) -> None:
     root = tmp_path / "tc"
     result = wine_setup.setup(
-        root, download=lambda names, dest: fake_wheels(dest, list(names)), host=WINDOWS
+        root,
+        download=lambda names, dest: fake_wheels(dest, list(names)),
+        host=WINDOWS,
+        accept_license=True,
     )
     assert (result.missing, result.wine, result.host) == ((), None, WINDOWS)
     assert (root / "cu13" / "bin" / "nvcc.exe").is_file() and not (root / "prefix").exists()
