@@ -265,7 +265,12 @@ def shell_problems(line: str, shell: str) -> list[str]:
         problems.append("PowerShell syntax in cmd: use set NAME=value")
     words = _words(line, single_quotes=ps) if not problems else []
     if words[:1] in (["pip"], ["mambawin"]) or words[:3] == ["python", "-m", "pip"]:
-        globbed = [w for w in _words(bare, single_quotes=ps) if "*" in w or "?" in w]
+        # a file pattern (`wheelhouse/mamba_ssm-*.whl`), not a version pattern (`torch==2.10.*`)
+        globbed = [
+            w
+            for w in _words(bare, single_quotes=ps)
+            if ("*" in w or "?" in w) and ("/" in w or "\\" in w or w.endswith(".whl"))
+        ]
         if globbed:
             problems.append(f"{shell} does not expand {globbed[0]} for pip or mambawin: name it")
     venv = _VENV.search(line)
