@@ -368,3 +368,23 @@ def test_windows_user_makes_one_venv_per_purpose_and_one_torch_build() -> None:
     assert len(indexes) == 1 and len(torches) == 1, (indexes, torches)
     labels = set(re.findall(r"\+(cu\d+)torch(\d+\.\d+)", text))
     assert labels <= {(indexes.pop(), torches.pop())}, labels
+
+
+# ---- README's quick start ------------------------------------------------------------------------
+
+PAIR_INSTALL = "pip install --only-binary :all: --find-links wheelhouse mamba-ssm causal-conv1d"
+
+
+def test_the_quick_start_is_ten_lines_windows_first_and_ends_installing_the_pair() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Quick start") :]
+    section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    start = next(i for i, b in enumerate(ALL) if b.doc == "README.md" and b.lang == "cmd")
+    quick = [b for b in ALL[start:] if b.doc == "README.md" and b.text in section]
+    assert [b.lang for b in quick] == ["cmd", "powershell"]  # Windows first, both shells
+    lines = [line for b in quick for line in _command_lines(b)]
+    assert len(lines) <= 10, lines
+    assert all(_command_lines(b)[-1] == PAIR_INSTALL for b in quick)
+    # one line for every shell: no glob, no quote, nothing a shell reads as syntax
+    assert shell_problems(PAIR_INSTALL, "cmd") == shell_problems(PAIR_INSTALL, "powershell") == []
+    assert shlex.split(PAIR_INSTALL) == PAIR_INSTALL.split()
