@@ -310,6 +310,8 @@ def test_every_cmd_and_powershell_line_keeps_that_shells_rules(block: Block) -> 
         words = _words(line, single_quotes=block.lang == "powershell")
         if words[:1] == ["mambawin"]:
             parses_as_mambawin(words[1:])
+        if words[:2] == ["python", "-c"]:  # the program itself is Python the reader pastes
+            compile(words[2], f"{block.where}: python -c", "exec")
 
 
 @pytest.mark.parametrize(
