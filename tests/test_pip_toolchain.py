@@ -356,7 +356,7 @@ def test_linux_setup_lays_out_a_cuda_home_torch_can_link_against(tmp_path: Path)
         asked.extend(list(names))  # type: ignore[call-overload]
         linux_wheels(dest, asked)
 
-    found = linux_cuda.setup(root, download=download)
+    found = linux_cuda.setup(root, download=download, accept_license=True)
     assert asked == list(wine_setup.CUDA_WHEELS["13.0"])  # the Windows toolchain's pins, for Linux
     assert found.home == root / "cu13" and found.missing() == []
     assert os.access(found.home / "bin" / "nvcc", os.X_OK)  # runnable, as the zip said

@@ -141,3 +141,39 @@ def test_accept_license_without_setup_is_refused(tmp_path: Path) -> None:
         app, ["toolchain", "windows", "--accept-license", "--root", str(tmp_path / "tc")]
     )
     assert result.exit_code == 2 and "add --setup" in result.output
+
+
+# ---- toolchain linux --setup: NVIDIA's wheels alone, under the CUDA EULA -------------------------
+
+
+def _fetch_linux(names: list[str], dest: Path) -> None:
+    """What pip would download for Linux: the CUDA wheels' nvidia/cu13/ folders."""
+    import zipfile
+
+    members = ["nvidia/cu13/bin/nvcc", "nvidia/cu13/bin/cudafe++", "nvidia/cu13/nvvm/bin/cicc"]
+    members += ["nvidia/cu13/include/cuda_runtime.h", "nvidia/cu13/lib/libcudart.so.13"]
+    with zipfile.ZipFile(dest / "nvidia_cuda-1-py3-none-any.whl", "w") as wheel:
+        for member in members:
+            wheel.writestr(member, b"x")
+
+
+def test_linux_setup_asks_only_nvidias_terms_once(tmp_path: Path) -> None:
+    from mambawin.toolchain import linux_cuda
+
+    root = tmp_path / "linux-cuda"
+    with pytest.raises(UsageError) as refused:
+        linux_cuda.setup(root, download=_never)
+    message = str(refused.value)
+    assert URLS[2] in message and URLS[0] not in message and "toolchain linux --setup" in message
+    assert not root.exists()
+    found = linux_cuda.setup(root, download=_fetch_linux, accept_license=True)
+    assert found.missing() == [] and licenses.accepted(root, licenses.LINUX_CUDA)
+    assert not licenses.accepted(root)  # Microsoft's terms were never asked here
+    linux_cuda.setup(root, download=_never)  # complete and accepted: no question, no fetch
+
+
+def test_linux_accept_license_without_setup_is_refused(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["toolchain", "linux", "--accept-license", "--root", str(tmp_path / "l")]
+    )
+    assert result.exit_code == 2 and "add --setup" in result.output

