@@ -87,8 +87,8 @@ def refusal(
 ) -> UsageError:
     """The one line setup stops with before any download when the terms are not accepted."""
     return UsageError(
-        f"{command} downloads into {root} under {named(terms)}: read them, then run "
-        f"`{command} {ACCEPT_FLAG}` (asked once per folder)"
+        f"{command} downloads into {root} under {named(terms)}: read them, then run it again "
+        f"with {ACCEPT_FLAG} (asked once per folder)"
     )
 
 
