@@ -174,3 +174,13 @@ def test_the_windows_toolchain_has_one_size_the_measured_one() -> None:
             if "toolchain" in line.lower():
                 for size in re.findall(r"\d+(?:\.\d+)? GB", line):
                     assert size == measured.group(1), f"{doc.name}: {line.strip()}"
+
+
+PROCESS = re.compile(r"\bthe issue(?:'s)?\b|\bdevice time\b|\bsessions?\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=[p.name for p in USER_DOCS])
+def test_no_doc_speaks_of_how_it_was_made(doc: Path) -> None:
+    # "the issue's goal", "the session's device time": our process, not what mambawin does
+    found = [m.group(0) for m in PROCESS.finditer(doc.read_text(encoding="utf-8"))]
+    assert found == []
