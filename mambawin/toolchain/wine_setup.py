@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin.atomic import fill_dir, staging_dir
 from mambawin.errors import UsageError
 from mambawin.owned import mark, marked_as, remove_tree
-from mambawin.toolchain import wheels
+from mambawin.toolchain import licenses, wheels
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.wine import (
     CPP_EXTENSION,
@@ -91,6 +91,7 @@ class SetupResult:
     missing: tuple[str, ...]
     wine: str | None  # wine's launcher; None natively on Windows, where none is needed
     host: Host = WINE
+    license_recorded: bool = False  # this run recorded the licence terms as accepted
 
 
 def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
@@ -122,25 +123,46 @@ def setup(
     torch: str | None = SETUP_TORCH,
     download: Downloader = pip_download,
     host: Host = WINE,
+    accept_license: bool = False,
 ) -> SetupResult:
     """Fetch MSVC, the Windows CUDA and (optionally) torch's Windows headers into root, for
-    host: natively on Windows the same wheels are used as they are, with no wine prefix."""
+    host: natively on Windows the same wheels are used as they are, with no wine prefix.
+
+    Their licence terms (licenses.WINDOWS_TOOLCHAIN) must be accepted once per folder:
+    accept_license, or a record in root from an earlier setup; else UsageError, before anything
+    is downloaded or changed."""
     cuda_pins = cuda_wheels(cuda)
     if torch is not None and not _is_release(torch):  # pip would fail only after MSVC and CUDA
         msg = f"torch {torch!r} is not a torch release: give a version such as {SETUP_TORCH}"
         raise UsageError(msg)
     wanted = [MSVC_WHEEL, *cuda_pins, *([f"torch=={torch}"] if torch else [])]
     toolchain = toolchain_at(root, torch=torch is not None)
+    # Read before _needs_fill, which may set an incomplete folder (and its record) up again.
+    agreed = accept_license or licenses.accepted(root)
+    if not agreed:
+        _refuse_unaccepted(root)
     if _needs_fill(root, toolchain):
         with staging_dir(root.parent, f".{root.name}.wheels.") as downloaded:
             download(wanted, downloaded)
             # Unpacked beside root and moved into place whole: a killed setup leaves no half.
             fill_dir(root, lambda tmp: _unpack_all(sorted(downloaded.glob("*.whl")), tmp))
+    recorded = not licenses.accepted(root)
+    if recorded:
+        licenses.record(root)
     launcher = None
     if host.needs_wine:
         toolchain.prefix.mkdir(parents=True, exist_ok=True)
         launcher = find_wine()
-    return SetupResult(toolchain, tuple(not_ready(toolchain, launcher, host)), launcher, host)
+    missing = tuple(not_ready(toolchain, launcher, host))
+    return SetupResult(toolchain, missing, launcher, host, license_recorded=recorded)
+
+
+def _refuse_unaccepted(root: Path) -> None:
+    """The licence refusal, after the root's own (a folder setup may not fill is refused for
+    that first: accepting the terms would not help)."""
+    if not (root.is_symlink() and root.is_dir() and marked_as(root.resolve()) == OWNED_AS):
+        check_toolchain_root(root)
+    raise licenses.refusal(root)
 
 
 def _is_release(text: str) -> bool:

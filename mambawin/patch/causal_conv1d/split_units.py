@@ -182,7 +182,7 @@ PATCH = Patch(
     prevents="builds that wait minutes on the bwd unit while most cores idle "
     "(no Windows error: build speed)",
     versions=SpecifierSet(">=1.0.0"),
-    why="issue 17: v1.5.4's bwd unit took 162 of 222 core-seconds, parallelism 1.37 of 16",
+    why="v1.5.4's bwd unit took 162 of 222 core-seconds, parallelism 1.37 of 16",
     files=(
         SETUP,
         *(f"{CSRC}/{unit}.cu" for unit in UNITS),

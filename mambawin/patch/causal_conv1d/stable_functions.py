@@ -102,7 +102,7 @@ PATCH = Patch(
     prevents="torch.compile: Attempted to call op with non-contiguous `out=` tensor (three graph "
     "breaks per Mamba block)",
     versions=VERSIONS,
-    why="issue 26: upstream's custom ops take out=/dx= keywords that torch.compile refuses for a "
+    why="upstream's custom ops take out=/dx= keywords that torch.compile refuses for a "
     "view; the stable ops' schemas declare their writes, so positional calls trace",
     files=(FILE,),
     transform=transform,

@@ -287,8 +287,8 @@ PATCH = Patch(
     prevents="builds that wait minutes on three bwd units while most cores idle "
     "(no Windows error: build speed)",
     versions=SpecifierSet(">=1.0.0"),
-    why="issue 17: the longest unit, not the cores, set the build time (parallelism 3.85 of 16); "
-    "issue 27: a part costs ~7 s before any kernel, so a unit keeps a group of its own",
+    why="the longest unit, not the cores, set the build time (parallelism 3.85 of 16); "
+    "a part costs ~7 s before any kernel, so a unit keeps a group of its own",
     files=(
         SETUP,
         *(f"{KERNELS}/{unit}.cu" for unit in UNITS),

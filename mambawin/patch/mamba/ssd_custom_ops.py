@@ -167,7 +167,7 @@ PATCH = Patch(
     prevents="torch.compile: graph break at `_state_passing_bwd_kernel.best_config` (a Mamba2 "
     "block or LM compiles as 2 graphs)",
     versions=VERSIONS,
-    why="issue 26: the backward reads Triton autotuners' best_config after each launch, which "
+    why="the backward reads Triton autotuners' best_config after each launch, which "
     "dynamo cannot trace; custom ops with fake kernels keep upstream's kernels and numerics",
     files=(FILE,),
     transform=transform,

@@ -98,7 +98,7 @@ PATCH = Patch(
     ),
     versions=SUPPORTED,
     why=(
-        "issue 18; upstream's own port is unmerged (state-spaces/mamba PR #1042); "
+        "upstream's own port is unmerged (state-spaces/mamba PR #1042); "
         "causal-conv1d PR #102 ports its binding the same way"
     ),
     files=(CPP,),

@@ -257,7 +257,7 @@ PATCH = Patch(
     ),
     versions=SUPPORTED,
     why=(
-        "issue 18: a stable-ABI library imports no c10/ATen symbol; torch::headeronly and "
+        "a stable-ABI library imports no c10/ATen symbol; torch::headeronly and "
         "torch/csrc/stable/macros.h hold the same types and checks (torch >= 2.10)"
     ),
     files=(COMMON, FWD, BWD, *UNITS, *PARTS),

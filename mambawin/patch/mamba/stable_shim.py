@@ -169,7 +169,7 @@ PATCH = Patch(
         "library, not an extension module), and torch.compile graph breaks on the ops"
     ),
     versions=SUPPORTED,
-    why="issue 18: upstream's mamba_ssm imports selective_scan_cuda and must run unmodified",
+    why="upstream's mamba_ssm imports selective_scan_cuda and must run unmodified",
     files=(SHIM,),
     transform=transform,
     skip_reason=skip_reason,

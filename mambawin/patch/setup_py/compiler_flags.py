@@ -1,20 +1,20 @@
 """compiler-flags: the C++ standard and MSVC flag spellings are decided when setup.py runs.
 
-Why: every tag passes gcc-style `-std=c++17` (v1.0.1+) and `-O3` to both compilers. torch 2.10+
-headers then stop the build with "#error C++20 or later compatible compiler is required to use
-ATen" (ATen/ATen.h checks `__cplusplus` / `_MSVC_LANG < 202002L`), and cl.exe ignores the gcc
-spellings ("cl : Command line warning D9002 : ignoring unknown option '-std=c++17'"). CUDA 13.2's
-CCCL headers need MSVC's conforming preprocessor (/Zc:preprocessor, pytorch#148317). The standard
-is read from the installed torch's own headers, not a version table, so a torch that moves to
-C++23 keeps working. The injected code is self-contained (no `import mambawin`): exported .patch
-files are applied and built without mambawin. `_USE_MATH_DEFINES` is the math-defines patch's.
-The host bindings are compiled without Python's `-g` (`-g0`): half their compile time, which is
-the longest unit of the build (issue 27). Source paths: `__FILE__` (TORCH_CHECK messages) and
-nvcc's -lineinfo would put the build folder into the binary; gcc and nvcc's host compiler get
--ffile-prefix-map, cl /d1trimfile:, and -lineinfo is dropped (same SASS; docs/build.md "No
-build paths in binaries"). nvcc's names for internal-linkage device symbols hash the source's
-absolute path: cudafe++ and cicc are given one fixed path (the extension's name), so the same
-build in two folders gives the same bytes (docs/build.md "Reproducible").
+Why: every tag passes gcc-style `-std=c++17` (v1.0.1+) and `-O3` to both compilers. Newer torch
+headers (2.14, 2.15; 2.11's take C++17) then stop the build with "#error C++20 or later compatible
+compiler is required to use ATen" (ATen/ATen.h checks `__cplusplus` / `_MSVC_LANG < 202002L`), and
+cl.exe ignores the gcc spellings ("cl : Command line warning D9002 : ignoring unknown option
+'-std=c++17'"). CUDA 13.2's CCCL headers need MSVC's conforming preprocessor (/Zc:preprocessor,
+pytorch#148317). The standard is read from the installed torch's own headers, not a version table,
+so a torch that moves to C++23 keeps working. The injected code is self-contained (no `import
+mambawin`): exported .patch files are applied and built without mambawin. `_USE_MATH_DEFINES` is the
+math-defines patch's. The host bindings are compiled without Python's `-g` (`-g0`): half their
+compile time, which is the longest unit of the build. Source paths: `__FILE__`
+(TORCH_CHECK messages) and nvcc's -lineinfo would put the build folder into the binary; gcc and
+nvcc's host compiler get -ffile-prefix-map, cl /d1trimfile:, and -lineinfo is dropped (same SASS;
+docs/build.md "No build paths in binaries"). nvcc's names for internal-linkage device symbols hash
+the source's absolute path: cudafe++ and cicc are given one fixed path (the extension's name), so
+the same build in two folders gives the same bytes (docs/build.md "Reproducible").
 """
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ ANCHOR = re.compile(r"^setup\($", re.MULTILINE)
 
 BLOCK = f'''\
 # {MARK_BEGIN} {ID}: C++ standard and MSVC flags, decided from the torch and nvcc present
-# torch 2.10+ headers "#error C++20 or later compatible compiler is required to use ATen" under
-# upstream's -std=c++17; cl.exe ignores gcc-style -O3/-std= (D9002); CUDA 13.2's CCCL needs
-# MSVC's conforming preprocessor (pytorch#148317). Source paths are mapped (gcc) or trimmed
-# (cl) so __FILE__ names no folder of the build machine. Self-contained: needs no mambawin.
+# newer torch headers (2.14, 2.15) "#error C++20 or later compatible compiler is required to use
+# ATen" under upstream's -std=c++17 (torch 2.11's still take C++17); cl.exe ignores gcc-style
+# -O3/-std= (D9002); CUDA 13.2's CCCL needs MSVC's conforming preprocessor (pytorch#148317).
+# Source paths are mapped (gcc) or trimmed (cl) so __FILE__ names no folder of the build
+# machine. Self-contained: needs no mambawin.
 def _mambawin_torch_cxx_std():
     """The C++ standard the installed torch headers demand: 17 unless they check for newer."""
     header = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "ATen.h")
@@ -148,7 +149,8 @@ PATCH = Patch(
     "the build machine's folders in __FILE__ and -lineinfo; the binding's compile doubled by "
     "Python's -g",
     versions=SpecifierSet(">=1.0.0"),
-    why="upstream hard-codes gcc-style -std=c++17/-O3 in every tag; torch 2.10+ needs C++20; "
+    why="upstream hard-codes gcc-style -std=c++17/-O3 in every tag; newer torch headers need C++20 "
+    "(2.14, 2.15; 2.11 takes C++17), read from the installed torch; "
     "pytorch#148317 (/Zc:preprocessor)",
     files=(SETUP,),
     transform=transform,
