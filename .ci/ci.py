@@ -12,7 +12,7 @@ never silently runs less than README says.
 from __future__ import annotations
 
 import shutil
-import subprocess
+import subprocess  # noqa: TID251 (runs before mambawin is installed: no mambawin.proc)
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
