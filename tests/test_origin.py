@@ -113,6 +113,13 @@ def test_the_built_wheel_holds_the_package_data_and_says_it_is_a_wheel(tmp_path:
         for p in (source / "mambawin").glob(pattern)
     ]
     assert data and not set(data) - names, sorted(set(data) - names)
+    metadata = zipfile.ZipFile(wheel).read(f"mambawin-{__version__}.dist-info/METADATA").decode()
+    for line in (
+        f"Version: {__version__}",
+        "Project-URL: Source, https://github.com/mambawin/mambawin",
+        "Project-URL: Issues, https://github.com/mambawin/mambawin/issues",
+    ):
+        assert line in metadata.splitlines(), line
     target = tmp_path / "target"
     install = [
         *pip,
