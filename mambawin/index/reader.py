@@ -28,7 +28,7 @@ def index_files(index: str, names: Iterable[str]) -> set[str]:
 
 def _hrefs(url: str) -> set[str]:
     """The wheel names linked from one project page; empty when it cannot be read."""
-    return set(_links(url))
+    return set(page_links(url))
 
 
 def project_links(index: str, project: str) -> dict[str, str]:
@@ -36,10 +36,12 @@ def project_links(index: str, project: str) -> dict[str, str]:
     URL's project page links; empty for a folder index or a page that cannot be read."""
     if "://" not in index:
         return {}
-    return _links(f"{index.rstrip('/')}/{canonicalize_name(project)}/")
+    return page_links(f"{index.rstrip('/')}/{canonicalize_name(project)}/")
 
 
-def _links(url: str) -> dict[str, str]:
+def page_links(url: str) -> dict[str, str]:
+    """File name → absolute address of each wheel one project page links; empty when the page
+    cannot be read."""
     try:
         with urllib.request.urlopen(url, timeout=15) as response:
             page = response.read().decode("utf-8", errors="replace")
