@@ -121,10 +121,11 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def _run(
-    root: Path, tmp: Path, rc: int, tests: int, skipped: int
+    root: Path, tmp: Path, rc: int, tests: int, skipped: int, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "MAMBAWIN_CI_WITH"},
+        **extra,
         "CALLS": str(tmp / "calls"),
         "FAKE_RC": str(rc),
         "FAKE_TESTS": str(tests),
@@ -166,3 +167,16 @@ def test_ci_fails_when_tests_fail_or_none_ran(
 ) -> None:
     done = _run(checkout, tmp_path, rc, tests, skipped)
     assert done.returncode != 0 and words in done.stderr, done.stderr
+
+
+def test_ci_with_torch_installs_it_after_readmes_install_and_before_the_linters(
+    checkout: Path, tmp_path: Path
+) -> None:
+    done = _run(checkout, tmp_path, 0, 1, 0, MAMBAWIN_CI_WITH="torch==2.13.0 numpy")
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[:3] == [
+        "-m pip install -e .[test]",
+        "-m pip install torch==2.13.0 numpy",
+        "-m ruff check mambawin tests benchmarks",
+    ]
