@@ -1,9 +1,10 @@
 """Which mambawin the generated workflow installs, and whether pip can resolve it.
 
 A workflow that installs `mambawin==X` fails on its first run when X was never published. The
-default is therefore the source this mambawin was installed from: the git URL and commit pip
-recorded (PEP 610 `direct_url.json`), or the remote and commit of the checkout it runs from;
-only when neither exists, the released version.
+default is therefore this version's wheel in the team's own index (the spec's `index`, where
+`mambawin index --with-mambawin` published it), else the source this mambawin was installed
+from: the git URL and commit pip recorded (PEP 610 `direct_url.json`), or the remote and commit
+of the checkout it runs from; only when none exists, the released version.
 """
 
 from __future__ import annotations
