@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -145,3 +146,11 @@ def test_the_built_wheel_holds_the_package_data_and_says_it_is_a_wheel(tmp_path:
     assert shown.stdout.strip() == (
         f"mambawin {__version__} from {target / 'mambawin'} (wheel, {wheel})"
     )
+
+
+def test_the_docs_name_this_versions_wheel() -> None:
+    """README's and docs/team.md's mambawin wheel names move with the version."""
+    pattern = re.compile(r"mambawin-(\d[\w.]*)-py3-none-any\.whl")
+    for doc in ("README.md", "docs/team.md"):
+        named = set(pattern.findall((ROOT / doc).read_text(encoding="utf-8")))
+        assert named and named == {__version__}, (doc, named)
