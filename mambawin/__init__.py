@@ -1,3 +1,3 @@
 """mambawin: working mamba-ssm wheels on Windows."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -320,7 +320,9 @@ def test_the_check_plan_compiles_nothing_and_has_the_plan_shape(sandbox: Path) -
     """`check --windows --plan` as `build --plan`: the front half, then a BuildPlan; wine (a
     refusing fake here) is never started."""
     git = pytest.importorskip("git")
-    from test_check_windows import CPP_EXTENSION
+    from test_check_windows import CPP_EXTENSION, TORCH_REASON
+
+    pytest.importorskip("torch", reason=TORCH_REASON)
 
     (sandbox / "tc" / "torch" / "utils" / "cpp_extension.py").write_text(CPP_EXTENSION)
     upstream = sandbox / "upstream"

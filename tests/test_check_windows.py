@@ -24,6 +24,10 @@ from mambawin.toolchain import wine
 from tests.conftest import recorded
 from tests.test_wine_toolchain import layout, toolchain
 
+# The configure-only run of a Windows check imports this machine's torch before it takes
+# setup.py's Windows branches.
+TORCH_REASON = "needs torch: check --windows configures setup.py with torch imported"
+
 # The shapes torch's cpp_extension.py and setuptools' MSVC compiler give their tables.
 CPP_EXTENSION = """
 COMMON_MSVC_FLAGS = ['/MD', '/wd4819', '/EHsc']
@@ -340,6 +344,7 @@ def test_a_failing_check_under_json_is_the_report_and_the_error_document(
     """A `wine` on PATH whose compilers all fail: the report keeps its units and gains the keys
     every error document has."""
     git = pytest.importorskip("git")
+    pytest.importorskip("torch", reason=TORCH_REASON)
     root = layout(tmp_path / "toolchain")
     (root / "torch" / "utils" / "cpp_extension.py").write_text(CPP_EXTENSION)
     upstream = tmp_path / "upstream"
@@ -378,6 +383,7 @@ def test_a_check_that_could_not_link_says_so_and_is_no_plain_ok(
     """Every unit it compiled compiles, but without --cpython the binding and so the link were
     not checked: the report is "partial" and names both, in --json and on the terminal."""
     git = pytest.importorskip("git")
+    pytest.importorskip("torch", reason=TORCH_REASON)
     root = layout(tmp_path / "toolchain")
     (root / "torch" / "utils" / "cpp_extension.py").write_text(CPP_EXTENSION)
     upstream = tmp_path / "upstream"

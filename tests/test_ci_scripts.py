@@ -246,17 +246,24 @@ def test_every_build_script_runs_and_calls_the_tools_as_meant(tmp_path: Path) ->
 @pytest.mark.parametrize("publish", ["pages", "release"])
 def test_the_publish_scripts_run(publish: str, tmp_path: Path) -> None:
     workflow = generate(tmp_path, SPEC, publish)
-    calls = run_job(workflow, "publish", {}, tmp_path)
+    # pip wheel leaves mambawin's wheel where it was asked to (the fake does the same).
+    own = "mambawin-0.2.0-py3-none-any.whl"
+    then = {"python": '[ "$3" = wheel ] && mkdir -p "$6" && : > "$6/' + own + '"\nexit 0\n'}
+    calls = run_job(workflow, "publish", {}, tmp_path, then)
     index = calls["mambawin index"]
-    assert index[0] == [
+    assert index[0] == ["python", "-m", "pip", "install", SOURCE]
+    assert index[1] == [
         "python",
         "-m",
         "pip",
-        "install",
+        "wheel",
+        "--no-deps",
+        "--wheel-dir",
+        "mambawin-wheel",
         SOURCE,
     ]
     attestation = OUTPUTS["steps.attest.outputs.attestation-url"]
-    assert index[1] == [
+    assert index[2] == [
         "mambawin",
         "index",
         "wheelhouse",
@@ -264,10 +271,12 @@ def test_the_publish_scripts_run(publish: str, tmp_path: Path) -> None:
         "site",
         "--attestation",
         attestation,
+        "--with-mambawin",
+        f"mambawin-wheel/{own}",
         "--torch",
         "2.10",
     ]
-    parses_as_mambawin(index[1][1:])
+    parses_as_mambawin(index[2][1:])
     # Every wheel is attested before the index is made, by the job that alone may do it.
     job = workflow["jobs"]["publish"]
     names = [s.get("name") or s.get("uses", "").split("@")[0] for s in job["steps"]]

@@ -39,7 +39,11 @@ import setuptools
 # branches from sys.platform, set only after torch has been imported for this machine.
 _platform = os.environ.get("{PLATFORM_VAR}")
 if _platform:
+    import sysconfig
     import torch.utils.cpp_extension
+    # This interpreter's config vars, read now: read after the switch, sysconfig would look for
+    # a `_sysconfigdata__win32_…` module no Linux Python has (setuptools 80+ asks for them).
+    sysconfig.get_config_vars()
     sys.platform = _platform
 _seen = {{}}
 def _record(**kwargs):

@@ -189,7 +189,9 @@ _state = {"debug": False}
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"mambawin {__version__}")
+        from mambawin.origin import describe  # small on purpose: --version stays cheap
+
+        typer.echo(f"mambawin {__version__} {describe()}")
         raise typer.Exit()
 
 

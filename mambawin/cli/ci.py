@@ -50,7 +50,8 @@ def github_command(
         typer.Option(
             "--mambawin",
             help="pip requirement the jobs install.",
-            show_default="the git source this mambawin came from, else its released version",
+            show_default="this version's wheel in the spec's index, else the git source "
+            "this mambawin came from, else its released version",
         ),
     ] = None,
     check: Annotated[
@@ -69,12 +70,9 @@ def github_command(
     from mambawin.team.matrix import expand
     from mambawin.team.spec_reader import load_spec
 
-    source = (
-        install_source.given(mambawin_req)
-        if mambawin_req is not None
-        else install_source.default_source()
-    )
+    asked = install_source.given(mambawin_req) if mambawin_req is not None else None
     loaded = load_spec(spec)
+    source = asked or install_source.default_source(index=loaded.index)
     options = github.WorkflowOptions(
         spec_path=_repo_relative(spec),
         publish=publish,

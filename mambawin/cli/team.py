@@ -93,6 +93,16 @@ def index_command(
             "it beside each wheel this run adds.",
         ),
     ] = None,
+    with_mambawin: Annotated[
+        Path | None,
+        typer.Option(
+            "--with-mambawin",
+            help="Also publish this mambawin wheel (`python -m pip wheel --no-deps -w dist "
+            "<mambawin source>` writes one) in simple/mambawin/: `ci github` then installs "
+            "mambawin from this index. The wheelhouse may be empty.",
+            readable=False,
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Write (or update) a static PEP 503 index of WHEELHOUSE in OUT, per CUDA variant and torch."""
@@ -104,7 +114,12 @@ def index_command(
 
     named = [*(torch or ()), *(t.version for t in (load_spec(spec).torches if spec else ()))]
     result = build_index(
-        wheelhouse, out, title=title, torches=torch_minors(named), attestation=attestation
+        wheelhouse,
+        out,
+        title=title,
+        torches=torch_minors(named),
+        attestation=attestation,
+        own_wheel=with_mambawin,
     )
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))

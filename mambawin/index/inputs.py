@@ -15,9 +15,11 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from mambawin.errors import UsageError, os_error
 from mambawin.userfile import kind_of, parse_json
@@ -58,12 +60,15 @@ class Source:
     metadata: bytes  # the wheel's METADATA (published beside it, PEP 658)
     provenance: Mapping[str, Any] | None
     record: VerifyRecord | None  # None: no record beside it
+    # The wheelhouse's wheels are what the run's attestation names; mambawin's own wheel is not.
+    attested: bool = True
 
 
-def read_sources(wheelhouse: Path) -> list[Source]:
-    """Every wheel of the wheelhouse with its verify record; UsageError when there is none."""
+def read_sources(wheelhouse: Path, *, allow_empty: bool = False) -> list[Source]:
+    """Every wheel of the wheelhouse with its verify record; UsageError when there is none
+    (unless allow_empty: the run publishes mambawin's own wheel alone)."""
     paths = wheelhouse_files(wheelhouse)
-    if not paths:
+    if not paths and not allow_empty:
         msg = (
             f"{wheelhouse} holds no .whl files: build wheels into it first "
             "(`mambawin build --out WHEELHOUSE`), or pass the folder that has them"
@@ -97,6 +102,32 @@ def read_source(path: Path) -> Source:
         raise os_error(exc, "read the wheel") from None
     record = read_record(path.with_name(path.name + VERIFY_SUFFIX), digest)
     return Source(path, digest, size, metadata, provenance, record)
+
+
+# How a release (or a team) gets mambawin's own wheel; the index run publishes it as given.
+OWN_WHEEL_HOW = "`python -m pip wheel --no-deps -w dist <mambawin source>` writes one"
+
+
+def read_own_wheel(path: Path) -> Source:
+    """mambawin's own wheel (`index --with-mambawin`): a pure-Python mambawin wheel, nothing
+    else, published beside the team's wheels in simple/mambawin/ (never under the run's
+    attestation, which names the wheelhouse's wheels)."""
+    if not os.path.lexists(path):
+        raise UsageError(
+            f"--with-mambawin {path} does not exist: give mambawin's wheel ({OWN_WHEEL_HOW})"
+        )
+    try:
+        name, _, _, tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as exc:
+        msg = f"--with-mambawin {path} is not a wheel file name ({exc}): {OWN_WHEEL_HOW}"
+        raise UsageError(msg) from None
+    if canonicalize_name(name) != "mambawin" or {str(t) for t in tags} != {"py3-none-any"}:
+        msg = (
+            f"--with-mambawin {path} is not mambawin's pure-Python wheel "
+            f"(mambawin-VERSION-py3-none-any.whl): {OWN_WHEEL_HOW}"
+        )
+        raise UsageError(msg)
+    return replace(read_source(path), record=None, attested=False)
 
 
 def _check_is_file(path: Path) -> None:

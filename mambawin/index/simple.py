@@ -55,6 +55,7 @@ from mambawin.index.inputs import (
     Source,
     VerifyRecord,
     attestation_url,
+    read_own_wheel,
     read_record,
     read_sources,
 )
@@ -148,6 +149,7 @@ def build_index(
     attestation: str | None = None,
     lock_timeout: float = 600.0,
     move: Move = os.replace,
+    own_wheel: Path | None = None,
 ) -> IndexResult:
     """Publish every wheel of wheelhouse in the index at out (created if absent); rewrite pages.
 
@@ -160,9 +162,13 @@ def build_index(
     attestation: the https address of the attestation of this wheelhouse's wheels, shown beside
     each one the run adds (a published wheel keeps what it was published with).
     move: os.replace (tests make the n-th move fail).
+    own_wheel: mambawin's own wheel, published beside the wheelhouse's (simple/mambawin/), so a
+    team's jobs install mambawin from its index; the wheelhouse may then be empty.
     """
     attestation = attestation_url(attestation)
-    sources = read_sources(Path(wheelhouse))
+    sources = read_sources(Path(wheelhouse), allow_empty=own_wheel is not None)
+    if own_wheel is not None:
+        sources.append(read_own_wheel(Path(own_wheel)))
     out = Path(out)
     check_out(out)
     created = not os.path.lexists(out)
@@ -235,12 +241,20 @@ def _plan(
         ((s.path.name, s.sha256) for s in sources), ((w.file, w.sha256) for w, _ in published)
     )
     known = {w.file for w, _ in published}
-    # a source is new under its own name; one published already (in any spelling) is not
+    # a source is new under its own name; one published already (in any spelling) is not; one
+    # given twice with the same bytes (mambawin's wheel also in the wheelhouse) goes in once
     new = tuple(
-        s for s in sources if names[s.path.name] == s.path.name and s.path.name not in known
+        {
+            s.path.name: s
+            for s in sources
+            if names[s.path.name] == s.path.name and s.path.name not in known
+        }.values()
     )
     records = {names[s.path.name]: s.record for s in sources if s.record is not None}
-    added = ((replace(_from_source(s), attestation=attestation), s.metadata) for s in new)
+    added = (
+        (replace(_from_source(s), attestation=attestation if s.attested else None), s.metadata)
+        for s in new
+    )
     entries = [*published, *added]
     wheels = tuple(
         sorted(

@@ -89,12 +89,17 @@ def publish_job(
 
 # Every torch the spec names gets its per-torch folder, so a stable wheel is served to the users of
 # each newer torch too (the wheelhouse alone names only the floor). The page links each wheel's
-# attestation.
+# attestation. mambawin's own wheel goes in too (the wheel the jobs installed: from the team's
+# index the same bytes, from git built once), so the next workflow `ci github` writes installs
+# mambawin from this index.
 _INDEX = """\
 python -m pip install "$MAMBAWIN_REQ"
+python -m pip wheel --no-deps --wheel-dir mambawin-wheel "$MAMBAWIN_REQ"
+own=(mambawin-wheel/mambawin-*-py3-none-any.whl)
 torches=()
 for t in $TORCHES; do torches+=(--torch "$t"); done
-mambawin index wheelhouse --out site --attestation "$ATTESTATION" "${torches[@]}"
+mambawin index wheelhouse --out site --attestation "$ATTESTATION" --with-mambawin "${own[0]}" \\
+  "${torches[@]}"
 """
 
 

@@ -1,16 +1,17 @@
 """Which mambawin the generated workflow installs, and whether pip can resolve it.
 
 A workflow that installs `mambawin==X` fails on its first run when X was never published. The
-default is therefore the source this mambawin was installed from: the git URL and commit pip
-recorded (PEP 610 `direct_url.json`), or the remote and commit of the checkout it runs from;
-only when neither exists, the released version.
+default is therefore this version's wheel in the team's own index (the spec's `index`, where
+`mambawin index --with-mambawin` published it), else the source this mambawin was installed
+from: the git URL and commit pip recorded (PEP 610 `direct_url.json`), or the remote and commit
+of the checkout it runs from; only when none exists, the released version.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -22,6 +23,7 @@ from packaging.utils import canonicalize_name
 from mambawin import __version__, proc
 from mambawin.errors import CommandError, UpstreamError, UsageError
 from mambawin.fetch import git
+from mambawin.index.reader import project_links
 from mambawin.userfile import parse_json
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mambawin/
@@ -94,15 +96,40 @@ def _check_reachable(url: str, where: str) -> None:
         raise UsageError(msg)
 
 
+Links = Callable[[str, str], Mapping[str, str]]  # (index, project) → file name → address
+
+
 def default_source(
-    *, checkout: Path | None = PACKAGE_DIR.parent, direct_url: str | None = None
+    *,
+    checkout: Path | None = PACKAGE_DIR.parent,
+    direct_url: str | None = None,
+    index: str | None = None,
+    links: Links = project_links,
 ) -> Source:
-    """This mambawin's own source as a pip requirement; the released version as a last resort."""
+    """This version's wheel in the team's index (the spec's `index`, where `mambawin index
+    --with-mambawin` put it), else this mambawin's own source as a pip requirement; the released
+    version as a last resort."""
+    found = from_index(index, links) if index else None
+    if found is not None:
+        return found
     recorded = direct_url if direct_url is not None else _direct_url_text()
     found = _from_direct_url(recorded) if recorded else None
     if found is None and checkout is not None:
         found = _from_checkout(checkout)
     return found or Source(f"mambawin=={__version__}", "the released version")
+
+
+def from_index(index: str, links: Links = project_links) -> Source | None:
+    """`mambawin @ <its address>#sha256=…`: this version's wheel as the index's project page
+    links it, a direct reference so pip takes exactly those bytes and never a same-named
+    project from another index. None when the index is not https or serves no such wheel."""
+    if urlsplit(index).scheme != "https":
+        return None  # a folder here, or plain http: no runner should install from it
+    wheel = f"mambawin-{__version__}-py3-none-any.whl"
+    address = links(index, "mambawin").get(wheel)
+    if address is None or urlsplit(address).scheme != "https":
+        return None
+    return Source(f"mambawin @ {address}", f"the team's index {index}")
 
 
 def _direct_url_text() -> str | None:
@@ -201,8 +228,10 @@ def checked(source: Source, check: Checker) -> str:
     if found.resolves is False:
         msg = (
             f"{source.requirement} ({source.origin}) is not on the package index, so every "
-            "job would fail to install it: pass --mambawin 'mambawin @ git+https://…/"
-            "mambawin@<commit>' (a pushed commit) or the version your index serves"
+            "job would fail to install it: publish mambawin's wheel in the team's index "
+            "(`mambawin index WHEELHOUSE --out DIR --with-mambawin WHEEL`) and name its …/simple "
+            "address as the spec's `index`, or pass --mambawin 'mambawin @ git+https://…/"
+            "mambawin@<commit>' (a pushed commit)"
         )
         raise UsageError(msg)
     if found.resolves is None:
