@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mambawin.errors import UsageError, os_error
+from mambawin.errors import UsageError, WheelError, os_error
+from mambawin.secret_urls import refuse_secrets, secret_in
 from mambawin.userfile import kind_of, parse_json
-from mambawin.wheel.info import open_wheel, read_text_member, sha256_file
+from mambawin.wheel.info import check_tag_characters, open_wheel, read_text_member, sha256_file
 from mambawin.wheel.provenance import provenance_in
 
 VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
@@ -87,16 +88,32 @@ def wheelhouse_files(folder: Path) -> list[Path]:
 def read_source(path: Path) -> Source:
     """One wheel, checked whole (a symlinked wheel is read through its link: its bytes are
     copied, never the link)."""
+    check_tag_characters(path.name)
     _check_is_file(path)
     with open_wheel(path) as (archive, info):
         metadata = read_text_member(path, archive, info.metadata_path)
         provenance = provenance_in(archive, info)
+    _check_no_secret(path, provenance)
     try:
         digest, size = sha256_file(path), path.stat().st_size
     except OSError as exc:
         raise os_error(exc, "read the wheel") from None
     record = read_record(path.with_name(path.name + VERIFY_SUFFIX), digest)
     return Source(path, digest, size, metadata, provenance, record)
+
+
+def _check_no_secret(path: Path, provenance: Mapping[str, Any] | None) -> None:
+    """The index page shows the provenance's repository: one that holds a credential (a wheel
+    an older mambawin built from `https://user:TOKEN@…`) is never published."""
+    repo = (provenance or {}).get("upstream_repo")
+    found = secret_in(repo) if isinstance(repo, str) else None
+    if found is not None:
+        msg = (
+            f"{path.name}: its provenance's upstream_repo holds a credential ({found}), and the "
+            "index publishes it: rebuild the wheel with this mambawin (it records the URL without "
+            "credentials)"
+        )
+        raise WheelError(msg)
 
 
 def _check_is_file(path: Path) -> None:
@@ -235,8 +252,10 @@ ATTESTATION = re.compile(r"https://[^\s\x00-\x1f\x7f]{1,2000}")
 
 def attestation_url(text: str | None) -> str | None:
     """--attestation as given (an https address of the wheels' attestation), or UsageError."""
-    if text is None or ATTESTATION.fullmatch(text):
-        return text
+    if text is None:
+        return None
+    if ATTESTATION.fullmatch(text):
+        return refuse_secrets(text, "--attestation", "every index page, which is world-readable")
     msg = (
         f"--attestation {text[:80]!r} is not an https:// address (one word, no spaces or control "
         "characters): pass the attestation's URL "

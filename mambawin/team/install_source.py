@@ -22,6 +22,7 @@ from packaging.utils import canonicalize_name
 from mambawin import __version__, proc
 from mambawin.errors import CommandError, UpstreamError, UsageError
 from mambawin.fetch import git
+from mambawin.secret_urls import refuse_secrets
 from mambawin.userfile import parse_json
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mambawin/
@@ -86,12 +87,7 @@ def _check_reachable(url: str, where: str) -> None:
             "(a published wheel, or a pushed commit of your mambawin repository)"
         )
         raise UsageError(msg)
-    if parts.username is not None or parts.password is not None:
-        msg = (
-            f"{where} holds credentials in its URL, and the workflow file is committed: use a "
-            "public URL (or a package index the runner is configured for)"
-        )
-        raise UsageError(msg)
+    refuse_secrets(url, where, "the workflow file, which is committed")
 
 
 def default_source(
