@@ -25,6 +25,7 @@ from mambawin.verify.report import Row, StepResult, Target, named, rows_result
 from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.abi_audit import (
     StableCheck,
+    check_binaries_whole,
     check_shim,
     check_stable_files,
     check_stable_wheel,
@@ -111,6 +112,7 @@ def _wheel_checks(
     checks.append(Row("metadata", *_requirements_check(archive, info)))
     provenance, prov_msg = _read_provenance(archive, info, project)
     checks.append(Row("provenance", provenance is not None, prov_msg))
+    checks.append(_row("binaries", lambda: check_binaries_whole(archive, info)))
     code, code_msg = options.tools.wheel_gpu_code(archive, info)
     checks.append(_code_row(code, code_msg))
     stable = _stable_check(archive, info, provenance)

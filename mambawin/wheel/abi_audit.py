@@ -45,7 +45,7 @@ from mambawin.abi import (
     stable_shim,
     torch_requirement,
 )
-from mambawin.versions import release
+from mambawin.versions import at_least, release
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
 from mambawin.wheel.info import WheelFileName, WheelInfo, read_member, read_text_member
 from mambawin.wheel.provenance import Provenance
@@ -302,6 +302,19 @@ def audit_libraries(archive: zipfile.ZipFile, info: WheelInfo, floor: Version) -
     return summarize(audits)
 
 
+def check_binaries_whole(archive: zipfile.ZipFile, info: WheelInfo) -> StableCheck:
+    """Every compiled library of the wheel read whole (headers, sections and import tables
+    inside the file, nothing pefile or pyelftools gave up on): what the static step requires of
+    every wheel, so a cut or malformed `.pyd` fails even where nothing loads it (`--skip load`,
+    a Linux machine without wine)."""
+    binaries = [m for m in info.members if m.lower().endswith(BINARY_SUFFIXES)]
+    for member in binaries:
+        read_imports(read_member(info.path, archive, member), PurePosixPath(member).name)
+    if not binaries:
+        return StableCheck(True, "no compiled library in the wheel")
+    return StableCheck(True, f"{len(binaries)} compiled libraries read whole")
+
+
 _REBUILD = "rebuild it with `mambawin build --abi stable`"
 # Any stable library's file name, to say which one a foreign shim loads instead.
 _ANY_LIBRARY = re.compile(r"[\w.]+_stable(\.abi3)?\.(so|pyd)")
@@ -356,8 +369,9 @@ def _string_constants(raw: bytes) -> set[str]:
 
 def check_torch_floor(requires: Sequence[str], floor: Version) -> StableCheck:
     """Whether Requires-Dist holds a stable wheel to its floor: an unconditional torch
-    requirement that admits the floor and no older torch (compared by release numbers, as the fit
-    step compares them). Without it pip installs the wheel beside a torch it cannot load in."""
+    requirement that admits the floor and no older torch (compared by epoch and release numbers,
+    as the fit step compares them: versions.at_least). Without it pip installs the wheel beside
+    a torch it cannot load in."""
     fix = f"a stable wheel requires {torch_requirement(floor)}; {_REBUILD}"
     torch = [r for r in _parsed(requires) if canonicalize_name(r.name) == "torch"]
     if not torch:
@@ -373,7 +387,7 @@ def check_torch_floor(requires: Sequence[str], floor: Version) -> StableCheck:
         specifier &= requirement.specifier
     shown = ", ".join(str(r) for r in plain) + ("" if specifier else " (no version)")
     bound = lowest_admitted(specifier)
-    if bound is None or release(bound, 3) < release(floor, 3):
+    if bound is None or not at_least(bound, floor):
         return StableCheck(False, (
             f"Requires-Dist {shown} admits torch older than {floor}, where the stable library "
             f"does not load: {fix}"

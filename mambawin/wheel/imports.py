@@ -9,8 +9,9 @@ None there; a PE import always names its DLL. Nothing here judges: `wheel.abi_au
 from __future__ import annotations
 
 import io
+import struct
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
 import pefile
 from elftools.common.exceptions import ELFError
@@ -64,6 +65,7 @@ def read_imports(data: bytes, name: str) -> BinaryImports:
 def _elf_imports(data: bytes, name: str) -> BinaryImports:
     try:
         elf = ELFFile(io.BytesIO(data))
+        _check_elf_extent(elf, len(data), name)
         needed: list[str] = []
         symbols: list[ImportedSymbol] = []
         runtime: list[str] = []
@@ -79,10 +81,41 @@ def _elf_imports(data: bytes, name: str) -> BinaryImports:
                     for s in section.iter_symbols()
                     if s.name in CXX_RUNTIME and s["st_shndx"] != "SHN_UNDEF"
                 ]
-    except (ELFError, ValueError, KeyError, OSError) as exc:
-        msg = f"{name}: its ELF headers cannot be read ({exc}): rebuild the wheel"
-        raise WheelError(msg) from None
+    except (ELFError, ValueError, KeyError, OSError, struct.error, AttributeError) as exc:
+        _unreadable(name, f"its ELF headers cannot be read ({exc})")
+    if any(not library for library in needed):
+        _unreadable(name, "a DT_NEEDED entry names no library (its string lies outside .dynstr)")
     return BinaryImports("elf", tuple(needed), tuple(symbols), tuple(sorted(runtime)))
+
+
+def _check_elf_extent(elf: ELFFile, size: int, name: str) -> None:
+    """Every table and section the ELF header declares lies inside the file, and a binary the
+    loader links dynamically has the .dynamic and .dynsym sections its imports are read from
+    (without them pyelftools would list nothing, and an audit would pass "no imports")."""
+    header = elf.header
+    tables = (
+        ("section header table", header["e_shoff"], header["e_shnum"] * header["e_shentsize"]),
+        ("program header table", header["e_phoff"], header["e_phnum"] * header["e_phentsize"]),
+    )
+    for what, offset, length in tables:
+        if length and offset + length > size:
+            _unreadable(name, f"its {what} ends at byte {offset + length:,}, past its end")
+    for section in elf.iter_sections():
+        end = section["sh_offset"] + section["sh_size"]
+        if section["sh_type"] != "SHT_NOBITS" and section["sh_size"] and end > size:
+            what = section.name or f"section at {section['sh_offset']:#x}"
+            _unreadable(name, f"{what} ends at byte {end:,}, past the file's {size:,} bytes")
+    dynamic = False
+    for segment in elf.iter_segments():
+        end = segment["p_offset"] + segment["p_filesz"]
+        if segment["p_filesz"] and end > size:
+            _unreadable(name, f"a {segment['p_type']} segment ends at byte {end:,}, past its end")
+        dynamic = dynamic or segment["p_type"] == "PT_DYNAMIC"
+    if dynamic and not (
+        any(isinstance(s, DynamicSection) for s in elf.iter_sections())
+        and elf.get_section_by_name(".dynsym") is not None
+    ):
+        _unreadable(name, "it is linked dynamically but has no .dynamic and .dynsym sections")
 
 
 def _needed_versions(elf: ELFFile) -> dict[int, str]:
@@ -120,24 +153,105 @@ def _undefined(
     return found
 
 
+_IMPORT, _DELAY_IMPORT = 1, 13  # data directory indexes (IMAGE_DIRECTORY_ENTRY_*)
+_DESCRIPTOR_SIZE = {_IMPORT: 20, _DELAY_IMPORT: 32}  # IMAGE_(DELAYLOAD_)IMPORT_DESCRIPTOR
+
+
 def _pe_imports(data: bytes, name: str) -> BinaryImports:
-    try:
-        pe = pefile.PE(data=data, fast_load=True)
-        pe.parse_data_directories(
-            directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"]]
-        )
-    except pefile.PEFormatError as exc:
-        msg = f"{name}: its PE headers cannot be read ({exc.value}): rebuild the wheel"
-        raise WheelError(msg) from None
+    """The import and delay-import tables, read whole: anything pefile could not read (its
+    limits, a table outside the file, a cut file) is a WheelError, never "no imports"."""
+    pe = open_pe(data, name, directories=("IMAGE_DIRECTORY_ENTRY_IMPORT",
+                                          "IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"))  # fmt: skip
     libraries: list[str] = []
     symbols: list[ImportedSymbol] = []
-    for entry in getattr(pe, "DIRECTORY_ENTRY_IMPORT", ()):
-        dll = entry.dll.decode("ascii", "replace")
-        libraries.append(dll)
-        symbols += [
-            ImportedSymbol(
-                item.name.decode("ascii", "replace") if item.name else f"#{item.ordinal}", dll
-            )
-            for item in entry.imports
-        ]
+    for index, attribute in ((_IMPORT, "DIRECTORY_ENTRY_IMPORT"),
+                             (_DELAY_IMPORT, "DIRECTORY_ENTRY_DELAY_IMPORT")):  # fmt: skip
+        entries = list(getattr(pe, attribute, ()))
+        _check_descriptors(pe, data, name, index, len(entries))
+        for entry in entries:
+            dll = entry.dll.decode("ascii", "replace")
+            libraries.append(dll)
+            symbols += [
+                ImportedSymbol(
+                    item.name.decode("ascii", "replace") if item.name else f"#{item.ordinal}", dll
+                )
+                for item in entry.imports
+            ]
     return BinaryImports("pe", tuple(libraries), tuple(symbols))
+
+
+def open_pe(
+    data: bytes, name: str, *, directories: tuple[str, ...], max_exports: int = 0x2000
+) -> pefile.PE:
+    """pefile's reading of data and the named data directories, checked whole: the headers and
+    every section's bytes inside the file, and no warning (pefile warns, and reads on, where it
+    hits a limit or a table it cannot follow: "Excessive number of imports", a bad RVA). WheelError
+    naming what could not be read; a verdict is never drawn from part of a binary."""
+    try:
+        pe = pefile.PE(data=data, fast_load=True, max_symbol_exports=max_exports)
+        _check_pe_extent(pe, len(data), name)
+        pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY[d] for d in directories])
+    except pefile.PEFormatError as exc:
+        _unreadable(name, f"its PE headers cannot be read ({exc.value})")
+    except (struct.error, ValueError, IndexError, AttributeError, TypeError) as exc:
+        _unreadable(name, f"pefile could not parse it ({type(exc).__name__}: {exc})")
+    warnings = [w for w in pe.get_warnings() if w]
+    if warnings:
+        more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+        _unreadable(name, f"pefile could not read it whole: {warnings[0]}{more}")
+    return pe
+
+
+def _check_pe_extent(pe: pefile.PE, size: int, name: str) -> None:
+    """Every header and section the file declares lies inside it (a cut file fails here)."""
+    declared = pe.FILE_HEADER.NumberOfSections
+    if len(pe.sections) != declared:
+        _unreadable(name, f"it declares {declared} sections but {len(pe.sections)} could be read")
+    headers = pe.OPTIONAL_HEADER.SizeOfHeaders
+    table_end = pe.sections[-1].get_file_offset() + 40 if pe.sections else 0
+    if headers > size or table_end > size:
+        _unreadable(name, f"its headers end at byte {max(headers, table_end):,}, past its end")
+    for section in pe.sections:
+        end = section.PointerToRawData + section.SizeOfRawData
+        if section.SizeOfRawData and end > size:
+            label = section.Name.rstrip(b"\0").decode("ascii", "replace") or "?"
+            _unreadable(
+                name, f"section {label} ends at byte {end:,}, past the file's {size:,} bytes"
+            )
+
+
+def _check_descriptors(pe: pefile.PE, data: bytes, name: str, index: int, read: int) -> None:
+    """The import table's descriptors as the file holds them, counted without pefile: pefile
+    drops a descriptor whose names it cannot follow (and one past its repeated-address limit)
+    without a warning, so its count must match."""
+    directory = (
+        pe.OPTIONAL_HEADER.DATA_DIRECTORY[index]
+        if index < len(pe.OPTIONAL_HEADER.DATA_DIRECTORY)
+        else None
+    )
+    if directory is None or not directory.VirtualAddress:
+        if read:
+            _unreadable(name, "pefile read imports from a directory the file does not have")
+        return
+    what = "delay-import" if index == _DELAY_IMPORT else "import"
+    offset = pe.get_offset_from_rva(directory.VirtualAddress)
+    if offset is None or not 0 <= offset < len(data):
+        _unreadable(name, f"its {what} directory (RVA {directory.VirtualAddress:#x}) lies "
+                          "outside the file")  # fmt: skip
+    width = _DESCRIPTOR_SIZE[index]
+    found = 0
+    while True:
+        entry = data[offset + found * width : offset + (found + 1) * width]
+        if len(entry) < width:
+            _unreadable(name, f"its {what} directory runs past the end of the file")
+        if not any(entry):
+            break
+        found += 1
+    if found != read:
+        _unreadable(name, f"its {what} directory lists {found} DLLs but pefile could read "
+                          f"{read} of them")  # fmt: skip
+
+
+def _unreadable(name: str, problem: str) -> NoReturn:
+    msg = f"{name}: {problem}: a binary that cannot be read whole is not passed; rebuild the wheel"
+    raise WheelError(msg)
