@@ -158,3 +158,19 @@ def redacted(url: str) -> str:
     if secret_in(cleaned) is not None:  # a token in the path itself: say only the host
         return f"{parts.scheme}://{host}/"
     return cleaned
+
+
+LOCAL_REPOSITORY = "a local repository"
+
+
+def public_repo(repo: str) -> str:
+    """What a wheel may say of the repository its sources came from: a URL without its
+    credentials (redacted), or LOCAL_REPOSITORY for a folder or file:// URL of this
+    machine (its path names the user's home; the commit beside it says which sources)."""
+    text = repo.strip()
+    if "://" in text:
+        local = text.split("://", 1)[0].lower().endswith("file")  # file://, git+file://
+        return LOCAL_REPOSITORY if local else redacted(text)
+    if re.match(r"^[^@/:\\\s]+@[\w.-]+:(?!//)", text):  # git@github.com:owner/repo
+        return redacted(text)
+    return LOCAL_REPOSITORY if text else ""

@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 
 # An ELF64 shared object's header and nothing else: no program header, no section (a file
 # pyelftools reads whole, with no imports).
-MINIMAL_ELF = (
-    b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 3, 0x3E, 1, 0, 0, 0, 0, 64,
-                                                    56, 0, 64, 0, 0)  # fmt: skip
-)
+_ELF_HEADER = (3, 0x3E, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0)  # ET_DYN, x86-64, no tables
+MINIMAL_ELF = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", *_ELF_HEADER)
 
 PE_AT = 0x80  # where the PE signature starts (e_lfanew)
 OPTIONAL_SIZE = 240  # PE32+ optional header with 16 data directories

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import filecmp
 import os
-import re
 import stat
 import zipfile
 from collections.abc import Mapping
@@ -19,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin import __version__
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.errors import MambawinError, UsageError, WheelError
-from mambawin.secret_urls import redacted
+from mambawin.secret_urls import public_repo
 from mambawin.userfile import env_int, parse_json
 from mambawin.versions import release
 from mambawin.wheel.info import (
@@ -172,7 +171,8 @@ def record(
     build_date is the epoch the wheel is dated by (SOURCE_DATE_EPOCH, else the upstream commit's
     time, as reproducible builds do), so two builds of one commit write the same bytes; only a
     tree with no commit (`--source` outside git) falls back to the time of writing. The
-    repository is recorded as public_repo says (never a local folder, never a credential)."""
+    repository is recorded as secret_urls.public_repo says (never a local folder, never a
+    credential)."""
     return Provenance(
         upstream_repo=public_repo(checkout.repo),
         ref=checkout.ref or "",
@@ -190,22 +190,6 @@ def record(
         mambawin_version=__version__,
         build_date=iso_date(epoch) if epoch is not None else "",
     )
-
-
-LOCAL_REPOSITORY = "a local repository"
-
-
-def public_repo(repo: str) -> str:
-    """What a wheel may say of the repository its sources came from: a URL without its
-    credentials (secret_urls.redacted), or LOCAL_REPOSITORY for a folder or file:// URL of this
-    machine (its path names the user's home; the commit beside it says which sources)."""
-    text = repo.strip()
-    if "://" in text:
-        local = text.split("://", 1)[0].lower().endswith("file")  # file://, git+file://
-        return LOCAL_REPOSITORY if local else redacted(text)
-    if re.match(r"^[^@/:\\\s]+@[\w.-]+:(?!//)", text):  # git@github.com:owner/repo
-        return redacted(text)
-    return LOCAL_REPOSITORY if text else ""
 
 
 class Source(Protocol):
