@@ -63,7 +63,7 @@ _TOKEN_PREFIX = re.compile(
 )
 _RANDOM_VALUE = re.compile(r"[A-Za-z0-9_\-+/=.~]{32,}")
 _SSH_SCHEMES = ("ssh", "git+ssh", "ssh+git")
-_SCP_LIKE = re.compile(r"^([^@/:\s]+)@([\w.-]+):(?!//)")  # git@github.com:owner/repo
+_SCP_LIKE = re.compile(r"^([^@/\s]+)@([\w.-]+):(?!//)")  # git@github.com:owner/repo
 WHERE_SECRETS_GO = (
     "keep the secret out of the URL: a GitHub Actions secret for the workflow, ~/.netrc or "
     "pip's keyring (`keyring set HOST USER`) on your machine"
@@ -171,6 +171,6 @@ def public_repo(repo: str) -> str:
     if "://" in text:
         local = text.split("://", 1)[0].lower().endswith("file")  # file://, git+file://
         return LOCAL_REPOSITORY if local else redacted(text)
-    if re.match(r"^[^@/:\\\s]+@[\w.-]+:(?!//)", text):  # git@github.com:owner/repo
+    if _SCP_LIKE.match(text):  # git@github.com:owner/repo
         return redacted(text)
     return LOCAL_REPOSITORY if text else ""
