@@ -94,7 +94,7 @@ def test_torchs_exports_are_read_whole_past_pefiles_limit(tmp_path: Path) -> Non
 def test_a_cut_torch_dll_is_an_error_not_a_short_list(tmp_path: Path) -> None:
     dll = tmp_path / "torch_cuda.dll"
     dll.write_bytes(pe_dll(exports=[f"torch_x{i}" for i in range(50)])[:-100])
-    with pytest.raises(UpstreamError, match="torch_cuda.dll"):
+    with pytest.raises(UpstreamError, match=r"torch_cuda\.dll"):
         dll_exports(dll)
 
 
@@ -107,7 +107,8 @@ def elf(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     folder = tmp_path_factory.mktemp("elf")
     source = folder / "ext.c"
     source.write_text(
-        f"extern int {STABLE}(void *, long *);\nint f(void) {{ long n; return {STABLE}(0, &n); }}\n",
+        f"extern int {STABLE}(void *, long *);\n"
+        f"int f(void) {{ long n; return {STABLE}(0, &n); }}\n",
         encoding="utf-8",
     )
     out = folder / "ext.so"
@@ -155,11 +156,11 @@ def test_a_dynamic_library_without_section_headers_is_not_no_imports(elf: bytes)
     data = bytearray(elf)
     struct.pack_into("<Q", data, 0x28, 0)  # e_shoff
     struct.pack_into("<HHH", data, 0x3A, 0, 0, 0)  # e_shentsize, e_shnum, e_shstrndx
-    with pytest.raises(WheelError, match="no .dynamic and .dynsym"):
+    with pytest.raises(WheelError, match=r"no \.dynamic and \.dynsym"):
         read_imports(bytes(data), "stripped.so")
 
 
-# ---- the static step reads every binary whole -----------------------------------------------------
+# ---- the static step reads every binary whole ------------------------------------------------
 
 
 def test_the_static_step_fails_a_cut_pyd_whatever_its_abi(tmp_path: Path) -> None:
@@ -181,7 +182,7 @@ def test_the_static_step_passes_a_whole_pyd(tmp_path: Path) -> None:
     assert result.details["binaries"]["ok"], result.summary
 
 
-# ---- floors compare as versions ------------------------------------------------------------------
+# ---- floors compare as versions -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,7 @@ def test_the_headers_compiled_against_are_recorded() -> None:
 
 
 def test_an_older_record_without_the_headers_still_reads() -> None:
-    older = {"schema": 1, "upstream_repo": "/home/bob/mamba", "abi": "stable", "torch_floor": "2.10"}
+    older = {"schema": 1, "upstream_repo": "/home/bob/m", "abi": "stable", "torch_floor": "2.10"}
     read = Provenance.from_dict(older)
     assert read.torch_headers == "" and read.is_stable and str(read.floor) == "2.10"
 
