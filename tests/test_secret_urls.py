@@ -11,6 +11,7 @@ import pytest
 from test_index import HERE, PY, fake_wheel
 from typer.testing import CliRunner
 
+from mambawin import proc
 from mambawin.cli import app
 from mambawin.errors import SpecError, UsageError, WheelError
 from mambawin.index.simple import build_index
@@ -217,3 +218,29 @@ def test_the_index_publishes_nothing_from_a_wheel_with_such_a_tag(
 def test_the_provenance_records_no_path_and_no_credential(repo: str, recorded: str) -> None:
     assert public_repo(repo) == recorded
     assert json.dumps(public_repo(repo)).count("hunter2") == 0
+
+
+def test_the_default_mambawin_from_pips_record_drops_its_credential() -> None:
+    record = json.dumps(
+        {
+            "url": "https://x-access-token:hunter2@github.com/team/mambawin.git",
+            "vcs_info": {"vcs": "git", "commit_id": COMMIT},
+        }
+    )
+    found = install_source.default_source(checkout=None, direct_url=record)
+    assert found.requirement == f"mambawin @ git+https://github.com/team/mambawin.git@{COMMIT}"
+    assert "hunter2" not in found.origin
+
+
+def test_the_default_mambawin_from_a_checkout_drops_its_origins_token(tmp_path: Path) -> None:
+    root = tmp_path / "mambawin-checkout"
+    (root / "mambawin").mkdir(parents=True)
+    (root / "mambawin" / "__init__.py").write_text("", encoding="utf-8")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    proc.run([*git, "init", "-q"])
+    proc.run([*git, "add", "-A"])
+    proc.run([*git, "commit", "-qm", "x"])
+    proc.run([*git, "remote", "add", "origin", f"https://{TOKEN}@github.com/team/mambawin.git"])
+    found = install_source.default_source(checkout=root, direct_url="")
+    assert found.requirement.startswith("mambawin @ git+https://github.com/team/mambawin.git@")
+    assert TOKEN not in found.requirement

@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 from mambawin import __version__, proc
 from mambawin.errors import CommandError, UpstreamError, UsageError
 from mambawin.fetch import git
-from mambawin.secret_urls import refuse_secrets
+from mambawin.secret_urls import redacted, refuse_secrets
 from mambawin.userfile import parse_json
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mambawin/
@@ -120,6 +120,7 @@ def _from_direct_url(text: str) -> Source | None:
         if url and url.startswith("file://") and (data.get("dir_info") or {}).get("editable"):
             return _from_checkout(Path(unquote(urlparse(url).path)))
         return None
+    url = redacted(url)  # the workflow is committed: a recorded credential never reaches it
     return Source(f"mambawin @ git+{url}@{commit}", f"installed from {url}")
 
 
@@ -135,6 +136,7 @@ def _from_checkout(root: Path) -> Source | None:
     url = pip_git_url(remote) if remote else None
     if url is None or not re.fullmatch(r"[0-9a-f]{40}", commit):
         return None
+    url = redacted(url)  # an origin cloned as https://TOKEN@host: the token stays here
     return Source(f"mambawin @ git+{url}@{commit}", f"the checkout at {root} (origin, HEAD)")
 
 
