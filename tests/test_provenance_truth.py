@@ -14,6 +14,7 @@ from mambawin.fetch.upstream import Checkout
 from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.native import Toolchain
 from mambawin.toolchain.pytorch import package_version
+from mambawin.wheel.abi_audit import check_headers
 from mambawin.wheel.provenance import Provenance, record
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -99,3 +100,16 @@ def test_the_version_of_a_torch_folder_is_read_without_running_it(tmp_path: Path
     (tmp_path / "version.py").write_text("__version__ = (", encoding="utf-8")
     assert package_version(tmp_path) == ""
     assert package_version(tmp_path / "missing") == ""
+
+
+@pytest.mark.parametrize(
+    ("headers", "ok"), [("2.10.0", True), ("2.10.1+cpu", True), ("2.11.0", False), ("", None)]
+)
+def test_verify_says_when_a_stable_binary_was_not_compiled_against_its_floor(
+    headers: str, ok: bool | None
+) -> None:
+    record = {"abi": "stable", "torch_floor": "2.10", "torch_headers": headers}
+    found = check_headers(record)
+    assert (found.ok if found is not None else None) is ok
+    if found is not None and not found.ok:
+        assert "2.11.0" in found.message and "--torch 2.10.0" in found.message

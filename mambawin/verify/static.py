@@ -26,6 +26,7 @@ from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.abi_audit import (
     StableCheck,
     check_binaries_whole,
+    check_headers,
     check_shim,
     check_stable_files,
     check_stable_wheel,
@@ -122,6 +123,9 @@ def _wheel_checks(
         )
     if is_stable(provenance):
         checks += _stable_rows(archive, info, project, provenance)
+        headers = check_headers(provenance)
+        if headers is not None:
+            checks.append(Row("headers", headers.ok, headers.message, advisory=True))
     checks += _glibc_check(archive, info)
     checks.append(_build_paths_check(archive, info))
     return checks, code, provenance

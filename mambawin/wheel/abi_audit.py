@@ -45,6 +45,7 @@ from mambawin.abi import (
     stable_shim,
     torch_requirement,
 )
+from mambawin.errors import WheelError
 from mambawin.versions import at_least, release
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
 from mambawin.wheel.info import WheelFileName, WheelInfo, read_member, read_text_member
@@ -313,6 +314,31 @@ def check_binaries_whole(archive: zipfile.ZipFile, info: WheelInfo) -> StableChe
     if not binaries:
         return StableCheck(True, "no compiled library in the wheel")
     return StableCheck(True, f"{len(binaries)} compiled libraries read whole")
+
+
+def check_headers(provenance: Mapping[str, Any] | None) -> StableCheck | None:
+    """Which torch headers a stable binary was compiled against, beside its floor (the static
+    step's advisory `headers` row). The floor is proven by compiling against the floor's own
+    headers; newer ones warn: the audit checked every import against the floor's exports, but an
+    inline function or macro of the newer headers is compiled in, where no import shows it.
+    None for a record written before the headers were kept, or with a floor that is no version
+    (the abi row reports that)."""
+    record = Provenance.from_dict(provenance)
+    if not record.torch_headers:
+        return None
+    try:
+        floor = record.floor
+    except WheelError:
+        return None
+    if release(record.torch_headers, 2) == release(floor, 2):
+        return StableCheck(True, f"compiled against torch {record.torch_headers}'s headers: the "
+                                 "floor's own")  # fmt: skip
+    return StableCheck(False, (
+        f"compiled against torch {record.torch_headers}'s headers, not the floor {floor}'s: each "
+        f"import was checked against torch {floor}'s exports, but what those headers compile in "
+        f"(inline functions, macros) is unproven on {floor}; rebuild against torch {floor}'s "
+        f"headers (`mambawin toolchain windows --setup --torch {floor}.0`)"
+    ))  # fmt: skip
 
 
 _REBUILD = "rebuild it with `mambawin build --abi stable`"
