@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from mambawin import proc
 from mambawin.cli import app
 from mambawin.errors import SpecError, UsageError, WheelError
+from mambawin.index.model import IndexedWheel
+from mambawin.index.page import render_page
 from mambawin.index.simple import build_index
 from mambawin.secret_urls import public_repo, redacted, refuse_secrets, secret_in
 from mambawin.team import install_source
@@ -244,3 +246,19 @@ def test_the_default_mambawin_from_a_checkout_drops_its_origins_token(tmp_path: 
     found = install_source.default_source(checkout=root, direct_url="")
     assert found.requirement.startswith("mambawin @ git+https://github.com/team/mambawin.git@")
     assert TOKEN not in found.requirement
+
+
+def test_the_page_never_shows_a_credential_an_older_wheel_recorded() -> None:
+    wheel = IndexedWheel(
+        file="team_demo-1.0-py3-none-any.whl",
+        project="team-demo",
+        version="1.0",
+        tags=("py3-none-any",),
+        sha256="0" * 64,
+        size=1,
+        requires_python=None,
+        variant=None,
+        provenance={"upstream_repo": "https://u:hunter2@github.com/x/mamba", "commit": COMMIT},
+    )
+    page = render_page("wheels", [wheel], {})
+    assert "hunter2" not in page and "https://github.com/x/mamba" in page
