@@ -12,6 +12,7 @@ import pytest
 from packaging.version import Version
 
 from mambawin import proc
+from mambawin.cross import audit as cross_audit
 from mambawin.errors import UpstreamError, WheelError
 from mambawin.verify import static
 from mambawin.verify.options import VerifyOptions
@@ -210,3 +211,23 @@ def test_a_floor_written_with_trailing_zeros_is_the_same_floor() -> None:
 def test_an_epoch_requirement_is_not_read_as_an_older_torch() -> None:
     check = abi_audit.check_torch_floor(["torch>=1!2.0"], Version("2.10"))
     assert not check.ok and "refuses torch 2.10" in check.message
+
+
+def test_verify_installed_reads_the_installed_library_whole(tmp_path: Path) -> None:
+    library = tmp_path / "selective_scan_cuda.cp311-win_amd64.pyd"
+    library.write_bytes(CLEAN[:-1])
+    with pytest.raises(WheelError, match="past the file"):
+        abi_audit.check_files_whole([library])
+    library.write_bytes(CLEAN)
+    assert abi_audit.check_files_whole([library, tmp_path / "stand_in.py"]).ok
+
+
+def test_the_cross_builds_own_audit_reads_the_library_whole(tmp_path: Path) -> None:
+    library = tmp_path / "ext.pyd"
+    library.write_bytes(pe_dll([("torch_cpu.dll", [STABLE])], import_rva=0x100000))
+    with pytest.raises(WheelError, match="import directory"):
+        cross_audit.pe_imports(library)
+    library.write_bytes(pe_dll([("torch_cpu.dll", [STABLE])], delay=[("python312.dll", ["Py_X"])]))
+    imports = cross_audit.pe_imports(library)
+    assert imports["python312.dll"] == ("Py_X",)
+    assert cross_audit.import_problems(imports)  # a delay-loaded Python DLL is a problem too

@@ -26,6 +26,7 @@ from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.abi_audit import (
     StableCheck,
     check_binaries_whole,
+    check_files_whole,
     check_headers,
     check_shim,
     check_stable_files,
@@ -118,9 +119,7 @@ def _wheel_checks(
     checks.append(_code_row(code, code_msg))
     stable = _stable_check(archive, info, provenance)
     if stable is not None:
-        checks.append(
-            Row("abi", stable.ok, stable.message, {"violations": list(stable.violations)})
-        )
+        checks.append(_abi_row(stable))
     if is_stable(provenance):
         checks += _stable_rows(archive, info, project, provenance)
         headers = check_headers(provenance)
@@ -238,12 +237,11 @@ def _static_installed(
     code, code_msg = binary_gpu_code(binary, name)
     checks = [
         Row("provenance", provenance is not None, _provenance_message(provenance, project)),
+        _row("binaries", lambda: check_files_whole([binary])),
         _code_row(code, code_msg),
     ]
     if stable is not None:
-        checks.append(
-            Row("abi", stable.ok, stable.message, {"violations": list(stable.violations)})
-        )
+        checks.append(_abi_row(stable))
     checks += _needs_row(file_needs([binary]))
     return rows_result(named("static", project), checks), code, provenance
 

@@ -316,6 +316,19 @@ def check_binaries_whole(archive: zipfile.ZipFile, info: WheelInfo) -> StableChe
     return StableCheck(True, f"{len(binaries)} compiled libraries read whole")
 
 
+def check_files_whole(paths: Iterable[Path]) -> StableCheck:
+    """check_binaries_whole for installed files (verify --installed): each compiled library
+    among paths read whole; a Python stand-in is no binary and is not read."""
+    binaries = [p for p in paths if p.name.lower().endswith(BINARY_SUFFIXES)]
+    for path in binaries:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise WheelError(f"{path} cannot be read ({exc}): reinstall the wheel") from None
+        read_imports(data, path.name)
+    return StableCheck(True, f"{len(binaries)} compiled libraries read whole")
+
+
 def check_headers(provenance: Mapping[str, Any] | None) -> StableCheck | None:
     """Which torch headers a stable binary was compiled against, beside its floor (the static
     step's advisory `headers` row). The floor is proven by compiling against the floor's own
