@@ -231,3 +231,9 @@ def test_the_cross_builds_own_audit_reads_the_library_whole(tmp_path: Path) -> N
     imports = cross_audit.pe_imports(library)
     assert imports["python312.dll"] == ("Py_X",)
     assert cross_audit.import_problems(imports)  # a delay-loaded Python DLL is a problem too
+
+
+def test_a_small_dll_loading_others_is_read_not_judged_packed() -> None:
+    """pefile's "typical of packed executables" is a judgement of intent, not a read failure."""
+    dll = pe_dll([("KERNEL32.dll", ["LoadLibraryA", "GetProcAddress"])])
+    assert read_imports(dll, "loader.pyd").libraries == ("KERNEL32.dll",)

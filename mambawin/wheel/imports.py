@@ -180,6 +180,11 @@ def _pe_imports(data: bytes, name: str) -> BinaryImports:
     return BinaryImports("pe", tuple(libraries), tuple(symbols))
 
 
+# pefile warnings that judge a file's intent, not whether it was read: a small DLL importing
+# LoadLibrary and GetProcAddress is read whole all the same.
+_HEURISTICS = ("Imported symbols contain entries typical of packed executables",)
+
+
 def open_pe(
     data: bytes, name: str, *, directories: tuple[str, ...], max_exports: int = 0x2000
 ) -> pefile.PE:
@@ -195,7 +200,7 @@ def open_pe(
         _unreadable(name, f"its PE headers cannot be read ({exc.value})")
     except (struct.error, ValueError, IndexError, AttributeError, TypeError) as exc:
         _unreadable(name, f"pefile could not parse it ({type(exc).__name__}: {exc})")
-    warnings = [w for w in pe.get_warnings() if w]
+    warnings = [w for w in pe.get_warnings() if w and not w.startswith(_HEURISTICS)]
     if warnings:
         more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
         _unreadable(name, f"pefile could not read it whole: {warnings[0]}{more}")
