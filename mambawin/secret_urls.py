@@ -12,7 +12,8 @@ A URL holds a secret when
 - a query or fragment value, or any part of the URL, looks like an access token: a known token
   prefix (`ghp_`, `github_pat_`, `glpat-`, …), or a query/fragment value of 32 or more
   token characters mixing letters and digits (a signature or an API key; no index, repository or
-  attestation address needs one).
+  attestation address needs one), unless it is named after a digest (`#sha256=…` pins public
+  bytes).
 
 `secret_in` says which, `refuse_secrets` turns it into the one UsageError line, and `redacted`
 gives a URL without its userinfo for a record that must say where sources came from (a build
@@ -21,6 +22,7 @@ still fetches with the credential; only the record drops it).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -61,6 +63,8 @@ _TOKEN_PREFIX = re.compile(
     r"(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|glpat-[\w-]{20,}|xox[abprs]-[\w-]{10,}"
     r"|AKIA[0-9A-Z]{16}|pypi-[\w-]{50,})"
 )
+# A digest names public bytes (pip's `#sha256=…` pins a wheel): long and random, and no secret.
+_DIGESTS = frozenset(hashlib.algorithms_guaranteed)
 _RANDOM_VALUE = re.compile(r"[A-Za-z0-9_\-+/=.~]{32,}")
 _SSH_SCHEMES = ("ssh", "git+ssh", "ssh+git")
 _SCP_LIKE = re.compile(r"^([^@/\s]+)@([\w.-]+):(?!//)")  # git@github.com:owner/repo
@@ -109,7 +113,7 @@ def _parameters(text: str, part: str) -> str | None:
         key = name.strip().lower().replace("-", "_")
         if key in TOKEN_NAMES or _NAME_PARTS.search(key):
             return f"a credential in its {part} ({name}=…)"
-        if _looks_random(value):
+        if _looks_random(value) and key not in _DIGESTS:
             return f"a token-like value in its {part} ({name}=…)"
     return None
 

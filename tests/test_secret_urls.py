@@ -56,6 +56,7 @@ PUBLIC_URLS = [
     f"git+https://github.com/x/mambawin@{COMMIT}",
     "https://github.com/team/wheels/attestations/123456",
     "https://host.example/simple?page=2&sort=name",
+    "https://host.example/mambawin-0.2-py3-none-any.whl#sha256=" + "0f1e2d3c4b5a6978" * 4,
 ]
 
 
