@@ -108,12 +108,13 @@ def elf(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     folder = tmp_path_factory.mktemp("elf")
     source = folder / "ext.c"
     source.write_text(
-        f"extern int {STABLE}(void *, long *);\n"
-        f"int f(void) {{ long n; return {STABLE}(0, &n); }}\n",
+        f"extern int {STABLE}(void *, long *);\nextern double cos(double);\n"
+        f"double f(double x) {{ long n; {STABLE}(0, &n); return cos(x); }}\n",
         encoding="utf-8",
     )
     out = folder / "ext.so"
-    proc.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(source)], timeout=120)
+    link = ["-Wl,--no-as-needed", "-lm"]  # a DT_NEEDED to read
+    proc.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(source), *link], timeout=120)
     return out.read_bytes()
 
 
@@ -134,14 +135,84 @@ def _sections(elf: bytes) -> tuple[int, int, int]:
     return shoff, shentsize, shnum
 
 
-def _dynamic_header(elf: bytes) -> int:
-    """The file offset of the SHT_DYNAMIC section's header."""
+SHT_DYNAMIC, SHT_DYNSYM, SHT_GNU_VERSYM = 6, 11, 0x6FFFFFFF
+
+
+def _section_header(elf: bytes, kind: int) -> int:
+    """The file offset of the header of the section of that sh_type."""
     shoff, size, count = _sections(elf)
     for index in range(count):
         at = shoff + index * size
-        if struct.unpack_from("<I", elf, at + 4)[0] == 6:  # SHT_DYNAMIC
+        if struct.unpack_from("<I", elf, at + 4)[0] == kind:
             return at
-    raise AssertionError("gcc wrote no .dynamic")
+    raise AssertionError(f"gcc wrote no section of type {kind:#x}")
+
+
+def _dynamic_header(elf: bytes) -> int:
+    return _section_header(elf, SHT_DYNAMIC)
+
+
+def _section_bytes(elf: bytes, kind: int) -> tuple[int, int]:
+    at = _section_header(elf, kind)
+    return struct.unpack_from("<QQ", elf, at + 0x18)  # sh_offset, sh_size
+
+
+def _patched(elf: bytes, at: int, fmt: str, value: int) -> bytes:
+    data = bytearray(elf)
+    struct.pack_into(fmt, data, at, value)
+    return bytes(data)
+
+
+def test_a_needed_library_named_outside_dynstr_fails(elf: bytes) -> None:
+    offset, size = _section_bytes(elf, SHT_DYNAMIC)
+    needed = next(
+        offset + k for k in range(0, size, 16) if struct.unpack_from("<q", elf, offset + k)[0] == 1
+    )  # DT_NEEDED
+    with pytest.raises(WheelError, match="DT_NEEDED"):
+        read_imports(_patched(elf, needed + 8, "<Q", 0xFFFFFF), "needed.so")
+
+
+def test_an_import_named_outside_dynstr_is_not_dropped(elf: bytes) -> None:
+    """pyelftools reads such a name as '': the import used to vanish from the audit."""
+    offset, size = _section_bytes(elf, SHT_DYNSYM)
+    names = [s.name for s in read_imports(elf, "ext.so").symbols]
+    assert STABLE in names
+    entries = (offset + k for k in range(0, size, 24))
+    symbol = next(at for at in entries if _dynsym_name(elf, at) == STABLE)
+    with pytest.raises(WheelError, match=r"outside \.dynstr"):
+        read_imports(_patched(elf, symbol, "<I", 0xFFFFFF), "lost.so")
+
+
+def _dynsym_name(elf: bytes, entry: int) -> str:
+    """The name of the .dynsym entry at that offset, read from .dynstr (sh_link of .dynsym)."""
+    link = struct.unpack_from("<I", elf, _section_header(elf, SHT_DYNSYM) + 0x28)[0]
+    shoff, size, _ = _sections(elf)
+    strtab = struct.unpack_from("<Q", elf, shoff + link * size + 0x18)[0]
+    start = strtab + struct.unpack_from("<I", elf, entry)[0]
+    return elf[start : elf.index(b"\0", start)].decode()
+
+
+def test_a_version_table_of_another_length_fails(elf: bytes) -> None:
+    """Without one version per symbol the glibc a binary needs is unknown: not "none"."""
+    at = _section_header(elf, SHT_GNU_VERSYM) + 0x20
+    half = struct.unpack_from("<Q", elf, at)[0] // 2
+    with pytest.raises(WheelError, match=r"\.gnu\.version"):
+        read_imports(_patched(elf, at, "<Q", half), "versions.so")
+
+
+@pytest.mark.parametrize(
+    ("field", "fmt", "value"),
+    [(0x38, "<Q", 0), (0x28, "<I", 9999), (0x20, "<Q", 1 << 40)],
+    ids=["dynsym-entsize-0", "dynsym-link-past-the-table", "dynsym-size-huge"],
+)
+def test_a_malformed_dynsym_header_fails(elf: bytes, field: int, fmt: str, value: int) -> None:
+    with pytest.raises(WheelError):
+        read_imports(_patched(elf, _section_header(elf, SHT_DYNSYM) + field, fmt, value), "x.so")
+
+
+def test_a_section_name_table_index_past_the_table_fails(elf: bytes) -> None:
+    with pytest.raises(WheelError):
+        read_imports(_patched(elf, 0x3E, "<H", 9999), "names.so")
 
 
 def test_a_dynamic_section_outside_the_file_fails(elf: bytes) -> None:

@@ -129,11 +129,16 @@ def _needed_versions(elf: ELFFile) -> dict[int, str]:
 
 
 def _versym(elf: ELFFile, dynsym: SymbolTableSection) -> GNUVerSymSection | None:
-    """.gnu.version, when it holds one entry per .dynsym symbol (else no versions are read)."""
+    """.gnu.version, which holds one entry per .dynsym symbol; None when the binary has none.
+    One of another length cannot say which version each symbol needs: ValueError (unreadable),
+    never a binary read as needing no glibc version."""
     section = elf.get_section_by_name(".gnu.version")
-    if isinstance(section, GNUVerSymSection) and section.num_symbols() == dynsym.num_symbols():
-        return section
-    return None
+    if not isinstance(section, GNUVerSymSection):
+        return None
+    if section.num_symbols() != dynsym.num_symbols():
+        msg = f".gnu.version has {section.num_symbols()} entries for {dynsym.num_symbols()} symbols"
+        raise ValueError(msg)
+    return section
 
 
 def _undefined(
@@ -144,6 +149,8 @@ def _undefined(
     found: list[ImportedSymbol] = []
     for symbol in dynsym.iter_symbols():
         index = next(indexes, None)
+        if symbol["st_name"] and not symbol.name:  # pyelftools reads '' past .dynstr's end
+            raise ValueError(f"a .dynsym name at {symbol['st_name']:#x} lies outside .dynstr")
         if not symbol.name or symbol["st_shndx"] != "SHN_UNDEF":
             continue
         ndx = index["ndx"] if index is not None else None
