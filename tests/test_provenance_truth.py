@@ -15,7 +15,9 @@ from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.native import Toolchain
 from mambawin.toolchain.pytorch import package_version
 from mambawin.wheel.abi_audit import check_headers
-from mambawin.wheel.provenance import Provenance, record
+from mambawin.wheel.provenance import Provenance, read_provenance, record
+from mambawin.wheel.repack import rewrite_wheel
+from tests.test_verify import PROVENANCE, make_wheel
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -113,3 +115,17 @@ def test_verify_says_when_a_stable_binary_was_not_compiled_against_its_floor(
     assert (found.ok if found is not None else None) is ok
     if found is not None and not found.ok:
         assert "2.11.0" in found.message and "--torch 2.10.0" in found.message
+
+
+def test_a_rewrite_does_not_carry_an_older_wheels_folder_or_credential(tmp_path: Path) -> None:
+    for repo, recorded in (
+        ("/home/alice/src/mamba", "a local repository"),
+        ("https://u:hunter2@github.com/x/mamba", "https://github.com/x/mamba"),
+    ):
+        folder = tmp_path / recorded.replace("/", "_").replace(":", "")
+        folder.mkdir()
+        wheel = make_wheel(folder, provenance={**PROVENANCE, "upstream_repo": repo})
+        written = rewrite_wheel(wheel, folder / "out", guard=False)
+        kept = read_provenance(written)
+        assert kept is not None and kept["upstream_repo"] == recorded
+        assert "alice" not in json.dumps(kept) and "hunter2" not in json.dumps(kept)
