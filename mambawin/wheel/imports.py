@@ -199,6 +199,7 @@ def open_pe(
     every section's bytes inside the file, and no warning (pefile warns, and reads on, where it
     hits a limit or a table it cannot follow: "Excessive number of imports", a bad RVA). WheelError
     naming what could not be read; a verdict is never drawn from part of a binary."""
+    _allow_imports(len(data) // 4)
     try:
         pe = pefile.PE(data=data, fast_load=True, max_symbol_exports=max_exports)
         _check_pe_extent(pe, len(data), name)
@@ -212,6 +213,15 @@ def open_pe(
         more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
         _unreadable(name, f"pefile could not read it whole: {warnings[0]}{more}")
     return pe
+
+
+def _allow_imports(count: int) -> None:
+    """Let pefile read as many imported names as the file can hold (a thunk is at least 4
+    bytes). pefile stops at MAX_IMPORT_SYMBOLS (8,192) and warns; a torch-ABI extension may
+    import more from torch's C++ API. The limit is pefile's one module setting and is only ever
+    raised, so a parse running beside this one is never cut shorter."""
+    if count > pefile.MAX_IMPORT_SYMBOLS:
+        pefile.MAX_IMPORT_SYMBOLS = count
 
 
 def _check_pe_extent(pe: pefile.PE, size: int, name: str) -> None:
