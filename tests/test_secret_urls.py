@@ -263,3 +263,17 @@ def test_the_page_never_shows_a_credential_an_older_wheel_recorded() -> None:
     )
     page = render_page("wheels", [wheel], {})
     assert "hunter2" not in page and "https://github.com/x/mamba" in page
+
+
+def test_a_marker_edited_to_hold_a_token_in_an_attestation_shows_no_token(tmp_path: Path) -> None:
+    from mambawin.index.publish import MARKER
+
+    wheel = fake_wheel(tmp_path / "wh", "1.0+cu130torch2.10", PY, HERE)
+    site = tmp_path / "site"
+    build_index(wheel.parent, site, attestation="https://github.com/t/w/attestations/1")
+    marker = json.loads((site / MARKER).read_text(encoding="utf-8"))
+    leaked = f"https://x:{TOKEN}@github.com/t/w/attestations/1"
+    marker["wheels"][wheel.name]["attestation"] = leaked
+    (site / MARKER).write_text(json.dumps(marker), encoding="utf-8")
+    build_index(wheel.parent, site)  # a later run re-renders every page from the marker
+    assert TOKEN not in (site / "index.html").read_text(encoding="utf-8")
