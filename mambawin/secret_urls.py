@@ -152,7 +152,8 @@ def redacted(url: str) -> str:
         return url
     scp = _SCP_LIKE.match(url)
     if scp and "://" not in url:
-        return url[len(scp[1]) + 1 :]
+        rest = url[len(scp[1]) + 1 :]
+        return rest if secret_in(rest) is None else scp[2]
     try:
         parts = urlsplit(url)
     except ValueError:
