@@ -44,6 +44,8 @@ def pe_dll(
     exports: Sequence[str] = (),
     same_name_rva: bool = False,
     import_rva: int | None = None,
+    characteristics: int = 0x40000040,
+    entry: int = SECTION_RVA,
 ) -> bytes:
     """A PE32+ DLL with one section holding its import table (DLL -> names), delay-import table
     and export directory. same_name_rva: every thunk of a DLL points at one hint/name entry (what
@@ -58,7 +60,7 @@ def pe_dll(
         directories[0] = _exports(layout, exports)
     if import_rva is not None:
         directories[1] = (import_rva, 40)
-    return _image(bytes(layout.body) or bytes(8), directories)
+    return _image(bytes(layout.body) or bytes(8), directories, characteristics, entry)
 
 
 def _thunks(layout: Layout, names: Sequence[str], same: bool) -> tuple[int, int]:
@@ -116,7 +118,9 @@ def _exports(layout: Layout, names: Sequence[str]) -> tuple[int, int]:
     return at, 40
 
 
-def _image(body: bytes, directories: Sequence[tuple[int, int]]) -> bytes:
+def _image(
+    body: bytes, directories: Sequence[tuple[int, int]], characteristics: int, entry: int
+) -> bytes:
     raw_size = -(-len(body) // FILE_ALIGN) * FILE_ALIGN
     virtual = -(-len(body) // 0x1000) * 0x1000
     dos = b"MZ" + bytes(0x3A) + struct.pack("<I", PE_AT) + bytes(PE_AT - 0x40)
@@ -129,7 +133,7 @@ def _image(body: bytes, directories: Sequence[tuple[int, int]]) -> bytes:
         0,
         len(body),
         0,
-        SECTION_RVA,  # AddressOfEntryPoint: inside the section, as a linked DLL's is
+        entry,  # AddressOfEntryPoint: inside the section, as a linked DLL's is
         0,
         0x180000000,  # ImageBase
         0x1000,  # SectionAlignment
@@ -154,7 +158,17 @@ def _image(body: bytes, directories: Sequence[tuple[int, int]]) -> bytes:
         16,
     ) + b"".join(struct.pack("<II", rva, size) for rva, size in directories)
     section = struct.pack(
-        "<8sIIIIIIHHI", b".rdata", len(body), SECTION_RVA, raw_size, RAW_AT, 0, 0, 0, 0, 0x40000040
+        "<8sIIIIIIHHI",
+        b".rdata",
+        len(body),
+        SECTION_RVA,
+        raw_size,
+        RAW_AT,
+        0,
+        0,
+        0,
+        0,
+        characteristics,
     )
     head = dos + coff + optional + section
     return head + bytes(RAW_AT - len(head)) + body + bytes(raw_size - len(body))

@@ -310,3 +310,15 @@ def test_a_small_dll_loading_others_is_read_not_judged_packed() -> None:
     """pefile's "typical of packed executables" is a judgement of intent, not a read failure."""
     dll = pe_dll([("KERNEL32.dll", ["LoadLibraryA", "GetProcAddress"])])
     assert read_imports(dll, "loader.pyd").libraries == ("KERNEL32.dll",)
+
+
+@pytest.mark.parametrize(
+    ("characteristics", "entry"),
+    [(0xE0000060, 0x1000), (0x40000040, 0)],
+    ids=["writable-and-executable-section", "no-entry-point"],
+)
+def test_pefiles_judgements_of_intent_are_not_read_failures(
+    characteristics: int, entry: int
+) -> None:
+    dll = pe_dll([("torch_cpu.dll", [STABLE])], characteristics=characteristics, entry=entry)
+    assert read_imports(dll, "odd.pyd").libraries == ("torch_cpu.dll",)

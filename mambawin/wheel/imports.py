@@ -187,9 +187,21 @@ def _pe_imports(data: bytes, name: str) -> BinaryImports:
     return BinaryImports("pe", tuple(libraries), tuple(symbols))
 
 
-# pefile warnings that judge a file's intent, not whether it was read: a small DLL importing
-# LoadLibrary and GetProcAddress is read whole all the same.
-_HEURISTICS = ("Imported symbols contain entries typical of packed executables",)
+# pefile warnings that judge a file's intent or whether Windows would run it, not whether it was
+# read: a small DLL importing LoadLibrary and GetProcAddress, a section both writable and
+# executable, one over 256 MiB or mapped past 0x10000000 (a CUDA torch_cuda.dll is over 1 GB),
+# a section start off FileAlignment (pefile rounds it as the loader does), a Rich header not in
+# Microsoft's form, an entry point outside the sections. A table it could not read warns in
+# other words and fails.
+_HEURISTICS = (
+    "Imported symbols contain entries typical of packed executables",
+    "Suspicious flags set for section",
+    "Suspicious value found parsing section",
+    "should normally be a multiple of FileAlignment",
+    "Rich Header is",
+    "SizeOfHeaders is smaller than AddressOfEntryPoint",
+    "AddressOfEntryPoint lies outside the sections' boundaries",
+)
 
 
 def open_pe(
@@ -208,7 +220,7 @@ def open_pe(
         _unreadable(name, f"its PE headers cannot be read ({exc.value})")
     except (struct.error, ValueError, IndexError, AttributeError, TypeError) as exc:
         _unreadable(name, f"pefile could not parse it ({type(exc).__name__}: {exc})")
-    warnings = [w for w in pe.get_warnings() if w and not w.startswith(_HEURISTICS)]
+    warnings = [w for w in pe.get_warnings() if w and not any(h in w for h in _HEURISTICS)]
     if warnings:
         more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
         _unreadable(name, f"pefile could not read it whole: {warnings[0]}{more}")
