@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, NoReturn
 
 import pefile
@@ -205,20 +206,26 @@ _HEURISTICS = (
 
 
 def open_pe(
-    data: bytes, name: str, *, directories: tuple[str, ...], max_exports: int = 0x2000
+    data: bytes | Path, name: str, *, directories: tuple[str, ...], max_exports: int = 0x2000
 ) -> pefile.PE:
-    """pefile's reading of data and the named data directories, checked whole: the headers and
-    every section's bytes inside the file, and no warning (pefile warns, and reads on, where it
-    hits a limit or a table it cannot follow: "Excessive number of imports", a bad RVA). WheelError
-    naming what could not be read; a verdict is never drawn from part of a binary."""
-    _allow_imports(len(data) // 4)
+    """pefile's reading of data (bytes, or a file pefile maps: a CUDA torch DLL is over 1 GB)
+    and the named data directories, checked whole: the headers and every section's bytes inside
+    the file, and no warning (pefile warns, and reads on, where it hits a limit or a table it
+    cannot follow: "Excessive number of imports", a bad RVA). WheelError naming what could not be
+    read; a verdict is never drawn from part of a binary."""
     try:
-        pe = pefile.PE(data=data, fast_load=True, max_symbol_exports=max_exports)
-        _check_pe_extent(pe, len(data), name)
+        size = len(data) if isinstance(data, bytes) else data.stat().st_size
+    except OSError as exc:
+        _unreadable(name, f"it cannot be read ({exc.strerror or exc})")
+    _allow_imports(size // 4)
+    source = {"data": data} if isinstance(data, bytes) else {"name": str(data)}
+    try:
+        pe = pefile.PE(**source, fast_load=True, max_symbol_exports=max_exports)
+        _check_pe_extent(pe, size, name)
         pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY[d] for d in directories])
     except pefile.PEFormatError as exc:
         _unreadable(name, f"its PE headers cannot be read ({exc.value})")
-    except (struct.error, ValueError, IndexError, AttributeError, TypeError) as exc:
+    except (struct.error, ValueError, IndexError, AttributeError, TypeError, OSError) as exc:
         _unreadable(name, f"pefile could not parse it ({type(exc).__name__}: {exc})")
     warnings = [w for w in pe.get_warnings() if w and not any(h in w for h in _HEURISTICS)]
     if warnings:

@@ -167,17 +167,15 @@ def dll_exports(dll: Path) -> frozenset[str]:
     is the directory's own count; a table that cannot be read whole is an UpstreamError, never
     a shorter list (the stub is checked against these names)."""
     try:
-        data = dll.read_bytes()
-    except OSError as exc:
-        raise os_error(exc, "read torch's DLL") from None
-    try:
-        pe = open_pe(data, dll.name, directories=(), max_exports=0)
+        pe = open_pe(dll, dll.name, directories=(), max_exports=0)
         declared = _export_count(pe, dll.name)
-        pe = open_pe(data, dll.name, directories=(_EXPORTS,), max_exports=declared + 1)
+        pe.close()
+        pe = open_pe(dll, dll.name, directories=(_EXPORTS,), max_exports=declared + 1)
     except WheelError as exc:
         raise UpstreamError(str(exc).replace("rebuild the wheel", "download torch again")) from None
     table = getattr(pe, "DIRECTORY_ENTRY_EXPORT", None)
     names = [s.name for s in (table.symbols if table is not None else ()) if s.name]
+    pe.close()  # the file stays mapped until closed
     if len(names) != declared:
         msg = (
             f"{dll.name}: its export directory names {declared:,} symbols but {len(names):,} "
