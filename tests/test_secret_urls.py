@@ -277,3 +277,27 @@ def test_a_marker_edited_to_hold_a_token_in_an_attestation_shows_no_token(tmp_pa
     (site / MARKER).write_text(json.dumps(marker), encoding="utf-8")
     build_index(wheel.parent, site)  # a later run re-renders every page from the marker
     assert TOKEN not in (site / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_wheel_requiring_a_url_with_a_credential_is_not_published(tmp_path: Path) -> None:
+    """Its METADATA is published beside it (PEP 658), and so is the token in a direct URL."""
+    from wheel.wheelfile import WheelFile
+
+    folder = tmp_path / "wh"
+    folder.mkdir()
+    path = folder / f"team_demo-1.0-{PY}-{PY}-{HERE}.whl"
+    dist = "team_demo-1.0.dist-info"
+    with WheelFile(path, "w") as wheel:
+        wheel.writestr("team_demo/__init__.py", "")
+        wheel.writestr(
+            f"{dist}/METADATA",
+            "Metadata-Version: 2.1\nName: team-demo\nVersion: 1.0\n"
+            f"Requires-Dist: helper @ https://x:{TOKEN}@files.example/helper-1.0-py3-none-any.whl\n",
+        )
+        wheel.writestr(
+            f"{dist}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {PY}-{PY}-{HERE}\n",
+        )
+    with pytest.raises(WheelError, match="Requires-Dist 'helper'") as refused:
+        build_index(folder, tmp_path / "site")
+    assert TOKEN not in str(refused.value) and not (tmp_path / "site").exists()

@@ -19,10 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from mambawin.errors import UsageError, WheelError, os_error
 from mambawin.secret_urls import refuse_secrets, secret_in
 from mambawin.userfile import kind_of, parse_json
-from mambawin.wheel.info import check_tag_characters, open_wheel, read_text_member, sha256_file
+from mambawin.wheel.info import (
+    check_tag_characters,
+    open_wheel,
+    read_message,
+    read_text_member,
+    sha256_file,
+)
 from mambawin.wheel.provenance import provenance_in
 
 VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
@@ -93,7 +101,7 @@ def read_source(path: Path) -> Source:
     with open_wheel(path) as (archive, info):
         metadata = read_text_member(path, archive, info.metadata_path)
         provenance = provenance_in(archive, info)
-    _check_no_secret(path, provenance)
+    _check_no_secret(path, provenance, metadata)
     try:
         digest, size = sha256_file(path), path.stat().st_size
     except OSError as exc:
@@ -102,18 +110,27 @@ def read_source(path: Path) -> Source:
     return Source(path, digest, size, metadata, provenance, record)
 
 
-def _check_no_secret(path: Path, provenance: Mapping[str, Any] | None) -> None:
-    """The index page shows the provenance's repository: one that holds a credential (a wheel
-    an older mambawin built from `https://user:TOKEN@…`) is never published."""
+def _check_no_secret(path: Path, provenance: Mapping[str, Any] | None, metadata: bytes) -> None:
+    """The index publishes the wheel's METADATA and shows its provenance's repository: a URL
+    in either that holds a credential (a direct-reference Requires-Dist `pkg @ https://user:
+    TOKEN@…`, a wheel an older mambawin built from such a repository) is never published."""
     repo = (provenance or {}).get("upstream_repo")
-    found = secret_in(repo) if isinstance(repo, str) else None
-    if found is not None:
-        msg = (
-            f"{path.name}: its provenance's upstream_repo holds a credential ({found}), and the "
-            "index publishes it: rebuild the wheel with this mambawin (it records the URL without "
-            "credentials)"
-        )
-        raise WheelError(msg)
+    urls = [("its provenance's upstream_repo", repo)] if isinstance(repo, str) else []
+    for text in read_message(metadata).get_all("Requires-Dist") or ():
+        try:
+            url = Requirement(str(text)).url
+        except InvalidRequirement:
+            url = None  # the verify step names a requirement that does not parse
+        if url:
+            urls.append((f"its Requires-Dist {str(text).split('@')[0].strip()!r}", url))
+    for what, url in urls:
+        found = secret_in(url)
+        if found is not None:
+            msg = (
+                f"{path.name}: {what} holds a credential ({found}), and the index publishes it: "
+                "rebuild the wheel without it (this mambawin records URLs without credentials)"
+            )
+            raise WheelError(msg)
 
 
 def _check_is_file(path: Path) -> None:
