@@ -217,7 +217,11 @@ def test_causal_conv1d_alone(
     assert result.build_dir.name.startswith("cc1d-")  # a slot of its own, apart from mamba
     assert requirements(result.wheel) == ["torch", "packaging", "ninja"]
     provenance = read_provenance(result.wheel)
-    assert provenance is not None and provenance["upstream_repo"] == str(repo)
+    # a --repo folder is recorded as "a local repository" (its commit says which sources): the
+    # user's path never ships inside the wheel
+    assert provenance is not None and provenance["upstream_repo"] == "a local repository"
+    assert str(repo) not in json.dumps(provenance)
+    assert provenance["torch_headers"] == provenance["torch_version"] != ""
     with zipfile.ZipFile(result.wheel) as archive:
         init = archive.read("causal_conv1d/__init__.py").decode()
     assert GUARD_BEGIN in init and 'built_torch, built_cuda = "2.15", "13"' in init

@@ -114,7 +114,7 @@ REFUSED = [
     ("mambawin @ git+ssh://git@github.com/x/mambawin", "cannot fetch"),
     ("mambawin @ http://example.com/mambawin-0.1-py3-none-any.whl", "cannot fetch"),
     ("mambawin @ https:///mambawin-0.1-py3-none-any.whl", "cannot fetch"),
-    ("mambawin @ git+https://user:token@github.com/x/mambawin", "credentials"),
+    ("mambawin @ git+https://user:token@github.com/x/mambawin", "credential"),
     ("mambawin==1 --hash=sha256:" + "0" * 64, "not a PEP 508 requirement"),
     ("mambawin\n--index-url=https://elsewhere/simple", "not a PEP 508 requirement"),
     ("./mambawin", "not a PEP 508 requirement"),

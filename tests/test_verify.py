@@ -24,6 +24,7 @@ from mambawin.verify.report import StepResult, Target, VerifyReport
 from mambawin.verify.tools import Tools
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.provenance import PROVENANCE_NAME
+from tests.binaries import MINIMAL_ELF
 from tests.fakes.reporter import RecordingReporter
 
 H100 = Target("2.8.0+cu128", "12.8", "NVIDIA H100", (9, 0))
@@ -192,7 +193,9 @@ def test_a_windows_wheel_still_requiring_triton_fails(tmp_path):
 
 
 def test_static_step_reports_every_check(tmp_path, monkeypatch):
-    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": ""})
+    wheel = make_wheel(
+        tmp_path, files={"selective_scan_cuda.cpython-311-x86_64-linux-gnu.so": MINIMAL_ELF}
+    )
     monkeypatch.setattr(
         "mambawin.wheel.gpucode.gpu_code_in_archive",
         lambda archive, info: {
@@ -207,6 +210,7 @@ def test_static_step_reports_every_check(tmp_path, monkeypatch):
         "tags",
         "metadata",
         "provenance",
+        "binaries",
         "gpu_code",
         "build_paths",
     }
@@ -217,7 +221,7 @@ SO = "selective_scan_cuda.cpython-311-x86_64-linux-gnu.so"
 
 
 def _static_of(folder: Path, so: bytes) -> StepResult:
-    wheel = make_wheel(folder, files={SO: so})
+    wheel = make_wheel(folder, files={SO: MINIMAL_ELF + so})  # strings after a whole ELF
     tools = Tools(wheel_gpu_code=lambda _archive, _info: (code("sm_90"), "GPU code sm_90"))
     return static.static_step(VerifyOptions(wheel=wheel, tools=tools), H100)[0]
 
@@ -665,6 +669,7 @@ def test_the_static_step_opens_and_hashes_each_wheel_once(tmp_path, monkeypatch)
         "tags",
         "metadata",
         "provenance",
+        "binaries",
         "gpu_code",
         "build_paths",
     }

@@ -6,8 +6,8 @@ A stable library may import only
 - the C/C++ runtime: MSVCP140*.dll, VCRUNTIME140*.dll, the UCRT's api-ms-win-crt-*.dll
   (ucrtbase.dll when a linker names it directly) and KERNEL32.dll.
 The CUDA runtime is linked in (cudart_static), so no cudart64_*.dll may appear. The import table
-is read with pefile; the GPU code from the `.nv_fatb` section with wheel/gpucode.py's fatbin
-reader (cuobjdump on Linux reads no PE file).
+is read whole with pefile (wheel.imports); the GPU code from the `.nv_fatb` section with
+wheel/gpucode.py's fatbin reader (cuobjdump on Linux reads no PE file).
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pefile
-
 from mambawin.archs import Arch
 from mambawin.cross.symbols import is_stable_c_name
 from mambawin.errors import WheelError
 from mambawin.wheel.gpucode import GpuCode, read_fatbin
+from mambawin.wheel.imports import read_imports
 
 TORCH_DLLS = ("torch_cpu.dll", "torch_cuda.dll")
 _RUNTIME_DLLS = re.compile(
@@ -48,23 +47,20 @@ class Audit:
 
 
 def pe_imports(library: Path) -> dict[str, tuple[str, ...]]:
-    """Each DLL the PE file imports from, with the names (or `#ordinal`) it imports."""
+    """Each DLL the PE file imports from (delay-loaded ones too), with the names (or `#ordinal`)
+    it imports: read whole by wheel.imports (a table pefile cannot read fully is a WheelError,
+    never "no imports")."""
     try:
-        pe = pefile.PE(str(library), fast_load=True)
-        pe.parse_data_directories(
-            directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"]]
-        )
-    except (OSError, pefile.PEFormatError) as exc:
-        raise WheelError(f"{library} is not a PE file pefile can read: {exc}") from None
-    found: dict[str, tuple[str, ...]] = {}
-    for entry in getattr(pe, "DIRECTORY_ENTRY_IMPORT", ()):
-        names = tuple(
-            imp.name.decode("ascii", "replace") if imp.name else f"#{imp.ordinal}"
-            for imp in entry.imports
-        )
-        found[entry.dll.decode("ascii", "replace")] = names
-    pe.close()
-    return found
+        data = library.read_bytes()
+    except OSError as exc:
+        raise WheelError(f"{library} cannot be read: {exc}") from None
+    if data[:2] != b"MZ":
+        raise WheelError(f"{library} is not a PE file: rebuild it")
+    imports = read_imports(data, library.name)
+    found: dict[str, list[str]] = {dll: [] for dll in imports.libraries}
+    for symbol in imports.symbols:
+        found.setdefault(symbol.library or "", []).append(symbol.name)
+    return {dll: tuple(names) for dll, names in found.items()}
 
 
 def import_problems(imports: Imports) -> list[str]:

@@ -35,6 +35,8 @@ from mambawin.errors import UsageError
 from mambawin.fetch.upstream import Checkout
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT
+from mambawin.toolchain.msvc import cl_version
+from mambawin.toolchain.pytorch import package_version
 from mambawin.toolchain.wine import WindowsToolchain
 from mambawin.wheel.provenance import Provenance, read_provenance, record
 
@@ -102,11 +104,18 @@ def windows_tree(
             ),
             archs=tuple(format_archs(options.archs).split(";")),
             cuda_version=cuda,
-            compiler=f"cl.exe {toolchain.msvc_tools.name} and nvcc.exe {cuda} under wine",
+            compiler=windows_compilers(toolchain.msvc_tools.name, cuda),
+            torch_headers=package_version(toolchain.torch) if toolchain.torch else "",
             abi="stable",
             epoch=front.epoch,
         )
         yield WindowsTree(front, provenance)
+
+
+def windows_compilers(toolset: str, cuda: str) -> str:
+    """The compilers of a cross build, each with its own version: cl.exe's is not its toolset
+    folder's (toolset 14.44 ships cl.exe 19.44)."""
+    return f"cl.exe {cl_version(toolset)} (MSVC toolset {toolset}), nvcc.exe {cuda}, under wine"
 
 
 def build_windows(

@@ -19,11 +19,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from mambawin.errors import UsageError, os_error
+from mambawin.errors import UsageError, WheelError, os_error
+from mambawin.secret_urls import refuse_secrets, secret_in
 from mambawin.userfile import kind_of, parse_json
-from mambawin.wheel.info import open_wheel, read_text_member, sha256_file
+from mambawin.wheel.info import (
+    check_tag_characters,
+    open_wheel,
+    read_message,
+    read_text_member,
+    sha256_file,
+)
 from mambawin.wheel.provenance import provenance_in
 
 VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
@@ -92,10 +100,12 @@ def wheelhouse_files(folder: Path) -> list[Path]:
 def read_source(path: Path) -> Source:
     """One wheel, checked whole (a symlinked wheel is read through its link: its bytes are
     copied, never the link)."""
+    check_tag_characters(path.name)
     _check_is_file(path)
     with open_wheel(path) as (archive, info):
         metadata = read_text_member(path, archive, info.metadata_path)
         provenance = provenance_in(archive, info)
+    _check_no_secret(path, provenance, metadata)
     try:
         digest, size = sha256_file(path), path.stat().st_size
     except OSError as exc:
@@ -128,6 +138,29 @@ def read_own_wheel(path: Path) -> Source:
         )
         raise UsageError(msg)
     return replace(read_source(path), record=None, attested=False)
+
+
+def _check_no_secret(path: Path, provenance: Mapping[str, Any] | None, metadata: bytes) -> None:
+    """The index publishes the wheel's METADATA and shows its provenance's repository: a URL
+    in either that holds a credential (a direct-reference Requires-Dist `pkg @ https://user:
+    TOKEN@…`, a wheel an older mambawin built from such a repository) is never published."""
+    repo = (provenance or {}).get("upstream_repo")
+    urls = [("its provenance's upstream_repo", repo)] if isinstance(repo, str) else []
+    for text in read_message(metadata).get_all("Requires-Dist") or ():
+        try:
+            url = Requirement(str(text)).url
+        except InvalidRequirement:
+            url = None  # the verify step names a requirement that does not parse
+        if url:
+            urls.append((f"its Requires-Dist {str(text).split('@')[0].strip()!r}", url))
+    for what, url in urls:
+        found = secret_in(url)
+        if found is not None:
+            msg = (
+                f"{path.name}: {what} holds a credential ({found}), and the index publishes it: "
+                "rebuild the wheel without it (this mambawin records URLs without credentials)"
+            )
+            raise WheelError(msg)
 
 
 def _check_is_file(path: Path) -> None:
@@ -266,8 +299,10 @@ ATTESTATION = re.compile(r"https://[^\s\x00-\x1f\x7f]{1,2000}")
 
 def attestation_url(text: str | None) -> str | None:
     """--attestation as given (an https address of the wheels' attestation), or UsageError."""
-    if text is None or ATTESTATION.fullmatch(text):
-        return text
+    if text is None:
+        return None
+    if ATTESTATION.fullmatch(text):
+        return refuse_secrets(text, "--attestation", "every index page, which is world-readable")
     msg = (
         f"--attestation {text[:80]!r} is not an https:// address (one word, no spaces or control "
         "characters): pass the attestation's URL "

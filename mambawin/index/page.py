@@ -14,6 +14,7 @@ from typing import Any
 from mambawin.errors import WheelError
 from mambawin.index.model import IndexedWheel
 from mambawin.index.serve import is_stable_wheel
+from mambawin.secret_urls import redacted
 from mambawin.versions import release
 from mambawin.wheel.provenance import Provenance
 
@@ -167,7 +168,8 @@ def _row(wheel: IndexedWheel) -> str:
 
 
 def _upstream(prov: Provenance) -> str:
-    repo, commit, ref = prov.upstream_repo, prov.commit, prov.ref
+    # a wheel an older mambawin published may record a credential: the page never shows it
+    repo, commit, ref = redacted(prov.upstream_repo), prov.commit, prov.ref
     if not (repo or commit):
         return "— (no provenance)"
     label = escape(f"{ref or ''} {commit[:10]}".strip() or repo)

@@ -88,6 +88,7 @@ from mambawin.index.serve import (
     torch_folders,
 )
 from mambawin.index.serve import torches as named_torches
+from mambawin.secret_urls import secret_in
 from mambawin.userfile import parse_json
 from mambawin.versions import release
 from mambawin.wheel.info import open_wheel, read_message, read_text_member, sha256_file
@@ -387,7 +388,9 @@ def _from_json(data: Mapping[str, Any], path: Path) -> IndexedWheel:
 
 def _attestation(value: object) -> str | None:
     """The marker's attestation address, when it still is one (an edited marker's is dropped)."""
-    return value if isinstance(value, str) and ATTESTATION.fullmatch(value) else None
+    if not isinstance(value, str) or not ATTESTATION.fullmatch(value):
+        return None
+    return value if secret_in(value) is None else None  # an edited marker's token: never shown
 
 
 def _entry(path: Path) -> tuple[IndexedWheel, bytes]:

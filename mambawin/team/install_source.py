@@ -24,6 +24,7 @@ from mambawin import __version__, proc
 from mambawin.errors import CommandError, UpstreamError, UsageError
 from mambawin.fetch import git
 from mambawin.index.reader import project_links
+from mambawin.secret_urls import redacted, refuse_secrets
 from mambawin.userfile import parse_json
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mambawin/
@@ -88,12 +89,7 @@ def _check_reachable(url: str, where: str) -> None:
             "(a published wheel, or a pushed commit of your mambawin repository)"
         )
         raise UsageError(msg)
-    if parts.username is not None or parts.password is not None:
-        msg = (
-            f"{where} holds credentials in its URL, and the workflow file is committed: use a "
-            "public URL (or a package index the runner is configured for)"
-        )
-        raise UsageError(msg)
+    refuse_secrets(url, where, "the workflow file, which is committed")
 
 
 Links = Callable[[str, str], Mapping[str, str]]  # (index, project) → file name → address
@@ -151,6 +147,7 @@ def _from_direct_url(text: str) -> Source | None:
         if url and url.startswith("file://") and (data.get("dir_info") or {}).get("editable"):
             return _from_checkout(Path(unquote(urlparse(url).path)))
         return None
+    url = redacted(url)  # the workflow is committed: a recorded credential never reaches it
     return Source(f"mambawin @ git+{url}@{commit}", f"installed from {url}")
 
 
@@ -166,6 +163,7 @@ def _from_checkout(root: Path) -> Source | None:
     url = pip_git_url(remote) if remote else None
     if url is None or not re.fullmatch(r"[0-9a-f]{40}", commit):
         return None
+    url = redacted(url)  # an origin cloned as https://TOKEN@host: the token stays here
     return Source(f"mambawin @ git+{url}@{commit}", f"the checkout at {root} (origin, HEAD)")
 
 

@@ -20,6 +20,7 @@ from mambawin.builder.backends import SPEC_OPTIONS
 from mambawin.errors import SpecError, UsageError
 from mambawin.packages import PACKAGE_NAMES, get_package
 from mambawin.patch.registry import every_patch_id, unknown_ids
+from mambawin.secret_urls import WHERE_SECRETS_GO, secret_in
 from mambawin.team.spec import (
     _INDEX_CUDA,
     _URL,
@@ -79,7 +80,7 @@ class _Reader:
     def spec(self, data: dict[str, Any]) -> Spec:
         self.known(data, (), tuple(k.toml_name for k in SPEC_KEYS))
         base = self.path.parent
-        index = self.optional_str(data, ("index",))
+        index = self.public(self.optional_str(data, ("index",)), ("index",))
         return Spec(
             path=self.path,
             packages=self.packages(self.required(data, ("package",))),
@@ -121,7 +122,8 @@ class _Reader:
         return PackageSpec(
             name=name,
             ref=self.string(self.required(table, (*where, "ref")), (*where, "ref")),
-            repo=self.optional_str(table, (*where, "repo")) or get_package(name).default_repo,
+            repo=self.public(self.optional_str(table, (*where, "repo")), (*where, "repo"))
+            or get_package(name).default_repo,
             version=version,
         )
 
@@ -133,7 +135,7 @@ class _Reader:
         self.known(table, where, TABLE_KEYS["torch"])
         version = self.string(self.required(table, (*where, "version")), (*where, "version"))
         self.version(version, (*where, "version"))
-        index = self.optional_str(table, (*where, "index"))
+        index = self.public(self.optional_str(table, (*where, "index")), (*where, "index"))
         if index is not None and not _URL.match(index):
             raise self.fail(
                 (*where, "index"),
@@ -317,6 +319,18 @@ class _Reader:
                 "an option: write the value itself",
             )
         return text
+
+    def public(self, url: str | None, where: tuple[str | int, ...]) -> str | None:
+        """A URL the workflow and the index pages may carry: no credential in it
+        (secret_urls)."""
+        found = secret_in(url) if url is not None else None
+        if found is not None:
+            raise self.fail(
+                where,
+                f"holds a credential ({found}), and the spec's URLs are written into the "
+                f"committed workflow: {WHERE_SECRETS_GO}",
+            )
+        return url
 
     def optional_str(self, table: Mapping[str, Any], where: tuple[str | int, ...]) -> str | None:
         key = str(where[-1])

@@ -60,6 +60,12 @@ class VsInstance:
         return Path(self.path, "VC", "Auxiliary", "Build", "vcvars64.bat")
 
 
+def cl_version(toolset: str) -> str:
+    """cl.exe's version from its toolset folder's: 14.XX.BBBBB ships cl 19.XX.BBBBB (the two
+    differ, and a record that names cl.exe gives cl.exe's)."""
+    return "19." + toolset.split(".", 1)[1] if "." in toolset else toolset
+
+
 @dataclass(frozen=True)
 class Toolset:
     """One MSVC toolset folder (VC\\Tools\\MSVC\\14.XX.BBBBB) inside an instance."""
@@ -75,7 +81,7 @@ class Toolset:
     @property
     def cl_version(self) -> str:
         """cl.exe's version: toolset 14.XX.BBBBB ships cl 19.XX.BBBBB."""
-        return "19." + self.version.split(".", 1)[1]
+        return cl_version(self.version)
 
     @property
     def root(self) -> Path:

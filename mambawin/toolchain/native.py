@@ -44,6 +44,13 @@ class Toolchain:
 
     @property
     def compiler(self) -> str:
-        """e.g. 'msvc 19.44.35207 14.44.35207' or 'gcc 12.2.0': build key and provenance."""
-        parts = (self.host_compiler, self.host_compiler_version, self.msvc_toolset)
-        return " ".join(p for p in parts if p)
+        """Each tool with its own version, labelled: 'msvc 19.44.35207 (MSVC toolset
+        14.44.35207), nvcc 12.9' or 'gcc 12.2.0, nvcc 12.9': build key and provenance."""
+        host = " ".join(p for p in (self.host_compiler, self.host_compiler_version) if p)
+        toolset = f"(MSVC toolset {self.msvc_toolset})" if self.msvc_toolset else ""
+        parts = (" ".join(p for p in (host, toolset) if p), self.nvcc_label)
+        return ", ".join(p for p in parts if p)
+
+    @property
+    def nvcc_label(self) -> str:
+        return f"nvcc {self.cuda_version}" if self.cuda_version else ""

@@ -76,6 +76,17 @@ def read_torch_facts() -> TorchFacts:
     )
 
 
+def package_version(root: Path) -> str:
+    """The version of the torch package folder at root (its version.py's __version__, read
+    without running it); '' when it has none a reader can trust."""
+    try:
+        values = _assignments((root / "version.py").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return ""
+    version = values.get("__version__")
+    return version if isinstance(version, str) else ""
+
+
 def _assignments(source: str) -> dict[str, object]:
     """Literal `name = value` / `name: T = value` assignments of a module, without running it."""
     found: dict[str, object] = {}

@@ -12,7 +12,7 @@ from mambawin.archs import Arch, parse_arch
 from mambawin.errors import MambawinError, UsageError
 from mambawin.status import Status
 from mambawin.verify.report import StepResult, Target, named
-from mambawin.versions import release
+from mambawin.versions import at_least, release
 from mambawin.wheel.abi_audit import floor_of
 from mambawin.wheel.glibc import VersionNeed
 from mambawin.wheel.gpucode import GpuCode
@@ -189,8 +189,9 @@ def _check_floor(
     except MambawinError as exc:
         return False, str(exc)
     # The stable C symbols a floor exports stay in every later torch (torch/csrc/stable), so
-    # only the release numbers count: 2.10.0a0 and 2.12.0+cu130 are both at or above 2.10.
-    if release(target.torch_version, 3) < release(floor, 3):
+    # only the epoch and release numbers count: 2.10.0a0, 2.10.0.0 and 2.12.0+cu130 are all at
+    # or above 2.10 (versions.at_least).
+    if not at_least(target.torch_version, floor):
         return False, (
             f"stable wheel for torch >= {floor} but {here} is installed: install torch "
             f"{floor} or newer, or build a wheel for this torch (`mambawin build`)"

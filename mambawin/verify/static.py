@@ -25,6 +25,9 @@ from mambawin.verify.report import Row, StepResult, Target, named, rows_result
 from mambawin.verify.tools import binary_gpu_code
 from mambawin.wheel.abi_audit import (
     StableCheck,
+    check_binaries_whole,
+    check_files_whole,
+    check_headers,
     check_shim,
     check_stable_files,
     check_stable_wheel,
@@ -111,15 +114,17 @@ def _wheel_checks(
     checks.append(Row("metadata", *_requirements_check(archive, info)))
     provenance, prov_msg = _read_provenance(archive, info, project)
     checks.append(Row("provenance", provenance is not None, prov_msg))
+    checks.append(_row("binaries", lambda: check_binaries_whole(archive, info)))
     code, code_msg = options.tools.wheel_gpu_code(archive, info)
     checks.append(_code_row(code, code_msg))
     stable = _stable_check(archive, info, provenance)
     if stable is not None:
-        checks.append(
-            Row("abi", stable.ok, stable.message, {"violations": list(stable.violations)})
-        )
+        checks.append(_abi_row(stable))
     if is_stable(provenance):
         checks += _stable_rows(archive, info, project, provenance)
+        headers = check_headers(provenance)
+        if headers is not None:
+            checks.append(Row("headers", headers.ok, headers.message, advisory=True))
     checks += _glibc_check(archive, info)
     checks.append(_build_paths_check(archive, info))
     return checks, code, provenance
@@ -232,12 +237,11 @@ def _static_installed(
     code, code_msg = binary_gpu_code(binary, name)
     checks = [
         Row("provenance", provenance is not None, _provenance_message(provenance, project)),
+        _row("binaries", lambda: check_files_whole([binary])),
         _code_row(code, code_msg),
     ]
     if stable is not None:
-        checks.append(
-            Row("abi", stable.ok, stable.message, {"violations": list(stable.violations)})
-        )
+        checks.append(_abi_row(stable))
     checks += _needs_row(file_needs([binary]))
     return rows_result(named("static", project), checks), code, provenance
 

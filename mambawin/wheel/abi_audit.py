@@ -45,7 +45,8 @@ from mambawin.abi import (
     stable_shim,
     torch_requirement,
 )
-from mambawin.versions import release
+from mambawin.errors import WheelError
+from mambawin.versions import at_least, release
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
 from mambawin.wheel.info import WheelFileName, WheelInfo, read_member, read_text_member
 from mambawin.wheel.provenance import Provenance
@@ -302,6 +303,57 @@ def audit_libraries(archive: zipfile.ZipFile, info: WheelInfo, floor: Version) -
     return summarize(audits)
 
 
+def check_binaries_whole(archive: zipfile.ZipFile, info: WheelInfo) -> StableCheck:
+    """Every compiled library of the wheel read whole (headers, sections and import tables
+    inside the file, nothing pefile or pyelftools gave up on): what the static step requires of
+    every wheel, so a cut or malformed `.pyd` fails even where nothing loads it (`--skip load`,
+    a Linux machine without wine)."""
+    binaries = [m for m in info.members if m.lower().endswith(BINARY_SUFFIXES)]
+    for member in binaries:
+        read_imports(read_member(info.path, archive, member), PurePosixPath(member).name)
+    if not binaries:
+        return StableCheck(True, "no compiled library in the wheel")
+    return StableCheck(True, f"{len(binaries)} compiled libraries read whole")
+
+
+def check_files_whole(paths: Iterable[Path]) -> StableCheck:
+    """check_binaries_whole for installed files (verify --installed): each compiled library
+    among paths read whole; a Python stand-in is no binary and is not read."""
+    binaries = [p for p in paths if p.name.lower().endswith(BINARY_SUFFIXES)]
+    for path in binaries:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise WheelError(f"{path} cannot be read ({exc}): reinstall the wheel") from None
+        read_imports(data, path.name)
+    return StableCheck(True, f"{len(binaries)} compiled libraries read whole")
+
+
+def check_headers(provenance: Mapping[str, Any] | None) -> StableCheck | None:
+    """Which torch headers a stable binary was compiled against, beside its floor (the static
+    step's advisory `headers` row). The floor is proven by compiling against the floor's own
+    headers; newer ones warn: the audit checked every import against the floor's exports, but an
+    inline function or macro of the newer headers is compiled in, where no import shows it.
+    None for a record written before the headers were kept, or with a floor that is no version
+    (the abi row reports that)."""
+    record = Provenance.from_dict(provenance)
+    if not record.torch_headers:
+        return None
+    try:
+        floor = record.floor
+    except WheelError:
+        return None
+    if release(record.torch_headers, 2) == release(floor, 2):
+        return StableCheck(True, f"compiled against torch {record.torch_headers}'s headers: the "
+                                 "floor's own")  # fmt: skip
+    return StableCheck(False, (
+        f"compiled against torch {record.torch_headers}'s headers, not the floor {floor}'s: each "
+        f"import was checked against torch {floor}'s exports, but what those headers compile in "
+        f"(inline functions, macros) is unproven on {floor}; rebuild against torch {floor}'s "
+        f"headers (`mambawin toolchain windows --setup --torch {floor}.0`)"
+    ))  # fmt: skip
+
+
 _REBUILD = "rebuild it with `mambawin build --abi stable`"
 # Any stable library's file name, to say which one a foreign shim loads instead.
 _ANY_LIBRARY = re.compile(r"[\w.]+_stable(\.abi3)?\.(so|pyd)")
@@ -356,8 +408,9 @@ def _string_constants(raw: bytes) -> set[str]:
 
 def check_torch_floor(requires: Sequence[str], floor: Version) -> StableCheck:
     """Whether Requires-Dist holds a stable wheel to its floor: an unconditional torch
-    requirement that admits the floor and no older torch (compared by release numbers, as the fit
-    step compares them). Without it pip installs the wheel beside a torch it cannot load in."""
+    requirement that admits the floor and no older torch (compared by epoch and release numbers,
+    as the fit step compares them: versions.at_least). Without it pip installs the wheel beside
+    a torch it cannot load in."""
     fix = f"a stable wheel requires {torch_requirement(floor)}; {_REBUILD}"
     torch = [r for r in _parsed(requires) if canonicalize_name(r.name) == "torch"]
     if not torch:
@@ -373,7 +426,7 @@ def check_torch_floor(requires: Sequence[str], floor: Version) -> StableCheck:
         specifier &= requirement.specifier
     shown = ", ".join(str(r) for r in plain) + ("" if specifier else " (no version)")
     bound = lowest_admitted(specifier)
-    if bound is None or release(bound, 3) < release(floor, 3):
+    if bound is None or not at_least(bound, floor):
         return StableCheck(False, (
             f"Requires-Dist {shown} admits torch older than {floor}, where the stable library "
             f"does not load: {fix}"

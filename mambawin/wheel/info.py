@@ -125,6 +125,37 @@ def parse_file_name(file_name: str) -> WheelFileName:
     return WheelFileName(name, version, build, python, abi, platform)
 
 
+# PEP 425: a tag is letters, digits and `_` (`.` joins a compressed set: `py2.py3`); the rest
+# of a published name is PEP 440/503 text. Anything else in a link is URL syntax: `#` cuts it,
+# `?` starts a query, `%` escapes, a space ends it.
+_TAG_PART = re.compile(r"[A-Za-z0-9_]+")
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.!+-]+\.whl")
+
+
+def check_tag_characters(file_name: str) -> WheelFileName:
+    """The name's parts when every tag is PEP 425 characters only, and the whole name text a
+    link carries as it is; WheelError naming the first part that is not (what publishing
+    checks before it writes a byte)."""
+    parsed = parse_file_name(file_name)
+    parts = (("python", parsed.python), ("abi", parsed.abi), ("platform", parsed.platform))
+    for what, value in parts:
+        bad = [p for p in value.split(".") if not _TAG_PART.fullmatch(p)]
+        if bad:
+            msg = (
+                f"{file_name!r}: its {what} tag {bad[0]!r} holds characters a PEP 425 tag cannot "
+                "(letters, digits and _ only; a link would be cut or redirected at them): "
+                "rename the wheel with its true tags, or rebuild it"
+            )
+            raise WheelError(msg)
+    if not _NAME_CHARS.fullmatch(file_name) or (parsed.build and not parsed.build[0].isdigit()):
+        msg = (
+            f"{file_name!r} holds characters a wheel file name cannot (letters, digits and "
+            "_ . ! + - only): rename the wheel, or rebuild it"
+        )
+        raise WheelError(msg)
+    return parsed
+
+
 def read_message(data: bytes) -> Message:
     """Parse METADATA/WHEEL bytes the way pip does (RFC 822 headers, compat32 policy)."""
     return BytesParser(policy=compat32).parsebytes(data)

@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin import __version__
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.errors import MambawinError, UsageError, WheelError
+from mambawin.secret_urls import public_repo
 from mambawin.userfile import env_int, parse_json
 from mambawin.versions import release
 from mambawin.wheel.info import (
@@ -47,7 +48,11 @@ class Provenance:
     archs: tuple[str, ...] = ()
     torch_version: str = ""
     cuda_version: str = ""
-    compiler: str = ""
+    compiler: str = ""  # each tool labelled with its own version: "cl.exe 19.44.35207 (MSVC ..."
+    # The torch whose headers the binary was compiled against ("2.11.0"); a stable build's may be
+    # newer than its floor (the audit then proves the floor from the binary's imports). Empty in
+    # a record written before it was kept.
+    torch_headers: str = ""
     abi: str = DEFAULT_ABI  # mambawin.abi: "torch", or "stable" (fits every torch >= torch_floor)
     torch_floor: str = ""  # stable builds: the oldest torch the binary loads in ("2.10")
     mambawin_version: str = __version__
@@ -128,6 +133,7 @@ _TEXT_FIELDS = (
     "torch_version",
     "cuda_version",
     "compiler",
+    "torch_headers",
     "abi",
     "torch_floor",
     "mambawin_version",
@@ -156,6 +162,7 @@ def record(
     torch_version: str = "",
     cuda_version: str,
     compiler: str,
+    torch_headers: str = "",
     abi: str,
     epoch: int | None,
 ) -> Provenance:
@@ -163,9 +170,11 @@ def record(
 
     build_date is the epoch the wheel is dated by (SOURCE_DATE_EPOCH, else the upstream commit's
     time, as reproducible builds do), so two builds of one commit write the same bytes; only a
-    tree with no commit (`--source` outside git) falls back to the time of writing."""
+    tree with no commit (`--source` outside git) falls back to the time of writing. The
+    repository is recorded as secret_urls.public_repo says (never a local folder, never a
+    credential)."""
     return Provenance(
-        upstream_repo=checkout.repo,
+        upstream_repo=public_repo(checkout.repo),
         ref=checkout.ref or "",
         commit=checkout.commit or "",
         version=checkout.version,
@@ -175,6 +184,7 @@ def record(
         torch_version=torch_version,
         cuda_version=cuda_version,
         compiler=compiler,
+        torch_headers=torch_headers or torch_version,
         abi=abi,
         torch_floor=str(STABLE_FLOOR) if abi == "stable" else "",
         mambawin_version=__version__,

@@ -33,6 +33,7 @@ from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_PYTHON_TAG, Abi, torch_requirement
 from mambawin.atomic import write_through
 from mambawin.errors import UsageError, WheelError
+from mambawin.secret_urls import public_repo
 from mambawin.wheel.guard import Built, guard_target, guard_versions, set_guard
 from mambawin.wheel.info import (
     WheelInfo,
@@ -178,12 +179,16 @@ def _provenance_dict(
     info: WheelInfo,
     provenance: Provenance | Mapping[str, object] | None,
 ) -> dict[str, object] | None:
-    """The caller's provenance, else the one already in the wheel (a second rewrite keeps it)."""
+    """The caller's provenance, else the one already in the wheel (a second rewrite keeps it);
+    either way its repository as public_repo says (an older wheel's folder or credential is not
+    written into the new one)."""
     if isinstance(provenance, Provenance):
         return provenance.to_dict()
-    if provenance is not None:
-        return dict(provenance)
-    return provenance_in(archive, info)
+    record = dict(provenance) if provenance is not None else provenance_in(archive, info)
+    repo = record.get("upstream_repo") if record is not None else None
+    if record is not None and isinstance(repo, str):
+        record["upstream_repo"] = public_repo(repo)
+    return record
 
 
 def _entries(

@@ -23,9 +23,10 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin import proc
 from mambawin.atomic import fill_dir, staging_dir, write_text
-from mambawin.errors import CommandError, FileSystemError, UpstreamError, os_error
+from mambawin.errors import CommandError, FileSystemError, UpstreamError, WheelError, os_error
 from mambawin.owned import cache_dir, claim, mark, marked_as
 from mambawin.toolchain.wine_setup import pip_download
+from mambawin.wheel.imports import open_pe
 
 OWNED_AS = "torch-windows-dlls"  # the kind in each version folder's ownership marker
 EXPORTS = "exports.json"
@@ -161,14 +162,42 @@ def _unpack(wheel: Path, tmp: Path) -> None:
 
 
 def dll_exports(dll: Path) -> frozenset[str]:
-    """The names a DLL exports (pefile: its export directory)."""
+    """Every name a DLL exports (pefile: its export directory), read whole: a CUDA torch's
+    torch_cuda.dll exports tens of thousands, past pefile's default limit of 8,192, so the limit
+    is the directory's own count; a table that cannot be read whole is an UpstreamError, never
+    a shorter list (the stub is checked against these names)."""
     try:
-        pe = pefile.PE(str(dll), fast_load=True)
-        pe.parse_data_directories(
-            directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_EXPORT"]]
-        )
-    except pefile.PEFormatError as exc:
-        raise UpstreamError(f"{dll.name}: its PE headers cannot be read ({exc.value})") from None
+        pe = open_pe(dll, dll.name, directories=(), max_exports=0)
+        declared = _export_count(pe, dll.name)
+        pe.close()
+        pe = open_pe(dll, dll.name, directories=(_EXPORTS,), max_exports=declared + 1)
+    except WheelError as exc:
+        raise UpstreamError(str(exc).replace("rebuild the wheel", "download torch again")) from None
     table = getattr(pe, "DIRECTORY_ENTRY_EXPORT", None)
-    symbols = table.symbols if table is not None else ()
-    return frozenset(s.name.decode("ascii", "replace") for s in symbols if s.name)
+    names = [s.name for s in (table.symbols if table is not None else ()) if s.name]
+    pe.close()  # the file stays mapped until closed
+    if len(names) != declared:
+        msg = (
+            f"{dll.name}: its export directory names {declared:,} symbols but {len(names):,} "
+            "could be read: download torch again"
+        )
+        raise UpstreamError(msg)
+    return frozenset(n.decode("ascii", "replace") for n in names)
+
+
+_EXPORTS = "IMAGE_DIRECTORY_ENTRY_EXPORT"
+
+
+def _export_count(pe: pefile.PE, name: str) -> int:
+    """NumberOfNames of the export directory as the file holds it (0 without one)."""
+    directories = pe.OPTIONAL_HEADER.DATA_DIRECTORY
+    entry = directories[0] if directories else None  # IMAGE_DIRECTORY_ENTRY_EXPORT
+    if entry is None or not entry.VirtualAddress:
+        return 0
+    try:
+        raw = pe.get_data(entry.VirtualAddress, 40)
+    except pefile.PEFormatError:
+        raw = b""
+    if len(raw) < 40:
+        raise WheelError(f"{name}: its export directory lies outside the file")
+    return int.from_bytes(raw[24:28], "little")  # IMAGE_EXPORT_DIRECTORY.NumberOfNames
