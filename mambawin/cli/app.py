@@ -8,7 +8,7 @@ import io
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager, redirect_stdout, suppress
 from typing import Annotated, Any, TypeVar
 
@@ -19,6 +19,7 @@ from rich.table import Table
 from typer.core import TyperCommand, TyperGroup
 
 from mambawin import __version__
+from mambawin.cli import registry
 from mambawin.errors import MambawinError, UsageError, os_error
 from mambawin.ui.console import console, out, printable
 
@@ -111,13 +112,125 @@ class _TrimmedHelp:
         sys.stdout.write("".join(line.rstrip() + "\n" for line in lines))
 
 
-class Group(_TrimmedHelp, TyperGroup):
+class _LazyCommands(MutableMapping[str, Any]):
+    """The root's commands by name, in the registry's order; a command's module is imported the
+    first time the command itself is asked for (to run it, or for its own help)."""
+
+    def __init__(self, loaded: dict[str, Any]) -> None:
+        self._loaded = loaded  # those typer built already (their module was imported first)
+
+    def loaded(self, name: str) -> bool:
+        return name in self._loaded
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded:
+            if name not in registry.BY_NAME:
+                raise KeyError(name)
+            self._loaded[name] = _load(registry.BY_NAME[name])
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (entry.name for entry in registry.COMMANDS)
+        yield from (name for name in self._loaded if name not in registry.BY_NAME)
+
+    def __len__(self) -> int:
+        return len(set(registry.BY_NAME) | set(self._loaded))
+
+
+def _load(entry: registry.Entry) -> Any:
+    """entry's click command: its module imported (it registers on `app`), then built by typer."""
+    importlib.import_module(f"mambawin.cli.{entry.module}")
+    main = importlib.import_module("typer.main")
+    for info in app.registered_commands:
+        if info.name == entry.name:
+            return main.get_command_from_info(
+                info,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+    for group_info in app.registered_groups:
+        if group_info.name == entry.name:
+            return main.get_group_from_info(
+                group_info,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                suggest_commands=app.suggest_commands,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+    raise LookupError(f"mambawin.cli.{entry.module} does not define {entry.name}")
+
+
+def _listed(name: str) -> Any:
+    """The stand-in `mambawin --help` lists for a command not loaded: its name, panel, summary."""
+    entry = registry.BY_NAME[name]
+    listed = TyperCommand(name, short_help=entry.summary, help=entry.summary)
+    listed.rich_help_panel = entry.panel  # where typer's help groups it
+    return listed
+
+
+class _FlagsShowNoType:
+    """A flag shows no `<bool>` type in help: it takes no value to type."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params: list[Any] = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False):
+                # typer builds its own option objects: the class is swapped for one that says so
+                param.__class__ = _flag_class(type(param))
+        return params
+
+
+def _no_type(self: Any, ctx: Any) -> str | None:
+    return None
+
+
+_FLAG_CLASSES: dict[type, type] = {}
+
+
+def _flag_class(base: type) -> type:
+    """base, or its subclass whose help shows no type (one per base)."""
+    if base.__dict__.get("display_type_rich") is _no_type:
+        return base
+    if base not in _FLAG_CLASSES:
+        _FLAG_CLASSES[base] = type(f"Flag{base.__name__}", (base,), {"display_type_rich": _no_type})
+    return _FLAG_CLASSES[base]
+
+
+class Group(_FlagsShowNoType, _TrimmedHelp, TyperGroup):
     """A sub-command group (`ci`, `toolchain`): typer.Typer(cls=Group)."""
 
 
-class _Root(_TrimmedHelp, TyperGroup):
+class _Root(_FlagsShowNoType, _TrimmedHelp, TyperGroup):
     """The top-level group: every command's parsing runs inside it, so its usage errors are
-    rendered here, once."""
+    rendered here, once. Its commands load when used (`_LazyCommands`); its own help lists them
+    from the registry, importing none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(dict(self.commands))
+        self._listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        commands = self.commands
+        assert isinstance(commands, _LazyCommands)
+        if self._listing and not commands.loaded(cmd_name):
+            return _listed(cmd_name)
+        return commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True  # the command list is the registry's: nothing is imported for it
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         ctx.meta[_JSON_META] = _wants_json(args)
@@ -129,7 +242,7 @@ class _Root(_TrimmedHelp, TyperGroup):
             return super().invoke(ctx)
 
 
-class _Command(_TrimmedHelp, TyperCommand):
+class _Command(_FlagsShowNoType, _TrimmedHelp, TyperCommand):
     """A command whose options never take another mambawin option as their value."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -150,13 +263,16 @@ def _refuse_an_option_as_a_value(ctx: Any, args: list[str]) -> None:
         if p.param_type_name == "option" and not (p.is_flag or p.count)
         for name in p.opts
     }
-    names = _option_names(ctx.find_root().command)
+    names: set[str] | None = None  # every command's options: loaded only when a value is one
     for token, after in zip(args, [*args[1:], ""], strict=False):
         if token == "--":
             return
         name, equals, value = token.partition("=")
         given = value if equals else after
-        if name in valued and given.partition("=")[0] in names:
+        if name not in valued or not given.startswith("-"):
+            continue
+        names = _option_names(ctx.find_root().command) if names is None else names
+        if given.partition("=")[0] in names:
             msg = f"{name} needs a value and got the option {given}: give {name} its value"
             raise _CLICK.exceptions.UsageError(msg, ctx)
 
@@ -239,10 +355,33 @@ def command(
                         raise fail_json(str(exc), exc.exit_code) from None
                 raise typer.Exit(exc.exit_code) from None
 
-        (group or app).command(name, cls=_Command, **kwargs)(wrapper)
+        entry = registry.BY_NAME.get(name or "") if group is None else None
+        # A root command's line and panel in `mambawin --help` are the registry's; a
+        # sub-command's line is its docstring's first paragraph, on one line.
+        listed: dict[str, Any] = {"short_help": _first_paragraph(fn.__doc__ or "")}
+        if entry is not None:
+            listed = {"short_help": entry.summary, "rich_help_panel": entry.panel}
+        (group or app).command(name, cls=_Command, **listed, **kwargs)(wrapper)
         return fn
 
     return register
+
+
+def _first_paragraph(doc: str) -> str:
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def examples(*lines: str) -> str:
+    """A command's Examples section (its help's epilog): one command line per line."""
+    return "Examples:\n\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def group(name: str, help: str) -> typer.Typer:
+    """A root group of sub-commands (`ci`, `toolchain`), listed as the registry says."""
+    entry = registry.BY_NAME[name]
+    sub = typer.Typer(cls=Group, no_args_is_help=True, help=help)
+    app.add_typer(sub, name=name, short_help=entry.summary, rich_help_panel=entry.panel)
+    return sub
 
 
 def print_table(

@@ -9,14 +9,11 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from mambawin.cli.app import Group, app, command
+from mambawin.cli.app import command, group
 from mambawin.ui.console import console
 from mambawin.verify.resolve import OFFLINE_ENV
 
-ci_app = typer.Typer(
-    cls=Group, no_args_is_help=True, help="Generate CI workflows that build the spec."
-)
-app.add_typer(ci_app, name="ci")
+ci_app = group("ci", "Generate CI workflows that build the spec.")
 
 
 @command("github", group=ci_app)

@@ -9,14 +9,11 @@ from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import Group, app, command, fail_json, print_json
+from mambawin.cli.app import command, fail_json, group, print_json
 from mambawin.toolchain.wine_setup import SETUP_CUDA, SETUP_TORCH
 from mambawin.ui.console import console
 
-toolchain_app = typer.Typer(
-    cls=Group, no_args_is_help=True, help="Toolchains mambawin sets up itself."
-)
-app.add_typer(toolchain_app, name="toolchain")
+toolchain_app = group("toolchain", "Toolchains mambawin sets up itself.")
 
 # --root of either toolchain (each checks the folder the same way: wine.root_option)
 RootOption = Annotated[
