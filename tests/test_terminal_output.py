@@ -88,7 +88,8 @@ def test_a_borderless_table_with_one_long_row_pads_no_other_row() -> None:
     lines = captured.get().splitlines()
     assert _padded(captured.get()) == []
     assert lines[1] == "✓  python  /usr/bin/python3"  # as wide as its content
-    assert lines[2].strip() == "fix: " + "x" * 200
+    assert max(len(line) for line in lines) <= 100  # the long cell wraps at the piped width
+    assert "".join(line.strip() for line in lines[2:]) == "fix:" + "x" * 200
 
 
 def test_a_pipe_to_another_program_gets_no_padding() -> None:

@@ -15,13 +15,12 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperCommand, TyperGroup
 
 from mambawin import __version__
 from mambawin.cli import registry
 from mambawin.errors import MambawinError, UsageError, os_error
-from mambawin.ui.console import console, out, printable
+from mambawin.ui.console import Fitted, console, out, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -387,10 +386,6 @@ def group(name: str, help: str) -> typer.Typer:
 def print_table(
     title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], *, to: Console | None = None
 ) -> None:
-    """A result table on stdout (so `mambawin patches | less` pages it), or on `to`."""
-    table = Table(title=title, show_lines=len(columns) > 3)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    (to or out).print(table)
+    """A result table on stdout (so `mambawin patches | less` pages it), or on `to`; as records
+    where it would not fit the width (ui.console.Fitted)."""
+    (to or out).print(Fitted(title, columns, rows))
