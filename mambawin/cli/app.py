@@ -8,7 +8,7 @@ import io
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager, redirect_stdout, suppress
 from typing import Annotated, Any, TypeVar
 
@@ -384,7 +384,11 @@ def group(name: str, help: str) -> typer.Typer:
 
 
 def print_table(
-    title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], *, to: Console | None = None
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    to: Console | None = None,
 ) -> None:
     """A result table on stdout (so `mambawin patches | less` pages it), or on `to`; as records
     where it would not fit the width (ui.console.Fitted)."""

@@ -9,14 +9,24 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from mambawin.cli.app import command, group
+from mambawin.cli.app import command, examples, group
+from mambawin.team.github_cross import BUILD_ON
+from mambawin.team.github_publish import PUBLISH
 from mambawin.ui.console import console
 from mambawin.verify.resolve import OFFLINE_ENV
 
 ci_app = group("ci", "Generate CI workflows that build the spec.")
 
 
-@command("github", group=ci_app)
+@command(
+    "github",
+    group=ci_app,
+    epilog=examples(
+        "mambawin ci github",
+        "mambawin ci github --spec mambawin.toml --publish release",
+        "mambawin ci github --build-on linux --out .github/workflows/wheels.yml",
+    ),
+)
 def github_command(
     spec: Annotated[
         Path, typer.Option("--spec", help="The team spec (TOML); `mambawin init` writes one.")
@@ -25,7 +35,12 @@ def github_command(
         ".github/workflows/mamba-wheels.yml"
     ),
     publish: Annotated[
-        str, typer.Option("--publish", help="Where the index goes: pages, release or none.")
+        str,
+        typer.Option(
+            "--publish",
+            help="Where the index goes: pages, release or none.",
+            metavar="|".join(PUBLISH),
+        ),
     ] = "pages",
     runner: Annotated[
         str,
@@ -38,6 +53,7 @@ def github_command(
         str,
         typer.Option(
             "--build-on",
+            metavar="|".join(BUILD_ON),
             help="windows, or linux: cross-build the stable-ABI wheels on Linux runners under "
             'wine and check them on a Windows runner (a spec with abi = "stable").',
         ),

@@ -93,13 +93,17 @@ class _PipeFriendlyConsole(Console):
         """objects as print would join them, wrapped between words at the width."""
         markup, highlight = kwargs.get("markup"), kwargs.get("highlight")
         parts = [
-            o if isinstance(o, Text) else self.render_str(str(o), markup=markup, highlight=highlight)
+            o
+            if isinstance(o, Text)
+            else self.render_str(str(o), markup=markup, highlight=highlight)
             for o in objects
         ]
         text = Text(kwargs.get("sep", " ")).join(parts)
         if kwargs.get("style"):
             text.stylize(kwargs["style"])
-        text.overflow = "ignore"  # a long word (a path) stays whole; wrap(overflow=...) would not wrap
+        text.overflow = (
+            "ignore"  # a long word (a path) stays whole; wrap(overflow=...) would not wrap
+        )
         lines = text.wrap(self, self.width)
         for line in lines:
             line.rstrip()
@@ -155,10 +159,7 @@ class Fitted:
         self.box = box  # False: columns only, no lines (a list to read, not a grid)
 
     def table(self) -> Table:
-        if not self.box:
-            table = Table(box=None, pad_edge=False)
-        else:
-            table = Table(show_lines=self.wide())
+        table = Table(show_lines=self.wide()) if self.box else Table(box=None, pad_edge=False)
         for column in self.columns:
             table.add_column(column, overflow="fold")
         for row in self.rows:

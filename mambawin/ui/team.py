@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-
 from mambawin.ui.console import FAIL, OK, SKIP, WARN, Fitted, console, out
 
 if TYPE_CHECKING:
@@ -67,7 +66,9 @@ def render_results(results: Sequence[CellResult]) -> None:
         )
         for result in results
     ]
-    console.print(Fitted("build --spec", ("cell", "outcome", "time", "wheel or why"), rows, box=False))
+    console.print(
+        Fitted("build --spec", ("cell", "outcome", "time", "wheel or why"), rows, box=False)
+    )
 
 
 def render_plan(planned: Sequence[PlannedCell]) -> None:
@@ -75,9 +76,9 @@ def render_plan(planned: Sequence[PlannedCell]) -> None:
     for item in planned:
         if item.outcome != "build":
             mark = OUTCOME_MARKS.get(item.outcome, item.outcome)
-            out.print(f"{mark} {item.cell.id}: {item.detail}", soft_wrap=True)
+            out.print(f"{mark} {item.cell.id}: {item.detail}")
             continue
-        out.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}", soft_wrap=True)
+        out.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}")
         out.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
     count = sum(p.outcome == "build" for p in planned)
     out.print(f"{count} of {len(planned)} cells would be built; nothing was created")
