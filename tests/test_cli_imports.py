@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# mambawin, mambawin.__main__, .cli, .cli.app, .cli.registry, .errors, .status, .ui, .ui.console
+# mambawin, .__main__, .cli, .cli.app, .cli.registry, .cli.lazy, .errors, .status, .ui, .ui.console
 MAMBAWIN_BOUND = 10
 # Modules only a command needs; none may load for the root's help or version.
 HEAVY = ("packaging", "wheel", "torch", "numpy", "tomllib", "mambawin.builder", "mambawin.verify")
@@ -60,7 +60,7 @@ def test_the_root_help_and_version_load_no_command(args: tuple[str, ...]) -> Non
     assert heavy == [], heavy
 
 
-_ROOT_MODULES = {"mambawin.cli.app", "mambawin.cli.registry"}
+_ROOT_MODULES = {"mambawin.cli.app", "mambawin.cli.registry", "mambawin.cli.lazy"}
 
 
 def test_a_command_loads_its_module_when_it_runs() -> None:

