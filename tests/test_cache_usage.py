@@ -43,7 +43,7 @@ def test_every_kind_is_counted_and_links_are_not_followed() -> None:
     assert "Windows toolchain" in found["windows-toolchain"].what
     names = [u.name for u in usage().entries]
     known = [n for n, _ in KINDS]
-    assert names == sorted(names[:3], key=known.index) + ["someone-elses"]
+    assert names == [*sorted(names[:3], key=known.index), "someone-elses"]
 
 
 def test_the_command_shows_the_total_each_kind_and_how_to_move_it() -> None:
