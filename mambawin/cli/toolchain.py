@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mambawin.cli.app import command, examples, fail_json, group, print_json
 from mambawin.toolchain.wine_setup import SETUP_CUDA, SETUP_TORCH
 from mambawin.ui.console import console
+
+if TYPE_CHECKING:
+    from mambawin.toolchain.download import DownloadStatus
 
 toolchain_app = group("toolchain", "Toolchains mambawin sets up itself.")
 
@@ -115,6 +119,10 @@ def windows_command(
             cuda=SETUP_CUDA if cuda is None else cuda,
             torch=SETUP_TORCH if torch is None else torch,
             host=host,
+            download=partial(
+                wine_setup.pip_download,
+                progress=_downloading("MSVC, the Windows CUDA and torch's headers"),
+            ),
         )
         missing, launcher = list(result.missing), result.wine
     else:
@@ -133,6 +141,22 @@ def windows_command(
         return
     how = launcher if host.needs_wine else "natively, no Visual Studio or CUDA installer needed"
     console.print(f"✓ the Windows toolchain is ready in {where} ({how})")
+
+
+def _downloading(what: str) -> Callable[[DownloadStatus], None]:
+    """Where pip's download progress goes: a line on stderr every few seconds, after one that
+    says what is fetched (only when something is: a toolchain already set up fetches nothing)."""
+    from mambawin.ui.progress import show_download
+
+    said: list[bool] = []
+
+    def show(status: DownloadStatus) -> None:
+        if not said:
+            console.print(f"fetching {what} with pip ({status.count} wheels; pip caches them)")
+            said.append(True)
+        show_download(status)
+
+    return show
 
 
 def _refuse_env_mix(env: str | None, *, msvc: bool, setup: bool, as_json: bool) -> None:
@@ -202,7 +226,10 @@ def linux_command(
     where = linux_cuda.default_root() if root is None else wine.root_option(root, "./linux-cuda")
     _readable(where, linux_cuda.check_cuda_root)
     if setup:
-        found = linux_cuda.setup(where, cuda=SETUP_CUDA if cuda is None else cuda)
+        download = partial(linux_cuda.pip_download, progress=_downloading("CUDA for Linux"))
+        found = linux_cuda.setup(
+            where, cuda=SETUP_CUDA if cuda is None else cuda, download=download
+        )
     else:
         found = linux_cuda.LinuxCuda(where)
     missing = found.missing()

@@ -30,6 +30,7 @@ from rich.table import Table
 from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
 from mambawin.builder.reporter import Finished
 from mambawin.builder.results import BuildPlan, BuildResult
+from mambawin.toolchain.download import DownloadStatus
 from mambawin.ui import console as ui
 
 HEARTBEAT_S = 15.0  # a CI log that stays silent longer looks hung (and some CIs kill it)
@@ -164,6 +165,24 @@ def line(done: int, total: int, unit: str, elapsed: float) -> str:
         return f"  [{done}/?] {unit} {elapsed:.0f} s"
     eta = f", eta {elapsed / done * (total - done):.0f} s" if done else ""
     return f"  [{done}/{total}] {done * 100 // total}% {unit} {elapsed:.0f} s{eta}"
+
+
+def download_line(status: DownloadStatus) -> str:
+    """`  [3/7] nvidia_cuda_nvcc-13.0.88-py3-none-win_amd64.whl: 612 MB so far, 8.1 MB/s, this
+    wheel 12/40 MB, eta 4 s`: what pip is fetching, how fast, and how long this wheel takes."""
+    mb = 1_000_000
+    head = f"  [{status.index}/{status.count}] {status.wheel or 'starting pip'}"
+    line = f"{head}: {status.done / mb:.0f} MB so far, {status.rate / mb:.1f} MB/s"
+    if status.current_size is not None:
+        line += f", this wheel {status.current_done / mb:.0f}/{status.current_size / mb:.0f} MB"
+    if status.eta is not None:
+        line += f", eta {status.eta:.0f} s"
+    return line
+
+
+def show_download(status: DownloadStatus) -> None:
+    """A download's progress as one plain line on stderr (a CI log sees it as a terminal does)."""
+    _print_plain(download_line(status))
 
 
 def _print_plain(text: str) -> None:
