@@ -28,12 +28,10 @@ from rich.progress import (
 from rich.table import Table
 
 from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
-from mambawin.builder.reporter import Finished
+from mambawin.builder.reporter import HEARTBEAT_S, Finished
 from mambawin.builder.results import BuildPlan, BuildResult
 from mambawin.toolchain.download import DownloadStatus
 from mambawin.ui import console as ui
-
-HEARTBEAT_S = 15.0  # a CI log that stays silent longer looks hung (and some CIs kill it)
 
 
 class ConsoleReporter:
