@@ -110,3 +110,13 @@ def test_columns_sets_the_piped_width(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "arch-list" in done.stdout
     assert too_wide(done.stdout, 60) == []
+
+
+def test_a_columns_that_is_no_width_reads_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mambawin.ui.console import PIPED_WIDTH, piped_width
+
+    for value in ("abc", "0", "", "-5"):
+        monkeypatch.setenv("COLUMNS", value)
+        assert piped_width() == PIPED_WIDTH
+    monkeypatch.setenv("COLUMNS", "72")
+    assert piped_width() == 72

@@ -386,3 +386,27 @@ def test_cuda_and_torch_without_setup_are_refused_before_any_work(
     result = CliRunner().invoke(app, command)
     assert result.exit_code == 2, result.output
     assert words in json.loads(result.stdout)["error"] and not root.exists()
+
+
+def test_toolchain_windows_names_the_option_as_typed_and_refuses_both_names(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from mambawin.cli import app
+
+    empty = CliRunner().invoke(app, ["toolchain", "windows", "--windows-root", ""])
+    assert empty.exit_code == 2 and "--windows-root is empty" in empty.output
+    both = ["toolchain", "windows", "--root", str(tmp_path), "--windows-root", str(tmp_path)]
+    result = CliRunner().invoke(app, both)
+    assert result.exit_code == 2 and "old name of --windows-root" in result.output
+
+
+def test_the_cross_builds_doctor_line_names_the_toolchain_and_its_launcher(tmp_path: Path) -> None:
+    from mambawin.cli.build import cross_doctor_line
+
+    root = layout(tmp_path)
+    line = cross_doctor_line(toolchain(root), root, "/usr/bin/wine")
+    assert f"Windows toolchain in {root}: MSVC 14.44.35207, Windows Kits 10.0.26100.0" in line
+    assert line.endswith("(under /usr/bin/wine)")
+    assert "wine not needed for a plan" in cross_doctor_line(toolchain(root), root, None)
