@@ -45,7 +45,7 @@ def too_wide(text: str, limit: int = LIMIT) -> list[str]:
     for line in text.splitlines():
         if line.startswith("error: "):
             continue
-        if len(re.sub(r"\S*[/\\]\S*", "PATH", line)) > limit:
+        if len(re.sub(r"\S+[/\\]\S*|[/\\]\S+", "PATH", line)) > limit:
             wide.append(line)
     return wide
 
@@ -120,3 +120,42 @@ def test_a_columns_that_is_no_width_reads_as_unset(monkeypatch: pytest.MonkeyPat
         assert piped_width() == PIPED_WIDTH
     monkeypatch.setenv("COLUMNS", "72")
     assert piped_width() == 72
+
+
+def test_a_build_plan_fits_the_width_piped(tmp_path: Path) -> None:
+    """`build --plan`'s summary (about 1000 columns piped before): its patch table, gencode flags
+    and unit list wrap at the width; each flag stays whole."""
+    from mambawin.builder.results import BuildPlan
+    from mambawin.ui.console import out
+    from mambawin.ui.progress import ConsoleReporter
+
+    units = [f"csrc/selective_scan/selective_scan_bwd_fp16_real_part{i}.cu" for i in range(40)]
+    plan = BuildPlan(
+        upstream={
+            "version": "2.2.6",
+            "repo": "https://github.com/state-spaces/mamba",
+            "ref": "v2.2.6",
+            "commit": "a" * 40,
+        },
+        patches=[
+            {"id": f"patch-{i}", "status": "applied", "files": [u for u in units[:6]]}
+            for i in range(12)
+        ],
+        archs="75;80;86;89;90;100;120",
+        ext_name="selective_scan_cuda",
+        units=units,
+        gencode=[f"arch=compute_{a},code=sm_{a}" for a in (75, 80, 86, 89, 90, 100, 120)],
+        nvcc_flags=[],
+        jobs=8,
+        nvcc_threads=4,
+        key="k" * 64,
+        build_dir=tmp_path / "builds" / "mamba-x",
+        reuses_objects=False,
+        local_version="cu130torch2.10",
+    )
+    with out.capture() as captured:
+        ConsoleReporter().summary(plan)
+    text = captured.get()
+    assert too_wide(text) == [], too_wide(text)[:3]
+    assert "arch=compute_120,code=sm_120" in text  # a flag is never split
+    assert not re.search(r"(?:\A|\n) {20,}\S", text)  # no centred title

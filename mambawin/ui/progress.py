@@ -25,7 +25,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
 from mambawin.builder.reporter import HEARTBEAT_S, Finished
@@ -227,20 +226,16 @@ def _show_plan(plan: BuildPlan) -> None:
         f"{up['ref'] or ''} at {up['commit'] or '(no git commit)'}",
         soft_wrap=True,
     )
-    table = Table(title="patches (dry run on a throwaway copy)")
-    for column in ("patch", "status", "files"):
-        table.add_column(column, overflow="fold")
-    for patch in plan.patches:
-        table.add_row(patch["id"], patch["status"], ", ".join(patch["files"]))
-    ui.out.print(table)
+    rows = [(p["id"], p["status"], ", ".join(p["files"])) for p in plan.patches]
+    title = "patches (dry run on a throwaway copy)"
+    ui.out.print(ui.Fitted(title, ("patch", "status", "files"), rows))
+    # Long lists of words: piped, they wrap between words at the width (never inside a flag)
     ui.out.print(
-        f"archs   {plan.archs}: nvcc gets " + " ".join(f"-gencode {g}" for g in plan.gencode),
-        soft_wrap=True,
+        f"archs   {plan.archs}: nvcc gets " + " ".join(f"-gencode {g}" for g in plan.gencode)
     )
     ui.out.print(
         f"units   {len(plan.units)} of {plan.ext_name}: "
-        + ", ".join(Path(u).name for u in plan.units),
-        soft_wrap=True,
+        + ", ".join(Path(u).name for u in plan.units)
     )
     ui.out.print(f"jobs    {plan.jobs} (MAX_JOBS), nvcc --threads {plan.nvcc_threads}")
     reuse = "its objects will be reused" if plan.reuses_objects else "new"
