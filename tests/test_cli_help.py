@@ -163,3 +163,10 @@ def test_the_windows_toolchain_folder_has_one_name(path: tuple[str, ...]) -> Non
     shown = [p for p in options if not p.hidden]
     assert any("--windows-root" in p.opts for p in shown)
     assert not [p for p in shown if "--root" in p.opts]  # the old name only as a hidden alias
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_no_help_paragraph_breaks_mid_sentence(path: tuple[str, ...]) -> None:
+    """typer's rich help keeps a later paragraph's line breaks: each paragraph is one line."""
+    for paragraph in (COMMANDS[path].help or "").split("\n\n"):
+        assert "\n" not in paragraph.strip(), paragraph

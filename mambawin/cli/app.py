@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import io
 import json
 import logging
@@ -269,9 +270,12 @@ def command(
         entry = registry.BY_NAME.get(name or "") if group is None else None
         # A root command's line and panel in `mambawin --help` are the registry's; a
         # sub-command's line is its docstring's first paragraph, on one line.
-        listed: dict[str, Any] = {"short_help": _first_paragraph(fn.__doc__ or "")}
+        listed: dict[str, Any] = {
+            "short_help": _first_paragraph(fn.__doc__ or ""),
+            "help": _paragraphs(fn.__doc__ or ""),
+        }
         if entry is not None:
-            listed = {"short_help": entry.summary, "rich_help_panel": entry.panel}
+            listed |= {"short_help": entry.summary, "rich_help_panel": entry.panel}
         (group or app).command(name, cls=_Command, **listed, **kwargs)(wrapper)
         return fn
 
@@ -280,6 +284,12 @@ def command(
 
 def _first_paragraph(doc: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def _paragraphs(doc: str) -> str:
+    """doc with each paragraph on one line: typer's rich help keeps a later paragraph's line
+    breaks, so a docstring wrapped at 100 columns broke mid-sentence in the help."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
 
 
 def examples(*lines: str) -> str:
