@@ -259,7 +259,7 @@ def fetch_command(
     chosen = get_package(package)
     result = upstream.checkout(repo or chosen.default_repo, ref, dest, package=chosen)
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {warning}")
     if as_json:
         print_json(result.to_json())
         return

@@ -105,9 +105,9 @@ def github_command(
     written = github.write_workflow(text, out, force)
     chosen = github.buildable(cells)
     for note in dict.fromkeys(c.note for c in chosen if "merged" in c.note):
-        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+        console.print(f"[dim]note: {note}[/]")
     if warning:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     console.print(
         f"wrote {written}: {github.jobs_summary(loaded, options, chosen)}, installing "
         f"{source.requirement}; commit it and run it from the Actions tab",

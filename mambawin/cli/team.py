@@ -125,7 +125,7 @@ def index_command(
     for wheel in result.wheels:
         if wheel.verify_ignored:
             note = escape(f"{wheel.file}: {wheel.verify_ignored}")
-            console.print(f"[yellow]not verified[/]: {note}", soft_wrap=True)
+            console.print(f"[yellow]not verified[/]: {note}")
     for root in [*result.to_json()["simple"], *result.to_json()["per_torch"]]:
         typer.echo(root)
 

@@ -61,7 +61,7 @@ class ConsoleReporter:
 
     def note(self, text: str) -> None:
         """A line of narration under the current step (text, never markup: it may hold '[')."""
-        ui.console.print(f"  [dim]{escape(text)}[/]", soft_wrap=True, highlight=False)
+        ui.console.print(f"  [dim]{escape(text)}[/]", highlight=False)
 
     def finished(self, item: Finished) -> None:
         """`✓ [3/7] name (1.2s) summary`: one line as each piece of work finishes."""
@@ -70,7 +70,6 @@ class ConsoleReporter:
         summary = f" {escape(item.summary)}" if item.summary else ""
         ui.console.print(
             f"{ui.MARKS[item.status]}{count} [bold]{escape(item.name)}[/]{took}{summary}",
-            soft_wrap=True,
             highlight=False,
         )
         self._details(item)
