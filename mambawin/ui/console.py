@@ -141,9 +141,9 @@ def step(name: str) -> Iterator[None]:
 
 class Fitted:
     """A table that fits the width: as a table where every cell fits on its line, else as
-    records, one per row: its short cells on a heading line, each long one on a line of its own
-    below (`  why: ...`), wrapped between words. A 5-column table of prose was 614 columns wide
-    piped, or a column of 3-letter lines at 100."""
+    records, one per row: its first cell and its short ones on a heading line, each long one on
+    a line of its own below (`  why: ...`), wrapped between words. A 5-column table of prose
+    was 614 columns wide piped, or a column of 3-letter lines at 100."""
 
     SHORT = 24  # a column whose cells are all this short stays on the heading line
 
@@ -177,7 +177,12 @@ class Fitted:
         if Measurement.get(console, unbounded, table).maximum <= options.max_width:
             yield table
             return
-        short = [i for i, _ in enumerate(self.columns) if self._longest(console, i) <= self.SHORT]
+        # The first column names the row (a patch id, a unit's file): it heads the record always
+        short = [
+            i
+            for i, _ in enumerate(self.columns)
+            if i == 0 or self._longest(console, i) <= self.SHORT
+        ]
         for row in self.rows:
             yield Text.from_markup("  ".join(row[i] for i in short if row[i]), overflow="ignore")
             for i, column in enumerate(self.columns):
