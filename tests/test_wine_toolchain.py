@@ -410,3 +410,19 @@ def test_the_cross_builds_doctor_line_names_the_toolchain_and_its_launcher(tmp_p
     assert f"Windows toolchain in {root}: MSVC 14.44.35207, Windows Kits 10.0.26100.0" in line
     assert line.endswith("(under /usr/bin/wine)")
     assert "wine not needed for a plan" in cross_doctor_line(toolchain(root), root, None)
+
+
+def test_the_cross_build_starts_with_a_doctor_step(tmp_path: Path) -> None:
+    """`build --platform win_amd64` checks its toolchain as a named doctor step, whose failure
+    says what to set up."""
+    from typer.testing import CliRunner
+
+    from mambawin.cli import app
+
+    args = ["build", "--abi", "stable", "--platform", "win_amd64", "--plan"]
+    args += ["--ref", "v2.2.6", "--arch", "90"]
+    result = CliRunner().invoke(app, args)  # the cache's toolchain: not set up in a test
+    assert result.exit_code == 5, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("✗ doctor"), lines
+    assert "not a whole Windows toolchain" in lines[-1]

@@ -235,7 +235,7 @@ def whole_root(root: Path | None, otherwise: str) -> Path:
         what = "no such folder" if not root.exists() and not root.is_symlink() else "not a folder"
         msg = (
             f"--windows-root {root}: {what}; pass the folder `mambawin toolchain windows "
-            f"--setup --root DIR` set up, or {otherwise}"
+            f"--setup --windows-root DIR` set up, or {otherwise}"
         )
         raise UsageError(msg)
     folder = root or default_root()
