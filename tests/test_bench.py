@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,51 @@ def test_bench_needs_a_wheel_or_installed():
 
     with pytest.raises(UsageError):
         host.bench(host.BenchOptions())
+
+
+# ---- a package that is simply not installed ------------------------------------------------------
+
+
+def _python_that_lacks(tmp_path: Path, module: str) -> str:
+    """A stand-in interpreter whose import fails as Python's does when module is absent."""
+    script = tmp_path / "python"
+    script.write_text(
+        "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\n"
+        f"echo \"ModuleNotFoundError: No module named '{module}'\" >&2\nexit 1\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize(
+    ("module", "said"),
+    [
+        ("selective_scan_cuda", "mamba-ssm is not installed"),
+        ("mamba_ssm", "mamba-ssm is not installed"),
+        ("torch", "torch is not installed"),
+    ],
+)
+def test_a_missing_package_is_named_not_blamed_on_torch_or_cuda(
+    tmp_path: Path, module: str, said: str
+) -> None:
+    from mambawin.errors import CommandError
+    from mambawin.verify.sandbox import InstallEnv, import_check
+
+    env = InstallEnv(_python_that_lacks(tmp_path, module), None)
+    with pytest.raises(CommandError) as raised:
+        import_check(env)
+    message = str(raised.value)
+    assert said in message and "mismatch" not in message
+    if module != "torch":
+        assert "pip install --no-index --find-links wheelhouse mamba-ssm" in message
+
+
+def test_another_import_failure_still_points_at_doctor(tmp_path: Path) -> None:
+    from mambawin.errors import CommandError
+    from mambawin.verify.sandbox import InstallEnv, import_check
+
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\necho 'OSError: libcudart.so.13: cannot open' >&2\nexit 1\n")
+    script.chmod(0o755)
+    with pytest.raises(CommandError, match="mismatch"):
+        import_check(InstallEnv(str(script), None))

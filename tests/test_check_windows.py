@@ -312,10 +312,24 @@ def test_the_link_runs_setuptools_options_with_the_libraries_that_exist(tmp_path
 # ---- the command --------------------------------------------------------------------------------
 
 
-def test_check_needs_a_target() -> None:
-    result = CliRunner().invoke(app, ["check", "--json"])
+@pytest.mark.parametrize("target", [[], ["--windows"]], ids=["no flag", "old --windows"])
+def test_check_needs_no_flag_for_its_only_target(target: list[str], tmp_path: Path) -> None:
+    """Windows is check's only target: with or without --windows it goes on to the toolchain
+    (here absent: exit 5 naming the fix), never "pass --windows"."""
+    args = ["check", *target, "--windows-root", str(tmp_path / "none"), "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code in (UsageError.exit_code, ToolchainError.exit_code), result.output
+    error = json.loads(result.stdout)["error"]
+    assert "pass --windows" not in error and str(tmp_path / "none") in error
+
+
+def test_the_old_root_name_still_works_and_both_names_are_refused(tmp_path: Path) -> None:
+    old = CliRunner().invoke(app, ["check", "--root", str(tmp_path / "none"), "--json"])
+    assert str(tmp_path / "none") in json.loads(old.stdout)["error"]
+    both = ["check", "--root", str(tmp_path), "--windows-root", str(tmp_path), "--json"]
+    result = CliRunner().invoke(app, both)
     assert result.exit_code == UsageError.exit_code
-    assert json.loads(result.stdout)["error"] == "check needs a target: pass --windows"
+    assert "old name of --windows-root" in json.loads(result.stdout)["error"]
 
 
 def test_a_toolchain_not_set_up_is_one_line_with_the_fix(tmp_path: Path) -> None:

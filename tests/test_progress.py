@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import time
+from pathlib import Path
 
 import pytest
 from conftest import recorded
@@ -188,3 +189,36 @@ def test_doubled_dash_c_and_a_cache_launcher_still_name_the_source() -> None:
         "-o /w/build/temp/selective_scan_fwd_fp32.o -O3 --threads 1"
     )
     assert parse_status(line) == NinjaStatus(2, 7, "selective_scan_fwd_fp32.cu")
+
+
+# ---- a long wait says it is alive ----------------------------------------------------------------
+
+
+def test_still_running_speaks_while_the_body_runs_and_stops_after() -> None:
+    from mambawin.builder.reporter import still_running
+
+    said: list[float] = []
+    with still_running(said.append, every=0.02):
+        time.sleep(0.15)
+    count = len(said)
+    assert count >= 2 and said == sorted(said)
+    time.sleep(0.06)
+    assert len(said) == count  # nothing after the body ended
+
+
+def test_verifys_requirements_step_says_what_pip_resolves(tmp_path: Path) -> None:
+    """pip resolves online (a minute on a slow link): the step is announced before it runs."""
+    from fakes.reporter import RecordingReporter
+
+    from mambawin.verify import packages, pipeline
+    from mambawin.verify.options import VerifyOptions
+
+    wheel = tmp_path / "mamba_ssm-2.2.6-cp312-cp312-linux_x86_64.whl"
+    wheel.write_bytes(b"")
+    ref = packages.WheelRef(wheel, "mamba-ssm", "2.2.6")
+    reporter = RecordingReporter()
+    result = pipeline._resolving(VerifyOptions(wheel=wheel), ref, reporter)
+    assert result.name.startswith("requirements")
+    assert reporter.notes[:1] == [
+        f"requirements: pip resolves {wheel.name}'s requirements for its platform (online)"
+    ]

@@ -88,7 +88,8 @@ def test_a_borderless_table_with_one_long_row_pads_no_other_row() -> None:
     lines = captured.get().splitlines()
     assert _padded(captured.get()) == []
     assert lines[1] == "✓  python  /usr/bin/python3"  # as wide as its content
-    assert lines[2].strip() == "fix: " + "x" * 200
+    assert max(len(line) for line in lines) <= 100  # the long cell wraps at the piped width
+    assert "".join(line.strip() for line in lines[2:]) == "fix:" + "x" * 200
 
 
 def test_a_pipe_to_another_program_gets_no_padding() -> None:
@@ -105,3 +106,29 @@ def test_a_pipe_to_another_program_gets_no_padding() -> None:
         timeout=120,
     )
     assert "arch-list" in done.stdout and _padded(done.stdout) == []
+
+
+def test_a_table_too_wide_becomes_records_headed_by_its_first_cell() -> None:
+    """Piped at 100 columns: the row's name, then its short cells, then each long one below."""
+    from mambawin.ui.console import Fitted
+
+    unit = "csrc/selective_scan/selective_scan_bwd_bf16_real_part4.cu"
+    error = "error: identifier " + " ".join(["M_LOG2E is undefined"] * 8)
+    with out.capture() as captured:
+        out.print(
+            Fitted("mamba-ssm v2.2.6", ("unit", "result", "first error"), [(unit, "error", error)])
+        )
+    lines = captured.get().splitlines()
+    assert lines[0] == "mamba-ssm v2.2.6"
+    assert lines[1] == f"{unit}  error"
+    assert lines[2].startswith("    first error: error: identifier")
+    assert all(len(line) <= 100 for line in lines) and lines[3].startswith("      ")
+
+
+def test_a_table_that_fits_stays_a_table_with_its_title_above() -> None:
+    from mambawin.ui.console import Fitted
+
+    with out.capture() as captured:
+        out.print(Fitted("kept builds", ("key", "MB"), [("abc", "12")]))
+    lines = captured.get().splitlines()
+    assert lines[0] == "kept builds" and "┃ key ┃ MB ┃" in captured.get()

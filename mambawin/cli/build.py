@@ -3,46 +3,44 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mambawin.abi import ABIS
 from mambawin.builder import backends
 from mambawin.builder.backends import help_of
-from mambawin.cli.app import command, print_json, split_values
+from mambawin.cli.app import command, examples, print_json, split_values
+from mambawin.cli.options import (
+    FROM,
+    SPEED,
+    TEAM,
+    WHAT,
+    WINDOWS,
+    WINDOWS_ROOT_DEFAULT,
+    PackageOption,
+    RefOption,
+    RepoOption,
+    jobs_option,
+)
+from mambawin.cross.source import WINDOWS as WINDOWS_PLATFORM  # the one --platform
 from mambawin.errors import UsageError
 from mambawin.ui.console import console
-from mambawin.userfile import JOBS_BOUND
 
 if TYPE_CHECKING:
     from mambawin.builder.options import BuildOptions
     from mambawin.builder.reporter import Reporter
+    from mambawin.toolchain.wine import WindowsToolchain
 
 
-# The options build and fetch share: which upstream, at which ref, for which package.
-RefOption = Annotated[
-    str | None,
-    typer.Option("--ref", help=help_of("--ref"), show_default="the newest release tag"),
-]
-RepoOption = Annotated[
-    str | None,
-    typer.Option(
-        "--repo",
-        help=help_of("--repo"),
-        show_default="the package's GitHub repo",
+@command(
+    "build",
+    epilog=examples(
+        "mambawin build --with causal-conv1d",
+        "mambawin build --ref v2.2.6 --with causal-conv1d==v1.5.2 --arch 86 --out wheelhouse",
+        "mambawin build --abi stable --platform win_amd64 --plan",
     ),
-]
-PackageOption = Annotated[str, typer.Option("--package", help=help_of("--package"))]
-
-
-def jobs_option(default: str) -> Any:  # typer.Option is typed Any
-    """--jobs for build and check alike; only what it defaults to differs."""
-    return typer.Option(
-        "--jobs", min=1, max=JOBS_BOUND, help=help_of("--jobs"), show_default=default
-    )
-
-
-@command("build")
+)
 def build_command(
     ctx: typer.Context,
     ref: RefOption = None,
@@ -52,21 +50,24 @@ def build_command(
         str | None,
         typer.Option(
             "--with",
+            rich_help_panel=WHAT,
             help=help_of("--with"),
             show_default="REF: the newest release that fits the mamba-ssm version",
         ),
     ] = None,
     with_repo: Annotated[
         str | None,
-        typer.Option("--with-repo", help=help_of("--with-repo")),
+        typer.Option("--with-repo", rich_help_panel=FROM, help=help_of("--with-repo")),
     ] = None,
     source: Annotated[
         Path | None,
-        typer.Option("--source", help=help_of("--source")),
+        typer.Option("--source", rich_help_panel=FROM, help=help_of("--source")),
     ] = None,
     arch: Annotated[
         str | None,
-        typer.Option("--arch", help=help_of("--arch"), show_default="this GPU"),
+        typer.Option(
+            "--arch", rich_help_panel=WHAT, help=help_of("--arch"), show_default="this GPU"
+        ),
     ] = None,
     out: Annotated[Path, typer.Option("--out", help=help_of("--out"))] = Path("dist"),
     jobs: Annotated[int | None, jobs_option("$MAX_JOBS, else doctor's")] = None,
@@ -74,28 +75,32 @@ def build_command(
         int | None,
         typer.Option(
             "--nvcc-threads",
+            rich_help_panel=SPEED,
             min=1,
             help=help_of("--nvcc-threads"),
             show_default="one per gencode target, max 4",
         ),
     ] = None,
     keep_complex: Annotated[
-        bool, typer.Option("--keep-complex", help=help_of("--keep-complex"))
+        bool, typer.Option("--keep-complex", rich_help_panel=WHAT, help=help_of("--keep-complex"))
     ] = False,
     skip_patch: Annotated[
         list[str] | None,
         typer.Option(
             "--skip-patch",
+            rich_help_panel=WHAT,
             help=help_of("--skip-patch"),
         ),
     ] = None,
     local_version: Annotated[
-        str, typer.Option("--local-version", help=help_of("--local-version"))
+        str, typer.Option("--local-version", rich_help_panel=WHAT, help=help_of("--local-version"))
     ] = "auto",
     abi: Annotated[
         str,
         typer.Option(
             "--abi",
+            rich_help_panel=WHAT,
+            metavar="|".join(ABIS),
             help=help_of("--abi"),
         ),
     ] = "torch",
@@ -103,6 +108,8 @@ def build_command(
         str | None,
         typer.Option(
             "--platform",
+            rich_help_panel=WINDOWS,
+            metavar=WINDOWS_PLATFORM,
             help=help_of("--platform"),
             show_default="this machine's",
         ),
@@ -112,7 +119,8 @@ def build_command(
         typer.Option(
             "--windows-root",
             help=help_of("--windows-root"),
-            show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
+            show_default=WINDOWS_ROOT_DEFAULT,
+            rich_help_panel=WINDOWS,
         ),
     ] = None,
     plan_only: Annotated[bool, typer.Option("--plan", help=help_of("--plan"))] = False,
@@ -121,6 +129,7 @@ def build_command(
         list[str] | None,
         typer.Option(
             "--drop",
+            rich_help_panel=WHAT,
             help=help_of("--drop"),
         ),
     ] = None,
@@ -128,6 +137,7 @@ def build_command(
         list[str] | None,
         typer.Option(
             "--keep",
+            rich_help_panel=WHAT,
             help=help_of("--keep"),
         ),
     ] = None,
@@ -135,6 +145,7 @@ def build_command(
         bool | None,
         typer.Option(
             "--cache/--no-cache",
+            rich_help_panel=SPEED,
             help=help_of("--cache"),
             show_default="on when doctor finds one",
         ),
@@ -143,11 +154,15 @@ def build_command(
     spec: Annotated[
         Path | None,
         typer.Option(
-            "--spec", help="Build every cell of a team spec this machine can (see `matrix`)."
+            "--spec",
+            rich_help_panel=TEAM,
+            help="Build every cell of a team spec this machine can (see `matrix`).",
         ),
     ] = None,
 ) -> None:
-    """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record."""
+    """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record.
+
+    --plan says what a build would do and compiles nothing."""
     from mambawin.abi import parse_abi
     from mambawin.archs import parse_archs
     from mambawin.builder import pair, pooled
@@ -218,7 +233,13 @@ def build_command(
         reporter.summary(result)
 
 
-@command("fetch")
+@command(
+    "fetch",
+    epilog=examples(
+        "mambawin fetch",
+        "mambawin fetch --package causal-conv1d --ref v1.5.2 --dest src/causal-conv1d",
+    ),
+)
 def fetch_command(
     ref: RefOption = None,
     repo: RepoOption = None,
@@ -238,7 +259,7 @@ def fetch_command(
     chosen = get_package(package)
     result = upstream.checkout(repo or chosen.default_repo, ref, dest, package=chosen)
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {warning}")
     if as_json:
         print_json(result.to_json())
         return
@@ -279,17 +300,32 @@ def _cross_build(
 
     check_cross(options)
     check_options(options)
-    toolchain = wine.toolchain_at(backends.check_windows_root(root))
     reporter = ConsoleReporter()  # narration on stderr, as every backend's; results on stdout
-    if plan_only:  # nothing compiles, wine is not even looked for
+    with reporter.step("doctor"):  # what the cross build runs: the Windows toolchain, wine
+        where = backends.check_windows_root(root)
+        toolchain = wine.toolchain_at(where)
+        launcher = None if plan_only else wine_server.need_wine()  # a plan never runs wine
+        reporter.note(cross_doctor_line(toolchain, where, launcher))
+    if plan_only:  # nothing compiles
         plan = plan_windows(options, toolchain, reporter=reporter)
         if as_json:
             print_json(plan.to_json())
             return
         reporter.summary(plan)
         return
-    result = build_windows(options, toolchain, wine_server.need_wine(), reporter=reporter)
+    assert launcher is not None
+    result = build_windows(options, toolchain, launcher, reporter=reporter)
     if as_json:
         print_json(result.to_json())
         return
     reporter.summary(result)
+
+
+def cross_doctor_line(toolchain: WindowsToolchain, where: Path, launcher: str | None) -> str:
+    """The doctor step's line of a cross build: which compilers, from where, run by what."""
+    cuda = toolchain.cuda_version() or "?"
+    runs = f"under {launcher}" if launcher else "wine not needed for a plan"
+    return (
+        f"Windows toolchain in {where}: MSVC {toolchain.msvc_tools.name}, Windows Kits "
+        f"{toolchain.kits_version}, nvcc.exe {cuda} ({runs})"
+    )

@@ -9,15 +9,19 @@ import typer
 from rich.markup import escape
 
 from mambawin.builder.kept import KEEP_MB_BOUND
-from mambawin.cli.app import command, print_json, print_table
+from mambawin.cli.app import command, examples, print_json, print_table
 from mambawin.errors import UsageError
-from mambawin.ui.console import printable
+from mambawin.ui.console import console, out, printable
 
 if TYPE_CHECKING:
     from mambawin.builder.kept import Foreign, Kept
+    from mambawin.cache_usage import CacheUsage
 
 
-@command("cache")
+@command(
+    "cache",
+    epilog=examples("mambawin cache", "mambawin cache --prune --keep-mb 5000"),
+)
 def cache_command(
     prune: Annotated[
         bool, typer.Option("--prune", help="Remove the least recently used kept builds.")
@@ -34,9 +38,12 @@ def cache_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """List the kept builds (a rebuild of their key reuses every object); --prune bounds them.
+    """Show what mambawin's cache holds, by kind and size; --prune bounds the kept builds.
 
-    Entries under kept/ that mambawin did not make are listed as foreign and never touched."""
+    A kept build is a build's objects: a rebuild of its key reuses every one. Entries under
+    kept/ that mambawin did not make are listed as foreign and never touched. The whole cache
+    moves with MAMBAWIN_CACHE_DIR."""
+    from mambawin import cache_usage
     from mambawin.builder import kept
 
     if keep_mb is not None and not prune:
@@ -47,6 +54,7 @@ def cache_command(
         removed = kept.evict(limit)
     entries = kept.listing()
     others = kept.foreign()
+    held = cache_usage.usage()
     if as_json:
         print_json(
             {
@@ -55,11 +63,15 @@ def cache_command(
                 "foreign": [_foreign_json(f) for f in others],
                 "total_bytes": sum(k.size for k in entries),
                 "folder": str(kept.kept_root()),
+                "cache": held.to_json(),
             }
         )
         return
-    rows = [_row(k) for k in entries]
-    print_table("kept builds (most recently used first)", ("key", "slot", "MB", "last used"), rows)
+    _show_usage(held)
+    if entries:
+        rows = [_row(k) for k in entries]
+        columns = ("key", "slot", "MB", "last used")
+        print_table("kept builds (most recently used first)", columns, rows)
     if others:
         foreign_rows: list[tuple[str, ...]] = [
             (_text(f.name), f.kind, _text(str(f.path))) for f in others
@@ -71,6 +83,20 @@ def cache_command(
         freed = sum(k.size for k in removed) / 1e6
         print_table("removed", ("key", "slot", "MB", "last used"), [_row(k) for k in removed])
         typer.echo(f"freed {freed:.0f} MB", err=True)
+
+
+def _show_usage(held: CacheUsage) -> None:
+    """The cache folder, its size, each kind in it, and how to move it."""
+    from mambawin.cache_usage import human
+
+    folder = _text(str(held.folder))
+    out.print(f"mambawin's cache: {folder} ({human(held.total)})", soft_wrap=True)
+    rows = [(_text(e.what), _text(e.name), human(e.size)) for e in held.entries]
+    if rows:
+        print_table("", ("what", "folder", "size"), rows)
+    else:
+        out.print("  empty")
+    console.print(f"[dim]to move it: {held.how_to_move}[/]")
 
 
 def _row(entry: Kept) -> tuple[str, ...]:

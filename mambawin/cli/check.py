@@ -1,4 +1,4 @@
-"""`mambawin check --windows`: does a ref compile with the real Windows compilers?"""
+"""`mambawin check`: does a ref compile with the real Windows compilers?"""
 
 from __future__ import annotations
 
@@ -9,26 +9,33 @@ import typer
 
 from mambawin.builder import backends
 from mambawin.builder.backends import help_of
-from mambawin.cli.app import command, fail_json, print_json, split_values
-from mambawin.cli.build import (
+from mambawin.cli.app import command, examples, fail_json, print_json, split_values
+from mambawin.cli.build import given_options
+from mambawin.cli.options import (
+    OldRootOption,
     PackageOption,
     RefOption,
     RepoOption,
-    given_options,
+    WindowsRootOption,
     jobs_option,
+    windows_root_of,
 )
-from mambawin.errors import CheckFailed, UsageError
+from mambawin.errors import CheckFailed
 
 if TYPE_CHECKING:
     from mambawin.check.pipeline import CheckReport
 
 
-@command("check")
+@command(
+    "check",
+    epilog=examples(
+        "mambawin check --plan",
+        "mambawin check --ref v2.2.6 --arch 86",
+        "mambawin check --package causal-conv1d --unit causal_conv1d.cpp",
+    ),
+)
 def check_command(
     ctx: typer.Context,
-    windows: Annotated[
-        bool, typer.Option("--windows", help="Compile with cl.exe and nvcc.exe under wine.")
-    ] = False,
     ref: RefOption = None,
     repo: RepoOption = None,
     package: PackageOption = "mamba-ssm",
@@ -49,20 +56,18 @@ def check_command(
         typer.Option("--unit", help="Only this unit (file name, repeatable); no link check."),
     ] = None,
     jobs: Annotated[int | None, jobs_option("$MAX_JOBS, else one per CPU")] = None,
-    root: Annotated[
-        Path | None,
-        typer.Option(
-            "--windows-root",
-            "--root",
-            help="The Windows toolchain folder.",
-            show_default="mambawin's cache (`mambawin toolchain windows --setup`)",
-        ),
-    ] = None,
+    windows_root: WindowsRootOption = None,
+    old_root: OldRootOption = None,
+    windows: Annotated[
+        bool, typer.Option("--windows", hidden=True, help="The only target; may be left out.")
+    ] = False,
     plan_only: Annotated[bool, typer.Option("--plan", help=help_of("--plan"))] = False,
     as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
 ) -> None:
-    """Compile every unit of a ref with Microsoft's cl.exe and NVIDIA's Windows nvcc under wine,
-    with the flags a Windows build would pass, then check that the objects link."""
+    """Compile every unit of a ref with Microsoft's cl.exe and NVIDIA's Windows nvcc under wine.
+
+    The flags are those a Windows build would pass; then it checks that the objects link. Windows
+    is its only target (`--windows` is still accepted)."""
     from mambawin.archs import parse_archs
     from mambawin.builder.options import resolve_jobs
     from mambawin.check.pipeline import CheckOptions, build_result, check_windows, plan_check
@@ -71,10 +76,12 @@ def check_command(
     from mambawin.ui import check as ui
     from mambawin.ui.progress import ConsoleReporter
 
-    if not windows:
-        raise UsageError("check needs a target: pass --windows")
+    root = windows_root_of(windows_root, old_root)
+    given = given_options(ctx)
+    if root is not None:  # given under its old name too: checked as --windows-root
+        given["--windows-root"] = root
     # The windows-check backend: its toolchain folder, then every option, before any work.
-    backends.validate(backends.WINDOWS_CHECK, given_options(ctx))
+    backends.validate(backends.WINDOWS_CHECK, given)
     launcher = "" if plan_only else wine_server.need_wine()  # a plan never starts wine
     chosen = get_package(package)
     options = CheckOptions(

@@ -9,17 +9,24 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from mambawin.cli.app import Group, app, command
+from mambawin.cli.app import command, examples, group
+from mambawin.team.github_cross import BUILD_ON
+from mambawin.team.github_publish import PUBLISH
 from mambawin.ui.console import console
 from mambawin.verify.resolve import OFFLINE_ENV
 
-ci_app = typer.Typer(
-    cls=Group, no_args_is_help=True, help="Generate CI workflows that build the spec."
+ci_app = group("ci", "Generate CI workflows that build the spec.")
+
+
+@command(
+    "github",
+    group=ci_app,
+    epilog=examples(
+        "mambawin ci github",
+        "mambawin ci github --spec mambawin.toml --publish release",
+        "mambawin ci github --build-on linux --out .github/workflows/wheels.yml",
+    ),
 )
-app.add_typer(ci_app, name="ci")
-
-
-@command("github", group=ci_app)
 def github_command(
     spec: Annotated[
         Path, typer.Option("--spec", help="The team spec (TOML); `mambawin init` writes one.")
@@ -28,7 +35,12 @@ def github_command(
         ".github/workflows/mamba-wheels.yml"
     ),
     publish: Annotated[
-        str, typer.Option("--publish", help="Where the index goes: pages, release or none.")
+        str,
+        typer.Option(
+            "--publish",
+            help="Where the index goes: pages, release or none.",
+            metavar="|".join(PUBLISH),
+        ),
     ] = "pages",
     runner: Annotated[
         str,
@@ -41,6 +53,7 @@ def github_command(
         str,
         typer.Option(
             "--build-on",
+            metavar="|".join(BUILD_ON),
             help="windows, or linux: cross-build the stable-ABI wheels on Linux runners under "
             'wine and check them on a Windows runner (a spec with abi = "stable").',
         ),
@@ -90,9 +103,9 @@ def github_command(
     written = github.write_workflow(text, out, force)
     chosen = github.buildable(cells)
     for note in dict.fromkeys(c.note for c in chosen if "merged" in c.note):
-        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+        console.print(f"[dim]note: {note}[/]")
     if warning:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     console.print(
         f"wrote {written}: {github.jobs_summary(loaded, options, chosen)}, installing "
         f"{source.requirement}; commit it and run it from the Actions tab",

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import command, print_json, print_table, split_values
+from mambawin.abi import ABIS
+from mambawin.cli.app import command, examples, print_json, print_table, split_values
+from mambawin.packages import PACKAGE_NAMES
 from mambawin.ui.console import console
 
 if TYPE_CHECKING:
@@ -15,9 +17,16 @@ if TYPE_CHECKING:
 
 
 PACKAGE_HELP = "mamba-ssm or causal-conv1d."
+PACKAGE_CHOICES = "|".join(PACKAGE_NAMES)
 
 
-@command("patch")
+@command(
+    "patch",
+    epilog=examples(
+        "mambawin patch src/mamba --dry-run > windows.patch",
+        "mambawin patch src/mamba --arch 86 --export patches/",
+    ),
+)
 def patch_command(
     source: Annotated[
         Path,
@@ -37,7 +46,10 @@ def patch_command(
         bool, typer.Option("--keep-complex", help="Keep the complex-weight kernels.")
     ] = False,
     abi: Annotated[
-        str, typer.Option("--abi", help="torch, or stable: port to torch's stable ABI.")
+        str,
+        typer.Option(
+            "--abi", help="torch, or stable: port to torch's stable ABI.", metavar="|".join(ABIS)
+        ),
     ] = "torch",
     only: Annotated[
         list[str] | None, typer.Option("--only", help="Apply only this patch id (repeatable).")
@@ -53,7 +65,10 @@ def patch_command(
         typer.Option("--export", help="Also write NNNN-<id>.patch files for `git apply` here."),
     ] = None,
     package: Annotated[
-        str | None, typer.Option("--package", help=PACKAGE_HELP, show_default="what SOURCE is")
+        str | None,
+        typer.Option(
+            "--package", help=PACKAGE_HELP, metavar=PACKAGE_CHOICES, show_default="what SOURCE is"
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -115,10 +130,13 @@ _STATUS_STYLE = {
 }
 
 
-@command("patches")
+@command(
+    "patches",
+    epilog=examples("mambawin patches", "mambawin patches --package causal-conv1d --json"),
+)
 def patches_command(
     package: Annotated[
-        str, typer.Option("--package", help="mamba-ssm or causal-conv1d.")
+        str, typer.Option("--package", help=PACKAGE_HELP, metavar=PACKAGE_CHOICES)
     ] = "mamba-ssm",
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON.")] = False,
 ) -> None:

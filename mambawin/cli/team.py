@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command
+from mambawin.cli.app import command, examples
 from mambawin.ui.console import console
 
 SpecOption = Annotated[
@@ -16,7 +16,7 @@ SpecOption = Annotated[
 ]
 
 
-@command("init")
+@command("init", epilog=examples("mambawin init", "mambawin init --out team/mambawin.toml"))
 def init_command(
     out: Annotated[Path, typer.Option("--out", help="Where to write the example spec.")] = Path(
         "mambawin.toml"
@@ -30,7 +30,10 @@ def init_command(
     typer.echo(str(written))
 
 
-@command("matrix")
+@command(
+    "matrix",
+    epilog=examples("mambawin matrix", "mambawin matrix --spec team/mambawin.toml --json"),
+)
 def matrix_command(
     spec: SpecOption = Path("mambawin.toml"),
     wheelhouse: Annotated[
@@ -58,7 +61,13 @@ def matrix_command(
     render_matrix(cells)
 
 
-@command("index")
+@command(
+    "index",
+    epilog=examples(
+        "mambawin index wheelhouse --out site",
+        "mambawin index wheelhouse --out site --spec mambawin.toml --title 'Our wheels'",
+    ),
+)
 def index_command(
     # readable=False: click's own check would call an unreadable folder bad usage (exit 2); the
     # index names it as the OS refusing (exit 10).
@@ -131,7 +140,7 @@ def index_command(
     for wheel in result.wheels:
         if wheel.verify_ignored:
             note = escape(f"{wheel.file}: {wheel.verify_ignored}")
-            console.print(f"[yellow]not verified[/]: {note}", soft_wrap=True)
+            console.print(f"[yellow]not verified[/]: {note}")
     for root in [*result.to_json()["simple"], *result.to_json()["per_torch"]]:
         typer.echo(root)
 

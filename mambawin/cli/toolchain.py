@@ -4,21 +4,36 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mambawin.cli.app import Group, app, command, fail_json, print_json
+from mambawin.cli.app import command, examples, fail_json, group, print_json
 from mambawin.toolchain.wine_setup import SETUP_CUDA, SETUP_TORCH
 from mambawin.ui.console import console
 
-toolchain_app = typer.Typer(
-    cls=Group, no_args_is_help=True, help="Toolchains mambawin sets up itself."
-)
-app.add_typer(toolchain_app, name="toolchain")
+if TYPE_CHECKING:
+    from mambawin.toolchain.download import DownloadStatus
 
-# --root of either toolchain (each checks the folder the same way: wine.root_option)
+toolchain_app = group("toolchain", "Toolchains mambawin sets up itself.")
+
+# The Windows toolchain's folder: --windows-root, as in every command that uses it; its old name
+# --root still works, hidden. Text, not a Path: wine.root_option refuses an empty one.
+WindowsRootOption = Annotated[
+    str | None,
+    typer.Option(
+        "--windows-root",
+        help="Where it lives: a new or empty folder, or one --setup made.",
+        show_default="mambawin's cache",
+    ),
+]
+OldRootOption = Annotated[
+    str | None, typer.Option("--root", hidden=True, help="Old name of --windows-root.")
+]
+
+# --root of mambawin's CUDA for Linux (checked as the Windows one is: wine.root_option)
 RootOption = Annotated[
     str | None,
     typer.Option(
@@ -34,12 +49,21 @@ CudaOption = Annotated[
 ]
 
 
-@command("windows", group=toolchain_app)
+@command(
+    "windows",
+    group=toolchain_app,
+    epilog=examples(
+        "mambawin toolchain windows --setup",
+        "mambawin toolchain windows --setup --windows-root D:\\windows-toolchain",
+        "mambawin toolchain windows --env github >> $GITHUB_ENV",
+    ),
+)
 def windows_command(
     setup: Annotated[
         bool, typer.Option("--setup", help="Fetch MSVC, CUDA and torch headers with pip.")
     ] = False,
-    root: RootOption = None,
+    windows_root: WindowsRootOption = None,
+    old_root: OldRootOption = None,
     cuda: CudaOption = None,
     torch: Annotated[
         str | None,
@@ -74,8 +98,11 @@ def windows_command(
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Say whether cl.exe and the Windows nvcc can run here (natively on Windows, under wine
-    elsewhere); --setup fetches them."""
+    """Say whether cl.exe and the Windows nvcc can run here; --setup fetches them.
+
+    They run natively on Windows, under wine elsewhere. `mambawin check`, `build --platform
+    win_amd64` and verify's load step of a Windows wheel use them; `doctor --windows-root`
+    checks them."""
     from mambawin.errors import ToolchainError, UsageError
     from mambawin.toolchain import wine, wine_server, wine_setup
     from mambawin.toolchain.host import Host
@@ -88,7 +115,10 @@ def windows_command(
         msg = f"{' and '.join(given)} {verb} what --setup fetches: add --setup, or drop {them}"
         raise UsageError(msg)
     _refuse_env_mix(env, msvc=msvc, setup=setup, as_json=as_json)
-    where = wine.root_option(root)
+    if windows_root is not None and old_root is not None:
+        raise UsageError("--root is the old name of --windows-root: give the folder once")
+    flag = "--windows-root" if windows_root is not None else "--root"
+    where = wine.root_option(windows_root if windows_root is not None else old_root, flag=flag)
     _readable(where, wine.check_toolchain_root)
     if env is not None:
         _print_env(where, env, msvc=msvc)
@@ -101,6 +131,10 @@ def windows_command(
             torch=SETUP_TORCH if torch is None else torch,
             host=host,
             accept_license=accept_license,
+            download=partial(
+                wine_setup.pip_download,
+                progress=_downloading("MSVC, the Windows CUDA and torch's headers"),
+            ),
         )
         if result.license_recorded:
             _say_accepted(where)
@@ -109,7 +143,7 @@ def windows_command(
         launcher = wine_server.find_wine() if host.needs_wine else None
         missing = wine_server.not_ready(wine.toolchain_at(where), launcher, host)
     for line in missing[1:]:
-        console.print(f"✗ {line}", soft_wrap=True, markup=False)
+        console.print(f"✗ {line}", markup=False)
     document = {"root": str(where), "ready": not missing, "wine": launcher, "host": host.system}
     if missing and as_json:  # the error document, with what is missing
         message = f"the Windows toolchain in {where} is not ready: {missing[0]}"
@@ -130,6 +164,22 @@ def _say_accepted(where: Path) -> None:
     record = where / licenses.RECORD
     note = f"accepted {licenses.named()}; recorded in {record}"
     console.print(note, soft_wrap=True, markup=False)
+
+
+def _downloading(what: str) -> Callable[[DownloadStatus], None]:
+    """Where pip's download progress goes: a line on stderr every few seconds, after one that
+    says what is fetched (only when something is: a toolchain already set up fetches nothing)."""
+    from mambawin.ui.progress import show_download
+
+    said: list[bool] = []
+
+    def show(status: DownloadStatus) -> None:
+        if not said:
+            console.print(f"fetching {what} with pip ({status.count} wheels; pip caches them)")
+            said.append(True)
+        show_download(status)
+
+    return show
 
 
 def _refuse_env_mix(env: str | None, *, msvc: bool, setup: bool, as_json: bool) -> None:
@@ -175,7 +225,11 @@ def _print_env(where: Path, form: str, *, msvc: bool) -> None:
     typer.echo(lines, nl=False)
 
 
-@command("linux", group=toolchain_app)
+@command(
+    "linux",
+    group=toolchain_app,
+    epilog=examples("mambawin toolchain linux --setup", "mambawin toolchain linux --json"),
+)
 def linux_command(
     setup: Annotated[
         bool, typer.Option("--setup", help="Fetch nvcc and the CUDA headers and runtime with pip.")
@@ -192,7 +246,9 @@ def linux_command(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Say whether mambawin's own CUDA for Linux builds is set up; --setup fetches it."""
+    """Say whether mambawin's own CUDA for Linux builds is set up; --setup fetches it.
+
+    A Linux build uses it when the machine has no CUDA toolkit of its own."""
     from mambawin.errors import ToolchainError, UsageError
     from mambawin.toolchain import linux_cuda, wine
 
@@ -203,8 +259,12 @@ def linux_command(
     where = linux_cuda.default_root() if root is None else wine.root_option(root, "./linux-cuda")
     _readable(where, linux_cuda.check_cuda_root)
     if setup:
+        download = partial(linux_cuda.pip_download, progress=_downloading("CUDA for Linux"))
         found = linux_cuda.setup(
-            where, cuda=SETUP_CUDA if cuda is None else cuda, accept_license=accept_license
+            where,
+            cuda=SETUP_CUDA if cuda is None else cuda,
+            download=download,
+            accept_license=accept_license,
         )
     else:
         found = linux_cuda.LinuxCuda(where)

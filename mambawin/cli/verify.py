@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mambawin.cli.app import command, fail_json, print_json, split_values
+from mambawin.cli.app import command, examples, fail_json, print_json, split_values
 from mambawin.ui.console import console, out
 
 if TYPE_CHECKING:
@@ -15,7 +15,14 @@ if TYPE_CHECKING:
     from mambawin.verify.report import VerifyReport
 
 
-@command("verify")
+@command(
+    "verify",
+    epilog=examples(
+        "mambawin verify wheelhouse",
+        "mambawin verify --installed --quick",
+        "mambawin verify wheelhouse --upstream-tests --report verify.md",
+    ),
+)
 def verify_command(
     wheel: Annotated[
         Path | None,
@@ -73,7 +80,9 @@ def verify_command(
         ),
     ] = None,
 ) -> None:
-    """Check wheels: tags/METADATA/GPU code, fit, pair, install, kernels on the GPU, tests."""
+    """Check wheels: tags, METADATA, GPU code, fit, pair, install, kernels on the GPU, tests.
+
+    A folder holding mamba-ssm and causal-conv1d wheels is installed as a pair."""
     from mambawin.errors import VerifyError
     from mambawin.ui.progress import ConsoleReporter
     from mambawin.ui.verify import render_verify, step_details
@@ -128,7 +137,13 @@ def _send(
     console.print(f"report written: {paths.markdown} (paste it into an issue) and {paths.json}")
 
 
-@command("bench")
+@command(
+    "bench",
+    epilog=examples(
+        "mambawin bench wheelhouse/mamba_ssm-2.2.6+cu130torch2.10-cp312-cp312-win_amd64.whl",
+        "mambawin bench --installed --quick --plot bench.png",
+    ),
+)
 def bench_command(
     wheel: Annotated[Path | None, typer.Argument(help="The wheel to benchmark.")] = None,
     installed: Annotated[
@@ -138,7 +153,9 @@ def bench_command(
     quick: Annotated[bool, typer.Option("--quick", help="One small shape only.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Time the compiled selective scan against an eager torch scan on this GPU."""
+    """Time the compiled selective scan against an eager torch scan on this GPU.
+
+    A wheel is installed into a throwaway venv first; --installed times the mamba-ssm here."""
     from mambawin.ui.verify import bench_table
     from mambawin.verify import bench as core
     from mambawin.verify.runners.bench import plot as plot_report

@@ -7,11 +7,17 @@ from typing import Annotated
 
 import typer
 
-from mambawin.cli.app import command, print_json
+from mambawin.cli.app import command, examples, print_json
 from mambawin.ui.console import console
 
 
-@command("metadata")
+@command(
+    "metadata",
+    epilog=examples(
+        "mambawin metadata dist/mamba_ssm-2.2.6-cp312-cp312-linux_x86_64.whl",
+        "mambawin metadata WHEEL --local-version cu129torch2.8 --drop triton --out wheelhouse",
+    ),
+)
 def metadata_command(
     wheel: Annotated[Path, typer.Argument(help="The wheel to rewrite; it is never modified.")],
     drop: Annotated[

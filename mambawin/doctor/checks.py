@@ -66,6 +66,7 @@ class DoctorOptions:
 
     archs: tuple[Arch, ...] = ()
     build_dir: Path | None = None
+    windows_root: Path | None = None  # the Windows toolchain's folder (None: the cache's)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class DoctorTools:
     # The pip-fetched toolchains to fall back to; None: the ones in mambawin's cache
     pip_toolchain: wine.WindowsToolchain | None = None  # on Windows
     linux_cuda: LinuxCuda | None = None  # on Linux
+    windows_root: Path | None = None  # where the Windows toolchain is (None: the cache's)
 
 
 def run_checks(
@@ -146,7 +148,7 @@ def run_checks(
         **_pip_toolchain(tools, platform),
     )
     facts = _gather(ctx, tools.torch_facts or read_torch_facts, tools.system or LocalSystem())
-    checks = _judge(ctx, facts)
+    checks = _judge(ctx, facts, _windows_root(tools))
     recommended = recommend(facts.gpus.gpus, facts.cuda)
     count = len(ctx.archs or recommended)
     jobs = recommended_jobs(facts.system.memory, facts.system.cpus, count)
@@ -168,10 +170,15 @@ def _pip_toolchain(tools: DoctorTools, platform: str) -> dict[str, Path | None]:
     if platform != "win32":
         linux = tools.linux_cuda or LinuxCuda(linux_root())
         return {"pip_cuda": None if linux.missing() else linux.home}
-    found = tools.pip_toolchain or wine.toolchain_at(wine.default_root(), torch=False)
+    found = tools.pip_toolchain or wine.toolchain_at(_windows_root(tools), torch=False)
     if wine.missing_parts(found):
         return {}
     return {"pip_cuda": found.cuda, "pip_msvc": found.msvc}
+
+
+def _windows_root(tools: DoctorTools) -> Path:
+    """The Windows toolchain doctor looks at: `--windows-root`, else the cache's."""
+    return tools.windows_root or wine.default_root()
 
 
 def _gather(ctx: ProbeContext, torch_facts: TorchFactsProvider, system: SystemInfo) -> _Facts:
@@ -216,7 +223,7 @@ def _after(
     return _safe(name, lambda: then(first.result()), fallback)
 
 
-def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
+def _judge(ctx: ProbeContext, facts: _Facts, windows_root: Path) -> list[Check]:
     torch_cuda = facts.torch.cuda
     checks = [
         *python_checks(),
@@ -234,7 +241,7 @@ def _judge(ctx: ProbeContext, facts: _Facts) -> list[Check]:
         launcher = proc.which("wine", path=ctx.env.get("PATH")) or proc.which(
             "wine64", path=ctx.env.get("PATH")
         )
-        checks.append(wine_doctor.doctor_check(wine.toolchain_at(wine.default_root()), launcher))
+        checks.append(wine_doctor.doctor_check(wine.toolchain_at(windows_root), launcher))
     return checks
 
 

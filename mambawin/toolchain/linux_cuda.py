@@ -12,7 +12,7 @@ CUDA 12 has none: NVIDIA's `-cu12` nvcc wheels carry no compiler (wine_setup.NO_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -20,6 +20,7 @@ from pathlib import Path
 from mambawin.atomic import fill_dir, staging_dir
 from mambawin.owned import cache_dir, check_root, mark, marked_as, remove_tree
 from mambawin.toolchain import licenses, wheels
+from mambawin.toolchain.download import DownloadStatus
 from mambawin.toolchain.wine_setup import SETUP_CUDA, Downloader, cuda_wheels
 
 OWNED_AS = "linux-cuda"  # the kind in the root's ownership marker
@@ -68,9 +69,14 @@ def default_root() -> Path:
     return cache_dir() / "linux-cuda"
 
 
-def pip_download(requirements: Sequence[str], dest: Path) -> None:
+def pip_download(
+    requirements: Sequence[str],
+    dest: Path,
+    *,
+    progress: Callable[[DownloadStatus], None] | None = None,
+) -> None:
     """manylinux x86_64 wheels (no dependencies) of requirements into dest, with pip."""
-    wheels.pip_download(requirements, dest, PLATFORMS)
+    wheels.pip_download(requirements, dest, PLATFORMS, progress=progress)
 
 
 def setup(

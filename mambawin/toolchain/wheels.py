@@ -7,6 +7,7 @@ extraction serve both.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import zipfile
@@ -14,14 +15,32 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from mambawin import proc
+from mambawin.toolchain.download import DownloadMeter, DownloadStatus, pip_environment
 
 
-def pip_download(requirements: Sequence[str], dest: Path, platforms: Sequence[str]) -> None:
-    """Binary wheels of requirements (no dependencies) for platforms into dest, with pip."""
-    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+def pip_download(
+    requirements: Sequence[str],
+    dest: Path,
+    platforms: Sequence[str],
+    *,
+    progress: Callable[[DownloadStatus], None] | None = None,
+) -> None:
+    """Binary wheels of requirements (no dependencies) for platforms into dest, with pip;
+    progress, when given, gets the downloads' bytes, rate and time left every few seconds."""
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "off"]
     argv += ["--only-binary=:all:", "--python-version", "3.12"]
     argv += [arg for tag in platforms for arg in ("--platform", tag)]
-    proc.run([*argv, "--dest", str(dest), *requirements], timeout=3600)
+    argv += ["--dest", str(dest), *requirements]
+    if progress is None:
+        proc.run([*argv, "--quiet"], timeout=3600)
+        return
+    meter = DownloadMeter(dest, len(requirements), progress)
+    meter.start()
+    try:
+        env = pip_environment(meter, dict(os.environ))
+        proc.run(argv, timeout=3600, env=env, on_line=meter.line)
+    finally:
+        meter.stop()  # pip's emptied temporary folder stays in dest, a staging folder of ours
 
 
 def extract(

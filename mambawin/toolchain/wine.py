@@ -189,21 +189,23 @@ def default_root() -> Path:
     return cache_dir() / "windows-toolchain"
 
 
-def root_option(text: str | None, example: str = "./windows-toolchain") -> Path:
-    """--root as given (the cache's folder when absent); UsageError for an empty value, one that
-    reads as an option, or a folder no toolchain may live in (/, a home, the current folder);
-    example is the folder the refusal suggests."""
+def root_option(
+    text: str | None, example: str = "./windows-toolchain", *, flag: str = "--root"
+) -> Path:
+    """The folder option flag as given (the cache's folder when absent); UsageError for an empty
+    value, one that reads as an option, or a folder no toolchain may live in (/, a home, the
+    current folder); example is the folder the refusal suggests."""
     if text is None:
         return default_root()
     if not text.strip():
-        raise UsageError("--root is empty: pass a folder for the toolchain, or leave --root out")
+        raise UsageError(f"{flag} is empty: pass a folder for the toolchain, or leave {flag} out")
     if text.startswith("-"):
-        msg = f"--root {text!r} looks like an option: write ./{text} for a folder of that name"
+        msg = f"{flag} {text!r} looks like an option: write ./{text} for a folder of that name"
         raise UsageError(msg)
     root = Path(text).expanduser()
     why = protected(root)
     if why is not None:
-        msg = f"--root {text}: {why}; pass a folder of its own, e.g. --root {example}"
+        msg = f"{flag} {text}: {why}; pass a folder of its own, e.g. {flag} {example}"
         raise UsageError(msg)
     return root
 
@@ -233,7 +235,7 @@ def whole_root(root: Path | None, otherwise: str) -> Path:
         what = "no such folder" if not root.exists() and not root.is_symlink() else "not a folder"
         msg = (
             f"--windows-root {root}: {what}; pass the folder `mambawin toolchain windows "
-            f"--setup --root DIR` set up, or {otherwise}"
+            f"--setup --windows-root DIR` set up, or {otherwise}"
         )
         raise UsageError(msg)
     folder = root or default_root()

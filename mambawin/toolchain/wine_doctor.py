@@ -7,13 +7,19 @@ from mambawin.toolchain.probe import Check
 from mambawin.toolchain.wine import WindowsToolchain
 from mambawin.toolchain.wine_server import not_ready
 
+# Every command that runs Microsoft's and NVIDIA's Windows compilers from this toolchain.
+NEEDED_BY = (
+    "needed by `mambawin check`, the cross build `mambawin build --platform win_amd64` and "
+    "verify's load step for a win_amd64 wheel"
+)
+
 
 def doctor_check(toolchain: WindowsToolchain, launcher: str | None) -> Check:
     """doctor's line for the Windows compilers on Linux: optional, so never blocking."""
     name = "windows compilers (wine)"
     problems = not_ready(toolchain, launcher)
     if problems:
-        hint = f"{problems[0]} (needed only by `mambawin check --windows`)"
+        hint = f"{problems[0]} ({NEEDED_BY})"
         return Check(name, Status.SKIP, found="not set up", hint=hint)
     cuda = toolchain.cuda_version() or "?"
     what = (

@@ -16,6 +16,7 @@ from mambawin.atomic import fill_dir, staging_dir
 from mambawin.errors import UsageError
 from mambawin.owned import mark, marked_as, remove_tree
 from mambawin.toolchain import licenses, wheels
+from mambawin.toolchain.download import DownloadStatus
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.wine import (
     CPP_EXTENSION,
@@ -111,9 +112,15 @@ def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
     return True  # an empty folder stays until the filled one replaces it
 
 
-def pip_download(requirements: Sequence[str], dest: Path) -> None:
-    """win_amd64 wheels (no dependencies) of requirements into dest, with pip."""
-    wheels.pip_download(requirements, dest, ("win_amd64",))
+def pip_download(
+    requirements: Sequence[str],
+    dest: Path,
+    *,
+    progress: Callable[[DownloadStatus], None] | None = None,
+) -> None:
+    """win_amd64 wheels (no dependencies) of requirements into dest, with pip; progress gets
+    their bytes, rate and time left."""
+    wheels.pip_download(requirements, dest, ("win_amd64",), progress=progress)
 
 
 def setup(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.table import Table
+from rich.markup import escape
 
-from mambawin.ui.console import FAIL, OK, WARN, out
+from mambawin.ui.console import FAIL, OK, WARN, Fitted, out
 
 if TYPE_CHECKING:
     from mambawin.check.pipeline import CheckReport
@@ -15,15 +15,14 @@ if TYPE_CHECKING:
 
 def render(report: CheckReport) -> None:
     """The per-unit table and the link's verdict."""
-    table = Table(title=f"{report.package} {report.ref} ({report.mode}, sm {report.archs})")
-    for column in ("unit", "result", "seconds", "first error"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for unit in report.units:
         detail = str(unit.error) if unit.error else unit.reason
         if unit.errors > 1:
             detail += f" (+{unit.errors - 1} more error lines)"
-        table.add_row(unit.source, unit.status, f"{unit.seconds:.1f}", detail)
-    out.print(table)
+        rows.append((escape(unit.source), unit.status, f"{unit.seconds:.1f}", escape(detail)))
+    title = f"{report.package} {report.ref} ({report.mode}, sm {report.archs})"
+    out.print(Fitted(title, ("unit", "result", "seconds", "first error"), rows))
     for gap in report.not_checked:
         out.print(f"{WARN} not checked: {gap}", markup=True, highlight=False)
     closure = report.closure

@@ -25,14 +25,12 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
-from mambawin.builder.reporter import Finished
+from mambawin.builder.reporter import HEARTBEAT_S, Finished
 from mambawin.builder.results import BuildPlan, BuildResult
+from mambawin.toolchain.download import DownloadStatus
 from mambawin.ui import console as ui
-
-HEARTBEAT_S = 15.0  # a CI log that stays silent longer looks hung (and some CIs kill it)
 
 
 class ConsoleReporter:
@@ -63,7 +61,7 @@ class ConsoleReporter:
 
     def note(self, text: str) -> None:
         """A line of narration under the current step (text, never markup: it may hold '[')."""
-        ui.console.print(f"  [dim]{escape(text)}[/]", soft_wrap=True, highlight=False)
+        ui.console.print(f"  [dim]{escape(text)}[/]", highlight=False)
 
     def finished(self, item: Finished) -> None:
         """`✓ [3/7] name (1.2s) summary`: one line as each piece of work finishes."""
@@ -72,7 +70,6 @@ class ConsoleReporter:
         summary = f" {escape(item.summary)}" if item.summary else ""
         ui.console.print(
             f"{ui.MARKS[item.status]}{count} [bold]{escape(item.name)}[/]{took}{summary}",
-            soft_wrap=True,
             highlight=False,
         )
         self._details(item)
@@ -166,6 +163,24 @@ def line(done: int, total: int, unit: str, elapsed: float) -> str:
     return f"  [{done}/{total}] {done * 100 // total}% {unit} {elapsed:.0f} s{eta}"
 
 
+def download_line(status: DownloadStatus) -> str:
+    """`  [3/7] nvidia_cuda_nvcc-13.0.88-py3-none-win_amd64.whl: 612 MB so far, 8.1 MB/s, this
+    wheel 12/40 MB, eta 4 s`: what pip is fetching, how fast, and how long this wheel takes."""
+    mb = 1_000_000
+    head = f"  [{status.index}/{status.count}] {status.wheel or 'starting pip'}"
+    line = f"{head}: {status.done / mb:.0f} MB so far, {status.rate / mb:.1f} MB/s"
+    if status.current_size is not None:
+        line += f", this wheel {status.current_done / mb:.0f}/{status.current_size / mb:.0f} MB"
+    if status.eta is not None:
+        line += f", eta {status.eta:.0f} s"
+    return line
+
+
+def show_download(status: DownloadStatus) -> None:
+    """A download's progress as one plain line on stderr (a CI log sees it as a terminal does)."""
+    _print_plain(download_line(status))
+
+
 def _print_plain(text: str) -> None:
     # markup=False: a file name with [brackets] is text, not a style.
     ui.console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -210,20 +225,16 @@ def _show_plan(plan: BuildPlan) -> None:
         f"{up['ref'] or ''} at {up['commit'] or '(no git commit)'}",
         soft_wrap=True,
     )
-    table = Table(title="patches (dry run on a throwaway copy)")
-    for column in ("patch", "status", "files"):
-        table.add_column(column, overflow="fold")
-    for patch in plan.patches:
-        table.add_row(patch["id"], patch["status"], ", ".join(patch["files"]))
-    ui.out.print(table)
+    rows = [(p["id"], p["status"], ", ".join(p["files"])) for p in plan.patches]
+    title = "patches (dry run on a throwaway copy)"
+    ui.out.print(ui.Fitted(title, ("patch", "status", "files"), rows))
+    # Long lists of words: piped, they wrap between words at the width (never inside a flag)
     ui.out.print(
-        f"archs   {plan.archs}: nvcc gets " + " ".join(f"-gencode {g}" for g in plan.gencode),
-        soft_wrap=True,
+        f"archs   {plan.archs}: nvcc gets " + " ".join(f"-gencode {g}" for g in plan.gencode)
     )
     ui.out.print(
         f"units   {len(plan.units)} of {plan.ext_name}: "
-        + ", ".join(Path(u).name for u in plan.units),
-        soft_wrap=True,
+        + ", ".join(Path(u).name for u in plan.units)
     )
     ui.out.print(f"jobs    {plan.jobs} (MAX_JOBS), nvcc --threads {plan.nvcc_threads}")
     reuse = "its objects will be reused" if plan.reuses_objects else "new"

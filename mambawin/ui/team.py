@@ -1,13 +1,12 @@
-"""Views of a team matrix and of a `build --spec` run: Rich tables on stderr."""
+"""Views of a team matrix and of a `build --spec` run: the matrix and the plan are results (on
+stdout); a run's summary is narration after its progress (on stderr)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rich.table import Table
-
-from mambawin.ui.console import FAIL, OK, SKIP, WARN, console
+from mambawin.ui.console import FAIL, OK, SKIP, WARN, Fitted, console, out
 
 if TYPE_CHECKING:
     from mambawin.team.matrix import Cell
@@ -29,45 +28,47 @@ OUTCOME_MARKS = {
 
 
 def render_matrix(cells: Sequence[Cell]) -> None:
-    """One row per cell: what it is, its status (why, if impossible) and the wheel it makes."""
-    table = Table(title="matrix", box=None, pad_edge=False)
-    for column in ("package", "py", "torch", "platform", "status"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("wheel (or why not)", overflow="fold", ratio=1)
+    """One row per cell: what it is, its status (why, if impossible) and the wheel it makes; on
+    stdout, as the result it is (notes and counts too)."""
+    rows = []
     for cell in cells:
         why = f"[dim]{cell.reason}[/]" if cell.reason else cell.wheel or "? (version unknown)"
         buildable = cell.stable and cell.status != "impossible"
-        table.add_row(
-            f"{cell.package.name} {cell.package.ref}",
-            "any" if cell.stable else cell.python,
-            f">={cell.torch_floor} {cell.torch.variant}"
-            if buildable
-            else f"{cell.torch.version} {cell.torch.variant}",
-            cell.platform,
-            STATUS_MARKS.get(cell.status, cell.status),
-            why,
+        rows.append(
+            (
+                f"{cell.package.name} {cell.package.ref}",
+                "any" if cell.stable else cell.python,
+                f">={cell.torch_floor} {cell.torch.variant}"
+                if buildable
+                else f"{cell.torch.version} {cell.torch.variant}",
+                cell.platform,
+                STATUS_MARKS.get(cell.status, cell.status),
+                why,
+            )
         )
-    console.print(table)
+    columns = ("package", "py", "torch", "platform", "status", "wheel (or why not)")
+    out.print(Fitted("matrix", columns, rows, box=False))
     for note in dict.fromkeys(cell.note for cell in cells if cell.note):
-        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+        out.print(f"[dim]note: {note}[/]")
     counts = {s: sum(c.status == s for c in cells) for s in STATUS_MARKS}
-    console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(cells)} cells")
+    out.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(cells)} cells")
 
 
 def render_results(results: Sequence[CellResult]) -> None:
-    """The summary after `build --spec`: one row per cell with its outcome and time."""
-    table = Table(title="build --spec", box=None, pad_edge=False)
-    for column in ("cell", "outcome", "time", "wheel or why"):
-        table.add_column(column, overflow="fold")
-    for result in results:
-        detail = result.wheel.name if result.wheel else result.detail
-        table.add_row(
+    """The summary after `build --spec`: one row per cell with its outcome and time (on stderr:
+    under --json the cells' JSON is the result)."""
+    rows = [
+        (
             result.cell.id,
             OUTCOME_MARKS.get(result.outcome, result.outcome),
             f"{result.seconds:.0f}s" if result.seconds else "",
-            detail,
+            result.wheel.name if result.wheel else result.detail,
         )
-    console.print(table)
+        for result in results
+    ]
+    console.print(
+        Fitted("build --spec", ("cell", "outcome", "time", "wheel or why"), rows, box=False)
+    )
 
 
 def render_plan(planned: Sequence[PlannedCell]) -> None:
@@ -75,9 +76,9 @@ def render_plan(planned: Sequence[PlannedCell]) -> None:
     for item in planned:
         if item.outcome != "build":
             mark = OUTCOME_MARKS.get(item.outcome, item.outcome)
-            console.print(f"{mark} {item.cell.id}: {item.detail}", soft_wrap=True)
+            out.print(f"{mark} {item.cell.id}: {item.detail}")
             continue
-        console.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}", soft_wrap=True)
-        console.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
+        out.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}")
+        out.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
     count = sum(p.outcome == "build" for p in planned)
-    console.print(f"{count} of {len(planned)} cells would be built; nothing was created")
+    out.print(f"{count} of {len(planned)} cells would be built; nothing was created")

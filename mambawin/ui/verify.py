@@ -33,7 +33,9 @@ _TITLES = {"smoke": "selective scan", "conv": "causal-conv1d"}
 
 def blocks_table(details: dict[str, Any] | Any) -> Table:
     """Per block and dtype: fast path vs reference path errors of output, dx, worst weight grad."""
-    table = Table(title="Mamba blocks: fast path vs reference path (max abs error)")
+    table = Table(
+        title="Mamba blocks: fast path vs reference path (max abs error)", title_justify="left"
+    )
     for column in ("block", "dtype", "status", "out", "dx", "worst param grad"):
         table.add_column(
             column,
@@ -62,7 +64,7 @@ def blocks_table(details: dict[str, Any] | Any) -> Table:
 
 def tests_table(details: dict[str, Any] | Any) -> Table:
     """Upstream tests per package: passed / failed / skipped / expected failures."""
-    table = Table(title="upstream tests against the installed wheels")
+    table = Table(title="upstream tests against the installed wheels", title_justify="left")
     for column in ("package", "file", "ref", "passed", "failed", "skipped", "expected fail"):
         table.add_column(
             column,
@@ -89,7 +91,9 @@ def _err(error: dict[str, float] | None) -> str:
 
 def smoke_table(details: dict[str, Any] | Any, what: str = "selective scan") -> Table:
     """Per-dtype errors against the float64 reference, with the tolerances used."""
-    table = Table(title=f"{what} vs float64 reference (seed {details.get('seed')})")
+    table = Table(
+        title=f"{what} vs float64 reference (seed {details.get('seed')})", title_justify="left"
+    )
     for column in ("dtype", "cases", "failed", "max abs err", "max rel err", "rtol", "atol"):
         table.add_column(column, justify="left" if column == "dtype" else "right")
     tolerances = details.get("tolerances", {})
@@ -121,7 +125,8 @@ def bench_table(report: BenchReport) -> Table:
     """Kernel vs eager reference: times, speedup, GB/s against the copy bandwidth, peak memory."""
     table = Table(
         title=f"{report.device}, torch {report.torch}; copy {report.copy_gbps:.0f} GB/s; "
-        f"reference: {report.reference}"
+        f"reference: {report.reference}",
+        title_justify="left",  # never centred: piped, a centred title was far indented
     )
     columns = (
         "dtype",

@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from mambawin.builder.reporter import Finished, QuietReporter, Reporter
+from mambawin.builder.reporter import Finished, QuietReporter, Reporter, still_running
 from mambawin.errors import UsageError
 from mambawin.status import Status
 from mambawin.toolchain import wine
@@ -85,7 +85,7 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
             )
             packages.append(package)
         for ref in wheels or [None]:
-            record(skipped("requirements", options, ref) or requirements_step(options, ref))
+            record(skipped("requirements", options, ref) or _resolving(options, ref, shown))
         if len(packages) == 2:
             record(pair_step(packages))
         if elsewhere is not None:
@@ -122,6 +122,17 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
             record(step)
     wheel = str(options.wheel) if options.wheel else None
     return VerifyReport(wheel, target, tuple(steps), hashes)
+
+
+def _resolving(options: VerifyOptions, ref: WheelRef | None, reporter: Reporter) -> StepResult:
+    """The requirements step, narrated: pip resolves online and may take a minute, so a note says
+    what runs and a line every 15 s that it still does."""
+    if options.wheel is None:
+        return requirements_step(options, ref)
+    wheel = ref.path.name if ref is not None else Path(options.wheel).name
+    reporter.note(f"requirements: pip resolves {wheel}'s requirements for its platform (online)")
+    with still_running(lambda s: reporter.note(f"requirements: pip still resolving ({s:.0f} s)")):
+        return requirements_step(options, ref)
 
 
 def step_finished(result: StepResult) -> Finished:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import site
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from mambawin import proc
 from mambawin.errors import CommandError
 from mambawin.packages import (
     MAMBA,
+    PACKAGES,
 )
 
 RUNTIME_DIR = "mambawin-runtime"
@@ -126,7 +128,7 @@ def import_check(env: InstallEnv, modules: Sequence[str] = (MAMBA.extension,)) -
         done = proc.run([env.python, "-c", _IMPORT, *modules], env=env.env, timeout=300)
     except CommandError as exc:
         last = proc.last_line(exc.tail) or str(exc)
-        msg = (
+        msg = not_installed(last, env) or (
             f"import {', '.join(modules)} failed: {last} (torch or CUDA runtime "
             "mismatch? run `mambawin doctor`)"
         )
@@ -141,6 +143,29 @@ def import_check(env: InstallEnv, modules: Sequence[str] = (MAMBA.extension,)) -
             raise CommandError(msg)
     found["extension"] = next(iter(found["extensions"].values()), None)
     return found
+
+
+_NO_MODULE = re.compile(r"No module named '([^'.]+)")
+
+
+def not_installed(last_line: str, env: InstallEnv) -> str | None:
+    """What to say when the import failed because a package is simply absent (not a torch or
+    CUDA mismatch): which one, and how to install it; None for any other failure."""
+    found = _NO_MODULE.search(last_line)
+    if found is None:
+        return None
+    module = found.group(1)
+    where = "the throwaway venv" if env.venv else f"this environment ({env.python})"
+    if module == "torch":
+        return f"torch is not installed in {where}: install torch first (`pip install torch`)"
+    for package in PACKAGES:
+        if module in package.extensions or module == package.import_name:
+            return (
+                f"{package.name} is not installed in {where}: install a wheel of it (`pip "
+                f"install --no-index --find-links wheelhouse {package.name}`, after "
+                "`mambawin build`), or pass the wheel's path instead of --installed"
+            )
+    return None
 
 
 def _inside(path: Path, root: Path) -> bool:
