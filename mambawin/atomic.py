@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from mambawin import owned
 from mambawin.owned import mark, remove_tree
 
 TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process is killed
@@ -38,7 +38,7 @@ def write_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
-        os.chmod(temp, mode if mode is not None else 0o666 & ~_umask())
+        owned.set_mode(Path(temp), mode if mode is not None else 0o666 & ~_umask())
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
@@ -65,18 +65,31 @@ def staging_dir(parent: Path, prefix: str = ".mambawin-") -> Iterator[Path]:
         remove_tree(path)
 
 
-def fill_dir(target: Path, fill: Callable[[Path], object]) -> None:
+def fill_dir(
+    target: Path,
+    fill: Callable[[Path], object],
+    *,
+    what: str | None = None,
+    whole: Iterable[str] = (),
+) -> None:
     """Fill a temp sibling folder, then move it into place as target; on failure nothing stays.
 
-    fill gets an empty folder (git clone accepts it) inside the marked staging folder; it marks
-    the tree itself when target is a folder mambawin may later delete (mambawin.owned).
-    An empty folder at target is replaced. When another process moved its own copy into place
-    first (a shared cache), that one is kept.
+    fill gets an empty folder (git clone accepts it) inside the marked staging folder. what:
+    target is a folder a user named (a --root), recorded as mambawin's kind what with the
+    manifest of what fill wrote (whole: its top-level folders owned whole, such as wine's
+    prefix); an earlier fill of target loses what its manifest lists only now, once the new
+    tree is whole, and never anything else. Without what, fill marks the tree itself when
+    target is a folder mambawin may later delete (mambawin.owned), and when another process
+    moved its own copy into place first (a shared cache), that one is kept.
+    An empty folder at target is replaced.
     """
     with staging_dir(target.parent, f".{target.name}.") as staging:
         tmp = staging / "tree"
         tmp.mkdir()
         fill(tmp)
+        if what is not None:
+            _swap_in(tmp, target, what, owned.manifest(tmp, whole))
+            return
         with suppress(OSError):  # an empty folder there (a new --root) holds nothing to keep
             target.rmdir()
         try:
@@ -84,6 +97,19 @@ def fill_dir(target: Path, fill: Callable[[Path], object]) -> None:
         except OSError:
             if not target.is_dir():
                 raise
+            return
+        owned.moved(tmp, target)
+
+
+def _swap_in(tmp: Path, target: Path, what: str, files: list[str]) -> None:
+    """The filled tree replaces target: the old fill's listed files go (the new tree is already
+    whole), target's record names the new files, and one rename puts them in place."""
+    if owned.owner(target) == owned.real_path(target):
+        remove_tree(target)
+    with suppress(OSError):  # an empty folder (a new --root, or the old fill's, now emptied)
+        target.rmdir()
+    mark(tmp, what, files=files, final=target)
+    os.replace(tmp, target)
 
 
 def write_files(root: Path, changes: Mapping[str, bytes | None]) -> None:
@@ -215,8 +241,4 @@ def _discard(paths: Iterable[Path | None]) -> None:
 
 def _unlink(path: Path) -> None:
     """Delete path if it is there; Windows refuses a read-only file until it is made writable."""
-    try:
-        path.unlink(missing_ok=True)
-    except PermissionError:
-        os.chmod(path, stat.S_IWRITE)
-        path.unlink(missing_ok=True)
+    owned.unlink(path)
