@@ -17,6 +17,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from mambawin import owned
+from mambawin.errors import os_error
 from mambawin.owned import mark, remove_tree
 
 TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process is killed
@@ -44,6 +45,20 @@ def write_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
         Path(temp).unlink(missing_ok=True)
         raise
     return path
+
+
+def probe_writable(
+    folder: Path, what: str, *, make: Callable[..., tuple[int, str]] = tempfile.mkstemp
+) -> None:
+    """Before any work: a file can be made (and removed) in folder; FileSystemError naming the
+    folder otherwise (read-only, no permission, a full disk), not minutes later at the write.
+    make: tempfile.mkstemp (a test hands in a read-only file system's refusal)."""
+    try:
+        handle, temp = make(prefix=f"{TEMP_PREFIX}probe.", dir=folder)
+    except OSError as exc:
+        raise os_error(exc, f"write in {what}") from None
+    os.close(handle)
+    owned.unlink(Path(temp))
 
 
 def _umask() -> int:
