@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from fnmatch import fnmatch
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import platformdirs
 from filelock import FileLock, Timeout
@@ -121,11 +121,18 @@ def _entries_of(data: object) -> dict[str, Entry] | None:
         if not isinstance(what, str) or not isinstance(token, str) or not token:
             return None
         if files is not None and not (
-            isinstance(files, list) and all(isinstance(f, str) for f in files)
+            isinstance(files, list) and all(isinstance(f, str) and _relative(f) for f in files)
         ):
-            return None
+            return None  # a name reaching out of its folder would make the manifest a weapon
         entries[key] = Entry(what, token, None if files is None else tuple(files))
     return entries
+
+
+def _relative(name: str) -> bool:
+    """A manifest name: a relative path inside its folder (no `..`, not absolute, not empty)."""
+    bare = name.removesuffix(WHOLE)
+    paths = (PurePosixPath(bare), PureWindowsPath(bare))  # Windows reads `\\` as a separator too
+    return bool(bare) and not any(p.is_absolute() or p.anchor or ".." in p.parts for p in paths)
 
 
 def _dump(entries: dict[str, Entry]) -> str:
@@ -436,7 +443,7 @@ def manifest(folder: Path, whole: Iterable[str] = ()) -> list[str]:
             rel = (rel_top / name).as_posix()
             real_dir = name in dirs and not os.path.islink(os.path.join(top, name))
             names.append(rel + "/" if real_dir else rel)
-    return names
+    return [name for name in names if _relative(name)]  # an odd name stays unlisted: kept
 
 
 def _whole(rel: str, listed: set[str]) -> bool:
@@ -569,8 +576,8 @@ def _remove_listed(folder: Path, listed: set[str], under: str, ismount: IsMount)
         if name.endswith(WHOLE) and stat.S_ISDIR(info.st_mode) and not _is_link(info):
             _make_removable(path, info, ismount)
             shutil.rmtree(path)
-        elif not stat.S_ISDIR(info.st_mode) or _is_link(info):
-            _unlink(path, info)
+        elif stat.S_ISREG(info.st_mode) or _is_link(info):
+            _unlink(path, info)  # a FIFO or a folder now standing at the name is not what we wrote
     for name in mine:
         if name.endswith("/") and not name.endswith(WHOLE):
             with suppress(OSError):  # one holding the user's files stays, with them

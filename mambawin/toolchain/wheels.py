@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from mambawin import proc
+from mambawin.owned import set_mode
 
 
 def pip_download(requirements: Sequence[str], dest: Path, platforms: Sequence[str]) -> None:
@@ -43,4 +44,4 @@ def extract(
             with archive.open(info) as source, path.open("wb") as out:
                 shutil.copyfileobj(source, out)
             if executables and (info.external_attr >> 16) & 0o111:
-                path.chmod(0o755)
+                set_mode(path, 0o755)
