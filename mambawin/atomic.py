@@ -20,7 +20,7 @@ from mambawin import owned
 from mambawin.errors import os_error
 from mambawin.owned import mark, remove_tree
 
-TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process is killed
+TEMP_PREFIX = owned.TEMP_PREFIX  # a file write_file leaves only when the process is killed
 
 
 def write_text(path: Path, text: str, *, mode: int | None = None) -> Path:
@@ -34,17 +34,7 @@ def write_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
     mode: the file's permissions; None gives what a plain open() would (0o666 less the umask),
     not the 0o600 of the temp file.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        owned.set_mode(Path(temp), mode if mode is not None else 0o666 & ~_umask())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    return path
+    return owned.write_file(path, data, mode=mode)
 
 
 def probe_writable(
@@ -59,12 +49,6 @@ def probe_writable(
         raise os_error(exc, f"write in {what}") from None
     os.close(handle)
     owned.unlink(Path(temp))
-
-
-def _umask() -> int:
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
 
 
 @contextmanager

@@ -39,6 +39,7 @@ import secrets
 import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -151,8 +152,6 @@ def _dump(entries: dict[str, Entry]) -> str:
 def _registry() -> Iterator[dict[str, Entry]]:
     """The entries, locked against other mambawin runs; written back (atomically) when the block
     ends without an error."""
-    from mambawin import atomic  # atomic marks its staging folders through this module
-
     path = registry_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,7 +172,7 @@ def _registry() -> Iterator[dict[str, Entry]]:
         entries = _load(path)
         yield entries
         try:
-            atomic.write_text(path, _dump(entries), mode=0o600)
+            write_file(path, _dump(entries).encode("utf-8"), mode=0o600)
         except OSError as exc:
             raise os_error(exc, "write mambawin's ownership record") from None
     finally:
@@ -213,6 +212,35 @@ def moved(source: Path, target: Path) -> None:
             entries[new] = entry
 
 
+TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process is killed
+
+
+def write_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
+    """Write bytes through a temp file beside path and os.replace it into place (the one atomic
+    write; mambawin.atomic.write_file is this, for callers above this module).
+
+    mode: the file's permissions; None gives what a plain open() would (0o666 less the umask),
+    not the 0o600 of the temp file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        set_mode(Path(temp), mode if mode is not None else 0o666 & ~_umask())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 # ---- markers ------------------------------------------------------------------------------------
 
 
@@ -224,15 +252,13 @@ def mark(
     files: the manifest of a folder a user named (only what it lists is ever deleted); None for
     a folder mambawin made empty itself. final: where folder will be moved (its record is kept
     by that path; a tree filled beside its target is moved into place whole)."""
-    from mambawin import atomic
-
     token = secrets.token_hex(16)
     listed = None if files is None else tuple(sorted(set(files)))
     with _registry() as entries:  # the record first: a marker without one proves nothing
         entries[_key(final or folder)] = Entry(what, token, listed)
     text = json.dumps({"owner": "mambawin", "what": what, "token": token}) + "\n"
     try:
-        atomic.write_text(folder / MARKER, text)
+        write_file(folder / MARKER, text.encode("utf-8"))
     except OSError as exc:
         raise os_error(exc, "mark the folder") from None
 
