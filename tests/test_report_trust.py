@@ -39,13 +39,15 @@ def test_a_report_mambawin_wrote_may_be_overwritten(tmp_path: Path) -> None:
     assert send.report_paths(md) == send.ReportPaths(md, js)
 
 
+FIRST = f"<!-- {send.KIND} schema 1 -->"  # the exact first line mambawin writes
+
 USER_TEXTS = {
     # the old check took any file whose first 256 bytes named the kind
     "mentions the kind": f"my notes on {send.KIND}\nkeep this\n",
-    "the first line, no seal": send.first_line() + "\nmy own text\n",
+    "the first line, no seal": FIRST + "\nmy own text\n",
     "a copied seal": None,  # filled in below: a sealed report with one line changed
-    "a seal of other bytes": send.first_line() + "\nx\n<!-- sha256 " + "0" * 64 + " -->\n",
-    "the first line late": "hello\n" + send.first_line() + "\n",
+    "a seal of other bytes": FIRST + "\nx\n<!-- sha256 " + "0" * 64 + " -->\n",
+    "the first line late": "hello\n" + FIRST + "\n",
     "an empty file": "",
     "not UTF-8": "\udcff",
 }
@@ -59,7 +61,7 @@ def test_a_user_markdown_that_merely_looks_like_a_report_is_refused(
     if how == "a copied seal":
         md.write_bytes(send.sealed_markdown(send.markdown(_doc())).replace(b"install", b"mine!!"))
     elif how == "not UTF-8":
-        md.write_bytes(b"\xff\xfe" + send.first_line().encode())
+        md.write_bytes(b"\xff\xfe" + FIRST.encode())
     else:
         md.write_text(USER_TEXTS[how], encoding="utf-8")
     before = md.read_bytes()
