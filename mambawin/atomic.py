@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from mambawin import owned
+from mambawin import owned, registry
 from mambawin.errors import os_error
 from mambawin.owned import mark, remove_tree
 
@@ -87,7 +87,7 @@ def fill_dir(
         tmp.mkdir()
         fill(tmp)
         if what is not None:
-            _swap_in(tmp, target, what, owned.manifest(tmp, whole))
+            _swap_in(tmp, target, what, registry.manifest(tmp, whole, owned.MARKER))
             return
         with suppress(OSError):  # an empty folder there (a new --root) holds nothing to keep
             target.rmdir()

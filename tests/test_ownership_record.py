@@ -19,7 +19,7 @@ import pytest
 from filelock import FileLock
 from typer.testing import CliRunner
 
-from mambawin import atomic, owned
+from mambawin import atomic, owned, record, registry
 from mambawin.builder import kept
 from mambawin.cli import app
 from mambawin.errors import FileSystemError, NotOwnedError, UsageError
@@ -210,7 +210,7 @@ def test_a_damaged_registry_stops_with_one_line_and_deletes_nothing(
 def test_a_registry_held_by_another_run_stops_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(owned, "_LOCK_SECONDS", 0.2)
+    monkeypatch.setattr(registry, "LOCK_SECONDS", 0.2)
     owned.registry_path().parent.mkdir(parents=True, exist_ok=True)
     held, release = threading.Event(), threading.Event()
 
@@ -283,10 +283,10 @@ def test_a_copied_marker_does_not_let_windows_setup_delete_a_users_folder(tmp_pa
 def test_a_root_records_the_files_it_wrote(tmp_path: Path) -> None:
     root = tmp_path / "cuda"
     setup_cuda(root)
-    entry = owned._record(root)
+    entry = record.entry_of(root)
     assert entry is not None and entry.files is not None
     assert {"cu13/bin/nvcc", "cu13/lib64", "cu13/lib/", "cu13/"} <= set(entry.files)
-    assert owned.MARKER not in entry.files and owned.foreign_files(root) == []
+    assert owned.MARKER not in entry.files and record.foreign_files(root) == []
 
 
 def test_an_incomplete_root_is_kept_whole_when_the_download_fails(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from mambawin.cli import app
 from mambawin.errors import FileSystemError, UsageError
-from mambawin.verify import pipeline, send
+from mambawin.verify import pipeline, seal, send
 from mambawin.verify.report import StepResult, Target, VerifyReport
 from tests.test_verify import make_wheel
 
@@ -29,8 +29,8 @@ def _doc(ran: str = "mambawin verify w.whl --report r.md", home: str | None = No
 def _sealed(tmp_path: Path) -> tuple[Path, Path]:
     doc = _doc()
     md, js = tmp_path / "r.md", tmp_path / "r.json"
-    md.write_bytes(send.sealed_markdown(send.markdown(doc)))
-    js.write_bytes(send.sealed_json(doc))
+    md.write_bytes(seal.sealed_markdown(send.markdown(doc)))
+    js.write_bytes(seal.sealed_json(doc))
     return md, js
 
 
@@ -59,7 +59,7 @@ def test_a_user_markdown_that_merely_looks_like_a_report_is_refused(
 ) -> None:
     md = tmp_path / "r.md"
     if how == "a copied seal":
-        md.write_bytes(send.sealed_markdown(send.markdown(_doc())).replace(b"install", b"mine!!"))
+        md.write_bytes(seal.sealed_markdown(send.markdown(_doc())).replace(b"install", b"mine!!"))
     elif how == "not UTF-8":
         md.write_bytes(b"\xff\xfe" + FIRST.encode())
     else:
@@ -192,7 +192,7 @@ def test_a_report_written_by_verify_is_recognised_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     md, js = _sealed(tmp_path)
-    assert send.written_by_mambawin(md.read_bytes(), markdown=True)
-    assert send.written_by_mambawin(js.read_bytes(), markdown=False)
-    assert not send.written_by_mambawin(js.read_bytes(), markdown=True)
+    assert seal.written_by_mambawin(md.read_bytes(), markdown=True)
+    assert seal.written_by_mambawin(js.read_bytes(), markdown=False)
+    assert not seal.written_by_mambawin(js.read_bytes(), markdown=True)
     assert stat.S_ISREG(md.stat().st_mode)

@@ -14,7 +14,6 @@ file that merely mentions the report's kind is someone else's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -31,12 +30,17 @@ from mambawin.index.inputs import REPORT_KIND
 from mambawin.userfile import kind_of
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.report import StepResult, VerifyReport
+from mambawin.verify.seal import (
+    SCHEMA,
+    first_line,
+    sealed_json,
+    sealed_markdown,
+    written_by_mambawin,
+)
 
 KIND = REPORT_KIND  # the JSON's first key and the Markdown's first line name it
-SCHEMA = 1
 SUFFIXES = (".md", ".json")
 _MOST = 4 << 20  # a report is tens of KB; a bigger file at its name is not one mambawin wrote
-HASH_KEY = "sha256"  # the JSON report's last key: the sha256 of the document without it
 
 
 @dataclass(frozen=True)
@@ -108,49 +112,6 @@ def _not_ours(path: Path, also: str) -> None:
         "choose another name, or move that file away"
     )
     raise UsageError(msg)
-
-
-def first_line() -> str:
-    """The Markdown report's exact first line."""
-    return f"<!-- {KIND} schema {SCHEMA} -->"
-
-
-def _digest(body: bytes) -> str:
-    return hashlib.sha256(body).hexdigest()
-
-
-def sealed_markdown(text: str) -> bytes:
-    """The Markdown with a last line carrying the sha256 of everything above it."""
-    body = text.encode("utf-8")
-    return body + f"<!-- {HASH_KEY} {_digest(body)} -->\n".encode()
-
-
-def sealed_json(doc: Mapping[str, Any]) -> bytes:
-    """The JSON document with a last key carrying the sha256 of the document without it."""
-    body = json.dumps(dict(doc), indent=2)
-    return (json.dumps({**doc, HASH_KEY: _digest(body.encode())}, indent=2) + "\n").encode()
-
-
-def written_by_mambawin(data: bytes, *, markdown: bool) -> bool:
-    """data is a report mambawin wrote: its exact first line (Markdown) or kind (JSON), and the
-    sha256 it carries matches its body. Reads any bytes without raising."""
-    if markdown:
-        body, _, last = data.rstrip(b"\n").rpartition(b"\n")
-        body += b"\n"
-        want = f"<!-- {HASH_KEY} ".encode()
-        return (
-            body.split(b"\n", 1)[0] == first_line().encode()
-            and last.startswith(want)
-            and last == f"<!-- {HASH_KEY} {_digest(body)} -->".encode()
-        )
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):
-        return False
-    if not isinstance(doc, dict) or doc.get("kind") != KIND or list(doc)[-1:] != [HASH_KEY]:
-        return False
-    seal = doc.pop(HASH_KEY)
-    return isinstance(seal, str) and seal == _digest(json.dumps(doc, indent=2).encode())
 
 
 # ---- what the report says --------------------------------------------------------------------
