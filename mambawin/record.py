@@ -77,7 +77,9 @@ def _registry() -> Iterator[dict[str, Entry]]:
 
 
 def _key(path: Path) -> str:
-    return str(_real(path))
+    """The registry's key of a folder: its real path (case-folded where the file system is:
+    Windows), so every spelling of one folder finds one entry."""
+    return os.path.normcase(str(_real(path)))
 
 
 def entry_of(folder: Path) -> Entry | None:
