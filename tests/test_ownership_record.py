@@ -7,6 +7,7 @@ through a symlink or across a mount; a damaged registry stops with one line, del
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -554,3 +555,18 @@ def test_rmtree_and_chmod_live_only_in_the_ownership_module() -> None:
         if pattern.search(line)
     ]
     assert found == []
+
+
+def test_a_symlink_at_the_registry_lock_never_changes_its_target(tmp_path: Path) -> None:
+    precious = tmp_path / "precious.txt"
+    precious.write_text(MINE)
+    owned.registry_path().parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{owned.registry_path()}.lock").symlink_to(precious)
+    with contextlib.suppress(FileSystemError):  # refusing the link is as good as not following
+        owned.mark(made_dir(tmp_path / "x"), "test")
+    assert precious.read_text() == MINE
+
+
+def made_dir(where: Path) -> Path:
+    where.mkdir()
+    return where
