@@ -243,6 +243,8 @@ def _remove_listed(folder: Path, listed: set[str], under: str, ismount: IsMount)
         except FileNotFoundError:
             continue
         if name.endswith(WHOLE) and stat.S_ISDIR(info.st_mode) and not _is_link(info):
+            if info.st_dev != device or ismount(path):
+                continue  # another file system mounted at wine's prefix, say: never entered
             _make_removable(path, info, ismount)
             shutil.rmtree(path)
         elif stat.S_ISREG(info.st_mode) or _is_link(info):

