@@ -9,13 +9,15 @@ mambawin's; this module only reads, parses and writes it (the writer is passed i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -56,15 +58,26 @@ def load(path: Path) -> dict[str, Entry]:
     if not stat.S_ISREG(info.st_mode) or info.st_size > _MOST:
         raise _damaged(path, "is not a file mambawin wrote (a link, a FIFO, or too big)")
     try:
-        data = parse_json(path.read_bytes())
+        raw = path.read_bytes()
     except OSError as exc:
         raise os_error(exc, "read mambawin's ownership record") from None
+    # A toolchain's manifest makes the record a few MB, read at every ownership question: the
+    # same bytes (by their hash, never by a stat an inode's reuse could repeat) parse once.
+    seen = (str(path), hashlib.sha256(raw).digest())
+    if _last[0] == seen:
+        return dict(_last[1])
+    try:
+        data = parse_json(raw)
     except ValueError:
         raise _damaged(path, "is not valid JSON") from None
     entries = _entries(data)
     if entries is None:
         raise _damaged(path, "does not have the shape mambawin writes")
+    _last[:] = [seen, dict(entries)]
     return entries
+
+
+_last: list[Any] = [None, {}]  # the stat of the record last parsed, and its entries
 
 
 def _entries(data: object) -> dict[str, Entry] | None:
@@ -88,10 +101,13 @@ def _entries(data: object) -> dict[str, Entry] | None:
 
 
 def relative(name: str) -> bool:
-    """A manifest name: a relative path inside its folder (no `..`, not absolute, not empty)."""
+    """A manifest name: a relative path inside its folder (no `..` part, not absolute, no drive;
+    `\\` counts as a separator, as Windows reads it). A plain string test: a record holds
+    tens of thousands of names, checked at every read."""
     bare = name.removesuffix(WHOLE)
-    paths = (PurePosixPath(bare), PureWindowsPath(bare))  # Windows reads `\\` as a separator too
-    return bool(bare) and not any(p.is_absolute() or p.anchor or ".." in p.parts for p in paths)
+    if not bare or bare[0] in "/\\" or ":" in bare:
+        return False
+    return "/../" not in f"/{bare.replace(chr(92), '/')}/"  # chr(92): the backslash
 
 
 def dump(entries: dict[str, Entry]) -> str:
@@ -103,7 +119,7 @@ def dump(entries: dict[str, Entry]) -> str:
         }
         for key, e in sorted(entries.items())
     }
-    return json.dumps({"schema": 1, "folders": folders}, indent=1) + "\n"
+    return json.dumps({"schema": 1, "folders": folders}) + "\n"  # no indent: C encoder
 
 
 @contextmanager
