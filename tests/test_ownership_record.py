@@ -162,6 +162,8 @@ def test_a_marker_that_is_no_small_json_file_counts_for_nothing(tmp_path: Path, 
     ("how", "says"),
     [
         ("not json", "is not valid JSON"),
+        ("nested too deep", "is not valid JSON"),
+        ("huge", "is not a file mambawin wrote"),
         ("schema 2", "does not have the shape"),
         ("folders a list", "does not have the shape"),
         ("token a number", "does not have the shape"),
@@ -182,6 +184,11 @@ def test_a_damaged_registry_stops_with_one_line_and_deletes_nothing(
     path.unlink()
     if how == "not json":
         path.write_text("{")
+    elif how == "nested too deep":
+        path.write_text("[" * 100_000)
+    elif how == "huge":
+        with path.open("wb") as f:
+            f.truncate(300 << 20)  # sparse: refused by its size, never read
     elif how == "schema 2":
         path.write_text(json.dumps({**good, "schema": 2}))
     elif how == "folders a list":
