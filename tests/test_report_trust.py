@@ -196,3 +196,18 @@ def test_a_report_written_by_verify_is_recognised_again(
     assert seal.written_by_mambawin(js.read_bytes(), markdown=False)
     assert not seal.written_by_mambawin(js.read_bytes(), markdown=True)
     assert stat.S_ISREG(md.stat().st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_index_out_is_refused_before_anything(tmp_path: Path) -> None:
+    from mambawin.index.publish import check_out
+
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        with pytest.raises(FileSystemError, match=r"cannot write in --out .*ro"):
+            check_out(out)
+    finally:
+        out.chmod(0o700)
+    assert list(out.iterdir()) == []

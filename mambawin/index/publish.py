@@ -21,7 +21,15 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from mambawin.atomic import TEMP_PREFIX, Move, make_parents, staging_dir, swapping, write_file
+from mambawin.atomic import (
+    TEMP_PREFIX,
+    Move,
+    make_parents,
+    probe_writable,
+    staging_dir,
+    swapping,
+    write_file,
+)
 from mambawin.errors import MambawinError, UsageError, WheelError, os_error
 from mambawin.owned import marked_as, remove_tree, set_mode
 from mambawin.userfile import parse_json
@@ -321,6 +329,10 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         msg = f"{out} is a file, not a folder: pass a folder for the index as --out"
         raise UsageError(msg)
+    existing = next((p for p in (out, *out.parents) if p.is_dir()), None)
+    if existing is not None:  # a read-only --out is refused now, not after the wheels are read
+        where = f"--out {out}" if existing == out else f"the folder above --out {out}"
+        probe_writable(existing, where)
     if not (out / LOCK).exists():  # else another run is making it: checked again under the lock
         claim(out)
 
