@@ -83,6 +83,7 @@ def _key(path: Path) -> str:
 
 
 def entry_of(folder: Path) -> Entry | None:
+    """The registry's entry for exactly this folder (its marker not looked at), or None."""
     return registry.load(registry_path()).get(_key(folder))
 
 
