@@ -45,8 +45,9 @@ def probe_writable(
     make: tempfile.mkstemp (a test hands in a read-only file system's refusal)."""
     try:
         handle, temp = make(prefix=f"{TEMP_PREFIX}probe.", dir=folder)
-    except OSError as exc:
-        raise os_error(exc, f"write in {what}") from None
+    except OSError as exc:  # named by the folder: the probe's temp name means nothing to a user
+        named = OSError(exc.errno, exc.strerror, str(folder))
+        raise os_error(named, f"write in {what}") from None
     os.close(handle)
     owned.unlink(Path(temp))
 
