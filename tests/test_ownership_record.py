@@ -590,3 +590,20 @@ def test_a_folder_owned_whole_that_became_a_mount_is_left(tmp_path: Path) -> Non
     user_folder(other / "prefix")  # what wine wrote there
     owned.remove_tree(other)  # not mounted: wine's prefix goes with the rest
     assert not other.exists()
+
+
+@pytest.mark.parametrize("which", ["linux", "windows"])
+def test_the_cli_refuses_a_folder_with_a_copied_marker_with_exit_2(
+    which: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real"
+    if which == "linux":
+        setup_cuda(real)
+    else:
+        wine_setup.setup(real, download=lambda n, d: fake_wheels(d, list(n)), host=wine.WINE)
+    user = user_folder(tmp_path / "user")
+    shutil.copy2(real / owned.MARKER, user / owned.MARKER)
+    monkeypatch.chdir(tmp_path)
+    code, output = _cli(["toolchain", which, "--setup", "--root", "user"])
+    assert code == 2 and "no record of making it" in output, output
+    assert len(output.strip().splitlines()) == 1 and intact(user)
