@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from mambawin import owned, registry
+from mambawin.errors import os_error
 from mambawin.owned import mark, remove_tree
 
-TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process is killed
+TEMP_PREFIX = owned.TEMP_PREFIX  # a file write_file leaves only when the process is killed
 
 
 def write_text(path: Path, text: str, *, mode: int | None = None) -> Path:
@@ -33,23 +34,22 @@ def write_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
     mode: the file's permissions; None gives what a plain open() would (0o666 less the umask),
     not the 0o600 of the temp file.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
+    return owned.write_file(path, data, mode=mode)
+
+
+def probe_writable(
+    folder: Path, what: str, *, make: Callable[..., tuple[int, str]] = tempfile.mkstemp
+) -> None:
+    """Before any work: a file can be made (and removed) in folder; FileSystemError naming the
+    folder otherwise (read-only, no permission, a full disk), not minutes later at the write.
+    make: tempfile.mkstemp (a test hands in a read-only file system's refusal)."""
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(temp, mode if mode is not None else 0o666 & ~_umask())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _umask() -> int:
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
+        handle, temp = make(prefix=f"{TEMP_PREFIX}probe.", dir=folder)
+    except OSError as exc:  # named by the folder: the probe's temp name means nothing to a user
+        named = OSError(exc.errno, exc.strerror, str(folder))
+        raise os_error(named, f"write in {what}") from None
+    os.close(handle)
+    owned.unlink(Path(temp))
 
 
 @contextmanager
@@ -65,18 +65,31 @@ def staging_dir(parent: Path, prefix: str = ".mambawin-") -> Iterator[Path]:
         remove_tree(path)
 
 
-def fill_dir(target: Path, fill: Callable[[Path], object]) -> None:
+def fill_dir(
+    target: Path,
+    fill: Callable[[Path], object],
+    *,
+    what: str | None = None,
+    whole: Iterable[str] = (),
+) -> None:
     """Fill a temp sibling folder, then move it into place as target; on failure nothing stays.
 
-    fill gets an empty folder (git clone accepts it) inside the marked staging folder; it marks
-    the tree itself when target is a folder mambawin may later delete (mambawin.owned).
-    An empty folder at target is replaced. When another process moved its own copy into place
-    first (a shared cache), that one is kept.
+    fill gets an empty folder (git clone accepts it) inside the marked staging folder. what:
+    target is a folder a user named (a --root), recorded as mambawin's kind what with the
+    manifest of what fill wrote (whole: its top-level folders owned whole, such as wine's
+    prefix); an earlier fill of target loses what its manifest lists only now, once the new
+    tree is whole, and never anything else. Without what, fill marks the tree itself when
+    target is a folder mambawin may later delete (mambawin.owned), and when another process
+    moved its own copy into place first (a shared cache), that one is kept.
+    An empty folder at target is replaced.
     """
     with staging_dir(target.parent, f".{target.name}.") as staging:
         tmp = staging / "tree"
         tmp.mkdir()
         fill(tmp)
+        if what is not None:
+            _swap_in(tmp, target, what, registry.manifest(tmp, whole, owned.MARKER))
+            return
         with suppress(OSError):  # an empty folder there (a new --root) holds nothing to keep
             target.rmdir()
         try:
@@ -84,6 +97,19 @@ def fill_dir(target: Path, fill: Callable[[Path], object]) -> None:
         except OSError:
             if not target.is_dir():
                 raise
+            return
+        owned.moved(tmp, target)
+
+
+def _swap_in(tmp: Path, target: Path, what: str, files: list[str]) -> None:
+    """The filled tree replaces target: the old fill's listed files go (the new tree is already
+    whole), target's record names the new files, and one rename puts them in place."""
+    if owned.owner(target) == owned.real_path(target):
+        remove_tree(target)
+    with suppress(OSError):  # an empty folder (a new --root, or the old fill's, now emptied)
+        target.rmdir()
+    mark(tmp, what, files=files, final=target)
+    os.replace(tmp, target)
 
 
 def write_files(root: Path, changes: Mapping[str, bytes | None]) -> None:
@@ -215,8 +241,4 @@ def _discard(paths: Iterable[Path | None]) -> None:
 
 def _unlink(path: Path) -> None:
     """Delete path if it is there; Windows refuses a read-only file until it is made writable."""
-    try:
-        path.unlink(missing_ok=True)
-    except PermissionError:
-        os.chmod(path, stat.S_IWRITE)
-        path.unlink(missing_ok=True)
+    owned.unlink(path)

@@ -1,126 +1,107 @@
-"""What mambawin owns, and the one way it deletes a tree.
+"""The one way mambawin deletes a tree or a file, or changes a mode; and the checks of a --root.
 
-The root of what it owns is its cache folder (cache_dir: mirrors, build folders, kept builds,
-the Windows toolchain, logs).
+What is mambawin's is decided by its record (mambawin.record: the registry's entry and the
+folder's marker must agree for exactly that path). remove_tree deletes a path only when it is
+such a folder or lies inside one, and never:
 
-Every folder mambawin may delete, empty or repair (a toolchain root, a build workspace, a kept
-build, a team environment, a mirror, a cross or check work folder, a staging folder) carries a
-marker file, `.mambawin-owned`, that mambawin wrote when it made the folder. remove_tree deletes
-a path only when it is such a folder or lies inside one, and never:
-
-- follows a symlink: a link inside a marked tree is removed as a link, a link standing where the
-  tree should be is removed only when it lies inside a marked folder, otherwise it is refused;
-- changes the mode of anything outside the tree: read-only folders inside it are made writable
-  (POSIX refuses to delete an entry of a read-only folder; Windows a read-only file) entry by
-  entry, each looked at with lstat, never through a link;
+- follows a symlink: a link inside an owned tree is removed as a link; a link standing where the
+  tree should be only when it lies inside an owned folder;
+- crosses a mount: a mount point inside the tree (or the tree itself mounted) is refused before
+  anything is deleted;
+- deletes what a manifest does not list: in a folder a user named (a --root) only the files
+  mambawin wrote go; the user's own stay, and so do the folders holding them;
+- changes the mode of anything outside the tree (read-only folders inside it are made writable
+  entry by entry, each looked at with lstat, never through a link);
 - touches `/`, a home folder, the current folder, or a folder holding any of them.
 
-A refusal is NotOwnedError (exit 10) naming the path. Folders made by mambawin versions before
-the marker are adopted (marked) by the code that knows their layout (see adopt).
+shutil.rmtree and chmod appear in this module alone (a test keeps it so). A refusal is
+NotOwnedError (exit 10) naming the path.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable
 from contextlib import suppress
-from fnmatch import fnmatch
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-import platformdirs
+from mambawin import registry
+from mambawin.errors import NotOwnedError, UsageError, os_error
+from mambawin.record import CACHE_VAR as CACHE_VAR
+from mambawin.record import LICENCE_RECORD, forget, owning
+from mambawin.record import MARKER as MARKER
+from mambawin.record import adopt as adopt
+from mambawin.record import cache_dir as cache_dir
+from mambawin.record import check_refill as check_refill
+from mambawin.record import claim as claim
+from mambawin.record import inside_cache as inside_cache
+from mambawin.record import mark as mark
+from mambawin.record import marked_as as marked_as
+from mambawin.record import moved as moved
+from mambawin.record import owner as owner
+from mambawin.record import protected as protected
+from mambawin.record import real_path as real_path
+from mambawin.record import registry_path as registry_path
+from mambawin.registry import WHOLE
 
-from mambawin.errors import FileSystemError, NotOwnedError, UsageError, os_error
-from mambawin.userfile import env_path, parse_json
-
-MARKER = ".mambawin-owned"
-_MARKER_MAX = 4096  # a marker is one short JSON line; a bigger file is not one of ours
+IsMount = Callable[[Path], bool]
 
 
-def mark(folder: Path, what: str) -> None:
-    """Record that mambawin made folder (what: the kind of folder, e.g. "windows-toolchain")."""
-    text = json.dumps({"owner": "mambawin", "what": what}) + "\n"
-    (folder / MARKER).write_text(text, encoding="utf-8")
+# ---- the one atomic write -----------------------------------------------------------------------
 
 
-def marked_as(folder: Path) -> str | None:
-    """The kind a valid marker in folder names, or None: folder is a real folder (not a link)
-    holding a regular-file marker that mambawin wrote."""
+TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process is killed
+
+
+def write_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
+    """Write bytes through a temp file beside path and os.replace it into place (the one atomic
+    write; mambawin.atomic.write_file is this, for callers above this module).
+
+    mode: the file's permissions; None gives what a plain open() would (0o666 less the umask),
+    not the 0o600 of the temp file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
     try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            return None
-        marker = folder / MARKER
-        info = os.lstat(marker)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MARKER_MAX:
-            return None
-        data = parse_json(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("owner") != "mambawin":
-        return None
-    what = data.get("what")
-    return what if isinstance(what, str) else ""
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        set_mode(Path(temp), mode if mode is not None else 0o666 & ~_umask())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path
 
 
-def owner(path: Path) -> Path | None:
-    """The marked folder path is (or lies inside), by its real location; None if there is none."""
-    real = _real(path)
-    for folder in (real, *real.parents):
-        if marked_as(folder) is not None:
-            return folder
-    return None
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
 
 
-def adopt(folder: Path, what: str, names: Iterable[str]) -> bool:
-    """Mark a folder an older mambawin made before markers existed: an unmarked real folder
-    whose every entry matches one of names (glob patterns). True when folder is (now) marked."""
-    if marked_as(folder) is not None:
-        return True
-    try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            return False
-        entries = os.listdir(folder)
-    except OSError:
-        return False
-    patterns = tuple(names)
-    if not all(any(fnmatch(entry, p) for p in patterns) for entry in entries):
-        return False
-    mark(folder, what)
-    return True
+# ---- markers ------------------------------------------------------------------------------------
 
 
-def claim(folder: Path, what: str, legacy: Iterable[str] = ()) -> Path:
-    """folder, made and marked when absent; an existing one must be mambawin's (marked or inside
-    a marked folder, empty, or an older mambawin's whose entries all match legacy);
-    NotOwnedError otherwise."""
-    try:
-        folder.mkdir(parents=True)
-    except FileExistsError:
-        ours = owner(folder) is not None or adopt(folder, what, legacy)
-        if folder.is_symlink() or not folder.is_dir() or not ours:
-            msg = (
-                f"{folder} is not a folder mambawin made (no {MARKER} in it, and it holds "
-                "files mambawin does not write there): move it away and run again"
-            )
-            raise NotOwnedError(msg) from None
-        return folder
-    except OSError as exc:
-        raise os_error(exc, "create the folder") from exc
-    mark(folder, what)
-    return folder
+# ---- a --root: checked before any work ----------------------------------------------------------
 
 
 def check_root(
-    root: Path, what: str, name: str, legacy: Callable[[set[str]], bool] = lambda _: False
+    root: Path,
+    what: str,
+    name: str,
+    legacy: Callable[[set[str]], bool] = lambda _: False,
+    *,
+    ismount: IsMount = os.path.ismount,
 ) -> bool:
     """Whether the --root of a folder of kind what (name: how a refusal calls it) exists;
     UsageError, before anything is changed, when mambawin may not fill it: no real folder (a
-    link, a file, a FIFO), a folder it made for something else, or one holding someone else's
-    files (unmarked and not empty, unless legacy takes its entries: an older mambawin's layout,
-    which the caller marks when it acts). Reads only."""
+    link, a file, a FIFO), a mount point, a folder it made for something else, or one holding
+    someone else's files (not recorded and not empty, unless legacy takes its entries: an older
+    mambawin's layout). Reads only."""
     try:
         mode = os.lstat(root).st_mode
     except FileNotFoundError:
@@ -129,15 +110,24 @@ def check_root(
         raise os_error(exc, "read --root") from exc
     if not stat.S_ISDIR(mode):
         raise UsageError(f"--root {root} is {_kind(mode)}: pass a folder of its own for {name}")
+    if ismount(root):
+        msg = (
+            f"--root {root} is a mount point: mambawin moves a whole folder into place and never "
+            "deletes across a mount; pass a folder inside it"
+        )
+        raise UsageError(msg)
     marked = marked_as(root)
     if marked not in (None, what):
         msg = f"--root {root} is a folder mambawin made for something else ({marked}): pass another"
         raise UsageError(msg)
-    entries = set(os.listdir(root))
+    try:
+        entries = set(os.listdir(root))
+    except OSError as exc:
+        raise os_error(exc, "read --root") from exc
     if marked is None and entries and not legacy(entries):
         msg = (
-            f"--root {root} is not empty and is not {name} (no {MARKER}): "
-            "mambawin never deletes what it did not make; pass a new or empty folder"
+            f"--root {root} is not empty and is not {name} (mambawin has no record of making "
+            "it): mambawin never deletes what it did not make; pass a new or empty folder"
         )
         raise UsageError(msg)
     return True
@@ -152,21 +142,13 @@ def _kind(mode: int) -> str:
     return "not a folder (a FIFO, a socket or a device)"
 
 
-def protected(path: Path) -> str | None:
-    """Why path may never be deleted (it is /, a home folder, the current folder or holds one),
-    or None."""
-    real = _real(path)
-    if real == Path(real.anchor):
-        return "it is the file system's root"
-    for what, place in _places():
-        if place == real or real in place.parents:
-            return f"it is {what}" if place == real else f"it holds {what} ({place})"
-    return None
+# ---- deleting, and changing a mode --------------------------------------------------------------
 
 
-def remove_tree(path: Path) -> None:
-    """Delete a tree (or a file) mambawin owns; a missing path is fine; NotOwnedError for a path
-    mambawin did not make, FileSystemError when the system refuses."""
+def remove_tree(path: Path, *, ismount: IsMount = os.path.ismount) -> None:
+    """Delete a tree (or a file) mambawin owns: in a folder with a manifest only what it lists;
+    a missing path is fine; NotOwnedError for a path mambawin did not make (or one across a
+    mount), FileSystemError when the system refuses."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -178,36 +160,155 @@ def remove_tree(path: Path) -> None:
         raise NotOwnedError(
             f"refusing to remove {path}: {why}; mambawin removes only its own folders"
         )
-    if owner(path) is None:
+    found = owning(path)
+    if found is None:
         msg = (
-            f"refusing to remove {path}: mambawin did not make it (no {MARKER} in it or in a "
-            "folder above it); move it away, or delete it yourself if it is a leftover"
+            f"refusing to remove {path}: mambawin did not make it (it has no record of it or of "
+            "a folder above it); move it away, or delete it yourself if it is a leftover"
         )
         raise NotOwnedError(msg)
+    folder, entry = found
+    rel = real_path(path).relative_to(folder).as_posix()
+    listed = None if entry.files is None else set(entry.files)
     try:
         if stat.S_ISDIR(info.st_mode) and not _is_link(info):
-            _make_removable(path, info)
-            shutil.rmtree(path)
-        else:  # a file or a link inside a marked folder: the entry itself, never a link's target
-            _unlink(path, info)
+            _same_mount(path, folder, ismount)
+            if listed is None or registry.whole(rel, listed):
+                _make_removable(path, info, ismount)
+                shutil.rmtree(path)
+            else:
+                _remove_listed(folder, listed, rel, ismount)
+        elif listed is None or rel in listed or registry.whole(rel, listed):
+            _unlink(path, info)  # a file or a link of ours: the entry itself, never a target
+        else:
+            msg = (
+                f"refusing to remove {path}: mambawin did not write it (its record of {folder} "
+                "does not list it)"
+            )
+            raise NotOwnedError(msg)
     except OSError as exc:
         raise os_error(exc, "remove") from exc
+    if not os.path.lexists(path) or rel == ".":
+        forget(path)
 
 
-def _make_removable(folder: Path, info: os.stat_result) -> None:
+def set_mode(path: Path, mode: int) -> None:
+    """chmod a file or folder mambawin wrote, never through a link: a link standing there is
+    refused (NotOwnedError), its target left as it is."""
+    if _is_link(os.lstat(path)):
+        raise NotOwnedError(f"refusing to change the mode of {path}: it is a link")
+    os.chmod(path, mode)
+
+
+def _same_mount(path: Path, folder: Path, ismount: IsMount) -> None:
+    """NotOwnedError when path, or a folder between the recorded folder and it, is another
+    file system's mount point: nothing is deleted across a mount."""
+    device = os.lstat(folder).st_dev
+    step = real_path(path)
+    if ismount(step):
+        raise NotOwnedError(_across(path, step))
+    while step != folder and step != step.parent:
+        if os.lstat(step).st_dev != device or ismount(step):
+            raise NotOwnedError(_across(path, step))
+        step = step.parent
+
+
+def _across(path: Path, mount: Path) -> str:
+    return (
+        f"refusing to remove {path}: {mount} is a mount point and mambawin never deletes "
+        "across a mount; unmount it first"
+    )
+
+
+def _remove_listed(folder: Path, listed: set[str], under: str, ismount: IsMount) -> None:
+    """Remove what the manifest lists at or below under (relative to folder), deepest first:
+    files and links, folders owned whole, then the listed folders left empty. A name whose
+    folder on the way is now a link or a mount is left (never reached through it)."""
+    prefix = "" if under == "." else under + "/"
+    mine = sorted(
+        (n for n in listed if n.startswith(prefix) or n.rstrip("/") == under),
+        key=lambda n: n.count("/"),
+        reverse=True,
+    )
+    device = os.lstat(folder).st_dev
+    for name in mine:
+        if name.endswith("/") and not name.endswith(WHOLE):
+            continue  # a folder: removed below once its content is gone
+        bare = name.removesuffix(WHOLE)
+        path = folder / bare
+        if not _reachable(folder, bare, device, ismount):
+            continue
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if name.endswith(WHOLE) and stat.S_ISDIR(info.st_mode) and not _is_link(info):
+            if info.st_dev != device or ismount(path):
+                continue  # another file system mounted at wine's prefix, say: never entered
+            _make_removable(path, info, ismount)
+            shutil.rmtree(path)
+        elif stat.S_ISREG(info.st_mode) or _is_link(info):
+            _unlink(path, info)  # a FIFO or a folder now standing at the name is not what we wrote
+    for name in mine:
+        if name.endswith("/") and not name.endswith(WHOLE):
+            with suppress(OSError):  # one holding the user's files stays, with them
+                (folder / name).rmdir()
+    if under == ".":
+        for own in (MARKER, LICENCE_RECORD):  # mambawin's records in the folder go with it
+            with suppress(FileNotFoundError):
+                if stat.S_ISREG(os.lstat(folder / own).st_mode):
+                    (folder / own).unlink()
+        with suppress(OSError):
+            folder.rmdir()
+    else:
+        with suppress(OSError):
+            (folder / under).rmdir()
+
+
+def _reachable(folder: Path, rel: str, device: int, ismount: IsMount) -> bool:
+    """Every folder between folder and rel is a real folder on folder's file system."""
+    step = folder
+    for part in PurePosixPath(rel).parts[:-1]:
+        step = step / part
+        try:
+            info = os.lstat(step)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(info.st_mode) or _is_link(info) or info.st_dev != device:
+            return False
+        if ismount(step):
+            return False
+    return True
+
+
+def _make_removable(folder: Path, info: os.stat_result, ismount: IsMount) -> None:
     """Give each folder of the tree (and on Windows each read-only file) the write permission
-    its deletion needs; links are never followed, nothing outside the tree is changed."""
+    its deletion needs; links are never followed, nothing outside the tree is changed, and a
+    mount point inside is refused before rmtree reaches it."""
     if info.st_mode & stat.S_IRWXU != stat.S_IRWXU:
         os.chmod(folder, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
     with os.scandir(folder) as entries:
         children = list(entries)
     for entry in children:
         child = entry.stat(follow_symlinks=False)
+        path = Path(entry.path)
         if stat.S_ISDIR(child.st_mode) and not _is_link(child):
-            _make_removable(Path(entry.path), child)
+            if child.st_dev != info.st_dev or ismount(path):
+                raise NotOwnedError(_across(folder, path))
+            _make_removable(path, child, ismount)
         elif _windows_read_only(child):
             # git marks pack files read-only; Windows refuses to delete them (WinError 5).
             os.chmod(entry.path, stat.S_IMODE(child.st_mode) | stat.S_IWRITE)
+
+
+def unlink(path: Path) -> None:
+    """Delete one file mambawin wrote if it is there (a link as a link); Windows refuses a
+    read-only file until it is made writable."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    _unlink(path, info)
 
 
 def _unlink(path: Path, info: os.stat_result) -> None:
@@ -235,47 +336,4 @@ def _windows_read_only(info: os.stat_result) -> bool:
     )
 
 
-def _real(path: Path) -> Path:
-    """path's real location, its own last part not resolved (a link is judged as a link)."""
-    absolute = Path(os.path.abspath(path))
-    if absolute == Path(absolute.anchor):
-        return absolute
-    return Path(os.path.realpath(absolute.parent)) / absolute.name
-
-
-def _places() -> list[tuple[str, Path]]:
-    """The folders never to delete: the current folder and every home folder."""
-    places: list[tuple[str, Path]] = []
-    with suppress(OSError):  # the current folder was deleted under us: nothing to protect
-        places.append(("the current folder", Path(os.path.realpath(Path.cwd()))))
-    homes: set[Path] = set()
-    with suppress(RuntimeError, KeyError):  # no HOME and no password entry: no home to protect
-        homes.add(Path.home())
-    if sys.platform != "win32":
-        import pwd
-
-        homes |= {Path(entry.pw_dir) for entry in pwd.getpwall() if entry.pw_dir}
-    places += [("a home folder", Path(os.path.realpath(home))) for home in homes]
-    return places
-
-
 # ---- the cache folder: the root of what mambawin owns -------------------------------------------
-
-CACHE_VAR = "MAMBAWIN_CACHE_DIR"
-
-
-def cache_dir() -> Path:
-    """The user's cache folder for mambawin; MAMBAWIN_CACHE_DIR overrides it (tests, CI).
-
-    FileSystemError when something that is not a folder stands there: every command that uses
-    the cache stops on it the same way, before any work."""
-    override = env_path(CACHE_VAR)
-    path = override or Path(platformdirs.user_cache_dir("mambawin", False))
-    if os.path.lexists(path) and not path.is_dir():
-        where = f"{CACHE_VAR}={path}" if override else f"mambawin's cache folder {path}"
-        msg = (
-            f"{where} is not a folder (a file, a FIFO or a broken link stands there): "
-            f"point {CACHE_VAR} at a folder, or move that file away"
-        )
-        raise FileSystemError(msg)
-    return path

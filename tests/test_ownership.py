@@ -243,13 +243,16 @@ def test_setup_repairs_its_own_toolchain_without_following_links(
     assert wine.missing_parts(wine.toolchain_at(root)) == [] and outside.untouched()
 
 
-def test_setup_keeps_an_older_complete_toolchain_and_marks_it(tmp_path: Path) -> None:
-    root = layout(tmp_path / "tc")  # laid out by a mambawin before ownership markers
+def test_setup_keeps_an_older_complete_toolchain_as_it_is_without_claiming_it(
+    tmp_path: Path,
+) -> None:
+    root = layout(tmp_path / "tc")  # laid out by a mambawin before ownership records
     for name in ("cu13/bin/nvcc.exe", "cu13/nvvm/bin/cicc.exe"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(b"MZ")
     wine_setup.setup(root, accept_license=True, torch=None, download=_no_download)
-    assert owned.marked_as(root) == wine.OWNED_AS
+    # a layout anyone can copy proves nothing: used, never recorded (so never deleted)
+    assert owned.marked_as(root) is None and (root / "cu13/bin/nvcc.exe").read_bytes() == b"MZ"
 
 
 def _cli(args: list[str], **kwargs: object) -> tuple[int, str]:
@@ -438,13 +441,23 @@ def test_a_foreign_folder_where_an_environment_goes_is_refused(tmp_path: Path) -
 def test_a_half_made_environment_of_ours_goes_without_its_links_targets(
     tmp_path: Path, outside: Outside
 ) -> None:
-    target = envs.env_dir("9.9", TORCH, tmp_path)
+    target = envs.env_dir("9.9", TORCH)  # in the cache: an older mambawin's layout counts there
     outside.plant(target / "lib")
     (target / "pyvenv.cfg").write_text("home = /usr/bin\n")  # an older mambawin's, unmarked
     with pytest.raises(MambawinError, match=r"9\.9"):  # no Python 9.9 here: after the removal
-        envs.ensure_env("9.9", TORCH, root=tmp_path)
+        envs.ensure_env("9.9", TORCH)
     assert not (target / "lib").exists() and outside.untouched()
     assert owned.marked_as(target) == envs.OWNED_AS
+
+
+def test_an_older_layout_outside_the_cache_proves_nothing(tmp_path: Path, outside: Outside) -> None:
+    target = envs.env_dir("9.9", TORCH, tmp_path)
+    outside.plant(target / "lib")
+    (target / "pyvenv.cfg").write_text("home = /usr/bin\n")  # anyone can write this
+    with pytest.raises(NotOwnedError, match=r"9\.9"):
+        envs.ensure_env("9.9", TORCH, root=tmp_path)
+    assert (target / "lib" / "ro" / "x").exists() and outside.untouched()
+    assert owned.marked_as(target) is None
 
 
 # ---- mirrors ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from mambawin import atomic
 from mambawin.cli import app
-from mambawin.verify import pipeline, send
+from mambawin.verify import pipeline, seal, send
 from mambawin.verify.report import StepResult, Target, VerifyReport
 from mambawin.verify.target import probe_driver
 from tests.test_verify import INSTALLED, STANDIN, code, make_wheel
@@ -101,8 +101,9 @@ def test_the_json_report_round_trips_and_names_the_other_file(home, monkeypatch)
     doc = json.loads(raw)
     assert json.loads(json.dumps(doc)) == doc and doc["kind"] == send.KIND
     assert doc["passed"] is True and doc["first_error"] is None
-    # The Markdown beside it renders the same document.
-    assert (home / "r.md").read_text(encoding="utf-8") == send.markdown(doc)
+    # The Markdown beside it renders the same document (each file sealed with its sha256).
+    assert doc.pop(seal.HASH_KEY)
+    assert (home / "r.md").read_bytes() == seal.sealed_markdown(send.markdown(doc))
     assert "First error" not in send.markdown(doc)
     # A second run overwrites the reports it wrote (a user re-running after a fix).
     again = runner.invoke(app, ["verify", str(wheel), "--skip", skip, "--report", "r.md"])

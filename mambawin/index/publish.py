@@ -21,9 +21,17 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from mambawin.atomic import TEMP_PREFIX, Move, make_parents, staging_dir, swapping, write_file
+from mambawin.atomic import (
+    TEMP_PREFIX,
+    Move,
+    make_parents,
+    probe_writable,
+    staging_dir,
+    swapping,
+    write_file,
+)
 from mambawin.errors import MambawinError, UsageError, WheelError, os_error
-from mambawin.owned import marked_as, remove_tree
+from mambawin.owned import marked_as, remove_tree, set_mode
 from mambawin.userfile import parse_json
 from mambawin.wheel.info import sha256_file
 
@@ -92,7 +100,7 @@ def copy_file(source: Path, target: Path, sha256: str) -> None:
     with source.open("rb") as reader, target.open("wb") as writer:
         if not _reflink(reader, writer):
             shutil.copyfileobj(reader, writer, _COPY_CHUNK)
-    os.chmod(target, FILE_MODE)
+    set_mode(target, FILE_MODE)
     if sha256_file(target) != sha256:
         msg = f"{source} changed while it was published: nothing was added; run index again"
         raise WheelError(msg)
@@ -153,7 +161,7 @@ class Publication:
             return
         staged = self._stage_path(rel)
         staged.write_bytes(data)
-        os.chmod(staged, FILE_MODE)
+        set_mode(staged, FILE_MODE)
         self._staged.append((rel, staged))
 
     def commit(self) -> None:
@@ -209,7 +217,7 @@ def make_dir(folder: Path) -> list[Path]:
     the folders it made, outermost first."""
     made = make_parents(folder)
     for path in made:
-        os.chmod(path, DIR_MODE)
+        set_mode(path, DIR_MODE)
     return made
 
 
@@ -321,6 +329,10 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         msg = f"{out} is a file, not a folder: pass a folder for the index as --out"
         raise UsageError(msg)
+    existing = next((p for p in (out, *out.parents) if p.is_dir()), None)
+    if existing is not None:  # a read-only --out is refused now, not after the wheels are read
+        where = f"--out {out}" if existing == out else f"the folder above --out {out}"
+        probe_writable(existing, where)
     if not (out / LOCK).exists():  # else another run is making it: checked again under the lock
         claim(out)
 

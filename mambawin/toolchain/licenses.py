@@ -18,9 +18,10 @@ from pathlib import Path
 
 from mambawin.atomic import write_text
 from mambawin.errors import UsageError
+from mambawin.record import LICENCE_RECORD
 from mambawin.userfile import parse_json
 
-RECORD = ".mambawin-licenses.json"  # in the toolchain folder: the terms accepted for it
+RECORD = LICENCE_RECORD  # in the toolchain folder: the terms accepted for it
 _RECORD_MAX = 16384  # a record is a few short lines; a bigger file is not one of ours
 ACCEPT_FLAG = "--accept-license"
 WINDOWS_SETUP = "mambawin toolchain windows --setup"

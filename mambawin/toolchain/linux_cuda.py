@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from mambawin.atomic import fill_dir, staging_dir
-from mambawin.owned import cache_dir, check_root, mark, marked_as, remove_tree
+from mambawin.owned import cache_dir, check_refill, check_root, marked_as
 from mambawin.toolchain import licenses, wheels
 from mambawin.toolchain.download import DownloadStatus
 from mambawin.toolchain.wine_setup import SETUP_CUDA, Downloader, cuda_wheels
@@ -99,8 +99,8 @@ def setup(
         with staging_dir(root.parent, f".{root.name}.wheels.") as downloaded:
             download(wanted, downloaded)
             found = sorted(downloaded.glob("*.whl"))
-            fill_dir(root, lambda tmp: _unpack_all(found, LinuxCuda(tmp, cuda)))
-    if not licenses.accepted(root, terms):
+            fill_dir(root, lambda tmp: _unpack_all(found, LinuxCuda(tmp, cuda)), what=OWNED_AS)
+    if not licenses.accepted(root, terms) and marked_as(root) is not None:
         licenses.record(root, terms, command)
     return result
 
@@ -118,12 +118,11 @@ def _needs_fill(target: LinuxCuda) -> bool:
     if marked_as(root) == OWNED_AS and not target.missing():
         return False
     if marked_as(root) == OWNED_AS:
-        remove_tree(root)  # ours and incomplete: set it up again
+        check_refill(root, "mambawin's CUDA")  # repaired only once the download is whole
     return True
 
 
 def _unpack_all(found: Sequence[Path], target: LinuxCuda) -> None:
-    mark(target.root, OWNED_AS)
     prefix = f"nvidia/{target.home.name}/"
     for wheel in found:
         wheels.extract(wheel, target.home, partial(_under, prefix), executables=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from mambawin import proc
+from mambawin.owned import set_mode
 from mambawin.toolchain.download import DownloadMeter, DownloadStatus, pip_environment
 
 
@@ -62,4 +63,4 @@ def extract(
             with archive.open(info) as source, path.open("wb") as out:
                 shutil.copyfileobj(source, out)
             if executables and (info.external_attr >> 16) & 0o111:
-                path.chmod(0o755)
+                set_mode(path, 0o755)

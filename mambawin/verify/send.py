@@ -5,8 +5,11 @@ CUDA, NVIDIA driver, GPU, glibc), each step's result, and the first failing step
 Both files are written, side by side: FILE as its suffix says (.md or .json) and the other format
 beside it, so a user pastes the Markdown into an issue and a tool reads the JSON.
 
-The paths are checked before any work (a folder, a FIFO, a symlink, a missing folder, a file
-mambawin did not write are refused), and both files are written together or not at all.
+The paths are checked before any work (a folder, a FIFO, a symlink, a missing or read-only
+folder, a file mambawin did not write are refused), and both files are written together or not
+at all. A file counts as a report mambawin wrote (and may be overwritten) only when its first
+line is exactly the one mambawin writes and the sha256 it carries of its own body matches: a
+file that merely mentions the report's kind is someone else's.
 """
 
 from __future__ import annotations
@@ -27,11 +30,17 @@ from mambawin.index.inputs import REPORT_KIND
 from mambawin.userfile import kind_of
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.report import StepResult, VerifyReport
+from mambawin.verify.seal import (
+    SCHEMA,
+    first_line,
+    sealed_json,
+    sealed_markdown,
+    written_by_mambawin,
+)
 
 KIND = REPORT_KIND  # the JSON's first key and the Markdown's first line name it
-SCHEMA = 1
 SUFFIXES = (".md", ".json")
-_HEAD = 256  # bytes read of an existing file to tell whether it is a report mambawin wrote
+_MOST = 4 << 20  # a report is tens of KB; a bigger file at its name is not one mambawin wrote
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ def report_paths(path: Path) -> ReportPaths:
         raise os_error(exc, "use the folder of the report") from None
     if not stat.S_ISDIR(parent.st_mode):
         raise UsageError(f"--report {path}: {folder} is not a folder: choose another path")
+    atomic.probe_writable(folder, "--report's folder")  # before minutes of GPU steps
     other = path.with_suffix(".json" if suffix == ".md" else ".md")
     paths = ReportPaths(path, other) if suffix == ".md" else ReportPaths(other, path)
     for each in (paths.markdown, paths.json):
@@ -85,17 +95,23 @@ def _check_target(path: Path, *, named: Path) -> None:
     kind = kind_of(info.st_mode)
     if kind is not None:
         raise UsageError(f"{path} is {kind}{also}: pass a file path for the report")
+    if info.st_size > _MOST:
+        _not_ours(path, also)
     try:
         with open(path, "rb") as stream:
-            head = stream.read(_HEAD)
+            data = stream.read(_MOST + 1)
     except OSError as exc:
         raise os_error(exc, "read the existing report") from None
-    if KIND.encode() not in head:
-        msg = (
-            f"{path} already exists and is not a report mambawin wrote{also}: "
-            "choose another name, or move that file away"
-        )
-        raise UsageError(msg)
+    if not written_by_mambawin(data, markdown=path.suffix.lower() == ".md"):
+        _not_ours(path, also)
+
+
+def _not_ours(path: Path, also: str) -> None:
+    msg = (
+        f"{path} already exists and is not a report mambawin wrote{also}: "
+        "choose another name, or move that file away"
+    )
+    raise UsageError(msg)
 
 
 # ---- what the report says --------------------------------------------------------------------
@@ -182,12 +198,19 @@ def _private(value: dict[str, Any], home: str | None) -> dict[str, Any]:
 
 def _private_value(value: object, home: str | None) -> object:
     if isinstance(value, str):
-        return value.replace(home, "~") if home and len(home) > 1 else value
+        return _home_pattern(home).sub("~", value) if home and len(home) > 1 else value
     if isinstance(value, dict):
         return {k: _private_value(v, home) for k, v in value.items()}
     if isinstance(value, list):
         return [_private_value(v, home) for v in value]
     return value
+
+
+def _home_pattern(home: str) -> re.Pattern[str]:
+    """home as a whole path: not inside a longer name (HOME=/home/al leaves /home/alice, and
+    /x/home/al, alone), followed by a separator, the text's end or what ends a path in prose."""
+    home = home.rstrip("/\\") or home
+    return re.compile(rf"(?<![\w.~/\\-]){re.escape(home)}(?=[/\\\s'\"`:;,)\]]|$)")
 
 
 def _error_text(step: StepResult) -> str:
@@ -217,12 +240,12 @@ def markdown(doc: Mapping[str, Any]) -> str:
     if machine.get("probe_error"):
         rows.append(("torch probe", machine["probe_error"]))
     lines = [
-        f"<!-- {KIND} schema {doc['schema']} -->",
+        first_line(),
         f"### mambawin verify: {verdict}",
         "",
         f"{_cell(doc['summary'])}",
         "",
-        f"Ran `{doc['ran']}` with mambawin {doc['mambawin']}.",
+        f"Ran {_code(doc['ran'])} with mambawin {doc['mambawin']}.",
         "",
         "| where | |",
         "|---|---|",
@@ -245,7 +268,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
         fence = _fence(text)
         lines += [
             "",
-            f"First error, at `{error['step']}`:",
+            f"First error, at {_code(error['step'])}:",
             "",
             f"{fence}text",
             text,
@@ -253,7 +276,9 @@ def markdown(doc: Mapping[str, Any]) -> str:
         ]
     if doc["wheels"]:
         lines += ["", "Wheels (sha256):", ""]
-        lines += [f"- `{name}` `{digest}`" for name, digest in sorted(doc["wheels"].items())]
+        lines += [
+            f"- {_code(name)} {_code(digest)}" for name, digest in sorted(doc["wheels"].items())
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -289,6 +314,17 @@ def _cell(value: object) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 
 
+def _code(value: object) -> str:
+    """value as a Markdown code span that nothing in it can close (a `-k` holding backticks
+    would end it and turn the rest into live Markdown, a link say): delimited by one backtick
+    more than its longest run, padded when it starts or ends with one."""
+    text = " ".join(str(value).split())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
 def _fence(text: str) -> str:
     """A code fence longer than any backtick run in the text, so the text cannot close it."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -299,8 +335,8 @@ def write(paths: ReportPaths, doc: Mapping[str, Any]) -> None:
     """Both files or neither; an OS error is FileSystemError (exit 10), nothing half-written."""
     report_paths(paths.markdown)  # again: a link or a FIFO put there while verify ran
     changes = {
-        paths.markdown.name: markdown(doc).encode("utf-8"),
-        paths.json.name: (json.dumps(doc, indent=2) + "\n").encode("utf-8"),
+        paths.markdown.name: sealed_markdown(markdown(doc)),
+        paths.json.name: sealed_json(doc),
     }
     try:
         atomic.write_files(paths.markdown.parent, changes)
