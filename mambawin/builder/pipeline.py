@@ -182,6 +182,7 @@ def _prepare(
         ref=options.ref,
         patch=patch_options(options, archs),
         source=options.source,
+        source_from=options.source_from,
         skip=options.skip_patches,
         keep_stock=False,
     )

@@ -14,6 +14,7 @@ from mambawin.cli.build import (
     PackageOption,
     RefOption,
     RepoOption,
+    SourceFromOption,
     given_options,
     jobs_option,
 )
@@ -32,6 +33,7 @@ def check_command(
     ref: RefOption = None,
     repo: RepoOption = None,
     package: PackageOption = "mamba-ssm",
+    source_from: SourceFromOption = None,
     arch: Annotated[str, typer.Option("--arch", help="CUDA archs, e.g. '90' or '86;89'.")] = "90",
     stock: Annotated[
         bool, typer.Option("--stock", help="Compile upstream's unpatched sources.")
@@ -66,6 +68,7 @@ def check_command(
     from mambawin.archs import parse_archs
     from mambawin.builder.options import resolve_jobs
     from mambawin.check.pipeline import CheckOptions, build_result, check_windows, plan_check
+    from mambawin.fetch.sdist import source_choice
     from mambawin.packages import get_package
     from mambawin.toolchain import wine, wine_server
     from mambawin.ui import check as ui
@@ -88,6 +91,7 @@ def check_command(
         jobs=resolve_jobs(jobs, None),
         cpython=cpython,
         units=split_values(unit),
+        source_from=source_choice(source_from),
     )
     reporter = ConsoleReporter()  # narration on stderr, as every backend's; results on stdout
     if plan_only:

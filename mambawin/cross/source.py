@@ -84,6 +84,7 @@ def windows_tree(
         package=options.package,
         repo=options.upstream_repo,
         ref=options.ref,
+        source_from=options.source_from,
         patch=PatchOptions(archs=options.archs, abi="stable"),
         configure=Configure(
             env=configure_env_of(options),
@@ -105,6 +106,7 @@ def windows_tree(
             compiler=f"cl.exe {toolchain.msvc_tools.name} and nvcc.exe {cuda} under wine",
             abi="stable",
             epoch=front.epoch,
+            source=front.checkout.source_record,
         )
         yield WindowsTree(front, provenance)
 
