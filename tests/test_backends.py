@@ -34,6 +34,7 @@ SAMPLES: dict[str, str | None] = {
     "--ref": "v1.5.3.post1",
     "--repo": "{tmp}/no-such-repo",
     "--package": "causal-conv1d",
+    "--source-from": "git",
     "--arch": "90",
     "--jobs": "3",
     "--json": None,
