@@ -20,20 +20,27 @@ from pathlib import Path
 from threading import Thread
 
 import pytest
+from packaging.utils import canonicalize_name
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EPOCH = 1_750_000_000
 
 
-def make_sdist(folder: Path, version: str, *, extra: Iterable[tarfile.TarInfo] = ()) -> Path:
-    """The fake causal-conv1d at version as an sdist in folder; extra members appended raw."""
-    tree = folder / f"tree-{version}" / f"causal_conv1d-{version}"
-    shutil.copytree(FIXTURES / "fake_causal_conv1d", tree)
-    (tree / "causal_conv1d" / "__init__.py").write_text(f'__version__ = "{version}"\n')
-    (tree / "PKG-INFO").write_text(
-        f"Metadata-Version: 2.1\nName: causal_conv1d\nVersion: {version}\n"
-    )
-    archive = folder / f"causal_conv1d-{version}.tar.gz"
+def make_sdist(
+    folder: Path,
+    version: str,
+    *,
+    extra: Iterable[tarfile.TarInfo] = (),
+    dist: str = "causal_conv1d",
+    fixture: str = "fake_causal_conv1d",
+) -> Path:
+    """A fake upstream (causal-conv1d, or mamba_ssm from fake_upstream) at version as an sdist
+    in folder; extra members appended raw."""
+    tree = folder / f"tree-{dist}-{version}" / f"{dist}-{version}"
+    shutil.copytree(FIXTURES / fixture, tree)
+    (tree / dist / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    (tree / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    archive = folder / f"{dist}-{version}.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted(tree.rglob("*")):
             info = tar.gettarinfo(path, path.relative_to(tree.parent).as_posix())
@@ -53,16 +60,21 @@ def sha256(path: Path) -> str:
 
 
 def make_index(root: Path, files: Iterable[Path], *, digests: dict[str, str] | None = None) -> Path:
-    """A static simple index under root/simple listing files (copied to root/files)."""
+    """A static simple index under root/simple listing files (copied to root/files), one page
+    per project their names say."""
     (root / "files").mkdir(parents=True, exist_ok=True)
-    page = root / "simple" / "causal-conv1d"
-    page.mkdir(parents=True, exist_ok=True)
-    links = []
+    links: dict[str, list[str]] = {}
     for path in files:
         shutil.copy(path, root / "files" / path.name)
         digest = (digests or {}).get(path.name, sha256(path))
-        links.append(f'<a href="../../files/{path.name}#sha256={digest}">{path.name}</a><br/>')
-    (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+        project = canonicalize_name(path.name.rsplit("-", 1)[0])
+        link = f'<a href="../../files/{path.name}#sha256={digest}">{path.name}</a><br/>'
+        links.setdefault(project, []).append(link)
+    for project, lines in links.items():
+        page = root / "simple" / project
+        page.mkdir(parents=True, exist_ok=True)
+        body = "<html><body>\n" + "\n".join(lines) + "\n</body></html>\n"
+        (page / "index.html").write_text(body)
     return root / "simple"
 
 

@@ -18,7 +18,7 @@ from mambawin.builder import pipeline as core
 from mambawin.builder.options import BuildOptions
 from mambawin.cli import app
 from mambawin.errors import UpstreamError, UsageError
-from mambawin.fetch import sdist, simple_index, upstream
+from mambawin.fetch import origin, sdist, simple_index
 from mambawin.fetch.simple_index import IndexSettings
 from mambawin.owned import cache_dir
 from mambawin.packages import CAUSAL_CONV1D
@@ -199,9 +199,9 @@ def test_index_pages_in_json_and_html_skip_wheels_yanked_and_unhashed() -> None:
 
 def test_index_source_refuses_a_branch_and_another_repo(index: Path) -> None:
     with pytest.raises(UsageError, match="no release version"):
-        upstream.fetch_release(None, "main", package=CAUSAL_CONV1D, source_from="index")
+        origin.fetch_release(None, "main", package=CAUSAL_CONV1D, source_from="index")
     with pytest.raises(UsageError, match="drop --repo"):
-        upstream.fetch_release(
+        origin.fetch_release(
             "https://example.invalid/fork", None, package=CAUSAL_CONV1D, source_from="index"
         )
 
@@ -246,11 +246,11 @@ def test_no_github_build_from_the_index_alone(
     }
     assert provenance["commit"] == "" and provenance["build_date"].startswith("2025-06-15")
     assert EPOCH == 1_750_000_000  # 2025-06-15T15:06:40Z, the members' time
-    fetched = upstream.fetch_release(None, "v0.1.0", tmp_path / "d", package=CAUSAL_CONV1D)
+    fetched = origin.fetch_release(None, "v0.1.0", tmp_path / "d", package=CAUSAL_CONV1D)
     assert fetched.sdist is not None and "git could not reach v0.1.0" in fetched.warnings[0]
     # Asked for git alone, the same environment fails with git's own reason.
     with pytest.raises(UpstreamError, match="CONNECT tunnel failed"):
-        upstream.fetch_release(None, "v0.1.0", package=CAUSAL_CONV1D, source_from="git")
+        origin.fetch_release(None, "v0.1.0", package=CAUSAL_CONV1D, source_from="git")
 
 
 def test_a_broken_listing_in_the_cache_is_one_line(
@@ -270,3 +270,30 @@ def test_the_sdist_reuses_an_extracted_tree(index: Path) -> None:
     marker.write_text("x")
     again = fetch_json("--source-from", "index", "--ref", "0.1.0")
     assert again["path"] == first["path"] and marker.is_file()  # not extracted again
+
+
+def test_no_github_pair_plan_picks_the_newest_fitting_sdist(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    doctor: RecordedDoctor,
+) -> None:
+    """`build --with causal-conv1d --plan` with MAMBAWIN_SOURCE=index and git refusing the
+    network: both versions come from the index, and the newest causal-conv1d that fits is
+    chosen from the index's releases (the fakes patch as 0.x releases)."""
+    files = [
+        make_sdist(tmp_path, "0.1.0", dist="mamba_ssm", fixture="fake_upstream"),
+        make_sdist(tmp_path, "0.1.0"),
+        make_sdist(tmp_path, "0.2.0"),
+    ]
+    use_index(monkeypatch, make_index(tmp_path / "index", files).as_uri())
+    no_github(monkeypatch, tmp_path / "bin")
+    monkeypatch.setenv("MAMBAWIN_SOURCE", "index")
+    args = ["build", "--with", "causal-conv1d", "--arch", "86", "--out", str(tmp_path / "out")]
+    result = runner.invoke(app, [*args, "--plan", "--json"], obj={"doctor": doctor})
+    assert result.exit_code == 0, result.output
+    builds = json.loads(result.stdout)["builds"]
+    assert [(b["package"], b["upstream"]["version"]) for b in builds] == [
+        ("mamba-ssm", "0.1.0"),
+        ("causal-conv1d", "0.2.0"),
+    ]
+    assert "pair: mamba-ssm 0.1.0 + causal-conv1d 0.2.0" in result.stderr

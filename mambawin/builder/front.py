@@ -24,7 +24,7 @@ from mambawin.builder.configure import DistInfo, SetupConfig, configure
 from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.workspace import copy_source
 from mambawin.errors import UsageError
-from mambawin.fetch import upstream
+from mambawin.fetch import origin, upstream
 from mambawin.fetch.sdist import DEFAULT_SOURCE
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
@@ -147,7 +147,7 @@ def fetch(
     """Check out repo at ref into dest (from git or the release's sdist, as source_from says),
     or copy an existing source folder there (the user's tree is never edited)."""
     if source is None:
-        return upstream.fetch_release(repo, ref, dest, package=package, source_from=source_from)
+        return origin.fetch_release(repo, ref, dest, package=package, source_from=source_from)
     described = upstream.describe(source, package)
     copy_source(source, dest)
     return upstream.Checkout(

@@ -241,12 +241,12 @@ def fetch_command(
 ) -> None:
     """Check out upstream mamba-ssm or causal-conv1d from a cached mirror, or extract its
     release's sdist from the package index (offline if cached)."""
-    from mambawin.fetch import upstream
+    from mambawin.fetch import origin
     from mambawin.fetch.sdist import source_choice
     from mambawin.packages import get_package
 
     chosen = get_package(package)
-    result = upstream.fetch_release(
+    result = origin.fetch_release(
         repo, ref, dest, package=chosen, source_from=source_choice(source_from)
     )
     for warning in result.warnings:
@@ -254,8 +254,8 @@ def fetch_command(
     if as_json:
         print_json(result.to_json())
         return
-    origin = result.sdist.filename if result.sdist else result.commit
-    console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {origin})")
+    made_from = result.sdist.filename if result.sdist else result.commit
+    console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {made_from})")
     typer.echo(str(result.path))
 
 

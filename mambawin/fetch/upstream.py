@@ -24,8 +24,8 @@ from typing import Any
 from packaging.version import Version
 
 from mambawin.atomic import fill_dir
-from mambawin.errors import MambawinError, UpstreamError, UsageError
-from mambawin.fetch import git, sdist
+from mambawin.errors import UpstreamError, UsageError
+from mambawin.fetch import git
 from mambawin.fetch.mirror import (
     broken_mirror,
     ensure_mirror,
@@ -33,7 +33,7 @@ from mambawin.fetch.mirror import (
     resolve_ref,
     tag_names,
 )
-from mambawin.fetch.sdist import IndexTools, SdistRef
+from mambawin.fetch.sdist import SdistRef
 from mambawin.fetch.version_rules import (
     choose_version,
     detect_package,
@@ -91,80 +91,6 @@ class Checkout:
         }
 
 
-def fetch_release(
-    repo: str | None,
-    ref: str | None,
-    dest: Path | None = None,
-    *,
-    package: Package,
-    source_from: str = sdist.DEFAULT_SOURCE,
-    tools: IndexTools | None = None,
-) -> Checkout:
-    """repo at ref from git, or the release's sdist from the package index (`source_from`:
-    git, index, or auto: git first, the index when git cannot reach the release of the
-    package's own upstream). repo None is the package's own."""
-    url = repo or package.default_repo
-    if source_from == "index":
-        _refuse_other_repo(repo, package)
-        return from_index(ref, dest, package=package, tools=tools)
-    if source_from == "git":
-        return checkout(url, ref, dest, package=package)
-    try:
-        return checkout(url, ref, dest, package=package)
-    except UpstreamError as exc:
-        if url != package.default_repo or (ref is not None and sdist.index_version(ref) is None):
-            raise  # a fork, a branch or a commit: the index has no sdist of it
-        failed = str(exc)
-    try:
-        found = from_index(ref, dest, package=package, tools=tools)
-    except MambawinError as other:
-        raise UpstreamError(f"{failed}; nor from the package index: {other}") from None
-    file = found.sdist.filename if found.sdist else "?"
-    why = f"git could not reach {ref or 'the newest release'} ({failed}); using the index's {file}"
-    return replace(found, warnings=(why, *found.warnings))
-
-
-def _refuse_other_repo(repo: str | None, package: Package) -> None:
-    if repo is not None and repo != package.default_repo:
-        msg = (
-            f"--source-from index builds {package.name}'s sdist from the package index, not "
-            f"{repo}: drop --repo, or pass --source-from git"
-        )
-        raise UsageError(msg)
-
-
-def from_index(
-    ref: str | None,
-    dest: Path | None = None,
-    *,
-    package: Package,
-    tools: IndexTools | None = None,
-) -> Checkout:
-    """The release's sdist (ref `1.7.0` / `v1.7.0`, default the newest) from the package index
-    as pip is configured, cached, extracted into dest (default: a short cache path)."""
-    _check_dest(dest)
-    files, note = sdist.releases(package, tools)
-    found = sdist.pick(files, ref, package)
-    archive = sdist.obtain(found, package, tools)
-    target = dest if dest is not None else cache_dir() / "src" / f"sdist-{found.sha256[:10]}"
-    epoch = sdist.reuse(archive, target)
-    if epoch is None:
-        epoch = sdist.extract(archive, target)
-    version, warnings = sdist.describe_version(target, found, package)
-    ref_name = ref or f"v{found.version}"
-    return Checkout(
-        target,
-        found.index,
-        ref_name,
-        None,
-        version,
-        None,
-        tuple(w for w in (note, *warnings) if w),
-        package.name,
-        SdistRef(found.filename, found.sha256, found.index, epoch),
-    )
-
-
 def checkout(
     repo: str = DEFAULT_REPO,
     ref: str | None = None,
@@ -173,7 +99,7 @@ def checkout(
     package: Package,
 ) -> Checkout:
     """Check out repo at ref (default: newest release) into dest (default: a short cache path)."""
-    _check_dest(dest)
+    check_dest(dest)
     if ref is not None:
         git.check_not_option(ref, "--ref")
     url = normalize_repo(repo)
@@ -255,7 +181,7 @@ def _pick_tag(ref: str | None, tags: list[str], file_version: str) -> str | None
     return max(candidates, key=lambda t: release_version(t) or Version("0")) if candidates else None
 
 
-def _check_dest(dest: Path | None) -> None:
+def check_dest(dest: Path | None) -> None:
     if dest is not None and dest.is_symlink():  # the checkout would replace the link's target
         msg = f"--dest {dest} is a symlink: pass a new or empty folder of its own for the checkout"
         raise UsageError(msg)
