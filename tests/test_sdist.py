@@ -297,3 +297,22 @@ def test_no_github_pair_plan_picks_the_newest_fitting_sdist(
         ("causal-conv1d", "0.2.0"),
     ]
     assert "pair: mamba-ssm 0.1.0 + causal-conv1d 0.2.0" in result.stderr
+
+
+def test_the_index_page_names_the_sdist_and_its_hash(tmp_path: Path) -> None:
+    from test_index import HERE, PY, fake_wheel
+
+    digest = "b" * 64
+    provenance = {
+        "upstream_repo": "https://pypi.org/simple",
+        "ref": "v1.7.0",
+        "commit": "",
+        "cuda_version": "13.0",
+        "torch_version": "2.11.0",
+        "source": {"kind": "sdist", "file": "causal_conv1d-1.7.0.tar.gz", "sha256": digest},
+    }
+    fake_wheel(tmp_path / "wh", "1.0+cu130torch2.11", PY, HERE, provenance=provenance)
+    result = runner.invoke(app, ["index", str(tmp_path / "wh"), "--out", str(tmp_path / "site")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "causal_conv1d-1.7.0.tar.gz (sdist)" in page and f"sha256 {digest}" in page
