@@ -5,6 +5,7 @@ causal-conv1d, served by a static index over file:// or a local http server; pip
 from __future__ import annotations
 
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -248,6 +249,10 @@ def test_no_github_build_from_the_index_alone(
     assert EPOCH == 1_750_000_000  # 2025-06-15T15:06:40Z, the members' time
     fetched = origin.fetch_release(None, "v0.1.0", tmp_path / "d", package=CAUSAL_CONV1D)
     assert fetched.sdist is not None and "git could not reach v0.1.0" in fetched.warnings[0]
+    indexed = runner.invoke(app, ["index", str(tmp_path / "out"), "--out", str(tmp_path / "site")])
+    assert indexed.exit_code == 0, indexed.output  # `index` needs no GitHub either
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "causal_conv1d-0.1.0.tar.gz (sdist)" in page
     # Asked for git alone, the same environment fails with git's own reason.
     with pytest.raises(UpstreamError, match="CONNECT tunnel failed"):
         origin.fetch_release(None, "v0.1.0", package=CAUSAL_CONV1D, source_from="git")
@@ -316,3 +321,27 @@ def test_the_index_page_names_the_sdist_and_its_hash(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     page = (tmp_path / "site" / "index.html").read_text()
     assert "causal_conv1d-1.7.0.tar.gz (sdist)" in page and f"sha256 {digest}" in page
+
+
+def test_no_github_ci_workflow_takes_upstream_from_the_index(
+    index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ci github` where git reaches no network: MAMBAWIN_SOURCE=index becomes the workflow's
+    env, so every job's mambawin fetches the sdists."""
+    yaml = pytest.importorskip("yaml")
+    from test_ci_github import TEAM, actionlint_output, ci_github
+
+    no_github(monkeypatch, tmp_path / "bin")
+    monkeypatch.setenv("MAMBAWIN_SOURCE", "index")
+    out = tmp_path / ".github" / "workflows" / "w.yml"
+    result = ci_github(tmp_path, TEAM, "--out", str(out), "--mambawin", "mambawin==0.2.0")
+    assert result.exit_code == 0, result.output
+    workflow = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert workflow["env"] == {"MAMBAWIN_SOURCE": "index"}
+    plain = ci_github(tmp_path, TEAM, "--out", str(out), "--force", "--source-from", "auto")
+    assert plain.exit_code == 0, plain.output
+    assert "env" not in yaml.safe_load(out.read_text(encoding="utf-8"))
+    result = ci_github(tmp_path, TEAM, "--out", str(out), "--force", "--source-from", "index")
+    assert result.exit_code == 0, result.output
+    if shutil.which("actionlint"):  # the top-level env is valid Actions syntax
+        assert actionlint_output(out) == (0, "")
