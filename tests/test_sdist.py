@@ -345,3 +345,21 @@ def test_no_github_ci_workflow_takes_upstream_from_the_index(
     assert result.exit_code == 0, result.output
     if shutil.which("actionlint"):  # the top-level env is valid Actions syntax
         assert actionlint_output(out) == (0, "")
+
+
+def test_upstream_tests_of_an_sdist_build_come_from_that_sdist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mambawin.verify import upstream_tests
+
+    member = tarfile.TarInfo("causal_conv1d-0.1.0/tests/test_causal_conv1d.py")
+    member.size = 1
+    archive = make_sdist(tmp_path, "0.1.0", extra=[member])
+    use_index(monkeypatch, make_index(tmp_path / "index", [archive]).as_uri())
+    made_from = {"kind": "sdist", "file": archive.name, "sha256": sha256(archive)}
+    written = upstream_tests.sdist_test_file("causal-conv1d", made_from, tmp_path / "t")
+    assert written.read_text() == "x\n" and (written.parent / "pytest.ini").is_file()
+    with pytest.raises(UpstreamError, match="no longer lists"):
+        upstream_tests.sdist_test_file(
+            "causal-conv1d", {**made_from, "sha256": "c" * 64}, tmp_path / "u"
+        )

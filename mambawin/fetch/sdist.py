@@ -152,6 +152,30 @@ def obtain(found: IndexFile, package: Package, tools: IndexTools | None = None) 
     return path
 
 
+def read_member(
+    package: Package, filename: str, sha256: str, rel: str, tools: IndexTools | None = None
+) -> bytes:
+    """The file rel of the sdist filename with this sha256 (what a provenance names), from the
+    cache, else fetched from the index; UpstreamError when the sdist or rel is not there."""
+    path = sdist_folder(package) / filename
+    if not (path.is_file() and _sha256(path) == sha256):
+        files, _ = releases(package, tools)
+        match = [f for f in files if f.filename == filename and f.sha256 == sha256]
+        if not match:
+            msg = f"the index no longer lists {filename} with sha256 {sha256[:12]}"
+            raise UpstreamError(msg + ": its tests cannot be read")
+        path = obtain(match[0], package, tools)
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            top = _top_folder(tar.getmembers(), filename)
+            handle = tar.extractfile(f"{top}/{rel}")
+            if handle is None:
+                raise KeyError(rel)
+            return handle.read()
+    except (KeyError, tarfile.TarError, OSError, EOFError):
+        raise UpstreamError(f"{filename} holds no {rel}") from None
+
+
 def extract(archive: Path, target: Path) -> int | None:
     """The sdist's one top folder's contents into target (new or empty), refusing links,
     devices, absolute paths and `..`; the newest member's mtime, the wheel's date."""
