@@ -302,6 +302,7 @@ def test_no_github_pair_plan_picks_the_newest_fitting_sdist(
         ("causal-conv1d", "0.2.0"),
     ]
     assert "pair: mamba-ssm 0.1.0 + causal-conv1d 0.2.0" in result.stderr
+    assert builds[1]["upstream"]["source"]["file"] == "causal_conv1d-0.2.0.tar.gz"
 
 
 def test_the_index_page_names_the_sdist_and_its_hash(tmp_path: Path) -> None:

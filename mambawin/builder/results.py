@@ -188,6 +188,7 @@ def upstream_json(checkout: Checkout) -> dict[str, Any]:
         "commit": checkout.commit,
         "version": checkout.version,
         "tag": checkout.tag,
+        "source": checkout.source_record,  # the sdist's file and sha256, or the commit
     }
 
 
