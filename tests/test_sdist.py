@@ -364,3 +364,23 @@ def test_upstream_tests_of_an_sdist_build_come_from_that_sdist(
         upstream_tests.sdist_test_file(
             "causal-conv1d", {**made_from, "sha256": "c" * 64}, tmp_path / "u"
         )
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("abi", ["torch", "stable"])
+def test_the_real_causal_conv1d_1_7_0_sdist_patches(abi: str, tmp_path: Path) -> None:
+    """The release git cannot reach here, from the package index pip is configured with: its
+    sha256 checked, then the whole patch set applied for the ABI."""
+    try:
+        fetched = origin.from_index("1.7.0", tmp_path / "src", package=CAUSAL_CONV1D)
+    except UpstreamError as exc:
+        pytest.skip(f"the package index cannot be reached: {exc}")
+    assert fetched.sdist is not None and fetched.sdist.filename == "causal_conv1d-1.7.0.tar.gz"
+    assert fetched.version == "1.7.0"
+    args = ["patch", str(fetched.path), "--arch", "86;89", "--abi", abi, "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    statuses = {p["id"]: p["status"] for p in json.loads(result.stdout)["patches"]}
+    assert statuses["split-units"] == "applied"
+    if abi == "stable":
+        assert statuses["stable-binding"] == "applied" and statuses["stable-kernels"] == "applied"
