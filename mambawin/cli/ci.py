@@ -11,8 +11,8 @@ from rich.markup import escape
 
 from mambawin.cli.app import Group, app, command
 from mambawin.cli.build import SourceFromOption
+from mambawin.fetch.sdist import OFFLINE_ENV
 from mambawin.ui.console import console
-from mambawin.verify.resolve import OFFLINE_ENV
 
 ci_app = typer.Typer(
     cls=Group, no_args_is_help=True, help="Generate CI workflows that build the spec."
