@@ -384,3 +384,21 @@ def test_the_real_causal_conv1d_1_7_0_sdist_patches(abi: str, tmp_path: Path) ->
     assert statuses["split-units"] == "applied"
     if abi == "stable":
         assert statuses["stable-binding"] == "applied" and statuses["stable-kernels"] == "applied"
+
+
+def test_a_spec_takes_every_cell_from_the_index(tmp_path: Path) -> None:
+    from test_ci_github import TEAM
+
+    from mambawin.errors import SpecError
+    from mambawin.team import runner as team_runner
+    from mambawin.team.matrix import expand
+    from mambawin.team.spec_reader import parse_spec
+    from mambawin.team.workflow_steps import matrix_entry
+
+    spec = parse_spec(TEAM + '[options]\nsource_from = "index"\n', tmp_path / "team.toml")
+    cell = expand(spec)[0]
+    argv = team_runner.build_argv(cell, tmp_path / "python", spec, team_runner.RunOptions())
+    assert argv[argv.index("--source-from") + 1] == "index"
+    assert matrix_entry(cell, spec, "a")["source_from"] == "index"
+    with pytest.raises(SpecError, match=r"options\.source_from: must be one of auto, git, index"):
+        parse_spec(TEAM + '[options]\nsource_from = "pypi"\n', tmp_path / "team.toml")
