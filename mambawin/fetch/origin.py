@@ -44,10 +44,7 @@ def fetch_release(
         if url != package.default_repo or (ref is not None and sdist.index_version(ref) is None):
             raise  # a fork, a branch or a commit: the index has no sdist of it
         failed = str(exc)
-    try:
-        found = from_index(ref, dest, package=package, tools=tools)
-    except MambawinError as other:
-        raise UpstreamError(f"{failed}; nor from the package index: {other}") from None
+    found = _or_index(failed, lambda: from_index(ref, dest, package=package, tools=tools))
     file = found.sdist.filename if found.sdist else "?"
     why = f"git could not reach {ref or 'the newest release'} ({failed}); using the index's {file}"
     return replace(found, warnings=(why, *found.warnings))
