@@ -239,6 +239,7 @@ def test_no_github_build_from_the_index_alone(
     result = core.build(options, reporter=None, doctor=doctor)
     provenance = read_provenance(result.wheel)
     assert provenance is not None
+    assert result.to_json()["source"] == provenance["source"]  # build --json says it too
     assert provenance["source"] == {
         "kind": "sdist",
         "file": "causal_conv1d-0.1.0.tar.gz",

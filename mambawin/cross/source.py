@@ -188,6 +188,7 @@ def build_result(
         package=options.package.name,
         backend=CROSS_WINDOWS,
         units=tuple(u.report() for u in cross.units),
+        source=dict(provenance.source),
     )
 
 
