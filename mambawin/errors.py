@@ -64,6 +64,12 @@ class CheckFailed(MambawinError):
     exit_code = 11
 
 
+class UnprovenReleases(MambawinError):
+    """`patches --check-new` found upstream releases the patch set has not been proven on."""
+
+    exit_code = 12
+
+
 class CommandError(MambawinError):
     """An external program failed; carries the command, exit code and output tail."""
 

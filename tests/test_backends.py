@@ -34,6 +34,7 @@ SAMPLES: dict[str, str | None] = {
     "--ref": "v1.5.3.post1",
     "--repo": "{tmp}/no-such-repo",
     "--package": "causal-conv1d",
+    "--source-from": "git",
     "--arch": "90",
     "--jobs": "3",
     "--json": None,
@@ -275,6 +276,7 @@ def test_the_cli_the_spec_keys_the_runner_and_the_workflow_agree() -> None:
         "drop": ("tilelang",),
         "keep": ("einops",),
         "abi": "stable",
+        "source_from": "index",
     }
     assert set(changed) == keys  # a new spec key must get a non-default value here
     argv = backends.spec_args(changed)

@@ -92,6 +92,9 @@ def test_package_names_and_unknown_ones() -> None:
     ("mamba", "conv", "fits"),
     [
         ("2.3.2.post1", "1.6.1.post4", True),
+        ("2.3.2.post1", "1.6.2.post1", True),  # the index's releases past the git tags
+        ("2.3.2.post1", "1.7.0", True),
+        ("2.2.4", "1.7.0", True),
         ("2.3.2.post1", "1.5.0.post8", False),  # no causal_conv1d.cpp_functions before 1.5.1
         ("2.2.4", "1.4.0", True),
         ("2.0.0", "1.3.0.post1", False),

@@ -198,7 +198,8 @@ def test_package_and_requirement_flags() -> None:
 
     options = Options(drop=("tilelang",), keep=("x",))
     values = {f: getattr(options, f) for f in ("keep_complex", "skip_patches", "drop", "keep")}
-    assert spec_args({**values, "abi": "torch"}) == ["--drop", "tilelang", "--keep", "x"]
+    defaults = {"abi": "torch", "source_from": "auto"}
+    assert spec_args({**values, **defaults}) == ["--drop", "tilelang", "--keep", "x"]
 
 
 def test_plan_spec_creates_installs_and_compiles_nothing(fakes: Path, tmp_path: Path) -> None:

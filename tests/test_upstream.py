@@ -294,7 +294,18 @@ def test_cli_fetch_json(fake_upstream: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"package", "path", "repo", "ref", "commit", "version", "tag", "warnings"}
+    assert set(data) == {
+        "package",
+        "path",
+        "repo",
+        "ref",
+        "commit",
+        "version",
+        "tag",
+        "source",
+        "warnings",
+    }
     assert (data["version"], data["tag"], len(data["commit"])) == ("2.3.2", "v2.3.2", 40)
+    assert data["source"] == {"kind": "git", "commit": data["commit"]}
     bad = runner.invoke(app, ["fetch", "--repo", str(fake_upstream), "--ref", "nope"])
     assert bad.exit_code == 3

@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.builder.options import BuildOptions, check_options
 from mambawin.errors import UsageError
+from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
 
 NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check"
@@ -69,6 +70,16 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
     BuildOption("--ref", "Upstream tag, branch or commit.", ALL),
     BuildOption("--repo", "Upstream URL, file:// URL or local clone.", ALL),
     BuildOption("--package", "mamba-ssm or causal-conv1d.", ALL),
+    BuildOption(
+        "--source-from",
+        "Where the upstream release comes from: git, index (its sdist on the package index pip "
+        "uses, through pip's index settings and proxies), or auto: git, then the index when git "
+        f"cannot reach the release (default: ${SOURCE_ENV}, else auto).",
+        ALL,
+        spec_key="source_from",
+        default=DEFAULT_SOURCE,
+        spec_note="index: every cell's release from its sdist, for runners that reach no GitHub",
+    ),
     BuildOption("--arch", "CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.", ALL),
     BuildOption("--jobs", "Parallel compile jobs (MAX_JOBS).", ALL, with_spec=True),
     BuildOption("--json", "Print the result as JSON.", ALL, with_spec=True),

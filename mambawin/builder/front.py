@@ -24,7 +24,8 @@ from mambawin.builder.configure import DistInfo, SetupConfig, configure
 from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.workspace import copy_source
 from mambawin.errors import UsageError
-from mambawin.fetch import upstream
+from mambawin.fetch import origin, upstream
+from mambawin.fetch.sdist import DEFAULT_SOURCE
 from mambawin.fetch.upstream import Checkout
 from mambawin.lock import hold
 from mambawin.owned import cache_dir, claim, remove_tree
@@ -55,6 +56,7 @@ class FrontRequest:
     ref: str | None
     patch: PatchOptions
     source: Path | None = None  # an existing folder, copied instead of a checkout (--source)
+    source_from: str = DEFAULT_SOURCE  # git, index (the release's sdist) or auto
     skip: tuple[str, ...] = ()  # patch ids left out (--skip-patch)
     # Keep upstream's tree as fetched beside the patched copy (check --stock compiles it);
     # False patches the fetched tree in place (the native build's throwaway checkout).
@@ -92,9 +94,11 @@ def prepare(request: FrontRequest, work: Path, *, reporter: Reporter | None = No
     steps = timed(reporter)
     package = request.package
     with steps("fetch"):
-        checkout = fetch(request.repo, request.ref, work / "src", package, request.source)
-        epoch = wheel_epoch(checkout.path)
-    steps.note(f"{package.name} {checkout.version} at {(checkout.commit or 'local tree')[:10]}")
+        checkout = fetch(
+            request.repo, request.ref, work / "src", package, request.source, request.source_from
+        )
+        epoch = wheel_epoch(checkout)
+    steps.note(f"{package.name} {checkout.version} at {_origin(checkout)}")
     for warning in checkout.warnings:
         steps.note(warning)
     tree = checkout.path
@@ -125,13 +129,25 @@ def configure_front(
     return replace(front, config=config)
 
 
+def _origin(checkout: Checkout) -> str:
+    """What the tree is, in a note: the commit, the sdist's file, or a local tree."""
+    if checkout.sdist is not None:
+        return f"{checkout.sdist.filename} (sha256 {checkout.sdist.sha256[:12]})"
+    return (checkout.commit or "local tree")[:10]
+
+
 def fetch(
-    repo: str, ref: str | None, dest: Path, package: Package, source: Path | None = None
+    repo: str,
+    ref: str | None,
+    dest: Path,
+    package: Package,
+    source: Path | None = None,
+    source_from: str = DEFAULT_SOURCE,
 ) -> Checkout:
-    """Check out repo at ref into dest, or copy an existing source folder there (the user's tree
-    is never edited)."""
+    """Check out repo at ref into dest (from git or the release's sdist, as source_from says),
+    or copy an existing source folder there (the user's tree is never edited)."""
     if source is None:
-        return upstream.checkout(repo, ref, dest, package=package)
+        return origin.fetch_release(repo, ref, dest, package=package, source_from=source_from)
     described = upstream.describe(source, package)
     copy_source(source, dest)
     return upstream.Checkout(
@@ -146,11 +162,12 @@ def fetch(
     )
 
 
-def wheel_epoch(tree: Path) -> int | None:
-    """The date every wheel member gets: SOURCE_DATE_EPOCH, else the upstream commit's time, so
-    two builds of one commit give the same bytes (reproducible-builds.org's convention)."""
+def wheel_epoch(tree: Checkout) -> int | None:
+    """The date every wheel member gets: SOURCE_DATE_EPOCH, else the upstream commit's (or
+    sdist's) time, so two builds of one source give the same bytes (reproducible-builds.org's
+    convention)."""
     epoch = source_date_epoch()
-    return epoch if epoch is not None else upstream.commit_time(tree)
+    return epoch if epoch is not None else upstream.source_epoch(tree)
 
 
 @contextmanager

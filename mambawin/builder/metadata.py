@@ -101,6 +101,7 @@ def provenance_of(prepared: Prepared, options: BuildOptions) -> Provenance:
         compiler=tools.compiler,
         abi=options.abi,
         epoch=prepared.epoch,
+        source=prepared.checkout.source_record,
     )
 
 

@@ -11,6 +11,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
 from mambawin.errors import UsageError
+from mambawin.fetch.sdist import DEFAULT_SOURCE
 from mambawin.packages import MAMBA, Package
 from mambawin.patch.registry import check_ids, check_stable, patch_ids
 from mambawin.userfile import JOBS_BOUND, env_int
@@ -37,6 +38,9 @@ class BuildOptions:
     package: Package = MAMBA
     skip_patches: tuple[str, ...] = ()  # patch ids left out (--skip-patch), recorded as left out
     abi: Abi = DEFAULT_ABI  # "stable": torch's stable ABI, one wheel for every torch >= the floor
+    # Where upstream's release comes from (fetch.sdist.SOURCES): git, the package index's sdist,
+    # or auto (git, then the index when git cannot reach it).
+    source_from: str = DEFAULT_SOURCE
 
     @property
     def upstream_repo(self) -> str:

@@ -18,7 +18,7 @@ from packaging.version import Version
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.reporter import Reporter
 from mambawin.errors import UpstreamError, UsageError
-from mambawin.fetch import upstream, version_rules
+from mambawin.fetch import origin, upstream, version_rules
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem, pair_rule
 from mambawin.patch.registry import check_ids, every_patch_id, own_ids
 
@@ -61,9 +61,10 @@ def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
         msg = "--with builds causal-conv1d next to mamba-ssm: drop --package or drop --with"
         raise UsageError(msg)
     mamba_version = _mamba_version(options)
-    conv_repo = companion.repo or CAUSAL_CONV1D.default_repo
     if companion.ref is not None:
-        conv_version = upstream.version_at(conv_repo, companion.ref, CAUSAL_CONV1D)
+        conv_version = origin.version_of(
+            companion.repo, companion.ref, CAUSAL_CONV1D, options.source_from
+        )
         problem = pair_problem(mamba_version, conv_version)
         if problem:
             msg = (
@@ -73,7 +74,9 @@ def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
             )
             raise UsageError(msg)
         return PairChoice(mamba_version, companion.ref, conv_version)
-    conv_ref = newest_fitting(upstream.release_tags(conv_repo), mamba_version)
+    conv_ref = newest_fitting(
+        origin.release_refs(companion.repo, CAUSAL_CONV1D, options.source_from), mamba_version
+    )
     version = version_rules.release_version(conv_ref) or Version("0")
     return PairChoice(mamba_version, conv_ref, version)
 
@@ -151,6 +154,6 @@ def pair_json(results: list[Any]) -> dict[str, Any]:
 def _mamba_version(options: BuildOptions) -> Version:
     if options.source is not None:
         return Version(upstream.describe(options.source, MAMBA).version)
-    repo = options.upstream_repo
-    ref = options.ref or version_rules.newest_release(upstream.release_tags(repo), repo)
-    return upstream.version_at(repo, ref, MAMBA)
+    refs = origin.release_refs(options.repo, MAMBA, options.source_from)
+    ref = options.ref or version_rules.newest_release(refs, options.upstream_repo)
+    return origin.version_of(options.repo, ref, MAMBA, options.source_from)

@@ -182,6 +182,7 @@ def _prepare(
         ref=options.ref,
         patch=patch_options(options, archs),
         source=options.source,
+        source_from=options.source_from,
         skip=options.skip_patches,
         keep_stock=False,
     )
@@ -359,6 +360,7 @@ def _record(
         package=prepared.package.name,
         cache=stats.to_json() if stats else None,
         glibc=wheel_glibc(wheel),
+        source=prepared.checkout.source_record,
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -168,6 +168,9 @@ class BuildResult:
     not_checked: tuple[str, ...] = ()
     units: tuple[UnitReport, ...] = ()  # per unit, where the backend compiles unit by unit
     closure: ClosureReport | None = None  # the link's verdict, where the backend checks it
+    # What the tree was made from (Checkout.source_record): the sdist's file and sha256, or the
+    # git commit; {} where the backend does not say.
+    source: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The stable `--json` form of every backend."""
@@ -188,6 +191,7 @@ def upstream_json(checkout: Checkout) -> dict[str, Any]:
         "commit": checkout.commit,
         "version": checkout.version,
         "tag": checkout.tag,
+        "source": checkout.source_record,  # the sdist's file and sha256, or the commit
     }
 
 

@@ -37,6 +37,7 @@ from mambawin.check.units import (
     windows_commands,
 )
 from mambawin.errors import ToolchainError, UsageError
+from mambawin.fetch.sdist import DEFAULT_SOURCE
 from mambawin.owned import remove_tree
 from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
@@ -58,6 +59,7 @@ class CheckOptions:
     cpython: Path | None = None  # a CPython source tree: Include/ and PC/pyconfig.h
     link: bool = True
     units: tuple[str, ...] = ()  # only the sources whose file name is one of these
+    source_from: str = DEFAULT_SOURCE  # git, index (the release's sdist) or auto
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,7 @@ def _front(options: CheckOptions, reporter: Reporter | None) -> AbstractContextM
         package=options.package,
         repo=options.repo,
         ref=options.ref,
+        source_from=options.source_from,
         patch=PatchOptions(archs=options.archs),
         configure=Configure(platform=WINDOWS_PLATFORM),
     )

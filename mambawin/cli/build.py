@@ -21,6 +21,7 @@ from mambawin.cli.options import (
     PackageOption,
     RefOption,
     RepoOption,
+    SourceFromOption,
     jobs_option,
 )
 from mambawin.cross.source import WINDOWS as WINDOWS_PLATFORM  # the one --platform
@@ -46,6 +47,7 @@ def build_command(
     ref: RefOption = None,
     repo: RepoOption = None,
     package: PackageOption = "mamba-ssm",
+    source_from: SourceFromOption = None,
     with_: Annotated[
         str | None,
         typer.Option(
@@ -169,6 +171,7 @@ def build_command(
     from mambawin.builder import pipeline as core
     from mambawin.builder.options import BuildOptions
     from mambawin.builder.results import BuildPlan, BuildResult
+    from mambawin.fetch.sdist import source_choice
     from mambawin.packages import get_package
     from mambawin.ui.progress import ConsoleReporter
 
@@ -203,6 +206,7 @@ def build_command(
         cache=cache,
         skip_patches=split_values(skip_patch),
         abi=parse_abi(abi),
+        source_from=source_choice(source_from),
     )
     if backend == backends.CROSS_WINDOWS:
         _cross_build(options, windows_root, plan_only=plan_only, as_json=as_json)
@@ -250,20 +254,26 @@ def fetch_command(
         ),
     ] = None,
     package: PackageOption = "mamba-ssm",
+    source_from: SourceFromOption = None,
     as_json: Annotated[bool, typer.Option("--json", help=help_of("--json"))] = False,
 ) -> None:
-    """Check out upstream mamba-ssm or causal-conv1d from a cached mirror (offline if cached)."""
-    from mambawin.fetch import upstream
+    """Check out upstream mamba-ssm or causal-conv1d from a cached mirror, or extract its
+    release's sdist from the package index (offline if cached)."""
+    from mambawin.fetch import origin
+    from mambawin.fetch.sdist import source_choice
     from mambawin.packages import get_package
 
     chosen = get_package(package)
-    result = upstream.checkout(repo or chosen.default_repo, ref, dest, package=chosen)
+    result = origin.fetch_release(
+        repo, ref, dest, package=chosen, source_from=source_choice(source_from)
+    )
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     if as_json:
         print_json(result.to_json())
         return
-    console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {result.commit})")
+    made_from = result.sdist.filename if result.sdist else result.commit
+    console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {made_from})")
     typer.echo(str(result.path))
 
 

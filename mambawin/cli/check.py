@@ -16,6 +16,7 @@ from mambawin.cli.options import (
     PackageOption,
     RefOption,
     RepoOption,
+    SourceFromOption,
     WindowsRootOption,
     jobs_option,
     windows_root_of,
@@ -39,6 +40,7 @@ def check_command(
     ref: RefOption = None,
     repo: RepoOption = None,
     package: PackageOption = "mamba-ssm",
+    source_from: SourceFromOption = None,
     arch: Annotated[str, typer.Option("--arch", help="CUDA archs, e.g. '90' or '86;89'.")] = "90",
     stock: Annotated[
         bool, typer.Option("--stock", help="Compile upstream's unpatched sources.")
@@ -71,6 +73,7 @@ def check_command(
     from mambawin.archs import parse_archs
     from mambawin.builder.options import resolve_jobs
     from mambawin.check.pipeline import CheckOptions, build_result, check_windows, plan_check
+    from mambawin.fetch.sdist import source_choice
     from mambawin.packages import get_package
     from mambawin.toolchain import wine, wine_server
     from mambawin.ui import check as ui
@@ -95,6 +98,7 @@ def check_command(
         jobs=resolve_jobs(jobs, None),
         cpython=cpython,
         units=split_values(unit),
+        source_from=source_choice(source_from),
     )
     reporter = ConsoleReporter()  # narration on stderr, as every backend's; results on stdout
     if plan_only:

@@ -10,10 +10,11 @@ import typer
 from rich.markup import escape
 
 from mambawin.cli.app import command, examples, group
+from mambawin.cli.options import SourceFromOption
+from mambawin.fetch.sdist import OFFLINE_ENV
 from mambawin.team.github_cross import BUILD_ON
 from mambawin.team.github_publish import PUBLISH
 from mambawin.ui.console import console
-from mambawin.verify.resolve import OFFLINE_ENV
 
 ci_app = group("ci", "Generate CI workflows that build the spec.")
 
@@ -77,8 +78,10 @@ def github_command(
     force: Annotated[
         bool, typer.Option("--force", help="Replace --out even when mambawin did not write it.")
     ] = False,
+    source_from: SourceFromOption = None,
 ) -> None:
     """Write a workflow: one Windows job per cell, then an index published to Pages or a release."""
+    from mambawin.fetch.sdist import source_choice
     from mambawin.team import github, install_source
     from mambawin.team.matrix import expand
     from mambawin.team.spec_reader import load_spec
@@ -92,6 +95,7 @@ def github_command(
         runner=runner,
         mambawin=source.requirement,
         build_on=build_on,
+        source_from=source_choice(source_from),
     )
     cells = expand(loaded)
     text = github.render(loaded, cells, options)

@@ -66,6 +66,17 @@ PackageOption = Annotated[
     ),
 ]
 
+SourceFromOption = Annotated[
+    str | None,
+    typer.Option(
+        "--source-from",
+        rich_help_panel=FROM,
+        metavar="git|index|auto",
+        help=help_of("--source-from"),
+        show_default="$MAMBAWIN_SOURCE, else auto",
+    ),
+]
+
 
 def jobs_option(default: str) -> Any:  # typer.Option is typed Any
     """--jobs for build and check alike; only what it defaults to differs."""

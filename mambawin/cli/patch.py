@@ -13,6 +13,7 @@ from mambawin.packages import PACKAGE_NAMES
 from mambawin.ui.console import console
 
 if TYPE_CHECKING:
+    from mambawin.packages import Package
     from mambawin.patch.record import PatchReport
 
 
@@ -136,15 +137,32 @@ _STATUS_STYLE = {
 )
 def patches_command(
     package: Annotated[
-        str, typer.Option("--package", help=PACKAGE_HELP, metavar=PACKAGE_CHOICES)
-    ] = "mamba-ssm",
+        str | None,
+        typer.Option(
+            "--package",
+            help=PACKAGE_HELP,
+            metavar=PACKAGE_CHOICES,
+            show_default="mamba-ssm; both with --check-new",
+        ),
+    ] = None,
+    check_new: Annotated[
+        bool,
+        typer.Option(
+            "--check-new",
+            help="List the releases on the package index and in the cached git mirror that the "
+            "patch set is not proven on (exit code 12 when there are any).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON.")] = False,
 ) -> None:
     """List the patch catalogue: what each patch fixes, for which upstream versions, and why."""
-    from mambawin.packages import get_package
+    from mambawin.packages import MAMBA, PACKAGES, get_package
     from mambawin.patch.registry import patches_for
 
-    chosen = get_package(package)
+    if check_new:
+        _check_new(PACKAGES if package is None else (get_package(package),), as_json=as_json)
+        return
+    chosen = get_package(package) if package is not None else MAMBA
     rows = [
         {
             "id": p.id,
@@ -165,3 +183,29 @@ def patches_command(
         columns,
         [tuple(str(row[c]) for c in columns) for row in rows],
     )
+
+
+def _check_new(packages: tuple[Package, ...], *, as_json: bool) -> None:
+    """`patches --check-new`: one line per unproven release on stdout, notes on stderr, exit
+    code 12 (UnprovenReleases) when there is one."""
+    from mambawin.errors import UnprovenReleases
+    from mambawin.patch.proven import check_new
+
+    found = check_new(packages)
+    for note in found.notes:
+        console.print(f"note: {note}", soft_wrap=True, markup=False)
+    failed = UnprovenReleases.exit_code if found.releases else 0
+    if as_json:
+        data = found.to_json()
+        if failed:  # the keys every error document has, beside the result
+            count = len(found.releases)
+            data |= {"error": f"{count} release(s) not proven", "exit_code": failed}
+        print_json(data)
+    else:
+        for release in found.releases:
+            typer.echo(release.line())
+        if not found.releases:
+            proven = ", ".join(f"{k} {v}" for k, v in found.proven.items())
+            console.print(f"every release seen is proven (through {proven})", markup=False)
+    if failed:
+        raise typer.Exit(failed)

@@ -86,6 +86,7 @@ def windows_tree(
         package=options.package,
         repo=options.upstream_repo,
         ref=options.ref,
+        source_from=options.source_from,
         patch=PatchOptions(archs=options.archs, abi="stable"),
         configure=Configure(
             env=configure_env_of(options),
@@ -108,6 +109,7 @@ def windows_tree(
             torch_headers=package_version(toolchain.torch) if toolchain.torch else "",
             abi="stable",
             epoch=front.epoch,
+            source=front.checkout.source_record,
         )
         yield WindowsTree(front, provenance)
 
@@ -195,6 +197,7 @@ def build_result(
         package=options.package.name,
         backend=CROSS_WINDOWS,
         units=tuple(u.report() for u in cross.units),
+        source=dict(provenance.source),
     )
 
 

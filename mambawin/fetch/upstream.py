@@ -33,6 +33,7 @@ from mambawin.fetch.mirror import (
     resolve_ref,
     tag_names,
 )
+from mambawin.fetch.sdist import SdistRef
 from mambawin.fetch.version_rules import (
     choose_version,
     detect_package,
@@ -65,6 +66,15 @@ class Checkout:
     tag: str | None
     warnings: tuple[str, ...] = ()
     package: str = MAMBA.name
+    sdist: SdistRef | None = None  # set: extracted from this sdist (no git, no commit)
+
+    @property
+    def source_record(self) -> dict[str, str]:
+        """What the tree was made from, as the provenance and the index page name it: the
+        sdist's file and sha256, or the git commit; empty for a plain folder."""
+        if self.sdist is not None:
+            return self.sdist.to_json()
+        return {"kind": "git", "commit": self.commit} if self.commit else {}
 
     def to_json(self) -> dict[str, Any]:
         """The --json shape of `mambawin fetch`."""
@@ -76,6 +86,7 @@ class Checkout:
             "commit": self.commit,
             "version": self.version,
             "tag": self.tag,
+            "source": self.source_record,
             "warnings": list(self.warnings),
         }
 
@@ -88,7 +99,7 @@ def checkout(
     package: Package,
 ) -> Checkout:
     """Check out repo at ref (default: newest release) into dest (default: a short cache path)."""
-    _check_dest(dest)
+    check_dest(dest)
     if ref is not None:
         git.check_not_option(ref, "--ref")
     url = normalize_repo(repo)
@@ -170,7 +181,7 @@ def _pick_tag(ref: str | None, tags: list[str], file_version: str) -> str | None
     return max(candidates, key=lambda t: release_version(t) or Version("0")) if candidates else None
 
 
-def _check_dest(dest: Path | None) -> None:
+def check_dest(dest: Path | None) -> None:
     if dest is not None and dest.is_symlink():  # the checkout would replace the link's target
         msg = f"--dest {dest} is a symlink: pass a new or empty folder of its own for the checkout"
         raise UsageError(msg)
@@ -213,6 +224,13 @@ def _reusable(target: Path, commit: str) -> bool:
 def _tags_at(where: list[str | Path], commit: str) -> list[str]:
     """Tags on commit; where is `--git-dir MIRROR` or `-C WORKTREE`."""
     return (git.query([*where, "tag", "--points-at", commit]) or "").split()
+
+
+def source_epoch(found: Checkout) -> int | None:
+    """The tree's own date: the commit's time, or an sdist's newest member's."""
+    if found.sdist is not None:
+        return found.sdist.epoch
+    return commit_time(found.path)
 
 
 def commit_time(path: Path) -> int | None:

@@ -170,6 +170,10 @@ def _row(wheel: IndexedWheel) -> str:
 def _upstream(prov: Provenance) -> str:
     # a wheel an older mambawin published may record a credential: the page never shows it
     repo, commit, ref = redacted(prov.upstream_repo), prov.commit, prov.ref
+    if prov.source.get("kind") == "sdist":  # the release's sdist from the package index
+        sdist = f"{prov.source.get('file', '?')} (sdist)"
+        digest = f"sha256 {prov.source.get('sha256', '')}"
+        return f"{escape(repo)}<br>{escape(sdist)}<br><code>{escape(digest)}</code>"
     if not (repo or commit):
         return "— (no provenance)"
     label = escape(f"{ref or ''} {commit[:10]}".strip() or repo)

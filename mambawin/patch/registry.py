@@ -78,6 +78,15 @@ STABLE_VERSIONS: dict[str, SpecifierSet] = {
     package.name: package.stable_versions for package in (MAMBA, CAUSAL_CONV1D)
 }
 
+# The newest upstream release the patch set is proven on, per package: patch and configure (both
+# ABIs) ran on every release up to it, tagged in git or published as an sdist (docs/patches.md,
+# "Proven releases"). A newer release is what `patches --check-new` reports. Raise it only once
+# the new release passed those proofs (tests/test_patches_*_upstream.py, test_sdist_upstream.py).
+PROVEN_THROUGH: dict[str, Version] = {
+    MAMBA.name: Version("2.3.2.post1"),
+    CAUSAL_CONV1D.name: Version("1.7.0"),
+}
+
 PATCH_SETS: dict[str, tuple[Patch, ...]] = {
     MAMBA.name: PATCHES,
     CAUSAL_CONV1D.name: CAUSAL_CONV1D_PATCHES,

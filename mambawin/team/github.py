@@ -22,6 +22,7 @@ from typing import Any
 from mambawin.atomic import write_text
 from mambawin.builder import backends
 from mambawin.errors import UsageError
+from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
 from mambawin.team import github_check, github_cross
 from mambawin.team.actions import CACHE, CHECKOUT, SCCACHE, SETUP_PYTHON
 from mambawin.team.github_publish import PUBLISH, publish_job
@@ -58,6 +59,9 @@ class WorkflowOptions:
     runner: str = WINDOWS_RUNNER
     mambawin: str = "mambawin"  # the pip requirement the jobs install (install_source decides)
     build_on: str = "windows"  # "linux": cross-build the stable wheels, check them on Windows
+    # Where every job's mambawin takes upstream from (fetch.sdist.SOURCES): anything but auto is
+    # set as MAMBAWIN_SOURCE for the whole workflow (index: runners that reach no GitHub).
+    source_from: str = DEFAULT_SOURCE
 
     def __post_init__(self) -> None:
         if self.build_on not in github_cross.BUILD_ON:
@@ -217,12 +221,20 @@ def _workflow(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> di
             "push": {"branches": ["main"], "paths": [path_filter(options.spec_path)]},
         },
         "permissions": {},
+        **_source_env(options),
         "concurrency": {
             "group": "${{ github.workflow }}-${{ github.ref }}",
             "cancel-in-progress": False,
         },
         "jobs": jobs,
     }
+
+
+def _source_env(options: WorkflowOptions) -> dict[str, Any]:
+    """The workflow's `env:` naming the upstream source every job uses, when not the default."""
+    if options.source_from == DEFAULT_SOURCE:
+        return {}
+    return {"env": {SOURCE_ENV: options.source_from}}
 
 
 def _build_jobs(

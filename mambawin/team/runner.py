@@ -245,6 +245,7 @@ def cell_options(cell: Cell, spec: Spec) -> dict[str, object]:
         "drop": spec.options.drop,
         "keep": spec.options.keep,
         "abi": cell.abi,
+        "source_from": spec.options.source_from,
     }
 
 

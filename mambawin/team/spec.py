@@ -97,6 +97,8 @@ class Options:
     # "stable": every wheel against torch's stable C ABI (build --abi stable), one per package ×
     # CUDA major × platform, serving every Python and every torch at or above the floor.
     abi: Abi = DEFAULT_ABI
+    # Where every cell's upstream release comes from (build --source-from): git, index, auto.
+    source_from: str = BuildOptions.source_from
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from mambawin.abi import ABIS, Abi, parse_abi
 from mambawin.archs import Arch, parse_arch, parse_archs
 from mambawin.builder.backends import SPEC_OPTIONS
 from mambawin.errors import SpecError, UsageError
+from mambawin.fetch.sdist import SOURCES
 from mambawin.packages import PACKAGE_NAMES, get_package
 from mambawin.patch.registry import every_patch_id, unknown_ids
 from mambawin.secret_urls import WHERE_SECRETS_GO, secret_in
@@ -226,6 +227,9 @@ class _Reader:
                     "NAME` lists each package's",
                 )
         values["abi"] = self.abi(values["abi"])
+        if values["source_from"] not in SOURCES:
+            choices = ", ".join(SOURCES)
+            raise self.fail(("options", "source_from"), f"must be one of {choices}")
         return Options(**values)
 
     def abi(self, value: object) -> Abi:

@@ -91,6 +91,7 @@ def matrix_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
         "keep": ",".join(spec.options.keep),
         "wheel": cell.wheel or "",
         "abi": cell.abi,
+        "source_from": spec.options.source_from,
         "local_version": cell.local_label,
     }
 

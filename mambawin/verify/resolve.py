@@ -22,9 +22,9 @@ from typing import Literal
 
 from mambawin import proc
 from mambawin.errors import CommandError, MambawinError, UsageError
+from mambawin.fetch.sdist import OFFLINE_ENV  # one switch for every look at the package index
 
 Status = Literal["ok", "fail", "skip"]
-OFFLINE_ENV = "MAMBAWIN_OFFLINE"
 # What pip prints when the index cannot be reached at all (DNS, no route, proxy, TLS to nowhere).
 _OFFLINE = re.compile(
     r"NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution"

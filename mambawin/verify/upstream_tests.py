@@ -2,7 +2,9 @@
 built from, run with pytest in the install environment against the installed wheels.
 
 The test file comes from the cached upstream mirror (`fetch.upstream.ensure_mirror`: offline
-once cached), at the commit (else the ref) recorded in the wheel's provenance; pytest's
+once cached), at the commit (else the ref) recorded in the wheel's provenance, or, for a wheel
+built from the package index's sdist, from that sdist (`fetch.sdist.read_member`, by the file
+name and sha256 the provenance records); pytest's
 `--junitxml` report is what is counted. A case that fails with the complex-removal message counts
 as an expected failure only when the wheel's provenance lists the complex-removal patch.
 """
@@ -139,6 +141,23 @@ def fetch_test_file(project: str, source: Source, folder: Path) -> Path:
         what=what,
         hint="check the wheel's provenance names a commit of that repo",
     ).stdout
+    return _write_test_file(folder, project, path, text)
+
+
+def sdist_test_file(project: str, made_from: Mapping[str, str], folder: Path) -> Path:
+    """Write the package's test file as the wheel's sdist carries it into folder (the cached
+    sdist, checked by the sha256 the provenance records)."""
+    from mambawin.fetch import sdist
+    from mambawin.packages import get_package
+
+    path = TEST_FILES[project]
+    data = sdist.read_member(
+        get_package(project), made_from.get("file", ""), made_from.get("sha256", ""), path
+    )
+    return _write_test_file(folder, project, path, data.decode("utf-8", errors="replace"))
+
+
+def _write_test_file(folder: Path, project: str, path: str, text: str) -> Path:
     target = folder / project / Path(path).name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text + "\n", encoding="utf-8")
@@ -166,7 +185,11 @@ def run_tests(
 ) -> TestRun:
     """Fetch, run and count one package's upstream tests in the install env."""
     source = source_of(project, provenance)
-    test_file = fetch_test_file(project, source, folder)
+    made_from = Provenance.from_dict(provenance).source
+    if made_from.get("kind") == "sdist":  # built from the index's sdist: its own tests
+        test_file = sdist_test_file(project, made_from, folder)
+    else:
+        test_file = fetch_test_file(project, source, folder)
     junit = test_file.parent / "junit.xml"
     argv = [
         env.python,

@@ -8,7 +8,7 @@ import os
 import stat
 import zipfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
@@ -60,6 +60,9 @@ class Provenance:
     # (or now) when written. Nothing that changes between two builds of one key is recorded here
     # (compile times, compiler-cache hits: those are in the build folder's build.json).
     build_date: str = ""
+    # What the tree was made from: {"kind": "sdist", "file", "sha256", "index"} for a release's
+    # sdist from the package index, {"kind": "git", "commit"} for a git checkout; {}: a folder.
+    source: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         """The JSON-ready form, with the build date filled in."""
@@ -68,6 +71,7 @@ class Provenance:
         data["requirements"] = [dict(change) for change in self.requirements]
         data["archs"] = list(self.archs)
         data["left_out"] = list(self.left_out)
+        data["source"] = dict(self.source)
         data["build_date"] = self.build_date or build_date()
         return {"schema": 1, **data}
 
@@ -83,6 +87,7 @@ class Provenance:
             left_out=tuple(str(x) for x in _items(data.get("left_out"))),
             requirements=tuple(_mappings(data.get("requirements"))),
             archs=tuple(str(x) for x in _items(data.get("archs"))),
+            source=next(iter(_mappings([data.get("source")])), {}),
         )
 
     @property
@@ -165,6 +170,7 @@ def record(
     torch_headers: str = "",
     abi: str,
     epoch: int | None,
+    source: Mapping[str, str] | None = None,
 ) -> Provenance:
     """The provenance of a build, written here for every backend (native, cross).
 
@@ -189,6 +195,7 @@ def record(
         torch_floor=str(STABLE_FLOOR) if abi == "stable" else "",
         mambawin_version=__version__,
         build_date=iso_date(epoch) if epoch is not None else "",
+        source=dict(source or {}),
     )
 
 
