@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import tarfile
+import types
 from pathlib import Path
 
 import pytest
@@ -365,6 +366,45 @@ def test_upstream_tests_of_an_sdist_build_come_from_that_sdist(
         upstream_tests.sdist_test_file(
             "causal-conv1d", {**made_from, "sha256": "c" * 64}, tmp_path / "u"
         )
+
+
+def test_an_sdist_without_the_test_file_runs_none_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mamba-ssm 2.3.2.post1's sdist leaves out tests/ops/ (seen on the GPU machine): that
+    package's tests are not run, said as such, and the step is no failure; a broken sdist is."""
+    from mambawin.fetch.sdist import NotInSdist
+    from mambawin.verify import upstream_tests
+    from mambawin.verify.gpu import upstream_tests_step
+
+    archive = make_sdist(tmp_path, "0.1.0")  # no tests/ in it
+    use_index(monkeypatch, make_index(tmp_path / "index", [archive]).as_uri())
+    made_from = {"kind": "sdist", "file": archive.name, "sha256": sha256(archive)}
+    with pytest.raises(NotInSdist, match=r"carries no tests/test_causal_conv1d\.py"):
+        upstream_tests.sdist_test_file("causal-conv1d", made_from, tmp_path / "t")
+    run = upstream_tests.run_tests(
+        None,  # type: ignore[arg-type]  # nothing is installed or run for a missing file
+        "causal-conv1d",
+        {"source": made_from, "ref": "0.1.0"},
+        tmp_path / "r",
+    )
+    assert run.ok and run.selected == 0 and "not run" in run.summary()
+    assert archive.name in run.summary()
+    passed = upstream_tests.TestRun("mamba-ssm", "t.py", "abc", passed=3)
+
+    class _Tools:
+        def run_upstream_tests(self, *_: object, **__: object) -> list[object]:
+            return [passed, run]
+
+    options = types.SimpleNamespace(tools=_Tools(), test_keyword=None, timeout=60.0)
+    step = upstream_tests_step(options, None, object(), [], tmp_path)  # type: ignore[arg-type]
+    assert step.status.value == "warn" and "not run" in step.summary
+    (tmp_path / "cut.tar.gz").write_bytes(archive.read_bytes()[:40])
+    with pytest.raises(UpstreamError) as broken:
+        upstream_tests.sdist_test_file(
+            "causal-conv1d", {**made_from, "file": "cut.tar.gz"}, tmp_path / "u"
+        )
+    assert not isinstance(broken.value, NotInSdist)
 
 
 @pytest.mark.network

@@ -152,6 +152,11 @@ def obtain(found: IndexFile, package: Package, tools: IndexTools | None = None) 
     return path
 
 
+class NotInSdist(UpstreamError):
+    """The sdist is there and whole, but upstream did not put this file in it (mamba-ssm's
+    sdists leave out tests/ops/): a fact about the release, not a broken fetch."""
+
+
 def read_member(
     package: Package, filename: str, sha256: str, rel: str, tools: IndexTools | None = None
 ) -> bytes:
@@ -168,12 +173,15 @@ def read_member(
     try:
         with tarfile.open(path, "r:gz") as tar:
             top = _top_folder(tar.getmembers(), filename)
-            handle = tar.extractfile(f"{top}/{rel}")
+            try:
+                handle = tar.extractfile(f"{top}/{rel}")
+            except KeyError:
+                handle = None
             if handle is None:
-                raise KeyError(rel)
+                raise NotInSdist(f"{filename} carries no {rel}")
             return handle.read()
-    except (KeyError, tarfile.TarError, OSError, EOFError):
-        raise UpstreamError(f"{filename} holds no {rel}") from None
+    except (tarfile.TarError, OSError, EOFError):
+        raise UpstreamError(f"{filename} cannot be read for {rel}: fetch it again") from None
 
 
 def extract(archive: Path, target: Path) -> int | None:
