@@ -195,8 +195,7 @@ def run_tests(
         try:
             test_file = sdist_test_file(project, made_from, folder)
         except NotInSdist as exc:  # upstream shipped the release without them: said, not failed
-            rev = made_from.get("file", "") or source.rev
-            return TestRun(project, TEST_FILES[project], rev, not_carried=str(exc))
+            return TestRun(project, TEST_FILES[project], source.rev, not_carried=str(exc))
     else:
         test_file = fetch_test_file(project, source, folder)
     junit = test_file.parent / "junit.xml"
