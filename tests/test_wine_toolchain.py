@@ -221,7 +221,9 @@ def test_an_older_incomplete_layout_outside_the_cache_is_refused_untouched(tmp_p
     (root / "cu13" / "mine.txt").parent.mkdir()
     (root / "cu13" / "mine.txt").write_text("mine\n")
     with pytest.raises(UsageError, match="no record of making"):
-        wine_setup.setup(root, download=lambda names, dest: pytest.fail("downloaded"))
+        wine_setup.setup(
+            root, accept_license=True, download=lambda names, dest: pytest.fail("downloaded")
+        )
     assert (root / "cu13" / "mine.txt").read_text() == "mine\n"
 
 
