@@ -21,15 +21,17 @@ from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
-from mambawin.builder import front, jobserver, metadata
+from mambawin.builder import front, jobserver, metadata, plan_facts
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.environment import build_environment
+from mambawin.builder.estimate import expected
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
+from mambawin.builder.setup_scan import SetupScan, scan_setup
 from mambawin.builder.workspace import (
     Workspace,
     adopt_source,
@@ -44,12 +46,15 @@ from mambawin.builder.workspace import (
 from mambawin.doctor.checks import DoctorReport, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch.upstream import Checkout
+from mambawin.fetch.version_rules import read_file_version
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.patch.setup_py.arch_list import ID as ARCH_LIST
 from mambawin.toolchain.native import Toolchain
 from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
+from mambawin.wheel.naming import platform_tag, wheel_name
 from mambawin.wheel.provenance import (
     source_date_epoch,
 )
@@ -142,31 +147,59 @@ def _finish(
 def plan(
     options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
 ) -> BuildPlan:
-    """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
+    """What the build would do, without torch, CUDA or a compiler: the doctor's facts (assumed
+    where it found none, and said so), fetch and patch a throwaway copy, and read the patched
+    setup.py's text. Nothing is compiled, run or written (the upstream mirror aside)."""
     steps = TimedSteps(reporter or QuietReporter())
     label_choice = _check_inputs(options)  # what the build would refuse, --plan refuses
+    with steps("doctor"):
+        facts = plan_facts.gather(options, (doctor or run_doctor)(options.archs))
+    for line in facts.unchecked:
+        steps.note(f"not checked: {line}")
     with staging_dir(builds_root(), ".plan-") as staging:
-        prepared, fetched = _prepare(options, steps, staging, doctor or run_doctor)
-        # The configure step of the shared front half, in the environment the compile gets.
-        env = build_environment(prepared.env_request(windows=False))
-        asked = front.Configure(env=env)
-        config = front.configure_front(fetched, asked, prepared.package, reporter=steps).setup
+        prepared, fetched = _prepare_with(
+            options, steps, staging, (facts.toolchain, facts.archs, facts.jobs)
+        )
+        with steps("configure"):  # setup.py's text, never run: it needs torch and nvcc
+            scan = scan_setup(fetched.tree)
+            wheel_version = read_file_version(fetched.tree, prepared.package)
+    gencode = _planned_gencode(prepared, scan)
+    label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
+    estimate = expected(
+        [(prepared.package, options.keep_complex)], len(prepared.archs), prepared.jobs
+    )
     return BuildPlan(
         upstream=upstream_json(prepared.checkout),
         patches=[patch_json(r) for r in prepared.patches.results],
         archs=format_archs(prepared.archs),
-        ext_name=config.ext_name,
-        units=list(config.sources),
-        gencode=list(config.gencode),
-        nvcc_flags=list(config.nvcc_flags),
+        ext_name=scan.ext_name,
+        units=list(scan.sources),
+        gencode=list(gencode),
+        nvcc_flags=[f for g in gencode for f in ("-gencode", g)]
+        + ["--threads", str(prepared.nvcc_threads)],
         jobs=prepared.jobs,
         nvcc_threads=prepared.nvcc_threads,
         key=prepared.key,
         build_dir=prepared.workspace.root,
         reuses_objects=holds(prepared.workspace, prepared.key),
-        local_version=metadata.local_label(label_choice, metadata.provenance_of(prepared, options)),
+        local_version=label,
         package=prepared.package.name,
+        wheel=wheel_name(
+            prepared.package, wheel_version, label, facts.python, options.abi, platform_tag()
+        ),
+        facts=[f.to_json() for f in facts.facts],
+        unchecked=list(facts.unchecked),
+        estimate=estimate.to_json(),
     )
+
+
+def _planned_gencode(prepared: Prepared, scan: SetupScan) -> tuple[str, ...]:
+    """The -gencode values nvcc will get: exactly the archs when the arch-list patch is in effect
+    (it bakes them into setup.py), else upstream's own literal list."""
+    baked = any(r.id == ARCH_LIST and r.status in IN_EFFECT for r in prepared.patches.results)
+    if baked:
+        return tuple(g for arch in prepared.archs for g in arch.gencode())
+    return scan.upstream_gencode
 
 
 def _prepare(
@@ -175,7 +208,18 @@ def _prepare(
     """doctor, then the front half every backend shares (builder/front.py: fetch, patch) on a
     throwaway checkout in staging, patched in place; what the build decides from them."""
     with steps("doctor"):
-        toolchain, archs, jobs = _doctor(options, steps, doctor)
+        decided = _doctor(options, steps, doctor)
+    return _prepare_with(options, steps, staging, decided)
+
+
+def _prepare_with(
+    options: BuildOptions,
+    steps: TimedSteps,
+    staging: Path,
+    decided: tuple[Toolchain, tuple[Arch, ...], int],
+) -> tuple[Prepared, front.Front]:
+    """fetch and patch (builder/front.py) for the toolchain, archs and jobs decided."""
+    toolchain, archs, jobs = decided
     request = front.FrontRequest(
         package=options.package,
         repo=options.upstream_repo,
