@@ -94,7 +94,7 @@ def start(
     options: BuildOptions, steps: TimedSteps, stack: ExitStack, doctor: Doctor | None
 ) -> Started:
     """Check the options, then doctor, fetch and patch into a slot held until stack closes."""
-    label_choice = _check_inputs(options)
+    label_choice = check_inputs(options)
     staging = stack.enter_context(staging_dir(builds_root(), ".fetch-"))
     prepared, _ = _prepare(options, steps, staging, doctor or run_doctor)
     # One build per build folder: a second one would share its objects, wheel and record.
@@ -115,12 +115,13 @@ def build_started(started: Started) -> BuildResult:
     return started.finish(compiled)
 
 
-def _check_inputs(options: BuildOptions) -> str | None:
+def check_inputs(options: BuildOptions) -> str | None:
     """Every input a build reads, checked before any work (the options, MAMBAWIN_KEEP_MB,
-    SOURCE_DATE_EPOCH, --out); the local version label the options choose."""
+    SOURCE_DATE_EPOCH, MAX_JOBS, --out); the local version label the options choose."""
     label_choice = check_options(options)
-    keep_limit()  # both are read again where they are used
+    keep_limit()  # these are read again where they are used
     source_date_epoch()
+    resolve_jobs(options.jobs, 1)  # MAX_JOBS
     check_out(options.out, len(options.archs), options.keep_complex)
     return label_choice
 
@@ -151,7 +152,7 @@ def plan(
     where it found none, and said so), fetch and patch a throwaway copy, and read the patched
     setup.py's text. Nothing is compiled, run or written (the upstream mirror aside)."""
     steps = TimedSteps(reporter or QuietReporter())
-    label_choice = _check_inputs(options)  # what the build would refuse, --plan refuses
+    label_choice = check_inputs(options)  # what the build would refuse, --plan refuses
     with steps("doctor"):
         facts = plan_facts.gather(options, (doctor or run_doctor)(options.archs))
     for line in facts.unchecked:

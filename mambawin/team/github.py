@@ -332,7 +332,7 @@ extra=()
     + """\
 # A stable cell's wheel serves every Python and torch >= the floor, under the matrix's label.
 if [ "$ABI" = "stable" ]; then extra+=(--local-version "$LOCAL_VERSION"); fi
-mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" \\
+mambawin build --package "$PACKAGE" --with none --repo "$REPO" --ref "$REF" \\
   --arch "$ARCHS" --cache --out wheelhouse "${extra[@]}"
 """
 )

@@ -231,7 +231,9 @@ def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> lis
         "--local-version",
         label,
     ]
-    argv += package_args(cell.package.name) + backends.spec_args(cell_options(cell, spec))
+    # One cell is one wheel: `--with none`, or build would add causal-conv1d to mamba-ssm's.
+    argv += [*package_args(cell.package.name), "--with", "none"]
+    argv += backends.spec_args(cell_options(cell, spec))
     argv += ["--jobs", str(options.jobs)] if options.jobs else []
     argv += ["--force"] if options.force else []
     return argv
