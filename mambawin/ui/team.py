@@ -1,4 +1,5 @@
-"""Views of a team matrix and of a `build --spec` run: Rich tables on stderr."""
+"""Views of a team matrix and of a `build --spec` run: the matrix and the plan are results
+(stdout), their notes narration (stderr); the table after a run goes to stderr."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from mambawin.ui.console import FAIL, OK, SKIP, WARN, console
+from mambawin.ui.console import FAIL, OK, SKIP, WARN, console, out
 
 if TYPE_CHECKING:
     from mambawin.team.matrix import Cell
@@ -47,11 +48,11 @@ def render_matrix(cells: Sequence[Cell]) -> None:
             STATUS_MARKS.get(cell.status, cell.status),
             why,
         )
-    console.print(table)
+    out.print(table)
     for note in dict.fromkeys(cell.note for cell in cells if cell.note):
         console.print(f"[dim]note: {note}[/]", soft_wrap=True)
     counts = {s: sum(c.status == s for c in cells) for s in STATUS_MARKS}
-    console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(cells)} cells")
+    out.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(cells)} cells")
 
 
 def render_results(results: Sequence[CellResult]) -> None:
@@ -75,9 +76,9 @@ def render_plan(planned: Sequence[PlannedCell]) -> None:
     for item in planned:
         if item.outcome != "build":
             mark = OUTCOME_MARKS.get(item.outcome, item.outcome)
-            console.print(f"{mark} {item.cell.id}: {item.detail}", soft_wrap=True)
+            out.print(f"{mark} {item.cell.id}: {item.detail}", soft_wrap=True)
             continue
-        console.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}", soft_wrap=True)
-        console.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
+        out.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}", soft_wrap=True)
+        out.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
     count = sum(p.outcome == "build" for p in planned)
-    console.print(f"{count} of {len(planned)} cells would be built; nothing was created")
+    out.print(f"{count} of {len(planned)} cells would be built; nothing was created")
