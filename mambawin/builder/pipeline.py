@@ -155,8 +155,6 @@ def plan(
     label_choice = check_inputs(options)  # what the build would refuse, --plan refuses
     with steps("doctor"):
         facts = plan_facts.gather(options, (doctor or run_doctor)(options.archs))
-    for line in facts.unchecked:
-        steps.note(f"not checked: {line}")
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared, fetched = _prepare_with(
             options, steps, staging, (facts.toolchain, facts.archs, facts.jobs)

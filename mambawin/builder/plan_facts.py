@@ -26,6 +26,9 @@ from mambawin.wheel.naming import platform_tag
 ASSUMED_TORCH = "2.11.0"
 ASSUMED_CUDA = "13.0"
 FOUND, GIVEN, ASSUMED = "found", "given", "assumed"
+# A skipped doctor check whose `found` says an optional tool is absent (a compiler cache, the
+# Windows toolchain): nothing the plan could not check, so not listed.
+ABSENT_OPTIONAL = ("not found", "not set up")
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ def gather(options: BuildOptions, report: DoctorReport) -> PlanFacts:
         f"{c.name}: {c.hint or c.found or c.status.value}"
         + (" (the build stops here)" if c.stops_build else "")
         for c in report.checks
-        if c.status in (Status.FAIL, Status.SKIP)
+        if c.status is Status.FAIL or (c.status is Status.SKIP and c.found not in ABSENT_OPTIONAL)
     )
     return PlanFacts(
         (torch, cuda, python, platform, arch_fact, jobs_fact), unchecked, toolchain, archs, jobs
@@ -97,5 +100,5 @@ def _archs(options: BuildOptions, report: DoctorReport) -> tuple[tuple[Arch, ...
         return found, Fact("archs", format_archs(found), FOUND, "this machine's GPUs")
     # No GPU: doctor's suggestion for every recent GPU; the build itself asks for --arch.
     assumed = portable(CudaFacts())
-    note = "no CUDA GPU visible: the build needs --arch (the GPUs the wheel is for)"
+    note = "no CUDA GPU visible: the build needs --arch, the GPUs the wheel is for"
     return assumed, Fact("archs", format_archs(assumed), ASSUMED, note)

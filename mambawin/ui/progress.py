@@ -214,7 +214,7 @@ def _show_plan(plan: BuildPlan) -> None:
         ui.out.print(f"wheel   {plan.wheel}", soft_wrap=True)
     for fact in plan.facts:
         note = f" ({fact['note']})" if fact.get("note") else ""
-        ui.out.print(f"{fact['name']:<8}{fact['value']}: {fact['source']}{note}", soft_wrap=True)
+        ui.out.print(f"{fact['name']:<9}{fact['value']}: {fact['source']}{note}", soft_wrap=True)
     for line in plan.unchecked:
         ui.out.print(f"not checked: {line}", soft_wrap=True)
     table = Table(title="patches (dry run on a throwaway copy)")
