@@ -181,6 +181,7 @@ def test_matrix_plan_build_and_workflow_name_one_wheel(
     built = runner.invoke(app, args, obj={"doctor": doctor})
     assert built.exit_code == 0, built.output
     assert Path(json.loads(built.stdout)["wheel"]).name == named[HERE]
+    assert "where `build --plan` names" not in built.stderr  # the build's own check agrees
 
     out = tmp_path / "w.yml"
     workflow = runner.invoke(
@@ -218,3 +219,18 @@ def test_the_estimate_meets_the_measured_pair_and_scales_with_jobs() -> None:
     assert estimate.expected(both, 1, 16).seconds == pytest.approx(62.6, rel=0.1)
     assert estimate.expected(both, 4, 16).seconds == pytest.approx(161.7, rel=0.1)
     assert estimate.expected(both, 1, 2).seconds > 5 * estimate.expected(both, 1, 16).seconds
+
+
+def test_a_build_whose_name_differs_from_the_plan_says_so(
+    tmp_path: Path, doctor: RecordedDoctor
+) -> None:
+    root = tmp_path / "fake_upstream"
+    shutil.copytree(FIXTURES / "fake_upstream", root)
+    # Its version file says 0.2.0, its setup.py's literal 0.1.0: the plan cannot know the wheel.
+    repo = git_repo(root, {"v0.2.0": "0.2.0"}, "mamba_ssm/__init__.py")
+    args = ["build", "--with", "none", "--repo", str(repo), "--arch", "90", "--json"]
+    built = runner.invoke(app, [*args, "--out", str(tmp_path / "out")], obj={"doctor": doctor})
+
+    assert built.exit_code == 0, built.output
+    assert "mamba_ssm-0.1.0+cu130torch2.15" in json.loads(built.stdout)["wheel"]
+    assert "where `build --plan` names mamba_ssm-0.2.0+cu130torch2.15-" in built.stderr

@@ -141,6 +141,10 @@ def _finish(
             fixed = metadata.rewrite(
                 compiled.wheel, out_staging, prepared, label_choice, options, stats
             )
+        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
+        named = planned_wheel(prepared.workspace.src, prepared, label, options)
+        if fixed.name != named:  # the plan, matrix and the workflow would have named another
+            steps.note(f"warning: the wheel is {fixed.name}, where `build --plan` names {named}")
         with steps("record"):
             return _record(fixed, options.out, prepared, (compiled, stats), steps.durations)
 
@@ -159,11 +163,11 @@ def plan(
         prepared, fetched = _prepare_with(
             options, steps, staging, (facts.toolchain, facts.archs, facts.jobs)
         )
+        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
         with steps("configure"):  # setup.py's text, never run: it needs torch and nvcc
             scan = scan_setup(fetched.tree)
-            wheel_version = read_file_version(fetched.tree, prepared.package)
+            wheel = planned_wheel(fetched.tree, prepared, label, options)
     gencode = _planned_gencode(prepared, scan)
-    label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
     estimate = expected(
         [(prepared.package, options.keep_complex)], len(prepared.archs), prepared.jobs
     )
@@ -183,13 +187,19 @@ def plan(
         reuses_objects=holds(prepared.workspace, prepared.key),
         local_version=label,
         package=prepared.package.name,
-        wheel=wheel_name(
-            prepared.package, wheel_version, label, facts.python, options.abi, platform_tag()
-        ),
+        wheel=wheel,
         facts=[f.to_json() for f in facts.facts],
         unchecked=list(facts.unchecked),
         estimate=estimate.to_json(),
     )
+
+
+def planned_wheel(tree: Path, prepared: Prepared, label: str | None, options: BuildOptions) -> str:
+    """The file name the build of tree writes (wheel/naming.py): the version upstream's version
+    file declares (setup.py's, not the tag's), the label, this Python and this platform."""
+    version = read_file_version(tree, prepared.package)
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return wheel_name(prepared.package, version, label, python, options.abi, platform_tag())
 
 
 def _planned_gencode(prepared: Prepared, scan: SetupScan) -> tuple[str, ...]:

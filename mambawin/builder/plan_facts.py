@@ -54,11 +54,6 @@ class PlanFacts:
     archs: tuple[Arch, ...]
     jobs: int
 
-    @property
-    def python(self) -> str:
-        """X.Y of the Python the wheel is built for."""
-        return next(f.value for f in self.facts if f.name == "python")
-
 
 def gather(options: BuildOptions, report: DoctorReport) -> PlanFacts:
     """The plan's facts from the doctor's report and the options; never raises on a failed check."""
