@@ -216,9 +216,11 @@ def test_setup_scan_reads_literal_sources_and_refuses_computed_ones(tmp_path: Pa
 def test_the_estimate_meets_the_measured_pair_and_scales_with_jobs() -> None:
     both = [(MAMBA, False), (CAUSAL_CONV1D, False)]
     # docs/benchmarks.md §22: 62.6 s at one arch, 161.7 s at four (16 jobs): within 10 %.
-    assert estimate.expected(both, 1, 16).seconds == pytest.approx(62.6, rel=0.1)
-    assert estimate.expected(both, 4, 16).seconds == pytest.approx(161.7, rel=0.1)
-    assert estimate.expected(both, 1, 2).seconds > 5 * estimate.expected(both, 1, 16).seconds
+    assert estimate.expected(both, 1, 16, 16).seconds == pytest.approx(62.6, rel=0.1)
+    assert estimate.expected(both, 4, 16, 16).seconds == pytest.approx(161.7, rel=0.1)
+    two = estimate.expected(both, 1, 2, 16).seconds
+    assert two > 5 * estimate.expected(both, 1, 16, 16).seconds
+    assert estimate.expected(both, 1, 16, 2).seconds == two  # 16 jobs on 2 cores: 2 at a time
 
 
 def test_a_build_whose_name_differs_from_the_plan_says_so(

@@ -13,6 +13,7 @@ a few seconds. It gives 65 s and 155 s for the pair's measured 62.6 s and 161.7 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ class Estimate:
     seconds: float
     jobs: int
     archs: int
+    cores: int  # this machine's: more jobs than cores run no faster
     basis: str = BASIS
 
     def to_json(self) -> dict[str, Any]:
@@ -51,6 +53,7 @@ class Estimate:
             "seconds": round(self.seconds),
             "jobs": self.jobs,
             "archs": self.archs,
+            "cores": self.cores,
             "basis": self.basis,
         }
 
@@ -68,12 +71,16 @@ def unit_seconds(package: Package, archs: int, keep_complex: bool = False) -> tu
     return line(sum_low, sum_high) * factor, line(long_low, long_high) * factor
 
 
-def expected(packages: list[tuple[Package, bool]], archs: int, jobs: int) -> Estimate:
+def expected(
+    packages: list[tuple[Package, bool]], archs: int, jobs: int, cores: int | None = None
+) -> Estimate:
     """The wall time of building these packages ((package, keep_complex) each) at once in one
-    pool of jobs compile slots, for this many archs."""
+    pool of jobs compile slots on cores CPUs (this machine's by default), for this many archs."""
+    cores = cores or os.cpu_count() or 1
     sums, longest = 0.0, 0.0
     for package, keep_complex in packages:
         total, long = unit_seconds(package, archs, keep_complex)
         sums, longest = sums + total, max(longest, long)
-    compile_s = max(longest, sums / (max(jobs, 1) * EFFICIENCY))
-    return Estimate(AROUND_S + compile_s, jobs, archs)
+    slots = max(min(jobs, cores), 1)
+    compile_s = max(longest, sums / (slots * EFFICIENCY))
+    return Estimate(AROUND_S + compile_s, jobs, archs, cores)

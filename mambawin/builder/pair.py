@@ -195,7 +195,10 @@ def pair_estimate(plans: list[BuildPlan]) -> Estimate:
 def pair_time(plans: list[Any]) -> str:
     """The note a pair's plan ends with: the expected time of both at once."""
     estimate = pair_estimate(plans)
-    return f"the pair compiles at once: about {estimate.seconds:.0f} s with {estimate.jobs} jobs"
+    return (
+        f"the pair compiles at once: about {estimate.seconds:.0f} s with {estimate.jobs} jobs "
+        f"on {estimate.cores} cores"
+    )
 
 
 def _mamba_version(options: BuildOptions) -> Version:

@@ -237,7 +237,8 @@ def _show_plan(plan: BuildPlan) -> None:
     ui.out.print(f"folder  {plan.build_dir} ({reuse})", soft_wrap=True)
     if plan.estimate:
         ui.out.print(
-            f"time    about {plan.estimate['seconds']} s with {plan.estimate['jobs']} jobs "
+            f"time    about {plan.estimate['seconds']} s with {plan.estimate['jobs']} jobs on "
+            f"{plan.estimate['cores']} cores "
             f"({plan.estimate['basis']})",
             soft_wrap=True,
         )
