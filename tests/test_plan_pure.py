@@ -236,3 +236,22 @@ def test_a_build_whose_name_differs_from_the_plan_says_so(
     assert built.exit_code == 0, built.output
     assert "mamba_ssm-0.1.0+cu130torch2.15" in json.loads(built.stdout)["wheel"]
     assert "where `build --plan` names mamba_ssm-0.2.0+cu130torch2.15-" in built.stderr
+
+
+def test_build_with_no_options_builds_the_pair_into_wheelhouse(
+    tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mamba = fake_repo(tmp_path, "fake_upstream")
+    conv = fake_repo(tmp_path, "fake_causal_conv1d")
+    monkeypatch.chdir(tmp_path)
+    # Only where the fakes come from is said: the package, the pair and --out are the defaults.
+    args = ["build", "--repo", str(mamba), "--with-repo", str(conv), "--json"]
+    result = runner.invoke(app, args, obj={"doctor": doctor})
+
+    assert result.exit_code == 0, result.output
+    built = [Path(b["wheel"]) for b in json.loads(result.stdout)["builds"]]
+    assert [w.parent.resolve() for w in built] == [(tmp_path / "wheelhouse").resolve()] * 2
+    assert sorted(p.name for p in (tmp_path / "wheelhouse").glob("*.whl")) == sorted(
+        w.name for w in built
+    )
+    assert built[1].name.startswith("causal_conv1d-0.1.0+cu130torch2.15-")
