@@ -31,7 +31,7 @@ from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
-from mambawin.builder.setup_scan import SetupScan, scan_setup
+from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.builder.workspace import (
     Workspace,
     adopt_source,
@@ -50,7 +50,6 @@ from mambawin.fetch.version_rules import read_file_version
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT, PatchReport
-from mambawin.patch.setup_py.arch_list import ID as ARCH_LIST
 from mambawin.toolchain.native import Toolchain
 from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
@@ -167,7 +166,7 @@ def plan(
         with steps("configure"):  # setup.py's text, never run: it needs torch and nvcc
             scan = scan_setup(fetched.tree)
             wheel = planned_wheel(fetched.tree, prepared, label, options)
-    gencode = _planned_gencode(prepared, scan)
+    gencode = planned_gencode(prepared.patches, prepared.archs, scan)
     estimate = expected(
         [(prepared.package, options.keep_complex)], len(prepared.archs), prepared.jobs
     )
@@ -200,15 +199,6 @@ def planned_wheel(tree: Path, prepared: Prepared, label: str | None, options: Bu
     version = read_file_version(tree, prepared.package)
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     return wheel_name(prepared.package, version, label, python, options.abi, platform_tag())
-
-
-def _planned_gencode(prepared: Prepared, scan: SetupScan) -> tuple[str, ...]:
-    """The -gencode values nvcc will get: exactly the archs when the arch-list patch is in effect
-    (it bakes them into setup.py), else upstream's own literal list."""
-    baked = any(r.id == ARCH_LIST and r.status in IN_EFFECT for r in prepared.patches.results)
-    if baked:
-        return tuple(g for arch in prepared.archs for g in arch.gencode())
-    return scan.upstream_gencode
 
 
 def _prepare(

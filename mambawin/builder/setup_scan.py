@@ -20,8 +20,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mambawin.archs import Arch
 from mambawin.errors import BuildError
 from mambawin.patch.base import MARK_BEGIN, MARK_END
+from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.patch.setup_py.arch_list import ID as ARCH_LIST
 
 SETUP = "setup.py"
 # A -gencode value as upstream writes it: arch=compute_90,code=sm_90 (or code=compute_90: PTX).
@@ -103,3 +106,13 @@ def _without_mambawin(text: str) -> str:
     """setup.py without the blocks mambawin's patches wrote (they name --arch, not upstream)."""
     block = rf"#\s*{re.escape(MARK_BEGIN)}.*?#\s*{re.escape(MARK_END)}[^\n]*"
     return re.sub(block, "", text, flags=re.DOTALL)
+
+
+def planned_gencode(
+    patches: PatchReport, archs: tuple[Arch, ...], scan: SetupScan
+) -> tuple[str, ...]:
+    """The -gencode values nvcc will get: exactly the archs when the arch-list patch is in effect
+    (it bakes them into setup.py), else upstream's own literal list."""
+    if any(r.id == ARCH_LIST and r.status in IN_EFFECT for r in patches.results):
+        return tuple(g for arch in archs for g in arch.gencode())
+    return scan.upstream_gencode
