@@ -22,13 +22,17 @@ from typer.testing import CliRunner
 from mambawin.archs import parse_archs
 from mambawin.builder import estimate
 from mambawin.builder import pipeline as core
+from mambawin.builder.front import Configure, Front, configure_front
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.plan_facts import ASSUMED_CUDA, ASSUMED_TORCH
 from mambawin.builder.setup_scan import scan_setup
 from mambawin.cli import app
 from mambawin.doctor.checks import Check, DoctorReport
 from mambawin.errors import BuildError
+from mambawin.fetch.upstream import Checkout
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
+from mambawin.patch.base import PatchOptions
+from mambawin.patch.record import PatchReport
 from mambawin.status import Status
 from mambawin.wheel.naming import platform_tag, wheel_name
 
@@ -255,3 +259,19 @@ def test_build_with_no_options_builds_the_pair_into_wheelhouse(
         w.name for w in built
     )
     assert built[1].name.startswith("causal_conv1d-0.1.0+cu130torch2.15-")
+
+
+def test_the_cross_builds_dist_info_carries_the_version_files_version(tmp_path: Path) -> None:
+    """A cross-built wheel is named as a native one: by the version file (0.1.0), not the release
+    tag the checkout was trusted to (v0.1.0.post4)."""
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "fake_causal_conv1d", tree)
+    checkout = Checkout(tree, "repo", "v0.1.0.post4", None, "0.1.0.post4", "v0.1.0.post4")
+    report = PatchReport(tree, "0.1.0.post4", None, PatchOptions(), (), "")
+    (tmp_path / "work").mkdir()
+    front = Front(checkout, report, tree, None, tmp_path / "work", None)
+    asked = Configure(wheel_tag="py3-none-win_amd64")
+    configured = configure_front(front, asked, CAUSAL_CONV1D).setup
+
+    assert configured.dist_info is not None
+    assert configured.dist_info.name == "causal_conv1d-0.1.0.dist-info"
