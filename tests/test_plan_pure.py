@@ -208,6 +208,7 @@ def _matrix_entries(workflow: dict[str, Any]) -> list[dict[str, Any]]:
 def test_setup_scan_reads_literal_sources_and_refuses_computed_ones(tmp_path: Path) -> None:
     scan = scan_setup(FIXTURES / "fake_causal_conv1d")
     assert scan.ext_name == "causal_conv1d_cuda" and scan.sources[0] == "csrc/causal_conv1d.cpp"
+    assert scan_setup(FIXTURES / "fake_upstream").threads == 4  # append_nvcc_threads' "4"
     (tmp_path / "setup.py").write_text(
         "from torch.utils.cpp_extension import CUDAExtension\n"
         "ext = CUDAExtension(name='x', sources=glob.glob('csrc/*.cu'))\n",

@@ -29,6 +29,9 @@ from mambawin.patch.setup_py.arch_list import ID as ARCH_LIST
 SETUP = "setup.py"
 # A -gencode value as upstream writes it: arch=compute_90,code=sm_90 (or code=compute_90: PTX).
 _GENCODE = re.compile(r"arch=compute_\w+,code=(?:sm|compute)_\w+")
+# append_nvcc_threads' return line: `["--threads", "4"]`, or as the nvcc-threads patch writes it,
+# `["--threads", os.getenv("NVCC_THREADS") or "4"]`.
+_THREADS = re.compile(r'"--threads",\s*(?:os\.getenv\("NVCC_THREADS"\)\s*or\s*)?"(\d+)"')
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class SetupScan:
     ext_name: str
     sources: tuple[str, ...]
     upstream_gencode: tuple[str, ...]  # the literal -gencode values upstream's own lines hold
+    # nvcc's --threads as setup.py writes it when NVCC_THREADS is unset (upstream's "4"); None
+    # when its text names none.
+    threads: int | None = None
 
 
 def scan_setup(tree: Path) -> SetupScan:
@@ -58,6 +64,7 @@ def scan_setup(tree: Path) -> SetupScan:
                 _string(given.get("name"), path, "name"),
                 tuple(_strings(given["sources"], names, path)),
                 tuple(dict.fromkeys(_GENCODE.findall(_without_mambawin(text)))),
+                int(threads[1]) if (threads := _THREADS.search(text)) else None,
             )
     msg = f"{path} declares no CUDAExtension(name=..., sources=[...]): is this a source tree?"
     raise BuildError(msg)
