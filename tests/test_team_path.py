@@ -15,6 +15,7 @@ from wheel.wheelfile import WheelFile
 from mambawin.cli import app
 from mambawin.errors import UsageError
 from mambawin.team.example import EXAMPLE
+from mambawin.team.spec_reader import parse_spec
 
 runner = CliRunner()
 
@@ -112,3 +113,13 @@ def test_ci_github_refusals_name_file_line_and_key(
     )
     assert result.exit_code == UsageError.exit_code, result.output
     assert f"mambawin.toml:{line}: {said}" in " ".join(result.stderr.split())
+
+
+def test_spec_at_names_the_key_else_its_table_else_the_file(tmp_path: Path) -> None:
+    spec = parse_spec(EXAMPLE, tmp_path / "team.toml")
+    lines = EXAMPLE.splitlines()
+    cuda = [n for n, ln in enumerate(lines, 1) if ln.startswith("cuda =")]
+    assert spec.at("torch", 1, "cuda") == f"{tmp_path / 'team.toml'}:{cuda[1]}: torch[1].cuda"
+    options = lines.index("[options]") + 1
+    assert spec.at("options", "abi") == f"{tmp_path / 'team.toml'}:{options}: options.abi"
+    assert spec.at("ci", "windows_gpu_arch") == f"{tmp_path / 'team.toml'}: ci.windows_gpu_arch"
