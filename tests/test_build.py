@@ -428,6 +428,8 @@ def test_an_unknown_left_out_patch_fails_before_any_work(
         app,
         [
             "build",
+            "--with",
+            "none",
             "--repo",
             str(fake_repo),
             "--ref",
@@ -501,6 +503,8 @@ def test_cli_with_no_gpu_and_no_arch_refuses_with_a_hint(
         app,
         [
             "build",
+            "--with",
+            "none",
             "--repo",
             str(fake_repo),
             "--ref",
@@ -581,6 +585,8 @@ def test_cli_plan_json_and_failure_exit_code(
     runner = CliRunner()
     args = [
         "build",
+        "--with",
+        "none",
         "--repo",
         str(fake_repo),
         "--ref",
@@ -651,7 +657,8 @@ def test_plan_refuses_what_the_build_would_before_any_work(
     (tmp_path / "a-file").write_text("mine\n")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    args = ["build", "--repo", str(fake_repo), "--ref", "v0.1.0", "--arch", "8.6", *extra]
+    args = ["build", "--with", "none", "--repo", str(fake_repo), "--ref", "v0.1.0", "--arch", "8.6"]
+    args += extra
     planned = CliRunner().invoke(app, [*args, "--plan", "--json"], obj={"doctor": doctor})
     assert planned.exit_code == 2, planned.output  # the plan said exit 0, the build then refused
     assert said in json.loads(planned.stdout)["error"]

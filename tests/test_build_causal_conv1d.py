@@ -188,7 +188,8 @@ def test_cli_refuses_an_incompatible_pair_before_building(
             ["--package", "causal-conv1d", "--with", "causal-conv1d"],
             "drop --package or drop --with",
         ),
-        (["--with-repo", "x"], "add --with"),
+        (["--with", "none", "--with-repo", "x"], "drop --with none"),
+        (["--package", "causal-conv1d", "--with-repo", "x"], "--with-repo names the causal-conv1d"),
         (["--package", "causal-conv1d", "--keep-complex", "--ref", "v1"], "drop --keep-complex"),
     ],
 )

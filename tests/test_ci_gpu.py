@@ -176,7 +176,9 @@ def test_a_runner_whose_gpu_the_archs_lack_is_refused(
     assert result.exit_code == UsageError.exit_code, result.output
     assert result.stderr.count("\n") == 1
     message = " ".join(result.stderr.split())
-    assert f"windows_gpu_arch {gpu}" in message and "gpu-windows" in message
+    line = 1 + spec.splitlines().index(f'windows_gpu_arch = "{gpu}"')  # file:line: key
+    assert f"mambawin.toml:{line}: ci.windows_gpu_arch: {gpu}" in message, message
+    assert "gpu-windows" in message
     assert f'add "{gpu.replace(".", "")}" to archs' in message
     assert not out.exists()
 

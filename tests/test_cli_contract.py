@@ -114,7 +114,7 @@ def test_patch_table_goes_to_stdout_and_the_dry_run_diff_owns_it(tmp_path: Path)
                 "this GPU",
                 "$MAX_JOBS, else doctor's",
                 "one per gencode target, max 4",
-                "dist",
+                "wheelhouse",
                 "auto",
             ],
         ),

@@ -157,7 +157,11 @@ BUILD_OPTIONS: tuple[BuildOption, ...] = (
         "Build this existing source folder (copied, never edited).",
         frozenset((NATIVE,)),
     ),
-    BuildOption("--with", "Also build causal-conv1d[==REF] into --out.", frozenset((NATIVE,))),
+    BuildOption(
+        "--with",
+        "causal-conv1d[==REF] to build next to mamba-ssm into --out, or none: only --package.",
+        frozenset((NATIVE,)),
+    ),
     BuildOption(
         "--with-repo", "URL or local path of causal-conv1d for --with.", frozenset((NATIVE,))
     ),

@@ -27,6 +27,7 @@ from mambawin.errors import UsageError
 from mambawin.fetch import origin, upstream
 from mambawin.fetch.sdist import DEFAULT_SOURCE
 from mambawin.fetch.upstream import Checkout
+from mambawin.fetch.version_rules import read_file_version
 from mambawin.lock import hold
 from mambawin.owned import cache_dir, claim, remove_tree
 from mambawin.packages import Package
@@ -116,13 +117,15 @@ def prepare(request: FrontRequest, work: Path, *, reporter: Reporter | None = No
 def configure_front(
     front: Front, asked: Configure, package: Package, *, reporter: Reporter | None = None
 ) -> Front:
-    """The configure step: setup.py run configure-only on the patched tree (native `--plan`
-    calls it once the doctor has chosen the compile's environment)."""
+    """The configure step: setup.py run configure-only on the patched tree. The .dist-info gets
+    the version upstream's version file declares, as bdist_wheel's would (wheel/naming.py): not
+    the release tag's, where upstream did not bump the file (causal-conv1d v1.6.1.post4: 1.6.1)."""
     with timed(reporter)("configure"):
         dist_info = None
         if asked.wheel_tag is not None:
             (front.work / "dist-info").mkdir()
-            dist_info = DistInfo(front.work / "dist-info", asked.wheel_tag, front.checkout.version)
+            version = read_file_version(front.tree, package)
+            dist_info = DistInfo(front.work / "dist-info", asked.wheel_tag, version)
         config = configure(
             front.tree, asked.env, package, platform=asked.platform, dist_info=dist_info
         )

@@ -17,6 +17,10 @@ from mambawin.patch.registry import check_ids, check_stable, patch_ids
 from mambawin.userfile import JOBS_BOUND, env_int
 from mambawin.wheel.provenance import normalize_local_label
 
+# Where `build` puts its wheels: the folder `pip install --no-index --find-links wheelhouse` reads
+# and a team spec's default wheelhouse.
+DEFAULT_OUT = Path("wheelhouse")
+
 
 @dataclass(frozen=True)
 class BuildOptions:
@@ -26,7 +30,7 @@ class BuildOptions:
     ref: str | None = None  # None: upstream's newest release
     source: Path | None = None  # an existing source folder instead of repo + ref
     archs: tuple[Arch, ...] = ()  # empty: the doctor's recommendation (the local GPU)
-    out: Path = Path("dist")
+    out: Path = DEFAULT_OUT
     jobs: int | None = None
     nvcc_threads: int | None = None
     keep_complex: bool = False

@@ -1,10 +1,10 @@
-"""`mambawin build --with causal-conv1d[==REF]`: the mamba-ssm wheel and a causal-conv1d that fits.
+"""`mambawin build` builds mamba-ssm with a causal-conv1d that fits (`--with none`: alone).
 
 The pair is checked before anything is built: both versions are read from the upstream mirrors
 (no checkout), and a causal-conv1d that the mamba-ssm version cannot use is refused with one line
-naming the rule (packages.PAIR_RULES). Without ==REF the newest causal-conv1d release that fits
-is chosen. Both build into the same --out, compiled at once in one job pool
-(pooled.build_together); --plan plans them one after the other.
+naming the rule (packages.PAIR_RULES). Without `--with causal-conv1d==REF` the newest
+causal-conv1d release that fits is chosen. Both build into the same --out, compiled at once in one
+job pool (pooled.build_together); --plan plans them one after the other.
 """
 
 from __future__ import annotations
@@ -15,11 +15,21 @@ from typing import Any, TypeVar
 
 from packaging.version import Version
 
+from mambawin.builder.estimate import Estimate, expected
 from mambawin.builder.options import BuildOptions
+from mambawin.builder.pipeline import check_inputs
 from mambawin.builder.reporter import Reporter
+from mambawin.builder.results import BuildPlan
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import origin, upstream, version_rules
-from mambawin.packages import CAUSAL_CONV1D, MAMBA, get_package, pair_problem, pair_rule
+from mambawin.packages import (
+    CAUSAL_CONV1D,
+    MAMBA,
+    Package,
+    get_package,
+    pair_problem,
+    pair_rule,
+)
 from mambawin.patch.registry import check_ids, every_patch_id, own_ids
 
 T = TypeVar("T")
@@ -53,6 +63,28 @@ def parse_with(spec: str, repo: str | None = None) -> Companion:
         )
         raise UsageError(msg)
     return Companion(ref.strip() or None, repo)
+
+
+NONE = "none"  # `--with none`: mamba-ssm alone
+
+
+def companion_of(package: Package, spec: str | None, repo: str | None) -> Companion | None:
+    """What `build` builds next to package: by default mamba-ssm gets the newest causal-conv1d
+    that fits (its fast path needs it) and causal-conv1d nothing; `--with none` builds the package
+    alone; `--with causal-conv1d[==REF]` names the companion."""
+    if spec is not None and spec.strip().lower() == NONE:
+        if repo is not None:
+            msg = "--with-repo names where causal-conv1d comes from: drop it, or drop --with none"
+            raise UsageError(msg)
+        return None
+    if spec is None:
+        if package != MAMBA:
+            if repo is not None:
+                msg = "--with-repo names the causal-conv1d built next to mamba-ssm: drop it"
+                raise UsageError(msg)
+            return None
+        return Companion(None, repo)
+    return parse_with(spec, repo)
 
 
 def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
@@ -128,6 +160,7 @@ def pair_options(
 ) -> list[BuildOptions]:
     """Check the pair; the build options of mamba-ssm, then of the causal-conv1d that fits."""
     own = split_skips(options)  # before any fetch: a wrong id is a usage error at once
+    check_inputs(own)  # and every other input mamba-ssm's build would refuse
     choice = choose_pair(options, companion)
     reporter.note(
         f"pair: mamba-ssm {choice.mamba_version} + causal-conv1d {choice.conv_version} "
@@ -147,8 +180,28 @@ def run_pair(
 
 
 def pair_json(results: list[Any]) -> dict[str, Any]:
-    """The `build --with --json` form: one entry per package, mamba-ssm first."""
-    return {"builds": [result.to_json() for result in results]}
+    """The `build --with --json` form: one entry per package, mamba-ssm first; a plan adds the
+    pair's expected time (both compile at once, in one pool)."""
+    data: dict[str, Any] = {"builds": [result.to_json() for result in results]}
+    if all(isinstance(r, BuildPlan) for r in results):
+        data["estimate"] = pair_estimate(results).to_json()
+    return data
+
+
+def pair_estimate(plans: list[BuildPlan]) -> Estimate:
+    """The pair's expected wall time: both packages in one pool of jobs (builder/estimate.py)."""
+    packages = [(get_package(p.package), False) for p in plans]
+    archs = max(len(p.archs.split(";")) for p in plans)
+    return expected(packages, archs, min(p.jobs for p in plans))
+
+
+def pair_time(plans: list[Any]) -> str:
+    """The note a pair's plan ends with: the expected time of both at once."""
+    estimate = pair_estimate(plans)
+    return (
+        f"the pair compiles at once: about {estimate.seconds:.0f} s with {estimate.jobs} jobs "
+        f"on {estimate.cores} cores"
+    )
 
 
 def _mamba_version(options: BuildOptions) -> Version:

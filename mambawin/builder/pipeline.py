@@ -21,15 +21,17 @@ from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
 from mambawin.atomic import staging_dir
-from mambawin.builder import front, jobserver, metadata
+from mambawin.builder import front, jobserver, metadata, plan_facts
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.environment import build_environment
+from mambawin.builder.estimate import expected
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
+from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.builder.workspace import (
     Workspace,
     adopt_source,
@@ -44,12 +46,14 @@ from mambawin.builder.workspace import (
 from mambawin.doctor.checks import DoctorReport, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch.upstream import Checkout
+from mambawin.fetch.version_rules import read_file_version
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.toolchain.native import Toolchain
 from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
+from mambawin.wheel.naming import platform_tag, wheel_name
 from mambawin.wheel.provenance import (
     source_date_epoch,
 )
@@ -89,7 +93,7 @@ def start(
     options: BuildOptions, steps: TimedSteps, stack: ExitStack, doctor: Doctor | None
 ) -> Started:
     """Check the options, then doctor, fetch and patch into a slot held until stack closes."""
-    label_choice = _check_inputs(options)
+    label_choice = check_inputs(options)
     staging = stack.enter_context(staging_dir(builds_root(), ".fetch-"))
     prepared, _ = _prepare(options, steps, staging, doctor or run_doctor)
     # One build per build folder: a second one would share its objects, wheel and record.
@@ -110,12 +114,13 @@ def build_started(started: Started) -> BuildResult:
     return started.finish(compiled)
 
 
-def _check_inputs(options: BuildOptions) -> str | None:
+def check_inputs(options: BuildOptions) -> str | None:
     """Every input a build reads, checked before any work (the options, MAMBAWIN_KEEP_MB,
-    SOURCE_DATE_EPOCH, --out); the local version label the options choose."""
+    SOURCE_DATE_EPOCH, MAX_JOBS, --out); the local version label the options choose."""
     label_choice = check_options(options)
-    keep_limit()  # both are read again where they are used
+    keep_limit()  # these are read again where they are used
     source_date_epoch()
+    resolve_jobs(options.jobs, 1)  # MAX_JOBS
     check_out(options.out, len(options.archs), options.keep_complex)
     return label_choice
 
@@ -135,6 +140,10 @@ def _finish(
             fixed = metadata.rewrite(
                 compiled.wheel, out_staging, prepared, label_choice, options, stats
             )
+        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
+        named = planned_wheel(prepared.workspace.src, prepared, label, options)
+        if fixed.name != named:  # the plan, matrix and the workflow would have named another
+            steps.note(f"warning: the wheel is {fixed.name}, where `build --plan` names {named}")
         with steps("record"):
             return _record(fixed, options.out, prepared, (compiled, stats), steps.durations)
 
@@ -142,31 +151,54 @@ def _finish(
 def plan(
     options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
 ) -> BuildPlan:
-    """Doctor, fetch and patch a throwaway copy, and read its setup.py: nothing is compiled."""
+    """What the build would do, without torch, CUDA or a compiler: the doctor's facts (assumed
+    where it found none, and said so), fetch and patch a throwaway copy, and read the patched
+    setup.py's text. Nothing is compiled, run or written (the upstream mirror aside)."""
     steps = TimedSteps(reporter or QuietReporter())
-    label_choice = _check_inputs(options)  # what the build would refuse, --plan refuses
+    label_choice = check_inputs(options)  # what the build would refuse, --plan refuses
+    with steps("doctor"):
+        facts = plan_facts.gather(options, (doctor or run_doctor)(options.archs))
     with staging_dir(builds_root(), ".plan-") as staging:
-        prepared, fetched = _prepare(options, steps, staging, doctor or run_doctor)
-        # The configure step of the shared front half, in the environment the compile gets.
-        env = build_environment(prepared.env_request(windows=False))
-        asked = front.Configure(env=env)
-        config = front.configure_front(fetched, asked, prepared.package, reporter=steps).setup
+        prepared, fetched = _prepare_with(
+            options, steps, staging, (facts.toolchain, facts.archs, facts.jobs)
+        )
+        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
+        with steps("configure"):  # setup.py's text, never run: it needs torch and nvcc
+            scan = scan_setup(fetched.tree)
+            wheel = planned_wheel(fetched.tree, prepared, label, options)
+    gencode = planned_gencode(prepared.patches, prepared.archs, scan)
+    estimate = expected(
+        [(prepared.package, options.keep_complex)], len(prepared.archs), prepared.jobs
+    )
     return BuildPlan(
         upstream=upstream_json(prepared.checkout),
         patches=[patch_json(r) for r in prepared.patches.results],
         archs=format_archs(prepared.archs),
-        ext_name=config.ext_name,
-        units=list(config.sources),
-        gencode=list(config.gencode),
-        nvcc_flags=list(config.nvcc_flags),
+        ext_name=scan.ext_name,
+        units=list(scan.sources),
+        gencode=list(gencode),
+        nvcc_flags=[f for g in gencode for f in ("-gencode", g)]
+        + ["--threads", str(prepared.nvcc_threads)],
         jobs=prepared.jobs,
         nvcc_threads=prepared.nvcc_threads,
         key=prepared.key,
         build_dir=prepared.workspace.root,
         reuses_objects=holds(prepared.workspace, prepared.key),
-        local_version=metadata.local_label(label_choice, metadata.provenance_of(prepared, options)),
+        local_version=label,
         package=prepared.package.name,
+        wheel=wheel,
+        facts=[f.to_json() for f in facts.facts],
+        unchecked=list(facts.unchecked),
+        estimate=estimate.to_json(),
     )
+
+
+def planned_wheel(tree: Path, prepared: Prepared, label: str | None, options: BuildOptions) -> str:
+    """The file name the build of tree writes (wheel/naming.py): the version upstream's version
+    file declares (setup.py's, not the tag's), the label, this Python and this platform."""
+    version = read_file_version(tree, prepared.package)
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return wheel_name(prepared.package, version, label, python, options.abi, platform_tag())
 
 
 def _prepare(
@@ -175,7 +207,18 @@ def _prepare(
     """doctor, then the front half every backend shares (builder/front.py: fetch, patch) on a
     throwaway checkout in staging, patched in place; what the build decides from them."""
     with steps("doctor"):
-        toolchain, archs, jobs = _doctor(options, steps, doctor)
+        decided = _doctor(options, steps, doctor)
+    return _prepare_with(options, steps, staging, decided)
+
+
+def _prepare_with(
+    options: BuildOptions,
+    steps: TimedSteps,
+    staging: Path,
+    decided: tuple[Toolchain, tuple[Arch, ...], int],
+) -> tuple[Prepared, front.Front]:
+    """fetch and patch (builder/front.py) for the toolchain, archs and jobs decided."""
+    toolchain, archs, jobs = decided
     request = front.FrontRequest(
         package=options.package,
         repo=options.upstream_repo,

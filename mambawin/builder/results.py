@@ -85,6 +85,15 @@ class BuildPlan:
     reuses_objects: bool
     local_version: str | None
     package: str = MAMBA.name
+    # The file name the build writes (wheel/naming.py, as `matrix` names it); None where the
+    # backend's plan does not name it.
+    wheel: str | None = None
+    # Each input the plan used: {name, value, source: found | given | assumed, note}.
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # doctor checks that failed or skipped
+    # The expected wall time from measured builds (builder/estimate.py): {seconds, jobs, archs,
+    # basis}; None where not estimated.
+    estimate: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --plan --json` form."""

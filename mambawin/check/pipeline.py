@@ -28,6 +28,7 @@ from mambawin.builder.front import (
 )
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
+from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.check.closure import Closure, check_closure
 from mambawin.check.units import (
     UnitResult,
@@ -194,25 +195,28 @@ def check_windows(
 
 
 def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> BuildPlan:
-    """What `check --windows` would compile, from the shared front half: nothing is compiled
-    and wine is never started (`check --windows --plan`, the plan every backend prints)."""
+    """What `check --windows` would compile, read from the patched setup.py's text as every plan
+    is (builder/setup_scan.py): nothing is compiled or run, wine is never started, no torch is
+    needed (`check --windows --plan`, the plan every backend prints)."""
     problems = missing_parts(options.toolchain)
     if problems:
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
-    with _front(options, reporter) as front:
-        config = front.setup
-        flags = list(config.nvcc_flags)
-        threads = int(flags[flags.index("--threads") + 1]) if "--threads" in flags else 1
-        units = [s for s in config.sources if not options.units or Path(s).name in options.units]
+    with _front(options, reporter, configure=False) as front:
+        scan = scan_setup(front.tree)
+        gencode = planned_gencode(front.patches, options.archs, scan)
+        # The check's compile gets setup.py's own flags: NVCC_THREADS from the environment (the
+        # nvcc-threads patch reads it), else setup.py's default.
+        threads = int(os.environ.get("NVCC_THREADS") or scan.threads or 1)
+        units = [s for s in scan.sources if not options.units or Path(s).name in options.units]
         mode = "stock" if options.stock else "patched"
         return BuildPlan(
             upstream=upstream_json(front.checkout),
             patches=[patch_json(r) for r in front.patches.results],
             archs=format_archs(options.archs),
-            ext_name=config.ext_name,
+            ext_name=scan.ext_name,
             units=units,
-            gencode=list(config.gencode),
-            nvcc_flags=flags,
+            gencode=list(gencode),
+            nvcc_flags=[f for g in gencode for f in ("-gencode", g)] + ["--threads", str(threads)],
             jobs=options.jobs,
             nvcc_threads=threads,
             key="",  # the check keeps no objects keyed by its inputs
@@ -223,16 +227,18 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
         )
 
 
-def _front(options: CheckOptions, reporter: Reporter | None) -> AbstractContextManager[Front]:
-    """The shared front half in the check's cache folder, configured as win32; its objects
-    folders (objs-patched, objs-stock) are the check's own entries there."""
+def _front(
+    options: CheckOptions, reporter: Reporter | None, *, configure: bool = True
+) -> AbstractContextManager[Front]:
+    """The shared front half in the check's cache folder, configured as win32 (not for the
+    plan); its objects folders (objs-patched, objs-stock) are the check's own entries there."""
     request = FrontRequest(
         package=options.package,
         repo=options.repo,
         ref=options.ref,
         source_from=options.source_from,
         patch=PatchOptions(archs=options.archs),
-        configure=Configure(platform=WINDOWS_PLATFORM),
+        configure=Configure(platform=WINDOWS_PLATFORM) if configure else None,
     )
     return windows_front(request, "check", ("objs-*",), reporter=reporter)
 

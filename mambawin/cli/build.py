@@ -10,6 +10,7 @@ import typer
 from mambawin.abi import ABIS
 from mambawin.builder import backends
 from mambawin.builder.backends import help_of
+from mambawin.builder.options import DEFAULT_OUT
 from mambawin.cli.app import command, examples, print_json, split_values
 from mambawin.cli.options import (
     FROM,
@@ -54,7 +55,7 @@ def build_command(
             "--with",
             rich_help_panel=WHAT,
             help=help_of("--with"),
-            show_default="REF: the newest release that fits the mamba-ssm version",
+            show_default="causal-conv1d (the newest release that fits) with mamba-ssm",
         ),
     ] = None,
     with_repo: Annotated[
@@ -71,7 +72,7 @@ def build_command(
             "--arch", rich_help_panel=WHAT, help=help_of("--arch"), show_default="this GPU"
         ),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", help=help_of("--out"))] = Path("dist"),
+    out: Annotated[Path, typer.Option("--out", help=help_of("--out"))] = DEFAULT_OUT,
     jobs: Annotated[int | None, jobs_option("$MAX_JOBS, else doctor's")] = None,
     nvcc_threads: Annotated[
         int | None,
@@ -219,22 +220,22 @@ def build_command(
     def run(options: BuildOptions, reporter: Reporter) -> BuildPlan | BuildResult:
         return stage(options, reporter=reporter, doctor=doctor)
 
-    if with_ is None and with_repo is not None:
-        raise UsageError("--with-repo names where --with's causal-conv1d comes from: add --with")
+    companion = pair.companion_of(options.package, with_, with_repo)
     results: list[BuildPlan | BuildResult]
-    if with_ is None:
+    if companion is None:
         results = [run(options, reporter)]
     elif plan_only:  # --plan compiles nothing: each package planned in turn
-        results = pair.run_pair(options, pair.parse_with(with_, with_repo), reporter, run)
+        results = pair.run_pair(options, companion, reporter, run)
     else:  # both packages compile at once, in one job pool
-        both = pair.pair_options(options, pair.parse_with(with_, with_repo), reporter)
+        both = pair.pair_options(options, companion, reporter)
         results = list(pooled.build_together(both, reporter, doctor=doctor))
     if as_json:
-        data = results[0].to_json() if with_ is None else pair.pair_json(results)
-        print_json(data)
+        print_json(results[0].to_json() if companion is None else pair.pair_json(results))
         return
     for result in results:
         reporter.summary(result)
+    if companion is not None and plan_only:
+        reporter.note(pair.pair_time(results))
 
 
 @command(

@@ -29,15 +29,18 @@ from mambawin.builder.front import (
 from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
+from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.check.units import WineTools
 from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
 from mambawin.fetch.upstream import Checkout
+from mambawin.fetch.version_rules import read_file_version
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT
 from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.pytorch import package_version
 from mambawin.toolchain.wine import WindowsToolchain
+from mambawin.wheel.naming import wheel_name
 from mambawin.wheel.provenance import Provenance, read_provenance, record
 
 WINDOWS = "win_amd64"
@@ -78,10 +81,15 @@ class WindowsTree:
 
 @contextmanager
 def windows_tree(
-    options: BuildOptions, toolchain: WindowsToolchain, *, reporter: Reporter | None = None
+    options: BuildOptions,
+    toolchain: WindowsToolchain,
+    *,
+    reporter: Reporter | None = None,
+    configure: bool = True,
 ) -> Iterator[WindowsTree]:
     """The shared front half for the stable ABI, with the .dist-info for the wheel, under the
-    work folder's lock (held while the caller compiles or plans)."""
+    work folder's lock (held while the caller compiles or plans). configure=False (the plan)
+    never runs setup.py: it needs a torch of its own."""
     request = FrontRequest(
         package=options.package,
         repo=options.upstream_repo,
@@ -92,7 +100,9 @@ def windows_tree(
             env=configure_env_of(options),
             platform=WINDOWS_PLATFORM,
             wheel_tag=f"py3-none-{WINDOWS}",
-        ),
+        )
+        if configure
+        else None,
     )
     with windows_front(request, "cross", ("objs",), reporter=reporter) as front:
         cuda = toolchain.cuda_version() or ""
@@ -152,25 +162,34 @@ def build_windows(
 def plan_windows(
     options: BuildOptions, toolchain: WindowsToolchain, *, reporter: Reporter | None = None
 ) -> BuildPlan:
-    """What the cross build would compile, from its patched and configured tree: nothing is
-    compiled, and wine is never started."""
-    with windows_tree(options, toolchain, reporter=reporter) as prepared:
-        config = prepared.front.setup
+    """What the cross build would compile, read from its patched tree's setup.py text (as the
+    native plan: builder/setup_scan.py): nothing is compiled or run, wine is never started, and
+    no torch is needed."""
+    with windows_tree(options, toolchain, reporter=reporter, configure=False) as prepared:
+        front = prepared.front
+        scan = scan_setup(front.tree)
+        label = prepared.provenance.label
+        version = read_file_version(front.tree, options.package)
+        wheel = wheel_name(options.package, version, label, "", "stable", WINDOWS)
+        gencode = planned_gencode(front.patches, options.archs, scan)
+        threads = nvcc_threads(options, options.archs)
+        jobs = resolve_jobs(options.jobs, None)
         return BuildPlan(
             upstream=upstream_json(prepared.checkout),
-            patches=[patch_json(r) for r in prepared.front.patches.results],
+            patches=[patch_json(r) for r in front.patches.results],
             archs=format_archs(options.archs),
-            ext_name=config.ext_name,
-            units=list(config.sources),
-            gencode=list(config.gencode),
-            nvcc_flags=list(config.nvcc_flags),
-            jobs=resolve_jobs(options.jobs, None),
-            nvcc_threads=nvcc_threads(options, options.archs),
+            ext_name=scan.ext_name,
+            units=list(scan.sources),
+            gencode=list(gencode),
+            nvcc_flags=[f for g in gencode for f in ("-gencode", g)] + ["--threads", str(threads)],
+            jobs=jobs,
+            nvcc_threads=threads,
             key="",  # the cross build keeps no object cache keyed by its inputs
-            build_dir=prepared.front.work / "objs",
+            build_dir=front.work / "objs",
             reuses_objects=False,
-            local_version=prepared.provenance.label,
+            local_version=label,
             package=options.package.name,
+            wheel=wheel,
         )
 
 

@@ -49,8 +49,8 @@ index = "https://download.pytorch.org/whl/cu130"
 
 [[torch]]
 version = "2.9.1"
-cuda = "12.8"
-index = "https://download.pytorch.org/whl/cu128"
+cuda = "13.0"
+index = "https://download.pytorch.org/whl/cu130"
 
 [options]
 keep_complex = false   # true keeps mamba's complex-weight kernels (a much longer build)

@@ -118,8 +118,8 @@ def render(spec: Spec, cells: Sequence[Cell], options: WorkflowOptions) -> str:
     if not chosen:
         why = next((f": {c.id} is impossible: {c.reason}" for c in cells if c.reason), "")
         msg = (
-            f"{spec.path}: no cell can be built on a Windows runner (no win_amd64 cell, or "
-            f"every one impossible){why}; see `mambawin matrix`"
+            f"{spec.at('platforms')}: no cell can be built on a Windows runner (no win_amd64 "
+            f"cell, or every one impossible){why}; see `mambawin matrix`"
         )
         raise UsageError(msg)
     workflow = _workflow(spec, chosen, options)
@@ -251,7 +251,7 @@ def _build_jobs(
 def _build_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
     """A build matrix entry plus the toolchain it builds with: the CUDA wheels for its torch's
     CUDA, and the Actions cache key of that toolchain folder."""
-    cuda = toolchain_cuda(cell.torch.cuda)
+    cuda = toolchain_cuda(cell.torch.cuda, spec.torch_at(cell.torch, "cuda"))
     return {
         **matrix_entry(cell, spec, artifact),
         "toolchain_cuda": cuda,
@@ -354,7 +354,7 @@ extra=()
     + """\
 # A stable cell's wheel serves every Python and torch >= the floor, under the matrix's label.
 if [ "$ABI" = "stable" ]; then extra+=(--local-version "$LOCAL_VERSION"); fi
-mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" \\
+mambawin build --package "$PACKAGE" --with none --repo "$REPO" --ref "$REF" \\
   --arch "$ARCHS" --cache --out wheelhouse "${extra[@]}"
 """
 )

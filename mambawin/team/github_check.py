@@ -47,7 +47,7 @@ def refuse_gpu_arch(spec: Spec) -> None:
     if arch is None or any(a.runs_on(arch.capability) for a in spec.archs):
         return
     msg = (
-        f"{spec.path}: [ci] windows_gpu_arch {arch.major}.{arch.minor} ({arch.sm}, the GPU of "
+        f"{spec.at('ci', 'windows_gpu_arch')}: {arch.major}.{arch.minor} ({arch.sm}, the GPU of "
         f"{spec.ci.windows_gpu_runner}) runs none of archs {format_archs(spec.archs)}: add "
         f'"{arch.number}" to archs, or name a runner whose GPU the wheels carry code for'
     )
@@ -136,8 +136,9 @@ def check_job(
     entries = check_entries(spec, cells)
     if len(entries) > MATRIX_LIMIT:
         msg = (
-            f"{spec.path}: the check job would verify {len(entries)} Python x torch pairs, over "
-            f"GitHub's {MATRIX_LIMIT} per matrix: name fewer pythons or torches, or remove [ci]"
+            f"{spec.at('ci')}: the check job would verify {len(entries)} Python x torch pairs, "
+            f"over GitHub's {MATRIX_LIMIT} per matrix: name fewer pythons or torches, or remove "
+            "[ci]"
         )
         raise UsageError(msg)
     env = {"PYTHONUTF8": "1"}

@@ -55,21 +55,23 @@ def refuse_cross(spec: Spec, cells: Sequence[Cell]) -> None:
     """UsageError (one line: what, and how to fix it) for a spec the cross build cannot build."""
     if spec.options.abi != "stable":
         msg = (
-            f"{spec.path}: --build-on linux cross-builds stable-ABI wheels only: add "
+            f"{spec.at('options', 'abi')}: --build-on linux cross-builds stable-ABI wheels "
+            "only: add "
             'abi = "stable" under [options], or drop --build-on linux'
         )
         raise UsageError(msg)
     for key in _NOT_APPLIED:
         if getattr(spec.options, key) != getattr(Options, key):
             msg = (
-                f"{spec.path}: [options] {key} is not applied by the Linux cross build "
+                f"{spec.at('options', key)}: not applied by the Linux cross build "
                 "(`mambawin build --platform win_amd64`): remove it, or drop --build-on linux"
             )
             raise UsageError(msg)
     for cell in cells:
         if cell.torch.cuda not in CUDA_WHEELS:
             msg = (
-                f"{spec.path}: {cell.id} builds with torch {cell.torch.version} for CUDA "
+                f"{spec.torch_at(cell.torch, 'cuda')}: {cell.id} builds with torch "
+                f"{cell.torch.version} for CUDA "
                 f"{cell.torch.cuda}, and the Linux cross build has the Windows CUDA "
                 f"{', '.join(CUDA_WHEELS)} only (`mambawin toolchain windows --cuda`): use a "
                 "[[torch]] for CUDA 13.0 (a CUDA major's oldest torch builds its stable wheel), "

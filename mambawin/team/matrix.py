@@ -19,7 +19,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
+from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
 from mambawin.archs import Arch, format_archs
 from mambawin.builder import backends
 from mambawin.builder.options import BuildOptions
@@ -33,6 +33,7 @@ from mambawin.patch.registry import own_ids
 from mambawin.team import compat
 from mambawin.team.spec import PackageSpec, Spec, TorchSpec
 from mambawin.versions import release
+from mambawin.wheel import naming
 from mambawin.wheel.provenance import local_version_label
 from mambawin.wheel.provenance import stable_label as wheel_stable_label
 
@@ -212,9 +213,9 @@ def stable_label(cuda: str) -> str:
 
 def stable_wheel_name(package: PackageSpec, version: str, torch: TorchSpec, platform: str) -> str:
     """The file name of a stable cell's wheel: py3-none-<platform>, the stable label."""
-    dist = package.upstream.import_name
-    tags = f"{STABLE_PYTHON_TAG}-{STABLE_ABI_TAG}-{platform}"
-    return f"{dist}-{Version(version).public}+{stable_label(torch.cuda)}-{tags}.whl"
+    return naming.wheel_name(
+        package.upstream, version, stable_label(torch.cuda), "", "stable", platform
+    )
 
 
 def _noted(cell: Cell, note: str) -> Cell:
@@ -230,9 +231,7 @@ def wheel_name(
 ) -> str:
     """The file name mambawin build writes for this cell (local label as `build` sets it)."""
     label = local_version_label(torch.cuda, torch.version)
-    tag = "cp" + python.replace(".", "")
-    dist = package.upstream.import_name  # PEP 427: the wheel name's '-' becomes '_'
-    return f"{dist}-{Version(version).public}+{label}-{tag}-{tag}-{platform}.whl"
+    return naming.wheel_name(package.upstream, version, label, python, "torch", platform)
 
 
 def _cell(

@@ -9,9 +9,8 @@ environment's torch. A failed cell (or environment) is recorded and the next one
 from __future__ import annotations
 
 import re
-import sysconfig
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mambawin import proc
@@ -24,6 +23,7 @@ from mambawin.status import Status
 from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
 from mambawin.team.spec import Spec
+from mambawin.wheel import naming
 
 BUILT, SKIPPED, FAILED, ELSEWHERE = "built", "skipped", "failed", "elsewhere"
 CELL_TIMEOUT = 6 * 3600  # a cold build of every arch on a small machine takes hours
@@ -35,7 +35,7 @@ class RunOptions:
 
     jobs: int | None = None
     force: bool = False  # passed on to each build: go on past failed doctor checks
-    platform: str = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    platform: str = field(default_factory=naming.platform_tag)
     envs_root: Path | None = None  # default: the cache's envs/
 
 
@@ -231,7 +231,9 @@ def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> lis
         "--local-version",
         label,
     ]
-    argv += package_args(cell.package.name) + backends.spec_args(cell_options(cell, spec))
+    # One cell is one wheel: `--with none`, or build would add causal-conv1d to mamba-ssm's.
+    argv += [*package_args(cell.package.name), "--with", "none"]
+    argv += backends.spec_args(cell_options(cell, spec))
     argv += ["--jobs", str(options.jobs)] if options.jobs else []
     argv += ["--force"] if options.force else []
     return argv

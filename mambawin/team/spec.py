@@ -125,6 +125,37 @@ class Spec:
     index: str | None = None  # a `mambawin index` folder or URL already serving wheels
     options: Options = field(default_factory=Options)
     ci: CiSpec = field(default_factory=CiSpec)
+    # The line of every table and key written in the file, by its path (('torch', 1, 'cuda') →
+    # 9): tomllib gives none, spec_reader finds them, a refusal after reading names them.
+    lines: Mapping[tuple[str | int, ...], int] = field(default_factory=dict, compare=False)
+
+    def at(self, *where: str | int) -> str:
+        """Where a key is written, as a refusal starts: `spec.toml:9: torch[1].cuda` (the line
+        of its nearest enclosing table when the key itself is not written; the file alone when
+        neither is)."""
+        line = find_line(self.lines, where)
+        place = f"{self.path}:{line}" if line else str(self.path)
+        return f"{place}: {dotted(where)}" if where else place
+
+    def torch_at(self, torch: TorchSpec, key: str) -> str:
+        """`at` for a key of this [[torch]] table (its first, where two name one torch)."""
+        return self.at("torch", self.torches.index(torch), key)
+
+
+def find_line(lines: Mapping[tuple[str | int, ...], int], where: tuple[str | int, ...]) -> int:
+    """The line of the key, else of its nearest enclosing table; 0 when none is written."""
+    for size in range(len(where), 0, -1):
+        if where[:size] in lines:
+            return lines[where[:size]]
+    return 0
+
+
+def dotted(where: tuple[str | int, ...]) -> str:
+    """A key's path as written in messages: `torch[1].cuda`, `options.abi`."""
+    text = ""
+    for part in where:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
 
 
 # ---- the keys a spec may have: the one list the reader checks and docs/team.md shows ------------

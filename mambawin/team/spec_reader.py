@@ -38,6 +38,8 @@ from mambawin.team.spec import (
     PackageSpec,
     Spec,
     TorchSpec,
+    dotted,
+    find_line,
 )
 
 if sys.version_info >= (3, 11):
@@ -74,9 +76,9 @@ class _Reader:
         self.lines = _key_lines(text)
 
     def fail(self, where: tuple[str | int, ...], problem: str) -> SpecError:
-        line = _find_line(self.lines, where)
+        line = find_line(self.lines, where)
         at = f"{self.path}:{line}" if line else str(self.path)
-        return SpecError(f"{at}: {_dotted(where)}: {problem}")
+        return SpecError(f"{at}: {dotted(where)}: {problem}")
 
     def spec(self, data: dict[str, Any]) -> Spec:
         self.known(data, (), tuple(k.toml_name for k in SPEC_KEYS))
@@ -93,6 +95,7 @@ class _Reader:
             index=index if index is None or _URL.match(index) else str(base / index),
             options=self.options(data.get("options", {})),
             ci=self.ci(data.get("ci", {})),
+            lines=self.lines,
         )
 
     # -- sections --
@@ -287,19 +290,19 @@ class _Reader:
         if key not in table:
             raise self.fail(
                 where,
-                f"missing: the spec needs {_dotted(where)} (`mambawin init` writes an example)",
+                f"missing: the spec needs {dotted(where)} (`mambawin init` writes an example)",
             )
         return table[key]
 
     def table(self, value: object, where: tuple[str | int, ...]) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise self.fail(where, f"must be a table ([{_dotted(where)}]), got {_type_name(value)}")
+            raise self.fail(where, f"must be a table ([{dotted(where)}]), got {_type_name(value)}")
         return value
 
     def tables(self, value: object, where: tuple[str | int, ...]) -> list[dict[str, Any]]:
         if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
             raise self.fail(
-                where, f"must be one or more [[{_dotted(where)}]] tables, got {_type_name(value)}"
+                where, f"must be one or more [[{dotted(where)}]] tables, got {_type_name(value)}"
             )
         return value
 
@@ -395,21 +398,6 @@ def _key_lines(text: str) -> dict[tuple[str | int, ...], int]:
 
 def _parts(dotted: str) -> list[str]:
     return [part.strip().strip("\"'") for part in _DOT.split(dotted)]
-
-
-def _find_line(lines: Mapping[tuple[str | int, ...], int], where: tuple[str | int, ...]) -> int:
-    """The line of the key, else of its nearest enclosing table; 0 when none is written."""
-    for size in range(len(where), 0, -1):
-        if where[:size] in lines:
-            return lines[where[:size]]
-    return 0
-
-
-def _dotted(where: tuple[str | int, ...]) -> str:
-    text = ""
-    for part in where:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
 
 
 def _type_name(value: object) -> str:

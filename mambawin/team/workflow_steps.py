@@ -96,10 +96,11 @@ def matrix_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
     }
 
 
-def toolchain_cuda(cuda: str) -> str:
+def toolchain_cuda(cuda: str, where: str = "") -> str:
     """The CUDA of the pip-fetched toolchain (`toolchain windows --setup --cuda`) a cell of torch's
     CUDA X.Y builds with: X.Y itself, else the newest of its major (torch refuses another CUDA
-    major, and only warns about another minor); UsageError when the major has no wheel set."""
+    major, and only warns about another minor); UsageError, led by where (the spec's
+    `file:line: key`), when the major has no wheel set."""
     major = cuda.split(".")[0]
     same = sorted((k for k in CUDA_WHEELS if k.split(".")[0] == major), key=_numeric)
     if cuda in CUDA_WHEELS:
@@ -108,6 +109,7 @@ def toolchain_cuda(cuda: str) -> str:
         return same[-1]
     known = ", ".join(sorted(CUDA_WHEELS, key=_numeric))
     msg = (
+        f"{where + ': ' if where else ''}"
         f"CUDA {cuda} has no Windows wheel set for `mambawin toolchain windows --setup` "
         f"(it has CUDA {known}): use a [[torch]] for one of those CUDA majors"
     )

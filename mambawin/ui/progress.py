@@ -221,10 +221,17 @@ def _show_build(result: BuildResult) -> None:
 def _show_plan(plan: BuildPlan) -> None:
     up = plan.upstream
     ui.out.print(
-        f"[bold]mamba {up['version']}[/] from {up['repo']} "
+        f"[bold]{plan.package} {up['version']}[/] from {up['repo']} "
         f"{up['ref'] or ''} at {up['commit'] or '(no git commit)'}",
         soft_wrap=True,
     )
+    if plan.wheel:
+        ui.out.print(f"wheel   {plan.wheel}", soft_wrap=True)
+    for fact in plan.facts:
+        note = f" ({fact['note']})" if fact.get("note") else ""
+        ui.out.print(f"{fact['name']:<9}{fact['value']}: {fact['source']}{note}", soft_wrap=True)
+    for line in plan.unchecked:
+        ui.out.print(f"not checked: {line}", soft_wrap=True)
     rows = [(p["id"], p["status"], ", ".join(p["files"])) for p in plan.patches]
     title = "patches (dry run on a throwaway copy)"
     ui.out.print(ui.Fitted(title, ("patch", "status", "files"), rows))
@@ -239,6 +246,10 @@ def _show_plan(plan: BuildPlan) -> None:
     ui.out.print(f"jobs    {plan.jobs} (MAX_JOBS), nvcc --threads {plan.nvcc_threads}")
     reuse = "its objects will be reused" if plan.reuses_objects else "new"
     ui.out.print(f"folder  {plan.build_dir} ({reuse})", soft_wrap=True)
-    ui.out.print(
-        f"version {up['version']}" + (f"+{plan.local_version}" if plan.local_version else "")
-    )
+    if plan.estimate:
+        ui.out.print(
+            f"time    about {plan.estimate['seconds']} s with {plan.estimate['jobs']} jobs on "
+            f"{plan.estimate['cores']} cores "
+            f"({plan.estimate['basis']})",
+            soft_wrap=True,
+        )
