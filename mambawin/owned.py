@@ -26,6 +26,7 @@ import os
 import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from fnmatch import fnmatch
@@ -267,15 +268,49 @@ CACHE_VAR = "MAMBAWIN_CACHE_DIR"
 def cache_dir() -> Path:
     """The user's cache folder for mambawin; MAMBAWIN_CACHE_DIR overrides it (tests, CI).
 
-    FileSystemError when something that is not a folder stands there: every command that uses
-    the cache stops on it the same way, before any work."""
+    FileSystemError when something that is not a folder stands there or above it (the cache
+    could never be made): every use of the cache stops on it the same way."""
     override = env_path(CACHE_VAR)
     path = override or Path(platformdirs.user_cache_dir("mambawin", False))
-    if os.path.lexists(path) and not path.is_dir():
+    blocker = _not_a_folder(path)
+    if blocker is not None:
         where = f"{CACHE_VAR}={path}" if override else f"mambawin's cache folder {path}"
+        under = f"lies under {blocker}, which is no folder"
+        under = "is not a folder" if blocker == path else under
         msg = (
-            f"{where} is not a folder (a file, a FIFO or a broken link stands there): "
+            f"{where} {under} (a file, a FIFO or a broken link stands there): "
             f"point {CACHE_VAR} at a folder, or move that file away"
         )
         raise FileSystemError(msg)
+    return path
+
+
+def _not_a_folder(path: Path) -> Path | None:
+    """The nearest existing path of path and its parents when it is no folder (followed), else
+    None: a file there makes every folder below it impossible."""
+    for place in (path, *path.parents):
+        if os.path.lexists(place):
+            return None if place.is_dir() else place
+    return None
+
+
+def usable_cache() -> Path:
+    """The cache folder, made and proven writable: the one check every command that uses the
+    cache runs before any work (the `command` decorator's cache=True), so a cache under a file or
+    on a read-only disk stops at once, not after minutes of work or never (a listing)."""
+    path = cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # a real write, not os.access: a read-only mount or an ACL is what a build would meet
+        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=path)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        where = f"{CACHE_VAR}={path}" if os.environ.get(CACHE_VAR) else f"mambawin's cache {path}"
+        reason = exc.strerror or type(exc).__name__
+        msg = (
+            f"{where} cannot be written ({reason}): point {CACHE_VAR} at a folder you can "
+            "write to, or fix that folder's permissions"
+        )
+        raise FileSystemError(msg) from None
     return path

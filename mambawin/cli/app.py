@@ -20,6 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from mambawin import __version__
 from mambawin.errors import MambawinError, UsageError, os_error
+from mambawin.owned import usable_cache
 from mambawin.ui.console import console, out, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -211,11 +212,16 @@ def _root(
 
 
 def command(
-    name: str | None = None, *, group: typer.Typer | None = None, **kwargs: Any
+    name: str | None = None,
+    *,
+    group: typer.Typer | None = None,
+    cache: bool = False,
+    **kwargs: Any,
 ) -> Callable[[F], F]:
     """Register a command whose MambawinError becomes one red line and that error's exit code.
 
     group: a sub-command group (`mambawin ci github`) instead of the top level.
+    cache: the command uses mambawin's cache; it is checked (a folder, writable) before any work.
 
     With --json (the command's `as_json` parameter) the error is also a JSON document on stdout.
     """
@@ -225,6 +231,8 @@ def command(
         def wrapper(*args: Any, **kw: Any) -> Any:
             try:
                 try:
+                    if cache:
+                        usable_cache()
                     return fn(*args, **kw)
                 except OSError as exc:
                     # The backstop: a core module that knows its action raises os_error itself.

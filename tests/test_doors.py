@@ -1,0 +1,159 @@
+"""One door per rule: the Windows toolchain root, the cache folder, boolean variables and the
+causal-conv1d pair are each checked by one function that every command uses, before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mambawin import owned
+from mambawin.cli import app
+from mambawin.errors import FileSystemError, UsageError
+from mambawin.toolchain import wine
+from tests.test_toolchain_export import make_toolchain
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+# ---- the Windows toolchain root: one rule for ';' (and, under wine, '\') -------------------------
+
+ROOT_COMMANDS = [
+    ("verify", "{wheel}", "--windows-root", "{root}"),
+    ("check", "--windows", "--windows-root", "{root}", "--plan"),
+    ("build", "--platform", "win_amd64", "--abi", "stable", "--windows-root", "{root}", "--plan"),
+    ("toolchain", "windows", "--setup", "--root", "{root}"),
+    ("toolchain", "windows", "--root", "{root}"),
+    ("toolchain", "windows", "--root", "{root}", "--env", "github"),
+]
+
+
+@pytest.mark.parametrize("name", ["tc;evil", ";", "a;b;c", "tc\\evil", "x\\"])
+@pytest.mark.parametrize("command", ROOT_COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_a_root_holding_a_list_separator_is_refused_by_every_command(
+    name: str, command: tuple[str, ...], tmp_path: Path
+) -> None:
+    # INCLUDE, LIB and wine's path were split at the ';' by verify, check and --setup
+    root = make_toolchain(tmp_path / name)
+    wheel = tmp_path / "mamba_ssm-2.2.6-cp310-abi3-win_amd64.whl"
+    wheel.write_bytes(b"")
+    args = [a.format(root=root, wheel=wheel) for a in command]
+    code, stdout, stderr = _cli(*args)
+    assert code == UsageError.exit_code, stdout + stderr
+    assert "holds a '" in stderr and "error:" in stderr
+    assert not (root / "prefix").exists()  # nothing set up, nothing fetched
+
+
+def test_a_root_reached_through_a_link_is_checked_where_it_leads(tmp_path: Path) -> None:
+    make_toolchain(tmp_path / "real;x")
+    (tmp_path / "plain").symlink_to(tmp_path / "real;x")
+    assert wine.separator_problem(tmp_path / "plain") is not None  # wine spells the target
+    assert wine.separator_problem(tmp_path / "real") is None
+
+
+def test_a_relative_root_is_checked_as_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "work;dir").mkdir()
+    monkeypatch.chdir(tmp_path / "work;dir")
+    with pytest.raises(UsageError, match="holds a ';'"):
+        wine.toolchain_at(Path("tc"))
+
+
+def test_the_cache_toolchain_is_checked_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(owned.CACHE_VAR, str(tmp_path / "cache;x"))
+    with pytest.raises(UsageError, match="holds a ';'"):
+        wine.whole_root(None, "drop it")
+
+
+@pytest.mark.parametrize("name", ["tc", "tc with spaces", "tc,comma", "tc:colon", "tc#"])
+def test_other_characters_are_not_list_separators(name: str, tmp_path: Path) -> None:
+    assert wine.separator_problem(tmp_path / name) is None
+
+
+# ---- the cache folder: under a file, a FIFO, read-only: refused before any work ------------------
+
+CACHE_COMMANDS = [
+    ("cache",),
+    ("cache", "--json"),
+    ("cache", "--prune"),
+    ("verify", "{wheel}"),
+    ("fetch", "--ref", "v2.2.4"),
+    ("check", "--windows", "--plan"),
+    ("toolchain", "windows"),
+    ("toolchain", "linux"),
+]
+
+
+def _blocked(kind: str, tmp_path: Path) -> Path:
+    blocker = tmp_path / "blocker"
+    if kind == "file":
+        blocker.write_text("mine\n")
+    elif kind == "fifo":
+        os.mkfifo(blocker)
+    else:
+        blocker.symlink_to(tmp_path / "nowhere")
+    return blocker
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "broken link"])
+@pytest.mark.parametrize("command", CACHE_COMMANDS, ids=" ".join)
+def test_a_cache_under_a_non_folder_stops_every_command_at_once(
+    kind: str, command: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = _blocked(kind, tmp_path)
+    monkeypatch.setenv(owned.CACHE_VAR, str(blocker / "deeper" / "cache"))
+    wheel = tmp_path / "mamba_ssm-2.2.6-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    code, stdout, stderr = _cli(*(a.format(wheel=wheel) for a in command))
+    assert code == FileSystemError.exit_code, stdout + stderr  # `cache` was exit 0
+    assert f"lies under {blocker}, which is no folder" in stderr
+    assert stderr.rstrip().splitlines()[-1].startswith("error:")
+    if "--json" in command:
+        assert json.loads(stdout)["exit_code"] == FileSystemError.exit_code
+    assert "static" not in stderr  # verify ran none of its steps
+    if kind == "file":
+        assert blocker.read_text() == "mine\n"
+
+
+def test_a_read_only_cache_is_refused_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not Path("/sys/kernel").is_dir():
+        pytest.skip("needs /sys, read-only even for root (Linux)")
+    monkeypatch.setenv(owned.CACHE_VAR, "/sys/mambawin-cache")
+    code, _, stderr = _cli("cache")
+    assert code == FileSystemError.exit_code
+    assert "MAMBAWIN_CACHE_DIR=/sys/mambawin-cache cannot be written" in stderr
+
+
+def test_a_cache_without_write_permission_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes whatever the permission bits say")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    monkeypatch.setenv(owned.CACHE_VAR, str(cache))
+    try:
+        code, _, stderr = _cli("cache", "--prune")
+    finally:
+        cache.chmod(stat.S_IRWXU)
+    assert code == FileSystemError.exit_code and "cannot be written" in stderr
+    assert list(cache.iterdir()) == []  # the probe left nothing
+
+
+def test_a_usable_cache_keeps_no_probe_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(owned.CACHE_VAR, str(tmp_path / "new" / "cache"))
+    assert owned.usable_cache() == tmp_path / "new" / "cache"
+    assert list((tmp_path / "new" / "cache").iterdir()) == []
