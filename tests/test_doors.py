@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,10 @@ from mambawin import owned
 from mambawin.cli import app
 from mambawin.errors import FileSystemError, UsageError
 from mambawin.toolchain import wine
+from mambawin.userfile import env_flag
+from mambawin.verify import resolve
+from mambawin.wheel.guard import SKIP_GUARD_ENV, Built, set_guard
+from tests.test_install_source import example
 from tests.test_toolchain_export import make_toolchain
 
 
@@ -157,3 +163,91 @@ def test_a_usable_cache_keeps_no_probe_file(
     monkeypatch.setenv(owned.CACHE_VAR, str(tmp_path / "new" / "cache"))
     assert owned.usable_cache() == tmp_path / "new" / "cache"
     assert list((tmp_path / "new" / "cache").iterdir()) == []
+
+
+# ---- yes/no variables: one reader, in mambawin and in the guard written into wheels --------------
+
+ON = ["1", "true", "TRUE", "True", "yes", "YES", "on", "On"]
+OFF = ["", "0", "false", "FALSE", "no", "off", "OFF"]
+NEITHER = [" 1", "1 ", "2", "-1", "yes\n", "y", "t", "enable", "١", "tru", "0x1", "1.0", "\t"]
+
+
+@pytest.mark.parametrize("value", ON)
+def test_the_on_words_are_on(value: str) -> None:
+    assert env_flag("X", env={"X": value}) is True
+
+
+@pytest.mark.parametrize("value", OFF)
+def test_the_off_words_and_empty_are_off(value: str) -> None:
+    assert env_flag("X", env={"X": value}) is False
+    assert env_flag("X", env={}) is False
+
+
+@pytest.mark.parametrize("value", NEITHER)
+def test_anything_else_is_a_usage_error_naming_the_variable(value: str) -> None:
+    with pytest.raises(UsageError, match=r"^X=.* is not a yes/no value: set X=1"):
+        env_flag("X", env={"X": value})
+
+
+@pytest.mark.parametrize("value", ["0", "false", "no", "off"])
+def test_offline_0_or_false_is_online(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `MAMBAWIN_OFFLINE=0` switched offline mode on: any non-empty value did
+    monkeypatch.setenv(resolve.OFFLINE_ENV, value)
+    assert resolve.offline() is False
+
+
+@pytest.mark.parametrize("value", ["2", " 1", "yes\n"])
+def test_a_bad_offline_value_stops_verify_and_ci_before_any_work(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(resolve.OFFLINE_ENV, value)
+    wheel = tmp_path / "mamba_ssm-2.2.6-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    code, stdout, stderr = _cli("verify", str(wheel), "--json")
+    assert code == UsageError.exit_code, stdout + stderr
+    assert "MAMBAWIN_OFFLINE=" in json.loads(stdout)["error"] and "static" not in stderr
+    spec = tmp_path / "mambawin.toml"
+    example(spec)
+    out = tmp_path / "w.yml"
+    code, _, stderr = _cli("ci", "github", "--spec", str(spec), "--out", str(out))
+    assert code == UsageError.exit_code and "MAMBAWIN_OFFLINE=" in stderr
+    assert not out.exists()  # nothing written
+
+
+def _guarded_import(value: str | None, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a guarded __init__.py (a stable wheel for torch >= 2.10) against torch 2.9."""
+    source = set_guard(b"", Built("2.10", "13", at_least=True), "mamba-ssm").decode()
+    fake = types.SimpleNamespace(__version__="2.9.0", version=types.SimpleNamespace(cuda="13.0"))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    if value is None:
+        monkeypatch.delenv(SKIP_GUARD_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SKIP_GUARD_ENV, value)
+    try:
+        exec(compile(source, "__init__.py", "exec"), {})  # the file the wheel holds
+    except ImportError as exc:
+        return str(exc)
+    return "imported"
+
+
+@pytest.mark.parametrize("value", [None, *OFF])
+def test_the_installed_guard_stays_on_for_0_false_and_empty(
+    value: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `MAMBAWIN_SKIP_TORCH_CHECK=0` switched the installed wheel's guard off
+    assert "was built for torch >= 2.10" in _guarded_import(value, monkeypatch)
+
+
+@pytest.mark.parametrize("value", ON)
+def test_the_installed_guard_is_skipped_by_the_on_words(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _guarded_import(value, monkeypatch) == "imported"
+
+
+@pytest.mark.parametrize("value", ["2", " 1", "yes\n", "skip"])
+def test_the_installed_guard_names_a_value_that_is_no_yes_no(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said = _guarded_import(value, monkeypatch)
+    assert said.startswith(f"{SKIP_GUARD_ENV}={value!r} is not a yes/no value")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +10,7 @@ from rich.markup import escape
 
 from mambawin.cli.app import Group, app, command
 from mambawin.ui.console import console
-from mambawin.verify.resolve import OFFLINE_ENV
+from mambawin.verify.resolve import OFFLINE_ENV, offline
 
 ci_app = typer.Typer(
     cls=Group, no_args_is_help=True, help="Generate CI workflows that build the spec."
@@ -85,7 +84,7 @@ def github_command(
     cells = expand(loaded)
     text = github.render(loaded, cells, options)
     warning = ""
-    if check and os.environ.get(OFFLINE_ENV):
+    if check and offline():
         warning = f"{OFFLINE_ENV} is set: not checked that {source.requirement} resolves"
     elif check:
         warning = install_source.checked(source, install_source.pip_dry_run)

@@ -28,6 +28,7 @@ from mambawin.verify.gpu import gpu_steps
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels
 from mambawin.verify.report import StepResult, VerifyReport, named
+from mambawin.verify.resolve import offline
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
 from mambawin.verify.steps import (
     environment_check,
@@ -153,6 +154,7 @@ def _foreign(wheels: tuple[WheelRef, ...]) -> str | None:
 
 
 def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
+    offline()  # a MAMBAWIN_OFFLINE that is no yes/no stops here, not in the requirements step
     unknown = sorted(set(options.skip) - set(SKIPPABLE))
     if unknown:
         raise UsageError(f"--skip: unknown step {unknown[0]!r}; choose from {', '.join(SKIPPABLE)}")

@@ -11,20 +11,28 @@ scratch `--target`, which pip wants beside `--platform`). Offline, the step says
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from mambawin import proc
 from mambawin.errors import CommandError, MambawinError, UsageError
+from mambawin.userfile import env_flag
 
 Status = Literal["ok", "fail", "skip"]
 OFFLINE_ENV = "MAMBAWIN_OFFLINE"
+
+
+def offline(env: Mapping[str, str] | None = None) -> bool:
+    """Whether MAMBAWIN_OFFLINE turns pip's checks off (`0`/`false` do not); UsageError for a
+    value that is no yes/no."""
+    return env_flag(OFFLINE_ENV, env=env)
+
+
 # What pip prints when the index cannot be reached at all (DNS, no route, proxy, TLS to nowhere).
 _OFFLINE = re.compile(
     r"NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution"
@@ -134,7 +142,7 @@ def resolve_wheel(wheel: Path, *, python: str = sys.executable) -> Resolution:
     from mambawin.wheel.info import open_wheel, read_member
     from mambawin.wheel.provenance import Provenance, read_provenance
 
-    if os.environ.get(OFFLINE_ENV):
+    if offline():
         return _skipped("")
     with open_wheel(Path(wheel)) as (archive, info):
         raw = read_member(info.path, archive, info.metadata_path)
@@ -208,7 +216,7 @@ def resolve(
     timeout: float = 600.0,
 ) -> Resolution:
     """Resolve `requires` (torch excluded) for `target` with pip; never installs anything."""
-    if os.environ.get(OFFLINE_ENV):
+    if offline():
         return _skipped(target.platform)
     wanted = [text for text in requires if _name(text) != _TORCH]
     if not wanted:

@@ -12,6 +12,7 @@ from packaging.utils import canonicalize_name
 
 from mambawin import __version__
 from mambawin.errors import WheelError
+from mambawin.userfile import FLAG_OFF, FLAG_ON
 from mambawin.wheel.info import (
     WheelInfo,
 )
@@ -133,8 +134,14 @@ def _mambawin_release(text):
 
 def _mambawin_torch_guard():
     import os
-    if os.environ.get("{SKIP_GUARD_ENV}"):
+    skip = os.environ.get("{SKIP_GUARD_ENV}", "")
+    if skip.lower() in {FLAG_ON!r}:
         return
+    if skip.lower() not in {FLAG_OFF!r}:
+        raise ImportError(
+            "{SKIP_GUARD_ENV}=" + repr(skip) + " is not a yes/no value: set it to 1 to import"
+            + " without the torch check, or to 0 (or unset it) to keep the check"
+        )
     import torch
     built_torch, built_cuda = "{built.torch}", "{built.cuda}"
     found_torch = ".".join(torch.__version__.split("+")[0].split(".")[:2])
