@@ -11,15 +11,19 @@ import types
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from typer.testing import CliRunner
 
 from mambawin import owned
+from mambawin.builder import pair
+from mambawin.builder.options import BuildOptions
 from mambawin.cli import app
-from mambawin.errors import FileSystemError, UsageError
+from mambawin.errors import FileSystemError, UpstreamError, UsageError
 from mambawin.toolchain import wine
 from mambawin.userfile import env_flag
 from mambawin.verify import resolve
 from mambawin.wheel.guard import SKIP_GUARD_ENV, Built, set_guard
+from tests.test_build_causal_conv1d import CONV_TAGS, git_repo
 from tests.test_install_source import example
 from tests.test_toolchain_export import make_toolchain
 
@@ -251,3 +255,70 @@ def test_the_installed_guard_names_a_value_that_is_no_yes_no(
 ) -> None:
     said = _guarded_import(value, monkeypatch)
     assert said.startswith(f"{SKIP_GUARD_ENV}={value!r} is not a yes/no value")
+
+
+# ---- the causal-conv1d pair: one check for every spelling of a version ---------------------------
+
+
+@pytest.fixture
+def pair_mirrors(tmp_path: Path) -> tuple[Path, Path]:
+    mamba = git_repo(tmp_path / "mamba", {"v2.2.4": "2.2.4"}, "mamba_ssm/__init__.py")
+    conv = git_repo(tmp_path / "conv", CONV_TAGS, "causal_conv1d/__init__.py")
+    return mamba, conv
+
+
+def _pair(mirrors: tuple[Path, Path], ref: str) -> pair.PairChoice:
+    mamba, conv = mirrors
+    options = BuildOptions(repo=str(mamba), ref="v2.2.4")
+    return pair.choose_pair(options, pair.parse_with(f"causal-conv1d=={ref}", str(conv)))
+
+
+@pytest.mark.parametrize("ref", ["v1.3.0", "1.3.0", "1.3", "1.3.0.0", "V1.3.0", "v1.3", "1.2.9"])
+def test_every_spelling_of_a_too_old_causal_conv1d_gets_the_pair_check(
+    ref: str, pair_mirrors: tuple[Path, Path]
+) -> None:
+    # `==1.4.0` skipped the check `==v1.4.0` got: it was read as a ref and not found (exit 3)
+    with pytest.raises(UsageError, match=r"does not fit mamba-ssm 2\.2\.4.*causal-conv1d>=1\.4\.0"):
+        _pair(pair_mirrors, ref)
+
+
+@pytest.mark.parametrize(
+    ("ref", "tag"),
+    [("v1.4.0", "v1.4.0"), ("1.4.0", "v1.4.0"), ("1.4", "v1.4.0"), ("1.4.0.0", "v1.4.0")],
+)
+def test_a_version_spelling_builds_the_release_tag_it_names(
+    ref: str, tag: str, pair_mirrors: tuple[Path, Path]
+) -> None:
+    choice = _pair(pair_mirrors, ref)
+    assert (choice.conv_ref, choice.conv_version) == (tag, Version("1.4.0"))
+
+
+def test_an_epoch_is_compared_as_a_version_and_names_no_release(
+    pair_mirrors: tuple[Path, Path],
+) -> None:
+    assert pair.spelled_version("1!1.4") == Version("1!1.4")
+    with pytest.raises(UpstreamError, match="not found"):  # fits, but no release is spelled so
+        _pair(pair_mirrors, "1!1.4")
+
+
+@pytest.mark.parametrize("ref", ["1.4.*", "=1.4", ">=1.4", "1.4,<2", "!=1.3"])
+def test_a_version_range_is_refused_as_no_ref(ref: str) -> None:
+    with pytest.raises(UsageError, match="names one release, tag, branch or commit, not a range"):
+        pair.parse_with(f"causal-conv1d=={ref}")
+
+
+@pytest.mark.parametrize("ref", ["main", "1234567", "deadbeef", "release/1.4"])
+def test_a_branch_or_commit_is_no_version_spelling(ref: str) -> None:
+    assert pair.spelled_version(ref) is None
+
+
+def test_the_cli_refuses_a_bare_version_before_fetching_causal_conv1d(
+    pair_mirrors: tuple[Path, Path], tmp_path: Path
+) -> None:
+    mamba, conv = pair_mirrors
+    out = tmp_path / "out"
+    args = ["build", "--repo", str(mamba), "--ref", "v2.2.4", "--with", "causal-conv1d==1.3.0"]
+    args += ["--with-repo", str(conv), "--arch", "90", "--out", str(out), "--plan"]
+    code, _, stderr = _cli(*args)
+    assert code == UsageError.exit_code and "causal-conv1d 1.3.0 does not fit" in stderr
+    assert not out.exists()

@@ -9,11 +9,12 @@ is chosen. Both build into the same --out, compiled at once in one job pool
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.reporter import Reporter
@@ -43,7 +44,8 @@ class PairChoice:
 
 
 def parse_with(spec: str, repo: str | None = None) -> Companion:
-    """`causal-conv1d` or `causal-conv1d==REF` (REF: a tag, branch or commit, like --ref)."""
+    """`causal-conv1d` or `causal-conv1d==REF` (REF: a tag, branch or commit, like --ref, or a
+    version in any spelling: v1.4.0, 1.4.0, 1.4)."""
     name, sep, ref = spec.partition("==")
     package = get_package(name)
     if package != CAUSAL_CONV1D or (sep and not ref.strip()):
@@ -52,7 +54,51 @@ def parse_with(spec: str, repo: str | None = None) -> Companion:
             "--with causal-conv1d or --with causal-conv1d==v1.6.1.post4"
         )
         raise UsageError(msg)
+    if _RANGE.search(ref):  # `==1.4.*`, `===1.4`: a range or pip's arbitrary equality
+        msg = (
+            f"--with {spec!r}: ==REF names one release, tag, branch or commit, not a range; "
+            "write e.g. --with causal-conv1d==v1.4.0, or leave ==REF out for the newest that fits"
+        )
+        raise UsageError(msg)
     return Companion(ref.strip() or None, repo)
+
+
+# Characters of a version range, never of a release name: git refuses `*` in a ref too.
+_RANGE = re.compile(r"[*<>=~,]|^!")
+
+
+def spelled_version(ref: str) -> Version | None:
+    """The version a ref spells as a release (`v1.4.0`, `1.4.0`, `1.4`, `1.4.0.0`, `1!1.4`), or
+    None for a branch or commit. A dot is required: a commit prefix may be all digits."""
+    text = ref[1:] if ref[:1] in ("v", "V") else ref
+    if "." not in text:
+        return None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def check_fits(mamba_version: Version, conv_version: Version) -> None:
+    """The one pair check of an explicit causal-conv1d, whichever way its version was spelled;
+    UsageError naming the rule."""
+    problem = pair_problem(mamba_version, conv_version)
+    if problem:
+        msg = (
+            f"causal-conv1d {conv_version} does not fit mamba-ssm {mamba_version}: "
+            f"{problem.why}; use causal-conv1d{problem.needed} (or leave out ==REF for the "
+            "newest that fits)"
+        )
+        raise UsageError(msg)
+
+
+def release_ref(ref: str, version: Version, tags: list[str]) -> str:
+    """The release tag a version spelling names (`1.4` -> `v1.4.0`): ref itself when it is a
+    tag, else the release tag of an equal version, else ref as given (a branch of that name)."""
+    if ref in tags:
+        return ref
+    equal = [tag for tag in tags if version_rules.release_version(tag) == version]
+    return equal[0] if equal else ref
 
 
 def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
@@ -63,16 +109,14 @@ def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
     mamba_version = _mamba_version(options)
     conv_repo = companion.repo or CAUSAL_CONV1D.default_repo
     if companion.ref is not None:
-        conv_version = upstream.version_at(conv_repo, companion.ref, CAUSAL_CONV1D)
-        problem = pair_problem(mamba_version, conv_version)
-        if problem:
-            msg = (
-                f"causal-conv1d {conv_version} does not fit mamba-ssm {mamba_version}: "
-                f"{problem.why}; use causal-conv1d{problem.needed} (or leave out ==REF for the "
-                "newest that fits)"
-            )
-            raise UsageError(msg)
-        return PairChoice(mamba_version, companion.ref, conv_version)
+        ref = companion.ref
+        spelled = spelled_version(ref)
+        if spelled is not None:  # checked as spelled before causal-conv1d's mirror is read
+            check_fits(mamba_version, spelled)
+            ref = release_ref(ref, spelled, upstream.release_tags(conv_repo))
+        conv_version = upstream.version_at(conv_repo, ref, CAUSAL_CONV1D)
+        check_fits(mamba_version, conv_version)  # what the tree says, when it differs
+        return PairChoice(mamba_version, ref, conv_version)
     conv_ref = newest_fitting(upstream.release_tags(conv_repo), mamba_version)
     version = version_rules.release_version(conv_ref) or Version("0")
     return PairChoice(mamba_version, conv_ref, version)
