@@ -304,7 +304,7 @@ def run_step(tmp_path: Path, says: str, names=CUDA_NAMES, declared=CUDA_NAMES):
     tools = step.LoadTools(
         find_wine=lambda: "/usr/bin/wine",
         toolchain=lambda _root: toolchain_at(root),
-        versions=lambda: ["2.15.0", "2.10.0"],
+        versions=lambda floor: ["2.15.0", "2.10.0"],
         dlls=lambda v: replace(torch_of(v), declared=frozenset(declared)),
         runner=runner,
         library=lambda wheel, project: library,
@@ -405,7 +405,7 @@ def test_a_cross_built_wheel_loads_under_wine_against_real_torch_dlls(tmp_path: 
     with open_wheel(Path(wheel)) as (archive, info):
         provenance = provenance_in(archive, info)
     tools = step.LoadTools(
-        versions=lambda: ["2.10.0"],
+        versions=lambda floor: ["2.10.0"],
         dlls=lambda v: torches.torch_dlls(v, Path(dlls)),
     )
     good = step.load_step(Path(wheel), project, provenance, tmp_path / "ok", Path(root), tools)

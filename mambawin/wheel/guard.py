@@ -129,7 +129,7 @@ def _guard_block(built: Built, project: str) -> str:
 
 
 def _mambawin_release(text):
-    return tuple(int(part) if part.isdigit() else 0 for part in text.split("."))
+    return tuple(int(part) if part.isascii() and part.isdigit() else 0 for part in text.split("."))
 
 
 def _mambawin_torch_guard():
