@@ -30,7 +30,14 @@ from pathlib import Path
 from packaging.version import Version
 from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
-from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_PYTHON_TAG, Abi, torch_requirement
+from mambawin.abi import (
+    DEFAULT_ABI,
+    STABLE_ABI_TAG,
+    STABLE_FLOOR_PYTHON,
+    STABLE_PYTHON_TAG,
+    Abi,
+    torch_requirement,
+)
 from mambawin.atomic import write_through
 from mambawin.errors import UsageError, WheelError
 from mambawin.wheel.guard import Built, guard_target, guard_versions, set_guard
@@ -40,7 +47,12 @@ from mambawin.wheel.info import (
     open_wheel,
     read_member,
 )
-from mambawin.wheel.metadata import edit_metadata, requirement_plan_in, requirements_in
+from mambawin.wheel.metadata import (
+    edit_metadata,
+    requirement_plan_in,
+    requirements_in,
+    with_platform_headers_in,
+)
 from mambawin.wheel.provenance import (
     NO_LABEL,
     PROVENANCE_NAME,
@@ -129,12 +141,26 @@ def rewrite_wheel(
             changes = with_minimum(
                 changes, requirements_in(archive, info), torch_requirement(), STABLE_TORCH_REASON
             )
+        changes = with_platform_headers_in(changes, archive, info, python_floor(info, abi))
         record = _provenance_dict(archive, info, provenance)
         if record is not None and changes.every:
             record["requirements"] = [change.to_json() for change in changes.every]
         versions = guard_versions(record) if guard and record else None
         entries = _entries(archive, plan, changes, record, versions)
         return write_wheel(entries, plan.target, date_time)
+
+
+def python_floor(info: WheelInfo, abi: Abi) -> Version | None:
+    """The oldest Python the rewritten wheel installs on: the stable floor's torch's, else the
+    oldest CPython its tag names (cp312 -> 3.12); None when the tag names none."""
+    if abi == "stable":
+        return STABLE_FLOOR_PYTHON
+    found = [
+        Version(f"{tag[2]}.{tag[3:]}")
+        for tag in info.file.python.split(".")
+        if tag.startswith("cp") and tag[2:].isascii() and tag[2:].isdigit() and len(tag) > 3
+    ]
+    return min(found) if found else None
 
 
 def _check_out_dir(out_dir: Path) -> None:
