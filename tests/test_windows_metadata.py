@@ -11,15 +11,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from test_metadata import make_wheel
 
+from mambawin.wheel.headers import WINDOWS_OS, with_platform_headers
 from mambawin.wheel.metadata import header_values, requires_dist
 from mambawin.wheel.repack import rewrite_wheel
-from mambawin.wheel.requirements import (
-    WINDOWS_OS,
-    Plan,
-    plan,
-    raise_floor,
-    with_platform_headers,
-)
+from mambawin.wheel.requirements import Plan, plan, raise_floor
 
 UPSTREAM = (
     "Metadata-Version: 2.1\nName: mamba_ssm\nVersion: {version}\nSummary: Mamba\n"

@@ -12,6 +12,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from mambawin.wheel.headers import with_platform_headers
 from mambawin.wheel.info import (
     WheelInfo,
     open_wheel,
@@ -19,7 +20,7 @@ from mambawin.wheel.info import (
     read_message,
     read_text_member,
 )
-from mambawin.wheel.requirements import Change, Plan, plan, with_platform_headers
+from mambawin.wheel.requirements import Change, Plan, plan
 
 _HEADER_END = re.compile(rb"\r?\n(\r?\n)")
 
