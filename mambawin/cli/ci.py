@@ -92,6 +92,8 @@ def github_command(
     chosen = github.buildable(cells)
     for note in dict.fromkeys(c.note for c in chosen if "merged" in c.note):
         console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+    for line in github.left_out(cells):  # a package may lose every cell: never without a word
+        console.print(f"note: {line}", soft_wrap=True, markup=False)
     if warning:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     console.print(

@@ -22,6 +22,7 @@ def doctor_command(
     """Check torch, CUDA, the host compiler, build tools, GPU and disk; say how to fix each."""
     from mambawin.archs import parse_archs
     from mambawin.doctor.checks import DoctorOptions, run_checks, summary
+    from mambawin.errors import MambawinError
     from mambawin.ui.doctor import render_report
 
     options = DoctorOptions(archs=parse_archs(arch) if arch is not None else ())
@@ -32,5 +33,5 @@ def doctor_command(
         print_json(report.to_json())
     else:
         render_report(report)
-    if not report.ready:
-        raise typer.Exit(1)
+    if not report.ready:  # the table says what; stderr ends with the one error line
+        raise MambawinError(summary(report))

@@ -68,9 +68,14 @@ def index_command(
     out: Annotated[
         Path, typer.Option("--out", help="The index folder (created or updated).", readable=False)
     ],
-    title: Annotated[str, typer.Option("--title", help="Title of the index page.")] = (
-        "mambawin wheels"
-    ),
+    title: Annotated[
+        str | None,
+        typer.Option(
+            "--title",
+            help="Title of the index page (kept for later runs).",
+            show_default="the index's own, else 'mambawin wheels'",
+        ),
+    ] = None,
     torch: Annotated[
         list[str] | None,
         typer.Option(

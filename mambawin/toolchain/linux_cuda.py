@@ -75,7 +75,7 @@ def pip_download(requirements: Sequence[str], dest: Path) -> None:
 
 def setup(root: Path, *, cuda: str = SETUP_CUDA, download: Downloader = pip_download) -> LinuxCuda:
     """Fetch the CUDA wheels into root (a new or empty folder, or one this made)."""
-    wanted = cuda_wheels(cuda)  # UsageError before anything is touched
+    wanted = cuda_wheels(cuda, "Linux")  # UsageError before anything is touched
     result = LinuxCuda(root, cuda)
     if not _needs_fill(result):
         return result
