@@ -46,7 +46,11 @@ def check_command(
     ] = None,
     unit: Annotated[
         list[str] | None,
-        typer.Option("--unit", help="Only this unit (file name, repeatable); no link check."),
+        typer.Option(
+            "--unit",
+            help="Only this unit, as the table lists it or by file name (repeatable); no link "
+            "check.",
+        ),
     ] = None,
     jobs: Annotated[int | None, jobs_option("$MAX_JOBS, else one per CPU")] = None,
     root: Annotated[
