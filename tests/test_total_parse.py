@@ -255,3 +255,36 @@ def _stable() -> dict[str, object]:
     from test_verify_load import STABLE
 
     return dict(STABLE)
+
+
+# ---- a toolchain folder's version names and cuda.h ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["١٤.٤٤", "14.4" + "4" * 200, "14.44\n", "14", "14.x", "²4.44", "-14.44"]
+)
+def test_a_version_folder_of_other_digits_is_no_toolset(name: str, tmp_path: Path) -> None:
+    from mambawin.errors import ToolchainError
+    from mambawin.toolchain.wine import newest_version_dir
+
+    (tmp_path / name).mkdir()
+    with pytest.raises(ToolchainError, match="no MSVC toolset under"):
+        newest_version_dir(tmp_path, "MSVC toolset")
+
+
+@pytest.mark.parametrize(
+    ("line", "version"),
+    [
+        ("#define CUDA_VERSION 13000", "13.0"),
+        ("#define CUDA_VERSION 12080 // 12.8", "12.8"),
+        ("#define CUDA_VERSION ١٣٠٠٠", None),
+        ("#define CUDA_VERSION " + "1" * 5000, None),
+        ("#define CUDA_VERSION", None),
+    ],
+)
+def test_cuda_h_is_read_in_ascii_digits(line: str, version: str | None, tmp_path: Path) -> None:
+    from mambawin.toolchain.wine import WindowsToolchain
+
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cuda.h").write_text(line + "\n", encoding="utf-8")
+    assert WindowsToolchain(tmp_path, tmp_path, tmp_path).cuda_version() == version

@@ -46,7 +46,8 @@ CUDA_CMAKE_MACROS_TEXT = (
     "#define C10_CUDA_BUILD_SHARED_LIBS\n"
     "#endif\n"
 )
-_VERSION_DIR = re.compile(r"^\d+(\.\d+)+$")
+# ASCII digits, each number of sane length: int() reads '١٠' too and refuses 5,000 digits.
+_VERSION_DIR = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9})+\Z")
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def torch_overlay(toolchain: WindowsToolchain, overlay: Path) -> Path:
     return overlay
 
 
-_CUDA_VERSION = re.compile(r"^#define CUDA_VERSION (\d+)", re.MULTILINE)
+_CUDA_VERSION = re.compile(r"^#define CUDA_VERSION ([0-9]{1,9})\b", re.MULTILINE)
 
 
 OWNED_AS = "windows-toolchain"  # the kind in a toolchain root's ownership marker
