@@ -36,11 +36,15 @@ def print_json(document: Any) -> None:
     typer.echo(json.dumps(document, indent=2))
 
 
-def fail_json(message: str, exit_code: int, *, said: bool = False, **extra: Any) -> typer.Exit:
+def fail_json(message: str, exit_code: int, **extra: Any) -> typer.Exit:
     """Under --json a failure is a JSON document too: {"error": ..., "exit_code": ...}; stderr
-    ends with the same `error:` line as without --json (said: the caller printed it already)."""
-    if not said:
-        _say_error(message)
+    ends with the same `error:` line as without --json."""
+    _say_error(message)
+    return _error_document(message, exit_code, extra)
+
+
+def _error_document(message: str, exit_code: int, extra: dict[str, Any]) -> typer.Exit:
+    """The JSON error document alone (the `error:` line is already on stderr)."""
     print_json({**extra, "error": message, "exit_code": exit_code})
     return typer.Exit(exit_code)
 
@@ -95,7 +99,7 @@ def _one_error_shape(ctx: Any) -> Iterator[None]:
         message = _usage_line(exc)
         _say_error(message)
         if ctx.meta.get(_JSON_META):
-            raise fail_json(message, UsageError.exit_code, said=True) from None
+            raise _error_document(message, UsageError.exit_code, {}) from None
         raise typer.Exit(UsageError.exit_code) from None
 
 
@@ -247,7 +251,7 @@ def command(
                 if kw.get("as_json"):
                     # stdout itself may be what failed (a full disk): the line above then stands
                     with suppress(OSError):
-                        raise fail_json(str(exc), exc.exit_code, said=True) from None
+                        raise _error_document(str(exc), exc.exit_code, {}) from None
                 raise typer.Exit(exc.exit_code) from None
 
         (group or app).command(name, cls=_Command, **kwargs)(wrapper)

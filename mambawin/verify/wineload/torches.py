@@ -1,5 +1,7 @@
 """Which torches a Windows wheel is loaded against, and their DLLs from the registry.
 
+Which torches: the ones this machine's pip would install (`pip install --dry-run --report`, so
+its constraints and index settings apply): the newest of the floor's minor and the newest of all.
 torch's win_amd64 wheels come from pip (`pip download --platform win_amd64`, the toolchain's own
 downloader); only `torch/lib/*.dll` is unpacked, into mambawin's cache (`torch-windows/<version>`,
 a folder mambawin owns), once per version: a later verify reuses it and never downloads again.
@@ -36,7 +38,6 @@ EXPORTS = "exports.json"
 # declaration reads `AOTI_TORCH_EXPORT <type> name(`.
 _HEADERS = ("torch/include/torch/csrc/inductor/aoti_torch/", "torch/include/torch/csrc/stable/")
 _DECLARED = re.compile(r"AOTI_TORCH_EXPORT\s+[\w\s\*]*?\b(\w+)\s*\(")
-_AVAILABLE = re.compile(r"^Available versions:\s*(.+)$", re.MULTILINE)
 
 Downloader = Callable[[Sequence[str], Path], None]
 Lister = Callable[[], Sequence[str]]
@@ -117,18 +118,10 @@ def constraints_note(env: Mapping[str, str] | None = None) -> str:
     return "; pip's constraints, if any, are in `pip config list` (constraint, index-url)"
 
 
-def parse_available(text: str) -> tuple[str, ...]:
-    """The versions `pip index versions` lists; UpstreamError when it lists none."""
-    found = _AVAILABLE.search(text)
-    if found is None:
-        msg = "pip index versions listed no torch for win_amd64: check pip's index settings"
-        raise UpstreamError(msg)
-    return tuple(v.strip() for v in found[1].split(",") if v.strip())
-
-
 def wanted(floor: Version, available: Iterable[str]) -> tuple[str, ...]:
     """The newest release of the floor's minor version (2.10 -> 2.10.0), then the newest release
-    of all; one version when they are the same. UpstreamError when the floor has no release."""
+    of all, among those available (installable_versions: pip's own choices); one version when
+    they are the same. UpstreamError when the floor has no release."""
     releases = sorted(v for v in _releases(available) if v >= floor)
     same = [v for v in releases if v.release[:2] == floor.release[:2]]
     if not same:
