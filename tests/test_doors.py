@@ -45,7 +45,10 @@ ROOT_COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("name", ["tc;evil", ";", "a;b;c", "tc\\evil", "x\\"])
+@pytest.mark.parametrize(
+    "name",
+    ["tc;evil", ";", "a;b;c", "tc\\evil", "x\\", "tc:x", "tc*", "tc?", 'tc"x', "t|c", "a\nb"],
+)
 @pytest.mark.parametrize("command", ROOT_COMMANDS, ids=lambda c: " ".join(c[:2]))
 def test_a_root_holding_a_list_separator_is_refused_by_every_command(
     name: str, command: tuple[str, ...], tmp_path: Path
@@ -57,7 +60,7 @@ def test_a_root_holding_a_list_separator_is_refused_by_every_command(
     args = [a.format(root=root, wheel=wheel) for a in command]
     code, stdout, stderr = _cli(*args)
     assert code == UsageError.exit_code, stdout + stderr
-    assert "holds a '" in stderr and "error:" in stderr
+    assert " holds " in stderr and "error:" in stderr
     assert not (root / "prefix").exists()  # nothing set up, nothing fetched
 
 
@@ -85,7 +88,7 @@ def test_the_cache_toolchain_is_checked_too(
         wine.whole_root(None, "drop it")
 
 
-@pytest.mark.parametrize("name", ["tc", "tc with spaces", "tc,comma", "tc:colon", "tc#"])
+@pytest.mark.parametrize("name", ["tc", "tc with spaces", "tc,comma", "tc#", "tc'q", "tç", "tc=1"])
 def test_other_characters_are_not_list_separators(name: str, tmp_path: Path) -> None:
     assert wine.separator_problem(tmp_path / name) is None
 

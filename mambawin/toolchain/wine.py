@@ -222,10 +222,12 @@ def _older_layout(entries: set[str]) -> bool:
 
 
 # INCLUDE, LIB, PATH and WINEPATH are ';'-separated lists of Windows paths: a ';' in a toolchain's
-# folder splits it into two entries, the second of the folder name's choosing. Under wine a '\\'
-# in a Linux folder name is a separator of its Windows spelling (Z:\a\b), another folder.
+# folder splits it into two entries, the second of the folder name's choosing. Under wine a
+# Linux folder name is spelled as a Windows path (Z:\a\b): a '\' in it is a separator there
+# (another folder), and a character no Windows name holds (`*?<>|":`, a control character) makes
+# a path wine refuses or maps to another name, so cl.exe and nvcc.exe find nothing there.
 _LIST_BREAKERS = (";",)
-_WINE_BREAKERS = ("\\",)
+_WINE_BREAKERS = ("\\", "*", "?", "<", ">", "|", '"', ":", *map(chr, range(32)))
 
 
 def separator_problem(root: Path) -> str | None:
@@ -243,9 +245,10 @@ def separator_problem(root: Path) -> str | None:
             "and wine's path (the second one of the folder name's choosing): set the toolchain "
             "up in a folder without one (--root)"
         )
+    why = "wine reads as a folder separator" if found == "\\" else "no Windows path can hold"
     return (
-        f"{spelled} holds a '\\', which wine reads as a folder separator (another folder): set "
-        "the toolchain up in a folder without one (--root)"
+        f"{spelled!r} holds {found!r}, which {why} (cl.exe and nvcc.exe would not find the "
+        "toolchain there): set the toolchain up in a folder without one (--root)"
     )
 
 
