@@ -113,12 +113,14 @@ def _blocked(kind: str, tmp_path: Path) -> Path:
         blocker.write_text("mine\n")
     elif kind == "fifo":
         os.mkfifo(blocker)
+    elif kind == "link loop":
+        blocker.symlink_to(blocker)
     else:
         blocker.symlink_to(tmp_path / "nowhere")
     return blocker
 
 
-@pytest.mark.parametrize("kind", ["file", "fifo", "broken link"])
+@pytest.mark.parametrize("kind", ["file", "fifo", "broken link", "link loop"])
 @pytest.mark.parametrize("command", CACHE_COMMANDS, ids=" ".join)
 def test_a_cache_under_a_non_folder_stops_every_command_at_once(
     kind: str, command: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -177,6 +179,7 @@ def test_a_usable_cache_keeps_no_probe_file(
 ON = ["1", "true", "TRUE", "True", "yes", "YES", "on", "On"]
 OFF = ["", "0", "false", "FALSE", "no", "off", "OFF"]
 NEITHER = [" 1", "1 ", "2", "-1", "yes\n", "y", "t", "enable", "١", "tru", "0x1", "1.0", "\t"]
+NEITHER += ["ＴＲＵＥ", "１", "on\r", "0 ", "nope", "truee", "\u200b1"]
 
 
 @pytest.mark.parametrize("value", ON)
@@ -276,7 +279,10 @@ def _pair(mirrors: tuple[Path, Path], ref: str) -> pair.PairChoice:
     return pair.choose_pair(options, pair.parse_with(f"causal-conv1d=={ref}", str(conv)))
 
 
-@pytest.mark.parametrize("ref", ["v1.3.0", "1.3.0", "1.3", "1.3.0.0", "V1.3.0", "v1.3", "1.2.9"])
+@pytest.mark.parametrize(
+    "ref",
+    ["v1.3.0", "1.3.0", "1.3", "1.3.0.0", "V1.3.0", "v1.3", "1.2.9", "1.4.0rc1", "v1.4.0-rc1"],
+)
 def test_every_spelling_of_a_too_old_causal_conv1d_gets_the_pair_check(
     ref: str, pair_mirrors: tuple[Path, Path]
 ) -> None:
@@ -310,7 +316,7 @@ def test_a_version_range_is_refused_as_no_ref(ref: str) -> None:
         pair.parse_with(f"causal-conv1d=={ref}")
 
 
-@pytest.mark.parametrize("ref", ["main", "1234567", "deadbeef", "release/1.4"])
+@pytest.mark.parametrize("ref", ["main", "1234567", "deadbeef", "release/1.4", "v", "v١.٤.٠"])
 def test_a_branch_or_commit_is_no_version_spelling(ref: str) -> None:
     assert pair.spelled_version(ref) is None
 

@@ -234,3 +234,13 @@ def test_toolchain_json_that_is_not_ready_ends_stderr_with_the_error_line(tmp_pa
     code, stdout, stderr = _cli("toolchain", "windows", "--root", str(tmp_path / "tc"), "--json")
     assert code == 5 and json.loads(stdout)["ready"] is False
     assert stderr.splitlines()[-1].startswith("error: the Windows toolchain in")
+
+
+def test_a_kept_title_is_still_escaped_on_every_page(tmp_path: Path) -> None:
+    house = tmp_path / "house"
+    fake_wheel(house, "1.0", PY, "linux_x86_64")
+    out = tmp_path / "index"
+    build_index(house, out, title="<script>alert(1)</script>")
+    build_index(house, out)
+    texts = [p.read_text(encoding="utf-8") for p in out.rglob("*.html")]
+    assert any("&lt;script&gt;" in t for t in texts) and not any("<script>" in t for t in texts)
