@@ -288,3 +288,18 @@ def test_cuda_h_is_read_in_ascii_digits(line: str, version: str | None, tmp_path
     (tmp_path / "include").mkdir()
     (tmp_path / "include" / "cuda.h").write_text(line + "\n", encoding="utf-8")
     assert WindowsToolchain(tmp_path, tmp_path, tmp_path).cuda_version() == version
+
+
+# ---- the shim a wheel holds (parsed, never run) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [b"-" * 100_000 + b"1", b"a" + b".b" * 200_000 + b".default", b"(" * 100_000, b"x=1\x00"],
+)
+def test_a_shim_nested_too_deep_or_not_python_is_a_wheel_error(source: bytes) -> None:
+    from mambawin.errors import WheelError
+    from mambawin.verify.wineload.ops import shim_ops
+
+    with pytest.raises(WheelError, match="rebuild the wheel"):
+        shim_ops(source, "causal_conv1d_cuda.py")  # MemoryError / RecursionError tracebacks
