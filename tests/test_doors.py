@@ -19,6 +19,7 @@ from mambawin.builder import pair
 from mambawin.builder.options import BuildOptions
 from mambawin.cli import app
 from mambawin.errors import FileSystemError, UpstreamError, UsageError
+from mambawin.fetch import version_rules
 from mambawin.toolchain import wine
 from mambawin.userfile import env_flag
 from mambawin.verify import resolve
@@ -305,7 +306,7 @@ def test_a_version_spelling_builds_the_release_tag_it_names(
 def test_an_epoch_is_compared_as_a_version_and_names_no_release(
     pair_mirrors: tuple[Path, Path],
 ) -> None:
-    assert pair.spelled_version("1!1.4") == Version("1!1.4")
+    assert version_rules.spelled_version("1!1.4") == Version("1!1.4")
     with pytest.raises(UpstreamError, match="not found"):  # fits, but no release is spelled so
         _pair(pair_mirrors, "1!1.4")
 
@@ -318,7 +319,7 @@ def test_a_version_range_is_refused_as_no_ref(ref: str) -> None:
 
 @pytest.mark.parametrize("ref", ["main", "1234567", "deadbeef", "release/1.4", "v", "v١.٤.٠"])
 def test_a_branch_or_commit_is_no_version_spelling(ref: str) -> None:
-    assert pair.spelled_version(ref) is None
+    assert version_rules.spelled_version(ref) is None
 
 
 def test_the_cli_refuses_a_bare_version_before_fetching_causal_conv1d(
@@ -331,3 +332,19 @@ def test_the_cli_refuses_a_bare_version_before_fetching_causal_conv1d(
     code, _, stderr = _cli(*args)
     assert code == UsageError.exit_code and "causal-conv1d 1.3.0 does not fit" in stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("ref", ["1.3.0", "v1.3.0", "1.3", "V1.3.0"])
+def test_a_team_spec_ref_in_any_spelling_gets_the_pair_check(ref: str, tmp_path: Path) -> None:
+    from mambawin.team import compat
+    from mambawin.team.matrix import package_version
+    from mambawin.team.spec import PackageSpec
+
+    version, _ = package_version(PackageSpec("causal-conv1d", ref, str(tmp_path / "none")))
+    assert version is not None  # `1.3.0` was "unknown until fetched": no pair check at all
+    assert "needs causal-conv1d>=1.4.0" in compat.pair("2.2.4", version)
+
+
+@pytest.mark.parametrize("tag", ["v١.٢.٣", "v1.2.3\n", "v².2.3", "v1.2.3.post١"])
+def test_a_release_tag_in_other_digits_is_no_release(tag: str) -> None:
+    assert version_rules.release_version(tag) is None  # Version('١.٢.٣') was a traceback

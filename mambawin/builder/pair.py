@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.reporter import Reporter
@@ -67,18 +67,6 @@ def parse_with(spec: str, repo: str | None = None) -> Companion:
 _RANGE = re.compile(r"[*<>=~,]|^!")
 
 
-def spelled_version(ref: str) -> Version | None:
-    """The version a ref spells as a release (`v1.4.0`, `1.4.0`, `1.4`, `1.4.0.0`, `1!1.4`), or
-    None for a branch or commit. A dot is required: a commit prefix may be all digits."""
-    text = ref[1:] if ref[:1] in ("v", "V") else ref
-    if "." not in text:
-        return None
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
-
-
 def check_fits(mamba_version: Version, conv_version: Version) -> None:
     """The one pair check of an explicit causal-conv1d, whichever way its version was spelled;
     UsageError naming the rule."""
@@ -110,7 +98,7 @@ def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
     conv_repo = companion.repo or CAUSAL_CONV1D.default_repo
     if companion.ref is not None:
         ref = companion.ref
-        spelled = spelled_version(ref)
+        spelled = version_rules.spelled_version(ref)
         if spelled is not None:  # checked as spelled before causal-conv1d's mirror is read
             check_fits(mamba_version, spelled)
             ref = release_ref(ref, spelled, upstream.release_tags(conv_repo))
