@@ -303,3 +303,22 @@ def test_a_shim_nested_too_deep_or_not_python_is_a_wheel_error(source: bytes) ->
 
     with pytest.raises(WheelError, match="rebuild the wheel"):
         shim_ops(source, "causal_conv1d_cuda.py")  # MemoryError / RecursionError tracebacks
+
+
+def test_a_download_pip_refuses_names_the_version_and_the_constraint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mambawin.errors import CommandError
+
+    monkeypatch.setenv("PIP_CONSTRAINT", "/etc/c.txt")
+
+    def refuse(requirements: object, dest: Path) -> None:
+        tail = "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io\n"
+        raise CommandError("pip failed", argv=("pip",), returncode=1, tail=tail)
+
+    with pytest.raises(UpstreamError) as caught:
+        torches.torch_dlls("2.12.0", tmp_path / "dlls", download=refuse)
+    said = str(caught.value)  # it was pip's "ResolutionImpossible" alone
+    assert "torch 2.12.0" in said and "PIP_CONSTRAINT=/etc/c.txt applies" in said
+    assert "ResolutionImpossible" in said and "\n" not in said
+    assert not (tmp_path / "dlls" / "2.12.0").exists()  # nothing half-written
