@@ -147,3 +147,14 @@ def test_causal_conv1d_extra_is_left_alone_on_linux_and_for_causal_conv1d() -> N
     requires = ['causal-conv1d>=1.2.0; extra == "causal-conv1d"']
     assert plan("mamba-ssm", "linux_x86_64", requires, version="2.2.4").changes == ()
     assert plan("causal-conv1d", "win_amd64", requires, version="1.5.0").changes == ()
+
+
+def test_a_stable_wheel_rewritten_again_by_metadata_keeps_the_floors_python(tmp_path: Path) -> None:
+    # `mambawin metadata` passes no abi: the provenance says the wheel is a stable one
+    stable = make_wheel(
+        tmp_path, version="2.2.4", raw_metadata=UPSTREAM.format(version="2.2.4").encode(),
+        tag="py3-none-win_amd64",
+    )  # fmt: skip
+    provenance = {"schema": 1, "abi": "stable", "torch_floor": "2.10", "cuda_version": "13.0"}
+    once = rewrite_wheel(stable, tmp_path / "once", provenance=provenance)
+    assert header_values(_metadata(once), "Requires-Python") == [">=3.10"]

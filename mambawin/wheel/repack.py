@@ -141,8 +141,9 @@ def rewrite_wheel(
             changes = with_minimum(
                 changes, requirements_in(archive, info), torch_requirement(), STABLE_TORCH_REASON
             )
-        changes = with_platform_headers_in(changes, archive, info, python_floor(info, abi))
         record = _provenance_dict(archive, info, provenance)
+        stable = abi == "stable" or (record is not None and record.get("abi") == "stable")
+        changes = with_platform_headers_in(changes, archive, info, python_floor(info, stable))
         if record is not None and changes.every:
             record["requirements"] = [change.to_json() for change in changes.every]
         versions = guard_versions(record) if guard and record else None
@@ -150,10 +151,11 @@ def rewrite_wheel(
         return write_wheel(entries, plan.target, date_time)
 
 
-def python_floor(info: WheelInfo, abi: Abi) -> Version | None:
-    """The oldest Python the rewritten wheel installs on: the stable floor's torch's, else the
-    oldest CPython its tag names (cp312 -> 3.12); None when the tag names none."""
-    if abi == "stable":
+def python_floor(info: WheelInfo, stable: bool) -> Version | None:
+    """The oldest Python the rewritten wheel installs on: the stable floor's torch's (a stable
+    build, or a wheel whose provenance says it is one), else the oldest CPython its tag names
+    (cp312 -> 3.12); None when the tag names none."""
+    if stable:
         return STABLE_FLOOR_PYTHON
     found = [
         Version(f"{tag[2]}.{tag[3:]}")
