@@ -244,3 +244,16 @@ def test_a_kept_title_is_still_escaped_on_every_page(tmp_path: Path) -> None:
     build_index(house, out)
     texts = [p.read_text(encoding="utf-8") for p in out.rglob("*.html")]
     assert any("&lt;script&gt;" in t for t in texts) and not any("<script>" in t for t in texts)
+
+
+@pytest.mark.parametrize("title", ["", "a\nb", "tab\there", "x" * 201, "\x1b[31mred"])
+def test_a_title_no_later_run_could_keep_is_refused_before_any_work(
+    title: str, tmp_path: Path
+) -> None:
+    house = tmp_path / "house"
+    fake_wheel(house, "1.0", PY, "linux_x86_64")
+    out = tmp_path / "index"
+    code, stdout, stderr = _cli("index", str(house), "--out", str(out), "--title", title, "--json")
+    assert code == UsageError.exit_code and "give one line of 1 to 200 characters" in stderr
+    assert json.loads(stdout)["exit_code"] == UsageError.exit_code
+    assert not out.exists()

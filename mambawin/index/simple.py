@@ -48,7 +48,7 @@ from packaging.utils import (
 )
 
 from mambawin.atomic import Move
-from mambawin.errors import WheelError
+from mambawin.errors import UsageError, WheelError
 from mambawin.index.inputs import (
     ATTESTATION,
     VERIFY_SUFFIX,
@@ -164,6 +164,12 @@ def build_index(
     move: os.replace (tests make the n-th move fail).
     """
     attestation = attestation_url(attestation)
+    if title is not None and not _TITLE.fullmatch(title):  # it is kept for every later run
+        msg = (
+            f"--title {title!r}: give one line of 1 to 200 characters (no line break or "
+            "control character), or leave it out to keep the index's own"
+        )
+        raise UsageError(msg)
     sources = read_sources(Path(wheelhouse))
     out = Path(out)
     check_out(out)
