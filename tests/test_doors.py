@@ -348,3 +348,11 @@ def test_a_team_spec_ref_in_any_spelling_gets_the_pair_check(ref: str, tmp_path:
 @pytest.mark.parametrize("tag", ["v١.٢.٣", "v1.2.3\n", "v².2.3", "v1.2.3.post١"])
 def test_a_release_tag_in_other_digits_is_no_release(tag: str) -> None:
     assert version_rules.release_version(tag) is None  # Version('١.٢.٣') was a traceback
+
+
+def test_doctor_says_a_cache_toolchain_with_a_separator_is_not_usable(tmp_path: Path) -> None:
+    from mambawin.status import Status
+    from mambawin.toolchain.wine_doctor import root_check
+
+    check = root_check(tmp_path / "cache;x" / "windows-toolchain", "/usr/bin/wine")
+    assert check.status == Status.SKIP and "holds a ';'" in check.hint  # optional: never raised
