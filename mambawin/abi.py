@@ -32,6 +32,10 @@ DEFAULT_ABI: Abi = "torch"
 # torch::stable::accelerator::DeviceGuard; older torch lacks pieces the bindings use.
 STABLE_FLOOR = Version("2.10")
 
+# The oldest CPython the floor's torch ships wheels for (torch 2.10: 3.10 to 3.14): a stable
+# wheel's Requires-Python, which upstream's `>=3.9` would leave below what its torch installs on.
+STABLE_FLOOR_PYTHON = Version("3.10")
+
 # A stable wheel runs on every CPython: its binary holds no Python C API.
 STABLE_PYTHON_TAG = "py3"
 STABLE_ABI_TAG = "none"

@@ -10,6 +10,7 @@ O_EXCL file so that two runs cannot both take it.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from mambawin.errors import MambawinError
 
+_PID = re.compile(r"[1-9][0-9]{0,9}")  # pid 0 would signal this process group, not a process
 _HOLDER_MAX = 4096  # "pid N on HOST"; anything bigger is not a lock mambawin wrote
 
 
@@ -65,7 +67,8 @@ def _holder(path: Path) -> str | None:
 def _dead_here(holder: str | None) -> bool:
     """holder ("pid N on HOST") names a process of this machine that no longer runs."""
     parts = (holder or "").split()
-    if len(parts) != 4 or parts[0] != "pid" or parts[2] != "on" or not parts[1].isdigit():
+    # ASCII digits only: isdigit() takes '١٢٣' (which int() reads) and '²' (which it refuses)
+    if len(parts) != 4 or parts[0] != "pid" or parts[2] != "on" or not _PID.fullmatch(parts[1]):
         return False
     if parts[3] != socket.gethostname():
         return False  # another machine's process (a shared folder): no way to tell

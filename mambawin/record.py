@@ -56,14 +56,26 @@ def cache_dir() -> Path:
     the cache stops on it the same way, before any work."""
     override = env_path(CACHE_VAR)
     path = override or Path(platformdirs.user_cache_dir("mambawin", False))
-    if os.path.lexists(path) and not path.is_dir():
+    blocker = _not_a_folder(path)
+    if blocker is not None:
         where = f"{CACHE_VAR}={path}" if override else f"mambawin's cache folder {path}"
+        under = f"lies under {blocker}, which is no folder"
+        under = "is not a folder" if blocker == path else under
         msg = (
-            f"{where} is not a folder (a file, a FIFO or a broken link stands there): "
+            f"{where} {under} (a file, a FIFO or a broken link stands there): "
             f"point {CACHE_VAR} at a folder, or move that file away"
         )
         raise FileSystemError(msg)
     return path
+
+
+def _not_a_folder(path: Path) -> Path | None:
+    """The nearest existing path of path and its parents when it is no folder (followed), else
+    None: a file there makes every folder below it impossible."""
+    for place in (path, *path.parents):
+        if os.path.lexists(place):
+            return None if place.is_dir() else place
+    return None
 
 
 def registry_path() -> Path:

@@ -168,6 +168,28 @@ def env_int(
     raise UsageError(msg)
 
 
+# The one reading of a yes/no variable (mambawin's own and the guard written into wheels):
+# `MAMBAWIN_OFFLINE=0` meant on when any non-empty value did.
+FLAG_ON = ("1", "true", "yes", "on")
+FLAG_OFF = ("", "0", "false", "no", "off")
+
+
+def env_flag(name: str, *, env: Mapping[str, str] | None = None) -> bool:
+    """name as a yes/no: 1/true/yes/on (any case) on, 0/false/no/off, empty or unset off;
+    UsageError naming the variable for anything else (` 1`, `2`, `yes\\n`)."""
+    raw = _environ(env).get(name, "")
+    word = raw.lower()
+    if word in FLAG_ON:
+        return True
+    if word in FLAG_OFF:
+        return False
+    msg = (
+        f"{name}={raw!r} is not a yes/no value: set {name}=1 (or true, yes, on) to turn it on, "
+        f"{name}=0 (or false, no, off) or unset it to turn it off"
+    )
+    raise UsageError(msg)
+
+
 def env_path(name: str, *, env: Mapping[str, str] | None = None) -> Path | None:
     """name as an absolute path (`~` expanded); None when unset or empty."""
     raw = _environ(env).get(name, "")

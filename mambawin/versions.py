@@ -16,7 +16,9 @@ def release(version: str | Version, parts: int) -> tuple[int, ...]:
     try:
         return Version(version).release[:parts]
     except InvalidVersion:
-        return tuple(int(p) for p in version.split("+")[0].split(".")[:parts] if p.isdigit())
+        return tuple(
+            int(p) for p in version.split("+")[0].split(".")[:parts] if p.isascii() and p.isdigit()
+        )
 
 
 def release_key(version: str | Version) -> tuple[int, tuple[int, ...]]:

@@ -46,7 +46,9 @@ def test_cpu_only_torch_exits_1_and_shows_the_fix(monkeypatch: pytest.MonkeyPatc
     # `mambawin doctor > report.txt` captures the whole report.
     assert "✗" in result.stdout and "CPU-only" in result.stdout
     assert "download.pytorch.org/whl/cu130" in result.stdout
-    assert "not ready" in result.stdout and result.stderr == ""
+    assert "not ready" in result.stdout
+    # stderr is the one error line every failing command ends with (it was empty)
+    assert result.stderr == "error: not ready: fix torch CUDA first\n"
 
 
 @pytest.mark.usefixtures("fake_machine")

@@ -69,7 +69,7 @@ def test_windows_v2_3_2_post1_keeps_only_what_mamba_and_mamba2_need() -> None:
         "transformers",
         "packaging",
         "setuptools>=61.0.0",
-        'causal-conv1d>=1.2.0; extra == "causal-conv1d"',
+        'causal-conv1d>=1.5.1; extra == "causal-conv1d"',  # the pair rule's, not upstream's 1.2.0
         'pytest; extra == "dev"',
     ]
     assert (
@@ -100,6 +100,7 @@ def test_every_change_names_its_reason_and_a_second_rewrite_changes_nothing() ->
     raw, plan = rewrite_requirements(upstream_metadata("main"), "mamba-ssm", "win_amd64")
     assert {c.before.split("<")[0].split(">")[0].split("=")[0] for c in plan.changes} == {
         "triton",
+        "causal-conv1d",
         *MAMBA3_ONLY,
     }
     assert all(c.reason and c.after for c in plan.changes)

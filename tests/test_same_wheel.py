@@ -68,9 +68,15 @@ def cross_wheel(tmp_path: Path) -> Path:
     )
 
 
+# METADATA headers the rewrite sets for the wheel's platform (wheel/headers.py): a Windows wheel
+# says Windows and the Python its floor needs, a Linux one keeps upstream's.
+_PLATFORM_HEADERS = (b"Classifier: Operating System ::", b"Requires-Python:")
+
+
 def members(wheel: Path) -> dict[str, bytes]:
-    """Each member but the binary; WHEEL without its Tag line, RECORD's lines in order without
-    the binary's and WHEEL's (their bytes differ by the tag; the rest is compared as it is)."""
+    """Each member but the binary; WHEEL without its Tag line, METADATA without the headers set
+    for the platform, RECORD's lines in order without the binary's, WHEEL's and METADATA's
+    (their bytes differ by the platform; the rest is compared as it is)."""
     with zipfile.ZipFile(wheel) as archive:
         found = {name: archive.read(name) for name in archive.namelist()}
     binary = next(n for n in found if n.startswith("stable_demo_cuda_stable."))
@@ -79,8 +85,14 @@ def members(wheel: Path) -> dict[str, bytes]:
         lines = data.splitlines(keepends=True)
         if name.endswith("/WHEEL"):
             found[name] = b"".join(line for line in lines if not line.startswith(b"Tag:"))
+        elif name.endswith("/METADATA"):
+            found[name] = b"".join(line for line in lines if not line.startswith(_PLATFORM_HEADERS))
         elif name.endswith("/RECORD"):
-            cut = (binary.encode(), name.replace("RECORD", "WHEEL").encode())
+            cut = (
+                binary.encode(),
+                name.replace("RECORD", "WHEEL").encode(),
+                name.replace("RECORD", "METADATA").encode(),
+            )
             found[name] = b"".join(sorted(line for line in lines if not line.startswith(cut)))
     return found
 
@@ -114,7 +126,8 @@ def test_the_cross_wheel_carries_the_guard_the_licences_and_upstreams_fields(
         licence = archive.read(f"{dist_info}/licenses/LICENSE").decode()
         names = archive.namelist()
     assert GUARD_BEGIN in init and 'built_torch, built_cuda = "2.10", "13"' in init
-    assert "Requires-Python: >=3.9" in metadata
+    # the floor torch's Python, not upstream's >=3.9; Windows, not upstream's Unix
+    assert "Requires-Python: >=3.10" in metadata
     assert "Summary: A hand-written stable-ABI demo extension" in metadata
     assert "Requires-Dist: torch>=2.10" in metadata
     assert "BSD-3 licence asks of binaries" in licence

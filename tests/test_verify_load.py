@@ -192,18 +192,16 @@ def test_a_schema_type_the_loader_cannot_pass_is_refused() -> None:
 
 # ---- which torches, and their DLLs from the registry -----------------------------------------
 
-PIP_INDEX = "torch (2.15.0)\nAvailable versions: 2.15.0, 2.14.1, 2.11.0, 2.10.1, 2.10.0, 2.9.1\n"
+AVAILABLE = ("2.15.0", "2.14.1", "2.11.0", "2.10.1", "2.10.0", "2.9.1")
 
 
 def test_the_floor_torch_and_the_newest_are_asked() -> None:
-    available = torches.parse_available(PIP_INDEX)
+    available = AVAILABLE
     assert torches.wanted(Version("2.10"), available) == ("2.10.1", "2.15.0")
     assert torches.wanted(Version("2.15"), available) == ("2.15.0",)
     assert torches.wanted(Version("2.10"), [*available, "2.16.0rc1"])[-1] == "2.15.0"
     with pytest.raises(UpstreamError, match=r"no Windows torch 2.12.x"):
         torches.wanted(Version("2.12"), available)
-    with pytest.raises(UpstreamError, match=r"listed no torch"):
-        torches.parse_available("ERROR: No matching distribution found for torch\n")
 
 
 HEADER = (
@@ -304,7 +302,7 @@ def run_step(tmp_path: Path, says: str, names=CUDA_NAMES, declared=CUDA_NAMES):
     tools = step.LoadTools(
         find_wine=lambda: "/usr/bin/wine",
         toolchain=lambda _root: toolchain_at(root),
-        versions=lambda: ["2.15.0", "2.10.0"],
+        versions=lambda floor: ["2.15.0", "2.10.0"],
         dlls=lambda v: replace(torch_of(v), declared=frozenset(declared)),
         runner=runner,
         library=lambda wheel, project: library,
@@ -405,7 +403,7 @@ def test_a_cross_built_wheel_loads_under_wine_against_real_torch_dlls(tmp_path: 
     with open_wheel(Path(wheel)) as (archive, info):
         provenance = provenance_in(archive, info)
     tools = step.LoadTools(
-        versions=lambda: ["2.10.0"],
+        versions=lambda floor: ["2.10.0"],
         dlls=lambda v: torches.torch_dlls(v, Path(dlls)),
     )
     good = step.load_step(Path(wheel), project, provenance, tmp_path / "ok", Path(root), tools)

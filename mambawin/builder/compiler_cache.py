@@ -132,7 +132,7 @@ def parse_ccache_stats(text: str) -> CacheStats | None:
     counts: dict[str, int] = {}
     for line in text.splitlines():
         name, _, value = line.partition("\t")
-        if value.strip().isdigit():
+        if value.strip().isascii() and value.strip().isdigit():
             counts[name.strip()] = int(value)
     if not counts:
         return None

@@ -9,6 +9,7 @@ job pool (pooled.build_together); --plan plans them one after the other.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -53,13 +54,20 @@ class PairChoice:
 
 
 def parse_with(spec: str, repo: str | None = None) -> Companion:
-    """`causal-conv1d` or `causal-conv1d==REF` (REF: a tag, branch or commit, like --ref)."""
+    """`causal-conv1d` or `causal-conv1d==REF` (REF: a tag, branch or commit, like --ref, or a
+    version in any spelling: v1.4.0, 1.4.0, 1.4)."""
     name, sep, ref = spec.partition("==")
     package = get_package(name)
     if package != CAUSAL_CONV1D or (sep and not ref.strip()):
         msg = (
             f"--with {spec!r}: only causal-conv1d can be built with mamba-ssm; write "
             "--with causal-conv1d or --with causal-conv1d==v1.6.1.post4"
+        )
+        raise UsageError(msg)
+    if _RANGE.search(ref):  # `==1.4.*`, `===1.4`: a range or pip's arbitrary equality
+        msg = (
+            f"--with {spec!r}: ==REF names one release, tag, branch or commit, not a range; "
+            "write e.g. --with causal-conv1d==v1.4.0, or leave ==REF out for the newest that fits"
         )
         raise UsageError(msg)
     return Companion(ref.strip() or None, repo)
@@ -87,6 +95,32 @@ def companion_of(package: Package, spec: str | None, repo: str | None) -> Compan
     return parse_with(spec, repo)
 
 
+# Characters of a version range, never of a release name: git refuses `*` in a ref too.
+_RANGE = re.compile(r"[*<>=~,]|^!")
+
+
+def check_fits(mamba_version: Version, conv_version: Version) -> None:
+    """The one pair check of an explicit causal-conv1d, whichever way its version was spelled;
+    UsageError naming the rule."""
+    problem = pair_problem(mamba_version, conv_version)
+    if problem:
+        msg = (
+            f"causal-conv1d {conv_version} does not fit mamba-ssm {mamba_version}: "
+            f"{problem.why}; use causal-conv1d{problem.needed} (or leave out ==REF for the "
+            "newest that fits)"
+        )
+        raise UsageError(msg)
+
+
+def release_ref(ref: str, version: Version, tags: list[str]) -> str:
+    """The release tag a version spelling names (`1.4` -> `v1.4.0`): ref itself when it is a
+    tag, else the release tag of an equal version, else ref as given (a branch of that name)."""
+    if ref in tags:
+        return ref
+    equal = [tag for tag in tags if version_rules.release_version(tag) == version]
+    return equal[0] if equal else ref
+
+
 def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
     """The mamba-ssm version and a causal-conv1d ref that fits it; UsageError for a bad pair."""
     if options.package != MAMBA:
@@ -94,18 +128,15 @@ def choose_pair(options: BuildOptions, companion: Companion) -> PairChoice:
         raise UsageError(msg)
     mamba_version = _mamba_version(options)
     if companion.ref is not None:
-        conv_version = origin.version_of(
-            companion.repo, companion.ref, CAUSAL_CONV1D, options.source_from
-        )
-        problem = pair_problem(mamba_version, conv_version)
-        if problem:
-            msg = (
-                f"causal-conv1d {conv_version} does not fit mamba-ssm {mamba_version}: "
-                f"{problem.why}; use causal-conv1d{problem.needed} (or leave out ==REF for the "
-                "newest that fits)"
-            )
-            raise UsageError(msg)
-        return PairChoice(mamba_version, companion.ref, conv_version)
+        ref = companion.ref
+        spelled = version_rules.spelled_version(ref)
+        if spelled is not None:  # checked as spelled before causal-conv1d's source is read
+            check_fits(mamba_version, spelled)
+            refs = origin.release_refs(companion.repo, CAUSAL_CONV1D, options.source_from)
+            ref = release_ref(ref, spelled, refs)
+        conv_version = origin.version_of(companion.repo, ref, CAUSAL_CONV1D, options.source_from)
+        check_fits(mamba_version, conv_version)  # what the tree says, when it differs
+        return PairChoice(mamba_version, ref, conv_version)
     conv_ref = newest_fitting(
         origin.release_refs(companion.repo, CAUSAL_CONV1D, options.source_from), mamba_version
     )

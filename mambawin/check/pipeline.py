@@ -11,7 +11,7 @@ problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -171,8 +171,9 @@ def check_windows(
         mode = "stock" if options.stock else "patched"
         tree = front.stock if options.stock else front.tree
         objects = front.work / f"objs-{mode}"
-        with steps("compile"):
-            units = _compile(options, tools, steps, config, tree, objects, python_dirs)
+        units = compile_step(
+            steps, lambda: _compile(options, tools, steps, config, tree, objects, python_dirs)
+        )
         closure = None
         whole = not options.units
         if options.link and whole and not options.stock and python_dirs and _all_ok(units):
@@ -207,7 +208,7 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
         # The check's compile gets setup.py's own flags: NVCC_THREADS from the environment (the
         # nvcc-threads patch reads it), else setup.py's default.
         threads = int(os.environ.get("NVCC_THREADS") or scan.threads or 1)
-        units = [s for s in scan.sources if not options.units or Path(s).name in options.units]
+        units = select_units(scan.sources, options.units)
         mode = "stock" if options.stock else "patched"
         return BuildPlan(
             upstream=upstream_json(front.checkout),
@@ -251,6 +252,45 @@ def _rebased(config: SetupConfig, tree: Path) -> SetupConfig:
     return replace(config, include_dirs=own)
 
 
+def compile_step(
+    steps: Reporter, compile_units: Callable[[], list[UnitResult]]
+) -> list[UnitResult]:
+    """The compile step's units; the step shows ✓ only when every unit compiled (a unit that
+    failed marks it ✗, and the check goes on to report every unit)."""
+    try:
+        with steps.step("compile"):
+            units = compile_units()
+            if any(u.status == "error" for u in units):
+                raise _UnitsFailed(units)
+    except _UnitsFailed as failed:
+        return failed.units
+    return units
+
+
+class _UnitsFailed(Exception):
+    """Ends the compile step as failed (its ✗) while the check goes on to report every unit."""
+
+    def __init__(self, units: list[UnitResult]) -> None:
+        super().__init__("units failed")
+        self.units = units
+
+
+def select_units(sources: Sequence[str], wanted: Sequence[str]) -> list[str]:
+    """The sources --unit names, each by the path the table prints (`csrc/x/y.cu`) or its file
+    name (`y.cu`); all of them when none is named. UsageError naming each name that matches
+    no unit: one left out must not pass silently."""
+    if not wanted:
+        return list(sources)
+    given = {w: w.strip().replace("\\", "/").removeprefix("./") for w in wanted}
+    unknown = [w for w, n in given.items() if not any(n in (s, Path(s).name) for s in sources)]
+    if unknown:
+        listed = ", ".join(sources)
+        msg = f"--unit {', '.join(unknown)}: no such unit (there are {listed}); give one as listed"
+        raise UsageError(msg)
+    names = set(given.values())
+    return [s for s in sources if s in names or Path(s).name in names]
+
+
 def _all_ok(units: list[UnitResult]) -> bool:
     return all(u.status == "ok" for u in units)
 
@@ -266,11 +306,8 @@ def _compile(
 ) -> list[UnitResult]:
     remove_tree(objects)  # ours; an old object must never pass for a new one
     commands = windows_commands(config, tree, options.toolchain, objects, python_dirs)
-    if options.units:
-        commands = [c for c in commands if Path(c.source).name in options.units]
-        if not commands:
-            names = ", ".join(Path(s).name for s in config.sources)
-            raise UsageError(f"--unit {', '.join(options.units)}: no such unit (there are {names})")
+    chosen = set(select_units(config.sources, options.units))
+    commands = [c for c in commands if c.source in chosen]
     skipped = [
         UnitResult(c.source, "skipped", 0.0, reason="needs --cpython (Python.h, pyconfig.h)")
         for c in commands

@@ -43,7 +43,7 @@ UNIT_TIMEOUT_S = 3600  # a bwd unit took 566 s under wine on 2 busy cores
 # `FILE(LINE): error: text` (nvcc's front end), `FILE(LINE): error C2975: text` and
 # `FILE(LINE): fatal error C1083: text` (cl), `nvcc fatal   : text` (the driver).
 _ERROR = re.compile(
-    r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+)\)(?:\s*\(\d+\))?\s*:\s*(?:fatal\s+)?"
+    r"^(?P<file>[^\s(][^(]*?)\((?P<line>[0-9]{1,9})\)(?:\s*\(\d+\))?\s*:\s*(?:fatal\s+)?"
     r"error(?:\s+(?P<code>[A-Z]+\d+))?\s*:\s*(?P<text>.*)$"
 )
 _DRIVER_FATAL = re.compile(

@@ -22,6 +22,7 @@ from mambawin import __version__
 from mambawin.cli import registry
 from mambawin.cli.lazy import FlagsShowNoType, LazyCommands, listed
 from mambawin.errors import MambawinError, UsageError, os_error
+from mambawin.owned import usable_cache
 from mambawin.ui.console import Fitted, console, out, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -38,7 +39,14 @@ def print_json(document: Any) -> None:
 
 
 def fail_json(message: str, exit_code: int, **extra: Any) -> typer.Exit:
-    """Under --json a failure is a JSON document too: {"error": ..., "exit_code": ...}."""
+    """Under --json a failure is a JSON document too: {"error": ..., "exit_code": ...}; stderr
+    ends with the same `error:` line as without --json."""
+    _say_error(message)
+    return _error_document(message, exit_code, extra)
+
+
+def _error_document(message: str, exit_code: int, extra: dict[str, Any]) -> typer.Exit:
+    """The JSON error document alone (the `error:` line is already on stderr)."""
     print_json({**extra, "error": message, "exit_code": exit_code})
     return typer.Exit(exit_code)
 
@@ -93,7 +101,7 @@ def _one_error_shape(ctx: Any) -> Iterator[None]:
         message = _usage_line(exc)
         _say_error(message)
         if ctx.meta.get(_JSON_META):
-            raise fail_json(message, UsageError.exit_code) from None
+            raise _error_document(message, UsageError.exit_code, {}) from None
         raise typer.Exit(UsageError.exit_code) from None
 
 
@@ -241,11 +249,16 @@ def _root(
 
 
 def command(
-    name: str | None = None, *, group: typer.Typer | None = None, **kwargs: Any
+    name: str | None = None,
+    *,
+    group: typer.Typer | None = None,
+    cache: bool = False,
+    **kwargs: Any,
 ) -> Callable[[F], F]:
     """Register a command whose MambawinError becomes one red line and that error's exit code.
 
     group: a sub-command group (`mambawin ci github`) instead of the top level.
+    cache: the command uses mambawin's cache; it is checked (a folder, writable) before any work.
 
     With --json (the command's `as_json` parameter) the error is also a JSON document on stdout.
     """
@@ -255,6 +268,8 @@ def command(
         def wrapper(*args: Any, **kw: Any) -> Any:
             try:
                 try:
+                    if cache:
+                        usable_cache()
                     return fn(*args, **kw)
                 except OSError as exc:
                     # The backstop: a core module that knows its action raises os_error itself.
@@ -266,7 +281,7 @@ def command(
                 if kw.get("as_json"):
                     # stdout itself may be what failed (a full disk): the line above then stands
                     with suppress(OSError):
-                        raise fail_json(str(exc), exc.exit_code) from None
+                        raise _error_document(str(exc), exc.exit_code, {}) from None
                 raise typer.Exit(exc.exit_code) from None
 
         entry = registry.BY_NAME.get(name or "") if group is None else None

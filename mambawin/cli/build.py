@@ -240,6 +240,7 @@ def build_command(
 
 @command(
     "fetch",
+    cache=True,
     epilog=examples(
         "mambawin fetch",
         "mambawin fetch --package causal-conv1d --ref v1.5.2 --dest src/causal-conv1d",

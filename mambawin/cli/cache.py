@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 @command(
     "cache",
+    cache=True,
     epilog=examples("mambawin cache", "mambawin cache --prune --keep-mb 5000"),
 )
 def cache_command(

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 @command(
     "check",
+    cache=True,
     epilog=examples(
         "mambawin check --plan",
         "mambawin check --ref v2.2.6 --arch 86",
@@ -55,7 +56,11 @@ def check_command(
     ] = None,
     unit: Annotated[
         list[str] | None,
-        typer.Option("--unit", help="Only this unit (file name, repeatable); no link check."),
+        typer.Option(
+            "--unit",
+            help="Only this unit, as the table lists it or by file name (repeatable); no link "
+            "check.",
+        ),
     ] = None,
     jobs: Annotated[int | None, jobs_option("$MAX_JOBS, else one per CPU")] = None,
     windows_root: WindowsRootOption = None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +10,7 @@ from rich.markup import escape
 
 from mambawin.cli.app import command, examples, group
 from mambawin.cli.options import SourceFromOption
-from mambawin.fetch.sdist import OFFLINE_ENV
+from mambawin.fetch.sdist import OFFLINE_ENV, offline
 from mambawin.team.github_cross import BUILD_ON
 from mambawin.team.github_publish import PUBLISH
 from mambawin.ui.console import console
@@ -100,14 +99,16 @@ def github_command(
     cells = expand(loaded)
     text = github.render(loaded, cells, options)
     warning = ""
-    if check and os.environ.get(OFFLINE_ENV):
+    if check and offline():
         warning = f"{OFFLINE_ENV} is set: not checked that {source.requirement} resolves"
     elif check:
         warning = install_source.checked(source, install_source.pip_dry_run)
     written = github.write_workflow(text, out, force)
     chosen = github.buildable(cells)
     for note in dict.fromkeys(c.note for c in chosen if "merged" in c.note):
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+    for line in github.left_out(cells):  # a package may lose every cell: never without a word
+        console.print(f"note: {line}", soft_wrap=True, markup=False)
     if warning:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     console.print(

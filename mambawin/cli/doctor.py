@@ -34,6 +34,7 @@ def doctor_command(
     win_amd64` and verify's load step of a Windows wheel run under wine."""
     from mambawin.archs import parse_archs
     from mambawin.doctor.checks import DoctorOptions, DoctorTools, run_checks, summary
+    from mambawin.errors import MambawinError
     from mambawin.ui.doctor import render_report
 
     options = DoctorOptions(
@@ -47,5 +48,5 @@ def doctor_command(
         print_json(report.to_json())
     else:
         render_report(report)
-    if not report.ready:
-        raise typer.Exit(1)
+    if not report.ready:  # the table says what; stderr ends with the one error line
+        raise MambawinError(summary(report))

@@ -32,6 +32,7 @@ def init_command(
 
 @command(
     "matrix",
+    cache=True,
     epilog=examples("mambawin matrix", "mambawin matrix --spec team/mambawin.toml --json"),
 )
 def matrix_command(
@@ -77,9 +78,14 @@ def index_command(
     out: Annotated[
         Path, typer.Option("--out", help="The index folder (created or updated).", readable=False)
     ],
-    title: Annotated[str, typer.Option("--title", help="Title of the index page.")] = (
-        "mambawin wheels"
-    ),
+    title: Annotated[
+        str | None,
+        typer.Option(
+            "--title",
+            help="Title of the index page (kept for later runs).",
+            show_default="the index's own, else 'mambawin wheels'",
+        ),
+    ] = None,
     torch: Annotated[
         list[str] | None,
         typer.Option(

@@ -51,6 +51,7 @@ CudaOption = Annotated[
 
 @command(
     "windows",
+    cache=True,
     group=toolchain_app,
     epilog=examples(
         "mambawin toolchain windows --setup",
@@ -227,6 +228,7 @@ def _print_env(where: Path, form: str, *, msvc: bool) -> None:
 
 @command(
     "linux",
+    cache=True,
     group=toolchain_app,
     epilog=examples("mambawin toolchain linux --setup", "mambawin toolchain linux --json"),
 )

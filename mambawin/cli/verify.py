@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 @command(
     "verify",
+    cache=True,
     epilog=examples(
         "mambawin verify wheelhouse",
         "mambawin verify --installed --quick",

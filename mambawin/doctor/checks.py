@@ -170,7 +170,10 @@ def _pip_toolchain(tools: DoctorTools, platform: str) -> dict[str, Path | None]:
     if platform != "win32":
         linux = tools.linux_cuda or LinuxCuda(linux_root())
         return {"pip_cuda": None if linux.missing() else linux.home}
-    found = tools.pip_toolchain or wine.toolchain_at(_windows_root(tools), torch=False)
+    root = _windows_root(tools)
+    if tools.pip_toolchain is None and wine.separator_problem(root) is not None:
+        return {}  # no path list can hold it: build refuses it, doctor falls back to none
+    found = tools.pip_toolchain or wine.toolchain_at(root, torch=False)
     if wine.missing_parts(found):
         return {}
     return {"pip_cuda": found.cuda, "pip_msvc": found.msvc}
@@ -241,7 +244,7 @@ def _judge(ctx: ProbeContext, facts: _Facts, windows_root: Path) -> list[Check]:
         launcher = proc.which("wine", path=ctx.env.get("PATH")) or proc.which(
             "wine64", path=ctx.env.get("PATH")
         )
-        checks.append(wine_doctor.doctor_check(wine.toolchain_at(windows_root), launcher))
+        checks.append(wine_doctor.root_check(windows_root, launcher))
     return checks
 
 

@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -31,7 +31,7 @@ from mambawin.fetch.simple_index import IndexFile, IndexSettings
 from mambawin.fetch.version_rules import read_file_version, release_version
 from mambawin.owned import cache_dir
 from mambawin.packages import Package
-from mambawin.userfile import parse_json
+from mambawin.userfile import env_flag, parse_json
 
 OFFLINE_ENV = "MAMBAWIN_OFFLINE"  # set: no index is asked; only what the cache holds is used
 SOURCE_ENV = "MAMBAWIN_SOURCE"  # the default of --source-from
@@ -39,9 +39,10 @@ SOURCES = ("auto", "git", "index")
 DEFAULT_SOURCE = "auto"  # git, and the index's sdist when git cannot reach the release
 
 
-def offline() -> bool:
-    """Whether MAMBAWIN_OFFLINE asks mambawin to stay off the network."""
-    return bool(os.environ.get(OFFLINE_ENV))
+def offline(env: Mapping[str, str] | None = None) -> bool:
+    """Whether MAMBAWIN_OFFLINE asks mambawin to stay off the package index (`1/true/yes/on`;
+    `0/false/no/off` or unset do not); UsageError for a value that is no yes/no."""
+    return env_flag(OFFLINE_ENV, env=env)
 
 
 def source_choice(given: str | None) -> str:

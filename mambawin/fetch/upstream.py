@@ -237,7 +237,7 @@ def commit_time(path: Path) -> int | None:
     """The committer time of the checked-out commit (seconds), None outside a git work tree."""
     head = _head(path)
     when = git.query(["-C", path, "show", "-s", "--format=%ct", head]) if head else None
-    return int(when) if when and when.isdigit() else None
+    return int(when) if when and when.isascii() and when.isdigit() else None
 
 
 def _head(path: Path) -> str | None:

@@ -12,7 +12,8 @@ from packaging.version import InvalidVersion, Version
 from mambawin.errors import UpstreamError
 from mambawin.packages import MAMBA, PACKAGES, Package
 
-_RELEASE_TAG = re.compile(r"^v(\d+\.\d+\.\d+(?:\.post\d+)?)$")
+# ASCII digits to the end: re's \d takes '١', which Version() then refuses (a traceback).
+_RELEASE_TAG = re.compile(r"^v([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)\Z")
 
 
 _VERSION_LINE = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
@@ -76,6 +77,19 @@ def release_version(tag: str) -> Version | None:
     """The version of a release tag like v2.2.6.post1, or None for any other name."""
     match = _RELEASE_TAG.match(tag)
     return Version(match[1]) if match else None
+
+
+def spelled_version(ref: str) -> Version | None:
+    """The version a ref spells as a release, in any spelling (`v1.4.0`, `1.4.0`, `1.4`,
+    `1.4.0.0`, `V1.4`, `1!1.4`), or None for a branch or commit: the one reading every pair
+    check starts from. A dot is required (a commit prefix may be all digits)."""
+    text = ref[1:] if ref[:1] in ("v", "V") else ref
+    if "." not in text:
+        return None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def newest_release(tags: Iterable[str], repo: str = MAMBA.default_repo) -> str:

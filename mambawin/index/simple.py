@@ -48,7 +48,7 @@ from packaging.utils import (
 )
 
 from mambawin.atomic import Move
-from mambawin.errors import WheelError
+from mambawin.errors import UsageError, WheelError
 from mambawin.index.inputs import (
     ATTESTATION,
     VERIFY_SUFFIX,
@@ -145,7 +145,7 @@ def build_index(
     wheelhouse: Path,
     out: Path,
     *,
-    title: str = "mambawin wheels",
+    title: str | None = None,
     torches: Sequence[str] = (),
     attestation: str | None = None,
     lock_timeout: float = 600.0,
@@ -158,8 +158,10 @@ def build_index(
     against what is published, before the first byte is written; then the run's files are
     staged and moved into place together, or not at all (a failure puts back what was there).
     torches: torch minors ("2.13") to make per-torch folders for, besides those the wheels name
-    (remembered in the marker for later runs). Runs on one out wait for each other (a lock the
-    OS releases even when a run is killed); a run cleans up what a killed run left.
+    (remembered in the marker for later runs). title: the pages' title, remembered the same way
+    (None: the one an earlier run was given, else DEFAULT_TITLE). Runs on one out wait for each
+    other (a lock the OS releases even when a run is killed); a run cleans up what a killed run
+    left.
     attestation: the https address of the attestation of this wheelhouse's wheels, shown beside
     each one the run adds (a published wheel keeps what it was published with).
     move: os.replace (tests make the n-th move fail).
@@ -167,6 +169,12 @@ def build_index(
     team's jobs install mambawin from its index; the wheelhouse may then be empty.
     """
     attestation = attestation_url(attestation)
+    if title is not None and not _TITLE.fullmatch(title):  # it is kept for every later run
+        msg = (
+            f"--title {title!r}: give one line of 1 to 200 characters (no line break or "
+            "control character), or leave it out to keep the index's own"
+        )
+        raise UsageError(msg)
     sources = read_sources(Path(wheelhouse), allow_empty=own_wheel is not None)
     if own_wheel is not None:
         sources.append(read_own_wheel(Path(own_wheel)))
@@ -198,12 +206,13 @@ class _Plan:
     pages: tuple[str, ...]
     folders: Mapping[str, tuple[str, ...]]  # each variant's per-torch folders
     torches: tuple[str, ...]  # asked for (--torch, --spec), now or in an earlier run
+    title: str  # given now (--title), else in an earlier run, else DEFAULT_TITLE
 
 
 def _publish(
     sources: list[Source],
     out: Path,
-    title: str,
+    title: str | None,
     wanted: tuple[str, ...],
     attestation: str | None,
     move: Move,
@@ -220,7 +229,7 @@ def _publish(
             mtimes[source.path.name] = staged.stat().st_mtime_ns  # os.replace keeps it
         for rel, data in plan.files.items():
             publication.write(rel, data)
-        publication.write(MARKER, _marker(plan.wheels, plan.torches, mtimes))
+        publication.write(MARKER, _marker(plan.wheels, plan.torches, mtimes, plan.title))
         publication.commit()
     pages = tuple(out / rel for rel in plan.pages)
     return IndexResult(
@@ -231,7 +240,7 @@ def _publish(
 def _plan(
     sources: list[Source],
     out: Path,
-    title: str,
+    title: str | None,
     wanted: tuple[str, ...],
     attestation: str | None = None,
 ) -> _Plan:
@@ -264,10 +273,11 @@ def _plan(
         )
     )
     torches = tuple(sorted({*wanted, *cached["torches"]}, key=lambda t: release(t, 2)))
+    title = title if title is not None else cached["title"] or DEFAULT_TITLE
     pages, folders = _pages(wheels, title, torches)
     pages |= dict(_emptied(out, pages))
     files = {**dict(_companions(entries, records)), **pages}
-    return _Plan(new, wheels, files, tuple(pages), folders, torches)
+    return _Plan(new, wheels, files, tuple(pages), folders, torches, title)
 
 
 def _companions(
@@ -468,18 +478,22 @@ def _utf8(text: str) -> bytes:
 
 
 def _marker(
-    wheels: Iterable[IndexedWheel], torches: Sequence[str], mtimes: Mapping[str, int]
+    wheels: Iterable[IndexedWheel], torches: Sequence[str], mtimes: Mapping[str, int], title: str
 ) -> bytes:
     """The marker: this folder is a mambawin index, what each wheel said (see _entries), and
-    the torch minors asked for (--torch, --spec) that later runs keep serving."""
+    the torch minors asked for (--torch, --spec) and the title that later runs keep."""
     entries = {}
     for wheel in wheels:
         data = wheel.to_json()
         del data["verify"], data["verify_ignored"]  # read again each run: a later verify
         data["mtime_ns"] = mtimes[wheel.file]
         entries[wheel.file] = data
-    document = {"schema": 1, "torches": list(torches), "wheels": entries}
+    document = {"schema": 1, "title": title, "torches": list(torches), "wheels": entries}
     return _utf8(json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+DEFAULT_TITLE = "mambawin wheels"
+_TITLE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 
 
 def _cached(out: Path) -> dict[str, Any]:
@@ -491,7 +505,10 @@ def _cached(out: Path) -> dict[str, Any]:
     data = data if isinstance(data, dict) else {}
     wheels = data.get("wheels")
     torches = data.get("torches")
+    title = data.get("title")
     return {
+        # an edited marker's title is used only when it is one line of text a page can hold
+        "title": title if isinstance(title, str) and _TITLE.fullmatch(title) else None,
         "wheels": wheels if isinstance(wheels, dict) else {},
         "torches": [t for t in torches if isinstance(t, str) and _TORCH.fullmatch(t)]
         if isinstance(torches, list)

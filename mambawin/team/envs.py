@@ -157,7 +157,7 @@ def pyenv_pythons(version: str) -> list[Path]:
 
 def _patch_number(name: str) -> int:
     tail = name.split(".")[2] if name.count(".") >= 2 else ""
-    return int(tail) if tail.isdigit() else -1
+    return int(tail) if tail.isascii() and tail.isdigit() else -1
 
 
 def _runs_version(argv: list[str], version: str) -> bool:

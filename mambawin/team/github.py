@@ -27,7 +27,7 @@ from mambawin.team import github_check, github_cross
 from mambawin.team.actions import CACHE, CHECKOUT, SCCACHE, SETUP_PYTHON
 from mambawin.team.github_publish import PUBLISH, publish_job
 from mambawin.team.matrix import IMPOSSIBLE, Cell
-from mambawin.team.spec import EXPRESSION, RUNNER_LABEL, Spec
+from mambawin.team.spec import EXPRESSION, RUNNER_LABEL, Spec, not_windows
 from mambawin.team.workflow_steps import (
     JOB_LIMIT_MIN,
     MATRIX_LIMIT,
@@ -73,6 +73,10 @@ class WorkflowOptions:
                 f"give one such as {WINDOWS_RUNNER} or your self-hosted runner's label"
             )
             raise UsageError(msg)
+        other = not_windows(self.runner)
+        if other is not None:  # the build jobs (or the check) run Windows steps on it
+            msg = f"--runner {other}: give a Windows runner's label, e.g. {WINDOWS_RUNNER}"
+            raise UsageError(msg)
         for flag, value in (("--runner", self.runner), ("--mambawin", self.mambawin)):
             if EXPRESSION in value:
                 msg = (
@@ -85,6 +89,28 @@ class WorkflowOptions:
 def buildable(cells: Sequence[Cell]) -> list[Cell]:
     """The cells a Windows runner builds: win_amd64 and not impossible."""
     return [c for c in cells if c.platform == "win_amd64" and c.status != IMPOSSIBLE]
+
+
+def left_out(cells: Sequence[Cell]) -> list[str]:
+    """One line per package and reason for the cells the workflow does not build (so none is
+    dropped without a word): a platform no runner of it builds, or a cell that cannot be built."""
+    reasons: dict[tuple[str, str], int] = {}
+    for cell in cells:
+        if cell.platform != "win_amd64":
+            why = f"{cell.platform}: the workflow's runners build win_amd64 wheels only"
+        elif cell.status == IMPOSSIBLE:
+            why = cell.reason or "it cannot be built"
+        else:
+            continue
+        key = (cell.package.name, why)
+        reasons[key] = reasons.get(key, 0) + 1
+    built = {c.package.name for c in buildable(cells)}
+    lines = []
+    for (name, why), count in reasons.items():
+        every = "" if name in built else " (every cell of it: the workflow builds none)"
+        cells_word = "cell" if count == 1 else "cells"
+        lines.append(f"left out {count} {cells_word} of {name}{every}: {why}")
+    return lines
 
 
 def path_filter(path: str) -> str:

@@ -26,7 +26,7 @@ from mambawin.builder.options import BuildOptions
 from mambawin.errors import UpstreamError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import mirror_path
-from mambawin.fetch.version_rules import file_version, release_version
+from mambawin.fetch.version_rules import file_version, release_version, spelled_version
 from mambawin.index.reader import index_files
 from mambawin.packages import get_package
 from mambawin.patch.registry import own_ids
@@ -310,7 +310,7 @@ def package_version(package: PackageSpec) -> tuple[str | None, str]:
     found = file_version(_file_at_ref(package) or "")
     if found is not None:
         return str(found), ""
-    tag = release_version(package.ref)
+    tag = release_version(package.ref) or spelled_version(package.ref)  # `1.4.0` as `v1.4.0`
     if tag is not None:
         return str(tag), (
             f"version taken from the tag {package.ref} (upstream not fetched yet; "

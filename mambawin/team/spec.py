@@ -49,6 +49,19 @@ _URL = re.compile(r"^(https?|file)://\S+$")
 # A label as `runs-on` matches it: GitHub splits a runner's labels at commas; a space or a line
 # break makes a label no runner has, and the job waits until it is cancelled.
 RUNNER_LABEL = re.compile(r"[^\s,]+")
+# A label GitHub gives its Linux and macOS runners (ubuntu-24.04, ubuntu-latest, macos-14) or a
+# self-hosted one's system label (linux, Linux, macOS): a job for a Windows runner never runs on it
+# as meant (its `pwsh` steps and Windows paths fail there, or nothing matches and it waits).
+_OTHER_SYSTEM = re.compile(r"(ubuntu|linux|macos|osx)([-_.].*)?", re.IGNORECASE)
+
+
+def not_windows(label: str) -> str | None:
+    """Why a runner label names no Windows runner, or None."""
+    found = _OTHER_SYSTEM.fullmatch(label)
+    if found is None:
+        return None
+    system = "macOS" if found[1].lower() in ("macos", "osx") else "Linux"
+    return f"{label!r} is a {system} runner's label, not a Windows runner's"
 
 
 # A GitHub Actions expression. Spec values reach a generated workflow's matrix, where GitHub would

@@ -40,6 +40,7 @@ from mambawin.team.spec import (
     TorchSpec,
     dotted,
     find_line,
+    not_windows,
 )
 
 if sys.version_info >= (3, 11):
@@ -253,6 +254,12 @@ class _Reader:
                 ("ci", "windows_gpu_runner"),
                 f"{runner!r} is not one runner label (no spaces or commas): give the label your "
                 "GPU runner registered with, e.g. gpu-windows",
+            )
+        other = not_windows(runner) if runner is not None else None
+        if other is not None:
+            raise self.fail(
+                ("ci", "windows_gpu_runner"),
+                f"{other}: give the label of a Windows runner with an NVIDIA GPU, e.g. gpu-windows",
             )
         arch_text = self.optional_str(table, ("ci", "windows_gpu_arch"))
         if arch_text is not None and runner is None:

@@ -89,7 +89,7 @@ def setup(
     """Fetch the CUDA wheels into root (a new or empty folder, or one this made), once NVIDIA's
     CUDA EULA is accepted for it (accept_license, or an earlier setup's record in root); else
     UsageError, before anything is downloaded or changed."""
-    wanted = cuda_wheels(cuda)  # UsageError before anything is touched
+    wanted = cuda_wheels(cuda, "Linux")  # UsageError before anything is touched
     result = LinuxCuda(root, cuda)
     terms, command = licenses.LINUX_CUDA, licenses.LINUX_SETUP
     if not (accept_license or licenses.accepted(root, terms)):

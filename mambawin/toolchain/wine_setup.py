@@ -59,9 +59,10 @@ Downloader = Callable[[Sequence[str], Path], None]
 _MAJOR_MINOR = re.compile(r"[0-9]+\.[0-9]+")  # ASCII digits: int() would read Arabic-Indic ones
 
 
-def cuda_wheels(cuda: str) -> tuple[str, ...]:
+def cuda_wheels(cuda: str, system: str = "Windows") -> tuple[str, ...]:
     """The pinned `nvidia-cuda-*` wheels of a CUDA version; UsageError naming why there are none
-    (a version that is not major.minor, a major NVIDIA ships no compiler wheel for)."""
+    (a version that is not major.minor, a major NVIDIA ships no compiler wheel for). system: the
+    toolchain asked for, as the refusal names it (Windows, or Linux for `toolchain linux`)."""
     if cuda in CUDA_WHEELS:
         return CUDA_WHEELS[cuda]
     known = ", ".join(CUDA_WHEELS)
@@ -71,7 +72,7 @@ def cuda_wheels(cuda: str) -> tuple[str, ...]:
     why = NO_COMPILER_WHEELS.get(int(cuda.split(".")[0]))
     if why is not None:
         raise UsageError(f"--cuda {cuda}: " + why.format(version=cuda))
-    raise UsageError(f"CUDA {cuda!r} has no known Windows wheel set: use one of {known}")
+    raise UsageError(f"CUDA {cuda!r} has no known {system} wheel set: use one of {known}")
 
 
 def toolchain_key(cuda: str = SETUP_CUDA, torch: str | None = SETUP_TORCH) -> str:

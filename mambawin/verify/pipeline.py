@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mambawin.builder.reporter import Finished, QuietReporter, Reporter, still_running
 from mambawin.errors import UsageError
+from mambawin.fetch.sdist import offline
 from mambawin.status import Status
 from mambawin.toolchain import wine
 from mambawin.verify.fit import fit_step, worst
@@ -164,6 +165,7 @@ def _foreign(wheels: tuple[WheelRef, ...]) -> str | None:
 
 
 def _check_options(options: VerifyOptions) -> tuple[WheelRef, ...]:
+    offline()  # a MAMBAWIN_OFFLINE that is no yes/no stops here, not in the requirements step
     unknown = sorted(set(options.skip) - set(SKIPPABLE))
     if unknown:
         raise UsageError(f"--skip: unknown step {unknown[0]!r}; choose from {', '.join(SKIPPABLE)}")

@@ -10,8 +10,6 @@ scratch `--target`, which pip wants beside `--platform`). Offline, the step says
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import sys
 import tempfile
@@ -22,7 +20,9 @@ from typing import Literal
 
 from mambawin import proc
 from mambawin.errors import CommandError, MambawinError, UsageError
-from mambawin.fetch.sdist import OFFLINE_ENV  # one switch for every look at the package index
+from mambawin.fetch.sdist import OFFLINE_ENV as OFFLINE_ENV  # one switch for every index look-up
+from mambawin.fetch.sdist import offline as offline
+from mambawin.userfile import parse_json
 
 Status = Literal["ok", "fail", "skip"]
 # What pip prints when the index cannot be reached at all (DNS, no route, proxy, TLS to nowhere).
@@ -134,7 +134,7 @@ def resolve_wheel(wheel: Path, *, python: str = sys.executable) -> Resolution:
     from mambawin.wheel.info import open_wheel, read_member
     from mambawin.wheel.provenance import Provenance, read_provenance
 
-    if os.environ.get(OFFLINE_ENV):
+    if offline():
         return _skipped("")
     with open_wheel(Path(wheel)) as (archive, info):
         raw = read_member(info.path, archive, info.metadata_path)
@@ -208,7 +208,7 @@ def resolve(
     timeout: float = 600.0,
 ) -> Resolution:
     """Resolve `requires` (torch excluded) for `target` with pip; never installs anything."""
-    if os.environ.get(OFFLINE_ENV):
+    if offline():
         return _skipped(target.platform)
     wanted = [text for text in requires if _name(text) != _TORCH]
     if not wanted:
@@ -353,19 +353,34 @@ def _write_standin(folder: Path, version: str) -> None:
 
 
 def _installs(output: str) -> tuple[str, ...]:
-    start = output.find("{")
     try:
-        report = json.loads(output[start : output.rfind("}") + 1]) if start >= 0 else {}
+        found = report_installs(output)
     except ValueError:
         return ()
-    items = [item.get("metadata", {}) for item in report.get("install", [])]
-    return tuple(
-        sorted(
-            f"{m.get('name')}=={m.get('version')}"
-            for m in items
-            if _name(str(m.get("name"))) != _TORCH
-        )
-    )
+    return tuple(sorted(f"{name}=={version}" for name, version in found if _name(name) != _TORCH))
+
+
+def report_installs(output: str) -> tuple[tuple[str, str], ...]:
+    """(name, version) of each distribution a `pip install --report -` JSON says it would
+    install; ValueError naming what is wrong for anything else (no report, another JSON shape,
+    a name or version of another type): pip's output is read, never trusted."""
+    start = output.find("{")
+    if start < 0:
+        raise ValueError("pip printed no report")
+    report = parse_json(output[start : output.rfind("}") + 1])
+    items = report.get("install") if isinstance(report, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("pip's report has no list of what it would install")
+    found = []
+    for item in items:
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        version = meta.get("version") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not isinstance(version, str):
+            shown = repr(item)[:80]
+            raise ValueError(f"pip's report lists an install without a name and version: {shown}")
+        found.append((name, version))
+    return tuple(found)
 
 
 def _errors(output: str) -> str:

@@ -12,6 +12,7 @@ from packaging.utils import canonicalize_name
 
 from mambawin import __version__
 from mambawin.errors import WheelError
+from mambawin.userfile import FLAG_OFF, FLAG_ON
 from mambawin.wheel.info import (
     WheelInfo,
 )
@@ -128,13 +129,19 @@ def _guard_block(built: Built, project: str) -> str:
 
 
 def _mambawin_release(text):
-    return tuple(int(part) if part.isdigit() else 0 for part in text.split("."))
+    return tuple(int(part) if part.isascii() and part.isdigit() else 0 for part in text.split("."))
 
 
 def _mambawin_torch_guard():
     import os
-    if os.environ.get("{SKIP_GUARD_ENV}"):
+    skip = os.environ.get("{SKIP_GUARD_ENV}", "")
+    if skip.lower() in {FLAG_ON!r}:
         return
+    if skip.lower() not in {FLAG_OFF!r}:
+        raise ImportError(
+            "{SKIP_GUARD_ENV}=" + repr(skip) + " is not a yes/no value: set it to 1 to import"
+            + " without the torch check, or to 0 (or unset it) to keep the check"
+        )
     import torch
     built_torch, built_cuda = "{built.torch}", "{built.cuda}"
     found_torch = ".".join(torch.__version__.split("+")[0].split(".")[:2])

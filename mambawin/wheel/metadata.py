@@ -10,7 +10,9 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
+from mambawin.wheel.headers import with_platform_headers
 from mambawin.wheel.info import (
     WheelInfo,
     open_wheel,
@@ -18,7 +20,7 @@ from mambawin.wheel.info import (
     read_message,
     read_text_member,
 )
-from mambawin.wheel.requirements import Plan, plan
+from mambawin.wheel.requirements import Change, Plan, plan
 
 _HEADER_END = re.compile(rb"\r?\n(\r?\n)")
 
@@ -82,12 +84,33 @@ def rewrite_requirements(
 
 def requires_dist(raw: bytes) -> list[str]:
     """The Requires-Dist values of raw METADATA bytes, unfolded, in order."""
+    return header_values(raw, "Requires-Dist")
+
+
+def header_values(raw: bytes, wanted: str) -> list[str]:
+    """The values of one header of raw METADATA bytes, unfolded, in order (as edit_metadata
+    matches them)."""
     values = []
     for header in _logical_headers(raw[: _header_cut(raw)]):
         name, _, value = header.partition(b":")
-        if name.strip().lower() == b"requires-dist":
+        if name.strip().lower() == wanted.lower().encode():
             values.append(_unfold(value))
     return values
+
+
+def with_platform_headers_in(
+    changes: Plan, archive: zipfile.ZipFile, info: WheelInfo, python_floor: Version | None
+) -> Plan:
+    """changes, with the Classifier and Requires-Python rewrites the wheel's platform needs."""
+    raw = read_member(info.path, archive, info.metadata_path)
+    python = header_values(raw, "Requires-Python")
+    return with_platform_headers(
+        changes,
+        info.file.platform,
+        header_values(raw, "Classifier"),
+        python[0] if python else None,
+        python_floor,
+    )
 
 
 def edit_metadata(raw: bytes, changes: Plan, version: str | None) -> bytes:
@@ -108,9 +131,17 @@ def edit_metadata(raw: bytes, changes: Plan, version: str | None) -> bytes:
         ),
         default=len(headers) - 1,
     )
+    classifiers = {c.before: c.after for c in changes.classifiers if c.before}
+    python = changes.python
     for index, header in enumerate(headers):
         name, _, value = header.partition(b":")
         key, end = name.strip().lower(), _line_end(header)
+        if key == b"classifier" and _unfold(value) in classifiers:
+            new_value = classifiers[_unfold(value)]
+            header = b"" if new_value is None else _header("Classifier", new_value, end)
+        elif key == b"requires-python" and python is not None and python.after is not None:
+            header = _header("Requires-Python", python.after, end)
+            python = None
         if key == b"requires-dist" and extras:
             kept += [_header("Provides-Extra", extra, end or b"\n") for extra in extras]
             extras = []
@@ -122,7 +153,20 @@ def edit_metadata(raw: bytes, changes: Plan, version: str | None) -> bytes:
         kept.append(header)
         if index == last_requirement:
             kept += [_header("Requires-Dist", new, end or b"\n") for new in changes.additions()]
-    return b"".join(kept) + raw[cut:]
+    return b"".join(kept + _added_headers(changes, python, headers)) + raw[cut:]
+
+
+def _added_headers(changes: Plan, python: Change | None, headers: list[bytes]) -> list[bytes]:
+    """The Classifier and Requires-Python lines the wheel lacked, after its last header."""
+    end = (_line_end(headers[-1]) if headers else b"") or b"\n"
+    values = [("Classifier", c.after) for c in changes.classifiers if not c.before and c.after]
+    if python is not None and python.after is not None and not python.before:
+        values.append(("Requires-Python", python.after))
+    if not values:
+        return []
+    # the last header may lack its line end (no body follows): the new lines start on their own
+    first = end if headers and not _line_end(headers[-1]) else b""
+    return [first + _header(name, value, end) for name, value in values]
 
 
 def _header_cut(raw: bytes) -> int:

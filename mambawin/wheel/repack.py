@@ -30,7 +30,14 @@ from pathlib import Path
 from packaging.version import Version
 from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
-from mambawin.abi import DEFAULT_ABI, STABLE_ABI_TAG, STABLE_PYTHON_TAG, Abi, torch_requirement
+from mambawin.abi import (
+    DEFAULT_ABI,
+    STABLE_ABI_TAG,
+    STABLE_FLOOR_PYTHON,
+    STABLE_PYTHON_TAG,
+    Abi,
+    torch_requirement,
+)
 from mambawin.atomic import write_through
 from mambawin.errors import UsageError, WheelError
 from mambawin.secret_urls import public_repo
@@ -41,7 +48,12 @@ from mambawin.wheel.info import (
     open_wheel,
     read_member,
 )
-from mambawin.wheel.metadata import edit_metadata, requirement_plan_in, requirements_in
+from mambawin.wheel.metadata import (
+    edit_metadata,
+    requirement_plan_in,
+    requirements_in,
+    with_platform_headers_in,
+)
 from mambawin.wheel.provenance import (
     NO_LABEL,
     PROVENANCE_NAME,
@@ -131,11 +143,27 @@ def rewrite_wheel(
                 changes, requirements_in(archive, info), torch_requirement(), STABLE_TORCH_REASON
             )
         record = _provenance_dict(archive, info, provenance)
+        stable = abi == "stable" or (record is not None and record.get("abi") == "stable")
+        changes = with_platform_headers_in(changes, archive, info, python_floor(info, stable))
         if record is not None and changes.every:
             record["requirements"] = [change.to_json() for change in changes.every]
         versions = guard_versions(record) if guard and record else None
         entries = _entries(archive, plan, changes, record, versions)
         return write_wheel(entries, plan.target, date_time)
+
+
+def python_floor(info: WheelInfo, stable: bool) -> Version | None:
+    """The oldest Python the rewritten wheel installs on: the stable floor's torch's (a stable
+    build, or a wheel whose provenance says it is one), else the oldest CPython its tag names
+    (cp312 -> 3.12); None when the tag names none."""
+    if stable:
+        return STABLE_FLOOR_PYTHON
+    found = [
+        Version(f"{tag[2]}.{tag[3:]}")
+        for tag in info.file.python.split(".")
+        if tag.startswith("cp") and tag[2:].isascii() and tag[2:].isdigit() and len(tag) > 3
+    ]
+    return min(found) if found else None
 
 
 def _check_out_dir(out_dir: Path) -> None:

@@ -20,9 +20,11 @@ from typing import Literal
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
+from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+from mambawin.packages import pair_rule
 
 Family = Literal["windows", "linux", "other"]
 MAMBA3_EXTRA = "mamba3"
@@ -70,6 +72,9 @@ class Plan:
     changes: tuple[Change, ...]
     extras: tuple[str, ...]
     added: tuple[Change, ...] = ()  # requirements the wheel lacks (`before` is "")
+    # Requires-Python and Classifier rewrites for the wheel's platform (`before` "": added)
+    python: Change | None = None
+    classifiers: tuple[Change, ...] = ()
 
     def replacements(self) -> dict[str, str | None]:
         """Original value -> new value (None: drop), for `metadata.edit_metadata`."""
@@ -182,7 +187,7 @@ def plan(
     release = _version(version)
     applicable = [
         rule
-        for rule in RULES.get(canonicalize_name(project), ())
+        for rule in (*RULES.get(canonicalize_name(project), ()), *_pair_rules(project, release))
         if rule.applies(family, release) and rule.project not in kept
     ]
     requires_rules = [rule for rule in applicable if rule.action == "require"]
@@ -250,14 +255,54 @@ def _change(text: str, rules: Mapping[str, Rule], dropped: set[str]) -> Change |
         requirement.name = rule.target
         return Change(text, str(requirement), rule.reason)
     if rule.action == "cap":
-        if set(SpecifierSet(rule.target)) <= set(requirement.specifier):
+        raised = raise_floor(requirement.specifier, SpecifierSet(rule.target))
+        if raised == requirement.specifier:
             return None  # already capped (a second rewrite)
-        requirement.specifier &= SpecifierSet(rule.target)
+        requirement.specifier = raised
         return Change(text, str(requirement), rule.reason)
     if _extras_of(requirement.marker):
         return None  # already optional: an extra is not installed by default
     requirement.marker = _with_extra(requirement.marker, rule.target)
     return Change(text, str(requirement), rule.reason)
+
+
+def _pair_rules(project: str, release: Version | None) -> tuple[Rule, ...]:
+    """mamba-ssm's causal-conv1d extra raised to what the pair rule says serves the fast path:
+    upstream's `causal-conv1d>=1.2.0` would install one below it (on Windows, an sdist to
+    compile), and mamba then silently runs without the kernels."""
+    if canonicalize_name(project) != "mamba-ssm" or release is None:
+        return ()
+    rule = pair_rule(release)
+    if rule is None:
+        return ()
+    reason = (
+        f"the causal-conv1d extra names what mamba-ssm {release.public} uses "
+        f"(causal-conv1d{rule.causal_conv1d}: {rule.why}); an older one loses its fast path"
+    )
+    return (Rule("causal-conv1d", "windows", "cap", str(rule.causal_conv1d), reason),)
+
+
+def raise_floor(specifier: SpecifierSet, floor: SpecifierSet) -> SpecifierSet:
+    """specifier with floor's clauses, less its own lower bounds that floor's supersede
+    (`>=1.2.0` and floor `>=1.4.0` give `>=1.4.0`; a higher own bound stays)."""
+    lows = [Version(s.version) for s in floor if s.operator in (">=", ">")]
+    low = max(lows) if lows else None
+
+    def superseded(clause: Specifier) -> bool:
+        if low is None or clause.operator not in (">=", ">"):
+            return False
+        try:
+            return Version(clause.version) <= low
+        except InvalidVersion:
+            return False
+
+    kept = [clause for clause in specifier if not superseded(clause)]
+    if low is not None and any(
+        c.operator in (">=", ">") and Version(c.version) > low for c in kept
+    ):  # its own floor is higher already: only floor's other clauses are added
+        floor = SpecifierSet(",".join(str(c) for c in floor if c.operator not in (">=", ">")))
+    merged = SpecifierSet(",".join(str(c) for c in kept)) & floor
+    return specifier if set(merged) == set(specifier) else merged
 
 
 def _version(text: str | None) -> Version | None:

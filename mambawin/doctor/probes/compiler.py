@@ -311,8 +311,8 @@ def _prompt(active: ActivePrompt | None, window: msvc.MscWindow | None) -> Check
 
 
 def _msc_of(tools_version: str) -> int | None:
-    parts = tools_version.split(".")
-    return 1900 + int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+    minor = [*tools_version.split("."), ""][1]
+    return 1900 + int(minor) if minor.isascii() and minor.isdigit() else None
 
 
 def cxx_std_check(torch_std: int | None, cuda: CudaFacts, host: HostFacts) -> Check:

@@ -47,7 +47,11 @@ def parse_nvidia_smi_csv(text: str) -> tuple[Gpu, ...]:
 
 def _capability(text: str) -> tuple[int, int] | None:
     major, dot, minor = text.strip().partition(".")
-    return (int(major), int(minor)) if dot and major.isdigit() and minor.isdigit() else None
+    return (
+        (int(major), int(minor))
+        if dot and major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit()
+        else None
+    )
 
 
 def gather_gpus(ctx: ProbeContext, torch: TorchFacts) -> GpuFacts:

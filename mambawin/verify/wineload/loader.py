@@ -27,6 +27,15 @@ from mambawin.verify.wineload.stub import STUB_SOURCE, stub_def
 
 LOADER = "loader.exe"
 _OURS = re.compile(r"^mambawin-load: (\w+) (.*)$")
+# Each of the loader's lines (data/loader.c), read whole: any DLL it loads may print on the same
+# stream, so a line may come cut, merged or with bytes of another's; ASCII digits only (int() and
+# float() read '١٢' and '1e999' too).
+_WORDS = ("loaded", "error", "missing", "op")
+_LOADED = re.compile(r"^(\S+) ([0-9]{1,9}\.[0-9]{1,9})$", re.ASCII)
+_CODE = re.compile(r"^(\S+) ([0-9]{1,10})$", re.ASCII)
+_NAME = re.compile(r"^(\S+)$")
+_BEGIN = re.compile(r"^(\S+) begin$")
+_END = re.compile(r"^(\S+) end (-?[0-9]{1,10})$", re.ASCII)
 _NO_IMPLEMENTATION = re.compile(r"No implementation for ([\w.-]+\.dll)\.(\S+) imported from")
 _NOT_FOUND = re.compile(r"Library (\S+) \(which is needed by .*?\) not found")
 _WINE_LINE = re.compile(r"^[0-9a-f]{4}:(fixme|err|warn|trace):")  # wine's own channels
@@ -152,26 +161,27 @@ def parse_run(done: proc.Completed, asked: Sequence[str]) -> LoadRun:
             if current is not None and not _WINE_LINE.match(line):
                 said.append(line)
             continue
-        word, rest = ours[1], ours[2].split()
-        if word == "loaded":
-            seconds[rest[0]] = float(rest[1])
-        elif word == "error":
-            errors.append(_load_error(rest, absent))
-        elif word == "missing":
-            errors.append(f"torch_cpu.dll has no {rest[0].split('!')[-1]}")
-        elif word == "op" and rest[1] == "begin":
-            current, said = rest[0], []
-        elif word == "op" and current is not None:
-            answers[current] = answer(current, said, int(rest[2]))
+        word, rest = ours[1], ours[2]
+        if (found := _LOADED.match(rest)) and word == "loaded":
+            seconds[found[1]] = float(found[2])
+        elif (found := _CODE.match(rest)) and word == "error":
+            errors.append(_load_error(found[1], int(found[2]), absent))
+        elif (found := _NAME.match(rest)) and word == "missing":
+            errors.append(f"torch_cpu.dll has no {found[1].split('!')[-1]}")
+        elif (found := _BEGIN.match(rest)) and word == "op":
+            current, said = found[1], []
+        elif (found := _END.match(rest)) and word == "op" and current is not None:
+            answers[current] = answer(current, said, int(found[2]))
             current = None
+        elif word in _WORDS:  # a line of ours, cut or mixed with what a DLL printed meanwhile
+            errors.append(f"the loader printed a line that cannot be read: {line.strip()[:200]!r}")
     if done.returncode not in (0, 3, 4, 5) or (current is not None):
         errors.append(f"the loader stopped (exit {done.returncode}): {proc.last_line(done.stderr)}")
     ops = tuple(answers.get(n) or OpAnswer(n, False, (), False, "not asked") for n in asked)
     return LoadRun(seconds, tuple(errors), tuple(missing), ops if seconds.get("library") else ())
 
 
-def _load_error(rest: Sequence[str], absent: Sequence[str]) -> str:
-    what, code = rest[0], int(rest[1])
+def _load_error(what: str, code: int, absent: Sequence[str]) -> str:
     line = (
         f"{what}: LoadLibrary error {code} ({_ERRORS.get(code, 'see Windows system error codes')})"
     )

@@ -53,6 +53,9 @@ def shim_ops(source: bytes, shim: str) -> tuple[str, ...]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError) as exc:
         raise WheelError(f"{shim} is not Python ({exc}): rebuild the wheel") from None
+    except (RecursionError, MemoryError):  # `----…1` or `a.b.b…` nested deeper than Python parses
+        msg = f"{shim} is nested too deeply to read (not a file mambawin writes): rebuild the wheel"
+        raise WheelError(msg) from None
     names = {
         node.value.attr
         for node in ast.walk(tree)

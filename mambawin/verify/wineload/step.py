@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 from mambawin.abi import stable_library, stable_shim
 from mambawin.check.units import Runner, wine_runner
@@ -46,7 +47,7 @@ from mambawin.verify.wineload.stub import cuda_imports, refused
 from mambawin.verify.wineload.torches import (
     TorchDlls,
     dlls_root,
-    registry_versions,
+    installable_versions,
     torch_dlls,
     wanted,
 )
@@ -79,7 +80,7 @@ class LoadTools:
     toolchain: Callable[[Path | None], WindowsToolchain] = lambda root: toolchain_at(
         root or default_root()
     )
-    versions: Callable[[], Sequence[str]] = registry_versions
+    versions: Callable[[Version], Sequence[str]] = installable_versions  # pip's own choice
     dlls: Callable[[str], TorchDlls] = _cached_dlls
     runner: Runner = field(default_factory=wine_runner)
     library: Callable[[Path, str], Library] = lambda wheel, project: read_library(wheel, project)
@@ -99,13 +100,17 @@ def load_step(
     tools = tools or LoadTools()
     why = skip_reason(wheel, provenance)
     launcher = tools.find_wine()
-    toolchain = tools.toolchain(windows_root)
+    try:  # a root whose path no Windows list can hold is this step's failure, not a traceback
+        toolchain = tools.toolchain(windows_root)
+    except MambawinError as exc:
+        return StepResult(name, Status.FAIL, str(exc), {"error": str(exc)})
     why = why or (NO_WINE if launcher is None else None) or tools.ready(toolchain)
     if why is not None or launcher is None:
         return StepResult(name, Status.SKIP, f"not loaded: {why}")
     try:
         library = tools.library(wheel, project)
-        versions = wanted(floor_of(provenance), tools.versions())
+        floor = floor_of(provenance)
+        versions = wanted(floor, tools.versions(floor))
         env = wine_environ(toolchain, dict(os.environ))
         wine = Wine(toolchain, launcher, env, tools.runner)
         work.mkdir(parents=True, exist_ok=True)

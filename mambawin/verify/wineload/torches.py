@@ -1,5 +1,7 @@
 """Which torches a Windows wheel is loaded against, and their DLLs from the registry.
 
+Which torches: the ones this machine's pip would install (`pip install --dry-run --report`, so
+its constraints and index settings apply): the newest of the floor's minor and the newest of all.
 torch's win_amd64 wheels come from pip (`pip download --platform win_amd64`, the toolchain's own
 downloader); only `torch/lib/*.dll` is unpacked, into mambawin's cache (`torch-windows/<version>`,
 a folder mambawin owns), once per version: a later verify reuses it and never downloads again.
@@ -11,10 +13,11 @@ AOTI_TORCH_EXPORT (what the stub's names are checked against, stub.py).
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,8 @@ from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.errors import CommandError, FileSystemError, UpstreamError, WheelError, os_error
 from mambawin.owned import cache_dir, claim, mark, marked_as
 from mambawin.toolchain.wine_setup import pip_download
+from mambawin.userfile import parse_json
+from mambawin.verify.resolve import report_installs
 from mambawin.wheel.imports import open_pe
 
 OWNED_AS = "torch-windows-dlls"  # the kind in each version folder's ownership marker
@@ -34,7 +39,6 @@ EXPORTS = "exports.json"
 # declaration reads `AOTI_TORCH_EXPORT <type> name(`.
 _HEADERS = ("torch/include/torch/csrc/inductor/aoti_torch/", "torch/include/torch/csrc/stable/")
 _DECLARED = re.compile(r"AOTI_TORCH_EXPORT\s+[\w\s\*]*?\b(\w+)\s*\(")
-_AVAILABLE = re.compile(r"^Available versions:\s*(.+)$", re.MULTILINE)
 
 Downloader = Callable[[Sequence[str], Path], None]
 Lister = Callable[[], Sequence[str]]
@@ -55,33 +59,70 @@ def dlls_root() -> Path:
     return cache_dir() / "torch-windows"
 
 
-def registry_versions() -> tuple[str, ...]:
-    """Every torch release the registry has for win_amd64, newest first (`pip index versions`)."""
-    argv = [sys.executable, "-m", "pip", "index", "versions", "torch", "--only-binary=:all:"]
-    argv += ["--platform", "win_amd64", "--python-version", "3.12"]
-    try:
-        done = proc.run(argv, timeout=300)
-    except CommandError as exc:
+# The torch the DLLs come from: any CPython's win_amd64 wheel holds the same torch/lib.
+_PIP_TARGET = ("--only-binary=:all:", "--platform", "win_amd64", "--python-version", "3.12")
+Resolver = Callable[[str], str]
+
+
+def installable_versions(floor: Version, resolve: Resolver | None = None) -> tuple[str, ...]:
+    """The torches the load step loads against, as this machine's pip would install them: the
+    newest of the floor's minor version, then the newest from the floor on. pip chooses (its
+    constraints and index settings apply), so a version it would refuse is never chosen."""
+    pick = resolve or pip_resolves
+    minor = f"{floor.release[0]}.{floor.release[1] if len(floor.release) > 1 else 0}"
+    return (pick(f"torch>={floor},=={minor}.*"), pick(f"torch>={floor}"))
+
+
+def pip_resolves(requirement: str) -> str:
+    """The torch version pip would install for requirement on win_amd64 (a dry run, nothing
+    installed); UpstreamError naming the requirement and what constrains pip when it cannot."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mambawin-torch-") as scratch:
+        argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--quiet"]
+        argv += ["--ignore-installed", "--report", "-", "--target", scratch, *_PIP_TARGET]
+        done = proc.run([*argv, requirement], timeout=300, check=False)
+    return read_choice(requirement, done)
+
+
+def read_choice(requirement: str, done: proc.Completed) -> str:
+    """The torch version in pip's report of requirement; UpstreamError when pip refused it (its
+    reason and what constrains it named) or its report cannot be read."""
+    if done.returncode != 0:
+        reason = proc.last_line(done.stderr) or f"exit {done.returncode}"
         msg = (
-            f"pip could not list torch's Windows releases ({exc}): check the network and pip's "
-            "index, or leave the step out with --skip load"
+            f"pip cannot install {requirement} for win_amd64 here ({reason}){constraints_note()}: "
+            "allow it in pip's constraints and index, or leave the step out with --skip load"
         )
-        raise UpstreamError(msg) from None
-    return parse_available(done.stdout)
-
-
-def parse_available(text: str) -> tuple[str, ...]:
-    """The versions `pip index versions` lists; UpstreamError when it lists none."""
-    found = _AVAILABLE.search(text)
-    if found is None:
-        msg = "pip index versions listed no torch for win_amd64: check pip's index settings"
         raise UpstreamError(msg)
-    return tuple(v.strip() for v in found[1].split(",") if v.strip())
+    try:
+        installs = report_installs(done.stdout)
+    except ValueError as exc:
+        raise UpstreamError(f"pip's report for {requirement} cannot be read: {exc}") from None
+    versions = [v for name, v in installs if name.lower() == "torch"]
+    try:
+        return str(Version(versions[0])) if len(versions) == 1 else _no_choice(requirement)
+    except InvalidVersion:
+        return _no_choice(requirement)
+
+
+def _no_choice(requirement: str) -> str:
+    msg = f"pip's report for {requirement} names no one torch version: check pip's index settings"
+    raise UpstreamError(msg)
+
+
+def constraints_note(env: Mapping[str, str] | None = None) -> str:
+    """What may keep pip from a torch: PIP_CONSTRAINT when set, else where pip's own are."""
+    given = (os.environ if env is None else env).get("PIP_CONSTRAINT", "").strip()
+    if given:
+        return f"; PIP_CONSTRAINT={given} applies"
+    return "; pip's constraints, if any, are in `pip config list` (constraint, index-url)"
 
 
 def wanted(floor: Version, available: Iterable[str]) -> tuple[str, ...]:
     """The newest release of the floor's minor version (2.10 -> 2.10.0), then the newest release
-    of all; one version when they are the same. UpstreamError when the floor has no release."""
+    of all, among those available (installable_versions: pip's own choices); one version when
+    they are the same. UpstreamError when the floor has no release."""
     releases = sorted(v for v in _releases(available) if v >= floor)
     same = [v for v in releases if v.release[:2] == floor.release[:2]]
     if not same:
@@ -109,7 +150,15 @@ def torch_dlls(version: str, root: Path, download: Downloader = pip_download) ->
     if marked_as(folder) != OWNED_AS or not (folder / EXPORTS).is_file():
         claim(root, "torch-windows")
         with staging_dir(root, f".{version}.wheel.") as wheels:
-            download([f"torch=={version}"], wheels)
+            try:
+                download([f"torch=={version}"], wheels)
+            except CommandError as exc:  # pip chose it, so this is its index or its network
+                msg = (
+                    f"pip could not download torch {version} for win_amd64 "
+                    f"({proc.last_line(exc.tail) or exc}){constraints_note()}: check pip's index "
+                    "and the network, or leave the step out with --skip load"
+                )
+                raise UpstreamError(msg) from None
             found = sorted(wheels.glob("torch-*.whl"))
             if not found:
                 msg = f"pip downloaded no torch {version} wheel for win_amd64: check pip's index"
@@ -119,19 +168,30 @@ def torch_dlls(version: str, root: Path, download: Downloader = pip_download) ->
 
 
 def read_dlls(version: str, folder: Path) -> TorchDlls:
-    """The DLL folder as _unpack left it."""
+    """The DLL folder as _unpack left it; FileSystemError naming the fix when its exports.json
+    is unreadable or of another shape (a list, names that are not text)."""
+    path = folder / EXPORTS
     try:
-        data = json.loads((folder / EXPORTS).read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        msg = f"{folder / EXPORTS} is unreadable ({exc}): remove {folder} and run again"
+        msg = f"{path} is unreadable ({exc}): remove {folder} and run again"
         raise FileSystemError(msg) from None
-    cuda = data.get("torch_cuda.dll")
-    return TorchDlls(
-        version,
-        folder / "lib",
-        frozenset(cuda) if cuda is not None else None,
-        frozenset(data.get("declared", ())),
-    )
+    cuda = _names(data.get("torch_cuda.dll") if isinstance(data, dict) else None)
+    declared = _names(data.get("declared") if isinstance(data, dict) else None)
+    if declared is None or (cuda is None and data.get("torch_cuda.dll") is not None):
+        msg = (
+            f"{path} is not what mambawin writes there (an object of name lists): remove "
+            f"{folder} and run again"
+        )
+        raise FileSystemError(msg)
+    return TorchDlls(version, folder / "lib", cuda, declared)
+
+
+def _names(value: object) -> frozenset[str] | None:
+    """A JSON list of names as a set; None for anything else (null, a string, a number)."""
+    if isinstance(value, list) and all(isinstance(name, str) for name in value):
+        return frozenset(value)
+    return None
 
 
 def _unpack(wheel: Path, tmp: Path) -> None:
