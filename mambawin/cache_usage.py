@@ -9,10 +9,35 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mambawin.errors import FileSystemError
 from mambawin.owned import CACHE_VAR, cache_dir
+
+
+def usable_cache() -> Path:
+    """The cache folder, made and proven writable: the one check every command that uses the
+    cache runs before any work (the `command` decorator's cache=True), so a cache under a file or
+    on a read-only disk stops at once, not after minutes of work or never (a listing)."""
+    path = cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # a real write, not os.access: a read-only mount or an ACL is what a build would meet
+        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=path)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        where = f"{CACHE_VAR}={path}" if os.environ.get(CACHE_VAR) else f"mambawin's cache {path}"
+        reason = exc.strerror or type(exc).__name__
+        msg = (
+            f"{where} cannot be written ({reason}): point {CACHE_VAR} at a folder you can "
+            "write to, or fix that folder's permissions"
+        )
+        raise FileSystemError(msg) from None
+    return path
+
 
 # Each top-level folder of the cache: what it is, and the command that fills it.
 KINDS: tuple[tuple[str, str], ...] = (

@@ -30,7 +30,7 @@ from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
 from mambawin import registry
-from mambawin.errors import FileSystemError, NotOwnedError, UsageError, os_error
+from mambawin.errors import NotOwnedError, UsageError, os_error
 from mambawin.record import CACHE_VAR as CACHE_VAR
 from mambawin.record import LICENCE_RECORD, forget, owning
 from mambawin.record import MARKER as MARKER
@@ -337,25 +337,3 @@ def _windows_read_only(info: os.stat_result) -> bool:
 
 
 # ---- the cache folder: the root of what mambawin owns -------------------------------------------
-
-
-def usable_cache() -> Path:
-    """The cache folder, made and proven writable: the one check every command that uses the
-    cache runs before any work (the `command` decorator's cache=True), so a cache under a file or
-    on a read-only disk stops at once, not after minutes of work or never (a listing)."""
-    path = cache_dir()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        # a real write, not os.access: a read-only mount or an ACL is what a build would meet
-        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=path)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as exc:
-        where = f"{CACHE_VAR}={path}" if os.environ.get(CACHE_VAR) else f"mambawin's cache {path}"
-        reason = exc.strerror or type(exc).__name__
-        msg = (
-            f"{where} cannot be written ({reason}): point {CACHE_VAR} at a folder you can "
-            "write to, or fix that folder's permissions"
-        )
-        raise FileSystemError(msg) from None
-    return path

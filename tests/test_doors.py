@@ -14,7 +14,7 @@ import pytest
 from packaging.version import Version
 from typer.testing import CliRunner
 
-from mambawin import owned
+from mambawin import cache_usage, owned
 from mambawin.builder import pair
 from mambawin.builder.options import BuildOptions
 from mambawin.cli import app
@@ -171,7 +171,7 @@ def test_a_usable_cache_keeps_no_probe_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(owned.CACHE_VAR, str(tmp_path / "new" / "cache"))
-    assert owned.usable_cache() == tmp_path / "new" / "cache"
+    assert cache_usage.usable_cache() == tmp_path / "new" / "cache"
     assert list((tmp_path / "new" / "cache").iterdir()) == []
 
 

@@ -22,7 +22,6 @@ from mambawin import __version__
 from mambawin.cli import registry
 from mambawin.cli.lazy import FlagsShowNoType, LazyCommands, listed
 from mambawin.errors import MambawinError, UsageError, os_error
-from mambawin.owned import usable_cache
 from mambawin.ui.console import Fitted, console, out, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -268,7 +267,9 @@ def command(
         def wrapper(*args: Any, **kw: Any) -> Any:
             try:
                 try:
-                    if cache:
+                    if cache:  # imported here: --help and --version never load the cache code
+                        from mambawin.cache_usage import usable_cache
+
                         usable_cache()
                     return fn(*args, **kw)
                 except OSError as exc:
