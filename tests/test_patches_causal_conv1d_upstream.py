@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import git
 import pytest
@@ -122,13 +123,9 @@ def at_ref_text(work: git.Repo, ref: str) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("ref", [r for r in _refs() if configured(r)])
-def test_every_ref_from_v1_4_configures_to_exactly_the_archs(
-    work: git.Repo, ref: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("configure runs upstream's setup.py, which imports torch")
-    root = at(work, ref)
+def patched_and_configured(root: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """root patched for ARCHS by the CLI, then configured: the extension, exactly the archs'
+    gencode and setup.py's NVCC_THREADS, as every causal-conv1d release must give them."""
     result = runner.invoke(app, ["patch", str(root), "--arch", ARCHS])
     assert result.exit_code == 0, result.output
     monkeypatch.setenv("NVCC_THREADS", "3")
@@ -137,6 +134,16 @@ def test_every_ref_from_v1_4_configures_to_exactly_the_archs(
     assert config.ext_name == "causal_conv1d_cuda"
     assert config.gencode == EXPECTED_GENCODE
     assert config.nvcc_flags[config.nvcc_flags.index("--threads") + 1] == "3"
+    return config
+
+
+@pytest.mark.parametrize("ref", [r for r in _refs() if configured(r)])
+def test_every_ref_from_v1_4_configures_to_exactly_the_archs(
+    work: git.Repo, ref: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("configure runs upstream's setup.py, which imports torch")
+    config = patched_and_configured(at(work, ref), monkeypatch)
     assert not [f for f in config.nvcc_flags if f.startswith("-gencode=")]
     assert any(f.startswith("-std=c++") for f in config.cxx_flags)
     assert sum("_part" in source for source in config.sources) == 2 + 8  # split-units

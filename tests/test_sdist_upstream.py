@@ -22,10 +22,10 @@ from pathlib import Path
 import git
 import pytest
 from packaging.version import Version
+from test_patches_causal_conv1d_upstream import patched_and_configured
 from typer.testing import CliRunner
 from upstream_trees import at, clone_mirror, tree_hashes
 
-from mambawin.builder.configure import configure
 from mambawin.cli import app
 from mambawin.fetch import origin, sdist
 from mambawin.fetch.version_rules import read_file_version
@@ -96,14 +96,7 @@ def test_a_real_sdist_configures_to_exactly_the_archs(
     root = _tree(name, tmp_path)
     if importlib.util.find_spec("torch") is None:
         pytest.skip("configure runs upstream's setup.py, which imports torch")
-    result = runner.invoke(app, ["patch", str(root), "--arch", ARCHS])
-    assert result.exit_code == 0, result.output
-    monkeypatch.setenv("NVCC_THREADS", "3")
-    monkeypatch.delenv("CAUSAL_CONV1D_SKIP_CUDA_BUILD", raising=False)
-    config = configure(root)
-    assert config.ext_name == "causal_conv1d_cuda"
-    assert config.gencode == EXPECTED_GENCODE
-    assert config.nvcc_flags[config.nvcc_flags.index("--threads") + 1] == "3"
+    config = patched_and_configured(root, monkeypatch)
     assert sum("_part" in source for source in config.sources) == 8  # split-units: bwd in 9
 
 
