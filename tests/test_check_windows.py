@@ -17,10 +17,11 @@ from typer.testing import CliRunner
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.results import BuildResult
-from mambawin.check import closure, units, windows_flags
 from mambawin.cli import app
 from mambawin.errors import CheckFailed, ToolchainError, UsageError
 from mambawin.toolchain import wine
+from mambawin.winbuild import closure, units
+from mambawin.winbuild import flags as windows_flags
 from tests.conftest import recorded
 from tests.test_wine_toolchain import layout, toolchain
 

@@ -18,12 +18,12 @@ from mambawin import proc
 from mambawin.archs import parse_archs
 from mambawin.builder.configure import DistInfo, configure
 from mambawin.builder.options import BuildOptions
-from mambawin.check.units import WineTools
 from mambawin.cli import app
 from mambawin.cross import audit, link, pack, pipeline, source, symbols
 from mambawin.errors import BuildError, ToolchainError, UsageError, WheelError
 from mambawin.fetch import upstream
 from mambawin.toolchain import wine
+from mambawin.toolchain.wine_server import WineTools
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import read_wheel
 from mambawin.wheel.provenance import Provenance, read_provenance, record

@@ -29,20 +29,20 @@ from mambawin.builder.front import (
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
-from mambawin.check.closure import Closure, check_closure
-from mambawin.check.units import (
-    UnitResult,
-    WineTools,
-    compile_all,
-    unit_finished,
-    windows_commands,
-)
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.fetch.sdist import DEFAULT_SOURCE
 from mambawin.owned import remove_tree
 from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
+from mambawin.toolchain.wine_server import WineTools
+from mambawin.winbuild.closure import Closure, check_closure
+from mambawin.winbuild.units import (
+    UnitResult,
+    compile_all,
+    unit_finished,
+    windows_commands,
+)
 
 
 @dataclass(frozen=True)

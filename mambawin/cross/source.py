@@ -30,7 +30,6 @@ from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
-from mambawin.check.units import WineTools
 from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
 from mambawin.fetch.upstream import Checkout
@@ -40,6 +39,7 @@ from mambawin.patch.record import IN_EFFECT
 from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.pytorch import package_version
 from mambawin.toolchain.wine import WindowsToolchain
+from mambawin.toolchain.wine_server import WineTools
 from mambawin.wheel.naming import wheel_name
 from mambawin.wheel.provenance import Provenance, read_provenance, record
 

@@ -21,7 +21,6 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from mambawin.abi import stable_library, stable_shim
-from mambawin.check.units import Runner, wine_runner
 from mambawin.errors import MambawinError, WheelError, os_error
 from mambawin.packages import get_package
 from mambawin.status import Status
@@ -32,7 +31,7 @@ from mambawin.toolchain.wine import (
     toolchain_at,
     wine_environ,
 )
-from mambawin.toolchain.wine_server import NO_WINE, find_wine
+from mambawin.toolchain.wine_server import NO_WINE, Runner, find_wine, wine_runner
 from mambawin.verify.report import StepResult, named
 from mambawin.verify.wineload.loader import (
     LoadRun,
