@@ -16,7 +16,7 @@ from mambawin.builder.workspace import (
 )
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA, Package
-from mambawin.patch.record import IN_EFFECT, SKIPPED_BY_USER, PatchReport, PatchResult
+from mambawin.patch.record import PatchReport, PatchResult
 from mambawin.toolchain.native import Toolchain
 
 
@@ -55,16 +55,6 @@ class Prepared:
             cache=self.cache,
             torch_link=link,
         )
-
-    def applied(self) -> list[dict[str, str]]:
-        """The patches that changed (or had already changed) the tree, as id/status pairs."""
-        return [
-            {"id": r.id, "status": r.status} for r in self.patches.results if r.status in IN_EFFECT
-        ]
-
-    def left_out(self) -> list[str]:
-        """The patches the user left out with --skip-patch."""
-        return [r.id for r in self.patches.results if r.reason == SKIPPED_BY_USER]
 
 
 @dataclass(frozen=True)

@@ -173,8 +173,8 @@ def windows_commands(
     """Every unit's command as a Windows build of tree runs it: torch's and setuptools' flag
     tables, the overlay for the header torch's CPU wheel lacks, then extra_includes (CPython's).
 
-    config's include folders may be relative to tree (the check compiles the stock tree with the
-    patched tree's configuration) or absolute."""
+    config's include folders may be relative to tree or absolute; only those inside it are
+    upstream's own (include_dirs)."""
     flags = read_flags(toolchain.cpp_extension, setuptools_msvc_source())
     overlay = torch_overlay(toolchain, cache_dir() / "windows-toolchain-overlay")
     rooted = replace(config, include_dirs=tuple(str(tree / d) for d in config.include_dirs))
