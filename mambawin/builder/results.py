@@ -19,6 +19,10 @@ from mambawin.packages import MAMBA, Package
 from mambawin.patch.record import PatchReport, PatchResult
 from mambawin.toolchain.native import Toolchain
 
+# Each backend's name, as BuildResult.backend carries it and builder/backends.py keys its table:
+# here, below the backends, so a backend names itself without importing its dispatcher.
+NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check"
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -160,7 +164,7 @@ class BuildResult:
     cache: dict[str, Any] | None = None  # compiler cache hits/misses of this build
     # The newest glibc its extension needs and why: "2.32 (__libc_single_threaded)".
     glibc: str | None = None
-    backend: str = "native"  # builder/backends.py's name
+    backend: str = NATIVE
     # ok; partial: what ran holds but not_checked names what did not run (a check without
     # --cpython never links); fail: a unit or the link failed (the check's exit 11).
     status: str = OK

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
-from mambawin.builder.backends import WINDOWS_CHECK
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.front import (
     CHECK_PATCHES,
@@ -32,7 +31,13 @@ from mambawin.builder.front import (
     windows_front,
 )
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
-from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
+from mambawin.builder.results import (
+    WINDOWS_CHECK,
+    BuildPlan,
+    BuildResult,
+    patch_json,
+    upstream_json,
+)
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.owned import remove_tree

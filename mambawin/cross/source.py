@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from packaging.utils import parse_wheel_filename
 
 from mambawin.archs import format_archs
-from mambawin.builder.backends import CROSS_WINDOWS
 from mambawin.builder.front import (
     CROSS_PATCHES,
     WINDOWS_PLATFORM,
@@ -31,7 +30,13 @@ from mambawin.builder.front import (
 from mambawin.builder.metadata import provenance
 from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import Reporter, timed
-from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
+from mambawin.builder.results import (
+    CROSS_WINDOWS,
+    BuildPlan,
+    BuildResult,
+    patch_json,
+    upstream_json,
+)
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
