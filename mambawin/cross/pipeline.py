@@ -26,6 +26,7 @@ from mambawin.errors import BuildError, ToolchainError
 from mambawin.owned import claim, remove_tree
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 from mambawin.toolchain.wine_server import WineTools
+from mambawin.wheel.naming import WINDOWS
 from mambawin.wheel.provenance import Provenance
 from mambawin.winbuild.torch_exports import ExportTable, Selection, read_export_table, select
 from mambawin.winbuild.units import (
@@ -50,7 +51,7 @@ class CrossOptions:
     work: Path  # objects, .def files, import libraries, the library
     out: Path  # the wheel's folder
     jobs: int = 2
-    platform: str = "win_amd64"
+    platform: str = WINDOWS
     provenance: Provenance | None = None
     date_epoch: int | None = None  # the upstream commit's time, when SOURCE_DATE_EPOCH is unset
     local_version: str | None = None  # the wheel's label (None: setup.py's version as it is)

@@ -44,10 +44,9 @@ from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.pytorch import package_version
 from mambawin.toolchain.wine import WindowsToolchain
 from mambawin.toolchain.wine_server import WineTools
+from mambawin.wheel.naming import WINDOWS as WINDOWS  # the one --platform it builds
 from mambawin.wheel.naming import wheel_name
 from mambawin.wheel.provenance import Provenance, read_provenance
-
-WINDOWS = "win_amd64"
 
 
 def check_platform(platform: str) -> None:
