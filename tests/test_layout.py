@@ -503,3 +503,52 @@ def test_the_late_import_rule_sees_a_late_import_of_a_module_always_there() -> N
     assert unexplained_late_imports({"mambawin/verify/steps.py": "import os\n"}) == [
         "mambawin/verify/steps.py: mambawin.verify.resolve is imported late no more: drop it"
     ]
+
+
+# ---- the rules docs/architecture.md says every module follows ----------------------------------
+
+# Run as scripts inside a verify install environment (their output is their result), not imported.
+SCRIPTS = "mambawin/verify/runners/"
+FACES = ("mambawin/cli/", "mambawin/ui/", "mambawin/__main__.py")
+
+
+def rule_breaks(sources: dict[str, str]) -> list[str]:
+    """Core modules that import typer or call print, and modules other than proc.py that
+    import subprocess (each as `path: what`)."""
+    breaks = []
+    for rel, text in sorted(sources.items()):
+        core = not rel.startswith((*FACES, SCRIPTS))
+        for node in ast.walk(ast.parse(text)):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            tops = {name.split(".")[0] for name in names}
+            if core and "typer" in tops:
+                breaks.append(f"{rel}: imports typer")
+            if "subprocess" in tops and rel != "mambawin/proc.py":
+                breaks.append(f"{rel}: imports subprocess")
+            printer = isinstance(node, ast.Call) and ast.unparse(node.func) == "print"
+            if core and printer:
+                breaks.append(f"{rel}: calls print")
+    return breaks
+
+
+def test_core_modules_never_import_typer_or_print_and_only_proc_runs_programs() -> None:
+    sources = {
+        p.relative_to(PACKAGE.parent).as_posix(): p.read_text(encoding="utf-8")
+        for p in PACKAGE.rglob("*.py")
+    }
+    assert rule_breaks(sources) == []
+
+
+def test_the_rule_check_sees_typer_print_and_subprocess_in_a_core_module() -> None:
+    text = "import subprocess\nfrom typer import Option\ndef f():\n    print('x')\n"
+    assert rule_breaks({"mambawin/builder/x.py": text}) == [
+        "mambawin/builder/x.py: imports subprocess",
+        "mambawin/builder/x.py: imports typer",
+        "mambawin/builder/x.py: calls print",
+    ]
+    assert rule_breaks({"mambawin/cli/x.py": text}) == ["mambawin/cli/x.py: imports subprocess"]
+    assert rule_breaks({"mambawin/proc.py": "import subprocess\n"}) == []
