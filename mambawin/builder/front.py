@@ -11,6 +11,9 @@ before compiling. Then the backend does the rest:
   `windows_front`, a folder in mambawin's cache (`<cache>/<backend>/<package>-<ref>`: `src/`,
   upstream's checkout, never edited; `patched/`; the backend's own entries) held under its lock
   while the backend compiles, configured as win32 (torch's and setuptools' Windows branches).
+  Their request is built here (`backend_request`), from the build's inputs and the backend's
+  `PatchSet`: the ABI it forces, or no patch at all (`check --stock`, upstream as it is, whose
+  copy in `patched/` no patch touches), so no wine backend speaks to fetch or patch itself.
 """
 
 from __future__ import annotations
@@ -92,11 +95,6 @@ class Front:
     config: SetupConfig | None  # None when the request did not configure
     work: Path  # the folder: the backend keeps its objects here
     epoch: int | None  # the wheel's date: SOURCE_DATE_EPOCH, else the commit's time
-
-    @property
-    def stock(self) -> Path:
-        """Upstream's checkout as fetched (never edited when the request kept it)."""
-        return self.checkout.path
 
     @property
     def setup(self) -> SetupConfig:
