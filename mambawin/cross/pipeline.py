@@ -4,7 +4,7 @@ link → audit → pack.
 The tree is already patched for the stable ABI and configured as win32 (`builder.configure` with
 platform="win32"); the compilers are Microsoft's and NVIDIA's Windows programs under wine
 (toolchain/wine.py). Every unit is compiled with the commands `check --windows` derives
-(check.units.windows_commands), without CPython's headers: a stable binary holds no Python C API,
+(winbuild.units.windows_commands), without CPython's headers: a stable binary holds no Python C API,
 so a unit that includes Python.h fails here, as it should. The work folder keeps the objects,
 the .def files, the import libraries and the library; the wheel is written whole into `out`.
 """
