@@ -22,14 +22,15 @@ from pathlib import Path
 
 from mambawin import proc
 from mambawin.builder.configure import configure
-from mambawin.check.units import compile_all, unit_commands, wine_runner
-from mambawin.check.windows_flags import (
+from mambawin.toolchain import wine
+from mambawin.toolchain.wine_server import wine_runner
+from mambawin.winbuild.flags import (
     preprocessor_options,
     read_flags,
     setuptools_msvc_source,
     torch_defines,
 )
-from mambawin.toolchain import wine
+from mambawin.winbuild.units import compile_all, unit_commands
 
 
 def native_seconds(tree: Path, source: str, out: Path, linux_flags: list[str]) -> float:

@@ -15,12 +15,19 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin import proc
+from mambawin.archs import parse_arch
+from mambawin.builder import front
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.results import BuildResult
-from mambawin.check import closure, units, windows_flags
+from mambawin.builder.setup_scan import scan_setup
+from mambawin.check.pipeline import CheckOptions, check_windows, plan_check
 from mambawin.cli import app
 from mambawin.errors import CheckFailed, ToolchainError, UsageError
+from mambawin.packages import get_package
 from mambawin.toolchain import wine
+from mambawin.toolchain.wine_server import WineTools
+from mambawin.winbuild import closure, units
+from mambawin.winbuild import flags as windows_flags
 from tests.conftest import recorded
 from tests.test_wine_toolchain import layout, toolchain
 
@@ -488,3 +495,93 @@ def test_the_headers_outside_the_tree_are_trimmed_too(tmp_path: Path) -> None:
         if command.compiler == "nvcc":
             args = list(command.args)
             assert all(args[args.index(t) - 1] == "-Xcompiler" for t in trims)
+
+
+# ---- --stock: upstream as it is ----------------------------------------------------------------
+
+
+def _tagged_upstream(tmp_path: Path, fixture: str) -> Path:
+    """A git repository of a fixture tree, tagged v0.1.0."""
+    git = pytest.importorskip("git")
+    upstream = tmp_path / fixture
+    shutil.copytree(Path(__file__).parent / "fixtures" / fixture, upstream)
+    repo = git.Repo.init(upstream)
+    files = [p for p in upstream.rglob("*") if p.is_file() and ".git" not in p.parts]
+    repo.index.add([p.relative_to(upstream).as_posix() for p in files])
+    actor = git.Actor("test", "test@example.invalid")
+    repo.index.commit("fake upstream", author=actor, committer=actor)
+    repo.create_tag("v0.1.0")
+    return upstream
+
+
+def _check_options(tmp_path: Path, upstream: Path, package: str, stock: bool) -> CheckOptions:
+    return CheckOptions(
+        package=get_package(package),
+        ref="v0.1.0",
+        repo=str(upstream),
+        archs=(parse_arch("120"),),
+        toolchain=toolchain(layout(tmp_path / f"toolchain-{stock}")),
+        wine="wine",
+        stock=stock,
+    )
+
+
+def test_the_wine_backends_ask_the_front_for_their_own_patch_set() -> None:
+    """The front builds each wine backend's request: the cross build forces the stable ABI, the
+    check takes the build's, --stock applies none (so nothing in check/ or cross/ names one)."""
+    archs = (parse_arch("120"),)
+    mamba = get_package("mamba-ssm")
+
+    def asked(patches: front.PatchSet) -> front.FrontRequest:
+        return front.backend_request(mamba, "r", "v1", archs=archs, patches=patches)
+
+    cross, check = asked(front.CROSS_PATCHES), asked(front.CHECK_PATCHES)
+    assert cross.patch is not None and cross.patch.abi == "stable" and cross.patch.archs == archs
+    assert check.patch is not None and check.patch.abi == "torch"
+    assert asked(front.STOCK).patch is None
+
+
+def test_a_stock_plan_is_upstreams_own_units_and_flags(tmp_path: Path) -> None:
+    """--stock plans upstream's tree as it is: no patch runs, so its units are the files
+    upstream has (not split-units' `_partN.cu`, which only the patched tree holds) and its
+    -gencode list is upstream's own (the patched plan bakes the asked archs in)."""
+    upstream = _tagged_upstream(tmp_path, "causal_conv1d")
+    stock = plan_check(_check_options(tmp_path, upstream, "causal-conv1d", stock=True))
+    patched = plan_check(_check_options(tmp_path, upstream, "causal-conv1d", stock=False))
+    assert stock.patches == [] and stock.build_dir.name == "objs-stock"
+    assert stock.units == list(scan_setup(upstream).sources)
+    assert not any("_part" in unit for unit in stock.units)
+    assert stock.gencode == list(scan_setup(upstream).upstream_gencode)
+    assert stock.gencode != patched.gencode == ["arch=compute_120,code=sm_120"]
+    split = [u for u in patched.units if "_part" in u]
+    assert split and not any((upstream / unit).exists() for unit in split)
+    assert {p["id"] for p in patched.patches if p["status"] == "applied"} >= {"split-units"}
+
+
+def test_a_stock_check_compiles_the_tree_no_patch_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stock check configures and compiles a tree that is upstream's byte for byte (before,
+    the stock sources were compiled with the patched setup.py's file list and flags)."""
+    pytest.importorskip("torch", reason=TORCH_REASON)
+    upstream = _tagged_upstream(tmp_path, "fake_upstream")
+    options = _check_options(tmp_path, upstream, "mamba-ssm", stock=True)
+    (options.toolchain.torch / "utils" / "cpp_extension.py").write_text(CPP_EXTENSION)
+    seen: list[Sequence[str]] = []
+
+    def compiler(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        seen.append(argv)
+        return proc.Completed(list(argv), 1, "x.cu(1): error: stop here", "")
+
+    report = check_windows(options, tools=WineTools(runner=compiler))
+    tree = Path(str(report.objects)).parent / "patched"
+    assert not (tree / ".mambawin").exists(), "a patch ran on the stock tree"
+    assert list(report.steps) == ["fetch", "configure", "compile"]  # no patch step
+    for name in ("setup.py", "csrc/selective_scan/selective_scan_fwd_fp32.cu"):
+        assert (tree / name).read_bytes() == (upstream / name).read_bytes()
+    assert report.mode == "stock" and [u.source for u in report.units] == [
+        "csrc/selective_scan/selective_scan.cpp",
+        "csrc/selective_scan/selective_scan_fwd_fp32.cu",
+        "csrc/selective_scan/selective_scan_bwd_fp32_real.cu",
+    ]
+    assert any("arch=compute_75,code=sm_75" in " ".join(argv) for argv in seen)

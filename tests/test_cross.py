@@ -18,15 +18,16 @@ from mambawin import proc
 from mambawin.archs import parse_archs
 from mambawin.builder.configure import DistInfo, configure
 from mambawin.builder.options import BuildOptions
-from mambawin.check.units import WineTools
 from mambawin.cli import app
-from mambawin.cross import audit, link, pack, pipeline, source, symbols
+from mambawin.cross import audit, link, pack, pipeline, source
 from mambawin.errors import BuildError, ToolchainError, UsageError, WheelError
 from mambawin.fetch import upstream
 from mambawin.toolchain import wine
+from mambawin.toolchain.wine_server import WineTools
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import read_wheel
 from mambawin.wheel.provenance import Provenance, read_provenance, record
+from mambawin.winbuild import torch_exports as symbols
 from tests.conftest import recorded
 from tests.fakes.reporter import RecordingReporter
 from tests.test_check_windows import CPP_EXTENSION

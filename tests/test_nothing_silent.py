@@ -16,7 +16,6 @@ from test_install_source import example
 from typer.testing import CliRunner
 
 from mambawin.check.pipeline import compile_step, select_units
-from mambawin.check.units import UnitResult
 from mambawin.cli import app
 from mambawin.errors import SpecError, UsageError
 from mambawin.index.publish import MARKER
@@ -25,6 +24,7 @@ from mambawin.team import github
 from mambawin.team.matrix import IMPOSSIBLE, expand
 from mambawin.team.spec import not_windows
 from mambawin.team.spec_reader import load_spec
+from mambawin.winbuild.units import UnitResult
 
 
 def _cli(*args: str) -> tuple[int, str, str]:

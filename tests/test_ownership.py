@@ -27,7 +27,6 @@ from mambawin.builder.compile import compile_wheel
 from mambawin.builder.options import BuildOptions, resolve_jobs
 from mambawin.builder.workspace import Workspace, adopt_source, builds_root
 from mambawin.check import pipeline as check
-from mambawin.check.units import WineTools
 from mambawin.cli import app
 from mambawin.cross import pipeline as cross
 from mambawin.cross.source import build_windows
@@ -38,6 +37,7 @@ from mambawin.packages import MAMBA
 from mambawin.team import envs
 from mambawin.team.spec import TorchSpec
 from mambawin.toolchain import wine, wine_setup
+from mambawin.toolchain.wine_server import WineTools
 from tests.test_cross import LINK_OUTPUT, FakeWine, cross_options
 from tests.test_wine_toolchain import fake_wheels, layout, toolchain
 

@@ -21,8 +21,6 @@ from test_wine_toolchain import fake_wheels, layout
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.environment import EnvRequest, build_environment
-from mambawin.check.units import unit_commands
-from mambawin.check.windows_flags import read_flags, setuptools_msvc_source
 from mambawin.doctor.checks import DoctorTools, run_checks
 from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D
@@ -32,6 +30,8 @@ from mambawin.toolchain import wine, wine_server, wine_setup
 from mambawin.toolchain.cuda import PIP_TOOLCHAIN_SOURCE
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.windows_env import native_environ, toolchain_environ
+from mambawin.winbuild.flags import read_flags, setuptools_msvc_source
+from mambawin.winbuild.units import unit_commands
 
 WINDOWS, LINUX = Host("windows"), Host("linux")
 

@@ -13,11 +13,11 @@ from packaging.version import Version
 from test_verify_load import FWD, completed, run_step
 
 from mambawin import lock, proc
-from mambawin.check.units import all_errors
 from mambawin.errors import FileSystemError, PatchError, UpstreamError
 from mambawin.status import Status
 from mambawin.verify.resolve import report_installs
 from mambawin.verify.wineload import loader, torches
+from mambawin.winbuild.units import all_errors
 
 HOST = socket.gethostname()
 LOADED = "mambawin-load: loaded torch_cpu.dll 0.1\nmambawin-load: loaded library 0.1\n"

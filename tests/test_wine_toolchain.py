@@ -297,7 +297,7 @@ def fake_program(folder: Path, name: str, log: Path) -> None:
 
 
 def test_the_runner_starts_the_prefix_server_once_with_no_pipe_of_ours(tmp_path: Path) -> None:
-    from mambawin.check.units import wine_runner
+    from mambawin.toolchain.wine_server import wine_runner
 
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
     bin_dir.mkdir()

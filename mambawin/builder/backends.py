@@ -23,11 +23,13 @@ from typing import Literal, Protocol
 
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
 from mambawin.builder.options import BuildOptions, check_options
+from mambawin.builder.results import CROSS_WINDOWS as CROSS_WINDOWS  # each backend's name
+from mambawin.builder.results import NATIVE as NATIVE
+from mambawin.builder.results import WINDOWS_CHECK as WINDOWS_CHECK
 from mambawin.errors import UsageError
 from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
 
-NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check"
 BACKEND_NAMES = (NATIVE, CROSS_WINDOWS, WINDOWS_CHECK)
 ALL = frozenset(BACKEND_NAMES)
 BUILDS = frozenset((NATIVE, CROSS_WINDOWS))  # the backends `build` runs; check runs the third

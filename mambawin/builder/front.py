@@ -11,6 +11,9 @@ before compiling. Then the backend does the rest:
   `windows_front`, a folder in mambawin's cache (`<cache>/<backend>/<package>-<ref>`: `src/`,
   upstream's checkout, never edited; `patched/`; the backend's own entries) held under its lock
   while the backend compiles, configured as win32 (torch's and setuptools' Windows branches).
+  Their request is built here (`backend_request`), from the build's inputs and the backend's
+  `PatchSet`: the ABI it forces, or no patch at all (`check --stock`, upstream as it is, whose
+  copy in `patched/` no patch touches), so no wine backend speaks to fetch or patch itself.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mambawin.abi import DEFAULT_ABI, Abi
+from mambawin.archs import Arch
 from mambawin.builder.configure import DistInfo, SetupConfig, configure
 from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.workspace import copy_source
 from mambawin.errors import UsageError
 from mambawin.fetch import origin, upstream
-from mambawin.fetch.sdist import DEFAULT_SOURCE
+from mambawin.fetch.sdist import DEFAULT_SOURCE as DEFAULT_SOURCE  # every backend's default
 from mambawin.fetch.upstream import Checkout
 from mambawin.fetch.version_rules import read_file_version
 from mambawin.lock import hold
@@ -49,13 +54,28 @@ class Configure:
 
 
 @dataclass(frozen=True)
+class PatchSet:
+    """The patch set a backend asks the front for: the backend's own data beside the user's
+    choices. The cross build forces the stable ABI (a torch-ABI extension cannot be linked
+    without Windows' python3XX.lib); `check --windows --stock` asks for none, upstream as it is."""
+
+    abi: Abi | None = None  # the ABI the backend forces; None: the build's own
+    apply: bool = True  # False: no patch runs, and configure reads upstream's own setup.py
+
+
+CROSS_PATCHES = PatchSet(abi="stable")
+CHECK_PATCHES = PatchSet()
+STOCK = PatchSet(apply=False)
+
+
+@dataclass(frozen=True)
 class FrontRequest:
     """What to fetch, how to patch it, and how to configure it."""
 
     package: Package
     repo: str
     ref: str | None
-    patch: PatchOptions
+    patch: PatchOptions | None  # None: upstream as it is (no patch step)
     source: Path | None = None  # an existing folder, copied instead of a checkout (--source)
     source_from: str = DEFAULT_SOURCE  # git, index (the release's sdist) or auto
     skip: tuple[str, ...] = ()  # patch ids left out (--skip-patch)
@@ -77,16 +97,35 @@ class Front:
     epoch: int | None  # the wheel's date: SOURCE_DATE_EPOCH, else the commit's time
 
     @property
-    def stock(self) -> Path:
-        """Upstream's checkout as fetched (never edited when the request kept it)."""
-        return self.checkout.path
-
-    @property
     def setup(self) -> SetupConfig:
         """What the configure step found (a request without one has nothing to give)."""
         if self.config is None:
             raise ValueError("this front half was not configured")  # a caller's bug
         return self.config
+
+
+def backend_request(
+    package: Package,
+    repo: str,
+    ref: str | None,
+    *,
+    archs: tuple[Arch, ...],
+    patches: PatchSet,
+    source_from: str = DEFAULT_SOURCE,
+    abi: Abi = DEFAULT_ABI,
+    configure: Configure | None = None,
+) -> FrontRequest:
+    """The front's request for a wine backend, built here from the build's inputs and the
+    backend's patch set, so a backend never speaks to fetch or patch itself."""
+    options = PatchOptions(archs=archs, abi=patches.abi or abi) if patches.apply else None
+    return FrontRequest(
+        package=package,
+        repo=repo,
+        ref=ref,
+        source_from=source_from,
+        patch=options,
+        configure=configure,
+    )
 
 
 def prepare(request: FrontRequest, work: Path, *, reporter: Reporter | None = None) -> Front:
@@ -106,8 +145,13 @@ def prepare(request: FrontRequest, work: Path, *, reporter: Reporter | None = No
     if request.keep_stock:
         tree = work / "patched"
         copy_source(checkout.path, tree)
-    with steps("patch"):
-        report = apply_patches(tree, request.patch, skip=request.skip, package=package)
+    # No patch set (check --stock): an empty report, so every reader sees none in effect.
+    report = PatchReport(
+        tree, checkout.version, checkout.commit, PatchOptions(), (), "", package=package.name
+    )
+    if request.patch is not None:
+        with steps("patch"):
+            report = apply_patches(tree, request.patch, skip=request.skip, package=package)
     front = Front(checkout, report, tree, None, work, epoch)
     if request.configure is None:
         return front
@@ -124,12 +168,18 @@ def configure_front(
         dist_info = None
         if asked.wheel_tag is not None:
             (front.work / "dist-info").mkdir()
-            version = read_file_version(front.tree, package)
+            version = wheel_version(front, package)
             dist_info = DistInfo(front.work / "dist-info", asked.wheel_tag, version)
         config = configure(
             front.tree, asked.env, package, platform=asked.platform, dist_info=dist_info
         )
     return replace(front, config=config)
+
+
+def wheel_version(front: Front, package: Package) -> str:
+    """The version the wheel gets: the one upstream's version file in the patched tree declares
+    (configure_front says why it is not the tag's)."""
+    return read_file_version(front.tree, package)
 
 
 def _origin(checkout: Checkout) -> str:

@@ -8,13 +8,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mambawin.abi import STABLE_FLOOR, Abi
-from mambawin.archs import format_archs
+from mambawin.archs import Arch, format_archs
 from mambawin.builder import finals
 from mambawin.builder.compiler_cache import CacheStats
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.results import Prepared
 from mambawin.builder.workspace import sha256_of
 from mambawin.errors import BuildError
+from mambawin.fetch.upstream import Checkout
+from mambawin.patch.record import IN_EFFECT, SKIPPED_BY_USER, PatchReport
 from mambawin.wheel.abi_audit import audit_libraries
 from mambawin.wheel.info import open_wheel
 from mambawin.wheel.provenance import Provenance, record
@@ -89,19 +91,49 @@ def pack(
 
 
 def provenance_of(prepared: Prepared, options: BuildOptions) -> Provenance:
-    """A native build's provenance, through the one writer every backend uses."""
+    """A native build's provenance, through the one writer every packing backend uses."""
     tools = prepared.toolchain
-    return record(
+    return provenance(
         prepared.checkout,
-        patches=tuple(prepared.applied()),
-        left_out=tuple(prepared.left_out()),
-        archs=tuple(format_archs(prepared.archs).split(";")),
+        prepared.patches,
+        prepared.epoch,
+        archs=prepared.archs,
+        abi=options.abi,
         torch_version=tools.torch,
         cuda_version=tools.cuda,
         compiler=tools.compiler,
-        abi=options.abi,
-        epoch=prepared.epoch,
-        source=prepared.checkout.source_record,
+    )
+
+
+def provenance(
+    checkout: Checkout,
+    patches: PatchReport,
+    epoch: int | None,
+    *,
+    archs: tuple[Arch, ...],
+    abi: Abi,
+    cuda_version: str,
+    compiler: str,
+    torch_version: str = "",
+    torch_headers: str = "",
+) -> Provenance:
+    """The provenance of a wheel built from a patched tree, for every packing backend (native,
+    cross): the patches in effect and those left out with --skip-patch, read from the patch
+    report here and nowhere else."""
+    return record(
+        checkout,
+        patches=tuple(
+            {"id": r.id, "status": r.status} for r in patches.results if r.status in IN_EFFECT
+        ),
+        left_out=tuple(r.id for r in patches.results if r.reason == SKIPPED_BY_USER),
+        archs=tuple(format_archs(archs).split(";")),
+        torch_version=torch_version,
+        cuda_version=cuda_version,
+        compiler=compiler,
+        torch_headers=torch_headers,
+        abi=abi,
+        epoch=epoch,
+        source=checkout.source_record,
     )
 
 

@@ -16,8 +16,12 @@ from mambawin.builder.workspace import (
 )
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA, Package
-from mambawin.patch.record import IN_EFFECT, SKIPPED_BY_USER, PatchReport, PatchResult
+from mambawin.patch.record import PatchReport, PatchResult
 from mambawin.toolchain.native import Toolchain
+
+# Each backend's name, as BuildResult.backend carries it and builder/backends.py keys its table:
+# here, below the backends, so a backend names itself without importing its dispatcher.
+NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check"
 
 
 @dataclass(frozen=True)
@@ -55,16 +59,6 @@ class Prepared:
             cache=self.cache,
             torch_link=link,
         )
-
-    def applied(self) -> list[dict[str, str]]:
-        """The patches that changed (or had already changed) the tree, as id/status pairs."""
-        return [
-            {"id": r.id, "status": r.status} for r in self.patches.results if r.status in IN_EFFECT
-        ]
-
-    def left_out(self) -> list[str]:
-        """The patches the user left out with --skip-patch."""
-        return [r.id for r in self.patches.results if r.reason == SKIPPED_BY_USER]
 
 
 @dataclass(frozen=True)
@@ -170,7 +164,7 @@ class BuildResult:
     cache: dict[str, Any] | None = None  # compiler cache hits/misses of this build
     # The newest glibc its extension needs and why: "2.32 (__libc_single_threaded)".
     glibc: str | None = None
-    backend: str = "native"  # builder/backends.py's name
+    backend: str = NATIVE
     # ok; partial: what ran holds but not_checked names what did not run (a check without
     # --cpython never links); fail: a unit or the link failed (the check's exit 11).
     status: str = OK

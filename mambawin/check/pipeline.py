@@ -2,10 +2,12 @@
 
 Fetch, patch and configure are the wine backends' shared front half (builder/front.py): the
 trees live in mambawin's cache under `check/<package>-<ref>/`: `src/` (upstream's checkout,
-never edited), `patched/` (a fresh copy with the patch set applied) and one objects folder per
-mode. With stock, upstream's unpatched sources are compiled with the flags of the patched
-setup.py: what it shows are the source errors the kernel and header patches remove; the setup.py
-problems (archs CUDA 13 rejects, -std=c++17 under torch 2.10+) are in `mambawin patches`.
+never edited), `patched/` (a fresh copy with the check's patch set applied) and one objects
+folder per mode. With stock the patch set is empty: the copy is upstream's tree as it is, and
+its own setup.py, configured as win32, gives the units and their flags (upstream's file list,
+not the patched tree's split units; upstream's archs and standard). So what it shows is what a
+Windows build of upstream meets, the setup.py problems (archs CUDA 13 rejects, -std=c++17 under
+torch 2.10+) included; `mambawin patches` lists what each patch changes.
 """
 
 from __future__ import annotations
@@ -13,36 +15,42 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
-from mambawin.builder.backends import WINDOWS_CHECK
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.front import (
+    CHECK_PATCHES,
+    DEFAULT_SOURCE,
+    STOCK,
     WINDOWS_PLATFORM,
     Configure,
     Front,
-    FrontRequest,
+    backend_request,
     windows_front,
 )
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
-from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
+from mambawin.builder.results import (
+    WINDOWS_CHECK,
+    BuildPlan,
+    BuildResult,
+    patch_json,
+    upstream_json,
+)
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
-from mambawin.check.closure import Closure, check_closure
-from mambawin.check.units import (
+from mambawin.errors import ToolchainError, UsageError
+from mambawin.owned import remove_tree
+from mambawin.packages import Package
+from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
+from mambawin.toolchain.wine_server import WineTools
+from mambawin.winbuild.closure import Closure, check_closure
+from mambawin.winbuild.units import (
     UnitResult,
-    WineTools,
     compile_all,
     unit_finished,
     windows_commands,
 )
-from mambawin.errors import ToolchainError, UsageError
-from mambawin.fetch.sdist import DEFAULT_SOURCE
-from mambawin.owned import remove_tree
-from mambawin.packages import Package
-from mambawin.patch.base import PatchOptions
-from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 
 
 @dataclass(frozen=True)
@@ -167,9 +175,9 @@ def check_windows(
     python_dirs = cpython_dirs(options.cpython)
     with _front(options, steps) as front:
         checkout = front.checkout
-        config = _rebased(front.setup, front.tree)
+        config = front.setup
         mode = "stock" if options.stock else "patched"
-        tree = front.stock if options.stock else front.tree
+        tree = front.tree  # with stock, the copy no patch touched, configured as upstream's
         objects = front.work / f"objs-{mode}"
         units = compile_step(
             steps, lambda: _compile(options, tools, steps, config, tree, objects, python_dirs)
@@ -233,23 +241,16 @@ def _front(
 ) -> AbstractContextManager[Front]:
     """The shared front half in the check's cache folder, configured as win32 (not for the
     plan); its objects folders (objs-patched, objs-stock) are the check's own entries there."""
-    request = FrontRequest(
-        package=options.package,
-        repo=options.repo,
-        ref=options.ref,
+    request = backend_request(
+        options.package,
+        options.repo,
+        options.ref,
+        archs=options.archs,
+        patches=STOCK if options.stock else CHECK_PATCHES,
         source_from=options.source_from,
-        patch=PatchOptions(archs=options.archs),
         configure=Configure(platform=WINDOWS_PLATFORM) if configure else None,
     )
     return windows_front(request, "check", ("objs-*",), reporter=reporter)
-
-
-def _rebased(config: SetupConfig, tree: Path) -> SetupConfig:
-    """Upstream's own include folders relative to the tree, so the stock tree can use them."""
-    own = tuple(
-        os.path.relpath(d, tree) for d in config.include_dirs if Path(d).is_relative_to(tree)
-    )
-    return replace(config, include_dirs=own)
 
 
 def compile_step(

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch
-from mambawin.cross.symbols import is_stable_c_name
 from mambawin.errors import WheelError
 from mambawin.wheel.gpucode import GpuCode, read_fatbin
 from mambawin.wheel.imports import read_imports
+from mambawin.winbuild.torch_exports import is_stable_c_name
 
 TORCH_DLLS = ("torch_cpu.dll", "torch_cuda.dll")
 _RUNTIME_DLLS = re.compile(

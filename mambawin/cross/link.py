@@ -20,23 +20,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mambawin.atomic import write_text
-from mambawin.check.closure import LINK_OPTIONS, parse_link
-from mambawin.check.units import Runner
-from mambawin.cross.symbols import Selection, def_text
 from mambawin.errors import BuildError
 from mambawin.proc import last_line
-from mambawin.toolchain.wine import WindowsToolchain, windows_path
+from mambawin.toolchain.wine import WindowsToolchain, msvc_tool, windows_path
+from mambawin.toolchain.wine_server import Runner
+from mambawin.winbuild.closure import LINK_OPTIONS, parse_link
+from mambawin.winbuild.torch_exports import Selection, def_text
 
 CUDA_RUNTIME = "cudart_static.lib"
 # cudart_static.lib is compiled /MT and names LIBCMT; the objects are /MD (MSVCRT), and mixing the
 # two CRTs is LNK4098. setuptools' options plus /Brepro: a PE timestamp from the content, not the
 # clock, so two builds of one tree give the same bytes.
 STABLE_LINK_OPTIONS = (*LINK_OPTIONS, "/Brepro", "/NODEFAULTLIB:LIBCMT")
-
-
-def tool(toolchain: WindowsToolchain, name: str) -> Path:
-    """An MSVC program (link, lib, dumpbin) of the toolchain's x64-hosted x64 tools."""
-    return toolchain.msvc_tools / "bin" / "Hostx64" / "x64" / f"{name}.exe"
 
 
 def link_args(
@@ -69,7 +64,7 @@ def unresolved_symbols(
     probe = workdir / "unresolved-probe.dll"
     workdir.mkdir(parents=True, exist_ok=True)  # link.exe does not make it: LNK1104
     args = link_args(toolchain, objects, probe, force_unresolved=True)
-    done = runner([wine, str(tool(toolchain, "link")), *args], env, workdir)
+    done = runner([wine, str(msvc_tool(toolchain, "link")), *args], env, workdir)
     closure = parse_link(done.stdout + "\n" + done.stderr)
     if closure.fatal is not None:
         msg = f"link.exe stopped before listing the unresolved symbols: {closure.fatal}"
@@ -103,7 +98,7 @@ def make_import_libraries(
         definition = write_text(workdir / f"{stem}.def", def_text(dll, names))
         out = workdir / f"{stem}.lib"
         args = import_library_args(definition, out)
-        done = runner([wine, str(tool(toolchain, "lib")), *args], env, workdir)
+        done = runner([wine, str(msvc_tool(toolchain, "lib")), *args], env, workdir)
         if done.returncode != 0 or not out.is_file():
             reason = last_line(done.stdout + "\n" + done.stderr) or f"exit {done.returncode}"
             raise BuildError(f"lib.exe could not make {out.name} from {definition.name}: {reason}")
@@ -124,7 +119,7 @@ def link_library(
     """The library itself; BuildError with link.exe's first error when the link fails."""
     args = link_args(toolchain, objects, out, import_libs)
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = runner([wine, str(tool(toolchain, "link")), *args], env, out.parent)
+    done = runner([wine, str(msvc_tool(toolchain, "link")), *args], env, out.parent)
     if done.returncode == 0 and out.is_file():
         return out
     output = done.stdout + "\n" + done.stderr

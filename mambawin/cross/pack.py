@@ -25,6 +25,7 @@ from mambawin.atomic import staging_dir
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.metadata import pack
 from mambawin.errors import BuildError, UsageError
+from mambawin.wheel.naming import WINDOWS
 from mambawin.wheel.provenance import Provenance, source_date_epoch
 from mambawin.wheel.repack import Entry, write_wheel, zip_date_time
 
@@ -99,7 +100,7 @@ def pack_wheel(
     library: Path,
     out_dir: Path,
     *,
-    platform: str = "win_amd64",
+    platform: str = WINDOWS,
     provenance: Provenance | None = None,
     date_epoch: int | None = None,
     local_version: str | None = None,

@@ -4,7 +4,7 @@ link → audit → pack.
 The tree is already patched for the stable ABI and configured as win32 (`builder.configure` with
 platform="win32"); the compilers are Microsoft's and NVIDIA's Windows programs under wine
 (toolchain/wine.py). Every unit is compiled with the commands `check --windows` derives
-(check.units.windows_commands), without CPython's headers: a stable binary holds no Python C API,
+(winbuild.units.windows_commands), without CPython's headers: a stable binary holds no Python C API,
 so a unit that includes Python.h fails here, as it should. The work folder keeps the objects,
 the .def files, the import libraries and the library; the wheel is written whole into `out`.
 """
@@ -19,21 +19,22 @@ from pathlib import Path
 from mambawin.archs import Arch
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
-from mambawin.check.units import (
+from mambawin.cross.audit import Audit, audit_library
+from mambawin.cross.link import link_library, make_import_libraries, unresolved_symbols
+from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
+from mambawin.errors import BuildError, ToolchainError
+from mambawin.owned import claim, remove_tree
+from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
+from mambawin.toolchain.wine_server import WineTools
+from mambawin.wheel.naming import WINDOWS
+from mambawin.wheel.provenance import Provenance
+from mambawin.winbuild.torch_exports import ExportTable, Selection, read_export_table, select
+from mambawin.winbuild.units import (
     UnitResult,
-    WineTools,
     compile_all,
     unit_finished,
     windows_commands,
 )
-from mambawin.cross.audit import Audit, audit_library
-from mambawin.cross.link import link_library, make_import_libraries, unresolved_symbols
-from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
-from mambawin.cross.symbols import ExportTable, Selection, read_export_table, select
-from mambawin.errors import BuildError, ToolchainError
-from mambawin.owned import claim, remove_tree
-from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
-from mambawin.wheel.provenance import Provenance
 
 STAGES = ("compile", "symbols", "import-libs", "link", "audit", "pack")
 
@@ -50,7 +51,7 @@ class CrossOptions:
     work: Path  # objects, .def files, import libraries, the library
     out: Path  # the wheel's folder
     jobs: int = 2
-    platform: str = "win_amd64"
+    platform: str = WINDOWS
     provenance: Provenance | None = None
     date_epoch: int | None = None  # the upstream commit's time, when SOURCE_DATE_EPOCH is unset
     local_version: str | None = None  # the wheel's label (None: setup.py's version as it is)

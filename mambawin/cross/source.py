@@ -18,32 +18,35 @@ from dataclasses import dataclass
 from packaging.utils import parse_wheel_filename
 
 from mambawin.archs import format_archs
-from mambawin.builder.backends import CROSS_WINDOWS
 from mambawin.builder.front import (
+    CROSS_PATCHES,
     WINDOWS_PLATFORM,
     Configure,
     Front,
-    FrontRequest,
+    backend_request,
+    wheel_version,
     windows_front,
 )
+from mambawin.builder.metadata import provenance
 from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import Reporter, timed
-from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
+from mambawin.builder.results import (
+    CROSS_WINDOWS,
+    BuildPlan,
+    BuildResult,
+    patch_json,
+    upstream_json,
+)
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
-from mambawin.check.units import WineTools
 from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
-from mambawin.fetch.upstream import Checkout
-from mambawin.fetch.version_rules import read_file_version
-from mambawin.patch.base import PatchOptions
-from mambawin.patch.record import IN_EFFECT
 from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.pytorch import package_version
 from mambawin.toolchain.wine import WindowsToolchain
+from mambawin.toolchain.wine_server import WineTools
+from mambawin.wheel.naming import WINDOWS as WINDOWS  # the one --platform it builds
 from mambawin.wheel.naming import wheel_name
-from mambawin.wheel.provenance import Provenance, read_provenance, record
-
-WINDOWS = "win_amd64"
+from mambawin.wheel.provenance import Provenance, read_provenance
 
 
 def check_platform(platform: str) -> None:
@@ -74,10 +77,6 @@ class WindowsTree:
     front: Front
     provenance: Provenance
 
-    @property
-    def checkout(self) -> Checkout:
-        return self.front.checkout
-
 
 @contextmanager
 def windows_tree(
@@ -90,12 +89,13 @@ def windows_tree(
     """The shared front half for the stable ABI, with the .dist-info for the wheel, under the
     work folder's lock (held while the caller compiles or plans). configure=False (the plan)
     never runs setup.py: it needs a torch of its own."""
-    request = FrontRequest(
-        package=options.package,
-        repo=options.upstream_repo,
-        ref=options.ref,
+    request = backend_request(
+        options.package,
+        options.upstream_repo,
+        options.ref,
+        archs=options.archs,
+        patches=CROSS_PATCHES,
         source_from=options.source_from,
-        patch=PatchOptions(archs=options.archs, abi="stable"),
         configure=Configure(
             env=configure_env_of(options),
             platform=WINDOWS_PLATFORM,
@@ -106,22 +106,17 @@ def windows_tree(
     )
     with windows_front(request, "cross", ("objs",), reporter=reporter) as front:
         cuda = toolchain.cuda_version() or ""
-        provenance = record(
+        written = provenance(
             front.checkout,
-            patches=tuple(
-                {"id": r.id, "status": r.status}
-                for r in front.patches.results
-                if r.status in IN_EFFECT
-            ),
-            archs=tuple(format_archs(options.archs).split(";")),
+            front.patches,
+            front.epoch,
+            archs=options.archs,
+            abi="stable",
             cuda_version=cuda,
             compiler=windows_compilers(toolchain.msvc_tools.name, cuda),
             torch_headers=package_version(toolchain.torch) if toolchain.torch else "",
-            abi="stable",
-            epoch=front.epoch,
-            source=front.checkout.source_record,
         )
-        yield WindowsTree(front, provenance)
+        yield WindowsTree(front, written)
 
 
 def windows_compilers(toolset: str, cuda: str) -> str:
@@ -169,13 +164,13 @@ def plan_windows(
         front = prepared.front
         scan = scan_setup(front.tree)
         label = prepared.provenance.label
-        version = read_file_version(front.tree, options.package)
+        version = wheel_version(front, options.package)
         wheel = wheel_name(options.package, version, label, "", "stable", WINDOWS)
         gencode = planned_gencode(front.patches, options.archs, scan)
         threads = nvcc_threads(options, options.archs)
         jobs = resolve_jobs(options.jobs, None)
         return BuildPlan(
-            upstream=upstream_json(prepared.checkout),
+            upstream=upstream_json(front.checkout),
             patches=[patch_json(r) for r in front.patches.results],
             archs=format_archs(options.archs),
             ext_name=scan.ext_name,

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from mambawin.archs import format_archs
-from mambawin.cross.source import WINDOWS
 from mambawin.errors import UsageError
 from mambawin.team.actions import SETUP_PYTHON, UPLOAD
 from mambawin.team.matrix import Cell, build_python
@@ -33,6 +32,7 @@ from mambawin.team.workflow_steps import (
     uses,
 )
 from mambawin.team.yaml_text import Block
+from mambawin.wheel.naming import WINDOWS
 
 REPORT = "verify-"  # each check's report artifact; never matched by the wheels' `wheel-*`
 

@@ -296,3 +296,8 @@ def whole_root(root: Path | None, otherwise: str) -> Path:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ToolchainError(f"{folder} is not a whole Windows toolchain: {missing[0]}{more}")
     return folder
+
+
+def msvc_tool(toolchain: WindowsToolchain, name: str) -> Path:
+    """An MSVC program (link, lib, dumpbin) of the toolchain's x64-hosted x64 tools."""
+    return toolchain.msvc_tools / "bin" / "Hostx64" / "x64" / f"{name}.exe"

@@ -1,9 +1,13 @@
 """wine's launcher and the prefix's server: finding wine, saying what a toolchain still lacks
-to run under it, and starting the server and its services before programs run in parallel."""
+to run under it, starting the server and its services before programs run in parallel, and the
+one runner every wine user shares (the wine backends, verify's load step)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from mambawin import proc
 from mambawin.errors import ToolchainError
@@ -13,6 +17,7 @@ from mambawin.toolchain.wine import WINE, WindowsToolchain, missing_parts
 # How long the wine prefix's server stays up after its last program ends: long enough to bridge
 # the gap between two stages of one run, short enough not to outlive it by much.
 SERVER_LINGER_S = 60
+UNIT_TIMEOUT_S = 3600  # a bwd unit took 566 s under wine on 2 busy cores
 
 
 def start_server(launcher: str, env: Mapping[str, str], *, timeout: float = 300) -> None:
@@ -56,3 +61,31 @@ def not_ready(toolchain: WindowsToolchain, launcher: str | None, host: Host = WI
     are there."""
     no_wine = host.needs_wine and launcher is None
     return [*missing_parts(toolchain), *([NO_WINE] if no_wine else [])]
+
+
+Runner = Callable[[Sequence[str], Mapping[str, str], Path], "proc.Completed"]
+
+
+def wine_runner(timeout: float = UNIT_TIMEOUT_S) -> Runner:
+    """Runs a Windows program under wine through proc.run, without raising on its exit code; the
+    first call starts the prefix's server and services detached (start_server says why)."""
+    lock = threading.Lock()
+    started: list[str] = []  # the prefixes whose server this runner started
+
+    def run(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        with lock:
+            prefix = env.get("WINEPREFIX", "")
+            if prefix not in started:
+                start_server(argv[0], env)
+                started.append(prefix)
+        return proc.run(argv, cwd=cwd, env=env, timeout=timeout, check=False)
+
+    return run
+
+
+@dataclass(frozen=True)
+class WineTools:
+    """The wine backends' collaborators (check --windows and the cross build alike): how
+    Windows programs run (tests pass a fake). Narration goes to the stage's `reporter=`."""
+
+    runner: Runner = field(default_factory=wine_runner)

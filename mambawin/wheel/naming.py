@@ -16,6 +16,8 @@ from packaging.version import Version
 from mambawin.abi import STABLE_ABI_TAG, STABLE_PYTHON_TAG, Abi
 from mambawin.packages import Package
 
+WINDOWS = "win_amd64"  # the one Windows platform tag mambawin builds, cross-builds and loads
+
 
 def wheel_name(
     package: Package, version: str, label: str | None, python: str, abi: Abi, platform: str

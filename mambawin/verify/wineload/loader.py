@@ -18,10 +18,9 @@ from pathlib import Path
 
 from mambawin import proc
 from mambawin.atomic import write_text
-from mambawin.check.units import Runner
-from mambawin.cross.link import tool
 from mambawin.errors import ToolchainError
-from mambawin.toolchain.wine import WindowsToolchain, windows_path
+from mambawin.toolchain.wine import WindowsToolchain, msvc_tool, windows_path
+from mambawin.toolchain.wine_server import Runner
 from mambawin.verify.wineload.ops import Op
 from mambawin.verify.wineload.stub import STUB_SOURCE, stub_def
 
@@ -73,7 +72,7 @@ def build_loader(wine: Wine, work: Path) -> Path:
     """loader.exe from data/loader.c, with cl.exe (static C runtime: nothing beside it needed)."""
     source = resources.files(__package__).joinpath("data/loader.c").read_text(encoding="utf-8")
     c_file = write_text(work / "loader.c", source)
-    cl = tool(wine.toolchain, "cl")
+    cl = msvc_tool(wine.toolchain, "cl")
     args = ["/nologo", "/O1", "/W3", windows_path(c_file), f"/Fe:{windows_path(work / LOADER)}"]
     return _checked(_run(wine, cl, args, work), "cl.exe loader.c", work / LOADER)
 
@@ -87,7 +86,7 @@ RUNTIME_DLLS = ("vcruntime140_threads.dll",)
 
 def runtime_dlls(toolchain: WindowsToolchain) -> list[Path]:
     """The toolchain's copies of RUNTIME_DLLS (those it has)."""
-    folder = toolchain.msvc_tools / "bin" / "Hostx64" / "x64"
+    folder = msvc_tool(toolchain, "cl").parent
     return [folder / name for name in RUNTIME_DLLS if (folder / name).is_file()]
 
 
@@ -98,13 +97,15 @@ def build_stub(wine: Wine, names: Sequence[str], folder: Path) -> Path:
     definition = write_text(folder / "torch_cuda.def", stub_def(names))
     obj, dll = folder / "stub.obj", folder / "torch_cuda.dll"
     cl_args = ["/nologo", "/c", "/GS-", windows_path(c_file), f"/Fo:{windows_path(obj)}"]
-    _checked(_run(wine, tool(wine.toolchain, "cl"), cl_args, folder), "cl.exe stub.c", obj)
+    _checked(_run(wine, msvc_tool(wine.toolchain, "cl"), cl_args, folder), "cl.exe stub.c", obj)
     for runtime in runtime_dlls(wine.toolchain):
         shutil.copyfile(runtime, folder / runtime.name)
     # No entry point and no C runtime: the DLL holds one function and its export table.
     link_args = ["/nologo", "/DLL", "/NOENTRY", "/NODEFAULTLIB", f"/DEF:{windows_path(definition)}"]
     link_args += [f"/OUT:{windows_path(dll)}", windows_path(obj)]
-    return _checked(_run(wine, tool(wine.toolchain, "link"), link_args, folder), "stub link", dll)
+    return _checked(
+        _run(wine, msvc_tool(wine.toolchain, "link"), link_args, folder), "stub link", dll
+    )
 
 
 def run_loader(

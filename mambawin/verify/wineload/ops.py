@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from mambawin.errors import WheelError
+from mambawin.patch.causal_conv1d.stable_binding_cpp import binding
+from mambawin.patch.mamba.stable_binding_source import SOURCE
 
 # A Tensor argument gets a CPU tensor (the dispatcher then looks for a CPU kernel, and lists
 # where the op has kernels), an optional one None; bools, ints and floats their zero.
@@ -91,9 +93,6 @@ def declared_schemas(cpp: str) -> tuple[str, ...]:
 @cache
 def known_schemas() -> tuple[str, ...]:
     """Every schema mambawin's stable bindings declare, each variant."""
-    from mambawin.patch.causal_conv1d.stable_binding_cpp import binding
-    from mambawin.patch.mamba.stable_binding_source import SOURCE
-
     texts = [binding("X", deterministic=flag) for flag in (False, True)] + [SOURCE]
     return tuple(dict.fromkeys(s for text in texts for s in declared_schemas(text)))
 

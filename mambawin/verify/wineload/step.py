@@ -21,7 +21,6 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from mambawin.abi import stable_library, stable_shim
-from mambawin.check.units import Runner, wine_runner
 from mambawin.errors import MambawinError, WheelError, os_error
 from mambawin.packages import get_package
 from mambawin.status import Status
@@ -32,7 +31,7 @@ from mambawin.toolchain.wine import (
     toolchain_at,
     wine_environ,
 )
-from mambawin.toolchain.wine_server import NO_WINE, find_wine
+from mambawin.toolchain.wine_server import NO_WINE, Runner, find_wine, wine_runner
 from mambawin.verify.report import StepResult, named
 from mambawin.verify.wineload.loader import (
     LoadRun,
@@ -54,8 +53,7 @@ from mambawin.verify.wineload.torches import (
 from mambawin.wheel.abi_audit import floor_of, is_stable
 from mambawin.wheel.imports import read_imports
 from mambawin.wheel.info import open_wheel
-
-PLATFORM = "win_amd64"
+from mambawin.wheel.naming import WINDOWS
 
 
 def _cached_dlls(version: str) -> TorchDlls:
@@ -129,8 +127,8 @@ def load_step(
 def skip_reason(wheel: Path, provenance: Mapping[str, Any] | None) -> str | None:
     """Why this wheel is not loaded under wine, or None."""
     platforms = {tag.platform for tag in parse_wheel_filename(wheel.name)[3]}
-    if PLATFORM not in platforms:
-        return f"a {', '.join(sorted(platforms))} wheel: the load step runs {PLATFORM} wheels"
+    if WINDOWS not in platforms:
+        return f"a {', '.join(sorted(platforms))} wheel: the load step runs {WINDOWS} wheels"
     if not is_stable(provenance):
         return (
             "a torch-ABI wheel: it imports python3XX.dll and torch's CUDA DLLs, which no "

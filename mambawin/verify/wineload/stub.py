@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from mambawin.cross.symbols import TORCH_CUDA_DLL, TORCH_CUDA_EXPORTS, TORCH_CUDA_PREFIX
 from mambawin.verify.wineload.torches import TorchDlls
 from mambawin.wheel.imports import BinaryImports
+from mambawin.winbuild.torch_exports import TORCH_CUDA_DLL, TORCH_CUDA_EXPORTS, TORCH_CUDA_PREFIX
 
 STUB_FUNCTION = "mambawin_stub"  # the one function every exported name stands for
 # What it is: nothing calls it while the ops are asked for with CPU tensors; a call returns 1,

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,8 +77,6 @@ def installable_versions(floor: Version, resolve: Resolver | None = None) -> tup
 def pip_resolves(requirement: str) -> str:
     """The torch version pip would install for requirement on win_amd64 (a dry run, nothing
     installed); UpstreamError naming the requirement and what constrains pip when it cannot."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="mambawin-torch-") as scratch:
         argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--quiet"]
         argv += ["--ignore-installed", "--report", "-", "--target", scratch, *_PIP_TARGET]

@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mambawin.check.units import Runner
 from mambawin.errors import ToolchainError
-from mambawin.toolchain.wine import WindowsToolchain, windows_path
+from mambawin.toolchain.wine import WindowsToolchain, msvc_tool, windows_path
+from mambawin.toolchain.wine_server import Runner
 
 STABLE_PREFIXES = ("aoti_torch_", "torch_")
 IMPORT_PREFIX = "__imp_"  # what a __declspec(dllimport) reference is called in an object
@@ -119,7 +119,7 @@ def read_export_table(
     if toolchain.torch is None:
         raise ToolchainError("this Windows toolchain was set up without torch: use --torch")
     lib_dir = toolchain.torch / "lib"
-    dumpbin = toolchain.msvc_tools / "bin" / "Hostx64" / "x64" / "dumpbin.exe"
+    dumpbin = msvc_tool(toolchain, "dumpbin")
     listings: dict[str, tuple[str, ...]] = {}
     for name in TORCH_IMPORT_LIBS:
         lib = lib_dir / f"{name}.lib"

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.builder.results import ClosureReport, SymbolReport
-from mambawin.check.units import Runner
-from mambawin.toolchain.wine import WindowsToolchain, windows_path
+from mambawin.toolchain.wine import WindowsToolchain, msvc_tool, windows_path
+from mambawin.toolchain.wine_server import Runner
 
 # What torch's CUDAExtension links on Windows (torch/utils/cpp_extension.py, 2.11), and the two
 # its CPU wheel lacks.
@@ -135,7 +135,7 @@ def check_closure(
     pyconfig: Path | None = None,
 ) -> Closure:
     """Link the objects with link.exe under wine and judge what stays unresolved."""
-    link = toolchain.msvc_tools / "bin" / "Hostx64" / "x64" / "link.exe"
+    link = msvc_tool(toolchain, "link")
     out = workdir / f"{ext_name.split('.')[-1]}.pyd"
     args = link_args(toolchain, objects, ext_name, out, python_libraries(pyconfig))
     done = runner([wine, str(link), *args], env, workdir)

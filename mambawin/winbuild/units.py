@@ -13,14 +13,24 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.reporter import Finished
 from mambawin.builder.results import UnitReport
-from mambawin.check.windows_flags import (
+from mambawin.owned import cache_dir
+from mambawin.status import Status
+from mambawin.toolchain.wine import (
+    WindowsToolchain,
+    msvc_tool,
+    torch_overlay,
+    windows_path,
+    wine_environ,
+)
+from mambawin.toolchain.wine_server import Runner
+from mambawin.winbuild.flags import (
     UnitCommand,
     WindowsFlags,
     cl_args,
@@ -29,17 +39,7 @@ from mambawin.check.windows_flags import (
     read_flags,
     setuptools_msvc_source,
 )
-from mambawin.owned import cache_dir
-from mambawin.status import Status
-from mambawin.toolchain.wine import (
-    WindowsToolchain,
-    torch_overlay,
-    windows_path,
-    wine_environ,
-)
-from mambawin.toolchain.wine_server import start_server
 
-UNIT_TIMEOUT_S = 3600  # a bwd unit took 566 s under wine on 2 busy cores
 # `FILE(LINE): error: text` (nvcc's front end), `FILE(LINE): error C2975: text` and
 # `FILE(LINE): fatal error C1083: text` (cl), `nvcc fatal   : text` (the driver).
 _ERROR = re.compile(
@@ -94,33 +94,7 @@ class UnitResult:
         )
 
 
-Runner = Callable[[Sequence[str], Mapping[str, str], Path], "proc.Completed"]
 Progress = Callable[["UnitResult", int, int], None]
-
-
-def wine_runner(timeout: float = UNIT_TIMEOUT_S) -> Runner:
-    """Runs a Windows program under wine through proc.run, without raising on its exit code; the
-    first call starts the prefix's server and services detached (start_server says why)."""
-    lock = threading.Lock()
-    started: list[str] = []  # the prefixes whose server this runner started
-
-    def run(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
-        with lock:
-            prefix = env.get("WINEPREFIX", "")
-            if prefix not in started:
-                start_server(argv[0], env)
-                started.append(prefix)
-        return proc.run(argv, cwd=cwd, env=env, timeout=timeout, check=False)
-
-    return run
-
-
-@dataclass(frozen=True)
-class WineTools:
-    """The wine backends' collaborators (check --windows and the cross build alike): how
-    Windows programs run (tests pass a fake). Narration goes to the stage's `reporter=`."""
-
-    runner: Runner = field(default_factory=wine_runner)
 
 
 UNIT_STATUS = {"ok": Status.OK, "error": Status.FAIL, "skipped": Status.SKIP}
@@ -199,8 +173,8 @@ def windows_commands(
     """Every unit's command as a Windows build of tree runs it: torch's and setuptools' flag
     tables, the overlay for the header torch's CPU wheel lacks, then extra_includes (CPython's).
 
-    config's include folders may be relative to tree (the check compiles the stock tree with the
-    patched tree's configuration) or absolute."""
+    config's include folders may be relative to tree or absolute; only those inside it are
+    upstream's own (include_dirs)."""
     flags = read_flags(toolchain.cpp_extension, setuptools_msvc_source())
     overlay = torch_overlay(toolchain, cache_dir() / "windows-toolchain-overlay")
     rooted = replace(config, include_dirs=tuple(str(tree / d) for d in config.include_dirs))
@@ -210,7 +184,7 @@ def windows_commands(
 def program(toolchain: WindowsToolchain, compiler: str) -> Path:
     """The .exe behind "cl" or "nvcc"."""
     if compiler == "cl":
-        return toolchain.msvc_tools / "bin" / "Hostx64" / "x64" / "cl.exe"
+        return msvc_tool(toolchain, "cl")
     return toolchain.cuda / "bin" / "nvcc.exe"
 
 
