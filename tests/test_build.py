@@ -28,14 +28,13 @@ from mambawin.builder import kept
 from mambawin.builder import pipeline as core
 from mambawin.builder.compile import CompileFailed, compile_wheel
 from mambawin.builder.key import build_key
-from mambawin.builder.ninja import NinjaStatus
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.workspace import Workspace, builds_root
 from mambawin.cli import app
 from mambawin.doctor.checks import Check, DoctorReport
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
-from mambawin.status import Status
+from mambawin.stage import NinjaStatus, Status
 from mambawin.toolchain.native import Toolchain
 from mambawin.wheel.metadata import requirements
 from mambawin.wheel.provenance import read_provenance

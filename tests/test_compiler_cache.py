@@ -35,7 +35,7 @@ from mambawin.builder.environment import EnvRequest, build_environment
 from mambawin.doctor.probes import tools
 from mambawin.errors import ToolchainError
 from mambawin.packages import MAMBA
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.probe import ProbeContext
 from mambawin.wheel.provenance import read_provenance
 

@@ -763,7 +763,7 @@ def test_a_record_that_is_not_this_wheels_is_ignored_and_the_index_is_whole(
 
 
 def test_the_record_verify_writes_is_shown(tmp_path: Path) -> None:
-    from mambawin.status import Status
+    from mambawin.stage import Status
     from mambawin.verify.report import StepResult, Target, VerifyReport
 
     wheel = _one_wheel(tmp_path)

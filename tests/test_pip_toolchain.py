@@ -26,7 +26,7 @@ from mambawin.check.windows_flags import read_flags, setuptools_msvc_source
 from mambawin.doctor.checks import DoctorTools, run_checks
 from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain import cuda as cuda_probe
 from mambawin.toolchain import wine, wine_server, wine_setup
 from mambawin.toolchain.cuda import PIP_TOOLCHAIN_SOURCE

@@ -15,7 +15,7 @@ from test_verify_load import FWD, completed, run_step
 from mambawin import lock, proc
 from mambawin.check.units import all_errors
 from mambawin.errors import FileSystemError, PatchError, UpstreamError
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.resolve import report_installs
 from mambawin.verify.wineload import loader, torches
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mambawin.builder.configure import DistInfo, SetupConfig, configure
-from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.workspace import copy_source
 from mambawin.errors import UsageError
 from mambawin.fetch import origin, upstream
@@ -34,6 +33,7 @@ from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import PatchReport
+from mambawin.stage import Reporter, timed
 from mambawin.wheel.provenance import source_date_epoch
 
 WINDOWS_PLATFORM = "win32"  # the sys.platform setup.py sees

@@ -26,7 +26,6 @@ from mambawin.builder.front import (
     FrontRequest,
     windows_front,
 )
-from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.check.closure import Closure, check_closure
@@ -42,6 +41,7 @@ from mambawin.fetch.sdist import DEFAULT_SOURCE
 from mambawin.owned import remove_tree
 from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
+from mambawin.stage import QuietReporter, Reporter, TimedSteps
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 
 

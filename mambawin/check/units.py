@@ -18,7 +18,6 @@ from pathlib import Path
 
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
-from mambawin.builder.reporter import Finished
 from mambawin.builder.results import UnitReport
 from mambawin.check.windows_flags import (
     UnitCommand,
@@ -30,7 +29,7 @@ from mambawin.check.windows_flags import (
     setuptools_msvc_source,
 )
 from mambawin.owned import cache_dir
-from mambawin.status import Status
+from mambawin.stage import Finished, Status
 from mambawin.toolchain.wine import (
     WindowsToolchain,
     torch_overlay,

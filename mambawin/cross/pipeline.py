@@ -18,7 +18,6 @@ from pathlib import Path
 
 from mambawin.archs import Arch
 from mambawin.builder.configure import SetupConfig
-from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.check.units import (
     UnitResult,
     WineTools,
@@ -32,6 +31,7 @@ from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
 from mambawin.cross.symbols import ExportTable, Selection, read_export_table, select
 from mambawin.errors import BuildError, ToolchainError
 from mambawin.owned import claim, remove_tree
+from mambawin.stage import QuietReporter, Reporter, TimedSteps
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 from mambawin.wheel.provenance import Provenance
 

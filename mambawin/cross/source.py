@@ -27,7 +27,6 @@ from mambawin.builder.front import (
     windows_front,
 )
 from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
-from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.results import BuildPlan, BuildResult, patch_json, upstream_json
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.check.units import WineTools
@@ -37,6 +36,7 @@ from mambawin.fetch.upstream import Checkout
 from mambawin.fetch.version_rules import read_file_version
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT
+from mambawin.stage import Reporter, timed
 from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.pytorch import package_version
 from mambawin.toolchain.wine import WindowsToolchain

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from mambawin.archs import Arch, parse_arch
 from mambawin.errors import MambawinError, UsageError
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import at_least, release
 from mambawin.wheel.abi_audit import floor_of

@@ -18,7 +18,7 @@ from mambawin.packages import (
     get_package,
     package_named,
 )
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, WheelUnderTest
 from mambawin.verify.report import Row, StepResult, Target, named, rows_result

@@ -24,7 +24,7 @@ from mambawin.abi import stable_library, stable_shim
 from mambawin.check.units import Runner, wine_runner
 from mambawin.errors import MambawinError, WheelError, os_error
 from mambawin.packages import get_package
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.wine import (
     WindowsToolchain,
     default_root,
