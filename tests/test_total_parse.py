@@ -18,6 +18,7 @@ from mambawin.errors import FileSystemError, PatchError, UpstreamError
 from mambawin.stage import Status
 from mambawin.verify.resolve import report_installs
 from mambawin.verify.wineload import loader, torches
+from mambawin.wheel.provenance import Provenance
 
 HOST = socket.gethostname()
 LOADED = "mambawin-load: loaded torch_cpu.dll 0.1\nmambawin-load: loaded library 0.1\n"
@@ -251,10 +252,10 @@ def test_a_torch_pip_refuses_fails_the_load_step_with_the_version_and_constraint
     assert "PIP_CONSTRAINT=c.txt applies" in result.summary
 
 
-def _stable() -> dict[str, object]:
-    from test_verify_load import STABLE
+def _stable() -> Provenance:
+    from test_verify_load import RECORD
 
-    return dict(STABLE)
+    return RECORD
 
 
 # ---- a toolchain folder's version names and cuda.h ---------------------------------------------

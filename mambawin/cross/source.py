@@ -199,7 +199,7 @@ def build_result(
     """The cross build as every backend reports it (`build --json`'s one shape); steps: every
     step's seconds, the front half's and the backend's."""
     wheel = cross.wheel
-    provenance = Provenance.from_dict(read_provenance(wheel))
+    provenance = read_provenance(wheel) or Provenance()
     return BuildResult(
         wheel=wheel,
         size=wheel.stat().st_size,

@@ -391,9 +391,18 @@ def _from_json(data: Mapping[str, Any], path: Path) -> IndexedWheel:
         requires_python=data["requires_python"],
         variant=data["variant"],
         metadata_sha256=data["metadata_sha256"],
-        provenance=data["provenance"],
+        provenance=_provenance(data["provenance"]),
         attestation=_attestation(data.get("attestation")),
     )
+
+
+def _provenance(value: object) -> Provenance | None:
+    """The marker's provenance record, parsed as a wheel's is; an empty one is none."""
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(value)  # an edited marker: read the wheel itself
+    return Provenance.from_dict(value)
 
 
 def _attestation(value: object) -> str | None:
@@ -430,18 +439,18 @@ def _from_source(source: Source) -> IndexedWheel:
         size=source.size,
         requires_python=str(requires).strip() if requires else None,
         variant=_variant(source.provenance, version.local),
-        provenance=source.provenance,
+        provenance=source.provenance if source.provenance and source.provenance.stored else None,
         metadata_sha256=hashlib.sha256(source.metadata).hexdigest(),
     )
 
 
-def _variant(provenance: Mapping[str, Any] | None, local: str | None) -> str | None:
+def _variant(provenance: Provenance | None, local: str | None) -> str | None:
     """cu130 from the local label (+cu130torch2.11: torch's variant, which users pick an index
     by), else from the provenance's CUDA version (the nvcc that compiled it)."""
     match = _VARIANT.match(local or "")
     if match:
         return match[1]
-    parts = Provenance.from_dict(provenance).cuda_version.split(".")
+    parts = (provenance or Provenance()).cuda_version.split(".")
     if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
         return f"cu{parts[0]}{parts[1]}"
     return None

@@ -24,12 +24,11 @@ from __future__ import annotations
 import ast
 import re
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 import itanium_demangler
 from packaging.requirements import InvalidRequirement, Requirement
@@ -244,9 +243,9 @@ class StableCheck:
     violations: tuple[str, ...] = ()
 
 
-def is_stable(provenance: Mapping[str, Any] | None) -> bool:
-    """Whether a raw provenance record says a stable-ABI build (`Provenance.is_stable`)."""
-    return Provenance.from_dict(provenance).is_stable
+def is_stable(provenance: Provenance | None) -> bool:
+    """Whether a wheel's provenance (None: it has none) says a stable-ABI build."""
+    return provenance is not None and provenance.is_stable
 
 
 def stable_tagged(file: WheelFileName) -> bool:
@@ -256,21 +255,21 @@ def stable_tagged(file: WheelFileName) -> bool:
     )
 
 
-def floor_of(provenance: Mapping[str, Any] | None) -> Version:
-    """A raw provenance record's floor (`Provenance.floor`)."""
-    return Provenance.from_dict(provenance).floor
+def floor_of(provenance: Provenance | None) -> Version:
+    """A wheel's floor (`Provenance.floor`; STABLE_FLOOR when it has no provenance)."""
+    return (provenance or Provenance()).floor
 
 
 def check_stable_wheel(
-    archive: zipfile.ZipFile, info: WheelInfo, provenance: Mapping[str, Any] | None
+    archive: zipfile.ZipFile, info: WheelInfo, provenance: Provenance | None
 ) -> StableCheck | None:
     """The stable-ABI audit of a wheel opened once; None for a wheel built against torch's C++
     ABI and tagged as one (the check does not apply)."""
-    record = Provenance.from_dict(provenance)
+    record = provenance or Provenance()
     stable, tagged = record.is_stable, stable_tagged(info.file)
     if not stable and not tagged:
         return None
-    recorded = record.abi if provenance and provenance.get("abi") else "missing"
+    recorded = record.abi if record.stored.get("abi") else "missing"
     if not stable:
         return StableCheck(False, (
             f"tagged {info.file.python}-{info.file.abi} (a stable wheel) but the provenance's abi "
@@ -329,14 +328,14 @@ def check_files_whole(paths: Iterable[Path]) -> StableCheck:
     return StableCheck(True, f"{len(binaries)} compiled libraries read whole")
 
 
-def check_headers(provenance: Mapping[str, Any] | None) -> StableCheck | None:
+def check_headers(provenance: Provenance | None) -> StableCheck | None:
     """Which torch headers a stable binary was compiled against, beside its floor (the static
     step's advisory `headers` row). The floor is proven by compiling against the floor's own
     headers; newer ones warn: the audit checked every import against the floor's exports, but an
     inline function or macro of the newer headers is compiled in, where no import shows it.
     None for a record written before the headers were kept, or with a floor that is no version
     (the abi row reports that)."""
-    record = Provenance.from_dict(provenance)
+    record = provenance or Provenance()
     if not record.torch_headers:
         return None
     try:

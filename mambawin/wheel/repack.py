@@ -147,7 +147,7 @@ def rewrite_wheel(
         changes = with_platform_headers_in(changes, archive, info, python_floor(info, stable))
         if record is not None and changes.every:
             record["requirements"] = [change.to_json() for change in changes.every]
-        versions = guard_versions(record) if guard and record else None
+        versions = guard_versions(Provenance.from_dict(record)) if guard and record else None
         entries = _entries(archive, plan, changes, record, versions)
         return write_wheel(entries, plan.target, date_time)
 
@@ -212,7 +212,10 @@ def _provenance_dict(
     written into the new one)."""
     if isinstance(provenance, Provenance):
         return provenance.to_dict()
-    record = dict(provenance) if provenance is not None else provenance_in(archive, info)
+    if provenance is None:  # the wheel's own record, as it stores it (unknown keys kept)
+        in_wheel = provenance_in(archive, info)
+        provenance = in_wheel.stored if in_wheel is not None else None
+    record = dict(provenance) if provenance is not None else None
     repo = record.get("upstream_repo") if record is not None else None
     if record is not None and isinstance(repo, str):
         record["upstream_repo"] = public_repo(repo)

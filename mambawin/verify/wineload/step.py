@@ -54,6 +54,7 @@ from mambawin.verify.wineload.torches import (
 from mambawin.wheel.abi_audit import floor_of, is_stable
 from mambawin.wheel.imports import read_imports
 from mambawin.wheel.info import open_wheel
+from mambawin.wheel.provenance import Provenance
 
 PLATFORM = "win_amd64"
 
@@ -90,7 +91,7 @@ class LoadTools:
 def load_step(
     wheel: Path,
     project: str,
-    provenance: Mapping[str, Any] | None,
+    provenance: Provenance | None,
     work: Path,
     windows_root: Path | None = None,
     tools: LoadTools | None = None,
@@ -126,7 +127,7 @@ def load_step(
     return _result(name, library, rows)
 
 
-def skip_reason(wheel: Path, provenance: Mapping[str, Any] | None) -> str | None:
+def skip_reason(wheel: Path, provenance: Provenance | None) -> str | None:
     """Why this wheel is not loaded under wine, or None."""
     platforms = {tag.platform for tag in parse_wheel_filename(wheel.name)[3]}
     if PLATFORM not in platforms:
