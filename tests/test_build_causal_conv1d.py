@@ -287,7 +287,7 @@ def test_pair_hands_each_left_out_patch_to_its_package(
     assert result.exit_code == 0, result.output
     wheels = {p.name.split("-")[0]: p for p in (tmp_path / "out").iterdir()}
     assert read_provenance(wheels["mamba_ssm"]).stored["left_out"] == ["math-defines"]
-    assert read_provenance(wheels["causal_conv1d"])["left_out"] == ["silu-bwd-tail"]
+    assert read_provenance(wheels["causal_conv1d"]).stored["left_out"] == ["silu-bwd-tail"]
     wrong = runner.invoke(
         app,
         [*base, "--out", str(tmp_path / "out2"), "--skip-patch", "nope"],
