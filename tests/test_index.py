@@ -240,13 +240,13 @@ def test_adding_wheels_updates_in_place(wheelhouse: Path, tmp_path: Path) -> Non
 def test_unchanged_wheels_are_not_read_again(
     wheelhouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mambawin.index import simple
+    from mambawin.index import entries
 
     site = tmp_path / "site"
     first = build_index(wheelhouse, site)
     read: list[str] = []
-    real = simple._entry
-    monkeypatch.setattr(simple, "_entry", lambda path: read.append(path.name) or real(path))
+    real = entries._entry
+    monkeypatch.setattr(entries, "_entry", lambda path: read.append(path.name) or real(path))
     later = fake_wheel(tmp_path / "later", "1.1+cu130torch2.11", PY, HERE)
     second = build_index(later.parent, site)
     assert read == []  # the new wheel was read once, from the wheelhouse; no published one again
