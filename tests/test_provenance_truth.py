@@ -14,9 +14,9 @@ from mambawin.fetch.upstream import Checkout
 from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.native import Toolchain
 from mambawin.toolchain.pytorch import package_version
-from mambawin.wheel.abi_audit import check_headers
 from mambawin.wheel.provenance import Provenance, read_provenance, record
 from mambawin.wheel.repack import rewrite_wheel
+from mambawin.wheel.stable_wheel import check_headers
 from tests.test_verify import PROVENANCE, make_wheel
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

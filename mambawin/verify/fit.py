@@ -13,10 +13,10 @@ from mambawin.errors import MambawinError, UsageError
 from mambawin.stage import Status
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import at_least, release
-from mambawin.wheel.abi_audit import floor_of
 from mambawin.wheel.glibc import VersionNeed
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.provenance import Provenance
+from mambawin.wheel.stable_wheel import floor_of
 
 
 def worst(fits: Sequence[StepResult]) -> StepResult:

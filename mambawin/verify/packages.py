@@ -22,10 +22,10 @@ from mambawin.packages import (
     pair_problem,
 )
 from mambawin.userfile import kind_of
-from mambawin.wheel.abi_audit import is_stable
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.info import parse_file_name
 from mambawin.wheel.provenance import Provenance
+from mambawin.wheel.stable_wheel import is_stable
 
 # Which causal-conv1d a mamba-ssm release needs: one table for build, verify and team specs,
 # mambawin.packages.PAIR_RULES.

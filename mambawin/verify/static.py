@@ -23,7 +23,13 @@ from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, WheelUnderTest
 from mambawin.verify.report import Row, StepResult, Target, named, rows_result
 from mambawin.verify.tools import binary_gpu_code
-from mambawin.wheel.abi_audit import (
+from mambawin.wheel.buildpaths import wheel_build_paths
+from mambawin.wheel.glibc import VersionNeed, file_needs, glibc_of, wheel_needs
+from mambawin.wheel.gpucode import GpuCode
+from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
+from mambawin.wheel.metadata import requirement_plan_in, requirements_in
+from mambawin.wheel.provenance import Provenance, provenance_in
+from mambawin.wheel.stable_wheel import (
     StableCheck,
     check_binaries_whole,
     check_files_whole,
@@ -36,12 +42,6 @@ from mambawin.wheel.abi_audit import (
     is_stable,
     stable_libraries,
 )
-from mambawin.wheel.buildpaths import wheel_build_paths
-from mambawin.wheel.glibc import VersionNeed, file_needs, glibc_of, wheel_needs
-from mambawin.wheel.gpucode import GpuCode
-from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
-from mambawin.wheel.metadata import requirement_plan_in, requirements_in
-from mambawin.wheel.provenance import Provenance, provenance_in
 
 # What the static step returns: its result, the GPU code it read, the provenance as stored
 Found = tuple[StepResult, GpuCode | None, Provenance | None]

@@ -51,10 +51,10 @@ from mambawin.verify.wineload.torches import (
     torch_dlls,
     wanted,
 )
-from mambawin.wheel.abi_audit import floor_of, is_stable
 from mambawin.wheel.imports import read_imports
 from mambawin.wheel.info import open_wheel
 from mambawin.wheel.provenance import Provenance
+from mambawin.wheel.stable_wheel import floor_of, is_stable
 
 PLATFORM = "win_amd64"
 
