@@ -21,7 +21,7 @@ BOUNDARIES = {
     "cli/wheel.py",
     "cross/source.py",
     "index/inputs.py",
-    "index/simple.py",
+    "index/entries.py",
     "verify/resolve.py",
     "verify/static.py",
     "wheel/provenance.py",
