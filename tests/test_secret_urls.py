@@ -20,7 +20,7 @@ from mambawin.index.simple import build_index
 from mambawin.secret_urls import public_repo, redacted, refuse_secrets, secret_in
 from mambawin.team import install_source
 from mambawin.team.spec_reader import parse_spec
-from mambawin.wheel.info import check_tag_characters
+from mambawin.wheel.naming import check_tag_characters
 from mambawin.wheel.provenance import Provenance
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2  # the shape of a GitHub token, not a real one

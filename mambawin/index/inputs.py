@@ -25,13 +25,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from mambawin.errors import UsageError, WheelError, os_error
 from mambawin.secret_urls import refuse_secrets, secret_in
 from mambawin.userfile import kind_of, parse_json
-from mambawin.wheel.info import (
-    check_tag_characters,
-    open_wheel,
-    read_message,
-    read_text_member,
-    sha256_file,
-)
+from mambawin.wheel.info import open_wheel, read_message, read_text_member, sha256_file
+from mambawin.wheel.naming import check_tag_characters
 from mambawin.wheel.provenance import Provenance, provenance_in
 
 VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`

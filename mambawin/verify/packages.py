@@ -23,7 +23,7 @@ from mambawin.packages import (
 )
 from mambawin.userfile import kind_of
 from mambawin.wheel.gpucode import GpuCode
-from mambawin.wheel.info import parse_file_name
+from mambawin.wheel.naming import parse_file_name
 from mambawin.wheel.provenance import Provenance
 from mambawin.wheel.stable_wheel import is_stable
 

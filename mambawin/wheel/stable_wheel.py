@@ -33,7 +33,8 @@ from mambawin.errors import WheelError
 from mambawin.versions import at_least, release
 from mambawin.wheel.abi_audit import Audit, audit_binary
 from mambawin.wheel.imports import read_imports
-from mambawin.wheel.info import WheelFileName, WheelInfo, read_member, read_text_member
+from mambawin.wheel.info import WheelInfo, read_member, read_text_member
+from mambawin.wheel.naming import WheelFileName
 from mambawin.wheel.provenance import Provenance
 
 BINARY_SUFFIXES = (".so", ".pyd", ".dll")
