@@ -19,7 +19,7 @@ from mambawin.verify.options import VerifyOptions
 from mambawin.verify.tools import Tools
 from mambawin.verify.wineload.torches import dll_exports
 from mambawin.versions import at_least
-from mambawin.wheel import abi_audit
+from mambawin.wheel import abi_audit, stable_wheel
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.imports import read_imports
 from tests.binaries import pe_dll
@@ -277,12 +277,12 @@ def test_floors_compare_by_epoch_and_release(version: str, floor: str, fits: boo
 
 
 def test_a_floor_written_with_trailing_zeros_is_the_same_floor() -> None:
-    check = abi_audit.check_torch_floor(["torch>=2.10"], Version("2.10.0.0"))
+    check = stable_wheel.check_torch_floor(["torch>=2.10"], Version("2.10.0.0"))
     assert check.ok, check.message
 
 
 def test_an_epoch_requirement_is_not_read_as_an_older_torch() -> None:
-    check = abi_audit.check_torch_floor(["torch>=1!2.0"], Version("2.10"))
+    check = stable_wheel.check_torch_floor(["torch>=1!2.0"], Version("2.10"))
     assert not check.ok and "refuses torch 2.10" in check.message
 
 
@@ -290,9 +290,9 @@ def test_verify_installed_reads_the_installed_library_whole(tmp_path: Path) -> N
     library = tmp_path / "selective_scan_cuda.cp311-win_amd64.pyd"
     library.write_bytes(CLEAN[:-1])
     with pytest.raises(WheelError, match="past the file"):
-        abi_audit.check_files_whole([library])
+        stable_wheel.check_files_whole([library])
     library.write_bytes(CLEAN)
-    assert abi_audit.check_files_whole([library, tmp_path / "stand_in.py"]).ok
+    assert stable_wheel.check_files_whole([library, tmp_path / "stand_in.py"]).ok
 
 
 def test_the_cross_builds_own_audit_reads_the_library_whole(tmp_path: Path) -> None:

@@ -28,14 +28,13 @@ from mambawin.builder import kept
 from mambawin.builder import pipeline as core
 from mambawin.builder.compile import CompileFailed, compile_wheel
 from mambawin.builder.key import build_key
-from mambawin.builder.ninja import NinjaStatus
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.workspace import Workspace, builds_root
 from mambawin.cli import app
 from mambawin.doctor.checks import Check, DoctorReport
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch import upstream
-from mambawin.status import Status
+from mambawin.stage import NinjaStatus, Status
 from mambawin.toolchain.native import Toolchain
 from mambawin.wheel.metadata import requirements
 from mambawin.wheel.provenance import read_provenance
@@ -134,8 +133,11 @@ def test_build_puts_a_fixed_wheel_in_out(
     assert _record_matches(result.wheel)
     provenance = read_provenance(result.wheel)
     assert provenance is not None
-    assert provenance["commit"] == git.Repo(fake_repo).head.commit.hexsha
-    assert provenance["archs"] == ["90"] and provenance["torch_version"] == "2.15.0+cu132"
+    assert provenance.stored["commit"] == git.Repo(fake_repo).head.commit.hexsha
+    assert (
+        provenance.stored["archs"] == ["90"]
+        and provenance.stored["torch_version"] == "2.15.0+cu132"
+    )
     assert recorder.steps == STEPS
     assert recorder.progressed[-1] == NinjaStatus(3, 3, "selective_scan_bwd_fp32_real.cu")
     assert "[1/3] /fake/cuda/bin/nvcc" in result.log.read_text()
@@ -299,7 +301,7 @@ def test_two_builds_of_one_key_give_byte_identical_wheels(
     assert first.wheel.read_bytes() == again.wheel.read_bytes() == elsewhere.wheel.read_bytes()
     committed = git.Repo(fake_repo).head.commit.committed_datetime.astimezone(timezone.utc)
     provenance = read_provenance(first.wheel)
-    assert provenance is not None and provenance["build_date"] == committed.isoformat()
+    assert provenance is not None and provenance.stored["build_date"] == committed.isoformat()
     # the tree's files are dated at the commit too (nvcc -lineinfo records their mtimes)
     kernel = first.build_dir / "src/csrc/selective_scan/selective_scan_fwd_fp32.cu"
     assert int(kernel.stat().st_mtime) == int(committed.timestamp())
@@ -386,8 +388,8 @@ def test_a_left_out_patch_is_recorded_in_the_provenance(
         reporter=None,
         doctor=doctor,
     )
-    assert read_provenance(result.wheel)["left_out"] == ["math-defines"]
-    assert read_provenance(base.wheel)["left_out"] == []
+    assert read_provenance(result.wheel).stored["left_out"] == ["math-defines"]
+    assert read_provenance(base.wheel).stored["left_out"] == []
 
 
 def test_a_left_out_patch_leaves_its_file_and_changes_the_key(tmp_path: Path) -> None:

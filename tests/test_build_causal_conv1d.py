@@ -223,9 +223,9 @@ def test_causal_conv1d_alone(
     provenance = read_provenance(result.wheel)
     # a --repo folder is recorded as "a local repository" (its commit says which sources): the
     # user's path never ships inside the wheel
-    assert provenance is not None and provenance["upstream_repo"] == "a local repository"
-    assert str(repo) not in json.dumps(provenance)
-    assert provenance["torch_headers"] == provenance["torch_version"] != ""
+    assert provenance is not None and provenance.stored["upstream_repo"] == "a local repository"
+    assert str(repo) not in json.dumps(provenance.stored)
+    assert provenance.stored["torch_headers"] == provenance.stored["torch_version"] != ""
     with zipfile.ZipFile(result.wheel) as archive:
         init = archive.read("causal_conv1d/__init__.py").decode()
     assert GUARD_BEGIN in init and 'built_torch, built_cuda = "2.15", "13"' in init
@@ -286,8 +286,8 @@ def test_pair_hands_each_left_out_patch_to_its_package(
     )
     assert result.exit_code == 0, result.output
     wheels = {p.name.split("-")[0]: p for p in (tmp_path / "out").iterdir()}
-    assert read_provenance(wheels["mamba_ssm"])["left_out"] == ["math-defines"]
-    assert read_provenance(wheels["causal_conv1d"])["left_out"] == ["silu-bwd-tail"]
+    assert read_provenance(wheels["mamba_ssm"]).stored["left_out"] == ["math-defines"]
+    assert read_provenance(wheels["causal_conv1d"]).stored["left_out"] == ["silu-bwd-tail"]
     wrong = runner.invoke(
         app,
         [*base, "--out", str(tmp_path / "out2"), "--skip-patch", "nope"],

@@ -28,7 +28,7 @@ def test_real_v226_build_for_sm90_then_an_identical_rebuild(
     assert first.wheel.name.startswith("mamba_ssm-2.2.6+cu")
     assert not any(r.startswith("triton") for r in requirements(first.wheel))
     provenance = read_provenance(first.wheel)
-    assert provenance is not None and provenance["archs"] == ["90"]
+    assert provenance is not None and provenance.stored["archs"] == ["90"]
     with zipfile.ZipFile(first.wheel) as archive:
         names = [n for n in archive.namelist() if n.startswith("selective_scan_cuda")]
         assert len(names) == 1

@@ -104,7 +104,7 @@ def test_a_stable_build_imports_only_stable_c_symbols(tmp_path: Path) -> None:
     assert "torch>=2.10" in requirements(wheel)
     provenance = read_provenance(wheel)
     assert provenance is not None
-    assert (provenance["abi"], provenance["torch_floor"]) == ("stable", "2.10")
+    assert (provenance.stored["abi"], provenance.stored["torch_floor"]) == ("stable", "2.10")
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path / "site")
     binary = tmp_path / "site" / "causal_conv1d_cuda_stable.abi3.so"

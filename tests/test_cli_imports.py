@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# mambawin, .__main__, .cli, .cli.app, .cli.registry, .cli.lazy, .errors, .status, .ui, .ui.console
+# mambawin, .__main__, .cli, .cli.app, .cli.registry, .cli.lazy, .errors, .stage, .ui, .ui.console
 MAMBAWIN_BOUND = 10
 # Modules only a command needs; none may load for the root's help or version.
 HEAVY = ("packaging", "wheel", "torch", "numpy", "tomllib", "mambawin.builder", "mambawin.verify")

@@ -35,7 +35,7 @@ from mambawin.builder.environment import EnvRequest, build_environment
 from mambawin.doctor.probes import tools
 from mambawin.errors import ToolchainError
 from mambawin.packages import MAMBA
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.probe import ProbeContext
 from mambawin.wheel.provenance import read_provenance
 
@@ -167,7 +167,7 @@ def test_build_counts_hits_and_records_them(
     assert result.cache is not None and (result.cache["hits"], result.cache["misses"]) == (3, 3)
     assert "sccache: 3 hits, 3 misses" in recorder.notes
     provenance = read_provenance(result.wheel)
-    assert provenance is not None and "compiler_cache" not in provenance  # changes per build
+    assert provenance is not None and "compiler_cache" not in provenance.stored  # changes per build
     assert json.loads((result.build_dir / "build.json").read_text())["cache"] == result.cache
 
 

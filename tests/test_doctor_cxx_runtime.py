@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mambawin.doctor.probes.cxx_runtime import cxx_runtime_check
-from mambawin.status import Status
+from mambawin.stage import Status
 
 GXX = shutil.which("g++")
 pytestmark = pytest.mark.skipif(GXX is None, reason="needs g++")

@@ -351,7 +351,7 @@ def test_a_release_tag_in_other_digits_is_no_release(tag: str) -> None:
 
 
 def test_doctor_says_a_cache_toolchain_with_a_separator_is_not_usable(tmp_path: Path) -> None:
-    from mambawin.status import Status
+    from mambawin.stage import Status
     from mambawin.toolchain.wine_doctor import root_check
 
     check = root_check(tmp_path / "cache;x" / "windows-toolchain", "/usr/bin/wine")

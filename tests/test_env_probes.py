@@ -29,7 +29,7 @@ from mambawin.doctor.checks import (
 )
 from mambawin.doctor.probes import gpu as gpu_probe
 from mambawin.doctor.probes import system
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain import cuda as cuda_probe
 from mambawin.toolchain import pytorch
 

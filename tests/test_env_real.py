@@ -12,7 +12,7 @@ from packaging.version import Version
 
 from mambawin.archs import parse_archs
 from mambawin.doctor.checks import run_checks
-from mambawin.status import Status
+from mambawin.stage import Status
 
 pytestmark = pytest.mark.skipif(
     shutil.which("nvcc") is None or sys.platform == "win32",

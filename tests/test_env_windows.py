@@ -18,7 +18,7 @@ from fakes.toolchain import (
 
 from mambawin.doctor.checks import Check, DoctorReport, DoctorTools, run_checks
 from mambawin.doctor.probes.tools import ToolFacts, tool_checks
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain import cuda as cuda_probe
 from mambawin.toolchain.winreg import HKLM, MappingRegistry
 

@@ -23,7 +23,7 @@ from mambawin.verify.tools import Tools
 from mambawin.wheel.glibc import VersionNeed, file_needs, needs_of, wheel_glibc
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.imports import read_imports
-from tests.test_verify import PROVENANCE, make_wheel
+from tests.test_verify import PROVENANCE, RECORD, make_wheel
 from tests.test_verify_stable import _gcc
 
 pytestmark = pytest.mark.skipif(
@@ -89,7 +89,7 @@ NEED = VersionNeed("GLIBC", Version("2.34"), "pthread_once", "causal_conv1d_cuda
 
 
 def test_a_machine_older_than_the_need_fails_with_the_fix() -> None:
-    result = fit.fit_step(None, PROVENANCE, replace(H100, glibc="2.31"), "mamba-ssm", NEED)
+    result = fit.fit_step(None, RECORD, replace(H100, glibc="2.31"), "mamba-ssm", NEED)
     assert result.status == "fail"
     assert result.summary == (
         f"causal_conv1d_cuda.so needs glibc 2.34 (pthread_once); this machine has 2.31: {FIX}"
@@ -99,7 +99,7 @@ def test_a_machine_older_than_the_need_fails_with_the_fix() -> None:
 @pytest.mark.parametrize("glibc", ["2.34", "2.36", "2.39"])
 def test_a_machine_at_or_above_the_need_passes(glibc: str) -> None:
     code = GpuCode(("sm_90",), (), "fatbin")
-    result = fit.fit_step(code, PROVENANCE, replace(H100, glibc=glibc), "mamba-ssm", NEED)
+    result = fit.fit_step(code, RECORD, replace(H100, glibc=glibc), "mamba-ssm", NEED)
     assert result.status == "ok", result.summary
     assert result.details["glibc"]["ok"]
 

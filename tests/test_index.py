@@ -240,13 +240,13 @@ def test_adding_wheels_updates_in_place(wheelhouse: Path, tmp_path: Path) -> Non
 def test_unchanged_wheels_are_not_read_again(
     wheelhouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mambawin.index import simple
+    from mambawin.index import entries
 
     site = tmp_path / "site"
     first = build_index(wheelhouse, site)
     read: list[str] = []
-    real = simple._entry
-    monkeypatch.setattr(simple, "_entry", lambda path: read.append(path.name) or real(path))
+    real = entries._entry
+    monkeypatch.setattr(entries, "_entry", lambda path: read.append(path.name) or real(path))
     later = fake_wheel(tmp_path / "later", "1.1+cu130torch2.11", PY, HERE)
     second = build_index(later.parent, site)
     assert read == []  # the new wheel was read once, from the wheelhouse; no published one again
@@ -763,7 +763,7 @@ def test_a_record_that_is_not_this_wheels_is_ignored_and_the_index_is_whole(
 
 
 def test_the_record_verify_writes_is_shown(tmp_path: Path) -> None:
-    from mambawin.status import Status
+    from mambawin.stage import Status
     from mambawin.verify.report import StepResult, Target, VerifyReport
 
     wheel = _one_wheel(tmp_path)

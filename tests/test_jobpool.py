@@ -21,9 +21,9 @@ from test_build_causal_conv1d import doctor, fake  # noqa: F401 (a fixture)
 from typer.testing import CliRunner
 
 from mambawin.builder import jobserver
-from mambawin.builder.ninja import NinjaStatus
 from mambawin.builder.together import JointProgress
 from mambawin.cli import app
+from mambawin.stage import NinjaStatus
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX FIFO jobserver")
 runner = CliRunner()

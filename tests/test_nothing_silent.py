@@ -18,8 +18,9 @@ from typer.testing import CliRunner
 from mambawin.check.pipeline import compile_step, select_units
 from mambawin.cli import app
 from mambawin.errors import SpecError, UsageError
+from mambawin.index.entries import DEFAULT_TITLE
 from mambawin.index.publish import MARKER
-from mambawin.index.simple import DEFAULT_TITLE, build_index
+from mambawin.index.simple import build_index
 from mambawin.team import github
 from mambawin.team.matrix import IMPOSSIBLE, expand
 from mambawin.team.spec import not_windows

@@ -24,7 +24,7 @@ from mambawin.builder.environment import EnvRequest, build_environment
 from mambawin.doctor.checks import DoctorTools, run_checks
 from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain import cuda as cuda_probe
 from mambawin.toolchain import wine, wine_server, wine_setup
 from mambawin.toolchain.cuda import PIP_TOOLCHAIN_SOURCE

@@ -33,7 +33,7 @@ from mambawin.fetch.upstream import Checkout
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import PatchReport
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.wheel.naming import platform_tag, wheel_name
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"

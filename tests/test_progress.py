@@ -11,9 +11,8 @@ from conftest import recorded
 from rich.console import Console
 from rich.progress import Progress, TaskID
 
-from mambawin.builder.ninja import NinjaStatus, compiled_unit, parse_status
-from mambawin.builder.reporter import Finished
-from mambawin.status import Status
+from mambawin.builder.ninja import compiled_unit, parse_status
+from mambawin.stage import Finished, NinjaStatus, Status
 from mambawin.ui import console as ui
 from mambawin.ui.progress import ConsoleReporter, PlainProgress, line
 
@@ -195,7 +194,7 @@ def test_doubled_dash_c_and_a_cache_launcher_still_name_the_source() -> None:
 
 
 def test_still_running_speaks_while_the_body_runs_and_stops_after() -> None:
-    from mambawin.builder.reporter import still_running
+    from mambawin.stage import still_running
 
     said: list[float] = []
     with still_running(said.append, every=0.02):
@@ -217,7 +216,7 @@ def test_verifys_requirements_step_says_what_pip_resolves(tmp_path: Path) -> Non
     wheel.write_bytes(b"")
     ref = packages.WheelRef(wheel, "mamba-ssm", "2.2.6")
     reporter = RecordingReporter()
-    result = pipeline._resolving(VerifyOptions(wheel=wheel), ref, reporter)
+    result = pipeline._resolving(VerifyOptions(wheel=wheel), ref, reporter=reporter)
     assert result.name.startswith("requirements")
     assert reporter.notes[:1] == [
         f"requirements: pip resolves {wheel.name}'s requirements for its platform (online)"

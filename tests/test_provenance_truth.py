@@ -14,9 +14,9 @@ from mambawin.fetch.upstream import Checkout
 from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.native import Toolchain
 from mambawin.toolchain.pytorch import package_version
-from mambawin.wheel.abi_audit import check_headers
 from mambawin.wheel.provenance import Provenance, read_provenance, record
 from mambawin.wheel.repack import rewrite_wheel
+from mambawin.wheel.stable_wheel import check_headers
 from tests.test_verify import PROVENANCE, make_wheel
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -111,7 +111,7 @@ def test_verify_says_when_a_stable_binary_was_not_compiled_against_its_floor(
     headers: str, ok: bool | None
 ) -> None:
     record = {"abi": "stable", "torch_floor": "2.10", "torch_headers": headers}
-    found = check_headers(record)
+    found = check_headers(Provenance.from_dict(record))
     assert (found.ok if found is not None else None) is ok
     if found is not None and not found.ok:
         assert "2.11.0" in found.message and "--torch 2.10.0" in found.message
@@ -127,5 +127,5 @@ def test_a_rewrite_does_not_carry_an_older_wheels_folder_or_credential(tmp_path:
         wheel = make_wheel(folder, provenance={**PROVENANCE, "upstream_repo": repo})
         written = rewrite_wheel(wheel, folder / "out", guard=False)
         kept = read_provenance(written)
-        assert kept is not None and kept["upstream_repo"] == recorded
-        assert "alice" not in json.dumps(kept) and "hunter2" not in json.dumps(kept)
+        assert kept is not None and kept.stored["upstream_repo"] == recorded
+        assert "alice" not in json.dumps(kept.stored) and "hunter2" not in json.dumps(kept.stored)

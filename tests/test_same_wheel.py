@@ -132,4 +132,4 @@ def test_the_cross_wheel_carries_the_guard_the_licences_and_upstreams_fields(
     assert "Requires-Dist: torch>=2.10" in metadata
     assert "BSD-3 licence asks of binaries" in licence
     assert f"{dist_info}/licenses/AUTHORS" in names
-    assert (read_provenance(cross) or {})["build_date"] == PROVENANCE.build_date
+    assert read_provenance(cross).stored["build_date"] == PROVENANCE.build_date

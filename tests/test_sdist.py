@@ -240,14 +240,16 @@ def test_no_github_build_from_the_index_alone(
     result = core.build(options, reporter=None, doctor=doctor)
     provenance = read_provenance(result.wheel)
     assert provenance is not None
-    assert result.to_json()["source"] == provenance["source"]  # build --json says it too
-    assert provenance["source"] == {
+    assert result.to_json()["source"] == provenance.stored["source"]  # build --json says it too
+    assert provenance.stored["source"] == {
         "kind": "sdist",
         "file": "causal_conv1d-0.1.0.tar.gz",
         "sha256": sha256(index.parent / "files" / "causal_conv1d-0.1.0.tar.gz"),
         "index": index.as_uri(),
     }
-    assert provenance["commit"] == "" and provenance["build_date"].startswith("2025-06-15")
+    assert provenance.stored["commit"] == "" and provenance.stored["build_date"].startswith(
+        "2025-06-15"
+    )
     assert EPOCH == 1_750_000_000  # 2025-06-15T15:06:40Z, the members' time
     fetched = origin.fetch_release(None, "v0.1.0", tmp_path / "d", package=CAUSAL_CONV1D)
     assert fetched.sdist is not None and "git could not reach v0.1.0" in fetched.warnings[0]
@@ -385,7 +387,7 @@ def test_an_sdist_without_the_test_file_runs_none_and_says_so(
     run = upstream_tests.run_tests(
         None,  # type: ignore[arg-type]  # nothing is installed or run for a missing file
         "causal-conv1d",
-        {"source": made_from, "ref": "0.1.0"},
+        Provenance.from_dict({"source": made_from, "ref": "0.1.0"}),
         tmp_path / "r",
     )
     assert run.ok and run.selected == 0 and "not run" in run.summary()

@@ -20,7 +20,8 @@ from mambawin.index.simple import build_index
 from mambawin.secret_urls import public_repo, redacted, refuse_secrets, secret_in
 from mambawin.team import install_source
 from mambawin.team.spec_reader import parse_spec
-from mambawin.wheel.info import check_tag_characters
+from mambawin.wheel.naming import check_tag_characters
+from mambawin.wheel.provenance import Provenance
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2  # the shape of a GitHub token, not a real one
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -259,7 +260,9 @@ def test_the_page_never_shows_a_credential_an_older_wheel_recorded() -> None:
         size=1,
         requires_python=None,
         variant=None,
-        provenance={"upstream_repo": "https://u:hunter2@github.com/x/mamba", "commit": COMMIT},
+        provenance=Provenance.from_dict(
+            {"upstream_repo": "https://u:hunter2@github.com/x/mamba", "commit": COMMIT}
+        ),
     )
     page = render_page("wheels", [wheel], {})
     assert "hunter2" not in page and "https://github.com/x/mamba" in page

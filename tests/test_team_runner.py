@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mambawin.cli import app
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.team import envs, runner
 from mambawin.team.runner import BUILT, ELSEWHERE, FAILED, SKIPPED, RunOptions, run_spec
 from mambawin.team.spec_reader import parse_spec

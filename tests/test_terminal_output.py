@@ -33,7 +33,7 @@ def test_an_upstream_test_run_that_wrote_no_report_prints_its_line_not_a_traceba
     capsys: object,
 ) -> None:
     """A crashed pytest (a segfault: no report) leaves only its error in the step's details."""
-    from mambawin.status import Status
+    from mambawin.stage import Status
     from mambawin.ui.console import console
     from mambawin.ui.progress import ConsoleReporter
     from mambawin.ui.verify import step_details

@@ -14,9 +14,10 @@ from test_verify_load import FWD, completed, run_step
 
 from mambawin import lock, proc
 from mambawin.errors import FileSystemError, PatchError, UpstreamError
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.resolve import report_installs
 from mambawin.verify.wineload import loader, torches
+from mambawin.wheel.provenance import Provenance
 from mambawin.winbuild.units import all_errors
 
 HOST = socket.gethostname()
@@ -251,10 +252,10 @@ def test_a_torch_pip_refuses_fails_the_load_step_with_the_version_and_constraint
     assert "PIP_CONSTRAINT=c.txt applies" in result.summary
 
 
-def _stable() -> dict[str, object]:
-    from test_verify_load import STABLE
+def _stable() -> Provenance:
+    from test_verify_load import RECORD
 
-    return dict(STABLE)
+    return RECORD
 
 
 # ---- a toolchain folder's version names and cuda.h ---------------------------------------------

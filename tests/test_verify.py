@@ -23,7 +23,7 @@ from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.report import StepResult, Target, VerifyReport
 from mambawin.verify.tools import Tools
 from mambawin.wheel.gpucode import GpuCode
-from mambawin.wheel.provenance import PROVENANCE_NAME
+from mambawin.wheel.provenance import PROVENANCE_NAME, Provenance
 from tests.binaries import MINIMAL_ELF
 from tests.fakes.reporter import RecordingReporter
 
@@ -36,6 +36,7 @@ PROVENANCE = {
     "torch_version": "2.8.0",
     "cuda_version": "12.8",
 }
+RECORD = Provenance.from_dict(PROVENANCE)  # as the static step parses it
 STANDIN = "import sys\nprint('stand-in loaded', file=sys.stderr)\n"
 
 
@@ -96,7 +97,7 @@ def test_runs_on(arch, cc, runs):
 
 
 def test_sm80_only_wheel_fails_on_a_90_gpu_before_any_kernel():
-    result = fit.fit_step(code("sm_80"), PROVENANCE, H100, project=MAMBA.name)
+    result = fit.fit_step(code("sm_80"), RECORD, H100, project=MAMBA.name)
     assert result.status == "fail"
     assert "rebuild with --arch 90" in result.summary
     assert "mambawin build --arch 90" in result.summary
@@ -107,7 +108,7 @@ def test_a_t4_runner_without_sm75_code_is_named_by_the_fit_step():
     # A GPU runner the spec does not describe (no [ci] windows_gpu_arch): the generator cannot
     # refuse it, so the check job's verify must say which arch the wheels lack.
     t4 = Target("2.8.0+cu128", "12.8", "Tesla T4", (7, 5))  # the torch PROVENANCE names
-    result = fit.fit_step(code("sm_86", "sm_90"), PROVENANCE, t4, project=MAMBA.name)
+    result = fit.fit_step(code("sm_86", "sm_90"), RECORD, t4, project=MAMBA.name)
     assert result.status == "fail"
     assert "Tesla T4 (compute capability 7.5)" in result.summary
     assert "rebuild with --arch 75" in result.summary
@@ -115,26 +116,26 @@ def test_a_t4_runner_without_sm75_code_is_named_by_the_fit_step():
 
 def test_sm86_sass_fits_an_89_gpu():
     target = Target("2.8.0", "12.8", "RTX 4090", (8, 9))
-    result = fit.fit_step(code("sm_80", "sm_86"), PROVENANCE, target, project=MAMBA.name)
+    result = fit.fit_step(code("sm_80", "sm_86"), RECORD, target, project=MAMBA.name)
     assert result.status == "ok"
     assert "SASS sm_86" in result.summary
 
 
 def test_ptx_80_fits_a_90_gpu_by_jit():
-    result = fit.fit_step(code("sm_80", "compute_80"), PROVENANCE, H100, project=MAMBA.name)
+    result = fit.fit_step(code("sm_80", "compute_80"), RECORD, H100, project=MAMBA.name)
     assert result.status == "ok"
     assert "PTX compute_80" in result.summary and "JIT" in result.summary
 
 
 def test_archs_fall_back_to_the_provenance_record():
-    prov = dict(PROVENANCE, archs=["80", "90"])
+    prov = Provenance.from_dict(dict(PROVENANCE, archs=["80", "90"]))
     result = fit.fit_step(None, prov, H100, project=MAMBA.name)
     assert result.status == "ok"
     assert result.details["archs"]["source"] == "the provenance record"
 
 
 def test_no_gpu_skips_the_arch_check_with_a_reason():
-    result = fit.fit_step(code("sm_80"), PROVENANCE, Target("2.8.1", "12.8"), project=MAMBA.name)
+    result = fit.fit_step(code("sm_80"), RECORD, Target("2.8.1", "12.8"), project=MAMBA.name)
     assert result.status == "skip"
     assert "no CUDA GPU" in result.summary
 
@@ -150,13 +151,13 @@ def test_no_gpu_skips_the_arch_check_with_a_reason():
 )
 def test_torch_mismatch_fails(torch_version, cuda, fragment):
     target = Target(torch_version, cuda, "NVIDIA H100", (9, 0))
-    result = fit.fit_step(code("sm_90"), PROVENANCE, target, project=MAMBA.name)
+    result = fit.fit_step(code("sm_90"), RECORD, target, project=MAMBA.name)
     assert result.status == "fail"
     assert fragment in result.summary
 
 
 def test_torch_patch_and_cuda_minor_differences_are_fine():
-    ok, message = fit.check_torch(PROVENANCE, Target("2.8.1+cu126", "12.6"))
+    ok, message = fit.check_torch(RECORD, Target("2.8.1+cu126", "12.6"))
     assert ok, message
 
 
@@ -204,7 +205,7 @@ def test_static_step_reports_every_check(tmp_path, monkeypatch):
     )
     result, found, provenance = static.static_step(VerifyOptions(wheel=wheel), H100)
     assert result.status == "ok", result.summary
-    assert found.sass == ("sm_90",) and provenance["ref"] == "v2.2.6"
+    assert found.sass == ("sm_90",) and provenance.ref == "v2.2.6"
     assert set(result.details) == {
         "integrity",
         "tags",

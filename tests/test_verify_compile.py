@@ -14,10 +14,12 @@ from mambawin.verify import gpu, sandbox
 from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.runners import compile as runner
+from mambawin.verify.runners import graphs
 from mambawin.verify.tools import Tools
+from mambawin.wheel.provenance import Provenance
 
 ENV = sandbox.InstallEnv(sys.executable, None)
-STABLE = {"abi": "stable", "torch_floor": "2.10"}
+STABLE = Provenance(abi="stable", torch_floor="2.10")
 PAIR = [
     WheelUnderTest("mamba-ssm", "2.3.0", STABLE),
     WheelUnderTest("causal-conv1d", "1.6.0", STABLE),
@@ -81,7 +83,7 @@ def test_torch_abi_wheels_are_skipped_with_the_reason_and_never_run():
         raise AssertionError("a torch-ABI pair's pybind11 calls break every graph")
 
     packages = [
-        WheelUnderTest("mamba-ssm", "2.3.0", {"abi": "torch"}),
+        WheelUnderTest("mamba-ssm", "2.3.0", Provenance(abi="torch")),
         WheelUnderTest("causal-conv1d", "1.6.0", STABLE),
     ]
     step = gpu.compile_step(_options(run_module), None, ENV, packages)
@@ -114,7 +116,7 @@ def test_compile_can_be_left_out():
 
 def test_a_break_fails_even_when_the_numbers_match():
     breaks = {"graphs": 2, "breaks": 1, "reasons": ["out= tensor at cpp_functions.py:104"]}
-    assert runner.verdict(breaks, {"out": WITHIN}) == (
+    assert graphs.verdict(breaks, {"out": WITHIN}) == (
         False,
         "2 graphs, 1 breaks: out= tensor at cpp_functions.py:104",
     )
@@ -123,11 +125,11 @@ def test_a_break_fails_even_when_the_numbers_match():
 def test_an_error_over_tolerance_fails_naming_the_tensor():
     whole = {"graphs": 1, "breaks": 0, "reasons": []}
     off = {"max_abs": 0.5, "max_rel": 0.9, "ratio": 3.0}
-    assert runner.verdict(whole, {"out": WITHIN, "dx": off}) == (
+    assert graphs.verdict(whole, {"out": WITHIN, "dx": off}) == (
         False,
         "dx off by 0.5 (3x tolerance)",
     )
-    assert runner.verdict(whole, {"out": WITHIN}) == (
+    assert graphs.verdict(whole, {"out": WITHIN}) == (
         True,
         f"1 graph, 0 breaks; largest error out 0.01 ({WITHIN['ratio']:.2g}x tolerance)",
     )
@@ -169,11 +171,11 @@ def test_only_a_known_upstream_line_makes_a_broken_graph_a_limit():
         "Unsupported: Unsupported method call (at /site/mamba_ssm/ops/triton/"
         "ssd_state_passing.py:278 in _state_passing_bwd)"
     )
-    limit = runner.upstream_limit(at_upstream, patched=False)
+    limit = graphs.upstream_limit(at_upstream, patched=False)
     assert limit is not None and limit.startswith("upstream's ssd_state_passing.py")
     assert "best_config" in limit
     elsewhere = "Unsupported: out= tensor (at /site/causal_conv1d/cpp_functions.py:104 in f)"
-    assert runner.upstream_limit(elsewhere, patched=False) is None
+    assert graphs.upstream_limit(elsewhere, patched=False) is None
 
 
 def test_a_wheel_with_ssd_custom_ops_gets_no_limit_at_that_line():
@@ -182,12 +184,12 @@ def test_a_wheel_with_ssd_custom_ops_gets_no_limit_at_that_line():
         "Unsupported: Unsupported method call (at /site/mamba_ssm/ops/triton/"
         "ssd_state_passing.py:278 in _state_passing_bwd)"
     )
-    assert runner.upstream_limit(at_upstream, patched=True) is None
+    assert graphs.upstream_limit(at_upstream, patched=True) is None
 
 
 def test_no_mamba_ssm_means_no_ssd_custom_ops():
     pytest.importorskip("torch")
-    assert not runner.ssd_custom_ops_installed()
+    assert not graphs.ssd_custom_ops_installed()
 
 
 def test_a_limited_row_passes_on_its_numbers_and_says_how_far_the_graph_goes():

@@ -17,6 +17,7 @@ from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.report import StepResult, Target
 from mambawin.verify.runners import environment
 from mambawin.verify.tools import Tools
+from mambawin.wheel.provenance import Provenance
 from tests.test_verify import H100, INSTALLED, STANDIN, code, make_wheel
 
 LINUX = {
@@ -266,7 +267,7 @@ def test_the_check_runs_once_and_json_keeps_its_shape(tmp_path):
 
 
 def test_ops_names_the_conflict_for_a_stable_wheel():
-    stable = {"abi": "stable", "torch_floor": "2.10"}
+    stable = Provenance(abi="stable", torch_floor="2.10")
     install = StepResult("install", "ok", "imported")
     found = check(MAMBA_225, transformers="5.1.0")
     options = VerifyOptions(wheel=Path("x"), tools=Tools(run_module=lambda *a: pytest.fail("ran")))

@@ -20,7 +20,7 @@ from mambawin.errors import UpstreamError, WheelError
 from mambawin.owned import marked_as
 from mambawin.patch.causal_conv1d.stable_shapes import SHAPES
 from mambawin.patch.causal_conv1d.stable_shim import shim_text
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.wine import toolchain_at
 from mambawin.verify import pipeline
 from mambawin.verify.options import VerifyOptions
@@ -28,7 +28,7 @@ from mambawin.verify.tools import Tools
 from mambawin.verify.wineload import loader, ops, step, stub, torches
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol
 from mambawin.wheel.info import open_wheel
-from mambawin.wheel.provenance import provenance_in
+from mambawin.wheel.provenance import Provenance, provenance_in
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wineload"
 STABLE = {
@@ -40,6 +40,7 @@ STABLE = {
     "abi": "stable",
     "torch_floor": "2.10",
 }
+RECORD = Provenance.from_dict(STABLE)  # as the static step parses it
 CUDA_NAMES = (
     "aoti_torch_get_current_cuda_stream",
     "torch_c10_cuda_check_msg",
@@ -255,14 +256,16 @@ def wheel_of(tmp_path: Path, tag: str = "py3-none-win_amd64", provenance=STABLE)
 
 def test_what_is_not_loaded_says_why(tmp_path: Path) -> None:
     torch_abi = {**STABLE, "abi": "torch", "torch_version": "2.10.0"}
-    linux = step.skip_reason(wheel_of(tmp_path, "py3-none-linux_x86_64"), STABLE)
+    linux = step.skip_reason(wheel_of(tmp_path, "py3-none-linux_x86_64"), RECORD)
     assert linux == "a linux_x86_64 wheel: the load step runs win_amd64 wheels"
-    assert "torch-ABI wheel" in (step.skip_reason(wheel_of(tmp_path), torch_abi) or "")
+    assert "torch-ABI wheel" in (
+        step.skip_reason(wheel_of(tmp_path), Provenance.from_dict(torch_abi)) or ""
+    )
     no_wine = step.LoadTools(find_wine=lambda: None)
-    result = step.load_step(wheel_of(tmp_path), "mamba-ssm", STABLE, tmp_path / "w", None, no_wine)
+    result = step.load_step(wheel_of(tmp_path), "mamba-ssm", RECORD, tmp_path / "w", None, no_wine)
     assert result.status is Status.SKIP and "wine is not on PATH" in result.summary
     bare = step.LoadTools(find_wine=lambda: "/usr/bin/wine")
-    result = step.load_step(wheel_of(tmp_path), "mamba-ssm", STABLE, tmp_path / "w", None, bare)
+    result = step.load_step(wheel_of(tmp_path), "mamba-ssm", RECORD, tmp_path / "w", None, bare)
     assert result.status is Status.SKIP and "the Windows toolchain is not ready" in result.summary
 
 
@@ -309,7 +312,7 @@ def run_step(tmp_path: Path, says: str, names=CUDA_NAMES, declared=CUDA_NAMES):
         ready=lambda toolchain: None,
     )
     wheel = wheel_of(tmp_path)
-    return step.load_step(wheel, "causal-conv1d", STABLE, tmp_path / "work", root, tools), seen
+    return step.load_step(wheel, "causal-conv1d", RECORD, tmp_path / "work", root, tools), seen
 
 
 def test_a_wheel_that_loads_with_every_op_registered_passes_per_torch(tmp_path: Path) -> None:
@@ -360,7 +363,7 @@ def test_verify_runs_load_for_a_windows_wheel_and_skip_load_leaves_it_out(tmp_pa
     assert ("load", "ok") in names and names.index(("load", "ok")) < [n for n, _ in names].index(
         "install"
     )
-    assert asked[0][0] == wheel and asked[0][2]["abi"] == "stable"
+    assert asked[0][0] == wheel and asked[0][2].abi == "stable"
     left_out = pipeline.verify(replace(options, skip=frozenset({"requirements", "load"})))
     assert left_out.step("load").summary == "left out (--skip load)" and len(asked) == 1
 

@@ -24,10 +24,11 @@ from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.report import StepResult
 from mambawin.verify.runners import ops
 from mambawin.verify.tools import Tools
+from mambawin.wheel.provenance import Provenance
 
 INSTALLED = StepResult("install", "ok", "imported")
 ENV = sandbox.InstallEnv(sys.executable, None)
-STABLE = {"abi": "stable", "torch_floor": "2.10"}
+STABLE = Provenance(abi="stable", torch_floor="2.10")
 PAIR = [
     WheelUnderTest("mamba-ssm", "2.3.2.post1", STABLE),
     WheelUnderTest("causal-conv1d", "1.6.1", STABLE),
@@ -78,7 +79,7 @@ def test_the_runner_is_asked_for_the_stable_packages_only():
 
     packages = [
         WheelUnderTest("mamba-ssm", "2.3.2", STABLE),
-        WheelUnderTest("causal-conv1d", "1.6.1", {"abi": "torch"}),
+        WheelUnderTest("causal-conv1d", "1.6.1", Provenance(abi="torch")),
     ]
     step = steps.ops_step(_options(run_module), INSTALLED, ENV, packages)
     assert asked == [("mambawin.verify.runners.ops", ["--json", "mamba-ssm"])]
@@ -94,7 +95,7 @@ def test_torch_abi_wheels_get_no_ops_step():
         raise AssertionError("a torch-ABI wheel's pybind11 functions are no torch ops")
 
     packages = [
-        WheelUnderTest("mamba-ssm", "2.2.6", {"abi": "torch"}),
+        WheelUnderTest("mamba-ssm", "2.2.6", Provenance(abi="torch")),
         WheelUnderTest("causal-conv1d", "1.5.0", None),
     ]
     assert steps.ops_step(_options(run_module), INSTALLED, ENV, packages) is None

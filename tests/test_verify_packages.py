@@ -10,6 +10,7 @@ from wheel.wheelfile import WheelFile
 from mambawin.errors import UsageError
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
 from mambawin.verify.packages import find_wheels, pair_problems
+from mambawin.wheel.provenance import Provenance
 
 MAMBA_NAME, CONV_NAME = MAMBA.name, CAUSAL_CONV1D.name
 
@@ -62,7 +63,7 @@ def test_bad_paths_are_usage_errors(tmp_path, make, fragment):
 
 
 def test_the_pair_rule():
-    same = {"torch_version": "2.11.0", "cuda_version": "13.0"}
+    same = Provenance.from_dict({"torch_version": "2.11.0", "cuda_version": "13.0"})
     assert (
         pair_problems(("2.3.2.post1+cu130torch2.11", same), ("1.6.1.post4+cu130torch2.11", same))
         == []
@@ -74,7 +75,8 @@ def test_the_pair_rule():
     labels = pair_problems(("2.3.2+cu130torch2.11", None), ("1.6.1+cu128torch2.8", None))
     assert len(labels) == 1 and "local labels differ" in labels[0]
     torch = pair_problems(
-        ("2.3.2", same), ("1.6.1", {"torch_version": "2.10.0", "cuda_version": "13.0"})
+        ("2.3.2", same),
+        ("1.6.1", Provenance.from_dict({"torch_version": "2.10.0", "cuda_version": "13.0"})),
     )
     assert torch == [
         "built for different torch (2.11 vs 2.10): rebuild both with the same toolchain"

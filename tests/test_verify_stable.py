@@ -28,7 +28,7 @@ from mambawin.verify.tools import Tools
 from mambawin.wheel import abi_audit
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
-from mambawin.wheel.provenance import PROVENANCE_NAME
+from mambawin.wheel.provenance import PROVENANCE_NAME, Provenance
 from tests.test_verify import make_wheel
 
 pytestmark = pytest.mark.skipif(
@@ -508,37 +508,44 @@ def test_cli_json_lists_every_violation(tmp_path, libraries):
 
 @pytest.mark.parametrize("torch", ["2.10.0+cu130", "2.11.1+cu130", "2.14.0", "2.10.0a0+git1234"])
 def test_a_stable_wheel_fits_every_torch_at_or_above_its_floor(torch):
-    ok, message = fit.check_torch(STABLE, Target(torch, "13.0", None, None))
+    ok, message = fit.check_torch(Provenance.from_dict(STABLE), Target(torch, "13.0", None, None))
     assert ok, message
     assert "floor (torch >= 2.10)" in message
 
 
 def test_a_stable_wheel_refuses_a_torch_below_its_floor():
-    ok, message = fit.check_torch(STABLE, Target("2.9.1+cu130", "13.0", None, None))
+    ok, message = fit.check_torch(
+        Provenance.from_dict(STABLE), Target("2.9.1+cu130", "13.0", None, None)
+    )
     assert not ok
     assert message.startswith("stable wheel for torch >= 2.10 but torch 2.9.1+cu130")
     assert "install torch 2.10 or newer" in message
 
 
 def test_a_stable_wheel_still_needs_its_cuda_major():
-    ok, message = fit.check_torch(STABLE, Target("2.12.0+cu128", "12.8", None, None))
+    ok, message = fit.check_torch(
+        Provenance.from_dict(STABLE), Target("2.12.0+cu128", "12.8", None, None)
+    )
     assert not ok and "built for CUDA 13" in message
 
 
 def test_a_stable_pair_compares_cuda_but_not_torch_or_labels():
-    conv = {**STABLE, "torch_version": "2.11.0"}
+    stable = Provenance.from_dict(STABLE)
+    conv = Provenance.from_dict({**STABLE, "torch_version": "2.11.0"})
     assert (
-        pair_problems(("2.2.6+cu130.stable.torch2.10", STABLE), ("1.5.2+cu130torch2.11", conv))
+        pair_problems(("2.2.6+cu130.stable.torch2.10", stable), ("1.5.2+cu130torch2.11", conv))
         == []
     )
-    other_cuda = {**STABLE, "cuda_version": "12.8"}
-    (problem,) = pair_problems(("2.2.6", STABLE), ("1.5.2", other_cuda))
+    other_cuda = Provenance.from_dict({**STABLE, "cuda_version": "12.8"})
+    (problem,) = pair_problems(("2.2.6", stable), ("1.5.2", other_cuda))
     assert "different CUDA" in problem
 
 
 def test_fit_step_with_a_gpu_passes_a_newer_torch():
     target = replace(H200, torch_version="2.13.0+cu130")
-    result = fit.fit_step(GpuCode(("sm_90",), (), "fatbin"), STABLE, target, "mamba-ssm")
+    result = fit.fit_step(
+        GpuCode(("sm_90",), (), "fatbin"), Provenance.from_dict(STABLE), target, "mamba-ssm"
+    )
     assert result.status == "ok", result.summary
 
 

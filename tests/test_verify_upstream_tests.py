@@ -12,6 +12,7 @@ import pytest
 from mambawin.errors import UpstreamError
 from mambawin.verify import upstream_tests as ut
 from mambawin.verify.sandbox import InstallEnv
+from mambawin.wheel.provenance import Provenance
 
 # A hand-written stand-in for upstream's test file: one case of each outcome.
 TESTS = """
@@ -57,7 +58,7 @@ def _run(provenance, tmp_path, keyword=None):
     return ut.run_tests(
         InstallEnv(sys.executable, None),
         "mamba-ssm",
-        provenance,
+        Provenance.from_dict(provenance),
         tmp_path / "run",
         keyword=keyword,
         timeout=300,
@@ -91,10 +92,13 @@ def test_the_upstream_entry_wins_and_a_missing_ref_is_an_error():
         "upstream": {"repo": "https://example.invalid/m", "ref": "v2.3.2", "commit": "abc"},
         "ref": "ignored",
     }
-    assert ut.source_of("mamba-ssm", nested) == ut.Source(
+    assert ut.source_of("mamba-ssm", Provenance.from_dict(nested)) == ut.Source(
         "https://example.invalid/m", "v2.3.2", "abc"
     )
-    assert ut.source_of("causal-conv1d", {"ref": "v1.6.1"}).repo == ut.REPOS["causal-conv1d"]
+    assert (
+        ut.source_of("causal-conv1d", Provenance.from_dict({"ref": "v1.6.1"})).repo
+        == ut.REPOS["causal-conv1d"]
+    )
     with pytest.raises(UpstreamError, match="records no upstream ref or commit"):
         ut.source_of("mamba-ssm", None)
 

@@ -15,7 +15,7 @@ from wheel.wheelfile import WheelFile
 from mambawin.abi import STABLE_FLOOR, torch_requirement
 from mambawin.builder.key import KeyInputs, build_key
 from mambawin.errors import WheelError
-from mambawin.wheel import abi_audit
+from mambawin.wheel import stable_wheel
 from mambawin.wheel.guard import Built, guard_versions, set_guard
 from mambawin.wheel.info import read_wheel
 from mambawin.wheel.metadata import requirements
@@ -138,8 +138,7 @@ def test_the_stable_label_is_pep440_and_says_stable_and_the_floor() -> None:
 def test_the_guard_of_a_stable_wheel_accepts_every_torch_from_the_floor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    record = stable_provenance().to_dict()
-    built = guard_versions(record)
+    built = guard_versions(stable_provenance())
     assert built == Built("2.10", "13", at_least=True)
     guard = set_guard(b'"""causal_conv1d."""\n', built, "causal_conv1d").decode()
     for version, cuda, fits in (
@@ -181,11 +180,13 @@ def test_the_guard_and_the_audit_agree_on_what_makes_a_wheel_stable(
     record: dict[str, str], stable: bool, floor: str | None
 ) -> None:
     provenance = Provenance.from_dict(record)
-    assert provenance.is_stable is stable is abi_audit.is_stable(record)
-    built = guard_versions(record)
+    assert provenance.is_stable is stable is stable_wheel.is_stable(provenance)
+    built = guard_versions(provenance)
     assert built is not None and built.at_least is stable
     if floor is not None:
-        assert built.torch == floor == str(provenance.floor) == str(abi_audit.floor_of(record))
+        assert (
+            built.torch == floor == str(provenance.floor) == str(stable_wheel.floor_of(provenance))
+        )
 
 
 def test_the_typed_provenance_reads_back_what_it_wrote() -> None:

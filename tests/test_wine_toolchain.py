@@ -238,7 +238,7 @@ def test_an_unknown_cuda_is_refused_before_any_download(tmp_path: Path) -> None:
 
 
 def test_doctor_names_the_versions_of_a_set_up_toolchain(tmp_path: Path) -> None:
-    from mambawin.status import Status
+    from mambawin.stage import Status
 
     root = layout(tmp_path)
     (root / "cu13/include").mkdir()
@@ -251,7 +251,7 @@ def test_doctor_names_the_versions_of_a_set_up_toolchain(tmp_path: Path) -> None
 
 
 def test_doctor_says_what_is_missing_and_every_command_that_needs_it(tmp_path: Path) -> None:
-    from mambawin.status import Status
+    from mambawin.stage import Status
 
     check = wine_doctor.doctor_check(toolchain(tmp_path), None)
     assert check.status is Status.SKIP and not check.stops_build

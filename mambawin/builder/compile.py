@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import TextIO
 
 from mambawin import proc
-from mambawin.builder.ninja import NinjaStatus, parse_status
+from mambawin.builder.ninja import parse_status
 from mambawin.builder.triage import Diagnostic, first_error
 from mambawin.builder.workspace import Workspace
 from mambawin.errors import BuildError
 from mambawin.owned import remove_tree
 from mambawin.packages import PACKAGES
+from mambawin.stage import NinjaStatus
 
 _NO_WORK = "ninja: no work to do."
 _MESSAGE_LIMIT = 300

@@ -26,7 +26,6 @@ from pathlib import Path
 from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
 from mambawin.builder.configure import DistInfo, SetupConfig, configure
-from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.workspace import copy_source
 from mambawin.errors import UsageError
 from mambawin.fetch import origin, upstream
@@ -39,6 +38,7 @@ from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import PatchReport
+from mambawin.stage import Reporter, timed
 from mambawin.wheel.provenance import source_date_epoch
 
 WINDOWS_PLATFORM = "win32"  # the sys.platform setup.py sees

@@ -17,10 +17,10 @@ from mambawin.builder.workspace import sha256_of
 from mambawin.errors import BuildError
 from mambawin.fetch.upstream import Checkout
 from mambawin.patch.record import IN_EFFECT, SKIPPED_BY_USER, PatchReport
-from mambawin.wheel.abi_audit import audit_libraries
 from mambawin.wheel.info import open_wheel
 from mambawin.wheel.provenance import Provenance, record
 from mambawin.wheel.repack import rewrite_wheel
+from mambawin.wheel.stable_wheel import audit_libraries
 
 
 def rewrite(

@@ -9,29 +9,16 @@ compile units. The file shown is the `-c` input, else the object named by nvcc's
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from mambawin.stage import NinjaStatus
 
 # `[3/10] cmd` at the start of a line, or after a prefix such as torch JIT's
 # "Error building extension 'x': [1/6] ...".
-COMPILE_STEP = "build"  # the pipeline step whose output carries ninja's status lines
 _STATUS = re.compile(r"(?:^|\s)\[(?P<done>\d+)/(?P<total>\d+)\]\s+(?P<command>\S.*)$")
 # The operand of -c, not another flag: torch 2.14's nvcc rule reads `... -c -c /src/x.cu`.
 _COMPILE_INPUT = re.compile(r"""(?:^|\s)-c\s+(?:"(?P<quoted>[^"]+)"|(?P<bare>[^\s-]\S*))""")
 _DEP_OUTPUT = re.compile(r"--dependency-output\s+(?P<path>\S+?)\.d(?:\s|$)")
 _MSVC_OUTPUT = re.compile(r"(?:^|\s)/Fo(?P<path>\S+)")
-
-
-@dataclass(frozen=True)
-class NinjaStatus:
-    """One ninja status line: `done` of `total` units finished; `unit` is the file it built."""
-
-    done: int
-    total: int
-    unit: str
-
-    @property
-    def fraction(self) -> float:
-        return self.done / self.total if self.total else 1.0
 
 
 def parse_status(line: str) -> NinjaStatus | None:

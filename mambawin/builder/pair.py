@@ -19,7 +19,6 @@ from packaging.version import Version
 from mambawin.builder.estimate import Estimate, expected
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.pipeline import check_inputs
-from mambawin.builder.reporter import Reporter
 from mambawin.builder.results import BuildPlan
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import origin, upstream, version_rules
@@ -32,6 +31,7 @@ from mambawin.packages import (
     pair_rule,
 )
 from mambawin.patch.registry import check_ids, every_patch_id, own_ids
+from mambawin.stage import Reporter
 
 T = TypeVar("T")
 
@@ -187,7 +187,7 @@ def split_skips(options: BuildOptions) -> BuildOptions:
 
 
 def pair_options(
-    options: BuildOptions, companion: Companion, reporter: Reporter
+    options: BuildOptions, companion: Companion, *, reporter: Reporter
 ) -> list[BuildOptions]:
     """Check the pair; the build options of mamba-ssm, then of the causal-conv1d that fits."""
     own = split_skips(options)  # before any fetch: a wrong id is a usage error at once
@@ -203,11 +203,12 @@ def pair_options(
 def run_pair(
     options: BuildOptions,
     companion: Companion,
-    reporter: Reporter,
     run: Callable[[BuildOptions, Reporter], T],
+    *,
+    reporter: Reporter,
 ) -> list[T]:
     """Check the pair, then run `run` (pipeline.plan) for mamba-ssm, then for causal-conv1d."""
-    return [run(one, reporter) for one in pair_options(options, companion, reporter)]
+    return [run(one, reporter) for one in pair_options(options, companion, reporter=reporter)]
 
 
 def pair_json(results: list[Any]) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from mambawin.builder.estimate import expected
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
-from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.builder.workspace import (
@@ -50,6 +49,7 @@ from mambawin.fetch.version_rules import read_file_version
 from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT, PatchReport
+from mambawin.stage import QuietReporter, Reporter, TimedSteps
 from mambawin.toolchain.native import Toolchain
 from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
@@ -110,7 +110,7 @@ def start(
 def build_started(started: Started) -> BuildResult:
     """The build step (compile), then metadata and record, of a started build."""
     with started.steps("build"):
-        compiled = compile_prepared(started.prepared, started.steps.reporter)
+        compiled = compile_prepared(started.prepared, reporter=started.steps.reporter)
     return started.finish(compiled)
 
 
@@ -333,7 +333,7 @@ def _key_inputs(
 
 
 def compile_prepared(
-    prepared: Prepared, reporter: Reporter, server: jobserver.JobServer | None = None
+    prepared: Prepared, server: jobserver.JobServer | None = None, *, reporter: Reporter
 ) -> tuple[CompileResult, CacheStats | None]:
     """Move the patched tree into its slot's workspace (unless there) and build the wheel there;
     with a server, ninja takes its jobs from it."""

@@ -16,7 +16,7 @@ from mambawin.archs import Arch, format_archs
 from mambawin.builder.options import BuildOptions, resolve_jobs
 from mambawin.doctor.checks import DoctorReport
 from mambawin.doctor.probes.gpu import portable
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.cuda import CudaFacts
 from mambawin.toolchain.native import Toolchain
 from mambawin.wheel.naming import platform_tag

@@ -17,14 +17,14 @@ from mambawin.builder.compile import CompileResult
 from mambawin.builder.compiler_cache import CacheStats
 from mambawin.builder.environment import build_environment
 from mambawin.builder.options import BuildOptions
-from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import BuildResult, Prepared
+from mambawin.stage import QuietReporter, Reporter, TimedSteps
 
 
 def build_together(
     all_options: list[BuildOptions],
-    reporter: Reporter | None = None,
     *,
+    reporter: Reporter | None = None,
     doctor: pipeline.Doctor | None = None,
 ) -> list[BuildResult]:
     """Build several packages (the --with pair) with their compile steps at once, under one
@@ -47,22 +47,25 @@ def build_together(
         with shown.step("build"):
             outcomes = together.compile_all(
                 [(s.prepared.package.name, s.steps) for s in started],
-                lambda i, to: _compile_in_pool(started[i].prepared, to, servers[i], broker, i),
-                shown,
-                lambda i, status: broker.update(i, status.done, status.total),
+                lambda i, to: _compile_in_pool(
+                    started[i].prepared, servers[i], broker, i, reporter=to
+                ),
+                reporter=shown,
+                watch=lambda i, status: broker.update(i, status.done, status.total),
             )
         return [s.finish(o) for s, o in zip(started, outcomes, strict=True)]
 
 
 def _compile_in_pool(
     prepared: Prepared,
-    reporter: Reporter,
     server: jobserver.JobServer,
     broker: jobserver.Broker,
     index: int,
+    *,
+    reporter: Reporter,
 ) -> tuple[CompileResult, CacheStats | None]:
     try:
-        return pipeline.compile_prepared(prepared, reporter, server)
+        return pipeline.compile_prepared(prepared, server, reporter=reporter)
     finally:  # its ninja has ended (or never ran: a reused wheel): its tokens can all go
         broker.update(index, 0, 0)
 

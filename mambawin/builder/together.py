@@ -16,8 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TypeVar
 
 from mambawin.builder.compile import CompileFailed
-from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
-from mambawin.builder.reporter import Finished, Reporter, TimedSteps
+from mambawin.stage import COMPILE_STEP, Finished, NinjaStatus, Reporter, TimedSteps
 
 Outcome = TypeVar("Outcome")
 Compile = Callable[[int, Reporter], Outcome]  # (index of the package, its reporter) -> outcome
@@ -27,6 +26,7 @@ Watch = Callable[[int, NinjaStatus], None]  # package i's ninja finished a unit 
 def compile_all(
     packages: Sequence[tuple[str, TimedSteps]],
     compile_one: Compile[Outcome],
+    *,
     reporter: Reporter,
     watch: Watch | None = None,
 ) -> list[Outcome]:

@@ -30,7 +30,6 @@ from mambawin.builder.front import (
     backend_request,
     windows_front,
 )
-from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.builder.results import (
     WINDOWS_CHECK,
     BuildPlan,
@@ -42,6 +41,7 @@ from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.owned import remove_tree
 from mambawin.packages import Package
+from mambawin.stage import QuietReporter, Reporter, TimedSteps
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 from mambawin.toolchain.wine_server import WineTools
 from mambawin.winbuild.closure import Closure, check_closure

@@ -31,7 +31,7 @@ from mambawin.ui.console import console
 
 if TYPE_CHECKING:
     from mambawin.builder.options import BuildOptions
-    from mambawin.builder.reporter import Reporter
+    from mambawin.stage import Reporter
     from mambawin.toolchain.wine import WindowsToolchain
 
 
@@ -225,10 +225,10 @@ def build_command(
     if companion is None:
         results = [run(options, reporter)]
     elif plan_only:  # --plan compiles nothing: each package planned in turn
-        results = pair.run_pair(options, companion, reporter, run)
+        results = pair.run_pair(options, companion, run, reporter=reporter)
     else:  # both packages compile at once, in one job pool
-        both = pair.pair_options(options, companion, reporter)
-        results = list(pooled.build_together(both, reporter, doctor=doctor))
+        both = pair.pair_options(options, companion, reporter=reporter)
+        results = list(pooled.build_together(both, reporter=reporter, doctor=doctor))
     if as_json:
         print_json(results[0].to_json() if companion is None else pair.pair_json(results))
         return

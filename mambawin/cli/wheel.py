@@ -58,12 +58,13 @@ def metadata_command(
         guard=not no_guard,
     )
     if as_json:
+        provenance = read_provenance(written)  # shown as the wheel stores it
         print_json(
             {
                 "wheel": str(written),
                 "changes": [c.to_json() for c in plan.every],
                 "dropped": [c.before for c in plan.changes if c.after is None],
-                "provenance": read_provenance(written),
+                "provenance": dict(provenance.stored) if provenance else None,
             }
         )
         return

@@ -4,7 +4,7 @@ What goes in is what the configured setup.py names: its packages' `.py` files an
 modules (the stable build's shim among them, under upstream's extension name), the library at the
 top level as `<abi.stable_library(extension)>.pyd`, and the .dist-info setuptools wrote for it
 (configure's DistInfo: METADATA with upstream's fields, the licence files, top_level.txt, WHEEL),
-the files bdist_wheel puts in a native wheel. The raw wheel (repack.write_wheel) then goes through
+the files bdist_wheel puts in a native wheel. The raw wheel (writer.write_wheel) then goes through
 builder.metadata.pack, the packing step a native build ends with too: requirements for the
 platform, the torch/CUDA import guard, the label, the provenance and RECORD, every member dated
 SOURCE_DATE_EPOCH (else the caller's epoch).
@@ -27,7 +27,7 @@ from mambawin.builder.metadata import pack
 from mambawin.errors import BuildError, UsageError
 from mambawin.wheel.naming import WINDOWS
 from mambawin.wheel.provenance import Provenance, source_date_epoch
-from mambawin.wheel.repack import Entry, write_wheel, zip_date_time
+from mambawin.wheel.writer import Entry, write_wheel, zip_date_time
 
 LIBRARY_SUFFIX = ".pyd"
 

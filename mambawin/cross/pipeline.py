@@ -18,12 +18,12 @@ from pathlib import Path
 
 from mambawin.archs import Arch
 from mambawin.builder.configure import SetupConfig
-from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
 from mambawin.cross.audit import Audit, audit_library
 from mambawin.cross.link import link_library, make_import_libraries, unresolved_symbols
 from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
 from mambawin.errors import BuildError, ToolchainError
 from mambawin.owned import claim, remove_tree
+from mambawin.stage import QuietReporter, Reporter, TimedSteps
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 from mambawin.toolchain.wine_server import WineTools
 from mambawin.wheel.naming import WINDOWS

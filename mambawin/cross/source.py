@@ -29,7 +29,6 @@ from mambawin.builder.front import (
 )
 from mambawin.builder.metadata import provenance
 from mambawin.builder.options import BuildOptions, nvcc_threads, resolve_jobs
-from mambawin.builder.reporter import Reporter, timed
 from mambawin.builder.results import (
     CROSS_WINDOWS,
     BuildPlan,
@@ -40,6 +39,7 @@ from mambawin.builder.results import (
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
+from mambawin.stage import Reporter, timed
 from mambawin.toolchain.msvc import cl_version
 from mambawin.toolchain.pytorch import package_version
 from mambawin.toolchain.wine import WindowsToolchain
@@ -194,7 +194,7 @@ def build_result(
     """The cross build as every backend reports it (`build --json`'s one shape); steps: every
     step's seconds, the front half's and the backend's."""
     wheel = cross.wheel
-    provenance = Provenance.from_dict(read_provenance(wheel))
+    provenance = read_provenance(wheel) or Provenance()
     return BuildResult(
         wheel=wheel,
         size=wheel.stat().st_size,

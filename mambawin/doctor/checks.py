@@ -28,7 +28,7 @@ from mambawin.doctor.probes.system import (
     system_checks,
 )
 from mambawin.doctor.probes.tools import ToolFacts, gather_tools, tool_checks
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain import wine, wine_doctor
 from mambawin.toolchain.cuda import CudaFacts, arch_check, cuda_checks, gather_cuda
 from mambawin.toolchain.linux_cuda import LinuxCuda

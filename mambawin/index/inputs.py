@@ -25,14 +25,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from mambawin.errors import UsageError, WheelError, os_error
 from mambawin.secret_urls import refuse_secrets, secret_in
 from mambawin.userfile import kind_of, parse_json
-from mambawin.wheel.info import (
-    check_tag_characters,
-    open_wheel,
-    read_message,
-    read_text_member,
-    sha256_file,
-)
-from mambawin.wheel.provenance import provenance_in
+from mambawin.wheel.info import open_wheel, read_message, read_text_member, sha256_file
+from mambawin.wheel.naming import check_tag_characters
+from mambawin.wheel.provenance import Provenance, provenance_in
 
 VERIFY_SUFFIX = ".verify.json"  # `mambawin verify WHEEL --json > WHEEL.verify.json`
 
@@ -66,7 +61,7 @@ class Source:
     sha256: str
     size: int
     metadata: bytes  # the wheel's METADATA (published beside it, PEP 658)
-    provenance: Mapping[str, Any] | None
+    provenance: Provenance | None
     record: VerifyRecord | None  # None: no record beside it
     # The wheelhouse's wheels are what the run's attestation names; mambawin's own wheel is not.
     attested: bool = True
@@ -140,11 +135,11 @@ def read_own_wheel(path: Path) -> Source:
     return replace(read_source(path), record=None, attested=False)
 
 
-def _check_no_secret(path: Path, provenance: Mapping[str, Any] | None, metadata: bytes) -> None:
+def _check_no_secret(path: Path, provenance: Provenance | None, metadata: bytes) -> None:
     """The index publishes the wheel's METADATA and shows its provenance's repository: a URL
     in either that holds a credential (a direct-reference Requires-Dist `pkg @ https://user:
     TOKEN@…`, a wheel an older mambawin built from such a repository) is never published."""
-    repo = (provenance or {}).get("upstream_repo")
+    repo = (provenance or Provenance()).stored.get("upstream_repo")
     urls = [("its provenance's upstream_repo", repo)] if isinstance(repo, str) else []
     for text in read_message(metadata).get_all("Requires-Dist") or ():
         try:

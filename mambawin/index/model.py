@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mambawin.wheel.provenance import Provenance
+
 
 @dataclass(frozen=True)
 class IndexedWheel:
@@ -20,7 +22,7 @@ class IndexedWheel:
     requires_python: str | None
     variant: str | None  # cu130, ... from the local version label or provenance
     metadata_sha256: str = ""  # of files/<wheel>.metadata (PEP 658), "" when not written
-    provenance: Mapping[str, Any] | None = None
+    provenance: Provenance | None = None  # None: none, or an empty record
     verify: Mapping[str, Any] | None = None  # {"passed", "summary"} of a record of these bytes
     verify_ignored: str | None = None  # why a record beside the wheel is not shown
     attestation: str | None = None  # where its build provenance attestation is (https URL)
@@ -36,7 +38,7 @@ class IndexedWheel:
             "requires_python": self.requires_python,
             "variant": self.variant,
             "metadata_sha256": self.metadata_sha256,
-            "provenance": dict(self.provenance) if self.provenance else None,
+            "provenance": dict(self.provenance.stored) if self.provenance else None,
             "verify": dict(self.verify) if self.verify else None,
             "verify_ignored": self.verify_ignored,
             "attestation": self.attestation,

@@ -147,7 +147,7 @@ def _install(folders: Mapping[str, Sequence[str]], *, stable: bool) -> str:
 
 
 def _row(wheel: IndexedWheel) -> str:
-    prov = Provenance.from_dict(wheel.provenance)
+    prov = wheel.provenance or Provenance()
     try:
         torch = prov.torch_target if wheel.provenance else "—"
     except WheelError:  # a floor that is no version: shown as unknown, like a missing one

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urljoin
 
 from packaging.utils import canonicalize_name
 
-from mambawin.index.simple import FILES
+from mambawin.index.entries import FILES
 
 
 def index_files(index: str, names: Iterable[str]) -> set[str]:

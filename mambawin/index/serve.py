@@ -103,7 +103,7 @@ def is_stable_wheel(wheel: IndexedWheel) -> bool:
 
 def _stable_floor(wheel: IndexedWheel) -> str | None:
     """The floor `2.10` of a stable wheel (provenance abi "stable"); None for one torch's wheel."""
-    provenance = Provenance.from_dict(wheel.provenance)
+    provenance = wheel.provenance or Provenance()
     if not provenance.is_stable:
         return None
     return ".".join(map(str, release(provenance.floor, 2))) or None
@@ -111,7 +111,7 @@ def _stable_floor(wheel: IndexedWheel) -> str | None:
 
 def _torch_minor(wheel: IndexedWheel) -> str | None:
     """`2.11` from the provenance's torch_version, else from the local label's `torch2.11`."""
-    recorded = Provenance.from_dict(wheel.provenance).torch_version
+    recorded = (wheel.provenance or Provenance()).torch_version
     if not recorded:
         label = re.search(r"\+[^-]*torch(\d+\.\d+)", wheel.file)
         recorded = label[1] if label else ""

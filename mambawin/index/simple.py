@@ -31,26 +31,26 @@ symlink planted inside one: mambawin only changes its own files.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import (
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_wheel_filename,
-)
-
 from mambawin.atomic import Move
-from mambawin.errors import UsageError, WheelError
+from mambawin.errors import UsageError
+from mambawin.index.entries import (
+    DEFAULT_TITLE,
+    FILES,
+    TITLE,
+    companions,
+    entry_of,
+    marker,
+    read_entries,
+    read_marker,
+)
 from mambawin.index.inputs import (
-    ATTESTATION,
     VERIFY_SUFFIX,
     Source,
     VerifyRecord,
@@ -77,7 +77,6 @@ from mambawin.index.publish import (
     conflicts,
     locked,
     make_dir,
-    published_wheels,
     remove_if_fresh,
     start_index,
 )
@@ -88,27 +87,9 @@ from mambawin.index.serve import (
     torch_folders,
 )
 from mambawin.index.serve import torches as named_torches
-from mambawin.secret_urls import secret_in
-from mambawin.userfile import parse_json
 from mambawin.versions import release
-from mambawin.wheel.info import open_wheel, read_message, read_text_member, sha256_file
-from mambawin.wheel.provenance import Provenance, provenance_in
-
-FILES = "files"
-
 
 SIMPLE = "simple"
-
-
-# PEP 658: the wheel's METADATA beside it, so pip's resolver reads requirements without
-# downloading a wheel of hundreds of megabytes.
-METADATA_SUFFIX = ".metadata"
-
-
-_VARIANT = re.compile(r"^(cu\d{2,3}|rocm[\d.]+|cpu)")
-
-
-_TORCH = re.compile(r"\d+\.\d+")
 
 
 @dataclass(frozen=True)
@@ -169,7 +150,7 @@ def build_index(
     team's jobs install mambawin from its index; the wheelhouse may then be empty.
     """
     attestation = attestation_url(attestation)
-    if title is not None and not _TITLE.fullmatch(title):  # it is kept for every later run
+    if title is not None and not TITLE.fullmatch(title):  # it is kept for every later run
         msg = (
             f"--title {title!r}: give one line of 1 to 200 characters (no line break or "
             "control character), or leave it out to keep the index's own"
@@ -229,7 +210,7 @@ def _publish(
             mtimes[source.path.name] = staged.stat().st_mtime_ns  # os.replace keeps it
         for rel, data in plan.files.items():
             publication.write(rel, data)
-        publication.write(MARKER, _marker(plan.wheels, plan.torches, mtimes, plan.title))
+        publication.write(MARKER, marker(plan.wheels, plan.torches, mtimes, plan.title))
         publication.commit()
     pages = tuple(out / rel for rel in plan.pages)
     return IndexResult(
@@ -245,8 +226,8 @@ def _plan(
     attestation: str | None = None,
 ) -> _Plan:
     """What the run adds and rewrites: UsageError when a source would change a published name."""
-    cached = _cached(out)
-    published = _entries(out / FILES, cached["wheels"])
+    cached = read_marker(out)
+    published = read_entries(out / FILES, cached["wheels"])
     names = conflicts(
         ((s.path.name, s.sha256) for s in sources), ((w.file, w.sha256) for w, _ in published)
     )
@@ -262,7 +243,7 @@ def _plan(
     )
     records = {names[s.path.name]: s.record for s in sources if s.record is not None}
     added = (
-        (replace(_from_source(s), attestation=attestation if s.attested else None), s.metadata)
+        (replace(entry_of(s), attestation=attestation if s.attested else None), s.metadata)
         for s in new
     )
     entries = [*published, *added]
@@ -276,21 +257,8 @@ def _plan(
     title = title if title is not None else cached["title"] or DEFAULT_TITLE
     pages, folders = _pages(wheels, title, torches)
     pages |= dict(_emptied(out, pages))
-    files = {**dict(_companions(entries, records)), **pages}
+    files = {**dict(companions(entries, records)), **pages}
     return _Plan(new, wheels, files, tuple(pages), folders, torches, title)
-
-
-def _companions(
-    entries: Iterable[tuple[IndexedWheel, bytes | None]], records: Mapping[str, VerifyRecord]
-) -> Iterator[tuple[str, bytes]]:
-    """Each wheel's METADATA file (PEP 658) where it is new, and its verify record where the
-    wheelhouse has one that names its bytes (a later verify replaces the one published)."""
-    for wheel, raw in entries:
-        if raw is not None:
-            yield f"{FILES}/{wheel.file}{METADATA_SUFFIX}", raw
-        record = records.get(wheel.file)
-        if record is not None and record.shown is not None:
-            yield f"{FILES}/{wheel.file}{VERIFY_SUFFIX}", record.data
 
 
 def _with_verify(wheel: IndexedWheel, files: Path, record: VerifyRecord | None) -> IndexedWheel:
@@ -343,110 +311,6 @@ def _is_root(rel: str) -> bool:
     return rel == f"{SIMPLE}/index.html" or rel.endswith(f"/{SIMPLE}/index.html")
 
 
-# ---- what is published -------------------------------------------------------------------------
-
-
-def _entries(files: Path, cached: Mapping[str, Any]) -> list[tuple[IndexedWheel, bytes | None]]:
-    """Every wheel in files/, with its METADATA when it was read (to write its PEP 658 file).
-    One unchanged since the last run (same size and mtime) is taken from the marker instead of
-    being read again (a wheel is hundreds of megabytes)."""
-    entries: list[tuple[IndexedWheel, bytes | None]] = []
-    for path in published_wheels(files):
-        old = cached.get(path.name)
-        info = path.stat()
-        if (
-            isinstance(old, dict)
-            and old.get("size") == info.st_size
-            and old.get("mtime_ns") == info.st_mtime_ns
-            and path.with_name(path.name + METADATA_SUFFIX).is_file()
-        ):
-            try:
-                entries.append((_from_json(old, path), None))
-                continue
-            except (KeyError, TypeError, ValueError):
-                pass  # an entry edited into another shape or meaning: read the wheel itself
-        entries.append(_entry(path))
-    return entries
-
-
-def _from_json(data: Mapping[str, Any], path: Path) -> IndexedWheel:
-    """The marker's entry as read back, trusted only where it agrees with the file it describes:
-    its names become folder names, so an edited `project` or `variant` must not lead out of
-    --out (KeyError/TypeError/ValueError: read the wheel itself)."""
-    name = parse_wheel_filename(path.name)[0]
-    variant = data["variant"]
-    if data["file"] != path.name or data["project"] != canonicalize_name(name):
-        raise ValueError(path.name)
-    if variant is not None and not re.fullmatch(_VARIANT.pattern.lstrip("^") + "$", variant):
-        raise ValueError(variant)
-    if not isinstance(data["sha256"], str) or not re.fullmatch(r"[0-9a-f]{64}", data["sha256"]):
-        raise ValueError(data["sha256"])
-    return IndexedWheel(
-        file=data["file"],
-        project=data["project"],
-        version=data["version"],
-        tags=tuple(data["tags"]),
-        sha256=data["sha256"],
-        size=data["size"],
-        requires_python=data["requires_python"],
-        variant=data["variant"],
-        metadata_sha256=data["metadata_sha256"],
-        provenance=data["provenance"],
-        attestation=_attestation(data.get("attestation")),
-    )
-
-
-def _attestation(value: object) -> str | None:
-    """The marker's attestation address, when it still is one (an edited marker's is dropped)."""
-    if not isinstance(value, str) or not ATTESTATION.fullmatch(value):
-        return None
-    return value if secret_in(value) is None else None  # an edited marker's token: never shown
-
-
-def _entry(path: Path) -> tuple[IndexedWheel, bytes]:
-    """A published wheel read again (the marker did not describe it), with its METADATA."""
-    try:
-        parse_wheel_filename(path.name)
-    except InvalidWheelFilename as exc:
-        msg = f"{path.name} is not a valid wheel file name ({exc}): rename or remove it"
-        raise WheelError(msg) from None
-    with open_wheel(path) as (archive, info):
-        raw = read_text_member(path, archive, info.metadata_path)
-        provenance = provenance_in(archive, info)
-    source = Source(path, sha256_file(path), path.stat().st_size, raw, provenance, None)
-    return _from_source(source), raw
-
-
-def _from_source(source: Source) -> IndexedWheel:
-    """What the pages need from a wheel read and checked (name, METADATA, provenance)."""
-    name, version, _, tags = parse_wheel_filename(source.path.name)
-    requires = read_message(source.metadata).get("Requires-Python")
-    return IndexedWheel(
-        file=source.path.name,
-        project=canonicalize_name(name),
-        version=str(version),
-        tags=tuple(sorted(str(t) for t in tags)),
-        sha256=source.sha256,
-        size=source.size,
-        requires_python=str(requires).strip() if requires else None,
-        variant=_variant(source.provenance, version.local),
-        provenance=source.provenance,
-        metadata_sha256=hashlib.sha256(source.metadata).hexdigest(),
-    )
-
-
-def _variant(provenance: Mapping[str, Any] | None, local: str | None) -> str | None:
-    """cu130 from the local label (+cu130torch2.11: torch's variant, which users pick an index
-    by), else from the provenance's CUDA version (the nvcc that compiled it)."""
-    match = _VARIANT.match(local or "")
-    if match:
-        return match[1]
-    parts = Provenance.from_dict(provenance).cuda_version.split(".")
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-        return f"cu{parts[0]}{parts[1]}"
-    return None
-
-
 # ---- pages -------------------------------------------------------------------------------------
 
 
@@ -472,45 +336,3 @@ def _project(
 
 def _utf8(text: str) -> bytes:
     return text.encode("utf-8")
-
-
-# ---- ownership ---------------------------------------------------------------------------------
-
-
-def _marker(
-    wheels: Iterable[IndexedWheel], torches: Sequence[str], mtimes: Mapping[str, int], title: str
-) -> bytes:
-    """The marker: this folder is a mambawin index, what each wheel said (see _entries), and
-    the torch minors asked for (--torch, --spec) and the title that later runs keep."""
-    entries = {}
-    for wheel in wheels:
-        data = wheel.to_json()
-        del data["verify"], data["verify_ignored"]  # read again each run: a later verify
-        data["mtime_ns"] = mtimes[wheel.file]
-        entries[wheel.file] = data
-    document = {"schema": 1, "title": title, "torches": list(torches), "wheels": entries}
-    return _utf8(json.dumps(document, indent=2, sort_keys=True) + "\n")
-
-
-DEFAULT_TITLE = "mambawin wheels"
-_TITLE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
-
-
-def _cached(out: Path) -> dict[str, Any]:
-    """The marker's wheels and torches; empty when it is missing or unreadable (all re-read)."""
-    try:
-        data = parse_json((out / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = None
-    data = data if isinstance(data, dict) else {}
-    wheels = data.get("wheels")
-    torches = data.get("torches")
-    title = data.get("title")
-    return {
-        # an edited marker's title is used only when it is one line of text a page can hold
-        "title": title if isinstance(title, str) and _TITLE.fullmatch(title) else None,
-        "wheels": wheels if isinstance(wheels, dict) else {},
-        "torches": [t for t in torches if isinstance(t, str) and _TORCH.fullmatch(t)]
-        if isinstance(torches, list)
-        else [],
-    }

@@ -16,10 +16,9 @@ from pathlib import Path
 from mambawin import proc
 from mambawin.archs import format_archs
 from mambawin.builder import backends
-from mambawin.builder.reporter import Finished, QuietReporter, Reporter
 from mambawin.errors import MambawinError
 from mambawin.owned import cache_dir
-from mambawin.status import Status
+from mambawin.stage import Finished, QuietReporter, Reporter, Status
 from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
 from mambawin.team.spec import Spec

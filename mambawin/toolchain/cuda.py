@@ -13,7 +13,7 @@ from packaging.version import Version
 from mambawin import proc
 from mambawin.archs import Arch
 from mambawin.errors import MambawinError
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.probe import Check, ProbeContext, output_of
 
 _RELEASE = re.compile(r"release (\d+)\.(\d+)(?:, V(\d+\.\d+\.\d+))?")

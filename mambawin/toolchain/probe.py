@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from mambawin import proc
 from mambawin.archs import Arch
 from mambawin.errors import MambawinError
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.winreg import RegistryReader
 
 log = logging.getLogger("mambawin")

@@ -13,7 +13,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.probe import Check, version_of
 
 PYTHON_REQUIRED = SpecifierSet(">=3.10")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.probe import Check
 from mambawin.toolchain.wine import WindowsToolchain, separator_problem, toolchain_at
 from mambawin.toolchain.wine_server import not_ready

@@ -16,7 +16,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from mambawin.status import Status
+from mambawin.stage import Status
 
 # Piped output (a CI log, `| less`, a file) fits COLUMNS, else this: wide enough for a wheel's
 # file name beside its label, narrow enough for a log viewer. Text wraps between words and never

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from mambawin.doctor.checks import DoctorReport, summary
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.ui.console import MARKS, out
 
 

@@ -26,15 +26,14 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from mambawin.builder.ninja import COMPILE_STEP, NinjaStatus
-from mambawin.builder.reporter import HEARTBEAT_S, Finished
 from mambawin.builder.results import BuildPlan, BuildResult
+from mambawin.stage import COMPILE_STEP, HEARTBEAT_S, Finished, NinjaStatus
 from mambawin.toolchain.download import DownloadStatus
 from mambawin.ui import console as ui
 
 
 class ConsoleReporter:
-    """The one view of the Reporter protocol (builder/reporter.py), on stderr: steps with ✓/✗
+    """The one view of the Reporter protocol (stage.py), on stderr: steps with ✓/✗
     and durations, notes, compile progress as a bar with an ETA, and a line per finished piece
     of work (a unit under wine, a verify step, a spec cell); `details` draws more of a finished
     item's own result (verify's tables).

@@ -6,8 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from mambawin.builder.reporter import Finished
-from mambawin.status import Status
+from mambawin.stage import Finished, Status
 from mambawin.ui.console import console, out
 from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.report import StepResult, VerifyReport

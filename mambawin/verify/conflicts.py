@@ -28,7 +28,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.report import StepResult
 
 FIX = (

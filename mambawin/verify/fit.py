@@ -3,20 +3,20 @@ on this GPU, and was it built for this torch?"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from packaging.version import InvalidVersion, Version
 
 from mambawin.archs import Arch, parse_arch
 from mambawin.errors import MambawinError, UsageError
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.versions import at_least, release
-from mambawin.wheel.abi_audit import floor_of
 from mambawin.wheel.glibc import VersionNeed
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.provenance import Provenance
+from mambawin.wheel.stable_wheel import floor_of
 
 
 def worst(fits: Sequence[StepResult]) -> StepResult:
@@ -53,7 +53,7 @@ def _as_arch(name: str, *, ptx: bool) -> Arch | None:
 
 def fit_step(
     code: GpuCode | None,
-    provenance: Mapping[str, object] | None,
+    provenance: Provenance | None,
     target: Target,
     project: str,
     glibc: VersionNeed | None = None,
@@ -66,7 +66,7 @@ def fit_step(
 
 def _fit(
     code: GpuCode | None,
-    provenance: Mapping[str, object] | None,
+    provenance: Provenance | None,
     target: Target,
     glibc: VersionNeed | None,
 ) -> StepResult:
@@ -116,11 +116,11 @@ def check_glibc(need: VersionNeed | None, target: Target) -> tuple[bool, str] | 
 
 
 def _known_archs(
-    code: GpuCode | None, provenance: Mapping[str, object] | None
+    code: GpuCode | None, provenance: Provenance | None
 ) -> tuple[tuple[Arch, ...], str]:
     if code is not None:
         return code_archs(code), "the extension's fatbin"
-    recorded = Provenance.from_dict(provenance).archs
+    recorded = (provenance or Provenance()).archs
     archs = [_as_arch(str(a).replace("+PTX", ""), ptx=False) for a in recorded]
     ptx = [_as_arch(str(a).replace("+PTX", ""), ptx=True) for a in recorded if "+PTX" in str(a)]
     found = tuple(a for a in archs + ptx if a is not None)
@@ -145,7 +145,7 @@ def check_archs(archs: Sequence[Arch], target: Target) -> tuple[bool, str]:
     )
 
 
-def check_torch(provenance: Mapping[str, object] | None, target: Target) -> tuple[bool, str]:
+def check_torch(provenance: Provenance | None, target: Target) -> tuple[bool, str]:
     """Installed torch: a CUDA build of the major.minor and CUDA major the wheel was built for;
     for a stable wheel (provenance abi "stable"), any torch at or above its floor."""
     if target.torch_version is None:
@@ -156,7 +156,7 @@ def check_torch(provenance: Mapping[str, object] | None, target: Target) -> tupl
             f"torch {target.torch_version} is a CPU-only build: install a CUDA build "
             "from https://download.pytorch.org/whl/cuXXX"
         )
-    record = Provenance.from_dict(provenance)
+    record = provenance or Provenance()
     built_torch, built_cuda = record.torch_version, record.cuda_version
     here = f"torch {target.torch_version} (CUDA {target.torch_cuda})"
     if record.is_stable:
@@ -179,7 +179,7 @@ def check_torch(provenance: Mapping[str, object] | None, target: Target) -> tupl
 
 
 def _check_floor(
-    provenance: Mapping[str, object] | None, built_cuda: str, target: Target
+    provenance: Provenance | None, built_cuda: str, target: Target
 ) -> tuple[bool, str]:
     """A stable wheel: any torch at or above its floor, with the CUDA major it was built for."""
     assert target.torch_version is not None and target.torch_cuda is not None

@@ -14,7 +14,7 @@ from mambawin.packages import (
     CAUSAL_CONV1D,
     MAMBA,
 )
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.options import VerifyOptions, skipped

@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.packages import WheelRef
 from mambawin.verify.report import StepResult, Target, named
 from mambawin.verify.tools import Tools

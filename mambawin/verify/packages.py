@@ -6,7 +6,7 @@ the two belong together.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +22,10 @@ from mambawin.packages import (
     pair_problem,
 )
 from mambawin.userfile import kind_of
-from mambawin.wheel.abi_audit import is_stable
 from mambawin.wheel.gpucode import GpuCode
-from mambawin.wheel.info import parse_file_name
+from mambawin.wheel.naming import parse_file_name
 from mambawin.wheel.provenance import Provenance
+from mambawin.wheel.stable_wheel import is_stable
 
 # Which causal-conv1d a mamba-ssm release needs: one table for build, verify and team specs,
 # mambawin.packages.PAIR_RULES.
@@ -57,15 +57,15 @@ class WheelUnderTest:
 
     project: str
     version: str | None  # None: an installed package whose version was not read
-    # The provenance record exactly as the wheel stores it (JSON; None when it has none): the
-    # fit and upstream-tests steps read it as stored, `record` is its typed form.
-    provenance: Mapping[str, object] | None = None
+    # The provenance, parsed once where the wheel (or the installed package) was read; None when
+    # it has none. `record` is the same, an empty record standing in for none.
+    provenance: Provenance | None = None
     code: GpuCode | None = None  # the GPU code the static step read; None when unread
 
     @property
     def record(self) -> Provenance:
         """The typed provenance (an empty record when the wheel has none)."""
-        return Provenance.from_dict(self.provenance)
+        return self.provenance or Provenance()
 
 
 def find_wheels(path: Path, fits: Sequence[str] | None = None) -> tuple[WheelRef, ...]:
@@ -136,7 +136,7 @@ def _one_per_project(refs: list[WheelRef], fits: Sequence[str] | None) -> WheelR
 
 
 def pair_problems(
-    mamba: tuple[str, Mapping[str, object] | None], conv: tuple[str, Mapping[str, object] | None]
+    mamba: tuple[str, Provenance | None], conv: tuple[str, Provenance | None]
 ) -> list[str]:
     """Why a mamba-ssm and a causal-conv1d (version, provenance) do not belong together."""
     problems = []
@@ -157,7 +157,7 @@ def pair_problems(
         )
     keys = (("torch_version", "torch"),) * (not stable) + (("cuda_version", "CUDA"),)
     for key, what in keys:
-        built = (_minor((mamba[1] or {}).get(key)), _minor((conv[1] or {}).get(key)))
+        built = (_minor(_recorded(mamba[1], key)), _minor(_recorded(conv[1], key)))
         if all(built) and built[0] != built[1]:
             problems.append(
                 f"built for different {what} ({built[0]} vs {built[1]}): rebuild "
@@ -185,6 +185,10 @@ def _local(version: str) -> str | None:
         return Version(version).local
     except InvalidVersion:
         return None
+
+
+def _recorded(provenance: Provenance | None, key: str) -> str:
+    return str(getattr(provenance or Provenance(), key))
 
 
 def _minor(version: object) -> str | None:

@@ -19,10 +19,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from mambawin.builder.reporter import Finished, QuietReporter, Reporter, still_running
 from mambawin.errors import UsageError
 from mambawin.fetch.sdist import offline
-from mambawin.status import Status
+from mambawin.stage import Finished, QuietReporter, Reporter, Status, still_running
 from mambawin.toolchain import wine
 from mambawin.verify.fit import fit_step, worst
 from mambawin.verify.gpu import gpu_steps
@@ -86,7 +85,9 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
             )
             packages.append(package)
         for ref in wheels or [None]:
-            record(skipped("requirements", options, ref) or _resolving(options, ref, shown))
+            record(
+                skipped("requirements", options, ref) or _resolving(options, ref, reporter=shown)
+            )
         if len(packages) == 2:
             record(pair_step(packages))
         if elsewhere is not None:
@@ -125,7 +126,7 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
     return VerifyReport(wheel, target, tuple(steps), hashes)
 
 
-def _resolving(options: VerifyOptions, ref: WheelRef | None, reporter: Reporter) -> StepResult:
+def _resolving(options: VerifyOptions, ref: WheelRef | None, *, reporter: Reporter) -> StepResult:
     """The requirements step, narrated: pip resolves online and may take a minute, so a note says
     what runs and a line every 15 s that it still does."""
     if options.wheel is None:

@@ -10,7 +10,7 @@ from typing import Any
 from mambawin.packages import (
     MAMBA,
 )
-from mambawin.status import Status
+from mambawin.stage import Status
 
 
 @dataclass(frozen=True)

@@ -132,14 +132,15 @@ def platform_tags(platform: str) -> tuple[str, ...]:
 def resolve_wheel(wheel: Path, *, python: str = sys.executable) -> Resolution:
     """Resolve a wheel's default requirements for its own tag, torch at the version it was for."""
     from mambawin.wheel.info import open_wheel, read_member
-    from mambawin.wheel.provenance import Provenance, read_provenance
+    from mambawin.wheel.provenance import Provenance, provenance_in
 
     if offline():
         return _skipped("")
     with open_wheel(Path(wheel)) as (archive, info):
         raw = read_member(info.path, archive, info.metadata_path)
         tag, version = sorted(info.file.tags)[0], info.version
-    recorded = Provenance.from_dict(read_provenance(wheel)).torch_version
+        provenance = provenance_in(archive, info)  # read in the same open
+    recorded = (provenance or Provenance()).torch_version
     return resolve_metadata(raw, tag, torch_version=recorded or _torch_of(version), python=python)
 
 

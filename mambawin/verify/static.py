@@ -18,12 +18,18 @@ from mambawin.packages import (
     get_package,
     package_named,
 )
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, WheelUnderTest
 from mambawin.verify.report import Row, StepResult, Target, named, rows_result
 from mambawin.verify.tools import binary_gpu_code
-from mambawin.wheel.abi_audit import (
+from mambawin.wheel.buildpaths import wheel_build_paths
+from mambawin.wheel.glibc import VersionNeed, file_needs, glibc_of, wheel_needs
+from mambawin.wheel.gpucode import GpuCode
+from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
+from mambawin.wheel.metadata import requirement_plan_in, requirements_in
+from mambawin.wheel.provenance import Provenance, provenance_in
+from mambawin.wheel.stable_wheel import (
     StableCheck,
     check_binaries_whole,
     check_files_whole,
@@ -36,15 +42,9 @@ from mambawin.wheel.abi_audit import (
     is_stable,
     stable_libraries,
 )
-from mambawin.wheel.buildpaths import wheel_build_paths
-from mambawin.wheel.glibc import VersionNeed, file_needs, glibc_of, wheel_needs
-from mambawin.wheel.gpucode import GpuCode
-from mambawin.wheel.info import WheelInfo, open_wheel, read_wheel
-from mambawin.wheel.metadata import requirement_plan_in, requirements_in
-from mambawin.wheel.provenance import Provenance, provenance_in
 
 # What the static step returns: its result, the GPU code it read, the provenance as stored
-Found = tuple[StepResult, GpuCode | None, Mapping[str, object] | None]
+Found = tuple[StepResult, GpuCode | None, Provenance | None]
 
 TAMPERED = "the wheel failed its integrity check (see static): not installed, no kernel run"
 
@@ -108,7 +108,7 @@ def static_step(
 
 def _wheel_checks(
     options: VerifyOptions, project: str, archive: zipfile.ZipFile, info: WheelInfo
-) -> tuple[list[Row], GpuCode | None, Mapping[str, object] | None]:
+) -> tuple[list[Row], GpuCode | None, Provenance | None]:
     members = f"{len(info.members)} members match RECORD; no path leaves the install folder"
     checks = [Row("integrity", True, members), Row("tags", *check_tags(info.path))]
     checks.append(Row("metadata", *_requirements_check(archive, info)))
@@ -152,7 +152,7 @@ def _build_paths_check(archive: zipfile.ZipFile, info: WheelInfo) -> Row:
 
 
 def _stable_rows(
-    archive: zipfile.ZipFile, info: WheelInfo, project: str, provenance: Mapping[str, object] | None
+    archive: zipfile.ZipFile, info: WheelInfo, project: str, provenance: Provenance | None
 ) -> list[Row]:
     """What a stable wheel needs beside its library: the shim upstream's Python imports, and a
     torch requirement at its floor (else pip installs it beside a torch it cannot load in)."""
@@ -192,7 +192,7 @@ def _needs_row(needs: Sequence[VersionNeed]) -> list[Row]:
 
 
 def _stable_check(
-    archive: zipfile.ZipFile, info: WheelInfo, provenance: Mapping[str, object] | None
+    archive: zipfile.ZipFile, info: WheelInfo, provenance: Provenance | None
 ) -> StableCheck | None:
     try:
         return check_stable_wheel(archive, info, provenance)
@@ -200,9 +200,7 @@ def _stable_check(
         return StableCheck(False, str(exc))
 
 
-def _installed_stable(
-    libraries: Sequence[Path], provenance: Mapping[str, object] | None
-) -> StableCheck:
+def _installed_stable(libraries: Sequence[Path], provenance: Provenance | None) -> StableCheck:
     try:
         return check_stable_files(libraries, floor_of(provenance))
     except MambawinError as exc:
@@ -217,9 +215,10 @@ def _static_installed(
     extension = row.get("extension") or (
         target.installed_extension if project == MAMBA.name else None
     )
-    provenance = row.get("provenance") or (
+    stored = row.get("provenance") or (
         target.installed_provenance if project == MAMBA.name else None
-    )
+    )  # the installed package's record, parsed here, where it is read
+    provenance = Provenance.from_dict(stored) if isinstance(stored, Mapping) else None
     if not extension:
         msg = (
             f"no {MAMBA.extension} importable by this Python: install a mamba-ssm wheel, or pass "
@@ -320,7 +319,7 @@ def _requirements_check(archive: zipfile.ZipFile, info: WheelInfo) -> tuple[bool
 
 def _read_provenance(
     archive: zipfile.ZipFile, info: WheelInfo, project: str
-) -> tuple[Mapping[str, object] | None, str]:
+) -> tuple[Provenance | None, str]:
     try:
         provenance = provenance_in(archive, info)
     except MambawinError as exc:
@@ -328,13 +327,13 @@ def _read_provenance(
     return provenance, _provenance_message(provenance, project)
 
 
-def _provenance_message(provenance: Mapping[str, object] | None, project: str) -> str:
+def _provenance_message(provenance: Provenance | None, project: str) -> str:
     if provenance is None:
         return (
             "no mambawin provenance in the wheel: build it with `mambawin build` so its torch, "
             "CUDA and archs are recorded"
         )
-    record = Provenance.from_dict(provenance)
+    record = provenance
     ref = record.ref or record.version or "?"
     what = "mamba" if project == MAMBA.name else project
     try:

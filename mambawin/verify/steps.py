@@ -13,7 +13,7 @@ from mambawin.packages import (
     MAMBA,
     package_named,
 )
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.verify.conflicts import EnvironmentCheck, check_environment
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels, pair_problems

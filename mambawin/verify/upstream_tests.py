@@ -107,9 +107,9 @@ class TestRun:
         return {**asdict(self), "ok": self.ok, "summary": self.summary()}
 
 
-def source_of(project: str, provenance: Mapping[str, object] | None) -> Source:
+def source_of(project: str, provenance: Provenance | None) -> Source:
     """The upstream repo/ref/commit a wheel was built from (an `upstream` entry, else top level)."""
-    record = dict(provenance or {})
+    record = dict(provenance.stored) if provenance else {}  # an older record's keys too
     nested = record.get("upstream")  # an older record kept repo/ref/commit under `upstream`
     where: Mapping[str, object] = nested if isinstance(nested, Mapping) and nested else record
     repo = str(where.get("repo") or where.get("url") or record.get("upstream_repo") or "")
@@ -125,9 +125,9 @@ def source_of(project: str, provenance: Mapping[str, object] | None) -> Source:
     return source
 
 
-def complex_removed(provenance: Mapping[str, object] | None) -> bool:
+def complex_removed(provenance: Provenance | None) -> bool:
     """Whether the build applied the complex-removal patch (its provenance lists it)."""
-    patches = Provenance.from_dict(provenance).patches
+    patches = (provenance or Provenance()).patches
     return any(p.get("id") == COMPLEX_PATCH for p in patches)
 
 
@@ -180,7 +180,7 @@ def _reachable(project: str, repo: str) -> str:
 def run_tests(
     env: InstallEnv,
     project: str,
-    provenance: Mapping[str, object] | None,
+    provenance: Provenance | None,
     folder: Path,
     *,
     keyword: str | None = None,
@@ -188,7 +188,7 @@ def run_tests(
 ) -> TestRun:
     """Fetch, run and count one package's upstream tests in the install env."""
     source = source_of(project, provenance)
-    made_from = Provenance.from_dict(provenance).source
+    made_from = (provenance or Provenance()).source
     if made_from.get("kind") == "sdist":  # built from the index's sdist: its own tests
         from mambawin.fetch.sdist import NotInSdist
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
@@ -36,9 +35,8 @@ class Built:
     at_least: bool = False  # a stable-ABI build: any torch >= torch loads it
 
 
-def guard_versions(record: Mapping[str, object]) -> Built | None:
+def guard_versions(provenance: Provenance) -> Built | None:
     """The torch and CUDA the wheel was built for; None when unrecorded."""
-    provenance = Provenance.from_dict(record)
     torch = str(provenance.floor) if provenance.is_stable else provenance.torch_version
     if not torch or not provenance.cuda_version:
         return None

@@ -1,6 +1,7 @@
 """Open a wheel safely: check its zip, names, tags and RECORD before anyone reads a byte of it.
 
-Every check raises WheelError with one line; nothing here writes. `metadata.py` rewrites wheels and
+Every check raises WheelError with one line; nothing here writes. The file name's own rules
+(its parts, its characters) are naming.py's. `metadata.py` rewrites wheels and
 `gpucode.py` lists their GPU code, both through `open_wheel`.
 """
 
@@ -16,16 +17,17 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import compat32
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from mambawin.errors import WheelError, os_error
+from mambawin.wheel.naming import WheelFileName, parse_file_name
 
 EXTENSION_SUFFIXES = (".so", ".pyd")
 _CHUNK = 1 << 20
@@ -43,44 +45,6 @@ RATIO_FROM = 64 * 1024**2
 # PEP 427: md5/sha1 are too weak for RECORD; shake has no fixed digest size.
 _RECORD_HASHES = hashlib.algorithms_guaranteed - {"md5", "sha1", "shake_128", "shake_256"}
 _DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-@dataclass(frozen=True)
-class WheelFileName:
-    """The five or six dash-separated parts of a wheel's file name, exactly as written."""
-
-    name: str
-    version: str
-    build: str
-    python: str
-    abi: str
-    platform: str
-
-    @property
-    def tags(self) -> frozenset[str]:
-        """Every `python-abi-platform` tag the compressed tag sets in the name expand to."""
-        return frozenset(
-            f"{p}-{a}-{s}"
-            for p in self.python.split(".")
-            for a in self.abi.split(".")
-            for s in self.platform.split(".")
-        )
-
-    def with_tags(self, python: str, abi: str) -> WheelFileName:
-        """The same name with other python and abi tags (the platform stays)."""
-        return replace(self, python=python, abi=abi)
-
-    def with_version(self, version: str) -> str:
-        """The same file name with another version (a `-` in it would split the name, so `_`)."""
-        parts = [
-            self.name,
-            version.replace("-", "_"),
-            self.build,
-            self.python,
-            self.abi,
-            self.platform,
-        ]
-        return "-".join(part for part in parts if part) + ".whl"
 
 
 @dataclass(frozen=True)
@@ -106,54 +70,6 @@ class WheelInfo:
     def extensions(self) -> tuple[str, ...]:
         """Compiled extension modules (`*.so`, `*.pyd`) in the wheel, in archive order."""
         return tuple(m for m in self.members if m.lower().endswith(EXTENSION_SUFFIXES))
-
-
-def parse_file_name(file_name: str) -> WheelFileName:
-    """Split a wheel file name into its parts; WheelError when it is not a wheel's name."""
-    try:
-        parse_wheel_filename(file_name)
-    except InvalidWheelFilename as exc:
-        msg = (
-            f"{file_name} is not a wheel file name ({exc}): expected "
-            "name-version[-build]-python-abi-platform.whl"
-        )
-        raise WheelError(msg) from None
-    parts = file_name[: -len(".whl")].split("-")
-    if len(parts) == 5:
-        parts.insert(2, "")
-    name, version, build, python, abi, platform = parts
-    return WheelFileName(name, version, build, python, abi, platform)
-
-
-# PEP 425: a tag is letters, digits and `_` (`.` joins a compressed set: `py2.py3`); the rest
-# of a published name is PEP 440/503 text. Anything else in a link is URL syntax: `#` cuts it,
-# `?` starts a query, `%` escapes, a space ends it.
-_TAG_PART = re.compile(r"[A-Za-z0-9_]+")
-_NAME_CHARS = re.compile(r"[A-Za-z0-9_.!+-]+\.whl")
-
-
-def check_tag_characters(file_name: str) -> WheelFileName:
-    """The name's parts when every tag is PEP 425 characters only, and the whole name text a
-    link carries as it is; WheelError naming the first part that is not (what publishing
-    checks before it writes a byte)."""
-    parsed = parse_file_name(file_name)
-    parts = (("python", parsed.python), ("abi", parsed.abi), ("platform", parsed.platform))
-    for what, value in parts:
-        bad = [p for p in value.split(".") if not _TAG_PART.fullmatch(p)]
-        if bad:
-            msg = (
-                f"{file_name!r}: its {what} tag {bad[0]!r} holds characters a PEP 425 tag cannot "
-                "(letters, digits and _ only; a link would be cut or redirected at them): "
-                "rename the wheel with its true tags, or rebuild it"
-            )
-            raise WheelError(msg)
-    if not _NAME_CHARS.fullmatch(file_name) or (parsed.build and not parsed.build[0].isdigit()):
-        msg = (
-            f"{file_name!r} holds characters a wheel file name cannot (letters, digits and "
-            "_ . ! + - only): rename the wheel, or rebuild it"
-        )
-        raise WheelError(msg)
-    return parsed
 
 
 def read_message(data: bytes) -> Message:

@@ -8,7 +8,7 @@ import os
 import stat
 import zipfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
@@ -63,10 +63,14 @@ class Provenance:
     # What the tree was made from: {"kind": "sdist", "file", "sha256", "index"} for a release's
     # sdist from the package index, {"kind": "git", "commit"} for a git checkout; {}: a folder.
     source: Mapping[str, str] = field(default_factory=dict)
+    # The record as the wheel stores it, unknown keys kept ({} for one made here): what a rewrite
+    # carries over and `metadata --json` and the index show verbatim.
+    stored: Mapping[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, object]:
         """The JSON-ready form, with the build date filled in."""
         data = asdict(self)
+        del data["stored"]
         data["patches"] = [dict(patch) for patch in self.patches]
         data["requirements"] = [dict(change) for change in self.requirements]
         data["archs"] = list(self.archs)
@@ -88,6 +92,7 @@ class Provenance:
             requirements=tuple(_mappings(data.get("requirements"))),
             archs=tuple(str(x) for x in _items(data.get("archs"))),
             source=next(iter(_mappings([data.get("source")])), {}),
+            stored=dict(data),
         )
 
     @property
@@ -130,20 +135,8 @@ class Provenance:
         return self.torch_version or "?"
 
 
-_TEXT_FIELDS = (
-    "upstream_repo",
-    "ref",
-    "commit",
-    "version",
-    "torch_version",
-    "cuda_version",
-    "compiler",
-    "torch_headers",
-    "abi",
-    "torch_floor",
-    "mambawin_version",
-    "build_date",
-)
+# The fields a record stores as text (every `str` field), read as text by from_dict.
+_TEXT_FIELDS = tuple(f.name for f in fields(Provenance) if f.type == "str")
 
 
 def _items(value: object) -> list[object]:
@@ -282,14 +275,15 @@ def stable_label(cuda_version: str, floor: str) -> str:
     return normalize_local_label(f"cu{cuda[0]}{cuda[1]}.stable.torch{torch[0]}.{torch[1]}")
 
 
-def read_provenance(wheel: Path) -> dict[str, object] | None:
+def read_provenance(wheel: Path) -> Provenance | None:
     """The provenance recorded in a wheel by `rewrite_wheel`, None when it has none."""
     with open_wheel(Path(wheel)) as (archive, info):
         return provenance_in(archive, info)
 
 
-def provenance_in(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str, object] | None:
-    """The provenance of a wheel already opened (and checked) once; None when it has none."""
+def provenance_in(archive: zipfile.ZipFile, info: WheelInfo) -> Provenance | None:
+    """The provenance of a wheel already opened (and checked) once, parsed here, where the wheel
+    is read, and carried typed from then on; None when it has none."""
     member = f"{info.dist_info}/{PROVENANCE_NAME}"
     if member not in info.members:
         return None
@@ -300,7 +294,7 @@ def provenance_in(archive: zipfile.ZipFile, info: WheelInfo) -> dict[str, object
     if not isinstance(data, dict):
         msg = f"{info.path.name}: {member} is not a JSON object: rebuild the wheel with mambawin"
         raise WheelError(msg)
-    return data
+    return Provenance.from_dict(data)
 
 
 def major_minor(text: str, what: str) -> tuple[int, int]:

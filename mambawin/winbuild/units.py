@@ -18,10 +18,9 @@ from pathlib import Path
 
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
-from mambawin.builder.reporter import Finished
 from mambawin.builder.results import UnitReport
 from mambawin.owned import cache_dir
-from mambawin.status import Status
+from mambawin.stage import Finished, Status
 from mambawin.toolchain.wine import (
     WindowsToolchain,
     msvc_tool,

@@ -1,12 +1,11 @@
-"""A Reporter (mambawin/builder/reporter.py) that records what a stage narrates, for asserts."""
+"""A Reporter (mambawin/stage.py) that records what a stage narrates, for asserts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from mambawin.builder.ninja import NinjaStatus
-from mambawin.builder.reporter import Finished
+from mambawin.stage import Finished, NinjaStatus
 
 
 class RecordingReporter:

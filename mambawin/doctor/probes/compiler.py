@@ -9,7 +9,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain import msvc
 from mambawin.toolchain.cuda import CudaFacts
 from mambawin.toolchain.probe import Check, ProbeContext, output_of, version_of

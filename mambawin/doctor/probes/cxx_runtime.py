@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mambawin import proc
 from mambawin.errors import MambawinError
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.probe import Check
 from mambawin.wheel.imports import read_imports
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mambawin.archs import Arch, format_archs
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.cuda import CudaFacts
 from mambawin.toolchain.probe import Check, ProbeContext, output_of
 from mambawin.toolchain.pytorch import Gpu, TorchFacts

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mambawin.owned import cache_dir
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.probe import Check, ProbeContext, output_of
 from mambawin.toolchain.winreg import HKLM, MappingRegistry
 

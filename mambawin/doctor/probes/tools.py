@@ -11,7 +11,7 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.probe import Check, ProbeContext, output_of, version_of
 
 # setuptools 75.9.0 moved distutils' MSVC code (removing _msvccompiler._get_vc_env, which torch

@@ -25,8 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mambawin.patch.mamba.ssd_custom_ops import FWD_OP as SSD_FWD_OP
 from mambawin.verify.runners.blocks import GRAD_FACTOR, TOLERANCES
+from mambawin.verify.runners.graphs import (
+    graph_breaks,
+    graph_limit,
+    verdict,
+    within,
+)
 from mambawin.verify.runners.judge import compare
 
 DTYPES = ("float32", "bfloat16")
@@ -49,25 +54,6 @@ BLOCKS = (
 D_MODEL = 256  # verify's size: small, quick to compile; the benchmark passes its own
 # MambaLMHeadModel's layer kinds (ssm_cfg["layer"]).
 LM_LAYERS = ("Mamba1", "Mamba2")
-
-
-def graph_breaks(function: Callable[..., Any], *args: Any) -> dict[str, Any]:
-    """torch._dynamo.explain of one call: graphs, breaks, and each break's reason and line."""
-    import torch
-
-    torch._dynamo.reset()
-    explained = torch._dynamo.explain(function)(*args)
-    reasons = []
-    for found in explained.break_reasons:
-        frame = found.user_stack[-1] if found.user_stack else None
-        where = f" at {frame.filename}:{frame.lineno}" if frame is not None else ""
-        reasons.append(str(found.reason).splitlines()[0][:300] + where)
-    torch._dynamo.reset()
-    return {
-        "graphs": explained.graph_count,
-        "breaks": explained.graph_break_count,
-        "reasons": reasons,
-    }
 
 
 def timed_ms(step: Callable[[], Any], iters: int, warmup: int = 3) -> float:
@@ -108,76 +94,6 @@ def errors_against(
     return found
 
 
-def verdict(breaks: dict[str, Any], errors: dict[str, dict[str, float]]) -> tuple[bool, str]:
-    """Passed when there is one graph and no break and every error is within tolerance."""
-    if breaks["breaks"] or breaks["graphs"] != 1:
-        first = breaks["reasons"][0] if breaks["reasons"] else "no reason given"
-        return False, f"{breaks['graphs']} graphs, {breaks['breaks']} breaks: {first}"
-    return _within(errors, "1 graph, 0 breaks")
-
-
-def _within(errors: dict[str, dict[str, float]], graphs: str) -> tuple[bool, str]:
-    name, worst = max(errors.items(), key=lambda kv: kv[1]["ratio"])
-    if worst["ratio"] > 1.0:
-        return False, f"{name} off by {worst['max_abs']:.3g} ({worst['ratio']:.3g}x tolerance)"
-    # The ratio too: a bfloat16 weight gradient of size ~100 is within tolerance off by 1.
-    ratio = f"{worst['ratio']:.2g}x tolerance"
-    return True, f"{graphs}; largest error {name} {worst['max_abs']:.3g} ({ratio})"
-
-
-# Upstream lines that keep a model from being one graph in a tree without the ssd-custom-ops patch
-# (a wheel built before it), by (file, function) as a fullgraph failure names them: why. Found on
-# the H100 (docs/stable-abi.md). A patched wheel runs that code inside a custom op, so a break
-# there is a failure like any other.
-UPSTREAM_LIMITS = {
-    ("ssd_state_passing.py", "_state_passing_bwd"): (
-        "reads the Triton autotuner's choice after the launch "
-        '(`_state_passing_bwd_kernel.best_config.kwargs["BLOCK_SIZE"]`), a value known only '
-        "when the kernel has run"
-    ),
-}
-
-
-def ssd_custom_ops_installed() -> bool:
-    """Whether the installed mamba_ssm runs Mamba2's chunked scan as ssd-custom-ops' ops."""
-    import torch
-
-    try:
-        importlib.import_module("mamba_ssm.ops.triton.ssd_combined")
-    except ImportError:
-        return False
-    namespace, name = SSD_FWD_OP.split("::")
-    return hasattr(getattr(torch.ops, namespace), name)
-
-
-def upstream_limit(reason: str, *, patched: bool) -> str | None:
-    """Why the graph cannot be whole, when a fullgraph failure is at a known upstream line of a
-    tree without ssd-custom-ops (patched: None, the break is the wheel's)."""
-    if patched:
-        return None
-    for (file, function), why in UPSTREAM_LIMITS.items():
-        if f"{file}:" in reason and reason.endswith(f" in {function})"):
-            return f"upstream's {file} ({function}) {why}"
-    return None
-
-
-def without_fullgraph(run: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
-    """run() with dynamo's counters fresh: its result, and the graphs and breaks it compiled."""
-    import torch
-    from torch._dynamo.utils import counters
-
-    torch._dynamo.reset()
-    counters.clear()
-    result = run()
-    reasons = sorted(counters["graph_break"])
-    found = {
-        "graphs": int(counters["stats"]["unique_graphs"]),
-        "breaks": int(sum(counters["graph_break"].values())),
-        "reasons": [r.splitlines()[0][:300] for r in reasons],
-    }
-    return result, found
-
-
 def _compile(function: Any, mode: str, *, fullgraph: bool = True) -> Any:
     import torch
 
@@ -196,25 +112,12 @@ def _new_step(mode: str) -> None:
         compiler.cudagraph_mark_step_begin()
 
 
-def _limited(
-    exc: Exception, breaks: dict[str, Any], retry: Callable[[], Any]
-) -> tuple[Any, dict[str, Any]] | dict[str, Any]:
-    """After fullgraph failed: the failing row, or, when the failure is a known upstream limit,
-    retry() compiled without fullgraph and the graphs it took (how far the graph goes)."""
-    reason = failure(exc)
-    limit = upstream_limit(reason, patched=ssd_custom_ops_installed())
-    if limit is None:
-        return {"passed": False, "reason": reason, **breaks}
-    result, found = without_fullgraph(retry)
-    return result, {**found, "limit": limit}
-
-
 def _row(
     breaks: dict[str, Any], errors: dict[str, dict[str, float]], times: dict[str, float]
 ) -> dict[str, Any]:
     if "limit" in breaks:
         graphs = f"{breaks['limit']}; without fullgraph {breaks['graphs']} graphs"
-        passed, reason = _within(errors, graphs)
+        passed, reason = within(errors, graphs)
     else:
         passed, reason = verdict(breaks, errors)
     return {"passed": passed, "reason": reason, **breaks, "errors": errors, **times}
@@ -249,7 +152,7 @@ def check_block(
         y_compiled = step(compiled, x_compiled)
     except Exception as exc:  # fullgraph refused a break
         compiled = _compile(compiled_model, mode, fullgraph=False)
-        limited = _limited(exc, breaks, lambda: step(compiled, x_compiled))
+        limited = graph_limit(failure(exc), breaks, lambda: step(compiled, x_compiled))
         if isinstance(limited, dict):
             return limited
         y_compiled, breaks = limited
@@ -298,7 +201,7 @@ def check_lm(
         loss_compiled = step(compiled_model, compiled_loss)
     except Exception as exc:  # fullgraph refused a break
         compiled_loss = _compile(loss_of, mode, fullgraph=False)
-        limited = _limited(exc, breaks, lambda: step(compiled_model, compiled_loss))
+        limited = graph_limit(failure(exc), breaks, lambda: step(compiled_model, compiled_loss))
         if isinstance(limited, dict):
             return limited
         loss_compiled, breaks = limited

@@ -23,7 +23,7 @@ from packaging.version import Version
 from mambawin.abi import stable_library, stable_shim
 from mambawin.errors import MambawinError, WheelError, os_error
 from mambawin.packages import get_package
-from mambawin.status import Status
+from mambawin.stage import Status
 from mambawin.toolchain.wine import (
     WindowsToolchain,
     default_root,
@@ -50,10 +50,11 @@ from mambawin.verify.wineload.torches import (
     torch_dlls,
     wanted,
 )
-from mambawin.wheel.abi_audit import floor_of, is_stable
 from mambawin.wheel.imports import read_imports
 from mambawin.wheel.info import open_wheel
 from mambawin.wheel.naming import WINDOWS
+from mambawin.wheel.provenance import Provenance
+from mambawin.wheel.stable_wheel import floor_of, is_stable
 
 
 def _cached_dlls(version: str) -> TorchDlls:
@@ -88,7 +89,7 @@ class LoadTools:
 def load_step(
     wheel: Path,
     project: str,
-    provenance: Mapping[str, Any] | None,
+    provenance: Provenance | None,
     work: Path,
     windows_root: Path | None = None,
     tools: LoadTools | None = None,
@@ -124,7 +125,7 @@ def load_step(
     return _result(name, library, rows)
 
 
-def skip_reason(wheel: Path, provenance: Mapping[str, Any] | None) -> str | None:
+def skip_reason(wheel: Path, provenance: Provenance | None) -> str | None:
     """Why this wheel is not loaded under wine, or None."""
     platforms = {tag.platform for tag in parse_wheel_filename(wheel.name)[3]}
     if WINDOWS not in platforms:

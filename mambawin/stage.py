@@ -1,4 +1,8 @@
-"""The one way a stage narrates: the Reporter protocol, and the reporter that shows nothing.
+"""The stage contract: how a stage narrates and how its work came out.
+
+The Reporter protocol and the reporter that shows nothing, the records it carries (Finished,
+NinjaStatus) and the one status vocabulary (Status). It sits at the package root, below every
+stage, so verify and the views narrate without importing the build stage.
 
 Every stage that narrates (build, the wine backends' front half and compile, `build --spec`,
 verify) takes a keyword-only `reporter=` of this one protocol; ui.progress.ConsoleReporter draws
@@ -8,6 +12,7 @@ its view.
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,8 +20,31 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from mambawin.builder.ninja import NinjaStatus
-from mambawin.status import Status
+COMPILE_STEP = "build"  # the step whose output carries ninja's status lines (progress)
+
+
+class Status(str, enum.Enum):
+    """How a check or a step came out: a doctor check, a verify step and the views that draw
+    them share this one vocabulary."""
+
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class NinjaStatus:
+    """One ninja status line: `done` of `total` units finished; `unit` is the file it built
+    (builder/ninja.py reads it from ninja's output)."""
+
+    done: int
+    total: int
+    unit: str
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 1.0
 
 
 @dataclass(frozen=True)
