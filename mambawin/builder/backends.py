@@ -1,4 +1,4 @@
-"""The backends a build runs on, the options each applies, and the one validator.
+"""The backends a build runs on, and the one path every request takes: validate, then run.
 
 Every build starts the same way: fetch → copy → patch → configure. What comes after is a backend's:
 
@@ -6,12 +6,12 @@ Every build starts the same way: fetch → copy → patch → configure. What co
 - `cross-windows`: cl.exe and nvcc.exe under wine on Linux, link, then the wheel is packed;
 - `windows-check`: every unit compiled under wine and the symbol closure checked; nothing packed.
 
-The model is cibuildwheel's `PlatformModule` protocol and `ALL_PLATFORM_MODULES` registry. Each
-backend declares the build options it applies (`BUILD_OPTIONS` names each one once, with its help,
-its default, and its spec key); `validate` refuses every other option the user gave, naming it,
-before any work. `build --platform` and `check --windows` are thin choices of a backend, and the
-spec's cells are judged by the same validator (team/matrix.py), so a cell build would refuse is
-impossible, with build's own reason.
+The model is cibuildwheel's `PlatformModule` protocol and `ALL_PLATFORM_MODULES` registry: one
+`run(request)` checks the request (every field set away from its default that the backend does not
+apply is refused by its flag, then the backend's own `check_inputs`), then calls the backend's
+`plan` or `build`. `build`, `build --platform` and `check` are requests with their backend named;
+the spec's cells are judged by the same `validate` (team/matrix.py), so a cell build would refuse
+is impossible, with build's own reason.
 """
 
 from __future__ import annotations
@@ -19,156 +19,44 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
-from mambawin.builder.options import BuildOptions, check_options
-from mambawin.errors import UsageError
-from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
-from mambawin.packages import CAUSAL_CONV1D, MAMBA
-
-NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check"
-BACKEND_NAMES = (NATIVE, CROSS_WINDOWS, WINDOWS_CHECK)
-ALL = frozenset(BACKEND_NAMES)
-BUILDS = frozenset((NATIVE, CROSS_WINDOWS))  # the backends `build` runs; check runs the third
-
-
-SpecKind = Literal["flag", "list", "value"]
-
-
-@dataclass(frozen=True)
-class BuildOption:
-    """One option of `mambawin build`, declared once: what the CLI, the spec and the workflow
-    derive from it."""
-
-    flag: str  # the CLI's spelling, e.g. "--keep-complex"
-    help: str
-    backends: frozenset[str]  # the backends that apply it; every other one refuses it
-    spec_key: str | None = None  # its key in a spec's [options] table, if a spec can set it
-    # How a spec value becomes arguments: "flag" (bool: the flag when true), "list" (the flag
-    # once per item) or "value" (the flag and the value, when it is not `default`).
-    spec_kind: SpecKind = "value"
-    default: str = ""
-    spec_note: str = ""  # what the key means in a spec beyond the flag's help
-
-    def spec_doc(self) -> str:
-        """The key as docs/team.md's table shows it, from this one declaration."""
-        kind = {"flag": "bool", "list": "list of strings", "value": "string"}[self.spec_kind]
-        note = f"; {self.spec_note}" if self.spec_note else ""
-        text = self.help.split(" (repeatable")[0].rstrip(".")  # a spec gives a list instead
-        return f"`{self.spec_key}` ({kind}, `build {self.flag}`: {text}{note})"
-
-    with_spec: bool = False  # how to run, not what to build: `build --spec` applies it too
-
-    @property
-    def param(self) -> str:
-        """The name the CLI's function and the `given` mapping use."""
-        return self.flag.removeprefix("--").replace("-", "_")
-
-
-BUILD_OPTIONS: tuple[BuildOption, ...] = (
-    BuildOption("--ref", "Upstream tag, branch or commit.", ALL),
-    BuildOption("--repo", "Upstream URL, file:// URL or local clone.", ALL),
-    BuildOption("--package", "mamba-ssm or causal-conv1d.", ALL),
-    BuildOption(
-        "--source-from",
-        "Where the upstream release comes from: git, index (its sdist on the package index pip "
-        "uses, through pip's index settings and proxies), or auto: git, then the index when git "
-        f"cannot reach the release (default: ${SOURCE_ENV}, else auto).",
-        ALL,
-        spec_key="source_from",
-        default=DEFAULT_SOURCE,
-        spec_note="index: every cell's release from its sdist, for runners that reach no GitHub",
-    ),
-    BuildOption("--arch", "CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.", ALL),
-    BuildOption("--jobs", "Parallel compile jobs (MAX_JOBS).", ALL, with_spec=True),
-    BuildOption("--json", "Print the result as JSON.", ALL, with_spec=True),
-    BuildOption("--plan", "Show what would be built; compile nothing.", ALL, with_spec=True),
-    BuildOption(
-        "--abi",
-        "torch (one torch minor and CPython), or stable: torch's stable ABI, one py3-none "
-        f"wheel for every torch >= {STABLE_FLOOR} (mamba-ssm {MAMBA.stable_versions}, "
-        f"causal-conv1d {CAUSAL_CONV1D.stable_versions}).",
-        BUILDS,
-        spec_key="abi",
-        default=DEFAULT_ABI,
-        spec_note="stable collapses the Python and torch axes into one wheel per package, CUDA "
-        "major and platform, for every torch at or above the floor",
-    ),
-    BuildOption("--out", "Folder for the finished wheel.", BUILDS),
-    BuildOption(
-        "--nvcc-threads",
-        "nvcc --threads per job.",
-        BUILDS,
-    ),
-    BuildOption(
-        "--platform",
-        "win_amd64 on Linux: cross-build with cl.exe and nvcc.exe under wine (--abi stable "
-        "only; `mambawin toolchain windows --setup` first).",
-        frozenset((CROSS_WINDOWS,)),
-    ),
-    BuildOption(
-        "--windows-root",
-        "The Windows toolchain folder for --platform win_amd64.",
-        frozenset((CROSS_WINDOWS, WINDOWS_CHECK)),
-    ),
-    BuildOption(
-        "--keep-complex",
-        "Keep the complex-weight kernels (slower build).",
-        frozenset((NATIVE,)),
-        spec_key="keep_complex",
-        spec_kind="flag",
-    ),
-    BuildOption(
-        "--skip-patch",
-        "Leave this patch id out (repeatable or comma-separated; recorded in the provenance).",
-        frozenset((NATIVE,)),
-        spec_key="skip_patches",
-        spec_kind="list",
-        spec_note="each cell gets the ids its package has; an id neither package has is a spec "
-        "error",
-    ),
-    BuildOption(
-        "--drop",
-        "Also drop this requirement from METADATA (repeatable or comma-separated).",
-        frozenset((NATIVE,)),
-        spec_key="drop",
-        spec_kind="list",
-    ),
-    BuildOption(
-        "--keep",
-        "Keep this requirement as upstream has it (repeatable or comma-separated).",
-        frozenset((NATIVE,)),
-        spec_key="keep",
-        spec_kind="list",
-    ),
-    BuildOption(
-        "--local-version", "auto (e.g. +cu130torch2.10), none, or a label.", frozenset((NATIVE,))
-    ),
-    BuildOption("--cache", "sccache/ccache in front of nvcc.", frozenset((NATIVE,))),
-    BuildOption(
-        "--force",
-        "Build even when a blocking doctor check fails.",
-        frozenset((NATIVE,)),
-        with_spec=True,
-    ),
-    BuildOption(
-        "--source",
-        "Build this existing source folder (copied, never edited).",
-        frozenset((NATIVE,)),
-    ),
-    BuildOption(
-        "--with",
-        "causal-conv1d[==REF] to build next to mamba-ssm into --out, or none: only --package.",
-        frozenset((NATIVE,)),
-    ),
-    BuildOption(
-        "--with-repo", "URL or local path of causal-conv1d for --with.", frozenset((NATIVE,))
-    ),
+from mambawin.builder.request import (
+    ALL,
+    BACKEND_NAMES,
+    BUILD_OPTIONS,
+    BUILDS,
+    CROSS_WINDOWS,
+    NATIVE,
+    OPTIONS,
+    SPEC_OPTION_KEYS,
+    SPEC_OPTIONS,
+    WINDOWS_CHECK,
+    BuildOption,
+    BuildRequest,
+    Tools,
+    set_fields,
 )
-OPTIONS: Mapping[str, BuildOption] = {o.flag: o for o in BUILD_OPTIONS}
-SPEC_OPTIONS: tuple[BuildOption, ...] = tuple(o for o in BUILD_OPTIONS if o.spec_key)
-SPEC_OPTION_KEYS: tuple[str, ...] = tuple(str(o.spec_key) for o in SPEC_OPTIONS)
+from mambawin.errors import UsageError
+
+if TYPE_CHECKING:
+    from mambawin.builder.reporter import Reporter
+    from mambawin.builder.results import BuildPlan, BuildResult
+    from mambawin.toolchain.wine import WindowsToolchain
+
+__all__ = [
+    "ALL",
+    "BACKEND_NAMES",
+    "BUILDS",
+    "BUILD_OPTIONS",
+    "CROSS_WINDOWS",
+    "NATIVE",
+    "OPTIONS",
+    "SPEC_OPTIONS",
+    "SPEC_OPTION_KEYS",
+    "WINDOWS_CHECK",
+    "BuildOption",
+]
 
 
 def spec_args(values: Mapping[str, object]) -> list[str]:
@@ -208,8 +96,28 @@ def help_of(flag: str) -> str:
     return OPTIONS[flag].help
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What a backend's plan or build gives: one plan or result per package (two for the native
+    build's mamba-ssm + causal-conv1d pair, mamba-ssm first), the notes that close its summary,
+    and the check's own report for its table."""
+
+    results: tuple[BuildPlan | BuildResult, ...]
+    paired: bool = False
+    notes: tuple[str, ...] = ()
+    report: Any = None  # the check's CheckReport (ui/check.py renders it)
+
+    def to_json(self) -> dict[str, Any]:
+        """`--json`'s document: the one result, or the pair's (builder/pair.py)."""
+        if not self.paired:
+            return self.results[0].to_json()
+        from mambawin.builder.pair import pair_json
+
+        return pair_json(list(self.results))
+
+
 class Backend(Protocol):
-    """What runs after fetch → copy → patch → configure."""
+    """What runs after fetch → copy → patch → configure: the request checked, planned, built."""
 
     @property
     def name(self) -> str: ...
@@ -217,37 +125,178 @@ class Backend(Protocol):
     @property
     def does(self) -> str: ...  # one line for docs and refusals
 
-    def check_inputs(self, given: Mapping[str, object]) -> None:
-        """UsageError for the backend's own inputs (a toolchain folder), before any work."""
+    def check_inputs(self, request: BuildRequest) -> None:
+        """UsageError (or ToolchainError) for what the backend cannot take, before any work."""
+
+    def plan(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        """What the build would do; nothing compiled."""
+
+    def build(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        """The build itself: its result (a wheel, or the check's verdict)."""
 
 
 @dataclass(frozen=True)
 class NativeBackend:
+    """This machine's compilers; with a companion (--with), both packages in one job pool."""
+
     name: str = NATIVE
     does: str = "this machine's compilers, then pack"
 
-    def check_inputs(self, given: Mapping[str, object]) -> None:
-        return None
+    def check_inputs(self, request: BuildRequest) -> None:
+        """The request itself (pure: a spec's cells are judged by it); the environment and
+        --out are the pipeline's first step (pipeline.check_inputs)."""
+        from mambawin.builder import pair
+        from mambawin.builder.options import check_options
+
+        companion = pair.companion_of(request.package, request.with_, request.with_repo)
+        # A pair's --skip-patch ids may be either package's: split before the one check.
+        check_options(request if companion is None else pair.split_skips(request))
+
+    def plan(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.builder import pair, pipeline
+        from mambawin.builder.reporter import QuietReporter
+
+        doctor = (tools or Tools()).doctor
+        shown = reporter or QuietReporter()
+        companion = pair.companion_of(request.package, request.with_, request.with_repo)
+        if companion is None:
+            return Outcome((pipeline.plan(request, reporter=shown, doctor=doctor),))
+        plans = pair.run_pair(  # --plan compiles nothing: each package planned in turn
+            request,
+            companion,
+            shown,
+            lambda one, to: pipeline.plan(one, reporter=to, doctor=doctor),
+        )
+        return Outcome(tuple(plans), paired=True, notes=(pair.pair_time(plans),))
+
+    def build(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.builder import pair, pipeline, pooled
+        from mambawin.builder.reporter import QuietReporter
+
+        doctor = (tools or Tools()).doctor
+        companion = pair.companion_of(request.package, request.with_, request.with_repo)
+        if companion is None:
+            return Outcome((pipeline.build(request, reporter=reporter, doctor=doctor),))
+        shown = reporter or QuietReporter()
+        both = pair.pair_options(request, companion, shown)  # both compile at once, one pool
+        return Outcome(tuple(pooled.build_together(both, shown, doctor=doctor)), paired=True)
 
 
 @dataclass(frozen=True)
-class WineBackend:
-    """cross-windows and windows-check: both run Windows compilers under wine from one root."""
+class CrossBackend:
+    """`build --platform win_amd64` on Linux: cl.exe and nvcc.exe under wine."""
 
-    name: str
-    does: str
+    name: str = CROSS_WINDOWS
+    does: str = "cl.exe and nvcc.exe under wine, link, pack"
 
-    def check_inputs(self, given: Mapping[str, object]) -> None:
-        root = given.get("--windows-root")
-        if isinstance(root, Path):  # the cache's own is checked once the options hold
-            check_windows_root(root)
+    def check_inputs(self, request: BuildRequest) -> None:
+        from mambawin.builder.options import check_options
+        from mambawin.cross.source import check_cross, check_platform
+
+        check_platform(request.platform or "")
+        if request.windows_root is not None:  # the cache's own is checked in the doctor step
+            check_windows_root(request.windows_root)
+        check_cross(request)
+        check_options(request)
+
+    def plan(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.cross.source import plan_windows
+
+        steps, toolchain, _ = _wine_doctor(request, tools, reporter, needs_wine=False)
+        return Outcome((plan_windows(request, toolchain, reporter=steps),))
+
+    def build(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.cross.source import build_windows
+
+        steps, toolchain, launcher = _wine_doctor(request, tools, reporter, needs_wine=True)
+        wine = (tools or Tools()).wine
+        return Outcome((build_windows(request, toolchain, launcher, tools=wine, reporter=steps),))
+
+
+@dataclass(frozen=True)
+class CheckBackend:
+    """`mambawin check`: every unit compiled under wine, then the symbol closure; no wheel."""
+
+    name: str = WINDOWS_CHECK
+    does: str = "every unit under wine, the symbol closure; no pack"
+
+    def check_inputs(self, request: BuildRequest) -> None:
+        if request.windows_root is not None:  # the cache's own is checked when it is used
+            check_windows_root(request.windows_root)
+
+    def plan(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.check.pipeline import plan_check
+
+        options = _check_options(request, (tools or Tools()).launcher or "")
+        return Outcome((plan_check(options, reporter=reporter),))
+
+    def build(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.check.pipeline import build_result, check_windows
+        from mambawin.toolchain import wine_server
+
+        given = tools or Tools()
+        options = _check_options(request, given.launcher or wine_server.need_wine())
+        report = check_windows(options, tools=given.wine, reporter=reporter)
+        return Outcome((build_result(report),), report=report)
 
 
 ALL_BACKENDS: Mapping[str, Backend] = {
     NATIVE: NativeBackend(),
-    CROSS_WINDOWS: WineBackend(CROSS_WINDOWS, "cl.exe and nvcc.exe under wine, link, pack"),
-    WINDOWS_CHECK: WineBackend(WINDOWS_CHECK, "every unit under wine, the symbol closure; no pack"),
+    CROSS_WINDOWS: CrossBackend(),
+    WINDOWS_CHECK: CheckBackend(),
 }
+
+
+def run(
+    request: BuildRequest,
+    *,
+    plan_only: bool = False,
+    tools: Tools | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    """The one entry of every build: validate the request, then its backend's plan or build."""
+    backend = validate(request)
+    stage = backend.plan if plan_only else backend.build
+    return stage(request, tools=tools, reporter=reporter)
+
+
+def validate(request: BuildRequest) -> Backend:
+    """The one check before any work: every field set away from its default that the backend
+    does not apply, refused by its flag; then the backend's own inputs."""
+    chosen = ALL_BACKENDS.get(request.backend)
+    if chosen is None:  # a caller's bug: the request names no backend there is
+        raise ValueError(f"unknown backend {request.backend!r}")
+    not_applied = [o.flag for o in set_fields(request) if request.backend not in o.backends]
+    if not_applied:
+        raise UsageError(refusal(request.backend, not_applied))
+    chosen.check_inputs(request)
+    return chosen
+
+
+def judge(request: BuildRequest) -> str:
+    """'' when its backend would take this request, else its own one-line refusal: what a spec
+    cell build would refuse is impossible, for the reason build gives."""
+    try:
+        validate(request)
+    except UsageError as exc:
+        return str(exc)
+    return ""
 
 
 def applies(backend: str) -> tuple[str, ...]:
@@ -260,34 +309,9 @@ def refused(backend: str) -> tuple[str, ...]:
     return tuple(o.flag for o in BUILD_OPTIONS if backend not in o.backends)
 
 
-def validate(backend: str, given: Mapping[str, object]) -> Backend:
-    """The one check before any work: the backend's own inputs, then every option it does not
-    apply refused, named. `given` maps each flag the user typed (not a default) to its value."""
-    chosen = ALL_BACKENDS[backend]
-    unknown = [flag for flag in given if flag not in OPTIONS]
-    if unknown:  # a caller's bug: a flag not declared here cannot be checked
-        raise ValueError(f"undeclared build options: {unknown}")
-    chosen.check_inputs(given)
-    not_applied = [flag for flag in given if backend not in OPTIONS[flag].backends]
-    if not_applied:
-        raise UsageError(refusal(backend, not_applied))
-    return chosen
-
-
 def spec_keys_not_applied(backend: str) -> tuple[str, ...]:
     """The spec's [options] keys a backend does not apply (the cross workflow refuses them)."""
     return tuple(o.spec_key for o in BUILD_OPTIONS if o.spec_key and backend not in o.backends)
-
-
-def judge(backend: str, options: BuildOptions, given: Mapping[str, object]) -> str:
-    """'' when `build` would take these options on this backend, else its own one-line refusal:
-    what a spec cell build would refuse is impossible, for the reason build gives."""
-    try:
-        validate(backend, given)
-        check_options(options)
-    except UsageError as exc:
-        return str(exc)
-    return ""
 
 
 def refusal(backend: str, flags: Iterable[str]) -> str:
@@ -302,6 +326,8 @@ def refusal(backend: str, flags: Iterable[str]) -> str:
         f"{'it applies' if one else 'they apply'}",
         WINDOWS_CHECK: f"drop {them}; `mambawin build` applies {them}",
     }[backend]
+    if backend == NATIVE and any(OPTIONS[n].backends == {WINDOWS_CHECK} for n in names):
+        hint = f"`mambawin check` applies {them}: drop {them}"
     does = ALL_BACKENDS[backend].does
     return f"{', '.join(names)} {verb} not apply to the {backend} backend ({does}): {hint}"
 
@@ -311,3 +337,53 @@ def check_windows_root(root: Path | None) -> Path:
     from mambawin.toolchain import wine
 
     return wine.whole_root(root, "leave --windows-root out for the cache's")
+
+
+def _wine_doctor(
+    request: BuildRequest, tools: Tools | None, reporter: Reporter | None, *, needs_wine: bool
+) -> tuple[Reporter, WindowsToolchain, str]:
+    """The cross build's doctor step: the Windows toolchain, and wine unless it is a plan."""
+    from mambawin.builder.reporter import timed
+    from mambawin.toolchain import wine, wine_server
+
+    steps = timed(reporter)
+    given = tools or Tools()
+    with steps("doctor"):  # what the cross build runs: the Windows toolchain, wine
+        where = check_windows_root(request.windows_root)
+        toolchain = wine.toolchain_at(where)
+        launcher = given.launcher or (wine_server.need_wine() if needs_wine else None)
+        steps.note(cross_doctor_line(toolchain, where, launcher))
+    return steps, toolchain, launcher or ""
+
+
+def cross_doctor_line(toolchain: WindowsToolchain, where: Path, launcher: str | None) -> str:
+    """The doctor step's line of a cross build: which compilers, from where, run by what."""
+    cuda = toolchain.cuda_version() or "?"
+    runs = f"under {launcher}" if launcher else "wine not needed for a plan"
+    return (
+        f"Windows toolchain in {where}: MSVC {toolchain.msvc_tools.name}, Windows Kits "
+        f"{toolchain.kits_version}, nvcc.exe {cuda} ({runs})"
+    )
+
+
+def _check_options(request: BuildRequest, launcher: str) -> Any:
+    """The check's own record (check/pipeline.py's CheckOptions) of this request."""
+    from mambawin.archs import parse_archs
+    from mambawin.builder.options import resolve_jobs
+    from mambawin.builder.request import CHECK_ARCHS
+    from mambawin.check.pipeline import CheckOptions
+    from mambawin.toolchain import wine
+
+    return CheckOptions(
+        package=request.package,
+        ref=request.ref,
+        repo=request.upstream_repo,
+        archs=request.archs or parse_archs(CHECK_ARCHS),
+        toolchain=wine.toolchain_at(request.windows_root or wine.default_root()),
+        wine=launcher,
+        stock=request.stock,
+        jobs=resolve_jobs(request.jobs, None),
+        cpython=request.cpython,
+        units=request.units,
+        source_from=request.source_from,
+    )
