@@ -344,10 +344,15 @@ def test_the_cli_the_spec_keys_the_runner_and_the_workflow_agree() -> None:
     parses_as_mambawin(["build", *argv])  # each flag exists in the CLI and takes its value
     assert {a for a in argv if a.startswith("--")} == {o.flag for o in backends.SPEC_OPTIONS}
     assert backends.spec_args({**changed, **{k: getattr(Options(), k) for k in keys}}) == []
-    env, lines = backends.spec_script()
-    for option in backends.SPEC_OPTIONS:
-        assert env[str(option.spec_key).upper()] == f"${{{{ matrix.{option.spec_key} }}}}"
-        assert option.flag in lines
+    from mambawin.builder.request import shell_argv, spec_env, spec_words
+
+    for backend in (backends.NATIVE, backends.CROSS_WINDOWS):
+        env, lines = spec_env(backend), shell_argv(spec_words(backend))
+        for option in backends.SPEC_OPTIONS:
+            applied = backend in option.backends
+            variable = str(option.spec_key).upper()
+            assert (env.get(variable) == f"${{{{ matrix.{option.spec_key} }}}}") == applied
+            assert (option.flag in lines) == applied
     assert set(github_cross._NOT_APPLIED) == {
         o.spec_key for o in backends.SPEC_OPTIONS if backends.CROSS_WINDOWS not in o.backends
     }

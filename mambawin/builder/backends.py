@@ -60,35 +60,8 @@ __all__ = [
 
 
 def spec_args(values: Mapping[str, object]) -> list[str]:
-    """A spec's [options] values (by key) as `mambawin build` arguments: runner.build_argv's."""
-    argv: list[str] = []
-    for option in SPEC_OPTIONS:
-        value = values[str(option.spec_key)]
-        if option.spec_kind == "flag":
-            argv += [option.flag] if value else []
-        elif option.spec_kind == "list":
-            items = value if isinstance(value, (tuple, list)) else ()
-            argv += [arg for item in items for arg in (option.flag, str(item))]
-        elif value != option.default:
-            argv += [option.flag, str(value)]
-    return argv
-
-
-def spec_script(values_from: str = "matrix") -> tuple[dict[str, str], str]:
-    """The same arguments in a workflow's bash: each [options] key as an environment variable
-    from the job's matrix, and the lines that add its flag to `extra`."""
-    env = {str(o.spec_key).upper(): f"${{{{ {values_from}.{o.spec_key} }}}}" for o in SPEC_OPTIONS}
-    lines = []
-    for option in SPEC_OPTIONS:
-        var = f'"${str(option.spec_key).upper()}"'
-        if option.spec_kind == "flag":
-            test, add = f'[ {var} = "true" ]', option.flag
-        elif option.spec_kind == "list":
-            test, add = f"[ -n {var} ]", f"{option.flag} {var}"
-        else:
-            test, add = f'[ -n {var} ] && [ {var} != "{option.default}" ]', f"{option.flag} {var}"
-        lines.append(f"if {test}; then extra+=({add}); fi")
-    return env, "\n".join(lines) + "\n"
+    """A spec's [options] values (by key) as `mambawin build` arguments, each option's argv."""
+    return [arg for o in SPEC_OPTIONS for arg in o.argv(values[str(o.spec_key)])]
 
 
 def help_of(flag: str) -> str:
