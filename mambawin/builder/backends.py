@@ -135,16 +135,15 @@ class NativeBackend:
         from mambawin.builder import pair, pipeline
         from mambawin.builder.reporter import QuietReporter
 
-        doctor = (tools or Tools()).doctor
         shown = reporter or QuietReporter()
         companion = pair.companion_of(request.package, request.with_, request.with_repo)
         if companion is None:
-            return Outcome((pipeline.plan(request, reporter=shown, doctor=doctor),))
+            return Outcome((pipeline.plan(request, tools=tools, reporter=shown),))
         plans = pair.run_pair(  # --plan compiles nothing: each package planned in turn
             request,
             companion,
             shown,
-            lambda one, to: pipeline.plan(one, reporter=to, doctor=doctor),
+            lambda one, to: pipeline.plan(one, tools=tools, reporter=to),
         )
         return Outcome(tuple(plans), paired=True, notes=(pair.pair_time(plans),))
 
@@ -154,13 +153,12 @@ class NativeBackend:
         from mambawin.builder import pair, pipeline, pooled
         from mambawin.builder.reporter import QuietReporter
 
-        doctor = (tools or Tools()).doctor
         companion = pair.companion_of(request.package, request.with_, request.with_repo)
         if companion is None:
-            return Outcome((pipeline.build(request, reporter=reporter, doctor=doctor),))
+            return Outcome((pipeline.build(request, tools=tools, reporter=reporter),))
         shown = reporter or QuietReporter()
         both = pair.pair_options(request, companion, shown)  # both compile at once, one pool
-        return Outcome(tuple(pooled.build_together(both, shown, doctor=doctor)), paired=True)
+        return Outcome(tuple(pooled.build_together(both, shown, tools=tools)), paired=True)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
 from mambawin.builder.reporter import QuietReporter, Reporter, TimedSteps
+from mambawin.builder.request import BuildRequest, Tools
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.builder.workspace import (
@@ -69,11 +70,13 @@ LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 
 
 def build(
-    options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
+    request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
 ) -> BuildResult:
-    """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
+    """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out.
+    tools.doctor: the doctor's report for the archs (the probes by default)."""
+    steps = TimedSteps(reporter or QuietReporter())
     with ExitStack() as stack:
-        return build_started(start(options, TimedSteps(reporter or QuietReporter()), stack, doctor))
+        return build_started(start(request, steps, stack, (tools or Tools()).doctor))
 
 
 @dataclass(frozen=True)
@@ -149,11 +152,13 @@ def _finish(
 
 
 def plan(
-    options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
+    request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
 ) -> BuildPlan:
     """What the build would do, without torch, CUDA or a compiler: the doctor's facts (assumed
     where it found none, and said so), fetch and patch a throwaway copy, and read the patched
     setup.py's text. Nothing is compiled, run or written (the upstream mirror aside)."""
+    options = request
+    doctor = (tools or Tools()).doctor
     steps = TimedSteps(reporter or QuietReporter())
     label_choice = check_inputs(options)  # what the build would refuse, --plan refuses
     with steps("doctor"):
