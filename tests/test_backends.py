@@ -20,6 +20,7 @@ import pytest
 from test_wine_toolchain import layout
 from typer.testing import CliRunner
 
+from mambawin import dispatch
 from mambawin.builder import backends
 from mambawin.builder.request import BY_FIELD, FIELD_OPTIONS, BuildRequest
 from mambawin.builder.results import BuildPlan, BuildResult
@@ -161,7 +162,7 @@ def test_every_option_a_backend_does_not_apply_is_refused_before_any_work(
 
 def _sample_request(backend: str, flags: Iterable[str], tmp: Path) -> BuildRequest:
     """The request the sample values of these flags make, on this backend."""
-    from mambawin.builder.request import from_params
+    from mambawin.builder.faces import from_params
     from mambawin.cli.options import param_name
 
     params: dict[str, object] = {}
@@ -191,7 +192,7 @@ def test_every_field_a_backend_does_not_apply_is_refused_by_the_validator(
     base = {"--platform"} if backend == backends.CROSS_WINDOWS else set()
     request = _sample_request(backend, {*base, flag}, tmp_path)
     with pytest.raises(UsageError, match=re.escape(flag)):
-        backends.validate(request)
+        dispatch.validate(request)
 
 
 @pytest.mark.parametrize("backend", backends.BACKEND_NAMES)
@@ -202,7 +203,7 @@ def test_the_validator_takes_every_option_a_backend_applies(sandbox: Path, backe
     request = replace(request, windows_root=sandbox / "tc" if "--windows-root" in flags else None)
     if backend == backends.CROSS_WINDOWS:  # what the cross build needs: a tag and the stable ABI
         assert request.abi == "stable" and request.archs
-    assert backends.validate(request).name == backend
+    assert dispatch.validate(request).name == backend
 
 
 def test_windows_root_is_checked_before_anything_is_fetched(sandbox: Path) -> None:
@@ -344,7 +345,7 @@ def test_the_cli_the_spec_keys_the_runner_and_the_workflow_agree() -> None:
     parses_as_mambawin(["build", *argv])  # each flag exists in the CLI and takes its value
     assert {a for a in argv if a.startswith("--")} == {o.flag for o in backends.SPEC_OPTIONS}
     assert backends.spec_args({**changed, **{k: getattr(Options(), k) for k in keys}}) == []
-    from mambawin.builder.request import shell_argv, spec_env, spec_words
+    from mambawin.builder.faces import shell_argv, spec_env, spec_words
 
     for backend in (backends.NATIVE, backends.CROSS_WINDOWS):
         env, lines = spec_env(backend), shell_argv(spec_words(backend))

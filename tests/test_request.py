@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import typer.main
 
-from mambawin import builder
+from mambawin import dispatch
 from mambawin.archs import parse_archs
-from mambawin.builder import backends
+from mambawin.builder.faces import from_params, option_table, synopsis, to_argv
 from mambawin.builder.request import (
     BUILD_OPTIONS,
     CROSS_WINDOWS,
@@ -23,11 +23,7 @@ from mambawin.builder.request import (
     WINDOWS_CHECK,
     BuildRequest,
     command_of,
-    from_params,
-    option_table,
     set_fields,
-    synopsis,
-    to_argv,
 )
 from mambawin.cli import app
 from mambawin.cli.options import split_params, windows_root_of
@@ -131,8 +127,8 @@ def test_the_docs_option_table_and_synopsis_are_the_declarations_own() -> None:
 
 
 def _entries() -> list[Any]:
-    found: list[Any] = [builder.run, backends.run]
-    for backend in backends.ALL_BACKENDS.values():
+    found: list[Any] = [dispatch.run]
+    for backend in dispatch.ALL_BACKENDS.values():
         found += [backend.plan, backend.build]
     return found
 
@@ -153,16 +149,16 @@ def test_a_field_is_judged_on_the_requests_own_backend() -> None:
     cross = REQUESTS[CROSS_WINDOWS]
     for field, value in [("keep_complex", True), ("drop", ("triton",)), ("stock", True)]:
         refused = BuildRequest(**{**_values(cross), field: value})
-        reason = backends.judge(refused)
+        reason = dispatch.judge(refused)
         flag = next(o.flag for o in FIELD_OPTIONS if o.name == field)
         assert flag in reason and CROSS_WINDOWS in reason, reason
     with pytest.raises(UsageError, match="--stock"):
-        backends.validate(BuildRequest(stock=True))  # the native build applies no --stock
+        dispatch.validate(BuildRequest(stock=True))  # the native build applies no --stock
 
 
 def test_a_request_that_names_no_backend_is_a_callers_bug() -> None:
     with pytest.raises(ValueError, match="unknown backend"):
-        backends.validate(BuildRequest(backend="wasm"))
+        dispatch.validate(BuildRequest(backend="wasm"))
 
 
 def _values(request: BuildRequest) -> dict[str, Any]:

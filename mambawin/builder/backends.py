@@ -6,12 +6,14 @@ Every build starts the same way: fetch → copy → patch → configure. What co
 - `cross-windows`: cl.exe and nvcc.exe under wine on Linux, link, then the wheel is packed;
 - `windows-check`: every unit compiled under wine and the symbol closure checked; nothing packed.
 
-The model is cibuildwheel's `PlatformModule` protocol and `ALL_PLATFORM_MODULES` registry: one
-`run(request)` checks the request (every field set away from its default that the backend does not
-apply is refused by its flag, then the backend's own `check_inputs`), then calls the backend's
-`plan` or `build`. `build`, `build --platform` and `check` are requests with their backend named;
-the spec's cells are judged by the same `validate` (team/matrix.py), so a cell build would refuse
-is impossible, with build's own reason.
+The model is cibuildwheel's `PlatformModule` protocol and `ALL_PLATFORM_MODULES` registry: here
+the `Backend` protocol, the native backend, the field check every backend shares (every field set
+away from its default that the backend does not apply is refused by its flag) and the refusal's
+words; the registry and the one `run(request)` sit above the backends (mambawin/dispatch/), so
+the builder never imports the wine backends it sits below. `build`, `build --platform` and
+`check` are requests with their backend named; the spec's cells are judged by the same
+`dispatch.validate` (team/matrix.py), so a cell build would refuse is impossible, with build's
+own reason.
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ def help_of(flag: str) -> str:
     return OPTIONS[flag].help
 
 
+# What each backend does, in one line for docs and refusals.
+DOES: Mapping[str, str] = {
+    NATIVE: "this machine's compilers, then pack",
+    CROSS_WINDOWS: "cl.exe and nvcc.exe under wine, link, pack",
+    WINDOWS_CHECK: "every unit under wine, the symbol closure; no pack",
+}
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a backend's plan or build gives: one plan or result per package (two for the native
@@ -117,7 +127,7 @@ class NativeBackend:
     """This machine's compilers; with a companion (--with), both packages in one job pool."""
 
     name: str = NATIVE
-    does: str = "this machine's compilers, then pack"
+    does: str = DOES[NATIVE]
 
     def check_inputs(self, request: BuildRequest) -> None:
         """The request itself (pure: a spec's cells are judged by it); the environment and
@@ -161,113 +171,12 @@ class NativeBackend:
         return Outcome(tuple(pooled.build_together(both, shown, tools=tools)), paired=True)
 
 
-@dataclass(frozen=True)
-class CrossBackend:
-    """`build --platform win_amd64` on Linux: cl.exe and nvcc.exe under wine."""
-
-    name: str = CROSS_WINDOWS
-    does: str = "cl.exe and nvcc.exe under wine, link, pack"
-
-    def check_inputs(self, request: BuildRequest) -> None:
-        from mambawin.builder.options import check_options
-        from mambawin.cross.source import check_cross, check_platform
-
-        check_platform(request.platform or "")
-        if request.windows_root is not None:  # the cache's own is checked in the doctor step
-            check_windows_root(request.windows_root)
-        check_cross(request)
-        check_options(request)
-
-    def plan(
-        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
-    ) -> Outcome:
-        from mambawin.cross.source import plan_windows
-
-        steps, toolchain, _ = _wine_doctor(request, tools, reporter, needs_wine=False)
-        return Outcome((plan_windows(request, toolchain, reporter=steps),))
-
-    def build(
-        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
-    ) -> Outcome:
-        from mambawin.cross.source import build_windows
-
-        steps, toolchain, launcher = _wine_doctor(request, tools, reporter, needs_wine=True)
-        wine = (tools or Tools()).wine
-        return Outcome((build_windows(request, toolchain, launcher, tools=wine, reporter=steps),))
-
-
-@dataclass(frozen=True)
-class CheckBackend:
-    """`mambawin check`: every unit compiled under wine, then the symbol closure; no wheel."""
-
-    name: str = WINDOWS_CHECK
-    does: str = "every unit under wine, the symbol closure; no pack"
-
-    def check_inputs(self, request: BuildRequest) -> None:
-        if request.windows_root is not None:  # the cache's own is checked when it is used
-            check_windows_root(request.windows_root)
-
-    def plan(
-        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
-    ) -> Outcome:
-        from mambawin.check.pipeline import plan_check
-
-        options = _check_options(request, (tools or Tools()).launcher or "")
-        return Outcome((plan_check(options, reporter=reporter),))
-
-    def build(
-        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
-    ) -> Outcome:
-        from mambawin.check.pipeline import build_result, check_windows
-        from mambawin.toolchain import wine_server
-
-        given = tools or Tools()
-        options = _check_options(request, given.launcher or wine_server.need_wine())
-        report = check_windows(options, tools=given.wine, reporter=reporter)
-        return Outcome((build_result(report),), report=report)
-
-
-ALL_BACKENDS: Mapping[str, Backend] = {
-    NATIVE: NativeBackend(),
-    CROSS_WINDOWS: CrossBackend(),
-    WINDOWS_CHECK: CheckBackend(),
-}
-
-
-def run(
-    request: BuildRequest,
-    *,
-    plan_only: bool = False,
-    tools: Tools | None = None,
-    reporter: Reporter | None = None,
-) -> Outcome:
-    """The one entry of every build: validate the request, then its backend's plan or build."""
-    backend = validate(request)
-    stage = backend.plan if plan_only else backend.build
-    return stage(request, tools=tools, reporter=reporter)
-
-
-def validate(request: BuildRequest) -> Backend:
-    """The one check before any work: every field set away from its default that the backend
-    does not apply, refused by its flag; then the backend's own inputs."""
-    chosen = ALL_BACKENDS.get(request.backend)
-    if chosen is None:  # a caller's bug: the request names no backend there is
-        raise ValueError(f"unknown backend {request.backend!r}")
+def refuse_fields(request: BuildRequest) -> None:
+    """UsageError naming every field the request sets away from its default that its backend
+    does not apply: the check every backend shares, before its own (dispatch.validate)."""
     not_applied = [o.flag for o in set_fields(request) if request.backend not in o.backends]
     if not_applied:
         raise UsageError(refusal(request.backend, not_applied))
-    chosen.check_inputs(request)
-    return chosen
-
-
-def judge(request: BuildRequest) -> str:
-    """'' when its backend would take this request, else its own one-line refusal: what a spec
-    cell build would refuse is impossible, for the reason build gives."""
-    try:
-        validate(request)
-    except UsageError as exc:
-        return str(exc)
-    return ""
 
 
 def applies(backend: str) -> tuple[str, ...]:
@@ -299,8 +208,7 @@ def refusal(backend: str, flags: Iterable[str]) -> str:
     }[backend]
     if backend == NATIVE and any(OPTIONS[n].backends == {WINDOWS_CHECK} for n in names):
         hint = f"`mambawin check` applies {them}: drop {them}"
-    does = ALL_BACKENDS[backend].does
-    return f"{', '.join(names)} {verb} not apply to the {backend} backend ({does}): {hint}"
+    return f"{', '.join(names)} {verb} not apply to the {backend} backend ({DOES[backend]}): {hint}"
 
 
 def check_windows_root(root: Path | None) -> Path:
@@ -310,23 +218,6 @@ def check_windows_root(root: Path | None) -> Path:
     return wine.whole_root(root, "leave --windows-root out for the cache's")
 
 
-def _wine_doctor(
-    request: BuildRequest, tools: Tools | None, reporter: Reporter | None, *, needs_wine: bool
-) -> tuple[Reporter, WindowsToolchain, str]:
-    """The cross build's doctor step: the Windows toolchain, and wine unless it is a plan."""
-    from mambawin.builder.reporter import timed
-    from mambawin.toolchain import wine, wine_server
-
-    steps = timed(reporter)
-    given = tools or Tools()
-    with steps("doctor"):  # what the cross build runs: the Windows toolchain, wine
-        where = check_windows_root(request.windows_root)
-        toolchain = wine.toolchain_at(where)
-        launcher = given.launcher or (wine_server.need_wine() if needs_wine else None)
-        steps.note(cross_doctor_line(toolchain, where, launcher))
-    return steps, toolchain, launcher or ""
-
-
 def cross_doctor_line(toolchain: WindowsToolchain, where: Path, launcher: str | None) -> str:
     """The doctor step's line of a cross build: which compilers, from where, run by what."""
     cuda = toolchain.cuda_version() or "?"
@@ -334,27 +225,4 @@ def cross_doctor_line(toolchain: WindowsToolchain, where: Path, launcher: str | 
     return (
         f"Windows toolchain in {where}: MSVC {toolchain.msvc_tools.name}, Windows Kits "
         f"{toolchain.kits_version}, nvcc.exe {cuda} ({runs})"
-    )
-
-
-def _check_options(request: BuildRequest, launcher: str) -> Any:
-    """The check's own record (check/pipeline.py's CheckOptions) of this request."""
-    from mambawin.archs import parse_archs
-    from mambawin.builder.options import resolve_jobs
-    from mambawin.builder.request import CHECK_ARCHS
-    from mambawin.check.pipeline import CheckOptions
-    from mambawin.toolchain import wine
-
-    return CheckOptions(
-        package=request.package,
-        ref=request.ref,
-        repo=request.upstream_repo,
-        archs=request.archs or parse_archs(CHECK_ARCHS),
-        toolchain=wine.toolchain_at(request.windows_root or wine.default_root()),
-        wine=launcher,
-        stock=request.stock,
-        jobs=resolve_jobs(request.jobs, None),
-        cpython=request.cpython,
-        units=request.units,
-        source_from=request.source_from,
     )

@@ -52,8 +52,9 @@ def build_command(
     """Build a mamba-ssm (or causal-conv1d) wheel: doctor, fetch, patch, build, metadata, record.
 
     --plan says what a build would do and compiles nothing."""
-    from mambawin.builder import run
-    from mambawin.builder.request import Tools, from_params
+    from mambawin.builder.faces import from_params
+    from mambawin.builder.request import Tools
+    from mambawin.dispatch import run
 
     params, plan_only, as_json = split_params(options)
     request = from_params("build", params)

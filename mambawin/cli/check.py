@@ -35,9 +35,9 @@ def check_command(
 
     The flags are those a Windows build would pass; then it checks that the objects link. Windows
     is its only target (`--windows` is still accepted)."""
-    from mambawin.builder import run
-    from mambawin.builder.request import from_params
+    from mambawin.builder.faces import from_params
     from mambawin.cli.build import show
+    from mambawin.dispatch import run
     from mambawin.ui import check as ui
     from mambawin.ui.progress import ConsoleReporter
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.atomic import write_text
-from mambawin.builder.request import NATIVE, shell_argv, spec_env, spec_words
+from mambawin.builder.faces import shell_argv, spec_env, spec_words
+from mambawin.builder.request import NATIVE
 from mambawin.errors import UsageError
 from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
 from mambawin.team import github_check, github_cross

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mambawin.builder import backends
-from mambawin.builder.request import CROSS_WINDOWS, WINDOWS, shell_argv, spec_env, spec_words
+from mambawin.builder.faces import shell_argv, spec_env, spec_words
+from mambawin.builder.request import CROSS_WINDOWS, WINDOWS
 from mambawin.errors import UsageError
 from mambawin.team.actions import CACHE, CHECKOUT, SETUP_PYTHON
 from mambawin.team.github_check import check_job

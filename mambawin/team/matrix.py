@@ -19,9 +19,9 @@ from typing import Any
 
 from packaging.version import Version
 
+from mambawin import dispatch
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
 from mambawin.archs import Arch, format_archs
-from mambawin.builder import backends
 from mambawin.builder.pair import NONE as NO_COMPANION
 from mambawin.builder.request import BuildRequest
 from mambawin.errors import UpstreamError
@@ -307,7 +307,7 @@ def build_refusal(cell: Cell, spec: Spec) -> str:
     """What `mambawin build` would refuse for this cell, in build's own words ('' if nothing):
     the runner builds each cell's request (runner.build_argv), so judged by the one validator
     on the backend that builds it, a cell build would exit 2 on is impossible, never planned."""
-    return backends.judge(cell_request(cell, spec))
+    return dispatch.judge(cell_request(cell, spec))
 
 
 def _replace(cell: Cell, status: str, reason: str) -> Cell:

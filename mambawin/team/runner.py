@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mambawin import proc
+from mambawin.builder.faces import to_argv
 from mambawin.builder.reporter import Finished, QuietReporter, Reporter
-from mambawin.builder.request import to_argv
 from mambawin.errors import MambawinError
 from mambawin.owned import cache_dir
 from mambawin.status import Status
