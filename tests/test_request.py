@@ -127,7 +127,9 @@ def test_the_docs_option_table_and_synopsis_are_the_declarations_own() -> None:
 
 
 def _entries() -> list[Any]:
-    found: list[Any] = [dispatch.run]
+    from mambawin.builder import pipeline
+
+    found: list[Any] = [dispatch.run, pipeline.plan, pipeline.build]
     for backend in dispatch.ALL_BACKENDS.values():
         found += [backend.plan, backend.build]
     return found

@@ -157,23 +157,22 @@ def plan(
     """What the build would do, without torch, CUDA or a compiler: the doctor's facts (assumed
     where it found none, and said so), fetch and patch a throwaway copy, and read the patched
     setup.py's text. Nothing is compiled, run or written (the upstream mirror aside)."""
-    options = request
     doctor = (tools or Tools()).doctor
     steps = TimedSteps(reporter or QuietReporter())
-    label_choice = check_inputs(options)  # what the build would refuse, --plan refuses
+    label_choice = check_inputs(request)  # what the build would refuse, --plan refuses
     with steps("doctor"):
-        facts = plan_facts.gather(options, (doctor or run_doctor)(options.archs))
+        facts = plan_facts.gather(request, (doctor or run_doctor)(request.archs))
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared, fetched = _prepare_with(
-            options, steps, staging, (facts.toolchain, facts.archs, facts.jobs)
+            request, steps, staging, (facts.toolchain, facts.archs, facts.jobs)
         )
-        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
+        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, request))
         with steps("configure"):  # setup.py's text, never run: it needs torch and nvcc
             scan = scan_setup(fetched.tree)
-            wheel = planned_wheel(fetched.tree, prepared, label, options)
+            wheel = planned_wheel(fetched.tree, prepared, label, request)
     gencode = planned_gencode(prepared.patches, prepared.archs, scan)
     estimate = expected(
-        [(prepared.package, options.keep_complex)], len(prepared.archs), prepared.jobs
+        [(prepared.package, request.keep_complex)], len(prepared.archs), prepared.jobs
     )
     return BuildPlan(
         upstream=upstream_json(prepared.checkout),
