@@ -13,6 +13,7 @@ import typer
 from mambawin.builder.backends import help_of
 from mambawin.builder.request import (
     FROM,
+    OPTIONS,
     SPEED,
     TEAM,
     WHAT,
@@ -31,8 +32,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The Windows toolchain folder, one name in every command that takes it (build, check, verify,
 # doctor, toolchain windows); check and toolchain windows still take their old --root, hidden.
-WINDOWS_ROOT_HELP = "The Windows toolchain folder (`mambawin toolchain windows --setup` makes it)."
-WINDOWS_ROOT_DEFAULT = "mambawin's cache"
+WINDOWS_ROOT_HELP = help_of("--windows-root")
+WINDOWS_ROOT_DEFAULT = OPTIONS["--windows-root"].show_default
 WindowsRootOption = Annotated[
     Path | None,
     typer.Option(
@@ -51,53 +52,6 @@ def windows_root_of(new: Path | None, old: Path | None) -> Path | None:
     if new is not None and old is not None:
         raise UsageError("--root is the old name of --windows-root: give the folder once")
     return new if new is not None else old
-
-
-# The options build and fetch share: which upstream, at which ref, for which package.
-RefOption = Annotated[
-    str | None,
-    typer.Option(
-        "--ref", rich_help_panel=WHAT, help=help_of("--ref"), show_default="the newest release tag"
-    ),
-]
-RepoOption = Annotated[
-    str | None,
-    typer.Option(
-        "--repo",
-        rich_help_panel=FROM,
-        help=help_of("--repo"),
-        show_default="the package's GitHub repo",
-    ),
-]
-PackageOption = Annotated[
-    str,
-    typer.Option(
-        "--package", rich_help_panel=WHAT, metavar=PACKAGE_CHOICES, help=help_of("--package")
-    ),
-]
-
-SourceFromOption = Annotated[
-    str | None,
-    typer.Option(
-        "--source-from",
-        rich_help_panel=FROM,
-        metavar="git|index|auto",
-        help=help_of("--source-from"),
-        show_default="$MAMBAWIN_SOURCE, else auto",
-    ),
-]
-
-
-def jobs_option(default: str) -> Any:  # typer.Option is typed Any
-    """--jobs for build and check alike; only what it defaults to differs."""
-    return typer.Option(
-        "--jobs",
-        rich_help_panel=SPEED,
-        min=1,
-        max=JOBS_BOUND,
-        help=help_of("--jobs"),
-        show_default=default,
-    )
 
 
 # ---- a command's parameters, derived from the request's fields (builder/request.py) ----------
@@ -176,3 +130,11 @@ def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], bool, bool]:
     """The request's fields, --plan and --json out of a command's keyword arguments."""
     fields = dict(params)
     return fields, bool(fields.pop("plan_only", False)), bool(fields.pop("as_json", False))
+
+
+# The options fetch and ci share with build: which upstream, at which ref, for which package,
+# from where; each as build declares it.
+RefOption = option_parameter(OPTIONS["--ref"], "build").annotation
+RepoOption = option_parameter(OPTIONS["--repo"], "build").annotation
+PackageOption = option_parameter(OPTIONS["--package"], "build").annotation
+SourceFromOption = option_parameter(OPTIONS["--source-from"], "build").annotation
