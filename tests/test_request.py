@@ -165,3 +165,16 @@ def test_a_request_that_names_no_backend_is_a_callers_bug() -> None:
 
 def _values(request: BuildRequest) -> dict[str, Any]:
     return {o.name: getattr(request, o.name) for o in FIELD_OPTIONS} | {"backend": request.backend}
+
+
+def test_the_build_and_check_commands_hold_no_branch_on_the_backend() -> None:
+    """The CLI parses into a request and calls dispatch.run: which backend runs is the
+    request's, never a choice the command makes."""
+    import ast
+
+    for name in ("build.py", "check.py"):
+        tree = ast.parse((ROOT / "mambawin" / "cli" / name).read_text(encoding="utf-8"))
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        chosen = names & {"NATIVE", "CROSS_WINDOWS", "WINDOWS_CHECK", "backend", "platform"}
+        assert not chosen, f"cli/{name} chooses a backend: {sorted(chosen)}"
