@@ -178,3 +178,25 @@ def test_the_build_and_check_commands_hold_no_branch_on_the_backend() -> None:
         names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         chosen = names & {"NATIVE", "CROSS_WINDOWS", "WINDOWS_CHECK", "backend", "platform"}
         assert not chosen, f"cli/{name} chooses a backend: {sorted(chosen)}"
+
+
+def test_a_spec_cell_is_judged_on_the_backend_that_builds_it(tmp_path: Path) -> None:
+    """The runner builds a cell natively; `ci github --build-on linux` cross-builds it: the
+    same cell's request on each backend, each judged by that backend's validator."""
+    from mambawin.team.matrix import cell_request, expand
+    from mambawin.team.spec_reader import parse_spec
+
+    text = (
+        'python = ["3.12"]\nplatforms = ["win_amd64"]\narchs = ["90"]\n'
+        '[[package]]\nname = "causal-conv1d"\nref = "v1.5.3.post1"\nversion = "1.5.3.post1"\n'
+        '[[torch]]\nversion = "2.11.0"\ncuda = "13.0"\n[options]\nabi = "stable"\n'
+    )
+    cell = expand(parse_spec(text, tmp_path / "team.toml"))[0]
+    spec = parse_spec(text, tmp_path / "team.toml")
+    native, cross = cell_request(cell, spec), cell_request(cell, spec, CROSS_WINDOWS)
+    assert (native.backend, cross.backend, cross.platform) == (NATIVE, CROSS_WINDOWS, WINDOWS)
+    assert dispatch.judge(native) == "" and dispatch.judge(cross) == ""
+    dropping = parse_spec(text + 'drop = ["triton"]\n', tmp_path / "team.toml")
+    assert dispatch.judge(cell_request(cell, dropping)) == ""  # the native build applies it
+    reason = dispatch.judge(cell_request(cell, dropping, CROSS_WINDOWS))
+    assert "--drop" in reason and CROSS_WINDOWS in reason, reason

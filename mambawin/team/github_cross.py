@@ -21,13 +21,14 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from mambawin import dispatch
 from mambawin.builder import backends
 from mambawin.builder.faces import shell_argv, spec_env, spec_words
 from mambawin.builder.request import CROSS_WINDOWS, WINDOWS
 from mambawin.errors import UsageError
 from mambawin.team.actions import CACHE, CHECKOUT, SETUP_PYTHON
 from mambawin.team.github_check import check_job
-from mambawin.team.matrix import Cell
+from mambawin.team.matrix import Cell, cell_request
 from mambawin.team.spec import Options, Spec
 from mambawin.team.workflow_steps import (
     JOB_LIMIT_MIN,
@@ -70,6 +71,10 @@ def refuse_cross(spec: Spec, cells: Sequence[Cell]) -> None:
             )
             raise UsageError(msg)
     for cell in cells:
+        # Judged on the backend that builds it: what `build --platform win_amd64` would refuse.
+        reason = dispatch.judge(cell_request(cell, spec, CROSS_WINDOWS))
+        if reason:
+            raise UsageError(f"{cell.id}: {reason}; or drop --build-on linux")
         if cell.torch.cuda not in CUDA_WHEELS:
             msg = (
                 f"{spec.torch_at(cell.torch, 'cuda')}: {cell.id} builds with torch "

@@ -23,7 +23,7 @@ from mambawin import dispatch
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
 from mambawin.archs import Arch, format_archs
 from mambawin.builder.pair import NONE as NO_COMPANION
-from mambawin.builder.request import BuildRequest
+from mambawin.builder.request import CROSS_WINDOWS, NATIVE, WINDOWS, BuildRequest
 from mambawin.errors import UpstreamError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import mirror_path
@@ -282,18 +282,19 @@ def impossible(cell: Cell, spec: Spec, versions: dict[str, str | None]) -> str:
     return next((r for r in reasons if r), "")
 
 
-def cell_request(cell: Cell, spec: Spec) -> BuildRequest:
+def cell_request(cell: Cell, spec: Spec, backend: str = NATIVE) -> BuildRequest:
     """The build a cell is: what the runner runs (runner.build_argv writes it as arguments) and
     what the judge validates, one record. One cell is one wheel: `--with none`, or build would
-    add causal-conv1d to mamba-ssm's; the label is the one the matrix promised."""
-    return BuildRequest(
+    add causal-conv1d to mamba-ssm's; the label is the one the matrix promised. On the
+    cross-windows backend (`ci github --build-on linux`) it is what the cross job builds: the
+    platform named, the spec's [options] as they are (refused there when not applied), and the
+    label the cross build writes itself."""
+    request = BuildRequest(
         package=cell.package.upstream,
         ref=cell.package.ref,
         repo=cell.package.repo,
         archs=cell.archs,
         out=spec.wheelhouse,
-        local_version=cell.local_label,
-        with_=NO_COMPANION,
         keep_complex=cell.keep_complex,
         skip_patches=cell.skip_patches,
         drop=spec.options.drop,
@@ -301,6 +302,9 @@ def cell_request(cell: Cell, spec: Spec) -> BuildRequest:
         abi=cell.abi,
         source_from=spec.options.source_from,
     )
+    if backend == CROSS_WINDOWS:
+        return replace(request, platform=WINDOWS, backend=CROSS_WINDOWS)
+    return replace(request, local_version=cell.local_label, with_=NO_COMPANION)
 
 
 def build_refusal(cell: Cell, spec: Spec) -> str:
