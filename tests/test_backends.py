@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
-from dataclasses import fields
+from collections.abc import Iterable
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 from test_wine_toolchain import layout
 from typer.testing import CliRunner
 
+from mambawin import dispatch
 from mambawin.builder import backends
+from mambawin.builder.request import BY_FIELD, FIELD_OPTIONS, BuildRequest
 from mambawin.builder.results import BuildPlan, BuildResult
 from mambawin.cli import app
 from mambawin.errors import ToolchainError, UsageError
@@ -27,6 +31,7 @@ from mambawin.team.spec import PackageSpec
 from mambawin.team.spec_reader import parse_spec
 
 runner = CliRunner()
+FIELD_FLAGS = {o.flag for o in FIELD_OPTIONS}
 
 # A value for every declared build option (None: a flag without a value). A new option must be
 # added here, or test_every_declared_option_is_walked fails: the walk cannot miss one.
@@ -54,6 +59,9 @@ SAMPLES: dict[str, str | None] = {
     "--source": "{tmp}/src",
     "--with": "causal-conv1d",
     "--with-repo": "{tmp}/no-such-conv",
+    "--stock": None,
+    "--cpython": "{tmp}/src",
+    "--unit": "selective_scan.cpp",
 }
 
 # What each backend's command line is before the option under test is added.
@@ -110,21 +118,36 @@ def _nothing_done(tmp: Path) -> None:
     assert not (tmp / "out").exists() and not (tmp / "dist").exists()
 
 
-def test_every_declared_option_is_walked_and_the_cli_declares_exactly_them() -> None:
+def test_every_declared_option_is_walked_and_each_command_declares_exactly_its_own() -> None:
     import typer.main
+
+    from mambawin.builder.request import command_options
 
     assert set(SAMPLES) == set(backends.OPTIONS)
     command = typer.main.get_command(app)
-    build = command.commands["build"]  # type: ignore[attr-defined]
-    flags = {p.opts[0] for p in build.params} - {"--spec", "--help"}
-    assert flags == set(backends.OPTIONS)
-    helps = {p.opts[0]: p.help for p in build.params if p.opts[0] in backends.OPTIONS}
-    assert helps == {flag: option.help for flag, option in backends.OPTIONS.items()}
+    hidden = {"build": {"--spec", "--help"}, "check": {"--root", "--windows", "--help"}}
+    for name in ("build", "check"):
+        params = command.commands[name].params  # type: ignore[attr-defined]
+        flags = {p.opts[0] for p in params} - hidden[name]
+        assert flags == {o.flag for o in command_options(name)}, name
+        helps = {p.opts[0]: p.help for p in params if p.opts[0] in backends.OPTIONS}
+        assert helps == {flag: backends.OPTIONS[flag].help for flag in flags}
+
+
+def _command_flags(backend: str) -> set[str]:
+    from mambawin.builder.request import command_of, command_options
+
+    return {o.flag for o in command_options(command_of(backend))}
 
 
 @pytest.mark.parametrize(
     ("backend", "flag"),
-    [(b, f) for b in backends.BACKEND_NAMES for f in backends.refused(b) if f != "--platform"],
+    [
+        (b, f)
+        for b in backends.BACKEND_NAMES
+        for f in backends.refused(b)
+        if f != "--platform" and f in _command_flags(b)
+    ],
 )
 def test_every_option_a_backend_does_not_apply_is_refused_before_any_work(
     sandbox: Path, backend: str, flag: str
@@ -133,15 +156,54 @@ def test_every_option_a_backend_does_not_apply_is_refused_before_any_work(
     result = runner.invoke(app, args)
     assert result.exit_code == UsageError.exit_code, result.output
     assert flag in result.output
+    assert "not apply" in result.output  # the validator's refusal, not click's
     _nothing_done(sandbox)
+
+
+def _sample_request(backend: str, flags: Iterable[str], tmp: Path) -> BuildRequest:
+    """The request the sample values of these flags make, on this backend."""
+    from mambawin.builder.faces import from_params
+    from mambawin.cli.options import param_name
+
+    params: dict[str, object] = {}
+    for flag in flags:
+        declared = backends.OPTIONS[flag]
+        value = SAMPLES[flag]
+        raw: object = True if value is None else value.format(tmp=tmp)
+        params[param_name(declared)] = [raw] if declared.cli == "list" else raw
+    request = from_params("build", {k: v for k, v in params.items() if k != "platform"})
+    values = {o.name: getattr(request, o.name) for o in backends.set_fields(request)}
+    if "--platform" in flags:
+        values["platform"] = SAMPLES["--platform"]
+    for name in ("stock", "cpython", "units"):  # the check's own: parsed as `check` parses them
+        if name in params:
+            values[name] = BY_FIELD[name].parse(params[name])
+    return BuildRequest(**values, backend=backend)
+
+
+@pytest.mark.parametrize(
+    ("backend", "flag"),
+    [(b, f) for b in backends.BACKEND_NAMES for f in backends.refused(b) if f in FIELD_FLAGS],
+)
+def test_every_field_a_backend_does_not_apply_is_refused_by_the_validator(
+    tmp_path: Path, backend: str, flag: str
+) -> None:
+    """On fields, not on what a command line typed: a spec cell or a test is judged the same."""
+    base = {"--platform"} if backend == backends.CROSS_WINDOWS else set()
+    request = _sample_request(backend, {*base, flag}, tmp_path)
+    with pytest.raises(UsageError, match=re.escape(flag)):
+        dispatch.validate(request)
 
 
 @pytest.mark.parametrize("backend", backends.BACKEND_NAMES)
 def test_the_validator_takes_every_option_a_backend_applies(sandbox: Path, backend: str) -> None:
-    given = {flag: (SAMPLES[flag] or True) for flag in backends.applies(backend)}
-    given["--windows-root"] = sandbox / "tc"  # the toolchain's layout: checked, and whole
-    given = {f: v for f, v in given.items() if f in backends.applies(backend)}
-    assert backends.validate(backend, given).name == backend
+    flags = [f for f in backends.applies(backend) if f in FIELD_FLAGS]
+    flags = [f for f in flags if f not in {"--source", "--with", "--with-repo", "--keep-complex"}]
+    request = _sample_request(backend, flags, sandbox)
+    request = replace(request, windows_root=sandbox / "tc" if "--windows-root" in flags else None)
+    if backend == backends.CROSS_WINDOWS:  # what the cross build needs: a tag and the stable ABI
+        assert request.abi == "stable" and request.archs
+    assert dispatch.validate(request).name == backend
 
 
 def test_windows_root_is_checked_before_anything_is_fetched(sandbox: Path) -> None:
@@ -283,10 +345,15 @@ def test_the_cli_the_spec_keys_the_runner_and_the_workflow_agree() -> None:
     parses_as_mambawin(["build", *argv])  # each flag exists in the CLI and takes its value
     assert {a for a in argv if a.startswith("--")} == {o.flag for o in backends.SPEC_OPTIONS}
     assert backends.spec_args({**changed, **{k: getattr(Options(), k) for k in keys}}) == []
-    env, lines = backends.spec_script()
-    for option in backends.SPEC_OPTIONS:
-        assert env[str(option.spec_key).upper()] == f"${{{{ matrix.{option.spec_key} }}}}"
-        assert option.flag in lines
+    from mambawin.builder.faces import shell_argv, spec_env, spec_words
+
+    for backend in (backends.NATIVE, backends.CROSS_WINDOWS):
+        env, lines = spec_env(backend), shell_argv(spec_words(backend))
+        for option in backends.SPEC_OPTIONS:
+            applied = backend in option.backends
+            variable = str(option.spec_key).upper()
+            assert (env.get(variable) == f"${{{{ matrix.{option.spec_key} }}}}") == applied
+            assert (option.flag in lines) == applied
     assert set(github_cross._NOT_APPLIED) == {
         o.spec_key for o in backends.SPEC_OPTIONS if backends.CROSS_WINDOWS not in o.backends
     }

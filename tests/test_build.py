@@ -29,6 +29,7 @@ from mambawin.builder import pipeline as core
 from mambawin.builder.compile import CompileFailed, compile_wheel
 from mambawin.builder.key import build_key
 from mambawin.builder.options import BuildOptions
+from mambawin.builder.request import Tools
 from mambawin.builder.workspace import Workspace, builds_root
 from mambawin.cli import app
 from mambawin.doctor.checks import Check, DoctorReport
@@ -117,7 +118,9 @@ def test_build_puts_a_fixed_wheel_in_out(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     recorder = Recorder()
-    result = core.build(_options(fake_repo, tmp_path / "out"), reporter=recorder, doctor=doctor)
+    result = core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=recorder, tools=Tools(doctor=doctor)
+    )
 
     python = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the interpreter that built it
     assert (
@@ -154,7 +157,7 @@ def test_setup_py_sees_the_build_environment(
     options = _options(
         fake_repo, tmp_path / "out", archs=parse_archs("86;90+PTX"), jobs=3, nvcc_threads=2
     )
-    result = core.build(options, reporter=Recorder(), doctor=doctor)
+    result = core.build(options, reporter=Recorder(), tools=Tools(doctor=doctor))
 
     seen = json.loads(dump.read_text())
     assert seen["MAMBA_FORCE_BUILD"] == "TRUE" and seen["MAMBA_KEEP_CUDA_BUILD"] == "TRUE"
@@ -175,7 +178,9 @@ def test_jobs_default_to_the_doctors_advice(
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     doctor[0] = replace(doctor[0], recommended_jobs=5)
-    core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+    core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     seen = json.loads(dump.read_text())
     assert (seen["MAX_JOBS"], seen["NVCC_THREADS"]) == ("5", "1")
 
@@ -183,11 +188,15 @@ def test_jobs_default_to_the_doctors_advice(
 def test_identical_second_build_reuses_its_wheel_without_running_setup_py(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+    first = core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))  # written whenever setup.py runs
     recorder = Recorder()
-    second = core.build(_options(fake_repo, tmp_path / "o2"), reporter=recorder, doctor=doctor)
+    second = core.build(
+        _options(fake_repo, tmp_path / "o2"), reporter=recorder, tools=Tools(doctor=doctor)
+    )
 
     assert (second.key, second.build_dir) == (first.key, first.build_dir)
     assert (second.units_compiled, second.reused_objects) == (0, True)
@@ -202,19 +211,23 @@ def test_an_identical_rebuild_copies_its_rewritten_wheel_and_other_options_rewri
 ) -> None:
     """The metadata rewrite is kept per set of inputs: the same inputs copy it, a new label or
     requirement choice writes a new wheel (the kept one never passes for it)."""
-    first = core.build(_options(fake_repo, tmp_path / "a"), reporter=Recorder(), doctor=doctor)
+    first = core.build(
+        _options(fake_repo, tmp_path / "a"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     finals = first.build_dir / "dist" / "final"
     kept = sorted(finals.glob("*/*.whl"))
     assert [w.name for w in kept] == [first.wheel.name]
     kept[0].write_bytes(kept[0].read_bytes() + b"")  # untouched bytes, a new mtime
-    again = core.build(_options(fake_repo, tmp_path / "b"), reporter=Recorder(), doctor=doctor)
+    again = core.build(
+        _options(fake_repo, tmp_path / "b"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     assert again.wheel.read_bytes() == first.wheel.read_bytes()
     assert sorted(finals.glob("*/*.whl")) == kept
 
     other = core.build(
         _options(fake_repo, tmp_path / "c", local_version="team1"),
         reporter=Recorder(),
-        doctor=doctor,
+        tools=Tools(doctor=doctor),
     )
     assert "+team1" in other.wheel.name and _record_matches(other.wheel)
     assert len(list(finals.glob("*/*.whl"))) == 2
@@ -223,11 +236,15 @@ def test_an_identical_rebuild_copies_its_rewritten_wheel_and_other_options_rewri
 def test_without_its_wheel_the_same_key_relinks_with_every_object_reused(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    first = core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+    first = core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     for wheel in (first.build_dir / "dist").glob("*.whl"):
         wheel.unlink()
     recorder = Recorder()
-    second = core.build(_options(fake_repo, tmp_path / "out"), reporter=recorder, doctor=doctor)
+    second = core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=recorder, tools=Tools(doctor=doctor)
+    )
     assert (second.units_compiled, second.reused_objects) == (0, True)
     log = second.log.read_text()
     assert "ninja: no work to do." in log and "[1/" not in log
@@ -241,12 +258,14 @@ def test_a_rebuild_after_other_refs_reuses_its_kept_objects(
     v0.2.0's objects are kept in turn."""
     _tag_another_release(fake_repo)
     out = tmp_path / "out"
-    first = core.build(_options(fake_repo, out), reporter=Recorder(), doctor=doctor)
-    other = core.build(_options(fake_repo, out, ref="v0.2.0"), reporter=Recorder(), doctor=doctor)
+    first = core.build(_options(fake_repo, out), reporter=Recorder(), tools=Tools(doctor=doctor))
+    other = core.build(
+        _options(fake_repo, out, ref="v0.2.0"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     assert other.build_dir == first.build_dir and other.units_compiled == 3
-    assert core.plan(_options(fake_repo, out), doctor=doctor).reuses_objects
+    assert core.plan(_options(fake_repo, out), tools=Tools(doctor=doctor)).reuses_objects
     recorder = Recorder()
-    again = core.build(_options(fake_repo, out), reporter=recorder, doctor=doctor)
+    again = core.build(_options(fake_repo, out), reporter=recorder, tools=Tools(doctor=doctor))
     assert (again.units_compiled, again.reused_objects) == (0, True)
     assert any("reusing the wheel it built" in note for note in recorder.notes)
     assert [k.key for k in kept.listing()] == [other.key]
@@ -274,16 +293,24 @@ def test_kept_builds_stay_within_their_size_bound(
 ) -> None:
     _tag_another_release(fake_repo)
     monkeypatch.setenv("MAMBAWIN_KEEP_MB", "0")
-    core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
     core.build(
-        _options(fake_repo, tmp_path / "out", ref="v0.2.0"), reporter=Recorder(), doctor=doctor
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
+    core.build(
+        _options(fake_repo, tmp_path / "out", ref="v0.2.0"),
+        reporter=Recorder(),
+        tools=Tools(doctor=doctor),
     )
     assert kept.listing() == []  # bound 0: v0.1.0's objects were not kept
-    again = core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+    again = core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     assert again.units_compiled == 3
     monkeypatch.setenv("MAMBAWIN_KEEP_MB", "lots")
     with pytest.raises(UsageError, match="MAMBAWIN_KEEP_MB='lots' is not a whole number"):
-        core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+        core.build(
+            _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+        )
 
 
 def test_two_builds_of_one_key_give_byte_identical_wheels(
@@ -292,11 +319,17 @@ def test_two_builds_of_one_key_give_byte_identical_wheels(
     """Reproducible: again in the same folder (only relinked, at a later time) and in another
     cache (another machine), the wheel's bytes are the same; dated by the upstream commit."""
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
-    first = core.build(_options(fake_repo, tmp_path / "a"), reporter=Recorder(), doctor=doctor)
+    first = core.build(
+        _options(fake_repo, tmp_path / "a"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     time.sleep(2.1)  # ZIP dates have 2-second steps: a date taken from the clock would differ
-    again = core.build(_options(fake_repo, tmp_path / "b"), reporter=Recorder(), doctor=doctor)
+    again = core.build(
+        _options(fake_repo, tmp_path / "b"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "other-machine"))
-    elsewhere = core.build(_options(fake_repo, tmp_path / "c"), reporter=Recorder(), doctor=doctor)
+    elsewhere = core.build(
+        _options(fake_repo, tmp_path / "c"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     assert again.reused_objects and not elsewhere.reused_objects
     assert first.wheel.read_bytes() == again.wheel.read_bytes() == elsewhere.wheel.read_bytes()
     committed = git.Repo(fake_repo).head.commit.committed_datetime.astimezone(timezone.utc)
@@ -315,9 +348,13 @@ def test_interrupted_build_resumes_where_it_stopped(
 ) -> None:
     monkeypatch.setenv("FAKE_FAIL", "1")  # unit 1 is compiled, unit 2 fails
     with pytest.raises(BuildError):
-        core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+        core.build(
+            _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+        )
     monkeypatch.delenv("FAKE_FAIL")
-    result = core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+    result = core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     assert result.units_compiled == 2
 
 
@@ -325,14 +362,18 @@ def test_failed_build_names_the_error_and_keeps_the_previous_wheel(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "out"
-    previous = core.build(_options(fake_repo, out), reporter=Recorder(), doctor=doctor).wheel
+    previous = core.build(
+        _options(fake_repo, out), reporter=Recorder(), tools=Tools(doctor=doctor)
+    ).wheel
     before = previous.read_bytes()
     monkeypatch.setenv("FAKE_FAIL", "1")
     recorder = Recorder()
     # Another arch: a new build folder, the same wheel name in --out.
     with pytest.raises(CompileFailed) as failure:
         core.build(
-            _options(fake_repo, out, archs=parse_archs("89")), reporter=recorder, doctor=doctor
+            _options(fake_repo, out, archs=parse_archs("89")),
+            reporter=recorder,
+            tools=Tools(doctor=doctor),
         )
 
     error = failure.value
@@ -349,19 +390,21 @@ def test_failed_build_names_the_error_and_keeps_the_previous_wheel(
 def test_build_key_follows_what_decides_the_binary(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    base = core.plan(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor).key
+    base = core.plan(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    ).key
     other_arch = core.plan(
-        _options(fake_repo, tmp_path / "out", archs=parse_archs("89")), doctor=doctor
+        _options(fake_repo, tmp_path / "out", archs=parse_archs("89")), tools=Tools(doctor=doctor)
     )
     complex_kept = core.plan(
-        _options(fake_repo, tmp_path / "out", keep_complex=True), doctor=doctor
+        _options(fake_repo, tmp_path / "out", keep_complex=True), tools=Tools(doctor=doctor)
     )
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, torch_version="2.16.0+cu132"))
-    other_torch = core.plan(_options(fake_repo, tmp_path / "out"), doctor=doctor)
+    other_torch = core.plan(_options(fake_repo, tmp_path / "out"), tools=Tools(doctor=doctor))
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, host_compiler_version="13.1"))
-    other_compiler = core.plan(_options(fake_repo, tmp_path / "out"), doctor=doctor)
+    other_compiler = core.plan(_options(fake_repo, tmp_path / "out"), tools=Tools(doctor=doctor))
     doctor[0] = replace(doctor[0], toolchain=replace(TOOLCHAIN, cuda_version="13.1"))
-    other_cuda = core.plan(_options(fake_repo, tmp_path / "out"), doctor=doctor)
+    other_cuda = core.plan(_options(fake_repo, tmp_path / "out"), tools=Tools(doctor=doctor))
     keys = {
         base,
         other_arch.key,
@@ -374,7 +417,8 @@ def test_build_key_follows_what_decides_the_binary(
     # Jobs, threads and the output folder do not change the binary, so not the key either.
     doctor[0] = replace(doctor[0], toolchain=TOOLCHAIN)
     same = core.plan(
-        _options(fake_repo, tmp_path / "elsewhere", jobs=7, nvcc_threads=3), doctor=doctor
+        _options(fake_repo, tmp_path / "elsewhere", jobs=7, nvcc_threads=3),
+        tools=Tools(doctor=doctor),
     )
     assert same.key == base
 
@@ -382,11 +426,13 @@ def test_build_key_follows_what_decides_the_binary(
 def test_a_left_out_patch_is_recorded_in_the_provenance(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    base = core.build(_options(fake_repo, tmp_path / "a"), reporter=None, doctor=doctor)
+    base = core.build(
+        _options(fake_repo, tmp_path / "a"), reporter=None, tools=Tools(doctor=doctor)
+    )
     result = core.build(
         _options(fake_repo, tmp_path / "b", skip_patches=("math-defines",)),
         reporter=None,
-        doctor=doctor,
+        tools=Tools(doctor=doctor),
     )
     assert read_provenance(result.wheel).stored["left_out"] == ["math-defines"]
     assert read_provenance(base.wheel).stored["left_out"] == []
@@ -454,12 +500,14 @@ def test_source_folder_is_copied_and_its_edits_change_the_key(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     first = core.plan(
-        _options(fake_repo, tmp_path / "out", ref=None, source=fake_repo), doctor=doctor
+        _options(fake_repo, tmp_path / "out", ref=None, source=fake_repo),
+        tools=Tools(doctor=doctor),
     )
     unit = fake_repo / "csrc" / "selective_scan" / "selective_scan.cpp"
     unit.write_text(unit.read_text() + "// a local edit\n")
     second = core.plan(
-        _options(fake_repo, tmp_path / "out", ref=None, source=fake_repo), doctor=doctor
+        _options(fake_repo, tmp_path / "out", ref=None, source=fake_repo),
+        tools=Tools(doctor=doctor),
     )
     assert first.key != second.key
     assert not (fake_repo / ".mambawin").exists()  # the user's tree is never patched in place
@@ -470,7 +518,7 @@ def test_plan_reads_the_patched_setup_py_and_compiles_nothing(
 ) -> None:
     recorder = Recorder()
     plan = core.plan(
-        _options(fake_repo, tmp_path / "out", jobs=4), reporter=recorder, doctor=doctor
+        _options(fake_repo, tmp_path / "out", jobs=4), reporter=recorder, tools=Tools(doctor=doctor)
     )
 
     assert recorder.steps == ["doctor", "fetch", "patch", "configure"]
@@ -494,7 +542,9 @@ def test_no_arch_and_no_gpu_asks_for_arch(
 ) -> None:
     doctor[0] = replace(doctor[0], recommended_archs=())
     with pytest.raises(UsageError, match="pass --arch"):
-        core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+        core.build(
+            _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+        )
 
 
 def test_cli_with_no_gpu_and_no_arch_refuses_with_a_hint(
@@ -529,10 +579,14 @@ def test_failed_blocking_check_stops_the_build_unless_forced(
     doctor[0] = replace(doctor[0], checks=(broken,), ready=False)
     recorder = Recorder()
     with pytest.raises(ToolchainError, match="ninja failed: pip install ninja"):
-        core.build(_options(fake_repo, tmp_path / "out"), reporter=recorder, doctor=doctor)
+        core.build(
+            _options(fake_repo, tmp_path / "out"), reporter=recorder, tools=Tools(doctor=doctor)
+        )
     assert recorder.steps == ["doctor"]
     result = core.build(
-        _options(fake_repo, tmp_path / "out", force=True), reporter=Recorder(), doctor=doctor
+        _options(fake_repo, tmp_path / "out", force=True),
+        reporter=Recorder(),
+        tools=Tools(doctor=doctor),
     )
     assert result.wheel.is_file()
 
@@ -547,7 +601,7 @@ def test_local_version_choices(
     result = core.build(
         _options(fake_repo, tmp_path / "out", local_version=choice),
         reporter=Recorder(),
-        doctor=doctor,
+        tools=Tools(doctor=doctor),
     )
     assert result.wheel.name.startswith(f"mamba_ssm-{version}-")
 
@@ -560,7 +614,7 @@ def test_invalid_local_version_fails_before_any_work(
         core.build(
             _options(fake_repo, tmp_path / "out", local_version="cu 13!"),
             reporter=recorder,
-            doctor=doctor,
+            tools=Tools(doctor=doctor),
         )
     assert recorder.steps == []
 
@@ -569,7 +623,9 @@ def test_source_and_ref_together_are_refused(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     with pytest.raises(UsageError, match="--source and --ref"):
-        core.plan(_options(fake_repo, tmp_path / "out", source=fake_repo), doctor=doctor)
+        core.plan(
+            _options(fake_repo, tmp_path / "out", source=fake_repo), tools=Tools(doctor=doctor)
+        )
 
 
 def test_guard_refuses_a_real_upstream_tree(tmp_path: Path) -> None:
@@ -618,7 +674,7 @@ def _planned_build_dir(
 ) -> tuple[BuildOptions, Path]:
     """The options of a build into tmp_path/out and its build folder, made (empty)."""
     options = _options(fake_repo, tmp_path / "out")
-    build_dir = core.plan(options, reporter=Recorder(), doctor=doctor).build_dir
+    build_dir = core.plan(options, reporter=Recorder(), tools=Tools(doctor=doctor)).build_dir
     build_dir.mkdir(parents=True)
     return options, build_dir
 
@@ -629,11 +685,11 @@ def test_a_second_build_into_the_same_build_folder_fails_clearly(
     options, build_dir = _planned_build_dir(fake_repo, tmp_path, doctor)
     (build_dir / core.LOCK_NAME).write_text("pid 4242 on elsewhere\n")  # a build in progress
     with pytest.raises(BuildError, match=r"is in use by another mambawin run \(pid 4242"):
-        core.build(options, reporter=Recorder(), doctor=doctor)
+        core.build(options, reporter=Recorder(), tools=Tools(doctor=doctor))
     assert (build_dir / core.LOCK_NAME).exists()  # not ours to remove
     assert not (build_dir / "src").exists() and not (tmp_path / "out").exists()
     (build_dir / core.LOCK_NAME).unlink()
-    core.build(options, reporter=Recorder(), doctor=doctor)
+    core.build(options, reporter=Recorder(), tools=Tools(doctor=doctor))
     assert not (build_dir / core.LOCK_NAME).exists()  # the build removed its own lock
 
 
@@ -685,16 +741,16 @@ def test_a_killed_builds_lock_is_taken_over(
         check=True,
     ).stdout.strip()
     options = _options(fake_repo, tmp_path / "out")
-    build_dir = core.plan(options, reporter=Recorder(), doctor=doctor).build_dir
+    build_dir = core.plan(options, reporter=Recorder(), tools=Tools(doctor=doctor)).build_dir
     build_dir.mkdir(parents=True)
     (build_dir / core.LOCK_NAME).write_text(f"pid {gone} on {socket.gethostname()}\n")
-    core.build(options, reporter=Recorder(), doctor=doctor)
+    core.build(options, reporter=Recorder(), tools=Tools(doctor=doctor))
     assert not (build_dir / core.LOCK_NAME).exists()  # taken, then released
     assert not (build_dir / f"{core.LOCK_NAME}.takeover").exists()
     # a live holder on this machine (this test's own process) still refuses
     (build_dir / core.LOCK_NAME).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
     with pytest.raises(BuildError, match=r"is in use by another mambawin run"):
-        core.build(options, reporter=Recorder(), doctor=doctor)
+        core.build(options, reporter=Recorder(), tools=Tools(doctor=doctor))
     (build_dir / core.LOCK_NAME).unlink()
 
 
@@ -706,5 +762,5 @@ def test_a_fifo_at_the_locks_name_is_busy_not_a_hang(
     options, build_dir = _planned_build_dir(fake_repo, tmp_path, doctor)
     os.mkfifo(build_dir / core.LOCK_NAME)
     with pytest.raises(BuildError, match=r"in use by another mambawin run \(unknown\)"):
-        core.build(options, reporter=Recorder(), doctor=doctor)
+        core.build(options, reporter=Recorder(), tools=Tools(doctor=doctor))
     (build_dir / core.LOCK_NAME).unlink()

@@ -24,6 +24,7 @@ from mambawin.builder import pair
 from mambawin.builder import pipeline as core
 from mambawin.builder.key import KeyInputs, build_key
 from mambawin.builder.options import BuildOptions
+from mambawin.builder.request import Tools
 from mambawin.cli import app
 from mambawin.doctor.checks import DoctorReport
 from mambawin.errors import UpstreamError, UsageError
@@ -210,7 +211,7 @@ def test_causal_conv1d_alone(
     options = BuildOptions(
         repo=str(repo), ref="v0.1.0", out=tmp_path / "out", package=CAUSAL_CONV1D
     )
-    result = core.build(options, reporter=None, doctor=doctor)
+    result = core.build(options, reporter=None, tools=Tools(doctor=doctor))
 
     seen = json.loads(dump.read_text())
     assert seen["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"

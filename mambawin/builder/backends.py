@@ -1,4 +1,4 @@
-"""The backends a build runs on, the options each applies, and the one validator.
+"""The backends a build runs on, and the one path every request takes: validate, then run.
 
 Every build starts the same way: fetch → copy → patch → configure. What comes after is a backend's:
 
@@ -6,12 +6,14 @@ Every build starts the same way: fetch → copy → patch → configure. What co
 - `cross-windows`: cl.exe and nvcc.exe under wine on Linux, link, then the wheel is packed;
 - `windows-check`: every unit compiled under wine and the symbol closure checked; nothing packed.
 
-The model is cibuildwheel's `PlatformModule` protocol and `ALL_PLATFORM_MODULES` registry. Each
-backend declares the build options it applies (`BUILD_OPTIONS` names each one once, with its help,
-its default, and its spec key); `validate` refuses every other option the user gave, naming it,
-before any work. `build --platform` and `check --windows` are thin choices of a backend, and the
-spec's cells are judged by the same validator (team/matrix.py), so a cell build would refuse is
-impossible, with build's own reason.
+The model is cibuildwheel's `PlatformModule` protocol and `ALL_PLATFORM_MODULES` registry: here
+the `Backend` protocol, the native backend, the field check every backend shares (every field set
+away from its default that the backend does not apply is refused by its flag) and the refusal's
+words; the registry and the one `run(request)` sit above the backends (mambawin/dispatch/), so
+the builder never imports the wine backends it sits below. `build`, `build --platform` and
+`check` are requests with their backend named; the spec's cells are judged by the same
+`dispatch.validate` (team/matrix.py), so a cell build would refuse is impossible, with build's
+own reason.
 """
 
 from __future__ import annotations
@@ -19,190 +21,49 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR
-from mambawin.builder.options import BuildOptions, check_options
-from mambawin.builder.results import CROSS_WINDOWS as CROSS_WINDOWS  # each backend's name
-from mambawin.builder.results import NATIVE as NATIVE
-from mambawin.builder.results import WINDOWS_CHECK as WINDOWS_CHECK
-from mambawin.errors import UsageError
-from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
-from mambawin.packages import CAUSAL_CONV1D, MAMBA
-
-BACKEND_NAMES = (NATIVE, CROSS_WINDOWS, WINDOWS_CHECK)
-ALL = frozenset(BACKEND_NAMES)
-BUILDS = frozenset((NATIVE, CROSS_WINDOWS))  # the backends `build` runs; check runs the third
-
-
-SpecKind = Literal["flag", "list", "value"]
-
-
-@dataclass(frozen=True)
-class BuildOption:
-    """One option of `mambawin build`, declared once: what the CLI, the spec and the workflow
-    derive from it."""
-
-    flag: str  # the CLI's spelling, e.g. "--keep-complex"
-    help: str
-    backends: frozenset[str]  # the backends that apply it; every other one refuses it
-    spec_key: str | None = None  # its key in a spec's [options] table, if a spec can set it
-    # How a spec value becomes arguments: "flag" (bool: the flag when true), "list" (the flag
-    # once per item) or "value" (the flag and the value, when it is not `default`).
-    spec_kind: SpecKind = "value"
-    default: str = ""
-    spec_note: str = ""  # what the key means in a spec beyond the flag's help
-
-    def spec_doc(self) -> str:
-        """The key as docs/team.md's table shows it, from this one declaration."""
-        kind = {"flag": "bool", "list": "list of strings", "value": "string"}[self.spec_kind]
-        note = f"; {self.spec_note}" if self.spec_note else ""
-        text = self.help.split(" (repeatable")[0].rstrip(".")  # a spec gives a list instead
-        return f"`{self.spec_key}` ({kind}, `build {self.flag}`: {text}{note})"
-
-    with_spec: bool = False  # how to run, not what to build: `build --spec` applies it too
-
-    @property
-    def param(self) -> str:
-        """The name the CLI's function and the `given` mapping use."""
-        return self.flag.removeprefix("--").replace("-", "_")
-
-
-BUILD_OPTIONS: tuple[BuildOption, ...] = (
-    BuildOption("--ref", "Upstream tag, branch or commit.", ALL),
-    BuildOption("--repo", "Upstream URL, file:// URL or local clone.", ALL),
-    BuildOption("--package", "mamba-ssm or causal-conv1d.", ALL),
-    BuildOption(
-        "--source-from",
-        "Where the upstream release comes from: git, index (its sdist on the package index pip "
-        "uses, through pip's index settings and proxies), or auto: git, then the index when git "
-        f"cannot reach the release (default: ${SOURCE_ENV}, else auto).",
-        ALL,
-        spec_key="source_from",
-        default=DEFAULT_SOURCE,
-        spec_note="index: every cell's release from its sdist, for runners that reach no GitHub",
-    ),
-    BuildOption("--arch", "CUDA archs, e.g. '86', '86;89' or '8.9+PTX'.", ALL),
-    BuildOption("--jobs", "Parallel compile jobs (MAX_JOBS).", ALL, with_spec=True),
-    BuildOption("--json", "Print the result as JSON.", ALL, with_spec=True),
-    BuildOption("--plan", "Show what would be built; compile nothing.", ALL, with_spec=True),
-    BuildOption(
-        "--abi",
-        "torch (one torch minor and CPython), or stable: torch's stable ABI, one py3-none "
-        f"wheel for every torch >= {STABLE_FLOOR} (mamba-ssm {MAMBA.stable_versions}, "
-        f"causal-conv1d {CAUSAL_CONV1D.stable_versions}).",
-        BUILDS,
-        spec_key="abi",
-        default=DEFAULT_ABI,
-        spec_note="stable collapses the Python and torch axes into one wheel per package, CUDA "
-        "major and platform, for every torch at or above the floor",
-    ),
-    BuildOption("--out", "Folder for the finished wheel.", BUILDS),
-    BuildOption(
-        "--nvcc-threads",
-        "nvcc --threads per job.",
-        BUILDS,
-    ),
-    BuildOption(
-        "--platform",
-        "win_amd64 on Linux: cross-build with cl.exe and nvcc.exe under wine (--abi stable "
-        "only; `mambawin toolchain windows --setup` first).",
-        frozenset((CROSS_WINDOWS,)),
-    ),
-    BuildOption(
-        "--windows-root",
-        "The Windows toolchain folder for --platform win_amd64.",
-        frozenset((CROSS_WINDOWS, WINDOWS_CHECK)),
-    ),
-    BuildOption(
-        "--keep-complex",
-        "Keep the complex-weight kernels (slower build).",
-        frozenset((NATIVE,)),
-        spec_key="keep_complex",
-        spec_kind="flag",
-    ),
-    BuildOption(
-        "--skip-patch",
-        "Leave this patch id out (repeatable or comma-separated; recorded in the provenance).",
-        frozenset((NATIVE,)),
-        spec_key="skip_patches",
-        spec_kind="list",
-        spec_note="each cell gets the ids its package has; an id neither package has is a spec "
-        "error",
-    ),
-    BuildOption(
-        "--drop",
-        "Also drop this requirement from METADATA (repeatable or comma-separated).",
-        frozenset((NATIVE,)),
-        spec_key="drop",
-        spec_kind="list",
-    ),
-    BuildOption(
-        "--keep",
-        "Keep this requirement as upstream has it (repeatable or comma-separated).",
-        frozenset((NATIVE,)),
-        spec_key="keep",
-        spec_kind="list",
-    ),
-    BuildOption(
-        "--local-version", "auto (e.g. +cu130torch2.10), none, or a label.", frozenset((NATIVE,))
-    ),
-    BuildOption("--cache", "sccache/ccache in front of nvcc.", frozenset((NATIVE,))),
-    BuildOption(
-        "--force",
-        "Build even when a blocking doctor check fails.",
-        frozenset((NATIVE,)),
-        with_spec=True,
-    ),
-    BuildOption(
-        "--source",
-        "Build this existing source folder (copied, never edited).",
-        frozenset((NATIVE,)),
-    ),
-    BuildOption(
-        "--with",
-        "causal-conv1d[==REF] to build next to mamba-ssm into --out, or none: only --package.",
-        frozenset((NATIVE,)),
-    ),
-    BuildOption(
-        "--with-repo", "URL or local path of causal-conv1d for --with.", frozenset((NATIVE,))
-    ),
+from mambawin.builder.request import (
+    ALL,
+    BACKEND_NAMES,
+    BUILD_OPTIONS,
+    BUILDS,
+    CROSS_WINDOWS,
+    NATIVE,
+    OPTIONS,
+    SPEC_OPTION_KEYS,
+    SPEC_OPTIONS,
+    WINDOWS_CHECK,
+    BuildOption,
+    BuildRequest,
+    Tools,
+    set_fields,
 )
-OPTIONS: Mapping[str, BuildOption] = {o.flag: o for o in BUILD_OPTIONS}
-SPEC_OPTIONS: tuple[BuildOption, ...] = tuple(o for o in BUILD_OPTIONS if o.spec_key)
-SPEC_OPTION_KEYS: tuple[str, ...] = tuple(str(o.spec_key) for o in SPEC_OPTIONS)
+from mambawin.errors import UsageError
+
+if TYPE_CHECKING:
+    from mambawin.builder.results import BuildPlan, BuildResult
+    from mambawin.stage import Reporter
+    from mambawin.toolchain.wine import WindowsToolchain
+
+__all__ = [
+    "ALL",
+    "BACKEND_NAMES",
+    "BUILDS",
+    "BUILD_OPTIONS",
+    "CROSS_WINDOWS",
+    "NATIVE",
+    "OPTIONS",
+    "SPEC_OPTIONS",
+    "SPEC_OPTION_KEYS",
+    "WINDOWS_CHECK",
+    "BuildOption",
+]
 
 
 def spec_args(values: Mapping[str, object]) -> list[str]:
-    """A spec's [options] values (by key) as `mambawin build` arguments: runner.build_argv's."""
-    argv: list[str] = []
-    for option in SPEC_OPTIONS:
-        value = values[str(option.spec_key)]
-        if option.spec_kind == "flag":
-            argv += [option.flag] if value else []
-        elif option.spec_kind == "list":
-            items = value if isinstance(value, (tuple, list)) else ()
-            argv += [arg for item in items for arg in (option.flag, str(item))]
-        elif value != option.default:
-            argv += [option.flag, str(value)]
-    return argv
-
-
-def spec_script(values_from: str = "matrix") -> tuple[dict[str, str], str]:
-    """The same arguments in a workflow's bash: each [options] key as an environment variable
-    from the job's matrix, and the lines that add its flag to `extra`."""
-    env = {str(o.spec_key).upper(): f"${{{{ {values_from}.{o.spec_key} }}}}" for o in SPEC_OPTIONS}
-    lines = []
-    for option in SPEC_OPTIONS:
-        var = f'"${str(option.spec_key).upper()}"'
-        if option.spec_kind == "flag":
-            test, add = f'[ {var} = "true" ]', option.flag
-        elif option.spec_kind == "list":
-            test, add = f"[ -n {var} ]", f"{option.flag} {var}"
-        else:
-            test, add = f'[ -n {var} ] && [ {var} != "{option.default}" ]', f"{option.flag} {var}"
-        lines.append(f"if {test}; then extra+=({add}); fi")
-    return env, "\n".join(lines) + "\n"
+    """A spec's [options] values (by key) as `mambawin build` arguments, each option's argv."""
+    return [arg for o in SPEC_OPTIONS for arg in o.argv(values[str(o.spec_key)])]
 
 
 def help_of(flag: str) -> str:
@@ -210,8 +71,36 @@ def help_of(flag: str) -> str:
     return OPTIONS[flag].help
 
 
+# What each backend does, in one line for docs and refusals.
+DOES: Mapping[str, str] = {
+    NATIVE: "this machine's compilers, then pack",
+    CROSS_WINDOWS: "cl.exe and nvcc.exe under wine, link, pack",
+    WINDOWS_CHECK: "every unit under wine, the symbol closure; no pack",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a backend's plan or build gives: one plan or result per package (two for the native
+    build's mamba-ssm + causal-conv1d pair, mamba-ssm first), the notes that close its summary,
+    and the check's own report for its table."""
+
+    results: tuple[BuildPlan | BuildResult, ...]
+    paired: bool = False
+    notes: tuple[str, ...] = ()
+    report: Any = None  # the check's CheckReport (ui/check.py renders it)
+
+    def to_json(self) -> dict[str, Any]:
+        """`--json`'s document: the one result, or the pair's (builder/pair.py)."""
+        if not self.paired:
+            return self.results[0].to_json()
+        from mambawin.builder.pair import pair_json
+
+        return pair_json(list(self.results))
+
+
 class Backend(Protocol):
-    """What runs after fetch → copy → patch → configure."""
+    """What runs after fetch → copy → patch → configure: the request checked, planned, built."""
 
     @property
     def name(self) -> str: ...
@@ -219,37 +108,75 @@ class Backend(Protocol):
     @property
     def does(self) -> str: ...  # one line for docs and refusals
 
-    def check_inputs(self, given: Mapping[str, object]) -> None:
-        """UsageError for the backend's own inputs (a toolchain folder), before any work."""
+    def check_inputs(self, request: BuildRequest) -> None:
+        """UsageError (or ToolchainError) for what the backend cannot take, before any work."""
+
+    def plan(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        """What the build would do; nothing compiled."""
+
+    def build(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        """The build itself: its result (a wheel, or the check's verdict)."""
 
 
 @dataclass(frozen=True)
 class NativeBackend:
+    """This machine's compilers; with a companion (--with), both packages in one job pool."""
+
     name: str = NATIVE
-    does: str = "this machine's compilers, then pack"
+    does: str = DOES[NATIVE]
 
-    def check_inputs(self, given: Mapping[str, object]) -> None:
-        return None
+    def check_inputs(self, request: BuildRequest) -> None:
+        """The request itself (pure: a spec's cells are judged by it); the environment and
+        --out are the pipeline's first step (pipeline.check_inputs)."""
+        from mambawin.builder import pair
+        from mambawin.builder.options import check_options
+
+        companion = pair.companion_of(request.package, request.with_, request.with_repo)
+        # A pair's --skip-patch ids may be either package's: split before the one check.
+        check_options(request if companion is None else pair.split_skips(request))
+
+    def plan(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.builder import pair, pipeline
+        from mambawin.stage import QuietReporter
+
+        shown = reporter or QuietReporter()
+        companion = pair.companion_of(request.package, request.with_, request.with_repo)
+        if companion is None:
+            return Outcome((pipeline.plan(request, tools=tools, reporter=shown),))
+        plans = pair.run_pair(  # --plan compiles nothing: each package planned in turn
+            request,
+            companion,
+            lambda one, to: pipeline.plan(one, tools=tools, reporter=to),
+            reporter=shown,
+        )
+        return Outcome(tuple(plans), paired=True, notes=(pair.pair_time(plans),))
+
+    def build(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.builder import pair, pipeline, pooled
+        from mambawin.stage import QuietReporter
+
+        companion = pair.companion_of(request.package, request.with_, request.with_repo)
+        if companion is None:
+            return Outcome((pipeline.build(request, tools=tools, reporter=reporter),))
+        shown = reporter or QuietReporter()
+        both = pair.pair_options(request, companion, reporter=shown)  # at once, in one pool
+        return Outcome(tuple(pooled.build_together(both, tools=tools, reporter=shown)), paired=True)
 
 
-@dataclass(frozen=True)
-class WineBackend:
-    """cross-windows and windows-check: both run Windows compilers under wine from one root."""
-
-    name: str
-    does: str
-
-    def check_inputs(self, given: Mapping[str, object]) -> None:
-        root = given.get("--windows-root")
-        if isinstance(root, Path):  # the cache's own is checked once the options hold
-            check_windows_root(root)
-
-
-ALL_BACKENDS: Mapping[str, Backend] = {
-    NATIVE: NativeBackend(),
-    CROSS_WINDOWS: WineBackend(CROSS_WINDOWS, "cl.exe and nvcc.exe under wine, link, pack"),
-    WINDOWS_CHECK: WineBackend(WINDOWS_CHECK, "every unit under wine, the symbol closure; no pack"),
-}
+def refuse_fields(request: BuildRequest) -> None:
+    """UsageError naming every field the request sets away from its default that its backend
+    does not apply: the check every backend shares, before its own (dispatch.validate)."""
+    not_applied = [o.flag for o in set_fields(request) if request.backend not in o.backends]
+    if not_applied:
+        raise UsageError(refusal(request.backend, not_applied))
 
 
 def applies(backend: str) -> tuple[str, ...]:
@@ -262,34 +189,9 @@ def refused(backend: str) -> tuple[str, ...]:
     return tuple(o.flag for o in BUILD_OPTIONS if backend not in o.backends)
 
 
-def validate(backend: str, given: Mapping[str, object]) -> Backend:
-    """The one check before any work: the backend's own inputs, then every option it does not
-    apply refused, named. `given` maps each flag the user typed (not a default) to its value."""
-    chosen = ALL_BACKENDS[backend]
-    unknown = [flag for flag in given if flag not in OPTIONS]
-    if unknown:  # a caller's bug: a flag not declared here cannot be checked
-        raise ValueError(f"undeclared build options: {unknown}")
-    chosen.check_inputs(given)
-    not_applied = [flag for flag in given if backend not in OPTIONS[flag].backends]
-    if not_applied:
-        raise UsageError(refusal(backend, not_applied))
-    return chosen
-
-
 def spec_keys_not_applied(backend: str) -> tuple[str, ...]:
     """The spec's [options] keys a backend does not apply (the cross workflow refuses them)."""
     return tuple(o.spec_key for o in BUILD_OPTIONS if o.spec_key and backend not in o.backends)
-
-
-def judge(backend: str, options: BuildOptions, given: Mapping[str, object]) -> str:
-    """'' when `build` would take these options on this backend, else its own one-line refusal:
-    what a spec cell build would refuse is impossible, for the reason build gives."""
-    try:
-        validate(backend, given)
-        check_options(options)
-    except UsageError as exc:
-        return str(exc)
-    return ""
 
 
 def refusal(backend: str, flags: Iterable[str]) -> str:
@@ -304,8 +206,9 @@ def refusal(backend: str, flags: Iterable[str]) -> str:
         f"{'it applies' if one else 'they apply'}",
         WINDOWS_CHECK: f"drop {them}; `mambawin build` applies {them}",
     }[backend]
-    does = ALL_BACKENDS[backend].does
-    return f"{', '.join(names)} {verb} not apply to the {backend} backend ({does}): {hint}"
+    if backend == NATIVE and any(OPTIONS[n].backends == {WINDOWS_CHECK} for n in names):
+        hint = f"`mambawin check` applies {them}: drop {them}"
+    return f"{', '.join(names)} {verb} not apply to the {backend} backend ({DOES[backend]}): {hint}"
 
 
 def check_windows_root(root: Path | None) -> Path:
@@ -313,3 +216,13 @@ def check_windows_root(root: Path | None) -> Path:
     from mambawin.toolchain import wine
 
     return wine.whole_root(root, "leave --windows-root out for the cache's")
+
+
+def cross_doctor_line(toolchain: WindowsToolchain, where: Path, launcher: str | None) -> str:
+    """The doctor step's line of a cross build: which compilers, from where, run by what."""
+    cuda = toolchain.cuda_version() or "?"
+    runs = f"under {launcher}" if launcher else "wine not needed for a plan"
+    return (
+        f"Windows toolchain in {where}: MSVC {toolchain.msvc_tools.name}, Windows Kits "
+        f"{toolchain.kits_version}, nvcc.exe {cuda} ({runs})"
+    )

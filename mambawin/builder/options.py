@@ -3,53 +3,20 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
+from mambawin.builder.request import BuildRequest
 from mambawin.errors import UsageError
-from mambawin.fetch.sdist import DEFAULT_SOURCE
-from mambawin.packages import MAMBA, Package
+from mambawin.packages import MAMBA
 from mambawin.patch.registry import check_ids, check_stable, patch_ids
 from mambawin.userfile import JOBS_BOUND, env_int
 from mambawin.wheel.provenance import normalize_local_label
 
-# Where `build` puts its wheels: the folder `pip install --no-index --find-links wheelhouse` reads
-# and a team spec's default wheelhouse.
-DEFAULT_OUT = Path("wheelhouse")
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """What the user asked `mambawin build` for."""
-
-    repo: str | None = None  # None: the package's own upstream (DEFAULT_REPO for mamba-ssm)
-    ref: str | None = None  # None: upstream's newest release
-    source: Path | None = None  # an existing source folder instead of repo + ref
-    archs: tuple[Arch, ...] = ()  # empty: the doctor's recommendation (the local GPU)
-    out: Path = DEFAULT_OUT
-    jobs: int | None = None
-    nvcc_threads: int | None = None
-    keep_complex: bool = False
-    local_version: str = "auto"  # auto | none | a PEP 440 local label
-    force: bool = False  # go on past failed blocking doctor checks
-    cache: bool | None = None  # the compiler cache: None uses it when doctor found one
-    drop: tuple[str, ...] = ()  # requirements to drop from METADATA besides wheel.requirements'
-    keep: tuple[str, ...] = ()  # requirements the platform table must leave as upstream has them
-    package: Package = MAMBA
-    skip_patches: tuple[str, ...] = ()  # patch ids left out (--skip-patch), recorded as left out
-    abi: Abi = DEFAULT_ABI  # "stable": torch's stable ABI, one wheel for every torch >= the floor
-    # Where upstream's release comes from (fetch.sdist.SOURCES): git, the package index's sdist,
-    # or auto (git, then the index when git cannot reach it).
-    source_from: str = DEFAULT_SOURCE
-
-    @property
-    def upstream_repo(self) -> str:
-        """The repository to fetch from: --repo, else the package's upstream."""
-        return self.repo or self.package.default_repo
+# One record of what a build is asked for: the request (builder/request.py), under the name the
+# pipeline's steps have always read it by.
+BuildOptions = BuildRequest
 
 
 def nvcc_threads(options: BuildOptions, archs: tuple[Arch, ...]) -> int:

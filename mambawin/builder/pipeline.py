@@ -29,6 +29,7 @@ from mambawin.builder.estimate import expected
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
+from mambawin.builder.request import BuildRequest, Tools
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.builder.workspace import (
@@ -69,11 +70,13 @@ LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
 
 
 def build(
-    options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
+    request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
 ) -> BuildResult:
-    """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out."""
+    """Run doctor → fetch → patch → build → metadata → record; return the wheel in --out.
+    tools.doctor: the doctor's report for the archs (the probes by default)."""
+    steps = TimedSteps(reporter or QuietReporter())
     with ExitStack() as stack:
-        return build_started(start(options, TimedSteps(reporter or QuietReporter()), stack, doctor))
+        return build_started(start(request, steps, stack, (tools or Tools()).doctor))
 
 
 @dataclass(frozen=True)
@@ -149,26 +152,27 @@ def _finish(
 
 
 def plan(
-    options: BuildOptions, *, reporter: Reporter | None = None, doctor: Doctor | None = None
+    request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
 ) -> BuildPlan:
     """What the build would do, without torch, CUDA or a compiler: the doctor's facts (assumed
     where it found none, and said so), fetch and patch a throwaway copy, and read the patched
     setup.py's text. Nothing is compiled, run or written (the upstream mirror aside)."""
+    doctor = (tools or Tools()).doctor
     steps = TimedSteps(reporter or QuietReporter())
-    label_choice = check_inputs(options)  # what the build would refuse, --plan refuses
+    label_choice = check_inputs(request)  # what the build would refuse, --plan refuses
     with steps("doctor"):
-        facts = plan_facts.gather(options, (doctor or run_doctor)(options.archs))
+        facts = plan_facts.gather(request, (doctor or run_doctor)(request.archs))
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared, fetched = _prepare_with(
-            options, steps, staging, (facts.toolchain, facts.archs, facts.jobs)
+            request, steps, staging, (facts.toolchain, facts.archs, facts.jobs)
         )
-        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
+        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, request))
         with steps("configure"):  # setup.py's text, never run: it needs torch and nvcc
             scan = scan_setup(fetched.tree)
-            wheel = planned_wheel(fetched.tree, prepared, label, options)
+            wheel = planned_wheel(fetched.tree, prepared, label, request)
     gencode = planned_gencode(prepared.patches, prepared.archs, scan)
     estimate = expected(
-        [(prepared.package, options.keep_complex)], len(prepared.archs), prepared.jobs
+        [(prepared.package, request.keep_complex)], len(prepared.archs), prepared.jobs
     )
     return BuildPlan(
         upstream=upstream_json(prepared.checkout),

@@ -17,6 +17,7 @@ from mambawin.builder.compile import CompileResult
 from mambawin.builder.compiler_cache import CacheStats
 from mambawin.builder.environment import build_environment
 from mambawin.builder.options import BuildOptions
+from mambawin.builder.request import Tools
 from mambawin.builder.results import BuildResult, Prepared
 from mambawin.stage import QuietReporter, Reporter, TimedSteps
 
@@ -24,13 +25,14 @@ from mambawin.stage import QuietReporter, Reporter, TimedSteps
 def build_together(
     all_options: list[BuildOptions],
     *,
+    tools: Tools | None = None,
     reporter: Reporter | None = None,
-    doctor: pipeline.Doctor | None = None,
 ) -> list[BuildResult]:
     """Build several packages (the --with pair) with their compile steps at once, under one
     limit of jobs (jobserver.py); one after the other where no jobserver can be shared."""
     shown = reporter or QuietReporter()
     with ExitStack() as stack:
+        doctor = (tools or Tools()).doctor
         started = [pipeline.start(o, TimedSteps(shown), stack, doctor) for o in all_options]
         slots = min(s.prepared.jobs for s in started)
         why_not = _why_not_pooled(started[0].prepared, slots, len(started))

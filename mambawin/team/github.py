@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.atomic import write_text
-from mambawin.builder import backends
+from mambawin.builder.faces import shell_argv, spec_env, spec_words
+from mambawin.builder.request import NATIVE
 from mambawin.errors import UsageError
 from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
 from mambawin.team import github_check, github_cross
@@ -366,22 +367,28 @@ mambawin toolchain windows --root "$WINDOWS_ROOT" --env github "${msvc[@]}" >> "
 """
 
 
-# The spec's [options] as build arguments, from their one declaration (builder/backends.py).
-_OPTION_ENV, _OPTION_LINES = backends.spec_script()
+# The build's arguments, from each option's one declaration (builder/request.py): the cell's
+# package, upstream and archs, the spec's [options] the native build applies, and the constants
+# of a workflow build (one wheel, the compiler cache, into wheelhouse).
+_OPTION_ENV = spec_env(NATIVE)
+_BUILD_WORDS = {
+    "package": '"$PACKAGE"',
+    "repo": '"$REPO"',
+    "ref": '"$REF"',
+    "archs": '"$ARCHS"',
+    "out": "wheelhouse",
+    "cache": "true",
+    "with_": "none",
+    **spec_words(NATIVE),
+}
 
 # Plain progress lines (stderr is no terminal here); sccache's counts end the build's output.
 _BUILD = (
-    """\
-
-
-extra=()
-"""
-    + _OPTION_LINES
+    shell_argv(_BUILD_WORDS)
     + """\
 # A stable cell's wheel serves every Python and torch >= the floor, under the matrix's label.
 if [ "$ABI" = "stable" ]; then extra+=(--local-version "$LOCAL_VERSION"); fi
-mambawin build --package "$PACKAGE" --with none --repo "$REPO" --ref "$REF" \\
-  --arch "$ARCHS" --cache --out wheelhouse "${extra[@]}"
+mambawin build "${extra[@]}"
 """
 )
 

@@ -21,11 +21,14 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from mambawin import dispatch
 from mambawin.builder import backends
+from mambawin.builder.faces import shell_argv, spec_env, spec_words
+from mambawin.builder.request import CROSS_WINDOWS, WINDOWS
 from mambawin.errors import UsageError
 from mambawin.team.actions import CACHE, CHECKOUT, SETUP_PYTHON
 from mambawin.team.github_check import check_job
-from mambawin.team.matrix import Cell
+from mambawin.team.matrix import Cell, cell_request
 from mambawin.team.spec import Options, Spec
 from mambawin.team.workflow_steps import (
     JOB_LIMIT_MIN,
@@ -45,7 +48,7 @@ BUILD_ON = ("windows", "linux")
 
 # [options] keys `build --platform win_amd64` does not apply: refused rather than ignored, from
 # the one declaration of which backend applies which option (builder/backends.py).
-_NOT_APPLIED = backends.spec_keys_not_applied(backends.CROSS_WINDOWS)
+_NOT_APPLIED = backends.spec_keys_not_applied(CROSS_WINDOWS)
 
 
 _NVCC = "nvidia-cuda-nvcc=="
@@ -68,6 +71,10 @@ def refuse_cross(spec: Spec, cells: Sequence[Cell]) -> None:
             )
             raise UsageError(msg)
     for cell in cells:
+        # Judged on the backend that builds it: what `build --platform win_amd64` would refuse.
+        reason = dispatch.judge(cell_request(cell, spec, CROSS_WINDOWS))
+        if reason:
+            raise UsageError(f"{cell.id}: {reason}; or drop --build-on linux")
         if cell.torch.cuda not in CUDA_WHEELS:
             msg = (
                 f"{spec.torch_at(cell.torch, 'cuda')}: {cell.id} builds with torch "
@@ -160,6 +167,7 @@ def _cross_job(
                 "ARCHS": "${{ matrix.archs }}",
                 "HOST_NVCC": "${{ matrix.host_nvcc }}",
                 "HOST_CUDA": "${{ matrix.host_cuda }}",
+                **spec_env(CROSS_WINDOWS),
             },
         ),
         run("load ${{ matrix.wheel }} under wine", _LOAD, {}),
@@ -180,14 +188,28 @@ wine --version
 
 
 # setup.py's configure run imports the CUDA torch installed before and asks a Linux nvcc for the
-# CUDA version (`nvcc -V`); the compiling is nvcc.exe's, under wine.
-_CROSS_BUILD = """\
+# CUDA version (`nvcc -V`); the compiling is nvcc.exe's, under wine. The build's arguments come
+# from each option's one declaration (builder/request.py), the spec's [options] the cross build
+# applies among them.
+_CROSS_WORDS = {
+    "package": '"$PACKAGE"',
+    "repo": '"$REPO"',
+    "ref": '"$REF"',
+    "archs": '"$ARCHS"',
+    "platform": WINDOWS,
+    "windows_root": '"$WINDOWS_ROOT"',
+    "jobs": '"$(nproc)"',
+    "out": "wheelhouse",
+    **spec_words(CROSS_WINDOWS),
+}
+_CROSS_BUILD = (
+    """\
 python -m pip install --target "$HOST_NVCC_DIR" "$HOST_NVCC"
 export CUDA_HOME="$HOST_NVCC_DIR/$HOST_CUDA"
-mambawin build --package "$PACKAGE" --repo "$REPO" --ref "$REF" --abi stable \\
-  --platform win_amd64 --arch "$ARCHS" --windows-root "$WINDOWS_ROOT" --jobs "$(nproc)" \\
-  --out wheelhouse
 """
+    + shell_argv(_CROSS_WORDS)
+    + 'mambawin build "${extra[@]}"\n'
+)
 
 
 # Before upload: the wheel loaded under wine against torch's Windows DLLs (its floor torch and the

@@ -19,10 +19,11 @@ from typing import Any
 
 from packaging.version import Version
 
+from mambawin import dispatch
 from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
 from mambawin.archs import Arch, format_archs
-from mambawin.builder import backends
-from mambawin.builder.options import BuildOptions
+from mambawin.builder.pair import NONE as NO_COMPANION
+from mambawin.builder.request import CROSS_WINDOWS, NATIVE, WINDOWS, BuildRequest
 from mambawin.errors import UpstreamError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import mirror_path
@@ -263,7 +264,7 @@ def _mark(
     cell: Cell, spec: Spec, versions: dict[str, tuple[str | None, str]], existing: dict[str, str]
 ) -> Cell:
     """The cell with its status: impossible (with why) before indexed before built before todo."""
-    reason = impossible(cell, {name: v for name, (v, _) in versions.items()})
+    reason = impossible(cell, spec, {name: v for name, (v, _) in versions.items()})
     if reason:
         return _replace(cell, IMPOSSIBLE, reason)
     if cell.wheel and cell.wheel in existing:
@@ -271,9 +272,9 @@ def _mark(
     return cell
 
 
-def impossible(cell: Cell, versions: dict[str, str | None]) -> str:
+def impossible(cell: Cell, spec: Spec, versions: dict[str, str | None]) -> str:
     """Why this cell cannot be built, in one line; '' when nothing known stops it."""
-    reasons = [build_refusal(cell)]
+    reasons = [build_refusal(cell, spec)]
     reasons += [compat.torch_python(cell.torch.version, cell.python, cell.platform)]
     reasons += [compat.cuda_arch(cell.torch.cuda, arch) for arch in cell.archs]
     if cell.package.name == "causal-conv1d":
@@ -281,19 +282,36 @@ def impossible(cell: Cell, versions: dict[str, str | None]) -> str:
     return next((r for r in reasons if r), "")
 
 
-def build_refusal(cell: Cell) -> str:
-    """What `mambawin build` would refuse for this cell, in build's own words ('' if nothing):
-    the runner builds each cell with these options (runner.build_argv), so judged by its one
-    validator here, a cell build would exit 2 on is impossible, never planned."""
-    options = BuildOptions(
+def cell_request(cell: Cell, spec: Spec, backend: str = NATIVE) -> BuildRequest:
+    """The build a cell is: what the runner runs (runner.build_argv writes it as arguments) and
+    what the judge validates, one record. One cell is one wheel: `--with none`, or build would
+    add causal-conv1d to mamba-ssm's; the label is the one the matrix promised. On the
+    cross-windows backend (`ci github --build-on linux`) it is what the cross job builds: the
+    platform named, the spec's [options] as they are (refused there when not applied), and the
+    label the cross build writes itself."""
+    request = BuildRequest(
         package=cell.package.upstream,
         ref=cell.package.ref,
+        repo=cell.package.repo,
+        archs=cell.archs,
+        out=spec.wheelhouse,
         keep_complex=cell.keep_complex,
         skip_patches=cell.skip_patches,
+        drop=spec.options.drop,
+        keep=spec.options.keep,
         abi=cell.abi,
-        local_version=cell.local_label,
+        source_from=spec.options.source_from,
     )
-    return backends.judge(backends.NATIVE, options, {})
+    if backend == CROSS_WINDOWS:
+        return replace(request, platform=WINDOWS, backend=CROSS_WINDOWS)
+    return replace(request, local_version=cell.local_label, with_=NO_COMPANION)
+
+
+def build_refusal(cell: Cell, spec: Spec) -> str:
+    """What `mambawin build` would refuse for this cell, in build's own words ('' if nothing):
+    the runner builds each cell's request (runner.build_argv), so judged by the one validator
+    on the backend that builds it, a cell build would exit 2 on is impossible, never planned."""
+    return dispatch.judge(cell_request(cell, spec))
 
 
 def _replace(cell: Cell, status: str, reason: str) -> Cell:

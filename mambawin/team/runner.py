@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mambawin import proc
-from mambawin.archs import format_archs
-from mambawin.builder import backends
+from mambawin.builder.faces import to_argv
 from mambawin.errors import MambawinError
 from mambawin.owned import cache_dir
 from mambawin.stage import Finished, QuietReporter, Reporter, Status
 from mambawin.team import envs, toolkits
-from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, expand
+from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, cell_request, expand
 from mambawin.team.spec import Spec
 from mambawin.wheel import naming
 
@@ -212,42 +211,10 @@ def _build_cell(
 
 
 def build_argv(cell: Cell, python: Path, spec: Spec, options: RunOptions) -> list[str]:
-    """`<env python> -m mambawin build` for this cell, with the label the matrix promised."""
-    label = cell.local_label
-    argv = [
-        str(python),
-        "-m",
-        "mambawin",
-        "build",
-        "--ref",
-        cell.package.ref,
-        "--repo",
-        cell.package.repo,
-        "--arch",
-        format_archs(cell.archs),
-        "--out",
-        str(spec.wheelhouse),
-        "--local-version",
-        label,
-    ]
-    # One cell is one wheel: `--with none`, or build would add causal-conv1d to mamba-ssm's.
-    argv += [*package_args(cell.package.name), "--with", "none"]
-    argv += backends.spec_args(cell_options(cell, spec))
-    argv += ["--jobs", str(options.jobs)] if options.jobs else []
-    argv += ["--force"] if options.force else []
-    return argv
-
-
-def cell_options(cell: Cell, spec: Spec) -> dict[str, object]:
-    """The spec's [options] as this cell builds with them (its own patch ids and ABI)."""
-    return {
-        "keep_complex": cell.keep_complex,
-        "skip_patches": cell.skip_patches,
-        "drop": spec.options.drop,
-        "keep": spec.options.keep,
-        "abi": cell.abi,
-        "source_from": spec.options.source_from,
-    }
+    """`<env python> -m mambawin build` for this cell: its request (matrix.cell_request, the
+    one the judge validated) as arguments, with how this run builds (--jobs, --force)."""
+    request = replace(cell_request(cell, spec), jobs=options.jobs, force=options.force)
+    return [str(python), "-m", "mambawin", *to_argv(request)]
 
 
 def package_args(name: str) -> list[str]:

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from mambawin.archs import format_archs
+from mambawin.builder.request import SPEC_OPTIONS, BuildRequest
 from mambawin.errors import UsageError
 from mambawin.team.actions import DOWNLOAD, UPLOAD, Action
-from mambawin.team.matrix import Cell
+from mambawin.team.matrix import Cell, cell_request
 from mambawin.team.spec import Spec
 from mambawin.team.yaml_text import Block, Commented
 from mambawin.toolchain.wine_setup import CUDA_WHEELS
@@ -85,15 +86,22 @@ def matrix_entry(cell: Cell, spec: Spec, artifact: str) -> dict[str, Any]:
         "torch_index": cell.torch.index,
         "cuda": cell.torch.cuda,
         "archs": format_archs(cell.archs),
-        "keep_complex": cell.keep_complex,
-        "skip_patches": ",".join(cell.skip_patches),
-        "drop": ",".join(spec.options.drop),
-        "keep": ",".join(spec.options.keep),
+        **spec_values(cell_request(cell, spec)),
         "wheel": cell.wheel or "",
-        "abi": cell.abi,
-        "source_from": spec.options.source_from,
         "local_version": cell.local_label,
     }
+
+
+def spec_values(request: BuildRequest) -> dict[str, Any]:
+    """The cell's [options] values as the workflow's scripts read them (faces.spec_env): a
+    flag's bool, a list joined by commas (build splits them), a value as its text."""
+    values: dict[str, Any] = {}
+    for option in SPEC_OPTIONS:
+        value = getattr(request, option.name)
+        if option.spec_kind == "list":
+            value = ",".join(value)
+        values[str(option.spec_key)] = value if option.spec_kind == "flag" else str(value)
+    return values
 
 
 def toolchain_cuda(cuda: str, where: str = "") -> str:

@@ -1,0 +1,137 @@
+"""The two wine backends: `build --platform win_amd64` (cross-windows) and `check`
+(windows-check), each a `Backend` (builder/backends.py) over its package's entry points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mambawin.builder.backends import DOES, Outcome, check_windows_root, cross_doctor_line
+from mambawin.builder.request import CROSS_WINDOWS, WINDOWS_CHECK, BuildRequest, Tools
+
+if TYPE_CHECKING:
+    from mambawin.stage import Reporter
+    from mambawin.toolchain.wine import WindowsToolchain
+    from mambawin.toolchain.wine_server import WineTools
+
+
+@dataclass(frozen=True)
+class WineBackendTools(Tools):
+    """The wine backends' tools: the unit runner (toolchain.wine_server.WineTools) and the wine
+    program (None: found, wine_server.need_wine)."""
+
+    wine: WineTools | None = None
+    launcher: str | None = None
+
+
+def wine_tools(tools: Tools | None) -> WineBackendTools:
+    """The wine backends' record of what a caller passed (a plain Tools: the real wine)."""
+    if isinstance(tools, WineBackendTools):
+        return tools
+    return WineBackendTools(doctor=tools.doctor if tools else None)
+
+
+@dataclass(frozen=True)
+class CrossBackend:
+    """`build --platform win_amd64` on Linux: cl.exe and nvcc.exe under wine."""
+
+    name: str = CROSS_WINDOWS
+    does: str = DOES[CROSS_WINDOWS]
+
+    def check_inputs(self, request: BuildRequest) -> None:
+        from mambawin.builder.options import check_options
+        from mambawin.cross.source import check_cross, check_platform
+
+        check_platform(request.platform or "")
+        if request.windows_root is not None:  # the cache's own is checked in the doctor step
+            check_windows_root(request.windows_root)
+        check_cross(request)
+        check_options(request)
+
+    def plan(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.cross.source import plan_windows
+
+        steps, toolchain, _ = _wine_doctor(request, tools, reporter, needs_wine=False)
+        return Outcome((plan_windows(request, toolchain, reporter=steps),))
+
+    def build(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.cross.source import build_windows
+
+        steps, toolchain, launcher = _wine_doctor(request, tools, reporter, needs_wine=True)
+        wine = wine_tools(tools).wine
+        return Outcome((build_windows(request, toolchain, launcher, tools=wine, reporter=steps),))
+
+
+@dataclass(frozen=True)
+class CheckBackend:
+    """`mambawin check`: every unit compiled under wine, then the symbol closure; no wheel."""
+
+    name: str = WINDOWS_CHECK
+    does: str = DOES[WINDOWS_CHECK]
+
+    def check_inputs(self, request: BuildRequest) -> None:
+        if request.windows_root is not None:  # the cache's own is checked when it is used
+            check_windows_root(request.windows_root)
+
+    def plan(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.check.pipeline import plan_check
+
+        options = _check_options(request, wine_tools(tools).launcher or "")
+        return Outcome((plan_check(options, reporter=reporter),))
+
+    def build(
+        self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
+    ) -> Outcome:
+        from mambawin.check.pipeline import build_result, check_windows
+        from mambawin.toolchain import wine_server
+
+        given = wine_tools(tools)
+        options = _check_options(request, given.launcher or wine_server.need_wine())
+        report = check_windows(options, tools=given.wine, reporter=reporter)
+        return Outcome((build_result(report),), report=report)
+
+
+def _wine_doctor(
+    request: BuildRequest, tools: Tools | None, reporter: Reporter | None, *, needs_wine: bool
+) -> tuple[Reporter, WindowsToolchain, str]:
+    """The cross build's doctor step: the Windows toolchain, and wine unless it is a plan."""
+    from mambawin.stage import timed
+    from mambawin.toolchain import wine, wine_server
+
+    steps = timed(reporter)
+    given = wine_tools(tools)
+    with steps("doctor"):  # what the cross build runs: the Windows toolchain, wine
+        where = check_windows_root(request.windows_root)
+        toolchain = wine.toolchain_at(where)
+        launcher = given.launcher or (wine_server.need_wine() if needs_wine else None)
+        steps.note(cross_doctor_line(toolchain, where, launcher))
+    return steps, toolchain, launcher or ""
+
+
+def _check_options(request: BuildRequest, launcher: str) -> Any:
+    """The check's own record (check/pipeline.py's CheckOptions) of this request."""
+    from mambawin.archs import parse_archs
+    from mambawin.builder.options import resolve_jobs
+    from mambawin.builder.request import CHECK_ARCHS
+    from mambawin.check.pipeline import CheckOptions
+    from mambawin.toolchain import wine
+
+    return CheckOptions(
+        package=request.package,
+        ref=request.ref,
+        repo=request.upstream_repo,
+        archs=request.archs or parse_archs(CHECK_ARCHS),
+        toolchain=wine.toolchain_at(request.windows_root or wine.default_root()),
+        wine=launcher,
+        stock=request.stock,
+        jobs=resolve_jobs(request.jobs, None),
+        cpython=request.cpython,
+        units=request.units,
+        source_from=request.source_from,
+    )
