@@ -40,6 +40,7 @@ from mambawin.builder.request import (
     set_fields,
 )
 from mambawin.errors import UsageError
+from mambawin.stage import QuietReporter
 
 if TYPE_CHECKING:
     from mambawin.builder.results import BuildPlan, BuildResult
@@ -143,7 +144,6 @@ class NativeBackend:
         self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
     ) -> Outcome:
         from mambawin.builder import pair, pipeline
-        from mambawin.stage import QuietReporter
 
         shown = reporter or QuietReporter()
         companion = pair.companion_of(request.package, request.with_, request.with_repo)
@@ -161,7 +161,6 @@ class NativeBackend:
         self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
     ) -> Outcome:
         from mambawin.builder import pair, pipeline, pooled
-        from mambawin.stage import QuietReporter
 
         companion = pair.companion_of(request.package, request.with_, request.with_repo)
         if companion is None:

@@ -16,7 +16,7 @@ refused; one set away from it that the backend does not apply is refused by its 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -441,7 +441,6 @@ def _declared() -> tuple[BuildOption, ...]:
 
 
 def _with(declared: BuildOption, **changes: Any) -> BuildOption:
-    from dataclasses import replace
 
     return replace(declared, **changes)
 

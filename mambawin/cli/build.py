@@ -72,10 +72,10 @@ def build_command(
     # The doctor a caller passes in (`invoke(app, args, obj={"doctor": ...})`), else the probes.
     doctor = (ctx.obj or {}).get("doctor") if isinstance(ctx.obj, dict) else None
     outcome = run(request, plan_only=plan_only, tools=Tools(doctor=doctor), reporter=reporter)
-    show(outcome, reporter, as_json=as_json)
+    show(outcome, reporter=reporter, as_json=as_json)
 
 
-def show(outcome: Outcome, reporter: ConsoleReporter, *, as_json: bool) -> None:
+def show(outcome: Outcome, *, reporter: ConsoleReporter, as_json: bool) -> None:
     """A backend's outcome on stdout: its JSON document, or each result's summary."""
     if as_json:
         print_json(outcome.to_json())

@@ -49,7 +49,7 @@ def check_command(
     outcome = run(request, plan_only=plan_only, reporter=reporter)
     report: CheckReport | None = outcome.report
     if report is None:  # a plan: nothing compiled
-        show(outcome, reporter, as_json=as_json)
+        show(outcome, reporter=reporter, as_json=as_json)
         return
     failed = _failure(report)
     result = outcome.results[0]  # the one shape every backend's --json prints

@@ -6,8 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mambawin.archs import parse_archs
 from mambawin.builder.backends import DOES, Outcome, check_windows_root, cross_doctor_line
-from mambawin.builder.request import CROSS_WINDOWS, WINDOWS_CHECK, BuildRequest, Tools
+from mambawin.builder.options import check_options, resolve_jobs
+from mambawin.builder.request import CHECK_ARCHS, CROSS_WINDOWS, WINDOWS_CHECK, BuildRequest, Tools
+from mambawin.check.pipeline import CheckOptions, build_result, check_windows, plan_check
+from mambawin.cross.source import build_windows, check_cross, check_platform, plan_windows
+from mambawin.stage import timed
+from mambawin.toolchain import wine, wine_server
 
 if TYPE_CHECKING:
     from mambawin.stage import Reporter
@@ -39,8 +45,6 @@ class CrossBackend:
     does: str = DOES[CROSS_WINDOWS]
 
     def check_inputs(self, request: BuildRequest) -> None:
-        from mambawin.builder.options import check_options
-        from mambawin.cross.source import check_cross, check_platform
 
         check_platform(request.platform or "")
         if request.windows_root is not None:  # the cache's own is checked in the doctor step
@@ -51,17 +55,17 @@ class CrossBackend:
     def plan(
         self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
     ) -> Outcome:
-        from mambawin.cross.source import plan_windows
 
-        steps, toolchain, _ = _wine_doctor(request, tools, reporter, needs_wine=False)
+        steps, toolchain, _ = _wine_doctor(request, tools, reporter=reporter, needs_wine=False)
         return Outcome((plan_windows(request, toolchain, reporter=steps),))
 
     def build(
         self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
     ) -> Outcome:
-        from mambawin.cross.source import build_windows
 
-        steps, toolchain, launcher = _wine_doctor(request, tools, reporter, needs_wine=True)
+        steps, toolchain, launcher = _wine_doctor(
+            request, tools, reporter=reporter, needs_wine=True
+        )
         wine = wine_tools(tools).wine
         return Outcome((build_windows(request, toolchain, launcher, tools=wine, reporter=steps),))
 
@@ -80,7 +84,6 @@ class CheckBackend:
     def plan(
         self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
     ) -> Outcome:
-        from mambawin.check.pipeline import plan_check
 
         options = _check_options(request, wine_tools(tools).launcher or "")
         return Outcome((plan_check(options, reporter=reporter),))
@@ -88,8 +91,6 @@ class CheckBackend:
     def build(
         self, request: BuildRequest, *, tools: Tools | None = None, reporter: Reporter | None = None
     ) -> Outcome:
-        from mambawin.check.pipeline import build_result, check_windows
-        from mambawin.toolchain import wine_server
 
         given = wine_tools(tools)
         options = _check_options(request, given.launcher or wine_server.need_wine())
@@ -98,12 +99,13 @@ class CheckBackend:
 
 
 def _wine_doctor(
-    request: BuildRequest, tools: Tools | None, reporter: Reporter | None, *, needs_wine: bool
+    request: BuildRequest,
+    tools: Tools | None,
+    *,
+    reporter: Reporter | None,
+    needs_wine: bool,
 ) -> tuple[Reporter, WindowsToolchain, str]:
     """The cross build's doctor step: the Windows toolchain, and wine unless it is a plan."""
-    from mambawin.stage import timed
-    from mambawin.toolchain import wine, wine_server
-
     steps = timed(reporter)
     given = wine_tools(tools)
     with steps("doctor"):  # what the cross build runs: the Windows toolchain, wine
@@ -116,11 +118,6 @@ def _wine_doctor(
 
 def _check_options(request: BuildRequest, launcher: str) -> Any:
     """The check's own record (check/pipeline.py's CheckOptions) of this request."""
-    from mambawin.archs import parse_archs
-    from mambawin.builder.options import resolve_jobs
-    from mambawin.builder.request import CHECK_ARCHS
-    from mambawin.check.pipeline import CheckOptions
-    from mambawin.toolchain import wine
 
     return CheckOptions(
         package=request.package,
