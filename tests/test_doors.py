@@ -337,8 +337,8 @@ def test_the_cli_refuses_a_bare_version_before_fetching_causal_conv1d(
 @pytest.mark.parametrize("ref", ["1.3.0", "v1.3.0", "1.3", "V1.3.0"])
 def test_a_team_spec_ref_in_any_spelling_gets_the_pair_check(ref: str, tmp_path: Path) -> None:
     from mambawin.team import compat
-    from mambawin.team.matrix import package_version
     from mambawin.team.spec import PackageSpec
+    from mambawin.team.versions import package_version
 
     version, _ = package_version(PackageSpec("causal-conv1d", ref, str(tmp_path / "none")))
     assert version is not None  # `1.3.0` was "unknown until fetched": no pair check at all

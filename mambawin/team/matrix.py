@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -24,15 +23,12 @@ from mambawin.abi import DEFAULT_ABI, STABLE_FLOOR, STABLE_PYTHON_TAG, Abi
 from mambawin.archs import Arch, format_archs
 from mambawin.builder.pair import NONE as NO_COMPANION
 from mambawin.builder.request import CROSS_WINDOWS, NATIVE, WINDOWS, BuildRequest
-from mambawin.errors import UpstreamError
-from mambawin.fetch import git
-from mambawin.fetch.mirror import mirror_path
-from mambawin.fetch.version_rules import file_version, release_version, spelled_version
 from mambawin.index.reader import index_files
 from mambawin.packages import get_package
 from mambawin.patch.registry import own_ids
 from mambawin.team import compat
 from mambawin.team.spec import PackageSpec, Spec, TorchSpec
+from mambawin.team.versions import package_version
 from mambawin.versions import release
 from mambawin.wheel import naming
 from mambawin.wheel.provenance import local_version_label
@@ -316,47 +312,6 @@ def build_refusal(cell: Cell, spec: Spec) -> str:
 
 def _replace(cell: Cell, status: str, reason: str) -> Cell:
     return replace(cell, status=status, reason=reason)
-
-
-# ---- versions ----------------------------------------------------------------------------------
-
-
-def package_version(package: PackageSpec) -> tuple[str | None, str]:
-    """(the wheel's version, how it was found): pinned in the spec, read at ref, or the tag's."""
-    if package.version:
-        return package.version, ""
-    found = file_version(_file_at_ref(package) or "")
-    if found is not None:
-        return str(found), ""
-    tag = release_version(package.ref) or spelled_version(package.ref)  # `1.4.0` as `v1.4.0`
-    if tag is not None:
-        return str(tag), (
-            f"version taken from the tag {package.ref} (upstream not fetched yet; "
-            "`mambawin fetch` reads the real one)"
-        )
-    return None, (
-        f"version of {package.ref!r} unknown until fetched: run `mambawin fetch "
-        f"--repo {package.repo} --ref {package.ref}` or set version in the spec"
-    )
-
-
-def _file_at_ref(package: PackageSpec) -> str | None:
-    """The package's version file at ref, from a local repo or the cached mirror (no network)."""
-    git_dir = _local_git(package.repo)
-    if git_dir is None:
-        return None
-    at_ref = f"{package.ref}:{package.upstream.version_file}"
-    try:
-        return git.query(["-C", git_dir, "show", at_ref])
-    except UpstreamError:  # no git here: the version is read from the tag instead
-        return None
-
-
-def _local_git(repo: str) -> Path | None:
-    if "://" not in repo and Path(repo).expanduser().is_dir():
-        return Path(repo).expanduser()
-    mirror = mirror_path(repo)
-    return mirror if mirror.is_dir() else None
 
 
 # ---- what already exists -----------------------------------------------------------------------
