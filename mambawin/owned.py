@@ -110,6 +110,7 @@ def check_root(
         raise os_error(exc, "read --root") from exc
     if not stat.S_ISDIR(mode):
         raise UsageError(f"--root {root} is {_kind(mode)}: pass a folder of its own for {name}")
+    _not_the_cache(root, name)
     if ismount(root):
         msg = (
             f"--root {root} is a mount point: mambawin moves a whole folder into place and never "
@@ -131,6 +132,20 @@ def check_root(
         )
         raise UsageError(msg)
     return True
+
+
+def _not_the_cache(root: Path, name: str) -> None:
+    """UsageError for a --root that is mambawin's cache folder or holds it: the finished tree is
+    moved in whole where the cache (and mambawin's record in it) stands, so the move fails after
+    the whole download, and the record would name the cache as the root."""
+    real, cache = real_path(root), real_path(cache_dir())
+    if real == cache or real in cache.parents:
+        what = "is mambawin's cache folder" if real == cache else f"holds mambawin's cache {cache}"
+        msg = (
+            f"--root {root} {what}: pass a folder of its own for {name} (leave --root out to "
+            "keep it inside the cache)"
+        )
+        raise UsageError(msg)
 
 
 def _kind(mode: int) -> str:

@@ -245,12 +245,12 @@ def separator_problem(root: Path) -> str | None:
         return (
             f"{spelled} holds a ';', which would split it into two entries of PATH, INCLUDE, LIB "
             "and wine's path (the second one of the folder name's choosing): set the toolchain "
-            "up in a folder without one (--root)"
+            "up in a folder without one (--windows-root)"
         )
     why = "wine reads as a folder separator" if found == "\\" else "no Windows path can hold"
     return (
         f"{spelled!r} holds {found!r}, which {why} (cl.exe and nvcc.exe would not find the "
-        "toolchain there): set the toolchain up in a folder without one (--root)"
+        "toolchain there): set the toolchain up in a folder without one (--windows-root)"
     )
 
 

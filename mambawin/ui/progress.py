@@ -229,9 +229,10 @@ def _show_plan(plan: BuildPlan) -> None:
         ui.out.print(f"wheel   {plan.wheel}", soft_wrap=True)
     for fact in plan.facts:
         note = f" ({fact['note']})" if fact.get("note") else ""
-        ui.out.print(f"{fact['name']:<9}{fact['value']}: {fact['source']}{note}", soft_wrap=True)
+        # wrapped between words at the width (a path or a flag stays whole on its line)
+        ui.out.print(f"{fact['name']:<9}{fact['value']}: {fact['source']}{note}")
     for line in plan.unchecked:
-        ui.out.print(f"not checked: {line}", soft_wrap=True)
+        ui.out.print(f"not checked: {line}")
     rows = [(p["id"], p["status"], ", ".join(p["files"])) for p in plan.patches]
     title = "patches (dry run on a throwaway copy)"
     ui.out.print(ui.Fitted(title, ("patch", "status", "files"), rows))
@@ -251,5 +252,4 @@ def _show_plan(plan: BuildPlan) -> None:
             f"time    about {plan.estimate['seconds']} s with {plan.estimate['jobs']} jobs on "
             f"{plan.estimate['cores']} cores "
             f"({plan.estimate['basis']})",
-            soft_wrap=True,
         )
