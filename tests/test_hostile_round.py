@@ -216,3 +216,26 @@ def test_ci_githubs_summary_wraps_at_the_width(tmp_path: Path, monkeypatch: Any)
 def test_a_windows_root_refusal_names_the_option_that_sets_it(tmp_path: Path) -> None:
     code, _, err = _cli("toolchain", "windows", "--windows-root", str(tmp_path / "a;b"))
     assert code == 2 and "(--windows-root)" in err
+
+
+@pytest.mark.parametrize("title", ["\u202eslehw", "a\u2066b", "a\x85b", "a\u200fb"])
+def test_an_index_title_with_a_bidi_or_c1_control_is_refused(title: str, tmp_path: Path) -> None:
+    # kept for every later run and shown on every page: U+202E turned it around on screen
+    from mambawin.index.simple import build_index
+
+    (tmp_path / "wheels").mkdir()
+    with pytest.raises(UsageError, match="--title"):
+        build_index(tmp_path / "wheels", tmp_path / "site", title=title)
+    assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize("seed", ["-1", "99999999999999999999999999", str(2**32)])
+def test_a_seed_torch_cannot_take_is_bad_input(seed: str) -> None:
+    code, out, err = _cli("verify", "--installed", "--seed", seed, "--json")
+    assert code == 2 and "--seed" in err and '"exit_code": 2' in out
+
+
+def test_bench_says_a_fifo_is_no_file_rather_than_missing(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "w.whl")
+    code, _, err = _cli("bench", str(tmp_path / "w.whl"))
+    assert code == 2 and "is not a file" in err and "does not exist" not in err
