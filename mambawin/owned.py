@@ -138,7 +138,7 @@ def _not_the_cache(root: Path, name: str) -> None:
     """UsageError for a --root that is mambawin's cache folder or holds it: the finished tree is
     moved in whole where the cache (and mambawin's record in it) stands, so the move fails after
     the whole download, and the record would name the cache as the root."""
-    real, cache = real_path(root), real_path(cache_dir())
+    real, cache = real_path(root), Path(os.path.realpath(cache_dir()))  # the cache may be a link
     if real == cache or real in cache.parents:
         what = "is mambawin's cache folder" if real == cache else f"holds mambawin's cache {cache}"
         msg = (

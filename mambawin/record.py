@@ -74,7 +74,7 @@ def _not_a_shared_folder(path: Path, override: bool) -> None:
     """UsageError for a cache that is `/` or a home folder (or holds one): everything inside the
     cache counts as mambawin's (an older mambawin's marker, a kept build's layout), and `cache`
     would walk the whole disk."""
-    real = _real(path)
+    real = Path(os.path.realpath(path))  # a link to a home folder is that home folder
     homes = [place for what, place in _places() if what == "a home folder"]
     if real == Path(real.anchor) or any(real == h or real in h.parents for h in homes):
         where = f"{CACHE_VAR}={path}" if override else f"mambawin's cache folder {path}"

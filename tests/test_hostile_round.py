@@ -57,8 +57,27 @@ def test_a_root_that_holds_the_cache_is_refused(tmp_path: Path, monkeypatch: Any
         owned.check_root(root, linux_cuda.OWNED_AS, "mambawin's CUDA")
 
 
+def test_a_root_that_is_where_a_linked_cache_points_is_refused(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "link"))
+    with pytest.raises(UsageError, match="is mambawin's cache folder"):
+        owned.check_root(tmp_path / "real", linux_cuda.OWNED_AS, "mambawin's CUDA")
+
+
 def test_a_root_inside_the_cache_is_still_the_default() -> None:
     assert owned.check_root(cache_dir() / "linux-cuda", "linux-cuda", "x") is False
+
+
+def test_a_cache_that_is_a_link_to_a_home_folder_is_refused(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    (tmp_path / "cache").symlink_to(Path.home(), target_is_directory=True)
+    monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(UsageError, match="root or a home folder"):
+        cache_dir()
 
 
 @pytest.mark.parametrize("place", ["/", "home", "holds home"])
