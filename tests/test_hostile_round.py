@@ -258,3 +258,23 @@ def test_bench_says_a_fifo_is_no_file_rather_than_missing(tmp_path: Path) -> Non
     os.mkfifo(tmp_path / "w.whl")
     code, _, err = _cli("bench", str(tmp_path / "w.whl"))
     assert code == 2 and "is not a file" in err and "does not exist" not in err
+
+
+def test_a_dest_folder_that_cannot_be_written_is_found_before_git(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # a read-only --dest was found only after the clone, at the checkout
+    from mambawin.errors import FileSystemError
+    from mambawin.fetch import upstream
+
+    probed: list[Path] = []
+
+    def read_only(folder: Path, what: str) -> None:
+        probed.append(folder)
+        raise FileSystemError(f"cannot write in {what} {folder}: Read-only file system")
+
+    monkeypatch.setattr(upstream, "probe_writable", read_only)
+    monkeypatch.setattr(origin, "checkout", _no_network)
+    with pytest.raises(FileSystemError, match="--dest's folder"):
+        origin.fetch_release(None, "v2.2.6", tmp_path / "a" / "b", package=MAMBA)
+    assert probed == [tmp_path]

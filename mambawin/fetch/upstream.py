@@ -23,7 +23,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from mambawin.atomic import fill_dir
+from mambawin.atomic import fill_dir, probe_writable
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import (
@@ -193,6 +193,8 @@ def check_dest(dest: Path | None) -> None:
     why = protected(dest)  # `/`, a home folder or the current folder: never the checkout's place
     blocker = next((p for p in dest.parents if p.exists() and not p.is_dir()), None)
     if why is None and blocker is None:
+        # a read-only or foreign folder is found now, not after the clone
+        probe_writable(next(p for p in (dest, *dest.parents) if p.is_dir()), "--dest's folder")
         return
     why = why or f"it lies under {blocker}, which is a file"
     raise UsageError(f"--dest {dest}: {why}; pass a new or empty folder for the checkout")
