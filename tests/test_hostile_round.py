@@ -278,3 +278,21 @@ def test_a_dest_folder_that_cannot_be_written_is_found_before_git(
     with pytest.raises(FileSystemError, match="--dest's folder"):
         origin.fetch_release(None, "v2.2.6", tmp_path / "a" / "b", package=MAMBA)
     assert probed == [tmp_path]
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        "mambawin @ git+https://user:s3cretTOKEN@github.com/o/mambawin",
+        "mambawin@git+https://user:s3cretTOKEN@github.com/o/mambawin",
+        "mambawin===1 @ https://user:s3cretTOKEN@example.org/m.whl",  # no requirement at all
+        "mambawin @ https://example.org/m.whl?token=s3cretTOKEN",
+    ],
+)
+def test_a_credential_in_mambawin_is_refused_without_echoing_it(requirement: str) -> None:
+    # `--mambawin 'mambawin @ git+https://u:TOKEN@…' holds a credential` quoted the token
+    from mambawin.team import install_source
+
+    with pytest.raises(UsageError) as caught:
+        install_source.given(requirement)
+    assert "holds a credential" in str(caught.value) and "s3cret" not in str(caught.value)
