@@ -296,3 +296,10 @@ def test_a_credential_in_mambawin_is_refused_without_echoing_it(requirement: str
     with pytest.raises(UsageError) as caught:
         install_source.given(requirement)
     assert "holds a credential" in str(caught.value) and "s3cret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("command", ["build", "verify", "index", "patch", "metadata", "check"])
+def test_a_repeatable_option_shows_its_element_type(command: str) -> None:
+    # typer showed Python's type, `<list[str]>`, as it showed `<bool>` for a flag
+    code, out, _ = _cli(command, "--help", COLUMNS="200")
+    assert code == 0 and "list[" not in out and "<str,…>" in out
