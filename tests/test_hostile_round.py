@@ -303,3 +303,26 @@ def test_a_repeatable_option_shows_its_element_type(command: str) -> None:
     # typer showed Python's type, `<list[str]>`, as it showed `<bool>` for a flag
     code, out, _ = _cli(command, "--help", COLUMNS="200")
     assert code == 0 and "list[" not in out and "<str,…>" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("doctor", "--windows-root", ""),
+        ("verify", "--installed", "--windows-root", ""),
+        ("build", "--plan", "--out", ""),
+        ("build", "--plan", "--out="),
+        ("fetch", "--dest", " "),
+        ("init", "--out", ""),
+        ("matrix", "--spec", ""),
+        ("verify", "--installed", "--report", ""),
+    ],
+)
+def test_an_empty_path_option_is_refused_not_read_as_the_current_folder(
+    args: tuple[str, ...], tmp_path: Path, monkeypatch: Any
+) -> None:
+    # `--windows-root ''` looked for the toolchain in `.`; `init --out ''` said `. already exists`
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _cli(*args, "--json")
+    assert code == 2 and "is empty: give it a path" in err and '"exit_code": 2' in out
+    assert list(tmp_path.iterdir()) == []
