@@ -196,14 +196,11 @@ def test_the_cache_names_its_record_and_sdists_as_its_own() -> None:
     assert OTHER not in (found["state"], found["sdists"])
 
 
-def test_the_plans_prose_lines_wrap_at_the_width(capsys: Any, monkeypatch: Any) -> None:
-    # `not checked: …` (129 columns) and `time …` (169) were never wrapped
-    monkeypatch.setenv("COLUMNS", "100")
+def _plan(repo: str = "https://github.com/x/y") -> Any:
     basis = "docs/benchmarks.md §22: H100 machine, 16 cores, split units, no compiler cache; " * 2
-    plan = SimpleNamespace(
+    return SimpleNamespace(
         package="mamba-ssm",
-        upstream={"version": "2.2.6", "repo": "https://github.com/x/y", "ref": "v2.2.6"}
-        | {"commit": "abc"},
+        upstream={"version": "2.2.6", "repo": repo, "ref": "v2.2.6"} | {"commit": "abc"},
         wheel="mamba_ssm-2.2.6-cp312-cp312-linux_x86_64.whl",
         facts=[
             {"name": "archs", "value": "75;80", "source": "assumed", "note": "no GPU " * 20},
@@ -220,8 +217,19 @@ def test_the_plans_prose_lines_wrap_at_the_width(capsys: Any, monkeypatch: Any) 
         reuses_objects=False,
         estimate={"seconds": 100, "jobs": 2, "cores": 2, "basis": basis},
     )
-    progress._show_plan(plan)  # type: ignore[arg-type]
+
+
+def test_the_plans_prose_lines_wrap_at_the_width(capsys: Any, monkeypatch: Any) -> None:
+    # `not checked: …` (129 columns) and `time …` (169) were never wrapped
+    monkeypatch.setenv("COLUMNS", "100")
+    progress._show_plan(_plan())
     assert too_wide(capsys.readouterr().out, 100) == []
+
+
+def test_the_plan_shows_a_repository_path_with_brackets_as_it_is(capsys: Any) -> None:
+    # rich read `[red]` as markup: `--repo /tmp/[red]r` was shown as `/tmp/r`
+    progress._show_plan(_plan("/tmp/[red]r"))
+    assert "from /tmp/[red]r v2.2.6" in capsys.readouterr().out
 
 
 def test_ci_githubs_summary_wraps_at_the_width(tmp_path: Path, monkeypatch: Any) -> None:

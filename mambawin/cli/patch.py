@@ -193,7 +193,7 @@ def _check_new(packages: tuple[Package, ...], *, as_json: bool) -> None:
 
     found = check_new(packages)
     for note in found.notes:
-        console.print(f"note: {note}", soft_wrap=True, markup=False)
+        console.print(f"note: {note}", markup=False)  # wrapped between words at the width
     failed = UnprovenReleases.exit_code if found.releases else 0
     if as_json:
         data = found.to_json()
