@@ -334,3 +334,12 @@ def test_an_empty_path_option_is_refused_not_read_as_the_current_folder(
     code, out, err = _cli(*args, "--json")
     assert code == 2 and "is empty: give it a path" in err and '"exit_code": 2' in out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_with_brackets_is_named_as_it_is(tmp_path: Path, monkeypatch: Any) -> None:
+    # `wrote m.toml: … matrix --spec m.toml` for `init --out '[bold]m.toml'`: the command it
+    # suggested read another file
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _cli("init", "--out", "[bold]m.toml")
+    assert code == 0 and "--spec [bold]m.toml" in err
+    assert (tmp_path / "[bold]m.toml").is_file()

@@ -95,7 +95,7 @@ def patch_command(
     )
     exported = export_patches(report, export) if export is not None else []
     for path in exported:
-        console.print(f"exported {path}")
+        console.print(f"exported {path}", markup=False)
     if as_json:
         print_json(report.to_json())
         return

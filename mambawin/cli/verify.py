@@ -140,7 +140,9 @@ def _send(
         if as_json:
             raise fail_json(str(exc), exc.exit_code, **report.to_json()) from None
         raise
-    console.print(f"report written: {paths.markdown} (paste it into an issue) and {paths.json}")
+    console.print(
+        f"report written: {paths.markdown} (paste it into an issue) and {paths.json}", markup=False
+    )
 
 
 @command(

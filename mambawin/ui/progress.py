@@ -202,7 +202,7 @@ def _new_bar() -> Progress:
 
 def _show_build(result: BuildResult) -> None:
     reuse = " (every object reused: only linked)" if result.reused_objects else ""
-    ui.out.print(f"[bold]wheel[/]   {result.wheel}", soft_wrap=True)
+    ui.out.print(f"[bold]wheel[/]   {escape(str(result.wheel))}", soft_wrap=True)
     ui.out.print(f"size    {result.size / 1e6:.1f} MB")
     ui.out.print(f"sha256  {result.sha256}")
     ui.out.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
@@ -215,7 +215,7 @@ def _show_build(result: BuildResult) -> None:
             "(compile steps)"
         )
     if result.log is not None:
-        ui.out.print(f"log     {result.log}", soft_wrap=True)
+        ui.out.print(f"log     {result.log}", soft_wrap=True, markup=False)
 
 
 def _show_plan(plan: BuildPlan) -> None:
@@ -227,7 +227,7 @@ def _show_plan(plan: BuildPlan) -> None:
         f"{escape(up['commit'] or '(no git commit)')}",
     )
     if plan.wheel:
-        ui.out.print(f"wheel   {plan.wheel}", soft_wrap=True)
+        ui.out.print(f"wheel   {plan.wheel}", soft_wrap=True, markup=False)
     for fact in plan.facts:
         note = f" ({fact['note']})" if fact.get("note") else ""
         # wrapped between words at the width (a path or a flag stays whole on its line)

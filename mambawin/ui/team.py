@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from mambawin.ui.console import FAIL, OK, SKIP, WARN, Fitted, console, out
 
 if TYPE_CHECKING:
@@ -49,7 +51,7 @@ def render_matrix(cells: Sequence[Cell]) -> None:
     columns = ("package", "py", "torch", "platform", "status", "wheel (or why not)")
     out.print(Fitted("matrix", columns, rows, box=False))
     for note in dict.fromkeys(cell.note for cell in cells if cell.note):
-        out.print(f"[dim]note: {note}[/]")
+        out.print(f"[dim]note: {escape(note)}[/]")
     counts = {s: sum(c.status == s for c in cells) for s in STATUS_MARKS}
     out.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(cells)} cells")
 
@@ -76,9 +78,9 @@ def render_plan(planned: Sequence[PlannedCell]) -> None:
     for item in planned:
         if item.outcome != "build":
             mark = OUTCOME_MARKS.get(item.outcome, item.outcome)
-            out.print(f"{mark} {item.cell.id}: {item.detail}")
+            out.print(f"{mark} {escape(item.cell.id)}: {escape(item.detail)}")
             continue
-        out.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}")
+        out.print(f"[cyan]•[/] {escape(item.cell.id)}: environment {escape(str(item.env))}")
         out.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
     count = sum(p.outcome == "build" for p in planned)
     out.print(f"{count} of {len(planned)} cells would be built; nothing was created")
