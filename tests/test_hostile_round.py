@@ -4,6 +4,7 @@ shown) the way docs/bad-input.md's "Hostile round, 0.2.0" section says."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -105,6 +106,23 @@ def test_a_ref_no_git_repository_can_hold_is_refused_before_git(ref: str) -> Non
     # before any clone: the repository does not exist, and the answer is still exit 2
     code, _, err = _cli("fetch", "--repo", "/nonexistent/repo", "--ref", ref)
     assert code == 2 and "--ref" in err
+
+
+@pytest.mark.parametrize("ref", ["v2.2.6[red]x", "v1?", "v*", "a\\b"])
+def test_a_ref_with_a_character_git_refuses_in_a_ref_name_is_refused(ref: str) -> None:
+    with pytest.raises(UsageError, match="which no git ref can hold"):
+        git.check_ref(ref)
+
+
+def test_the_matrix_shows_a_spec_value_with_brackets_as_it_is(capsys: Any, tmp_path: Path) -> None:
+    from mambawin.team.matrix import expand
+    from mambawin.ui.team import render_matrix
+
+    path = write_example(tmp_path / "mambawin.toml")
+    cells = expand(load_spec(path))
+    cells = [replace(c, reason="needs [red]x") for c in cells]
+    render_matrix(cells)
+    assert "needs [red]x" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("ref", ["v2.2.6", "main", "main~1", "0123abcd", "v2.2.6^{commit}"])

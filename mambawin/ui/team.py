@@ -34,11 +34,15 @@ def render_matrix(cells: Sequence[Cell]) -> None:
     stdout, as the result it is (notes and counts too)."""
     rows = []
     for cell in cells:
-        why = f"[dim]{cell.reason}[/]" if cell.reason else cell.wheel or "? (version unknown)"
+        # Fitted's cells are rich markup: what the spec says (a ref, a reason quoting it) is
+        # escaped, or `ref = "v2.2.6[red]x"` showed as `v2.2.6x`
+        why = (
+            f"[dim]{escape(cell.reason)}[/]" if cell.reason else cell.wheel or "? (version unknown)"
+        )
         buildable = cell.stable and cell.status != "impossible"
         rows.append(
             (
-                f"{cell.package.name} {cell.package.ref}",
+                escape(f"{cell.package.name} {cell.package.ref}"),
                 "any" if cell.stable else cell.python,
                 f">={cell.torch_floor} {cell.torch.variant}"
                 if buildable
@@ -61,10 +65,10 @@ def render_results(results: Sequence[CellResult]) -> None:
     under --json the cells' JSON is the result)."""
     rows = [
         (
-            result.cell.id,
+            escape(result.cell.id),
             OUTCOME_MARKS.get(result.outcome, result.outcome),
             f"{result.seconds:.0f}s" if result.seconds else "",
-            result.wheel.name if result.wheel else result.detail,
+            escape(result.wheel.name if result.wheel else result.detail),
         )
         for result in results
     ]
