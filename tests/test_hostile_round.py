@@ -375,3 +375,19 @@ def test_a_windows_root_refusal_names_windows_root(tmp_path: Path) -> None:
     (tmp_path / "mine" / "thesis.tex").write_text("mine", encoding="utf-8")
     code, _, err = _cli("toolchain", "windows", "--setup", "--windows-root", str(tmp_path / "mine"))
     assert code == 2 and err.startswith("error: --windows-root ")
+
+
+@pytest.mark.parametrize("damage", ["[]", '{"schema": 1, "folders": {"/x": 5}}', "[" * 5000])
+def test_a_damaged_record_is_named_and_leaves_no_staging_folder(
+    damage: str, tmp_path: Path
+) -> None:
+    # `refusing to remove .nr.wheels.x: mambawin did not make it`, and the folder stayed (one
+    # more per run): the staging folder could not be recorded, so it could not be removed
+    from mambawin.errors import FileSystemError
+
+    record = owned.registry_path()
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(damage, encoding="utf-8")
+    with pytest.raises(FileSystemError, match="ownership record"):
+        linux_cuda.setup(tmp_path / "nr", download=_no_network, accept_license=True)
+    assert list(tmp_path.iterdir()) == []
