@@ -391,3 +391,25 @@ def test_a_damaged_record_is_named_and_leaves_no_staging_folder(
     with pytest.raises(FileSystemError, match="ownership record"):
         linux_cuda.setup(tmp_path / "nr", download=_no_network, accept_license=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_only_out_is_named_by_its_folder_not_a_temp_name(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # `cannot write the wheel into /x/rofs/tmpc2jq0e_6: Read-only file system`
+    import errno
+
+    from mambawin import atomic
+    from mambawin.builder import workspace
+    from mambawin.errors import FileSystemError
+
+    def read_only(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "tmpc2jq0e_6"))
+
+    def probe(folder: Path, what: str) -> None:
+        atomic.probe_writable(folder, what, make=read_only)
+
+    monkeypatch.setattr(workspace, "probe_writable", probe)
+    with pytest.raises(FileSystemError) as caught:
+        workspace.check_out(tmp_path / "wheelhouse", 1, False)
+    assert f"--out's folder {tmp_path}:" in str(caught.value) and "tmpc2" not in str(caught.value)
