@@ -342,12 +342,18 @@ def test_a_repeatable_option_shows_its_element_type(command: str) -> None:
         ("init", "--out", ""),
         ("matrix", "--spec", ""),
         ("verify", "--installed", "--report", ""),
+        ("verify", ""),
+        ("index", "--out", "site", ""),
+        ("patch", "--dry-run", ""),
+        ("metadata", ""),
+        ("bench", " "),
     ],
 )
 def test_an_empty_path_option_is_refused_not_read_as_the_current_folder(
     args: tuple[str, ...], tmp_path: Path, monkeypatch: Any
 ) -> None:
-    # `--windows-root ''` looked for the toolchain in `.`; `init --out ''` said `. already exists`
+    # `--windows-root ''` looked for the toolchain in `.`; `init --out ''` said `. already exists`;
+    # `index ""` published the current folder's wheels, `patch ""` patched the current folder
     monkeypatch.chdir(tmp_path)
     code, out, err = _cli(*args, "--json")
     assert code == 2 and "is empty: give it a path" in err and '"exit_code": 2' in out

@@ -217,6 +217,39 @@ def _refuse_an_empty_path(ctx: Any, args: list[str]) -> None:
         if name in paths and given is not None and not given.strip():
             msg = f"{name} is empty: give it a path (was the shell variable you meant unset?)"
             raise _CLICK.exceptions.UsageError(msg, ctx)
+    _refuse_an_empty_path_argument(ctx, args)
+
+
+def _refuse_an_empty_path_argument(ctx: Any, args: list[str]) -> None:
+    """The same for a path argument: `index ""` published the current folder's wheels, `patch
+    ""` patched the current folder, `verify ""` verified it."""
+    params = ctx.command.params
+    arguments = [
+        p
+        for p in params
+        if p.param_type_name == "argument"
+        and getattr(getattr(p, "type_descriptor", None), "is_path", False)
+    ]
+    valued = {
+        name
+        for p in params
+        if p.param_type_name == "option" and not (p.is_flag or p.count)
+        for name in p.opts
+    }
+    skip = False  # the token is the value of the option before it
+    for token in args:
+        if skip:
+            skip = False
+            continue
+        if token == "--":
+            return
+        if token.startswith("-") and token != "-":
+            skip = "=" not in token and token in valued
+            continue
+        if arguments and not token.strip():
+            name = arguments[0].name.upper()
+            msg = f"{name} is empty: give it a path (was the shell variable you meant unset?)"
+            raise _CLICK.exceptions.UsageError(msg, ctx)
 
 
 def _option_names(command: Any) -> set[str]:
