@@ -60,6 +60,13 @@ def staging_dir(parent: Path, prefix: str = ".mambawin-") -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
         mark(path, "staging")
+    except BaseException:
+        # made empty just now and never recorded (a damaged record, a full disk): removing it
+        # through remove_tree was refused ("mambawin did not make it"), which hid the cause
+        # and left the folder behind
+        os.rmdir(path)
+        raise
+    try:
         yield path
     finally:
         remove_tree(path)

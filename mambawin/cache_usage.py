@@ -53,6 +53,8 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("check", "check trees (`check`)"),
     ("envs", "team build environments (`build --spec`)"),
     ("team-logs", "team build logs (`build --spec`)"),
+    ("sdists", "upstream sdists from the package index (`--source-from index`)"),
+    ("state", "mambawin's record of the folders it made"),
 )
 OTHER = "other (not a folder mambawin names)"
 

@@ -93,6 +93,7 @@ def check_root(
     legacy: Callable[[set[str]], bool] = lambda _: False,
     *,
     ismount: IsMount = os.path.ismount,
+    flag: str = "--root",
 ) -> bool:
     """Whether the --root of a folder of kind what (name: how a refusal calls it) exists;
     UsageError, before anything is changed, when mambawin may not fill it: no real folder (a
@@ -106,16 +107,17 @@ def check_root(
     except OSError as exc:
         raise os_error(exc, "read --root") from exc
     if not stat.S_ISDIR(mode):
-        raise UsageError(f"--root {root} is {_kind(mode)}: pass a folder of its own for {name}")
+        raise UsageError(f"{flag} {root} is {_kind(mode)}: pass a folder of its own for {name}")
+    _not_the_cache(root, name, flag)
     if ismount(root):
         msg = (
-            f"--root {root} is a mount point: mambawin moves a whole folder into place and never "
+            f"{flag} {root} is a mount point: mambawin moves a whole folder into place and never "
             "deletes across a mount; pass a folder inside it"
         )
         raise UsageError(msg)
     marked = marked_as(root)
     if marked not in (None, what):
-        msg = f"--root {root} is a folder mambawin made for something else ({marked}): pass another"
+        msg = f"{flag} {root} is a folder mambawin made for something else ({marked}): pass another"
         raise UsageError(msg)
     try:
         entries = set(os.listdir(root))
@@ -123,11 +125,25 @@ def check_root(
         raise os_error(exc, "read --root") from exc
     if marked is None and entries and not legacy(entries):
         msg = (
-            f"--root {root} is not empty and is not {name} (mambawin has no record of making "
+            f"{flag} {root} is not empty and is not {name} (mambawin has no record of making "
             "it): mambawin never deletes what it did not make; pass a new or empty folder"
         )
         raise UsageError(msg)
     return True
+
+
+def _not_the_cache(root: Path, name: str, flag: str) -> None:
+    """UsageError for a --root that is mambawin's cache folder or holds it: the finished tree is
+    moved in whole where the cache (and mambawin's record in it) stands, so the move fails after
+    the whole download, and the record would name the cache as the root."""
+    real, cache = real_path(root), Path(os.path.realpath(cache_dir()))  # the cache may be a link
+    if real == cache or real in cache.parents:
+        what = "is mambawin's cache folder" if real == cache else f"holds mambawin's cache {cache}"
+        msg = (
+            f"{flag} {root} {what}: pass a folder of its own for {name} (leave {flag} out to "
+            "keep it inside the cache)"
+        )
+        raise UsageError(msg)
 
 
 def _kind(mode: int) -> str:

@@ -66,7 +66,24 @@ def cache_dir() -> Path:
             f"point {CACHE_VAR} at a folder, or move that file away"
         )
         raise FileSystemError(msg)
+    _not_a_shared_folder(path, override is not None)
     return path
+
+
+def _not_a_shared_folder(path: Path, override: bool) -> None:
+    """UsageError for a cache that is `/` or a home folder (or holds one): everything inside the
+    cache counts as mambawin's (an older mambawin's marker, a kept build's layout), and `cache`
+    would walk the whole disk."""
+    real = Path(os.path.realpath(path))  # a link to a home folder is that home folder
+    homes = [place for what, place in _places() if what == "a home folder"]
+    if real == Path(real.anchor) or any(real == h or real in h.parents for h in homes):
+        where = f"{CACHE_VAR}={path}" if override else f"mambawin's cache folder {path}"
+        msg = (
+            f"{where} is the file system's root or a home folder (or holds one), where "
+            f"everything would count as mambawin's cache: point {CACHE_VAR} at a folder of its "
+            f"own, e.g. {CACHE_VAR}={Path.home() / 'mambawin-cache'}"
+        )
+        raise UsageError(msg)
 
 
 def _not_a_folder(path: Path) -> Path | None:
@@ -270,14 +287,14 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(absolute.parent)) / absolute.name
 
 
-def check_refill(root: Path, name: str) -> None:
+def check_refill(root: Path, name: str, flag: str = "--root") -> None:
     """Before a download that will replace a recorded root: UsageError when it holds anything
     its manifest does not list (the user's own files, which the swap could not keep)."""
     others = foreign_files(root)
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         msg = (
-            f"--root {root} holds files mambawin did not write there ({shown}): move them out "
+            f"{flag} {root} holds files mambawin did not write there ({shown}): move them out "
             f"of it so mambawin can set {name} up again, or pass another folder"
         )
         raise UsageError(msg)

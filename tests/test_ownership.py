@@ -204,7 +204,7 @@ def _no_download(names: object, dest: object) -> None:
 
 def test_setup_refuses_a_folder_of_someone_elses(tmp_path: Path) -> None:
     user = foreign(tmp_path / "project")
-    with pytest.raises(UsageError, match=r"--root .*project is not empty and is not a mambawin"):
+    with pytest.raises(UsageError, match=r"--windows-root .*project is not empty and is not"):
         wine_setup.setup(user, download=_no_download)
     assert intact(user) and sorted(p.name for p in user.iterdir()) == ["thesis.tex"]
 

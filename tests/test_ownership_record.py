@@ -405,7 +405,7 @@ def test_a_mount_point_root_is_refused_before_anything(tmp_path: Path) -> None:
 
 def test_the_cache_itself_as_a_root_is_refused(tmp_path: Path) -> None:
     made(cache_dir() / "builds" / "x")
-    with pytest.raises(UsageError, match="not empty and is not mambawin's CUDA"):
+    with pytest.raises(UsageError, match="is mambawin's cache folder"):
         linux_cuda.setup(accept_license=True, root=cache_dir(), download=no_download)
     assert (cache_dir() / "builds" / "x" / "built.o").exists()
 

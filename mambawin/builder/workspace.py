@@ -20,15 +20,15 @@ import hashlib
 import importlib.util
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mambawin.atomic import probe_writable
 from mambawin.builder import kept
-from mambawin.errors import FileSystemError, UsageError, os_error
+from mambawin.errors import FileSystemError, UsageError
 from mambawin.owned import cache_dir, claim, remove_tree
 from mambawin.wheel.provenance import ensure_replaceable
 
@@ -267,11 +267,9 @@ def check_out(
     if not existing.is_dir():
         msg = f"--out {out}: {existing} is a file, not a folder: pass another --out"
         raise UsageError(msg)
-    try:  # a real write says more than os.access (read-only mounts, ACLs, root)
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise os_error(exc, "write the wheel into") from None
+    # a real write says more than os.access (read-only mounts, ACLs, root); the refusal names
+    # the folder, not the probe's temp name (`cannot write the wheel into …/tmpc2jq0e_6`)
+    probe_writable(existing, "--out's folder")
     need = WHEEL_MB_PER_ARCH * max(archs, 1) * (2 if keep_complex else 1) * 2 * 1_000_000
     free = disk_usage(existing).free
     if free < need:

@@ -166,6 +166,7 @@ class _Command(FlagsShowNoType, _TrimmedHelp, TyperCommand):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         _refuse_an_option_as_a_value(ctx, args)
+        _refuse_an_empty_path(ctx, args)
         try:
             return super().parse_args(ctx, args)
         except _CLICK.exceptions.UsageError as exc:
@@ -193,6 +194,60 @@ def _refuse_an_option_as_a_value(ctx: Any, args: list[str]) -> None:
         names = _option_names(ctx.find_root().command) if names is None else names
         if given.partition("=")[0] in names:
             msg = f"{name} needs a value and got the option {given}: give {name} its value"
+            raise _CLICK.exceptions.UsageError(msg, ctx)
+
+
+def _refuse_an_empty_path(ctx: Any, args: list[str]) -> None:
+    """A path option given '' is a mistake (an unset shell variable: `--out "$DIR"`), not the
+    current folder that Path('') reads as: `--windows-root ''` looked for the toolchain in `.`,
+    `--out ''` wrote the wheel there, while `toolchain --root ''` was refused."""
+    paths = {
+        name
+        for p in ctx.command.params
+        if p.param_type_name == "option"
+        and getattr(getattr(p, "type_descriptor", None), "is_path", False)
+        for name in p.opts
+    }
+    for token, after in zip(args, [*args[1:], None], strict=False):
+        if token == "--":
+            return
+        name, equals, value = token.partition("=")
+        given = value if equals else after
+        if name in paths and given is not None and not given.strip():
+            msg = f"{name} is empty: give it a path (was the shell variable you meant unset?)"
+            raise _CLICK.exceptions.UsageError(msg, ctx)
+    _refuse_an_empty_path_argument(ctx, args)
+
+
+def _refuse_an_empty_path_argument(ctx: Any, args: list[str]) -> None:
+    """The same for a path argument: `index ""` published the current folder's wheels, `patch
+    ""` patched the current folder, `verify ""` verified it."""
+    params = ctx.command.params
+    arguments = [
+        p
+        for p in params
+        if p.param_type_name == "argument"
+        and getattr(getattr(p, "type_descriptor", None), "is_path", False)
+    ]
+    valued = {
+        name
+        for p in params
+        if p.param_type_name == "option" and not (p.is_flag or p.count)
+        for name in p.opts
+    }
+    skip = False  # the token is the value of the option before it
+    for token in args:
+        if skip:
+            skip = False
+            continue
+        if token == "--":
+            return
+        if token.startswith("-") and token != "-":
+            skip = "=" not in token and token in valued
+            continue
+        if arguments and not token.strip():
+            name = arguments[0].name.upper()
+            msg = f"{name} is empty: give it a path (was the shell variable you meant unset?)"
             raise _CLICK.exceptions.UsageError(msg, ctx)
 
 

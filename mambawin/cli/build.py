@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from mambawin.builder.backends import help_of
 from mambawin.builder.request import set_fields
@@ -118,12 +119,14 @@ def fetch_command(
         repo, ref, dest, package=chosen, source_from=source_choice(source_from)
     )
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     if as_json:
         print_json(result.to_json())
         return
     made_from = result.sdist.filename if result.sdist else result.commit
-    console.print(f"{chosen.name} {result.version} ({result.tag or result.ref}, {made_from})")
+    console.print(
+        f"{chosen.name} {result.version} ({result.tag or result.ref}, {made_from})", markup=False
+    )
     typer.echo(str(result.path))
 
 

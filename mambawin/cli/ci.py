@@ -106,16 +106,15 @@ def github_command(
     written = github.write_workflow(text, out, force)
     chosen = github.buildable(cells)
     for note in dict.fromkeys(c.note for c in chosen if "merged" in c.note):
-        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+        console.print(f"[dim]note: {escape(note)}[/]")
     for line in github.left_out(cells):  # a package may lose every cell: never without a word
-        console.print(f"note: {line}", soft_wrap=True, markup=False)
+        console.print(f"note: {line}", markup=False)
     if warning:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     console.print(
         f"wrote {written}: {github.jobs_summary(loaded, options, chosen)}, installing "
         f"{source.requirement}; commit it and run it from the Actions tab",
-        soft_wrap=True,
-        markup=False,
+        markup=False,  # wrapped between words at the width: the path and the requirement whole
     )
     typer.echo(str(written))
 

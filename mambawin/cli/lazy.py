@@ -84,6 +84,8 @@ class FlagsShowNoType:
             if getattr(param, "is_flag", False):
                 # typer builds its own option objects: the class is swapped for one that says so
                 param.__class__ = _flag_class(type(param))
+            elif getattr(param, "multiple", False):
+                param.__class__ = _list_class(type(param))
         return params
 
 
@@ -92,6 +94,26 @@ def _no_type(self: Any, ctx: Any) -> str | None:
 
 
 _FLAG_CLASSES: dict[type, type] = {}
+_LIST_CLASSES: dict[type, type] = {}
+
+
+def _element_type(self: Any, ctx: Any) -> str | None:
+    """`<str,…>` for a repeatable, comma-separated option: typer showed Python's `<list[str]>`."""
+    shown: str | None = super(type(self), self).display_type_rich(ctx)
+    if shown and shown.startswith("<list[") and shown.endswith("]>"):
+        return f"<{shown[6:-2]},…>"
+    return shown
+
+
+def _list_class(base: type) -> type:
+    """base, or its subclass whose help shows the element type of a list (one per base)."""
+    if base.__dict__.get("display_type_rich") is _element_type:
+        return base
+    if base not in _LIST_CLASSES:
+        _LIST_CLASSES[base] = type(
+            f"List{base.__name__}", (base,), {"display_type_rich": _element_type}
+        )
+    return _LIST_CLASSES[base]
 
 
 def _flag_class(base: type) -> type:

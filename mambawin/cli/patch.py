@@ -95,7 +95,7 @@ def patch_command(
     )
     exported = export_patches(report, export) if export is not None else []
     for path in exported:
-        console.print(f"exported {path}")
+        console.print(f"exported {path}", markup=False)
     if as_json:
         print_json(report.to_json())
         return
@@ -193,7 +193,7 @@ def _check_new(packages: tuple[Package, ...], *, as_json: bool) -> None:
 
     found = check_new(packages)
     for note in found.notes:
-        console.print(f"note: {note}", soft_wrap=True, markup=False)
+        console.print(f"note: {note}", markup=False)  # wrapped between words at the width
     failed = UnprovenReleases.exit_code if found.releases else 0
     if as_json:
         data = found.to_json()

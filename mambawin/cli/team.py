@@ -26,7 +26,9 @@ def init_command(
     from mambawin.team.example import write_example
 
     written = write_example(out)
-    console.print(f"wrote {written}: edit it, then `mambawin matrix --spec {written}`")
+    console.print(
+        f"wrote {written}: edit it, then `mambawin matrix --spec {written}`", markup=False
+    )
     typer.echo(str(written))
 
 

@@ -155,7 +155,7 @@ def windows_command(
         print_json(document)
         return
     how = launcher if host.needs_wine else "natively, no Visual Studio or CUDA installer needed"
-    console.print(f"✓ the Windows toolchain is ready in {where} ({how})")
+    console.print(f"✓ the Windows toolchain is ready in {where} ({how})", markup=False)
 
 
 def _say_accepted(where: Path) -> None:
@@ -280,4 +280,6 @@ def linux_command(
     if as_json:
         print_json(document)
         return
-    console.print(f"✓ CUDA {found.cuda} is ready: CUDA_HOME={found.home}", soft_wrap=True)
+    console.print(
+        f"✓ CUDA {found.cuda} is ready: CUDA_HOME={found.home}", soft_wrap=True, markup=False
+    )

@@ -69,7 +69,12 @@ def verify_command(
             "wheel on Linux); default: the one `mambawin toolchain windows --setup` made.",
         ),
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed for the smoke inputs.")] = None,
+    seed: Annotated[
+        int | None,
+        # torch.manual_seed refuses a seed past 2**64 - 1 (the runners add offsets to it): it
+        # failed inside the GPU steps, after the install, not as bad input
+        typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for the smoke inputs."),
+    ] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     report_file: Annotated[
@@ -135,7 +140,9 @@ def _send(
         if as_json:
             raise fail_json(str(exc), exc.exit_code, **report.to_json()) from None
         raise
-    console.print(f"report written: {paths.markdown} (paste it into an issue) and {paths.json}")
+    console.print(
+        f"report written: {paths.markdown} (paste it into an issue) and {paths.json}", markup=False
+    )
 
 
 @command(

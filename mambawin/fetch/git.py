@@ -48,6 +48,19 @@ def check_not_option(value: str, flag: str) -> None:
         raise UsageError(msg)
 
 
+def check_ref(ref: str, flag: str = "--ref") -> None:
+    """UsageError for a ref no git repository can hold, before any clone or fetch: empty, an
+    option, or one with a space, `?`, `*`, `[`, `\\`, a line break or another character that does
+    not print. git refuses them in a ref name; they reached git, the workflow's matrix and the
+    terminal as they were (`v2.2.6\\nevil: 1`, an ESC, `[red]` read as markup)."""
+    check_not_option(ref, flag)
+    odd = next((c for c in ref if c.isspace() or not c.isprintable() or c in "?*[\\"), None)
+    if not ref or odd is not None:
+        what = "is empty" if not ref else f"holds {odd!r}, which no git ref can hold"
+        msg = f"{flag} {ref!r} {what}: pass a tag, branch or commit, e.g. {flag} v2.2.6"
+        raise UsageError(msg)
+
+
 def git_env() -> dict[str, str]:
     """This environment, with every way git could wait for a person or run a helper shut."""
     env = dict(os.environ)

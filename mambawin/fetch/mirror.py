@@ -11,6 +11,7 @@ from mambawin.atomic import fill_dir
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
 from mambawin.owned import adopt, cache_dir, mark, remove_tree
+from mambawin.secret_urls import redacted
 
 
 def normalize_repo(repo: str) -> str:
@@ -90,7 +91,7 @@ BARE_REPO_NAMES = (
 def _clone(url: str, tmp: Path) -> None:
     git.run(
         ["clone", "--mirror", "--quiet", "--", url, tmp],
-        what=f"cannot clone {url}",
+        what=f"cannot clone {redacted(url)}",
         network=True,
     )
     mark(tmp, OWNED_AS)  # git never reads it; a broken mirror is then ours to remove
@@ -102,7 +103,7 @@ def _refresh(mirror: Path, url: str, ref: str) -> tuple[str, ...]:
         # A mirror's refspec is +refs/*:refs/*, so this updates every branch and tag.
         git.run(
             ["--git-dir", mirror, "fetch", "--prune", "--quiet", "origin"],
-            what=f"cannot fetch {url} to look for {ref!r}",
+            what=f"cannot fetch {redacted(url)} to look for {ref!r}",
             network=True,
         )
     except UpstreamError as exc:

@@ -13,7 +13,7 @@ from typing import TypeVar
 from packaging.version import Version
 
 from mambawin.errors import MambawinError, UpstreamError, UsageError
-from mambawin.fetch import sdist
+from mambawin.fetch import git, sdist
 from mambawin.fetch.sdist import IndexTools, SdistRef
 from mambawin.fetch.upstream import Checkout, check_dest, checkout, release_tags, version_at
 from mambawin.owned import cache_dir
@@ -33,6 +33,8 @@ def fetch_release(
     git, index, or auto: git first, the index when git cannot reach the release of the
     package's own upstream). repo None is the package's own."""
     url = repo or package.default_repo
+    _judge_inputs(source_from, ref)
+    check_dest(dest)
     if source_from == "index":
         _refuse_other_repo(repo, package)
         return from_index(ref, dest, package=package, tools=tools)
@@ -48,6 +50,15 @@ def fetch_release(
     file = found.sdist.filename if found.sdist else "?"
     why = f"git could not reach {ref or 'the newest release'} ({failed}); using the index's {file}"
     return replace(found, warnings=(why, *found.warnings))
+
+
+def _judge_inputs(source_from: str, ref: str | None) -> None:
+    """UsageError for a bad ref or MAMBAWIN_OFFLINE value before git or the index is asked: they
+    were found only after a clone failed (or its network timeout), folded into its error."""
+    if ref is not None:
+        git.check_ref(ref)
+    if source_from != "git":
+        sdist.offline()
 
 
 def _refuse_other_repo(repo: str | None, package: Package) -> None:
@@ -97,6 +108,7 @@ def release_refs(
     """Every release as a tag name (`v1.7.0`): the mirror's tags, or the index's sdists
     (`source_from` as fetch_release reads it; auto asks the index when git cannot answer)."""
     url = repo or package.default_repo
+    _judge_inputs(source_from, None)
 
     def from_index() -> list[str]:
         _refuse_other_repo(repo, package)
@@ -118,6 +130,7 @@ def version_of(
     """The upstream version ref names, without a checkout: from the mirror (version_at), or the
     release the index's sdist names."""
     url = repo or package.default_repo
+    _judge_inputs(source_from, ref)
 
     def from_index() -> Version:
         _refuse_other_repo(repo, package)

@@ -23,7 +23,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from mambawin.atomic import fill_dir
+from mambawin.atomic import fill_dir, probe_writable
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import (
@@ -42,7 +42,7 @@ from mambawin.fetch.version_rules import (
     read_file_version,
     release_version,
 )
-from mambawin.owned import cache_dir
+from mambawin.owned import cache_dir, protected
 from mambawin.packages import MAMBA, Package
 
 DEFAULT_REPO = MAMBA.default_repo
@@ -101,7 +101,7 @@ def checkout(
     """Check out repo at ref (default: newest release) into dest (default: a short cache path)."""
     check_dest(dest)
     if ref is not None:
-        git.check_not_option(ref, "--ref")
+        git.check_ref(ref)
     url = normalize_repo(repo)
     mirror, warnings = ensure_mirror(url, ref)
     if broken_mirror(mirror):
@@ -126,7 +126,7 @@ def release_tags(repo: str) -> list[str]:
 
 def version_at(repo: str, ref: str, package: Package) -> Version:
     """The upstream version of ref, read from the mirror without a checkout (same rule as fetch)."""
-    git.check_not_option(ref, "--ref")
+    git.check_ref(ref)
     url = normalize_repo(repo)
     mirror, _ = ensure_mirror(url, ref)
     commit = _resolve_or_fail(mirror, url, ref)
@@ -188,6 +188,16 @@ def check_dest(dest: Path | None) -> None:
     if dest is not None and dest.exists() and not dest.is_dir():
         msg = f"--dest {dest} is a file, not a folder: pass a new or empty folder for the checkout"
         raise UsageError(msg)
+    if dest is None:
+        return
+    why = protected(dest)  # `/`, a home folder or the current folder: never the checkout's place
+    blocker = next((p for p in dest.parents if p.exists() and not p.is_dir()), None)
+    if why is None and blocker is None:
+        # a read-only or foreign folder is found now, not after the clone
+        probe_writable(next(p for p in (dest, *dest.parents) if p.is_dir()), "--dest's folder")
+        return
+    why = why or f"it lies under {blocker}, which is a file"
+    raise UsageError(f"--dest {dest}: {why}; pass a new or empty folder for the checkout")
 
 
 def _checkout_into(mirror_dir: Path, url: str, commit: str, target: Path) -> None:

@@ -165,9 +165,9 @@ def marker(
 
 
 DEFAULT_TITLE = "mambawin wheels"
-
-
-TITLE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
+# No control character (C0, DEL, C1) and no bidi control (U+202E and kin turn the page's title
+# around on screen: `\u202eslehw` shows as "whels", a title that says what it is not)
+TITLE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]{1,200}")
 
 
 def read_marker(out: Path) -> dict[str, Any]:

@@ -45,6 +45,9 @@ REACHABLE_SCHEMES = ("https", "git+https")
 _EXAMPLE = "'mambawin==X' or 'mambawin @ git+https://…/mambawin@<commit>'"
 
 
+_URLS = re.compile(r"[A-Za-z][\w+.-]*://\S+")  # each URL in a requirement, a direct reference's
+
+
 def given(text: str, flag: str = "--mambawin") -> Source:
     """The requirement the user passed, once it is one a job installs as it reads.
 
@@ -53,6 +56,10 @@ def given(text: str, flag: str = "--mambawin") -> Source:
     (`; os_name == "nt"`) makes pip install nothing, and the dry-run check pass; a `file:` URL
     is on this machine only.
     """
+    # First, and named by the flag alone: every later refusal quotes the text, and a credential
+    # in it (`mambawin @ git+https://u:TOKEN@…`) was echoed to the terminal and the CI log
+    for url in (*_URLS.findall(text), text):
+        refuse_secrets(url, flag, "the workflow file, which is committed")
     where = f"{flag} {text!r}"
     if not text.strip():
         raise UsageError(f"{flag} is empty: give a requirement such as {_EXAMPLE}")

@@ -18,6 +18,7 @@ from mambawin.abi import ABIS, Abi, parse_abi
 from mambawin.archs import Arch, parse_arch, parse_archs
 from mambawin.builder.backends import SPEC_OPTIONS
 from mambawin.errors import SpecError, UsageError
+from mambawin.fetch import git
 from mambawin.fetch.sdist import SOURCES
 from mambawin.packages import PACKAGE_NAMES, get_package
 from mambawin.patch.registry import every_patch_id, unknown_ids
@@ -126,8 +127,8 @@ class _Reader:
             version = str(self.version(version, (*where, "version")))
         return PackageSpec(
             name=name,
-            ref=self.string(self.required(table, (*where, "ref")), (*where, "ref")),
-            repo=self.public(self.optional_str(table, (*where, "repo")), (*where, "repo"))
+            ref=self.ref(self.required(table, (*where, "ref")), (*where, "ref")),
+            repo=self.repo(self.optional_str(table, (*where, "repo")), (*where, "repo"))
             or get_package(name).default_repo,
             version=version,
         )
@@ -332,7 +333,30 @@ class _Reader:
                 f"{text!r} starts with '-', which git and pip would read as "
                 "an option: write the value itself",
             )
+        odd = next((c for c in text if not c.isprintable()), None)
+        if odd is not None:  # a line break, a tab, an ESC: they reached git, the matrix, a terminal
+            raise self.fail(
+                where, f"{text!r} holds {odd!r}: spec values are one line of printable text"
+            )
         return text
+
+    def ref(self, value: object, where: tuple[str | int, ...]) -> str:
+        """A package's ref: what `--ref` accepts (fetch.git's one rule)."""
+        text = self.string(value, where)
+        try:
+            git.check_ref(text, "ref")
+        except UsageError as exc:
+            raise self.fail(where, str(exc)) from None
+        return text
+
+    def repo(self, value: str | None, where: tuple[str | int, ...]) -> str | None:
+        """A package's repo: what `--repo` accepts (no remote helper), with no credential."""
+        if value is not None:
+            try:
+                git.check_url(value)
+            except UsageError as exc:
+                raise self.fail(where, str(exc)) from None
+        return self.public(value, where)
 
     def public(self, url: str | None, where: tuple[str | int, ...]) -> str | None:
         """A URL the workflow and the index pages may carry: no credential in it

@@ -145,6 +145,9 @@ def _files(folder: Path, recursive: bool) -> list[Path]:
 
 def pip_environment(meter: DownloadMeter, base: dict[str, str]) -> dict[str, str]:
     """base with pip's temporary folder in the meter's scratch (TMPDIR, and TEMP/TMP on
-    Windows), so the growing download can be measured."""
+    Windows), so the growing download can be measured, and pip's output unbuffered."""
     scratch = str(meter.scratch)
-    return {**base, "TMPDIR": scratch, "TEMP": scratch, "TMP": scratch}
+    # PYTHONUNBUFFERED: piped, pip's lines came in 8 kB blocks, so the meter heard of a wheel
+    # after later ones were done and showed `this wheel 374/30 MB` against the wrong one
+    unbuffered = {"PYTHONUNBUFFERED": "1"}
+    return {**base, "TMPDIR": scratch, "TEMP": scratch, "TMP": scratch, **unbuffered}

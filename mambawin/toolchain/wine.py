@@ -215,7 +215,9 @@ def check_toolchain_root(root: Path) -> bool:
     """Whether root exists; UsageError for one no Windows toolchain of mambawin's may be in (a
     path holding a list separator included)."""
     check_separators(root)
-    return check_root(root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout)
+    return check_root(
+        root, OWNED_AS, "a mambawin toolchain", legacy=_older_layout, flag="--windows-root"
+    )
 
 
 def _older_layout(entries: set[str]) -> bool:
@@ -245,12 +247,12 @@ def separator_problem(root: Path) -> str | None:
         return (
             f"{spelled} holds a ';', which would split it into two entries of PATH, INCLUDE, LIB "
             "and wine's path (the second one of the folder name's choosing): set the toolchain "
-            "up in a folder without one (--root)"
+            "up in a folder without one (--windows-root)"
         )
     why = "wine reads as a folder separator" if found == "\\" else "no Windows path can hold"
     return (
         f"{spelled!r} holds {found!r}, which {why} (cl.exe and nvcc.exe would not find the "
-        "toolchain there): set the toolchain up in a folder without one (--root)"
+        "toolchain there): set the toolchain up in a folder without one (--windows-root)"
     )
 
 

@@ -111,12 +111,12 @@ def _needs_fill(root: Path, toolchain: WindowsToolchain) -> bool:
         mark(root, OWNED_AS)  # an older mambawin's toolchain in its own cache: redone whole
     elif marked_as(root) is None and os.listdir(root):
         msg = (
-            f"--root {root} holds an incomplete toolchain mambawin has no record of making: "
-            "move it away (or delete it yourself) and run again"
+            f"--windows-root {root} holds an incomplete toolchain mambawin has no record of "
+            "making: move it away (or delete it yourself) and run again"
         )
         raise UsageError(msg)
     if marked_as(root) is not None:
-        check_refill(root, "the toolchain")  # repaired only once the download is whole
+        check_refill(root, "the toolchain", "--windows-root")  # repaired once the download is whole
     return True
 
 

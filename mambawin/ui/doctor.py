@@ -5,6 +5,7 @@ The report is the result (`mambawin doctor > report.txt`), so it goes to stdout.
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from mambawin.doctor.checks import DoctorReport, summary
@@ -18,9 +19,11 @@ def render_report(report: DoctorReport) -> None:
     for column in ("", "check", "version", "found"):
         table.add_column(column, overflow="fold")
     for check in report.checks:
-        table.add_row(MARKS[check.status], check.name, check.version, check.found)
+        # cells are rich markup: a path holding `[red]` (a --windows-root) is escaped to show
+        found, version = escape(check.found), escape(check.version)
+        table.add_row(MARKS[check.status], escape(check.name), version, found)
         if check.hint and check.status is not Status.OK:
-            table.add_row("", "", "", f"[dim]fix:[/] {check.hint}")
+            table.add_row("", "", "", f"[dim]fix:[/] {escape(check.hint)}")
     out.print(table)
     colour = "green" if report.ready else "red"
     out.print(f"[{colour}]{summary(report)}[/]", soft_wrap=True)

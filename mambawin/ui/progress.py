@@ -201,7 +201,7 @@ def _new_bar() -> Progress:
 
 def _show_build(result: BuildResult) -> None:
     reuse = " (every object reused: only linked)" if result.reused_objects else ""
-    ui.out.print(f"[bold]wheel[/]   {result.wheel}", soft_wrap=True)
+    ui.out.print(f"[bold]wheel[/]   {escape(str(result.wheel))}", soft_wrap=True)
     ui.out.print(f"size    {result.size / 1e6:.1f} MB")
     ui.out.print(f"sha256  {result.sha256}")
     ui.out.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
@@ -214,23 +214,25 @@ def _show_build(result: BuildResult) -> None:
             "(compile steps)"
         )
     if result.log is not None:
-        ui.out.print(f"log     {result.log}", soft_wrap=True)
+        ui.out.print(f"log     {result.log}", soft_wrap=True, markup=False)
 
 
 def _show_plan(plan: BuildPlan) -> None:
     up = plan.upstream
+    # values are escaped: a `--repo /tmp/[red]r` was shown as `/tmp/r`, a path that is not there
     ui.out.print(
-        f"[bold]{plan.package} {up['version']}[/] from {up['repo']} "
-        f"{up['ref'] or ''} at {up['commit'] or '(no git commit)'}",
-        soft_wrap=True,
+        f"[bold]{escape(plan.package)} {escape(str(up['version']))}[/] from "
+        f"{escape(str(up['repo']))} {escape(up['ref'] or '')} at "
+        f"{escape(up['commit'] or '(no git commit)')}",
     )
     if plan.wheel:
-        ui.out.print(f"wheel   {plan.wheel}", soft_wrap=True)
+        ui.out.print(f"wheel   {plan.wheel}", soft_wrap=True, markup=False)
     for fact in plan.facts:
         note = f" ({fact['note']})" if fact.get("note") else ""
-        ui.out.print(f"{fact['name']:<9}{fact['value']}: {fact['source']}{note}", soft_wrap=True)
+        # wrapped between words at the width (a path or a flag stays whole on its line)
+        ui.out.print(f"{fact['name']:<9}{fact['value']}: {fact['source']}{note}", markup=False)
     for line in plan.unchecked:
-        ui.out.print(f"not checked: {line}", soft_wrap=True)
+        ui.out.print(f"not checked: {line}", markup=False)
     rows = [(p["id"], p["status"], ", ".join(p["files"])) for p in plan.patches]
     title = "patches (dry run on a throwaway copy)"
     ui.out.print(ui.Fitted(title, ("patch", "status", "files"), rows))
@@ -244,11 +246,11 @@ def _show_plan(plan: BuildPlan) -> None:
     )
     ui.out.print(f"jobs    {plan.jobs} (MAX_JOBS), nvcc --threads {plan.nvcc_threads}")
     reuse = "its objects will be reused" if plan.reuses_objects else "new"
-    ui.out.print(f"folder  {plan.build_dir} ({reuse})", soft_wrap=True)
+    ui.out.print(f"folder  {plan.build_dir} ({reuse})", soft_wrap=True, markup=False)
     if plan.estimate:
         ui.out.print(
             f"time    about {plan.estimate['seconds']} s with {plan.estimate['jobs']} jobs on "
             f"{plan.estimate['cores']} cores "
             f"({plan.estimate['basis']})",
-            soft_wrap=True,
+            markup=False,
         )

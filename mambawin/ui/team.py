@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from mambawin.ui.console import FAIL, OK, SKIP, WARN, Fitted, console, out
 
 if TYPE_CHECKING:
@@ -32,11 +34,15 @@ def render_matrix(cells: Sequence[Cell]) -> None:
     stdout, as the result it is (notes and counts too)."""
     rows = []
     for cell in cells:
-        why = f"[dim]{cell.reason}[/]" if cell.reason else cell.wheel or "? (version unknown)"
+        # Fitted's cells are rich markup: what the spec says (a ref, a reason quoting it) is
+        # escaped, or `ref = "v2.2.6[red]x"` showed as `v2.2.6x`
+        why = (
+            f"[dim]{escape(cell.reason)}[/]" if cell.reason else cell.wheel or "? (version unknown)"
+        )
         buildable = cell.stable and cell.status != "impossible"
         rows.append(
             (
-                f"{cell.package.name} {cell.package.ref}",
+                escape(f"{cell.package.name} {cell.package.ref}"),
                 "any" if cell.stable else cell.python,
                 f">={cell.torch_floor} {cell.torch.variant}"
                 if buildable
@@ -49,7 +55,7 @@ def render_matrix(cells: Sequence[Cell]) -> None:
     columns = ("package", "py", "torch", "platform", "status", "wheel (or why not)")
     out.print(Fitted("matrix", columns, rows, box=False))
     for note in dict.fromkeys(cell.note for cell in cells if cell.note):
-        out.print(f"[dim]note: {note}[/]")
+        out.print(f"[dim]note: {escape(note)}[/]")
     counts = {s: sum(c.status == s for c in cells) for s in STATUS_MARKS}
     out.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" of {len(cells)} cells")
 
@@ -59,10 +65,10 @@ def render_results(results: Sequence[CellResult]) -> None:
     under --json the cells' JSON is the result)."""
     rows = [
         (
-            result.cell.id,
+            escape(result.cell.id),
             OUTCOME_MARKS.get(result.outcome, result.outcome),
             f"{result.seconds:.0f}s" if result.seconds else "",
-            result.wheel.name if result.wheel else result.detail,
+            escape(result.wheel.name if result.wheel else result.detail),
         )
         for result in results
     ]
@@ -76,9 +82,9 @@ def render_plan(planned: Sequence[PlannedCell]) -> None:
     for item in planned:
         if item.outcome != "build":
             mark = OUTCOME_MARKS.get(item.outcome, item.outcome)
-            out.print(f"{mark} {item.cell.id}: {item.detail}")
+            out.print(f"{mark} {escape(item.cell.id)}: {escape(item.detail)}")
             continue
-        out.print(f"[cyan]•[/] {item.cell.id}: environment {item.env}")
+        out.print(f"[cyan]•[/] {escape(item.cell.id)}: environment {escape(str(item.env))}")
         out.print("  " + " ".join(item.argv), markup=False, soft_wrap=True)
     count = sum(p.outcome == "build" for p in planned)
     out.print(f"{count} of {len(planned)} cells would be built; nothing was created")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from mambawin.stage import Finished, Status
@@ -114,7 +115,7 @@ def render_verify(report: VerifyReport) -> None:
     """The closing summary line; a failure's line comes from the CLI's error handler instead."""
     if report.passed:
         color = "green" if report.gpu_verified else "yellow"
-        out.print(f"[{color}]{report.summary()}[/]", soft_wrap=True)
+        out.print(f"[{color}]{escape(report.summary())}[/]", soft_wrap=True)
     bench = report.step("bench")
     if bench and bench.status is Status.OK:
         out.print(bench_table(BenchReport.from_json(dict(bench.details))))

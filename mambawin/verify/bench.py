@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ def bench(options: BenchOptions) -> BenchReport:
     if options.wheel is None and not options.installed:
         raise UsageError("nothing to benchmark: pass a WHEEL path, or --installed")
     if options.wheel is not None and not Path(options.wheel).is_file():  # before a venv is made
-        msg = f"{options.wheel} does not exist: pass the path of a built .whl (`mambawin build`)"
+        # a folder or a FIFO was said not to exist
+        what = "is not a file" if os.path.lexists(options.wheel) else "does not exist"
+        msg = f"{options.wheel} {what}: pass the path of a built .whl (`mambawin build`)"
         raise UsageError(msg)
     with tempfile.TemporaryDirectory(prefix="mambawin-bench-") as scratch:
         wheels = [options.wheel] if options.wheel is not None else []
