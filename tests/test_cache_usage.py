@@ -11,9 +11,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from mambawin.cache_usage import KINDS, human, usage
 from mambawin.cli import app
-from mambawin.owned import cache_dir
+from mambawin.store.cache_usage import KINDS, human, usage
+from mambawin.store.owned import cache_dir
 
 
 def _file(path: Path, size: int) -> None:

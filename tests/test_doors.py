@@ -14,12 +14,12 @@ import pytest
 from packaging.version import Version
 from typer.testing import CliRunner
 
-from mambawin import cache_usage, owned
 from mambawin.builder import pair
 from mambawin.builder.options import BuildOptions
 from mambawin.cli import app
 from mambawin.errors import FileSystemError, UpstreamError, UsageError
 from mambawin.fetch import version_rules
+from mambawin.store import cache_usage, owned
 from mambawin.toolchain import wine
 from mambawin.userfile import env_flag
 from mambawin.verify import resolve

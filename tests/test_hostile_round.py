@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from mambawin import owned
-from mambawin.cache_usage import OTHER, usage
 from mambawin.cli import app
 from mambawin.errors import SpecError, UsageError
 from mambawin.fetch import git, origin
-from mambawin.owned import cache_dir
 from mambawin.packages import MAMBA
+from mambawin.store import owned
+from mambawin.store.cache_usage import OTHER, usage
+from mambawin.store.owned import cache_dir
 from mambawin.team.example import write_example
 from mambawin.team.spec_reader import load_spec
 from mambawin.toolchain import linux_cuda
@@ -405,9 +405,9 @@ def test_a_read_only_out_is_named_by_its_folder_not_a_temp_name(
     # `cannot write the wheel into /x/rofs/tmpc2jq0e_6: Read-only file system`
     import errno
 
-    from mambawin import atomic
     from mambawin.builder import workspace
     from mambawin.errors import FileSystemError
+    from mambawin.store import atomic
 
     def read_only(*args: Any, **kwargs: Any) -> tuple[int, str]:
         raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "tmpc2jq0e_6"))

@@ -1,6 +1,6 @@
 """mambawin deletes, empties and repairs only what it made (issue 24).
 
-Each caller of the one tree remover (mambawin.owned.remove_tree) is walked with a symlink that
+Each caller of the one tree remover (mambawin.store.owned.remove_tree) is walked with a symlink that
 points outside (to a file and a folder whose content and mode are checked afterwards) and with a
 foreign folder planted where it works: nothing outside is deleted or changed, and a folder
 mambawin did not make is refused, never removed.
@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mambawin import atomic, owned
 from mambawin.archs import parse_archs
 from mambawin.builder import kept
 from mambawin.builder.compile import compile_wheel
@@ -32,8 +31,9 @@ from mambawin.cross import pipeline as cross
 from mambawin.cross.source import build_windows
 from mambawin.errors import FileSystemError, MambawinError, NotOwnedError, UsageError
 from mambawin.fetch import mirror
-from mambawin.owned import cache_dir
 from mambawin.packages import MAMBA
+from mambawin.store import atomic, owned
+from mambawin.store.owned import cache_dir
 from mambawin.team import envs
 from mambawin.team.spec import TorchSpec
 from mambawin.toolchain import wine, wine_setup

@@ -20,11 +20,11 @@ import pytest
 from filelock import FileLock
 from typer.testing import CliRunner
 
-from mambawin import atomic, owned, record, registry
 from mambawin.builder import kept
 from mambawin.cli import app
 from mambawin.errors import FileSystemError, NotOwnedError, UsageError
-from mambawin.owned import cache_dir
+from mambawin.store import atomic, owned, record, registry
+from mambawin.store.owned import cache_dir
 from mambawin.toolchain import linux_cuda, wine, wine_setup
 from tests.test_pip_toolchain import linux_wheels
 from tests.test_wine_toolchain import fake_wheels

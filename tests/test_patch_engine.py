@@ -15,7 +15,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from typer.testing import CliRunner
 
-from mambawin import atomic, proc
+from mambawin import proc
 from mambawin.archs import parse_archs
 from mambawin.cli import app
 from mambawin.errors import FileSystemError, PatchError, UsageError
@@ -25,6 +25,7 @@ from mambawin.patch.diff import unified_diff
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.export import export_patches
 from mambawin.patch.record import RECORD, PatchReport
+from mambawin.store import atomic
 
 runner = CliRunner()
 

@@ -346,7 +346,7 @@ def linux_wheels(dest: Path, names: list[str]) -> None:
 
 
 def test_linux_setup_lays_out_a_cuda_home_torch_can_link_against(tmp_path: Path) -> None:
-    from mambawin.owned import marked_as
+    from mambawin.store.owned import marked_as
     from mambawin.toolchain import linux_cuda
 
     root = tmp_path / "cuda"

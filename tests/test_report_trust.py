@@ -123,7 +123,7 @@ def test_a_read_only_report_folder_is_refused_before_any_step(
 
 
 def test_the_writability_probe_leaves_nothing_behind(tmp_path: Path) -> None:
-    from mambawin import atomic
+    from mambawin.store import atomic
 
     atomic.probe_writable(tmp_path, "the folder")
     assert list(tmp_path.iterdir()) == []

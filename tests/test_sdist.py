@@ -23,8 +23,8 @@ from mambawin.cli import app
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import origin, sdist, simple_index
 from mambawin.fetch.simple_index import IndexSettings
-from mambawin.owned import cache_dir
 from mambawin.packages import CAUSAL_CONV1D
+from mambawin.store.owned import cache_dir
 from mambawin.wheel.provenance import Provenance, read_provenance
 
 runner = CliRunner()

@@ -10,9 +10,9 @@ from pathlib import Path, PureWindowsPath
 import pytest
 from typer.testing import CliRunner
 
-from mambawin import owned
 from mambawin.cli import app
 from mambawin.errors import ToolchainError, UsageError
+from mambawin.store import owned
 from mambawin.toolchain import export, wine
 from mambawin.toolchain.host import Host
 from mambawin.toolchain.windows_env import native_environ

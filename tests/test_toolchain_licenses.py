@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from mambawin.cli import app
 from mambawin.errors import UsageError
-from mambawin.owned import mark
+from mambawin.store.owned import mark
 from mambawin.toolchain import licenses, wine, wine_setup
 from tests.test_wine_toolchain import fake_wheels, layout
 

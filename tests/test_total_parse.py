@@ -12,9 +12,10 @@ import pytest
 from packaging.version import Version
 from test_verify_load import FWD, completed, run_step
 
-from mambawin import lock, proc
+from mambawin import proc
 from mambawin.errors import FileSystemError, PatchError, UpstreamError
 from mambawin.stage import Status
+from mambawin.store import lock
 from mambawin.verify.resolve import report_installs
 from mambawin.verify.wineload import loader, torches
 from mambawin.wheel.provenance import Provenance

@@ -10,13 +10,13 @@ import git
 import pytest
 from typer.testing import CliRunner
 
-from mambawin.atomic import fill_dir
 from mambawin.cli import app
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git as git_runner
 from mambawin.fetch import mirror, upstream, version_rules
-from mambawin.owned import cache_dir
 from mambawin.packages import MAMBA
+from mambawin.store.atomic import fill_dir
+from mambawin.store.owned import cache_dir
 
 runner = CliRunner()
 

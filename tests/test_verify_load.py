@@ -17,10 +17,10 @@ from test_verify import make_wheel
 
 from mambawin import proc
 from mambawin.errors import UpstreamError, WheelError
-from mambawin.owned import marked_as
 from mambawin.patch.causal_conv1d.stable_shapes import SHAPES
 from mambawin.patch.causal_conv1d.stable_shim import shim_text
 from mambawin.stage import Status
+from mambawin.store.owned import marked_as
 from mambawin.toolchain.wine import toolchain_at
 from mambawin.verify import pipeline
 from mambawin.verify.options import VerifyOptions

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mambawin import atomic
 from mambawin.cli import app
+from mambawin.store import atomic
 from mambawin.verify import pipeline, seal, send
 from mambawin.verify.report import StepResult, Target, VerifyReport
 from mambawin.verify.target import probe_driver

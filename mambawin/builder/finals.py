@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from mambawin.atomic import write_file
+from mambawin.store.atomic import write_file
 
 FINAL_DIR = "final"  # under the slot's dist/: moved to kept/<key>/ and back with it
 

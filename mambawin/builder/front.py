@@ -32,13 +32,13 @@ from mambawin.fetch import origin, upstream
 from mambawin.fetch.sdist import DEFAULT_SOURCE as DEFAULT_SOURCE  # every backend's default
 from mambawin.fetch.upstream import Checkout
 from mambawin.fetch.version_rules import read_file_version
-from mambawin.lock import hold
-from mambawin.owned import cache_dir, claim, remove_tree
 from mambawin.packages import Package
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import PatchReport
 from mambawin.stage import Reporter, timed
+from mambawin.store.lock import hold
+from mambawin.store.owned import cache_dir, claim, remove_tree
 from mambawin.wheel.provenance import source_date_epoch
 
 WINDOWS_PLATFORM = "win32"  # the sys.platform setup.py sees

@@ -10,7 +10,7 @@ sources. Moves are renames within the cache: no copying, mtimes unchanged.
 Kept builds are bounded by size (MAMBAWIN_KEEP_MB, default 10000 MB): after each move the least
 recently used are removed. `mambawin cache` lists them; `mambawin cache --prune` applies a bound.
 
-A kept build is a folder mambawin marked when it made it (mambawin.owned); one an older mambawin
+A kept build is a folder mambawin marked when it made it (store.owned); one an older mambawin
 made before markers counts as its own when its kept.json names the folder's key. Anything else
 under kept/ (a link, a file, a folder of someone else's, a mount point) is foreign: listed,
 never removed. A kept/ that is itself a link (or no real folder, or a mount point) is never
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mambawin.owned import cache_dir, claim, inside_cache, mark, marked_as, remove_tree
+from mambawin.store.owned import cache_dir, claim, inside_cache, mark, marked_as, remove_tree
 from mambawin.userfile import env_int, parse_json
 
 KEEP_MB_VAR = "MAMBAWIN_KEEP_MB"

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
-from mambawin.atomic import staging_dir
 from mambawin.builder import front, jobserver, metadata, plan_facts
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
@@ -47,10 +46,11 @@ from mambawin.doctor.checks import DoctorReport, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch.upstream import Checkout
 from mambawin.fetch.version_rules import read_file_version
-from mambawin.lock import hold
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.stage import QuietReporter, Reporter, TimedSteps
+from mambawin.store.atomic import staging_dir
+from mambawin.store.lock import hold
 from mambawin.toolchain.native import Toolchain
 from mambawin.userfile import parse_json
 from mambawin.wheel.glibc import wheel_glibc
@@ -63,7 +63,7 @@ RECORD_NAME = "build.json"
 # What a build asks of the doctor: its report for the requested archs (the probes by default; a
 # recorded report in tests, passed in).
 Doctor = Callable[[tuple[Arch, ...]], DoctorReport]
-LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.lock)
+LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.store.lock)
 
 
 # ---- the pipeline ------------------------------------------------------------------------------

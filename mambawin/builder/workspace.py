@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mambawin.atomic import probe_writable
 from mambawin.builder import kept
 from mambawin.errors import FileSystemError, UsageError
-from mambawin.owned import cache_dir, claim, remove_tree
+from mambawin.store.atomic import probe_writable
+from mambawin.store.owned import cache_dir, claim, remove_tree
 from mambawin.wheel.provenance import ensure_replaceable
 
 
@@ -61,7 +61,7 @@ class Workspace:
         return self.logs / time.strftime("build-%Y%m%d-%H%M%S.log")
 
 
-# What a workspace held before mambawin marked its folders (mambawin.owned): such a workspace of
+# What a workspace held before mambawin marked its folders (store.owned): such a workspace of
 # an older version is adopted as it is.
 WORKSPACE_NAMES = (
     "src",

@@ -39,9 +39,9 @@ from mambawin.builder.results import (
 )
 from mambawin.builder.setup_scan import planned_gencode, scan_setup
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.owned import remove_tree
 from mambawin.packages import Package
 from mambawin.stage import QuietReporter, Reporter, TimedSteps
+from mambawin.store.owned import remove_tree
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 from mambawin.toolchain.wine_server import WineTools
 from mambawin.winbuild.closure import Closure, check_closure

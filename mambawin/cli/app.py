@@ -323,7 +323,7 @@ def command(
             try:
                 try:
                     if cache:  # imported here: --help and --version never load the cache code
-                        from mambawin.cache_usage import usable_cache
+                        from mambawin.store.cache_usage import usable_cache
 
                         usable_cache()
                     return fn(*args, **kw)

@@ -15,7 +15,7 @@ from mambawin.ui.console import console, out, printable
 
 if TYPE_CHECKING:
     from mambawin.builder.kept import Foreign, Kept
-    from mambawin.cache_usage import CacheUsage
+    from mambawin.store.cache_usage import CacheUsage
 
 
 @command(
@@ -44,8 +44,8 @@ def cache_command(
     A kept build is a build's objects: a rebuild of its key reuses every one. Entries under
     kept/ that mambawin did not make are listed as foreign and never touched. The whole cache
     moves with MAMBAWIN_CACHE_DIR."""
-    from mambawin import cache_usage
     from mambawin.builder import kept
+    from mambawin.store import cache_usage
 
     if keep_mb is not None and not prune:
         raise UsageError("--keep-mb is the bound --prune applies: add --prune, or drop --keep-mb")
@@ -88,7 +88,7 @@ def cache_command(
 
 def _show_usage(held: CacheUsage) -> None:
     """The cache folder, its size, each kind in it, and how to move it."""
-    from mambawin.cache_usage import human
+    from mambawin.store.cache_usage import human
 
     folder = _text(str(held.folder))
     out.print(f"mambawin's cache: {folder} ({human(held.total)})", soft_wrap=True)

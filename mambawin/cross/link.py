@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from mambawin.atomic import write_text
 from mambawin.errors import BuildError
 from mambawin.proc import last_line
+from mambawin.store.atomic import write_text
 from mambawin.toolchain.wine import WindowsToolchain, msvc_tool, windows_path
 from mambawin.toolchain.wine_server import Runner
 from mambawin.winbuild.closure import LINK_OPTIONS, parse_link

@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mambawin.abi import STABLE_ABI_TAG, STABLE_PYTHON_TAG, STABLE_SUFFIX
-from mambawin.atomic import staging_dir
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.metadata import pack
 from mambawin.errors import BuildError, UsageError
+from mambawin.store.atomic import staging_dir
 from mambawin.wheel.naming import WINDOWS
 from mambawin.wheel.provenance import Provenance, source_date_epoch
 from mambawin.wheel.writer import Entry, write_wheel, zip_date_time

@@ -22,8 +22,8 @@ from mambawin.cross.audit import Audit, audit_library
 from mambawin.cross.link import link_library, make_import_libraries, unresolved_symbols
 from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
 from mambawin.errors import BuildError, ToolchainError
-from mambawin.owned import claim, remove_tree
 from mambawin.stage import QuietReporter, Reporter, TimedSteps
+from mambawin.store.owned import claim, remove_tree
 from mambawin.toolchain.wine import WindowsToolchain, missing_parts, wine_environ
 from mambawin.toolchain.wine_server import WineTools
 from mambawin.wheel.naming import WINDOWS

@@ -7,11 +7,11 @@ import hashlib
 import re
 from pathlib import Path
 
-from mambawin.atomic import fill_dir
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
-from mambawin.owned import adopt, cache_dir, mark, remove_tree
 from mambawin.secret_urls import redacted
+from mambawin.store.atomic import fill_dir
+from mambawin.store.owned import adopt, cache_dir, mark, remove_tree
 
 
 def normalize_repo(repo: str) -> str:

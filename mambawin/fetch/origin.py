@@ -16,8 +16,8 @@ from mambawin.errors import MambawinError, UpstreamError, UsageError
 from mambawin.fetch import git, sdist
 from mambawin.fetch.sdist import IndexTools, SdistRef
 from mambawin.fetch.upstream import Checkout, check_dest, checkout, release_tags, version_at
-from mambawin.owned import cache_dir
 from mambawin.packages import Package
+from mambawin.store.owned import cache_dir
 
 
 def fetch_release(

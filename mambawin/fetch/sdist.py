@@ -24,13 +24,13 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from mambawin.atomic import fill_dir, write_file, write_text
 from mambawin.errors import FileSystemError, UpstreamError, UsageError, os_error
 from mambawin.fetch import simple_index
 from mambawin.fetch.simple_index import IndexFile, IndexSettings
 from mambawin.fetch.version_rules import read_file_version, release_version
-from mambawin.owned import cache_dir
 from mambawin.packages import Package
+from mambawin.store.atomic import fill_dir, write_file, write_text
+from mambawin.store.owned import cache_dir
 from mambawin.userfile import env_flag, parse_json
 
 OFFLINE_ENV = "MAMBAWIN_OFFLINE"  # set: no index is asked; only what the cache holds is used

@@ -23,7 +23,6 @@ from typing import Any
 
 from packaging.version import Version
 
-from mambawin.atomic import fill_dir, probe_writable
 from mambawin.errors import UpstreamError, UsageError
 from mambawin.fetch import git
 from mambawin.fetch.mirror import (
@@ -42,8 +41,9 @@ from mambawin.fetch.version_rules import (
     read_file_version,
     release_version,
 )
-from mambawin.owned import cache_dir, protected
 from mambawin.packages import MAMBA, Package
+from mambawin.store.atomic import fill_dir, probe_writable
+from mambawin.store.owned import cache_dir, protected
 
 DEFAULT_REPO = MAMBA.default_repo
 

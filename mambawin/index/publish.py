@@ -21,7 +21,8 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from mambawin.atomic import (
+from mambawin.errors import MambawinError, UsageError, WheelError, os_error
+from mambawin.store.atomic import (
     TEMP_PREFIX,
     Move,
     make_parents,
@@ -30,8 +31,7 @@ from mambawin.atomic import (
     swapping,
     write_file,
 )
-from mambawin.errors import MambawinError, UsageError, WheelError, os_error
-from mambawin.owned import marked_as, remove_tree, set_mode
+from mambawin.store.owned import marked_as, remove_tree, set_mode
 from mambawin.userfile import parse_json
 from mambawin.wheel.info import sha256_file
 

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mambawin.atomic import Move
 from mambawin.errors import UsageError
 from mambawin.index.entries import (
     DEFAULT_TITLE,
@@ -87,6 +86,7 @@ from mambawin.index.serve import (
     torch_folders,
 )
 from mambawin.index.serve import torches as named_torches
+from mambawin.store.atomic import Move
 from mambawin.versions import release
 
 SIMPLE = "simple"

@@ -19,13 +19,11 @@ from typing import Any
 
 from packaging.version import Version
 
-from mambawin import atomic
 from mambawin.abi import Abi
 from mambawin.archs import parse_archs
 from mambawin.errors import MambawinError, PatchError, UsageError
 from mambawin.fetch.upstream import Checkout, committed_files, describe
 from mambawin.fetch.version_rules import detect_package
-from mambawin.lock import hold
 from mambawin.packages import MAMBA, Package
 from mambawin.patch import registry
 from mambawin.patch.base import Patch, PatchContext, PatchOptions, Tree
@@ -42,6 +40,8 @@ from mambawin.patch.record import (
     sha256,
 )
 from mambawin.patch.registry import patches_for
+from mambawin.store import atomic
+from mambawin.store.lock import hold
 
 LOCK = ".mambawin/patch.lock"
 
@@ -273,7 +273,7 @@ def _gate(
 
 
 def write_atomically(root: Path, changes: Mapping[str, bytes | None]) -> None:
-    """Write (or delete, for None) every file, or none (mambawin.atomic.write_files)."""
+    """Write (or delete, for None) every file, or none (mambawin.store.atomic.write_files)."""
     try:
         atomic.write_files(root, changes)
     except OSError as exc:

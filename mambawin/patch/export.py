@@ -17,7 +17,6 @@ from pathlib import Path
 from packaging.version import Version
 
 from mambawin.archs import format_archs
-from mambawin.atomic import write_files
 from mambawin.errors import UsageError, os_error
 from mambawin.fetch.upstream import describe
 from mambawin.packages import MAMBA, get_package
@@ -25,6 +24,7 @@ from mambawin.patch import engine
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches, pristine_sources, recorded_options, stage
 from mambawin.patch.record import PatchReport, PatchResult, read_record
+from mambawin.store.atomic import write_files
 
 _NAME = "[0-9][0-9][0-9][0-9]-*.patch"
 _CHECKSUM = re.compile(rb"^mambawin-checksum: sha256=([0-9a-f]{64})\n", re.MULTILINE)

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from mambawin import __version__, proc
 from mambawin.errors import CommandError, ToolchainError
-from mambawin.owned import adopt, cache_dir, claim, marked_as, remove_tree
+from mambawin.store.owned import adopt, cache_dir, claim, marked_as, remove_tree
 from mambawin.team.spec import TorchSpec
 from mambawin.userfile import parse_json
 
 MARKER = "mambawin-env.json"
-OWNED_AS = "team-env"  # the kind in an environment's ownership marker (mambawin.owned)
+OWNED_AS = "team-env"  # the kind in an environment's ownership marker (mambawin.store.owned)
 BUILD_TOOLS = ("setuptools>=68", "wheel", "ninja", "packaging")
 _PROBE = "import sys; print('%d.%d' % sys.version_info[:2])"
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mambawin.atomic import write_text
 from mambawin.builder.faces import shell_argv, spec_env, spec_words
 from mambawin.builder.request import NATIVE
 from mambawin.errors import UsageError
 from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
+from mambawin.store.atomic import write_text
 from mambawin.team import github_check, github_cross
 from mambawin.team.actions import CACHE, CHECKOUT, SCCACHE, SETUP_PYTHON
 from mambawin.team.github_publish import PUBLISH, publish_job

@@ -16,8 +16,8 @@ from pathlib import Path
 from mambawin import proc
 from mambawin.builder.faces import to_argv
 from mambawin.errors import MambawinError
-from mambawin.owned import cache_dir
 from mambawin.stage import Finished, QuietReporter, Reporter, Status
+from mambawin.store.owned import cache_dir
 from mambawin.team import envs, toolkits
 from mambawin.team.matrix import IMPOSSIBLE, TODO, Cell, cell_request, expand
 from mambawin.team.spec import Spec

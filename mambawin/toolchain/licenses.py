@@ -16,9 +16,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from mambawin.atomic import write_text
 from mambawin.errors import UsageError
-from mambawin.record import LICENCE_RECORD
+from mambawin.store.atomic import write_text
+from mambawin.store.record import LICENCE_RECORD
 from mambawin.userfile import parse_json
 
 RECORD = LICENCE_RECORD  # in the toolchain folder: the terms accepted for it

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from mambawin.atomic import fill_dir, staging_dir
-from mambawin.owned import cache_dir, check_refill, check_root, marked_as
+from mambawin.store.atomic import fill_dir, staging_dir
+from mambawin.store.owned import cache_dir, check_refill, check_root, marked_as
 from mambawin.toolchain import licenses, wheels
 from mambawin.toolchain.download import DownloadStatus
 from mambawin.toolchain.wine_setup import SETUP_CUDA, Downloader, cuda_wheels

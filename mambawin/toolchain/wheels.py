@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from mambawin import proc
-from mambawin.owned import set_mode
+from mambawin.store.owned import set_mode
 from mambawin.toolchain.download import DownloadMeter, DownloadStatus, pip_environment
 
 

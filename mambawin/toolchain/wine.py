@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from mambawin.atomic import write_text
 from mambawin.errors import ToolchainError, UsageError
-from mambawin.owned import cache_dir, check_root, protected
+from mambawin.store.atomic import write_text
+from mambawin.store.owned import cache_dir, check_root, protected
 from mambawin.toolchain.host import Host
 
 MSVC_TOOLS = Path("VC") / "Tools" / "MSVC"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from mambawin.atomic import fill_dir, staging_dir
 from mambawin.errors import UsageError
-from mambawin.owned import check_refill, inside_cache, mark, marked_as
+from mambawin.store.atomic import fill_dir, staging_dir
+from mambawin.store.owned import check_refill, inside_cache, mark, marked_as
 from mambawin.toolchain import licenses, wheels
 from mambawin.toolchain.download import DownloadStatus
 from mambawin.toolchain.host import Host

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mambawin import __version__, atomic
+from mambawin import __version__
 from mambawin.errors import UsageError, os_error
 from mambawin.index.inputs import REPORT_KIND
+from mambawin.store import atomic
 from mambawin.userfile import kind_of
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.report import StepResult, VerifyReport

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
-from mambawin.atomic import write_through
 from mambawin.errors import WheelError
+from mambawin.store.atomic import write_through
 from mambawin.wheel.provenance import (
     ensure_replaceable,
 )

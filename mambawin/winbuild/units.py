@@ -19,8 +19,8 @@ from pathlib import Path
 from mambawin import proc
 from mambawin.builder.configure import SetupConfig
 from mambawin.builder.results import UnitReport
-from mambawin.owned import cache_dir
 from mambawin.stage import Finished, Status
+from mambawin.store.owned import cache_dir
 from mambawin.toolchain.wine import (
     WindowsToolchain,
     msvc_tool,

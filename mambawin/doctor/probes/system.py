@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from mambawin.owned import cache_dir
 from mambawin.stage import Status
+from mambawin.store.owned import cache_dir
 from mambawin.toolchain.probe import Check, ProbeContext, output_of
 from mambawin.toolchain.winreg import HKLM, MappingRegistry
 

@@ -17,8 +17,8 @@ from importlib import resources
 from pathlib import Path
 
 from mambawin import proc
-from mambawin.atomic import write_text
 from mambawin.errors import ToolchainError
+from mambawin.store.atomic import write_text
 from mambawin.toolchain.wine import WindowsToolchain, msvc_tool, windows_path
 from mambawin.toolchain.wine_server import Runner
 from mambawin.verify.wineload.ops import Op

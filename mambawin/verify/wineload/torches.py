@@ -26,9 +26,9 @@ import pefile
 from packaging.version import InvalidVersion, Version
 
 from mambawin import proc
-from mambawin.atomic import fill_dir, staging_dir, write_text
 from mambawin.errors import CommandError, FileSystemError, UpstreamError, WheelError, os_error
-from mambawin.owned import cache_dir, claim, mark, marked_as
+from mambawin.store.atomic import fill_dir, staging_dir, write_text
+from mambawin.store.owned import cache_dir, claim, mark, marked_as
 from mambawin.toolchain.wine_setup import pip_download
 from mambawin.userfile import parse_json
 from mambawin.verify.resolve import report_installs

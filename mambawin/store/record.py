@@ -4,7 +4,7 @@ real path) and the marker in each folder that must carry the record's token.
 A folder is mambawin's only when its `.mambawin-owned` marker carries the token the registry
 holds for exactly its path: a marker copied into another folder, written by hand, or left in a
 folder the user moved matches no entry. An older mambawin's marker (no token) counts only inside
-the cache, reached without a link, and is recorded then. mambawin.owned decides what may be
+the cache, reached without a link, and is recorded then. mambawin.store.owned decides what may be
 deleted with it, and is the only module that deletes.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path, PurePosixPath
 
 import platformdirs
 
-from mambawin import registry
 from mambawin.errors import FileSystemError, NotOwnedError, UsageError, os_error
-from mambawin.registry import Entry
+from mambawin.store import registry
+from mambawin.store.registry import Entry
 from mambawin.userfile import env_path, parse_json
 
 MARKER = ".mambawin-owned"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.errors import FileSystemError
-from mambawin.owned import CACHE_VAR, cache_dir
+from mambawin.store.owned import CACHE_VAR, cache_dir
 
 
 def usable_cache() -> Path:

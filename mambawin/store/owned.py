@@ -1,6 +1,6 @@
 """The one way mambawin deletes a tree or a file, or changes a mode; and the checks of a --root.
 
-What is mambawin's is decided by its record (mambawin.record: the registry's entry and the
+What is mambawin's is decided by its record (mambawin.store.record: the registry's entry and the
 folder's marker must agree for exactly that path). remove_tree deletes a path only when it is
 such a folder or lies inside one, and never:
 
@@ -29,24 +29,24 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
-from mambawin import registry
 from mambawin.errors import NotOwnedError, UsageError, os_error
-from mambawin.record import CACHE_VAR as CACHE_VAR
-from mambawin.record import LICENCE_RECORD, forget, owning
-from mambawin.record import MARKER as MARKER
-from mambawin.record import adopt as adopt
-from mambawin.record import cache_dir as cache_dir
-from mambawin.record import check_refill as check_refill
-from mambawin.record import claim as claim
-from mambawin.record import inside_cache as inside_cache
-from mambawin.record import mark as mark
-from mambawin.record import marked_as as marked_as
-from mambawin.record import moved as moved
-from mambawin.record import owner as owner
-from mambawin.record import protected as protected
-from mambawin.record import real_path as real_path
-from mambawin.record import registry_path as registry_path
-from mambawin.registry import WHOLE
+from mambawin.store import registry
+from mambawin.store.record import CACHE_VAR as CACHE_VAR
+from mambawin.store.record import LICENCE_RECORD, forget, owning
+from mambawin.store.record import MARKER as MARKER
+from mambawin.store.record import adopt as adopt
+from mambawin.store.record import cache_dir as cache_dir
+from mambawin.store.record import check_refill as check_refill
+from mambawin.store.record import claim as claim
+from mambawin.store.record import inside_cache as inside_cache
+from mambawin.store.record import mark as mark
+from mambawin.store.record import marked_as as marked_as
+from mambawin.store.record import moved as moved
+from mambawin.store.record import owner as owner
+from mambawin.store.record import protected as protected
+from mambawin.store.record import real_path as real_path
+from mambawin.store.record import registry_path as registry_path
+from mambawin.store.registry import WHOLE
 
 IsMount = Callable[[Path], bool]
 
@@ -59,7 +59,7 @@ TEMP_PREFIX = ".mambawin-tmp-"  # a file write_file leaves only when the process
 
 def write_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
     """Write bytes through a temp file beside path and os.replace it into place (the one atomic
-    write; mambawin.atomic.write_file is this, for callers above this module).
+    write; mambawin.store.atomic.write_file is this, for callers above this module).
 
     mode: the file's permissions; None gives what a plain open() would (0o666 less the umask),
     not the 0o600 of the temp file.

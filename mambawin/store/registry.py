@@ -1,9 +1,9 @@
 """mambawin's record of the folders it made: the registry's shape, its total parse, its lock,
 and the manifests of what mambawin wrote in a folder a user named.
 
-The registry (`<cache>/state/owned.json`, mambawin.owned.registry_path) maps each folder's real
+The registry (`<cache>/state/owned.json`, store.owned.registry_path) maps each folder's real
 path to its kind, the random token its `.mambawin-owned` marker carries, and its manifest (None
-for a folder mambawin made empty itself and owns whole). mambawin.owned decides with it what is
+for a folder mambawin made empty itself and owns whole). store.owned decides with it what is
 mambawin's; this module only reads, parses and writes it (the writer is passed in).
 """
 

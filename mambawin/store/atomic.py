@@ -4,7 +4,7 @@ Every write goes to a temporary name beside its target (the same file system, so
 os.replace is atomic) and is moved into place only when complete; a failure, or Ctrl-C, removes
 the temporary and leaves the target as it was. Temporary names start with `.mambawin-`, so a
 later run that owns the folder can recognise and remove what a killed run left. A staging folder
-is marked as mambawin's when it is made (mambawin.owned), so the one tree remover accepts it.
+is marked as mambawin's when it is made (mambawin.store.owned), so the one tree remover accepts it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from mambawin import owned, registry
 from mambawin.errors import os_error
-from mambawin.owned import mark, remove_tree
+from mambawin.store import owned, registry
+from mambawin.store.owned import mark, remove_tree
 
 TEMP_PREFIX = owned.TEMP_PREFIX  # a file write_file leaves only when the process is killed
 
@@ -86,7 +86,7 @@ def fill_dir(
     manifest of what fill wrote (whole: its top-level folders owned whole, such as wine's
     prefix); an earlier fill of target loses what its manifest lists only now, once the new
     tree is whole, and never anything else. Without what, fill marks the tree itself when
-    target is a folder mambawin may later delete (mambawin.owned), and when another process
+    target is a folder mambawin may later delete (mambawin.store.owned), and when another process
     moved its own copy into place first (a shared cache), that one is kept.
     An empty folder at target is replaced.
     """
