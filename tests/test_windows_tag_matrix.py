@@ -189,6 +189,7 @@ def sdist_options(ref: str, tc: tuple[wine.WindowsToolchain, str], **kw: object)
     return options(CAUSAL_CONV1D, ref, CAUSAL_CONV1D.default_repo, tc, source_from="index", **kw)
 
 
+@pytest.mark.network  # the sdist comes from the package index
 @pytest.mark.parametrize("ref", SDIST_RELEASES)
 def test_an_sdist_release_fwd_unit_stock_as_recorded_and_patched_compiles(
     ref: str, windows_toolchain: tuple[wine.WindowsToolchain, str]
@@ -203,6 +204,7 @@ def test_an_sdist_release_fwd_unit_stock_as_recorded_and_patched_compiles(
     assert (patched.units[0].status, patched.units[0].error) == ("ok", None)
 
 
+@pytest.mark.network  # the sdist comes from the package index
 @pytest.mark.parametrize("ref", SDIST_RELEASES)
 def test_every_unit_of_an_sdist_release_patched_compiles_and_the_objects_link(
     ref: str, windows_toolchain: tuple[wine.WindowsToolchain, str]
