@@ -442,6 +442,9 @@ def test_a_check_that_could_not_link_says_so_and_is_no_plain_ok(
     assert set(document) == {f.name for f in fields(BuildResult)} | {"ok"}
     assert document["backend"] == "windows-check" and document["wheel"] is None
     assert list(document["steps"]) == ["fetch", "patch", "configure", "compile"]
+    # What the tree was made from, as a build's provenance names it (an sdist: its file and
+    # sha256, where it has no commit).
+    assert document["source"] == {"kind": "git", "commit": repo.head.commit.hexsha}
     shown = CliRunner().invoke(app, args)
     assert shown.exit_code == 0 and "not checked: the link" in shown.stdout
 

@@ -6,9 +6,14 @@
   verdict is asserted for every ref in it.
 - Two tags of each package: every unit patched compiles and the symbol closure holds.
 
+- causal-conv1d releases that are on the package index but past the git snapshot (1.7.0,
+  1.6.2.post1), fetched from their sdists: the fwd unit stock and patched, then every unit
+  patched and the link.
+
 Needs MAMBAWIN_TEST_WINDOWS_TOOLCHAIN (a folder `mambawin toolchain windows --setup --root`
-filled), wine, MAMBAWIN_TEST_UPSTREAM / MAMBAWIN_TEST_CAUSAL_CONV1D (git repos), torch (the
-configure run) and, for the whole-tree checks, MAMBAWIN_TEST_CPYTHON (a CPython source tree).
+filled), wine, MAMBAWIN_TEST_UPSTREAM / MAMBAWIN_TEST_CAUSAL_CONV1D (git repos; the sdist
+releases need the package index instead), a CUDA build of torch (the configure run) and, for
+the whole-tree checks, MAMBAWIN_TEST_CPYTHON (a CPython source tree).
 Minutes to an hour on 2 cores: `-m windows_toolchain`.
 """
 
@@ -167,6 +172,48 @@ def test_every_unit_patched_compiles_and_the_objects_link(
     repo = needs(REPO_VARS[package.name])
     cpython = Path(needs("MAMBAWIN_TEST_CPYTHON"))
     report = check_windows(options(package, ref, repo, windows_toolchain, cpython=cpython, jobs=2))
+    assert [
+        (u.source, u.status, str(u.error or "")) for u in report.units if u.status != "ok"
+    ] == []
+    assert report.closure is not None
+    assert report.closure.fatal is None
+    assert [u.readable for u in report.closure.broken] == []
+
+
+# causal-conv1d releases the package index has and the git snapshot does not: their sources come
+# from the sdist (`--source-from index`), and the patch set is proven on them like on every tag.
+SDIST_RELEASES = ["1.7.0", "1.6.2.post1"]
+
+
+def sdist_options(ref: str, tc: tuple[wine.WindowsToolchain, str], **kw: object) -> CheckOptions:
+    return options(CAUSAL_CONV1D, ref, CAUSAL_CONV1D.default_repo, tc, source_from="index", **kw)
+
+
+@pytest.mark.network  # the sdist comes from the package index
+@pytest.mark.parametrize("ref", SDIST_RELEASES)
+def test_an_sdist_release_fwd_unit_stock_as_recorded_and_patched_compiles(
+    ref: str, windows_toolchain: tuple[wine.WindowsToolchain, str]
+) -> None:
+    unit = (UNIT[CAUSAL_CONV1D.name],)
+    stock = check_windows(sdist_options(ref, windows_toolchain, stock=True, units=unit, jobs=1))
+    patched = check_windows(sdist_options(ref, windows_toolchain, units=unit, jobs=1))
+    assert stock.version == ref
+    assert tuple(sorted({signature(m) for m in stock.units[0].messages})) == stock_errors(
+        CAUSAL_CONV1D, ref
+    )
+    assert (patched.units[0].status, patched.units[0].error) == ("ok", None)
+
+
+@pytest.mark.network  # the sdist comes from the package index
+@pytest.mark.parametrize("ref", SDIST_RELEASES)
+def test_every_unit_of_an_sdist_release_patched_compiles_and_the_objects_link(
+    ref: str, windows_toolchain: tuple[wine.WindowsToolchain, str]
+) -> None:
+    cpython = Path(needs("MAMBAWIN_TEST_CPYTHON"))
+    report = check_windows(sdist_options(ref, windows_toolchain, cpython=cpython, jobs=2))
+    assert report.version == ref
+    # split-units makes causal_conv1d_bwd.cu 9 units: with the binding, fwd and update, 12
+    assert len(report.units) == 12
     assert [
         (u.source, u.status, str(u.error or "")) for u in report.units if u.status != "ok"
     ] == []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
@@ -88,6 +88,9 @@ class CheckReport:
     not_checked: tuple[str, ...]
     objects: Path  # the folder of the objects it compiled
     steps: Mapping[str, float]  # seconds per named step, the front half's too
+    # What the tree was made from (Checkout.source_record): the sdist's file and sha256, or the
+    # git commit; an sdist has no commit, so this is what names it.
+    source: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -126,6 +129,7 @@ def build_result(report: CheckReport) -> BuildResult:
         not_checked=report.not_checked,
         units=tuple(u.report() for u in report.units),
         closure=None if report.closure is None else report.closure.report(),
+        source=dict(report.source),
     )
 
 
@@ -200,6 +204,7 @@ def check_windows(
         not_checked(options, units, closure is not None),
         objects,
         steps.durations,
+        checkout.source_record,
     )
 
 
