@@ -79,7 +79,11 @@ class _NoTorch(importlib.abc.MetaPathFinder):
 
 
 @pytest.fixture
-def no_torch() -> Iterator[_NoTorch]:
+def no_torch(monkeypatch: pytest.MonkeyPatch) -> Iterator[_NoTorch]:
+    """The guard, with a torch another test imported taken out of sys.modules for this test (an
+    import of a module already loaded never reaches a finder); it is put back afterwards."""
+    for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
+        monkeypatch.delitem(sys.modules, name)
     guard = _NoTorch()
     sys.meta_path.insert(0, guard)
     try:
