@@ -364,18 +364,10 @@ def test_a_failing_check_under_json_is_the_report_and_the_error_document(
 ) -> None:
     """A `wine` on PATH whose compilers all fail: the report keeps its units and gains the keys
     every error document has."""
-    git = pytest.importorskip("git")
     pytest.importorskip("torch", reason=TORCH_REASON)
     root = layout(tmp_path / "toolchain")
     (root / "torch" / "utils" / "cpp_extension.py").write_text(CPP_EXTENSION)
-    upstream = tmp_path / "upstream"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "fake_upstream", upstream)
-    repo = git.Repo.init(upstream)
-    files = [p for p in upstream.rglob("*") if p.is_file() and ".git" not in p.parts]
-    repo.index.add([p.relative_to(upstream).as_posix() for p in files])
-    actor = git.Actor("test", "test@example.invalid")
-    repo.index.commit("fake upstream", author=actor, committer=actor)
-    repo.create_tag("v0.1.0")
+    upstream = _tagged_upstream(tmp_path, "fake_upstream")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "wine").write_text(
