@@ -33,6 +33,7 @@ from test_patches_kernels import (
 from mambawin import proc
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
+from mambawin.wheel import sass as wheel_sass
 from mambawin.wheel.gpucode import find_cuobjdump
 
 pytestmark = [pytest.mark.slow, pytest.mark.upstream]
@@ -163,29 +164,8 @@ def test_patched_kernels_equal_stock(upstream_repo: Path, tmp_path: Path, ref: s
 # v2.1.0 predates upstream's own CUDA 13 fix (v2.2.6); v2.3.2.post1 is the newest release.
 SASS_REFS = ("v2.1.0", "v2.3.2.post1")
 SASS_SOURCES = ("selective_scan_fwd_fp32.cu", "selective_scan_bwd_fp32_real.cu")
-_FUNCTION = re.compile(r"^\s*Function : (\S+)\s*$", re.MULTILINE)
-
-
-def sass_per_kernel(text: str) -> dict[str, tuple[str, ...]]:
-    """`cuobjdump -sass` of one cubin as {mangled kernel name: its instruction lines}.
-
-    A line is `/*addr*/ OPCODE operands ; /* encoding */` (plus the encoding's second half), so
-    equal tuples mean the same instructions, operands and bits in the same order. Runs of spaces
-    become one: cuobjdump pads every line to the longest one in the whole file.
-    """
-    parts = _FUNCTION.split(text)
-    return {
-        name: tuple(
-            " ".join(line.split())
-            for line in body.splitlines()
-            if line.strip() and not line.strip().startswith(".")
-        )
-        for name, body in zip(parts[1::2], parts[2::2], strict=True)
-    }
-
-
 def sass_of(cuobjdump: str, cubin: Path) -> dict[str, tuple[str, ...]]:
-    return sass_per_kernel(proc.run([cuobjdump, "-sass", cubin], timeout=600).stdout)
+    return wheel_sass.sass_of(cuobjdump, cubin)
 
 
 def stock_tree(repo: Path, ref: str, dest: Path) -> Path:
