@@ -217,7 +217,7 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
     with _front(options, reporter, configure=False) as front:
         scan = scan_setup(front.tree)
-        gencode = planned_gencode(front.patches, options.archs, scan)
+        gencode = planned_gencode(front.patches, scan)
         # The check's compile gets setup.py's own flags: NVCC_THREADS from the environment (the
         # nvcc-threads patch reads it), else setup.py's default.
         threads = int(os.environ.get("NVCC_THREADS") or scan.threads or 1)
