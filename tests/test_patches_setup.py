@@ -221,7 +221,7 @@ def test_no_arch_given_skips_arch_list_and_keeps_upstream_list(tmp_path: Path) -
 
 def test_arch_block_is_inserted_before_the_hack_anchor() -> None:
     text = (FIXTURES / "a3.py").read_text()
-    block = arch_list.block(parse_archs("86"))
+    block = arch_list.block(PatchOptions(archs=parse_archs("86")).front_end("mamba-ssm", "2.2.4"))
     assert block.startswith("    # >>> mambawin arch-list") and block.endswith("arch-list\n")
     assert arch_list.ANCHOR.search(text) is not None
 
