@@ -22,6 +22,7 @@ from mambawin.doctor.checks import DoctorReport
 from mambawin.packages import CAUSAL_CONV1D
 from mambawin.patch.arch_groups import ProofTable, parse_proofs, proof_entry
 from mambawin.wheel.naming import platform_tag
+from tests.fakes.reporter import RecordingReporter as Recorder
 
 FIXTURE = Path(__file__).parent / "fixtures" / "causal_conv1d"
 FOUR = "80;86;89;90"
@@ -97,6 +98,21 @@ def test_without_a_proof_each_arch_keeps_its_pass_and_the_plan_says_why(
         assert plan.gencode == PER_ARCH
         assert plan.front_end is not None and plan.front_end["said"][1].startswith(UNPROVEN)
         assert sum("causal_conv1d_bwd" in u for u in plan.units) == 3
+
+
+def test_the_build_narrates_the_passes_where_it_patches(
+    source: Path, tmp_path: Path, doctor: RecordedDoctor
+) -> None:
+    """The note comes from the front half every native build and plan share (_prepare_with)."""
+    recorder = Recorder()
+    options = BuildOptions(
+        package=CAUSAL_CONV1D, source=source, archs=parse_archs(FOUR), out=tmp_path / "out"
+    )
+    core.plan(options, tools=Tools(doctor=doctor, proofs=proven()), reporter=recorder)
+    assert [n for n in recorder.notes if n.startswith("front end: ")] == [
+        "front end: compute_80 for sm_80, sm_86, sm_89 (SASS proven identical: causal-conv1d "
+        "1.6.0, CUDA 13.0, torch ABI); compute_90 for sm_90"
+    ]
 
 
 def test_arch_groups_off_is_one_pass_per_arch_whatever_is_proven(
