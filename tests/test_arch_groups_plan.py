@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from mambawin.archs import parse_archs
 from mambawin.builder import pipeline as core
+from mambawin.builder.front import CROSS_PATCHES, FrontEndChoice, backend_request
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.request import Tools
 from mambawin.builder.results import BuildPlan
@@ -153,3 +154,34 @@ def test_an_unknown_arch_groups_value_is_a_usage_error(
     else:
         assert "--arch-groups 'always': use one of proven, off" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_the_cross_build_asks_for_groups_but_windows_has_no_proof_yet() -> None:
+    """The cross build's patch options carry its nvcc and win_amd64: a proof made on Linux does
+    not hold there, so every arch keeps its own pass and the plan says why."""
+    choice = FrontEndChoice("proven", "13.0", "win_amd64", proven("linux_x86_64"))
+    request = backend_request(
+        CAUSAL_CONV1D,
+        "repo",
+        "v1.6.0",
+        archs=parse_archs(FOUR),
+        patches=CROSS_PATCHES,
+        groups=choice,
+    )
+    assert request.patch is not None and request.patch.groups is not None
+    front = request.patch.front_end("causal-conv1d", "1.6.0")
+    assert front.gencode() == tuple(PER_ARCH)
+    assert front.unshared == (
+        "sm_86, sm_89 keep their own pass: no SASS proof for causal-conv1d 1.6.0 (stable ABI, "
+        "CUDA 13.0, win_amd64)",
+    )
+    choice = FrontEndChoice("off", "13.0", "win_amd64")
+    off = backend_request(
+        CAUSAL_CONV1D,
+        "repo",
+        "v1.6.0",
+        archs=parse_archs(FOUR),
+        patches=CROSS_PATCHES,
+        groups=choice,
+    )
+    assert off.patch is not None and off.patch.groups is None
