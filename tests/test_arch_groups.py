@@ -16,6 +16,7 @@ from mambawin.patch.arch_groups import (
     plan_front_end,
     proof_entry,
     shipped_proofs,
+    with_proof,
 )
 
 LINUX = "linux_x86_64"
@@ -212,3 +213,16 @@ def test_a_bad_proof_is_refused_naming_what_is_wrong(changes: dict[str, Any], me
 def test_a_bad_table_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match=r"sass_groups\.json"):
         parse_proofs(text)
+
+
+def test_with_proof_adds_an_entry_replaces_the_same_comparison_and_keeps_the_file_valid() -> None:
+    empty = '{"schema": 1, "about": "kept", "proofs": []}'
+    one = with_proof(empty, entry())
+    assert json.loads(one)["about"] == "kept" and parse_proofs(one) == FULL
+    newer = entry(kernels=1200)
+    again = with_proof(one, newer)
+    assert [p.kernels for p in parse_proofs(again).proofs] == [1200]  # replaced, not doubled
+    other = with_proof(again, entry(abi="stable"))
+    assert len(parse_proofs(other).proofs) == 2
+    with pytest.raises(ValueError, match="kernels must be"):
+        with_proof(one, entry() | {"kernels": 0})

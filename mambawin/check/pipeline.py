@@ -37,7 +37,12 @@ from mambawin.builder.results import (
     patch_json,
     upstream_json,
 )
-from mambawin.builder.setup_scan import planned_gencode, scan_setup
+from mambawin.builder.setup_scan import (
+    front_end_json,
+    planned_front_end,
+    planned_gencode,
+    scan_setup,
+)
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.packages import Package
 from mambawin.stage import QuietReporter, Reporter, TimedSteps
@@ -238,6 +243,7 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
             reuses_objects=False,
             local_version=None,
             package=options.package.name,
+            front_end=front_end_json(planned_front_end(front.patches)),
         )
 
 

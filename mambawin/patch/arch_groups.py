@@ -248,6 +248,18 @@ def proof_entry(
     return entry
 
 
+def with_proof(text: str, entry: Mapping[str, Any]) -> str:
+    """sass_groups.json's text with entry added, replacing an entry for the same key and PTX
+    arch (a newer comparison of the same thing); the entries sorted, so the file diffs well."""
+    data = json.loads(text)
+    parse_proofs(text)  # the table as it stands must be valid
+    _proof(entry, len(data["proofs"]))
+    same = ("package", "version", "abi", "cuda", "platform", "ptx_arch")
+    kept = [e for e in data["proofs"] if any(e[f] != entry[f] for f in same)]
+    data["proofs"] = sorted([*kept, dict(entry)], key=lambda e: [str(e[f]) for f in same])
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
 def parse_proofs(text: str) -> ProofTable:
     """The table a sass_groups.json text holds; ValueError naming the first bad entry."""
     data = json.loads(text)
