@@ -45,6 +45,7 @@ SAMPLES: dict[str, str | None] = {
     "--json": None,
     "--plan": None,
     "--abi": "stable",
+    "--arch-groups": "off",
     "--out": "{tmp}/out",
     "--nvcc-threads": "2",
     "--platform": "win_amd64",

@@ -448,7 +448,7 @@ def test_a_left_out_patch_leaves_its_file_and_changes_the_key(tmp_path: Path) ->
         shutil.copytree(Path(__file__).parent / "fixtures" / "causal_conv1d", root)
         (root / "causal_conv1d" / "__init__.py").write_text('__version__ = "1.6.1"\n')
         options = BuildOptions(package=CAUSAL_CONV1D, skip_patches=skip)
-        chosen = core.patch_options(options, parse_archs("90"))
+        chosen = core.patch_options(options, parse_archs("90"), TOOLCHAIN)
         report = apply_patches(root, chosen, skip=skip, package=CAUSAL_CONV1D)
         checkout = upstream.Checkout(root, "repo", "v1.6.1", "c0ffee", "1.6.1", "v1.6.1")
         trees.append(

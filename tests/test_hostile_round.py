@@ -234,6 +234,12 @@ def _plan(repo: str = "https://github.com/x/y") -> Any:
         build_dir=Path("/tmp/b"),
         reuses_objects=False,
         estimate={"seconds": 100, "jobs": 2, "cores": 2, "basis": basis},
+        front_end={
+            "said": [
+                "front end: compute_80 for sm_80, sm_86, sm_89 (SASS proven identical: mamba-ssm "
+                "2.2.6, CUDA 13.0, torch ABI); compute_90 for sm_90; compute_100 for sm_100",
+            ]
+        },
     )
 
 

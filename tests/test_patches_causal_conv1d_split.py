@@ -9,6 +9,7 @@ tests/test_split_equivalence_causal_conv1d.py.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -20,6 +21,7 @@ from test_patches_causal_conv1d import BWD, FWD, hashes, statuses, tree
 from mambawin import proc
 from mambawin.archs import parse_archs
 from mambawin.errors import PatchError
+from mambawin.patch.arch_groups import GroupFacts, parse_proofs, proof_entry
 from mambawin.patch.base import PatchContext, PatchOptions, Tree
 from mambawin.patch.causal_conv1d import split_units
 from mambawin.patch.engine import apply_patches
@@ -242,3 +244,26 @@ def test_split_objects_define_each_instantiation_once_and_behave_like_the_whole(
     assert seen == before[0] | before[1]
     assert printed_split == printed
     assert len(printed.splitlines()) == 72  # 2 widths x 9 combinations x 4 dispatchers
+
+
+def test_four_archs_in_two_front_end_passes_split_bwd_per_dtype_combination(
+    tmp_path: Path,
+) -> None:
+    """The part count follows nvcc's front-end passes: 80/86/89 proven to share compute_80's
+    (a table passed in) and 90 make two passes, so bwd splits as for two archs."""
+    entry = proof_entry(
+        "causal-conv1d", "1.6.1", "torch", "13.0", "linux_x86_64", "80", ["80", "86", "89"], 3, "§"
+    )
+    facts = GroupFacts(
+        "13.0", "linux_x86_64", parse_proofs(json.dumps({"schema": 1, "proofs": [entry]}))
+    )
+    options = PatchOptions(archs=parse_archs("80;86;89;90"), groups=facts)
+    ctx = PatchContext(Version("1.6.1"), options, "split-units", "causal-conv1d")
+    root = tree(tmp_path)
+    staged = Tree(root)
+    assert split_units.transform(staged, ctx) == "applied"
+    for rel, data in staged.changed().items():
+        if data is not None:
+            (root / rel).write_bytes(data)
+    assert len(pieces(root, "causal_conv1d_bwd")) == 9
+    assert [split_units.parts_for("causal_conv1d_bwd", n) for n in (0, 2, 4)] == [3, 9, 3]

@@ -7,6 +7,7 @@ stand-ins for torch/CUDAExtension/setup and the flags it would hand to nvcc are 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import types
@@ -18,7 +19,9 @@ from packaging.version import Version
 
 from mambawin import proc
 from mambawin.archs import parse_archs
+from mambawin.builder.setup_scan import planned_front_end, planned_gencode, scan_setup
 from mambawin.errors import PatchError
+from mambawin.patch.arch_groups import GroupFacts, ProofTable, parse_proofs, proof_entry
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import RECORD
@@ -221,7 +224,7 @@ def test_no_arch_given_skips_arch_list_and_keeps_upstream_list(tmp_path: Path) -
 
 def test_arch_block_is_inserted_before_the_hack_anchor() -> None:
     text = (FIXTURES / "a3.py").read_text()
-    block = arch_list.block(parse_archs("86"))
+    block = arch_list.block(PatchOptions(archs=parse_archs("86")).front_end("mamba-ssm", "2.2.4"))
     assert block.startswith("    # >>> mambawin arch-list") and block.endswith("arch-list\n")
     assert arch_list.ANCHOR.search(text) is not None
 
@@ -477,3 +480,73 @@ def test_the_binding_gets_no_debug_info_although_pythons_cflags_ask_for_it(
     assert b".debug_info" not in obj.read_bytes()
     proc.run(["g++", "-g", "-c", str(source), "-o", str(obj)], timeout=120)
     assert b".debug_info" in obj.read_bytes()  # the check itself sees debug info when it is there
+
+
+# ---- archs sharing one front-end pass (patch/arch_groups.py) -----------------------------------
+
+GROUPED = parse_archs("80;86;89;90")
+
+
+def _proven(version: str, platform: str = "linux_x86_64") -> GroupFacts:
+    """A proof table of one entry, passed in: compute_80 serves sm_86 and sm_89 for version."""
+    entry = proof_entry(
+        "mamba-ssm", version, "torch", "13.0", platform, "80", ["80", "86", "89"], 7, "§ test"
+    )
+    proofs = parse_proofs(json.dumps({"schema": 1, "proofs": [entry]}))
+    return GroupFacts("13.0.88", "linux_x86_64", proofs)
+
+
+def test_proven_archs_share_one_gencode_in_the_patched_setup_py(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "a3")
+    patch(root, PatchOptions(archs=GROUPED, groups=_proven(SHAPES["a3"])))
+    assert gencode(nvcc_flags(run_setup(root))) == [
+        "arch=compute_80,code=[sm_80,sm_86,sm_89]",
+        "arch=compute_90,code=sm_90",
+    ]
+    record = json.loads((root / RECORD).read_text())
+    assert record["options"]["front_end"] == [
+        "arch=compute_80,code=[sm_80,sm_86,sm_89]",
+        "arch=compute_90,code=sm_90",
+    ]
+    assert record["options"]["archs"] == "80;86;89;90"
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        None,  # --arch-groups off
+        GroupFacts("13.0", "linux_x86_64", ProofTable()),  # the shipped (empty) table
+        _proven("2.2.5"),  # a proof of another release
+    ],
+)
+def test_unproven_archs_give_todays_setup_py_and_record_byte_for_byte(
+    tmp_path: Path, groups: GroupFacts | None
+) -> None:
+    today, grouped = make_tree(tmp_path / "today", "a3"), make_tree(tmp_path / "grouped", "a3")
+    patch(today, PatchOptions(archs=GROUPED))
+    patch(grouped, PatchOptions(archs=GROUPED, groups=groups))
+    for rel in ("setup.py", RECORD):
+        assert (grouped / rel).read_bytes() == (today / rel).read_bytes()
+    assert gencode(nvcc_flags(run_setup(grouped))) == [
+        f"arch=compute_{n},code=sm_{n}" for n in ("80", "86", "89", "90")
+    ]
+
+
+def test_grouping_off_again_rewrites_the_block_per_arch(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "a3")
+    patch(root, PatchOptions(archs=GROUPED, groups=_proven(SHAPES["a3"])))
+    assert patch(root, PatchOptions(archs=GROUPED))["arch-list"] == "applied"
+    assert len(gencode(nvcc_flags(run_setup(root)))) == 4
+    assert "front_end" not in json.loads((root / RECORD).read_text())["options"]
+
+
+def test_the_plan_reads_the_passes_the_patch_baked(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "a3")
+    options = PatchOptions(archs=GROUPED, groups=_proven(SHAPES["a3"]))
+    report = apply_patches(root, options, only=SETUP_IDS)
+    scan = scan_setup(root)
+    assert planned_gencode(report, scan) == tuple(gencode(nvcc_flags(run_setup(root))))
+    front = planned_front_end(report)
+    assert front is not None and [len(p.archs) for p in front.passes] == [3, 1]
+    skipped = apply_patches(make_tree(tmp_path / "up", "a1"), PatchOptions(), only=SETUP_IDS)
+    assert planned_front_end(skipped) is None  # no --arch: upstream's own list, no passes

@@ -12,6 +12,7 @@ is tests/test_split_equivalence.py.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from test_patches_kernels import KERNELS, fixture_tree
 from mambawin import proc
 from mambawin.archs import parse_archs
 from mambawin.errors import PatchError
+from mambawin.patch.arch_groups import GroupFacts, parse_proofs, proof_entry
 from mambawin.patch.base import PatchContext, PatchOptions, Tree
 from mambawin.patch.mamba import split_units
 
@@ -291,3 +293,33 @@ def test_launch_configs_follow_rocm_branches_wherever_a_tag_puts_them() -> None:
         header, "selective_scan_fwd_cuda", "selective_scan_fwd_launch"
     )
     assert configs == [("32", "4"), ("128", "16")]
+
+
+def _grouped_context(version: str) -> PatchContext:
+    """Four archs, sm_80/86/89 proven to share compute_80's pass (a table passed in): two passes."""
+    entry = proof_entry(
+        "mamba-ssm", version, "torch", "13.0", "linux_x86_64", "80", ["80", "86", "89"], 3, "§"
+    )
+    facts = GroupFacts(
+        "13.0", "linux_x86_64", parse_proofs(json.dumps({"schema": 1, "proofs": [entry]}))
+    )
+    options = PatchOptions(archs=parse_archs("80;86;89;90"), groups=facts)
+    return PatchContext(Version(version), options, "split-units")
+
+
+def test_the_split_counts_front_end_passes_not_archs(tmp_path: Path) -> None:
+    """Four archs in two passes split as finely as one or two archs: each unit does less work."""
+    listings = {}
+    for name, ctx in (
+        ("one arch", context("90")),
+        ("four archs, two passes", _grouped_context("2.3.2")),
+        ("four archs, four passes", context("80;86;89;90")),
+    ):
+        root = with_bwd(three_config_tree(tmp_path / name.replace(" ", "_").replace(",", "")))
+        tree = Tree(root)
+        assert split_units.transform(tree, ctx) == "applied"
+        write(root, tree)
+        listings[name] = re.findall(r'"csrc/selective_scan/(\w+)\.cu"', tree.read("setup.py"))
+    assert listings["four archs, two passes"] == listings["one arch"]
+    assert listings["four archs, four passes"] != listings["one arch"]
+    assert [split_units.objects_for("bwd", n) for n in (2, 4)] == [4, 2]

@@ -33,6 +33,8 @@ from mambawin.fetch.sdist import DEFAULT_SOURCE as DEFAULT_SOURCE  # every backe
 from mambawin.fetch.upstream import Checkout
 from mambawin.fetch.version_rules import read_file_version
 from mambawin.packages import Package
+from mambawin.patch.arch_groups import OFF as ARCH_GROUPS_OFF
+from mambawin.patch.arch_groups import GroupFacts, ProofTable, shipped_proofs
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.engine import apply_patches
 from mambawin.patch.record import PatchReport
@@ -114,10 +116,15 @@ def backend_request(
     source_from: str = DEFAULT_SOURCE,
     abi: Abi = DEFAULT_ABI,
     configure: Configure | None = None,
+    groups: FrontEndChoice | None = None,
 ) -> FrontRequest:
     """The front's request for a wine backend, built here from the build's inputs and the
-    backend's patch set, so a backend never speaks to fetch or patch itself."""
-    options = PatchOptions(archs=archs, abi=patches.abi or abi) if patches.apply else None
+    backend's patch set, so a backend never speaks to fetch or patch itself. groups: how archs
+    share nvcc front-end passes (None: one pass per arch)."""
+    facts = groups.facts() if groups is not None else None
+    options = (
+        PatchOptions(archs=archs, abi=patches.abi or abi, groups=facts) if patches.apply else None
+    )
     return FrontRequest(
         package=package,
         repo=repo,
@@ -126,6 +133,22 @@ def backend_request(
         patch=options,
         configure=configure,
     )
+
+
+@dataclass(frozen=True)
+class FrontEndChoice:
+    """A backend's --arch-groups and what grouping reads of its toolchain and target."""
+
+    arch_groups: str  # proven | off
+    cuda: str  # the nvcc's version
+    platform: str  # the wheel's platform tag
+    proofs: ProofTable | None = None  # None: the shipped ones
+
+    def facts(self) -> GroupFacts | None:
+        """What the patch options carry; None for off."""
+        if self.arch_groups == ARCH_GROUPS_OFF:
+            return None
+        return GroupFacts(self.cuda, self.platform, self.proofs or shipped_proofs())
 
 
 def prepare(request: FrontRequest, work: Path, *, reporter: Reporter | None = None) -> Front:

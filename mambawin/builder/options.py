@@ -20,8 +20,9 @@ BuildOptions = BuildRequest
 
 
 def nvcc_threads(options: BuildOptions, archs: tuple[Arch, ...]) -> int:
-    """nvcc's --threads for every backend: --nvcc-threads, else one per gencode target up to 4
-    (NVCC_THREADS, read by the nvcc-threads patch in setup.py)."""
+    """nvcc's --threads for every backend: --nvcc-threads, else one per ptxas or PTX target up to
+    4 (NVCC_THREADS, read by the nvcc-threads patch in setup.py). The targets are the same
+    whether archs share front-end passes or not: a shared pass still runs ptxas per arch."""
     return options.nvcc_threads or min(4, sum(len(a.gencode()) for a in archs))
 
 

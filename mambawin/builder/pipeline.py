@@ -30,7 +30,13 @@ from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
 from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
 from mambawin.builder.request import BuildRequest, Tools
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
-from mambawin.builder.setup_scan import planned_gencode, scan_setup
+from mambawin.builder.setup_scan import (
+    front_end_json,
+    front_end_lines,
+    planned_front_end,
+    planned_gencode,
+    scan_setup,
+)
 from mambawin.builder.workspace import (
     Workspace,
     adopt_source,
@@ -46,6 +52,7 @@ from mambawin.doctor.checks import DoctorReport, run_checks
 from mambawin.errors import BuildError, ToolchainError, UsageError
 from mambawin.fetch.upstream import Checkout
 from mambawin.fetch.version_rules import read_file_version
+from mambawin.patch.arch_groups import ProofTable
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.stage import QuietReporter, Reporter, TimedSteps
@@ -76,7 +83,8 @@ def build(
     tools.doctor: the doctor's report for the archs (the probes by default)."""
     steps = TimedSteps(reporter or QuietReporter())
     with ExitStack() as stack:
-        return build_started(start(request, steps, stack, (tools or Tools()).doctor))
+        given = tools or Tools()
+        return build_started(start(request, steps, stack, given.doctor, proofs=given.proofs))
 
 
 @dataclass(frozen=True)
@@ -93,12 +101,18 @@ class Started:
 
 
 def start(
-    options: BuildOptions, steps: TimedSteps, stack: ExitStack, doctor: Doctor | None
+    options: BuildOptions,
+    steps: TimedSteps,
+    stack: ExitStack,
+    doctor: Doctor | None,
+    *,
+    proofs: ProofTable | None = None,
 ) -> Started:
-    """Check the options, then doctor, fetch and patch into a slot held until stack closes."""
+    """Check the options, then doctor, fetch and patch into a slot held until stack closes.
+    proofs: the SASS proofs archs share front-end passes by (None: the shipped ones)."""
     label_choice = check_inputs(options)
     staging = stack.enter_context(staging_dir(builds_root(), ".fetch-"))
-    prepared, _ = _prepare(options, steps, staging, doctor or run_doctor)
+    prepared, _ = _prepare(options, steps, staging, doctor or run_doctor, proofs)
     # One build per build folder: a second one would share its objects, wheel and record.
     stack.enter_context(
         hold(
@@ -157,20 +171,21 @@ def plan(
     """What the build would do, without torch, CUDA or a compiler: the doctor's facts (assumed
     where it found none, and said so), fetch and patch a throwaway copy, and read the patched
     setup.py's text. Nothing is compiled, run or written (the upstream mirror aside)."""
-    doctor = (tools or Tools()).doctor
+    doctor, proofs = (tools or Tools()).doctor, (tools or Tools()).proofs
     steps = TimedSteps(reporter or QuietReporter())
     label_choice = check_inputs(request)  # what the build would refuse, --plan refuses
     with steps("doctor"):
         facts = plan_facts.gather(request, (doctor or run_doctor)(request.archs))
     with staging_dir(builds_root(), ".plan-") as staging:
         prepared, fetched = _prepare_with(
-            request, steps, staging, (facts.toolchain, facts.archs, facts.jobs)
+            request, steps, staging, (facts.toolchain, facts.archs, facts.jobs), proofs
         )
         label = metadata.local_label(label_choice, metadata.provenance_of(prepared, request))
         with steps("configure"):  # setup.py's text, never run: it needs torch and nvcc
             scan = scan_setup(fetched.tree)
             wheel = planned_wheel(fetched.tree, prepared, label, request)
-    gencode = planned_gencode(prepared.patches, prepared.archs, scan)
+    front_end = planned_front_end(prepared.patches)
+    gencode = planned_gencode(prepared.patches, scan)
     estimate = expected(
         [(prepared.package, request.keep_complex)], len(prepared.archs), prepared.jobs
     )
@@ -194,6 +209,7 @@ def plan(
         facts=[f.to_json() for f in facts.facts],
         unchecked=list(facts.unchecked),
         estimate=estimate.to_json(),
+        front_end=front_end_json(front_end),
     )
 
 
@@ -206,13 +222,17 @@ def planned_wheel(tree: Path, prepared: Prepared, label: str | None, options: Bu
 
 
 def _prepare(
-    options: BuildOptions, steps: TimedSteps, staging: Path, doctor: Doctor
+    options: BuildOptions,
+    steps: TimedSteps,
+    staging: Path,
+    doctor: Doctor,
+    proofs: ProofTable | None = None,
 ) -> tuple[Prepared, front.Front]:
     """doctor, then the front half every backend shares (builder/front.py: fetch, patch) on a
     throwaway checkout in staging, patched in place; what the build decides from them."""
     with steps("doctor"):
         decided = _doctor(options, steps, doctor)
-    return _prepare_with(options, steps, staging, decided)
+    return _prepare_with(options, steps, staging, decided, proofs)
 
 
 def _prepare_with(
@@ -220,20 +240,24 @@ def _prepare_with(
     steps: TimedSteps,
     staging: Path,
     decided: tuple[Toolchain, tuple[Arch, ...], int],
+    proofs: ProofTable | None = None,
 ) -> tuple[Prepared, front.Front]:
-    """fetch and patch (builder/front.py) for the toolchain, archs and jobs decided."""
+    """fetch and patch (builder/front.py) for the toolchain, archs and jobs decided; archs
+    share front-end passes as proofs (None: the shipped ones) say, unless --arch-groups off."""
     toolchain, archs, jobs = decided
     request = front.FrontRequest(
         package=options.package,
         repo=options.upstream_repo,
         ref=options.ref,
-        patch=patch_options(options, archs),
+        patch=patch_options(options, archs, toolchain, proofs),
         source=options.source,
         source_from=options.source_from,
         skip=options.skip_patches,
         keep_stock=False,
     )
     fetched = front.prepare(request, staging, reporter=steps)
+    for line in front_end_lines(planned_front_end(fetched.patches)):
+        steps.note(line)
     checkout = fetched.checkout
     inputs = _key_inputs(checkout, fetched.patches, archs, toolchain, options)
     if fetched.epoch is not None:
@@ -306,10 +330,21 @@ def _doctor(
     return report.toolchain, tuple(archs), resolve_jobs(options.jobs, report.recommended_jobs)
 
 
-def patch_options(options: BuildOptions, archs: tuple[Arch, ...]) -> PatchOptions:
+def patch_options(
+    options: BuildOptions,
+    archs: tuple[Arch, ...],
+    toolchain: Toolchain,
+    proofs: ProofTable | None = None,
+) -> PatchOptions:
     """What the patch set is told. nvcc_threads stays out of it: NVCC_THREADS is read at build
-    time."""
-    return PatchOptions(archs=archs, keep_complex=options.keep_complex, abi=options.abi)
+    time. The archs share front-end passes where proofs (None: the shipped ones) prove it for
+    the CUDA the build compiles with (the plan's assumed one where none was found) and this
+    platform, unless --arch-groups off."""
+    choice = front.FrontEndChoice(options.arch_groups, toolchain.cuda, platform_tag(), proofs)
+    groups = choice.facts()
+    return PatchOptions(
+        archs=archs, keep_complex=options.keep_complex, abi=options.abi, groups=groups
+    )
 
 
 def _key_inputs(
@@ -408,6 +443,7 @@ def _record(
         cache=stats.to_json() if stats else None,
         glibc=wheel_glibc(wheel),
         source=prepared.checkout.source_record,
+        front_end=front_end_json(planned_front_end(prepared.patches)),
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -32,8 +32,11 @@ def build_together(
     limit of jobs (jobserver.py); one after the other where no jobserver can be shared."""
     shown = reporter or QuietReporter()
     with ExitStack() as stack:
-        doctor = (tools or Tools()).doctor
-        started = [pipeline.start(o, TimedSteps(shown), stack, doctor) for o in all_options]
+        given = tools or Tools()
+        started = [
+            pipeline.start(o, TimedSteps(shown), stack, given.doctor, proofs=given.proofs)
+            for o in all_options
+        ]
         slots = min(s.prepared.jobs for s in started)
         why_not = _why_not_pooled(started[0].prepared, slots, len(started))
         if why_not is not None:

@@ -25,8 +25,10 @@ from mambawin.archs import Arch, format_archs, parse_archs
 from mambawin.builder.results import CROSS_WINDOWS as CROSS_WINDOWS  # each backend's name
 from mambawin.builder.results import NATIVE as NATIVE
 from mambawin.builder.results import WINDOWS_CHECK as WINDOWS_CHECK
+from mambawin.errors import UsageError
 from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, PACKAGE_NAMES, Package, get_package
+from mambawin.patch.arch_groups import ARCH_GROUPS, PROVEN, ProofTable
 from mambawin.wheel.naming import (
     WINDOWS as WINDOWS,  # the one platform a Linux host cross-builds for
 )
@@ -72,6 +74,7 @@ class BuildOption:
     panel: str | None = None
     metavar: str | None = None
     show_default: str | None = None  # the default as help shows it, where it is not the value
+    choices: tuple[str, ...] = ()  # the only values a "str" option takes, where it has a list
     check_shows: str | None = None  # where `check`'s default differs from build's
     name: str = ""  # the request's field (filled in); "" for the run's own flags
 
@@ -97,6 +100,9 @@ class BuildOption:
             return parse_archs(raw)
         if self.cli == "package":
             return get_package(raw)
+        if self.choices and raw not in self.choices:
+            msg = f"{self.flag} {raw!r}: use one of {', '.join(self.choices)}"
+            raise UsageError(msg)
         return parse_abi(raw) if self.cli == "abi" else raw
 
     def argv(self, value: Any) -> list[str]:
@@ -213,6 +219,21 @@ class BuildRequest:
             cli="abi",
             panel=WHAT,
             metavar="|".join(ABIS),
+        ),
+    )
+    # proven: archs share one nvcc front-end pass where their SASS is proven identical; off: one
+    # pass per arch
+    arch_groups: str = field(
+        default=PROVEN,
+        metadata=option(
+            "--arch-groups",
+            "proven: archs whose SASS is proven identical from one virtual arch share one nvcc "
+            "front-end pass (e.g. compute_80 for sm_80, sm_86, sm_89), the rest keep their own; "
+            "off: one pass per arch.",
+            BUILDS,
+            panel=SPEED,
+            metavar="|".join(ARCH_GROUPS),
+            choices=ARCH_GROUPS,
         ),
     )
     out: Path = field(
@@ -481,3 +502,5 @@ class Tools:
     wine runner and launcher). None: the real one, found when needed."""
 
     doctor: Callable[[tuple[Arch, ...]], DoctorReport] | None = None
+    # the SASS proofs archs share nvcc front-end passes by (None: the ones mambawin ships)
+    proofs: ProofTable | None = None

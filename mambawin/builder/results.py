@@ -88,6 +88,9 @@ class BuildPlan:
     # The expected wall time from measured builds (builder/estimate.py): {seconds, jobs, archs,
     # basis}; None where not estimated.
     estimate: dict[str, Any] | None = None
+    # nvcc's front-end passes (setup_scan.front_end_json): {passes: [{ptx_arch, archs, ptx,
+    # gencode, evidence}], unshared, said}; None where setup.py keeps upstream's own list.
+    front_end: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stable `build --plan --json` form."""
@@ -174,6 +177,8 @@ class BuildResult:
     # What the tree was made from (Checkout.source_record): the sdist's file and sha256, or the
     # git commit; {} where the backend does not say.
     source: dict[str, str] = field(default_factory=dict)
+    # nvcc's front-end passes, as BuildPlan.front_end; None where not known.
+    front_end: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stable `--json` form of every backend."""

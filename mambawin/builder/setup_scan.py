@@ -10,7 +10,8 @@ arguments read; a name bound at module level to a literal list (`sources=SOURCES
 such lists are followed too. Anything else is refused with the line it could not read.
 
 The gencode pairs come from the arch-list patch when it is in effect (it bakes exactly --arch into
-setup.py); without it, upstream's own literal `arch=compute_XX,code=sm_XX` strings are listed.
+setup.py, in the front-end passes patch/arch_groups.py plans); without it, upstream's own literal
+`arch=compute_XX,code=sm_XX` strings are listed.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from mambawin.archs import Arch
 from mambawin.errors import BuildError
+from mambawin.patch.arch_groups import FrontEnd
 from mambawin.patch.base import MARK_BEGIN, MARK_END
 from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.patch.setup_py.arch_list import ID as ARCH_LIST
@@ -115,11 +117,28 @@ def _without_mambawin(text: str) -> str:
     return re.sub(block, "", text, flags=re.DOTALL)
 
 
-def planned_gencode(
-    patches: PatchReport, archs: tuple[Arch, ...], scan: SetupScan
-) -> tuple[str, ...]:
-    """The -gencode values nvcc will get: exactly the archs when the arch-list patch is in effect
-    (it bakes them into setup.py), else upstream's own literal list."""
+def planned_front_end(patches: PatchReport) -> FrontEnd | None:
+    """The front-end passes the arch-list patch baked into setup.py, as it planned them (the
+    patch options, the package and its release); None when it is not in effect."""
     if any(r.id == ARCH_LIST and r.status in IN_EFFECT for r in patches.results):
-        return tuple(g for arch in archs for g in arch.gencode())
-    return scan.upstream_gencode
+        return patches.options.front_end(patches.package, patches.version)
+    return None
+
+
+def planned_gencode(patches: PatchReport, scan: SetupScan) -> tuple[str, ...]:
+    """The -gencode values nvcc will get: one per front-end pass when the arch-list patch is in
+    effect (it bakes them into setup.py), else upstream's own literal list."""
+    front = planned_front_end(patches)
+    return front.gencode() if front is not None else scan.upstream_gencode
+
+
+def front_end_json(front: FrontEnd | None) -> dict[str, Any] | None:
+    """The passes as `--json` of a build and its plan carry them (None: upstream's own list)."""
+    if front is None:
+        return None
+    return {**front.to_json(), "said": list(front.lines())}
+
+
+def front_end_lines(front: FrontEnd | None) -> tuple[str, ...]:
+    """What the build and its plan say of the passes (nothing for upstream's own list)."""
+    return front.lines() if front is not None else ()

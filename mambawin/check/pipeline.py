@@ -37,7 +37,12 @@ from mambawin.builder.results import (
     patch_json,
     upstream_json,
 )
-from mambawin.builder.setup_scan import planned_gencode, scan_setup
+from mambawin.builder.setup_scan import (
+    front_end_json,
+    planned_front_end,
+    planned_gencode,
+    scan_setup,
+)
 from mambawin.errors import ToolchainError, UsageError
 from mambawin.packages import Package
 from mambawin.stage import QuietReporter, Reporter, TimedSteps
@@ -217,7 +222,7 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
         raise ToolchainError(f"the Windows toolchain is not ready: {problems[0]}")
     with _front(options, reporter, configure=False) as front:
         scan = scan_setup(front.tree)
-        gencode = planned_gencode(front.patches, options.archs, scan)
+        gencode = planned_gencode(front.patches, scan)
         # The check's compile gets setup.py's own flags: NVCC_THREADS from the environment (the
         # nvcc-threads patch reads it), else setup.py's default.
         threads = int(os.environ.get("NVCC_THREADS") or scan.threads or 1)
@@ -238,6 +243,7 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
             reuses_objects=False,
             local_version=None,
             package=options.package.name,
+            front_end=front_end_json(planned_front_end(front.patches)),
         )
 
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from packaging.utils import parse_wheel_filename
 
@@ -23,6 +24,7 @@ from mambawin.builder.front import (
     WINDOWS_PLATFORM,
     Configure,
     Front,
+    FrontEndChoice,
     backend_request,
     wheel_version,
     windows_front,
@@ -36,7 +38,13 @@ from mambawin.builder.results import (
     patch_json,
     upstream_json,
 )
-from mambawin.builder.setup_scan import planned_gencode, scan_setup
+from mambawin.builder.setup_scan import (
+    front_end_json,
+    front_end_lines,
+    planned_front_end,
+    planned_gencode,
+    scan_setup,
+)
 from mambawin.cross.pipeline import CrossOptions, CrossResult, cross_build
 from mambawin.errors import UsageError
 from mambawin.stage import Reporter, timed
@@ -96,6 +104,9 @@ def windows_tree(
         archs=options.archs,
         patches=CROSS_PATCHES,
         source_from=options.source_from,
+        # No SASS is proven for Windows builds yet: under proven every arch keeps its own pass
+        # and the plan says why.
+        groups=FrontEndChoice(options.arch_groups, toolchain.cuda_version() or "", WINDOWS),
         configure=Configure(
             env=configure_env_of(options),
             platform=WINDOWS_PLATFORM,
@@ -105,6 +116,8 @@ def windows_tree(
         else None,
     )
     with windows_front(request, "cross", ("objs",), reporter=reporter) as front:
+        for line in front_end_lines(planned_front_end(front.patches)):
+            timed(reporter).note(line)
         cuda = toolchain.cuda_version() or ""
         written = provenance(
             front.checkout,
@@ -151,7 +164,8 @@ def build_windows(
             local_version=prepared.provenance.label,
         )
         built = cross_build(cross, tools=tools, reporter=steps)
-    return build_result(options, built, steps.durations)
+        front_end = front_end_json(planned_front_end(prepared.front.patches))
+    return build_result(options, built, steps.durations, front_end=front_end)
 
 
 def plan_windows(
@@ -166,7 +180,7 @@ def plan_windows(
         label = prepared.provenance.label
         version = wheel_version(front, options.package)
         wheel = wheel_name(options.package, version, label, "", "stable", WINDOWS)
-        gencode = planned_gencode(front.patches, options.archs, scan)
+        gencode = planned_gencode(front.patches, scan)
         threads = nvcc_threads(options, options.archs)
         jobs = resolve_jobs(options.jobs, None)
         return BuildPlan(
@@ -185,14 +199,19 @@ def plan_windows(
             local_version=label,
             package=options.package.name,
             wheel=wheel,
+            front_end=front_end_json(planned_front_end(front.patches)),
         )
 
 
 def build_result(
-    options: BuildOptions, cross: CrossResult, steps: Mapping[str, float]
+    options: BuildOptions,
+    cross: CrossResult,
+    steps: Mapping[str, float],
+    *,
+    front_end: dict[str, Any] | None = None,
 ) -> BuildResult:
     """The cross build as every backend reports it (`build --json`'s one shape); steps: every
-    step's seconds, the front half's and the backend's."""
+    step's seconds, the front half's and the backend's; front_end: nvcc's front-end passes."""
     wheel = cross.wheel
     provenance = read_provenance(wheel) or Provenance()
     return BuildResult(
@@ -212,6 +231,7 @@ def build_result(
         backend=CROSS_WINDOWS,
         units=tuple(u.report() for u in cross.units),
         source=dict(provenance.source),
+        front_end=front_end,
     )
 
 

@@ -19,6 +19,8 @@ from packaging.version import Version
 from mambawin.abi import DEFAULT_ABI, Abi
 from mambawin.archs import Arch
 from mambawin.errors import PatchError
+from mambawin.packages import MAMBA
+from mambawin.patch.arch_groups import FrontEnd, GroupFacts, group_key, plan_front_end
 
 Outcome = Literal["applied", "already-applied", "not-applicable"]
 
@@ -31,6 +33,17 @@ class PatchOptions:
     nvcc_threads: int | None = None
     keep_complex: bool = False
     abi: Abi = DEFAULT_ABI  # "stable": the patches that port the bindings to torch's stable C ABI
+    # The nvcc, platform and SASS proofs archs are grouped into front-end passes by
+    # (patch/arch_groups.py); None: one pass per arch (`--arch-groups off`, or no nvcc known).
+    groups: GroupFacts | None = None
+
+    def front_end(self, package: str, version: str) -> FrontEnd:
+        """The nvcc front-end passes these archs get for package's release version."""
+        facts = self.groups
+        key = group_key(
+            package, version, self.abi, facts.cuda if facts else "", facts.platform if facts else ""
+        )
+        return plan_front_end(self.archs, key, facts.proofs if facts else None)
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,11 @@ class PatchContext:
     version: Version
     options: PatchOptions
     patch_id: str = ""
+    package: str = MAMBA.name
+
+    def front_end(self) -> FrontEnd:
+        """The front-end passes the arch-list patch bakes into setup.py (arch_groups.py)."""
+        return self.options.front_end(self.package, str(self.version))
 
     def drift(self, path: str, anchor: str) -> PatchError:
         """The error for a missing anchor: names the patch, file, upstream version and anchor."""

@@ -237,7 +237,7 @@ def _run_one(
     if gate is not None:
         return PatchResult(patch.id, gate[0], reason=gate[1])
     before = {rel: tree.render(rel) for rel in tree.loaded()}
-    ctx = PatchContext(version, options, patch.id)
+    ctx = PatchContext(version, options, patch.id, package.name)
     try:
         outcome = patch.transform(tree, ctx)
     except FileNotFoundError as exc:

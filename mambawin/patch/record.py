@@ -83,7 +83,8 @@ def record_bytes(
         "tool": f"mambawin {__version__}",
         **({} if package == MAMBA else {"package": package.name}),
         "upstream": {"version": upstream.version, "commit": upstream.commit},
-        "options": _record_options(options, results, in_effect, old),
+        "options": _record_options(options, results, in_effect, old)
+        | _record_front_end(options, results, in_effect, old, (package.name, upstream.version)),
         "patches": [p.id for p in patches if p.id in in_effect],
         "files": {rel: sha256(tree.render(rel) if tree.exists(rel) else None) for rel in files},
     }
@@ -92,7 +93,9 @@ def record_bytes(
 
 # The option each patch bakes into the tree: a patch kept from an earlier run (this run skipped
 # it) keeps the value it was applied with, so the record says what the files hold.
-_OPTION_OF = {"arch-list": "archs", "nvcc-threads": "nvcc_threads"}
+ARCH_LIST = "arch-list"
+_OPTION_OF = {ARCH_LIST: "archs", "nvcc-threads": "nvcc_threads"}
+FRONT_END = "front_end"  # the arch-list block's -gencode values, where archs share a pass
 
 
 def _record_options(
@@ -113,6 +116,26 @@ def _record_options(
     if options.abi != DEFAULT_ABI:  # only then: a torch-ABI record keeps its bytes
         chosen["abi"] = options.abi
     return chosen
+
+
+def _record_front_end(
+    options: PatchOptions,
+    results: tuple[PatchResult, ...],
+    in_effect: set[str],
+    old: Mapping[str, Any],
+    release: tuple[str, str],
+) -> dict[str, Any]:
+    """The shared front-end passes the arch-list block holds, only where archs share one (a
+    record of one pass per arch keeps its bytes); a block kept from an earlier run keeps its."""
+    if ARCH_LIST not in in_effect:
+        return {}
+    if not any(r.id == ARCH_LIST and r.status in IN_EFFECT for r in results):
+        saved = old.get("options", {}).get(FRONT_END)
+        return {} if saved is None else {FRONT_END: saved}
+    front = options.front_end(*release)
+    if all(len(p.archs) == 1 for p in front.passes):
+        return {}
+    return {FRONT_END: list(front.gencode())}
 
 
 def in_effect_ids(results: tuple[PatchResult, ...], old: Mapping[str, Any]) -> set[str]:

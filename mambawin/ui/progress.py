@@ -205,6 +205,8 @@ def _show_build(result: BuildResult) -> None:
     ui.out.print(f"size    {result.size / 1e6:.1f} MB")
     ui.out.print(f"sha256  {result.sha256}")
     ui.out.print(f"archs   {result.archs}   compiled {result.units_compiled} units{reuse}")
+    for line in (result.front_end or {}).get("said", ()):
+        ui.out.print(line, markup=False)
     if result.glibc:
         ui.out.print(f"glibc   {result.glibc} or newer: the oldest Linux it loads on")
     if result.cache:
@@ -240,6 +242,8 @@ def _show_plan(plan: BuildPlan) -> None:
     ui.out.print(
         f"archs   {plan.archs}: nvcc gets " + " ".join(f"-gencode {g}" for g in plan.gencode)
     )
+    for line in (plan.front_end or {}).get("said", ()):
+        ui.out.print(line, markup=False)
     ui.out.print(
         f"units   {len(plan.units)} of {plan.ext_name}: "
         + ", ".join(Path(u).name for u in plan.units)

@@ -19,16 +19,18 @@ compiled in exactly one object, with the same flags and the same template argume
 (tests/test_split_equivalence_causal_conv1d.py compares the SASS kernel by kernel). ROCm code is
 untouched: a part is the unit's text, `#ifdef USE_ROCM` branches included.
 
-How many parts (PARTS): the 9 dtype combinations in contiguous groups. For builds of one or two
-archs, whose units nvcc compiles single-threaded, bwd becomes 9 (one per combination, 19-32 s each
-on a busy H100 core). fwd stays whole: each unit costs ~7 s before any kernel (preprocessing,
-cudafe++ and cicc over the headers, the host compile), and v1.5.4's fwd split in 3 took 34 s
-against about 20 s whole, no longer than a bwd part (issue 27). For more archs nvcc's `--threads`
-already compiles a unit's archs in parallel (as for mamba-ssm's split, docs/benchmarks.md §12):
-bwd gets 3 parts.
-No `--arch` means upstream's own list, 3 to 11 archs in every tag, so it counts as more than two.
-The count depends on the archs only, never on this machine's cores, so the tree (and the wheel)
-is the same wherever it is built.
+How many parts (PARTS): the 9 dtype combinations in contiguous groups, as many as nvcc's
+front-end passes call for (one pass per arch, or one per group of archs proven to share it:
+patch/arch_groups.py; cicc runs once per pass and is most of a unit's time). For one or two
+passes, which nvcc compiles single-threaded, bwd becomes 9 (one per combination, 19-32 s each on a
+busy H100 core). fwd stays whole: each unit costs ~7 s before any kernel (preprocessing, cudafe++
+and cicc over the headers, the host compile), and v1.5.4's fwd split in 3 took 34 s against about
+20 s whole, no longer than a bwd part. For more passes nvcc's `--threads` already runs a unit's
+passes in parallel (as for mamba-ssm's split, docs/benchmarks.md §12): bwd gets 3 parts. Four
+archs grouped into two passes get the finer split, so that no unit, now doing less work, outlasts
+the pool. No `--arch` means upstream's own list, 3 to 11 archs in every tag, so it counts as more
+than two. The count depends on the archs and the proofs only, never on this machine's cores, so
+the tree (and the wheel) is the same wherever it is built.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ ID = "split-units"
 SETUP = "setup.py"
 CSRC = "csrc"
 UNITS = ("causal_conv1d_fwd", "causal_conv1d_bwd")
-PARTS = {  # unit: (parts for one or two archs, parts for more archs)
+PARTS = {  # unit: (parts for one or two front-end passes, parts for more)
     "causal_conv1d_fwd": (1, 1),
     "causal_conv1d_bwd": (9, 3),
 }
@@ -77,10 +79,11 @@ def part_name(unit: str, k: int) -> str:
     return f"{unit}_part{k}"
 
 
-def parts_for(unit: str, archs: int) -> int:
-    """How many translation units unit becomes, itself included (see the module docstring)."""
+def parts_for(unit: str, passes: int) -> int:
+    """How many translation units unit becomes, itself included, for nvcc's number of front-end
+    passes (0: no --arch, upstream's own list; see the module docstring)."""
     few, many = PARTS[unit]
-    return few if 1 <= archs <= 2 else many
+    return few if 1 <= passes <= 2 else many
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
@@ -115,7 +118,8 @@ def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[list[str]]:
     combos = list(dict.fromkeys(_types(m) for m in _INSTANCE.finditer(text)))
     if len(combos) < 2:
         raise ctx.drift(path, f"template void {unit}_cuda<float, at::Half>(...);")
-    parts = groups(combos, min(parts_for(unit, len(ctx.options.archs)), len(combos)))
+    passes = len(ctx.front_end().passes)
+    parts = groups(combos, min(parts_for(unit, passes), len(combos)))
     names = [part_name(unit, k) for k in range(1, len(parts))]
     for k in range(len(parts), MAX_PARTS + 1):  # a re-patch with fewer parts
         if tree.exists(f"{CSRC}/{part_name(unit, k)}.cu"):

@@ -25,9 +25,12 @@ and 24.5 s (rising with kNItems), so for one or two archs, whose units are singl
 becomes 4 objects, the two small configs sharing the unit, and fwd 2 (~20 s each): with 28 units
 of 25-40 s the pair's 16 jobs ran two rounds of long units and the second left cores idle; the
 fwd halves fill them (a model of the pool fed with one H200 run's unit times: a 77.5 s compile
-becomes 70.7 s for 2 % more work; docs/benchmarks.md §22). For more archs nvcc's `--threads`
-already compiles the archs of a unit in parallel: bwd becomes 2 and fwd stays whole (issue 17,
-docs/benchmarks.md §12: 5 parts at four archs oversubscribed the cores). It depends on the archs
+becomes 70.7 s for 2 % more work; docs/benchmarks.md §22). The count follows nvcc's front-end
+passes (one per arch, or one per group of archs proven to share it: patch/arch_groups.py), since
+cicc runs once per pass and is most of a unit's time: with more than two passes nvcc's `--threads`
+already runs a unit's passes in parallel, so bwd becomes 2 and fwd stays whole (docs/benchmarks.md
+§12: 5 parts at four archs oversubscribed the cores); four archs in two passes get the finer split,
+so that no unit, now doing less work, outlasts the pool. It depends on the archs and the proofs
 only, never on this machine's cores, so the tree (and the wheel) is the same wherever it is built.
 """
 
@@ -64,7 +67,7 @@ UNITS = tuple(
     [f"selective_scan_fwd_{d}" for d in DTYPES]
     + [f"selective_scan_bwd_{d}_{k}" for d in DTYPES for k in ("real", "complex")]
 )
-OBJECTS = {  # kind: (objects for one or two archs, for more archs), the unit included
+OBJECTS = {  # kind: (objects for one or two front-end passes, for more), the unit included
     "fwd": (2, 1),
     "bwd": (4, 2),
 }
@@ -91,10 +94,11 @@ def part_name(unit: str, k: int) -> str:
     return f"{unit}_part{k}"
 
 
-def objects_for(kind: str, archs: int) -> int:
-    """How many objects a unit of kind becomes, itself included (see the module docstring)."""
+def objects_for(kind: str, passes: int) -> int:
+    """How many objects a unit of kind becomes, itself included, for nvcc's number of front-end
+    passes (see the module docstring)."""
     few, many = OBJECTS[kind]
-    return few if archs <= 2 else many
+    return few if passes <= 2 else many
 
 
 def launch_configs(header: str, dispatcher: str, launcher: str) -> list[tuple[str, str]]:
@@ -155,14 +159,14 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     listed = [m["unit"] for m in _SOURCE_LINE.finditer(setup) if m["unit"] in UNITS]
     if not listed:
         raise ctx.drift(SETUP, f'"{KERNELS}/selective_scan_bwd_fp32_real.cu",')
-    archs = len(ctx.options.archs)
+    passes = len(ctx.front_end().passes)
     new_lines = {
-        unit: split_unit(tree, ctx, unit, objects_for(kind(unit), archs)) for unit in listed
+        unit: split_unit(tree, ctx, unit, objects_for(kind(unit), passes)) for unit in listed
     }
     estimates = {
         f"{name}.cu": seconds
         for unit in listed
-        for name, seconds in _estimates(tree, unit, objects_for(kind(unit), archs))
+        for name, seconds in _estimates(tree, unit, objects_for(kind(unit), passes))
     }
     if f'"{KERNELS}/{BINDING}"' in setup:
         estimates[BINDING] = BINDING_S

@@ -8,6 +8,11 @@ fails outright on the sm_53..72 entries of v1.0.0..v2.2.5 ("nvcc fatal: Unsuppor
 architecture 'compute_53'"; upstream commit da71f21). Unmerged upstream PR #856 ("Respect
 TORCH_CUDA_ARCH_LIST") parses the variable instead but drops +PTX; baking the list in wins
 regardless of what the environment or upstream does to TORCH_CUDA_ARCH_LIST.
+
+Archs whose SASS is proven identical from one virtual arch share one front-end pass
+(`arch=compute_80,code=[sm_80,sm_86]`: cicc once, ptxas per arch; patch/arch_groups.py); every
+other arch gets `arch=compute_XY,code=sm_XY` as before, so an unproven build's setup.py is the
+one a build without grouping writes.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import re
 
 from packaging.specifiers import SpecifierSet
 
-from mambawin.archs import Arch, format_archs
+from mambawin.archs import format_archs
+from mambawin.patch.arch_groups import FrontEnd
 from mambawin.patch.base import (
     MARK_BEGIN,
     MARK_END,
@@ -35,10 +41,11 @@ SETUP = "setup.py"
 ANCHOR = re.compile(r"^    # HACK: The compiler flag -D_GLIBCXX_USE_CXX11_ABI.*$", re.MULTILINE)
 
 
-def block(archs: tuple[Arch, ...]) -> str:
-    """setup.py lines replacing upstream's -gencode pairs with archs (+PTX as code=compute_XX)."""
-    values = [value for arch in archs for value in arch.gencode()]
-    pairs = [f'        cc_flag += ["-gencode", "{value}"]\n' for value in values]
+def block(front: FrontEnd) -> str:
+    """setup.py lines replacing upstream's -gencode pairs with front's passes (+PTX as
+    code=compute_XX)."""
+    archs = tuple(sorted(a for p in front.passes for a in p.archs))
+    pairs = [f'        cc_flag += ["-gencode", "{value}"]\n' for value in front.gencode()]
     return (
         f"    # {MARK_BEGIN} {ID}: build exactly {format_archs(archs)} (mambawin patch --arch)\n"
         "    # Upstream hard-codes -gencode pairs and ignores TORCH_CUDA_ARCH_LIST; filter, don't\n"
@@ -56,7 +63,7 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     anchor = find_line(text, ANCHOR)
     if anchor is None:
         raise ctx.drift(SETUP, "    # HACK: The compiler flag -D_GLIBCXX_USE_CXX11_ABI")
-    new, outcome = upsert_block(text, block(ctx.options.archs), ID, anchor)
+    new, outcome = upsert_block(text, block(ctx.front_end()), ID, anchor)
     tree.write(SETUP, new)
     return outcome
 

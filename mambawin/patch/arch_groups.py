@@ -1,0 +1,313 @@
+"""One nvcc front-end pass for the archs that share it, where the SASS is proven the same.
+
+nvcc runs cicc, its expensive front end, once per virtual arch: `-gencode
+arch=compute_86,code=sm_86` for each of four archs parses and optimises every kernel four times.
+`-gencode arch=compute_80,code=[sm_80,sm_86,sm_89]` runs cicc once for compute_80 and ptxas once
+per real arch. Whether sm_86's SASS from compute_80's PTX is the SASS sm_86's own pass gives
+depends on the kernels (a `__CUDA_ARCH__` test, an intrinsic only the newer PTX has), the
+upstream release, the ABI's sources and the nvcc, so nothing is grouped on reasoning alone: an
+arch shares a lower arch's pass only where a proof says that, for this package, release, ABI,
+CUDA and platform, every kernel's SASS was compared and is identical (data/sass_groups.json, one
+entry per comparison; `proof_entry` writes one). Anything unproven keeps its own pass, as before.
+
+Rules: only plain archs group (sm_90a/sm_100f code is tied to its own arch); a pass serves archs
+of its own major (compute_80 cannot use what sm_90 adds, so sm_90's SASS from it is another
+program); a pass's PTX arch is its lowest member; an arch whose +PTX was asked keeps its own pass
+(its compute_XY pass runs anyway, so joining would save no front-end work), and a pass emits its
+PTX arch's PTX when that arch asked for it. With one pass per arch the gencode values are the
+ones a build without grouping gives, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from mambawin.archs import Arch
+
+PROVEN, OFF = "proven", "off"
+ARCH_GROUPS = (PROVEN, OFF)
+DATA = "sass_groups.json"  # in mambawin/patch/data/
+SCHEMA = 1
+PROOF_PLATFORM = "linux_x86_64"  # the one platform proofs are made on so far
+_ARCH = re.compile(r"^\d{2,3}$", re.ASCII)  # a plain arch, as nvcc packs it: 80, 86, 100
+_CUDA = re.compile(r"^\d+\.\d+$", re.ASCII)
+_FIELDS = ("package", "version", "abi", "cuda", "platform", "ptx_arch", "archs", "kernels")
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """What a proof holds for: the SASS of one package release, ABI, CUDA and platform."""
+
+    package: str
+    version: str  # upstream's version, exact (normalised by PEP 440)
+    abi: str  # torch | stable
+    cuda: str  # major.minor of the nvcc; "" when unknown (nothing is proven for it)
+    platform: str  # the wheel's platform tag, e.g. linux_x86_64
+
+    def proven_text(self) -> str:
+        """e.g. 'mamba-ssm 2.2.4, CUDA 13.0, torch ABI'."""
+        return f"{self.package} {self.version}, CUDA {self.cuda}, {self.abi} ABI{self._where()}"
+
+    def unproven_text(self) -> str:
+        """e.g. 'causal-conv1d 1.6.2 (torch ABI, CUDA 13.0)'."""
+        cuda = f"CUDA {self.cuda}" if self.cuda else "CUDA unknown"
+        return f"{self.package} {self.version} ({self.abi} ABI, {cuda}{self._where()})"
+
+    def _where(self) -> str:
+        return "" if self.platform == PROOF_PLATFORM else f", {self.platform}"
+
+
+@dataclass(frozen=True)
+class Proof:
+    """One comparison: every kernel's SASS of archs from ptx_arch's pass equals its own pass's."""
+
+    key: GroupKey
+    ptx_arch: str  # e.g. "80"
+    archs: tuple[str, ...]  # the real archs the pass serves, ptx_arch included
+    kernels: int  # kernels compared
+    evidence: str  # the docs/benchmarks.md section that shows it
+
+    def covers(self, key: GroupKey, ptx_arch: str, arch: str) -> bool:
+        return self.key == key and self.ptx_arch == ptx_arch and arch in self.archs
+
+
+@dataclass(frozen=True)
+class ProofTable:
+    """Every SASS proof mambawin knows."""
+
+    proofs: tuple[Proof, ...] = ()
+
+    def proof_for(self, key: GroupKey, ptx_arch: str, arch: str) -> Proof | None:
+        return next((p for p in self.proofs if p.covers(key, ptx_arch, arch)), None)
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    """What grouping needs besides the archs, the package, its release and the ABI: the nvcc,
+    the platform built for, and the proofs."""
+
+    cuda: str  # the nvcc's version (any PEP 440 spelling; major.minor is used)
+    platform: str
+    proofs: ProofTable
+
+
+@dataclass(frozen=True)
+class FrontPass:
+    """One front-end pass: cicc for compute_<ptx>, ptxas for each real arch it serves."""
+
+    ptx: Arch  # the lowest member: its compute_XY is the pass's virtual arch
+    archs: tuple[Arch, ...]  # the real archs served, ptx first
+    emits_ptx: bool  # compute_XY's PTX goes into the binary too (ptx asked for +PTX)
+    proof: Proof | None = None  # what lets more than one arch share it
+
+    def gencode(self) -> tuple[str, ...]:
+        """The -gencode values: `arch=compute_80,code=[sm_80,sm_86]` for a shared pass; an arch
+        alone gets Arch.gencode's, as a build without grouping does (its PTX a value of its own)."""
+        if len(self.archs) == 1:
+            return tuple(self.ptx.gencode())
+        codes = [a.sm for a in self.archs] + ([self.ptx.compute] if self.emits_ptx else [])
+        return (f"arch={self.ptx.compute},code=[{','.join(codes)}]",)
+
+    @property
+    def targets(self) -> int:
+        """What nvcc's --threads can run at once for it: ptxas per real arch, and the PTX."""
+        return len(self.archs) + self.emits_ptx
+
+    def describe(self) -> str:
+        served = ", ".join(a.sm for a in self.archs) + (" +PTX" if self.emits_ptx else "")
+        proven = f" (SASS proven identical: {self.proof.key.proven_text()})" if self.proof else ""
+        return f"{self.ptx.compute} for {served}{proven}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ptx_arch": self.ptx.number,
+            "archs": [a.number for a in self.archs],
+            "ptx": self.emits_ptx,
+            "gencode": list(self.gencode()),
+            "evidence": self.proof.evidence if self.proof else None,
+        }
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """The passes nvcc runs, and why each arch that could have shared one does not."""
+
+    passes: tuple[FrontPass, ...]
+    unshared: tuple[str, ...] = ()  # one line per reason: 'sm_86, sm_89 keep their own pass: ...'
+
+    def gencode(self) -> tuple[str, ...]:
+        return tuple(g for p in self.passes for g in p.gencode())
+
+    @property
+    def targets(self) -> int:
+        return sum(p.targets for p in self.passes)
+
+    def lines(self) -> tuple[str, ...]:
+        """What the build and its plan say: the passes, then each reason."""
+        if not self.passes:
+            return ()
+        return ("front end: " + "; ".join(p.describe() for p in self.passes), *self.unshared)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passes": [p.to_json() for p in self.passes], "unshared": list(self.unshared)}
+
+
+def group_key(package: str, version: str, abi: str, cuda: str, platform: str) -> GroupKey:
+    """The key of a build: its release normalised by PEP 440, its CUDA as major.minor."""
+    return GroupKey(package, _version(version), abi, cuda_release(cuda), platform)
+
+
+def cuda_release(text: str) -> str:
+    """'13.0' of '13.0', '13.0.88' or 'V13.0.88'; '' when it is no version."""
+    try:
+        release = Version(text.strip().lstrip("vV")).release
+    except InvalidVersion:
+        return ""
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
+def plan_front_end(archs: tuple[Arch, ...], key: GroupKey, proofs: ProofTable | None) -> FrontEnd:
+    """The front-end passes for archs (proofs None: one pass per arch, grouping off)."""
+    passes: list[FrontPass] = []
+    unshared: dict[str, list[Arch]] = {}
+    for arch in sorted(archs):
+        hosts = _lower_passes(passes, arch)
+        if proofs is None or not hosts:
+            passes.append(FrontPass(arch, (arch,), arch.ptx))
+            continue
+        proven = [(h, p) for h in hosts if (p := proofs.proof_for(key, h.ptx.number, arch.number))]
+        if arch.ptx or not proven:
+            why = (
+                f"its PTX needs a {arch.compute} pass anyway"
+                if arch.ptx
+                else f"no SASS proof for {key.unproven_text()}"
+            )
+            unshared.setdefault(why, []).append(arch)
+            passes.append(FrontPass(arch, (arch,), arch.ptx))
+            continue
+        host, proof = proven[0]
+        joined = FrontPass(host.ptx, (*host.archs, arch), host.emits_ptx, host.proof or proof)
+        passes[passes.index(host)] = joined
+    lines = tuple(_unshared_line(members, why) for why, members in unshared.items())
+    return FrontEnd(tuple(passes), lines)
+
+
+def _lower_passes(passes: list[FrontPass], arch: Arch) -> list[FrontPass]:
+    """The passes of lower plain archs of arch's major, lowest first: those it could share."""
+    if arch.suffix:
+        return []
+    return [
+        p
+        for p in passes
+        if not p.ptx.suffix and p.ptx.major == arch.major and p.ptx.minor < arch.minor
+    ]
+
+
+def _unshared_line(archs: list[Arch], why: str) -> str:
+    names = ", ".join(str(a) for a in archs)
+    verb = "keeps its" if len(archs) == 1 else "keep their"
+    return f"{names} {verb} own pass: {why}"
+
+
+# ---- the proofs, as data -----------------------------------------------------------------------
+
+
+def proof_entry(
+    package: str,
+    version: str,
+    abi: str,
+    cuda: str,
+    platform: str,
+    ptx_arch: str,
+    archs: Iterable[str],
+    kernels: int,
+    evidence: str,
+) -> dict[str, Any]:
+    """One entry of data/sass_groups.json's "proofs", checked as the loader checks it: what a
+    SASS comparison of ptx_arch's pass against each arch's own pass proved."""
+    entry = {
+        "package": package,
+        "version": _version(version),
+        "abi": abi,
+        "cuda": cuda_release(cuda) or cuda,
+        "platform": platform,
+        "ptx_arch": ptx_arch,
+        "archs": sorted(set(archs), key=int) if all(_ARCH.match(a) for a in archs) else list(archs),
+        "kernels": kernels,
+        "evidence": evidence,
+    }
+    _proof(entry, 0)  # refuses what the loader would
+    return entry
+
+
+def with_proof(text: str, entry: Mapping[str, Any]) -> str:
+    """sass_groups.json's text with entry added, replacing an entry for the same key and PTX
+    arch (a newer comparison of the same thing); the entries sorted, so the file diffs well."""
+    data = json.loads(text)
+    parse_proofs(text)  # the table as it stands must be valid
+    _proof(entry, len(data["proofs"]))
+    same = ("package", "version", "abi", "cuda", "platform", "ptx_arch")
+    kept = [e for e in data["proofs"] if any(e[f] != entry[f] for f in same)]
+    data["proofs"] = sorted([*kept, dict(entry)], key=lambda e: [str(e[f]) for f in same])
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def parse_proofs(text: str) -> ProofTable:
+    """The table a sass_groups.json text holds; ValueError naming the first bad entry."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ValueError(f"{DATA}: not a schema {SCHEMA} proof table")
+    entries = data.get("proofs")
+    if not isinstance(entries, list):
+        raise ValueError(f'{DATA}: "proofs" is no list')
+    return ProofTable(tuple(_proof(e, i) for i, e in enumerate(entries)))
+
+
+@lru_cache(maxsize=1)
+def shipped_proofs() -> ProofTable:
+    """The proofs this mambawin ships (mambawin/patch/data/sass_groups.json)."""
+    text = resources.files("mambawin.patch").joinpath(f"data/{DATA}").read_text(encoding="utf-8")
+    return parse_proofs(text)
+
+
+def _proof(entry: object, index: int) -> Proof:
+    where = f"{DATA}: proof {index}"
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where} is no object")
+    missing = [f for f in (*_FIELDS, "evidence") if f not in entry]
+    if missing:
+        raise ValueError(f"{where} lacks {', '.join(missing)}")
+    strings = ("package", "version", "abi", "cuda", "platform", "ptx_arch", "evidence")
+    if not all(isinstance(entry[f], str) and entry[f] for f in strings):
+        raise ValueError(f"{where}: {', '.join(strings)} must be non-empty strings")
+    archs, ptx = entry["archs"], entry["ptx_arch"]
+    if not isinstance(archs, list) or not all(isinstance(a, str) and _ARCH.match(a) for a in archs):
+        raise ValueError(f'{where}: archs must be plain archs like "86"')
+    if not _ARCH.match(ptx) or ptx not in archs or len(archs) < 2:
+        raise ValueError(f"{where}: ptx_arch must be one of two or more archs")
+    if any(a[:-1] != ptx[:-1] or int(a) < int(ptx) for a in archs):
+        raise ValueError(f"{where}: archs must share ptx_arch's major and not be below it")
+    if not _CUDA.match(entry["cuda"]):
+        raise ValueError(f"{where}: cuda must be major.minor, e.g. 13.0")
+    kernels = entry["kernels"]
+    if not isinstance(kernels, int) or isinstance(kernels, bool) or kernels < 1:
+        raise ValueError(f"{where}: kernels must be the number of kernels compared (>= 1)")
+    key = GroupKey(
+        entry["package"], _version(entry["version"]), entry["abi"], entry["cuda"], entry["platform"]
+    )
+    return Proof(key, ptx, tuple(archs), kernels, entry["evidence"])
+
+
+def _version(text: str) -> str:
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        return text
