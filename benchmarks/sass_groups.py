@@ -12,7 +12,7 @@ modules, matched by member name) or a folder of wheels (matched by project). For
 grouped binary holds besides its own PTX arch, `groups` compares that arch's SASS of every kernel
 with the per-arch binary's, and prints one JSON document: per (PTX arch, arch) the kernels, how
 many are identical and which differ; with --package ... the proof entries (mambawin's
-`arch_groups.proof_entry`) for the pairs where every kernel is identical, ready for the proof
+`patch.arch_groups.proof_entry`) for the pairs where every kernel is identical, ready for the proof
 table. `compare` is the same for two binaries and the archs named. Needs cuobjdump (PATH,
 CUDA_HOME, or `pip install nvidia-cuda-cuobjdump`). Measured: docs/benchmarks.md.
 """
@@ -129,7 +129,7 @@ def groups(args: argparse.Namespace, cuobjdump: str, scratch: Path) -> dict[str,
 
 def proofs(args: argparse.Namespace, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The proof entries for every (PTX arch, arch) whose kernels were all identical."""
-    from mambawin.builder.arch_groups import proof_entry
+    from mambawin.patch.arch_groups import proof_entry
 
     entries = []
     for ptx in sorted({p["ptx"] for p in pairs}, key=int):
