@@ -29,6 +29,7 @@ from mambawin.builder.configure import DistInfo, SetupConfig, configure
 from mambawin.builder.workspace import copy_source
 from mambawin.errors import UsageError
 from mambawin.fetch import origin, upstream
+from mambawin.fetch.pin import SourcePin
 from mambawin.fetch.sdist import DEFAULT_SOURCE as DEFAULT_SOURCE  # every backend's default
 from mambawin.fetch.upstream import Checkout
 from mambawin.fetch.version_rules import read_file_version
@@ -83,6 +84,7 @@ class FrontRequest:
     # False patches the fetched tree in place (the native build's throwaway checkout).
     keep_stock: bool = True
     configure: Configure | None = None  # None: the backend's compile runs setup.py itself
+    pin: SourcePin | None = None  # the exact commit or sdist the fetch must give (rebuild)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ def backend_request(
     source_from: str = DEFAULT_SOURCE,
     abi: Abi = DEFAULT_ABI,
     configure: Configure | None = None,
+    pin: SourcePin | None = None,
 ) -> FrontRequest:
     """The front's request for a wine backend, built here from the build's inputs and the
     backend's patch set, so a backend never speaks to fetch or patch itself."""
@@ -125,6 +128,7 @@ def backend_request(
         source_from=source_from,
         patch=options,
         configure=configure,
+        pin=pin,
     )
 
 
@@ -135,7 +139,13 @@ def prepare(request: FrontRequest, work: Path, *, reporter: Reporter | None = No
     package = request.package
     with steps("fetch"):
         checkout = fetch(
-            request.repo, request.ref, work / "src", package, request.source, request.source_from
+            request.repo,
+            request.ref,
+            work / "src",
+            package,
+            request.source,
+            request.source_from,
+            request.pin,
         )
         epoch = wheel_epoch(checkout)
     steps.note(f"{package.name} {checkout.version} at {_origin(checkout)}")
@@ -196,11 +206,15 @@ def fetch(
     package: Package,
     source: Path | None = None,
     source_from: str = DEFAULT_SOURCE,
+    pin: SourcePin | None = None,
 ) -> Checkout:
-    """Check out repo at ref into dest (from git or the release's sdist, as source_from says),
-    or copy an existing source folder there (the user's tree is never edited)."""
+    """Check out repo at ref into dest (from git or the release's sdist, as source_from says;
+    the pinned commit or sdist, else refused), or copy an existing source folder there (the
+    user's tree is never edited)."""
     if source is None:
-        return origin.fetch_release(repo, ref, dest, package=package, source_from=source_from)
+        return origin.fetch_release(
+            repo, ref, dest, package=package, source_from=source_from, pin=pin
+        )
     described = upstream.describe(source, package)
     copy_source(source, dest)
     return upstream.Checkout(

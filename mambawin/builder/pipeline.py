@@ -232,6 +232,7 @@ def _prepare_with(
         source_from=options.source_from,
         skip=options.skip_patches,
         keep_stock=False,
+        pin=options.pin,
     )
     fetched = front.prepare(request, staging, reporter=steps)
     checkout = fetched.checkout

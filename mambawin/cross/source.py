@@ -96,6 +96,7 @@ def windows_tree(
         archs=options.archs,
         patches=CROSS_PATCHES,
         source_from=options.source_from,
+        pin=options.pin,
         configure=Configure(
             env=configure_env_of(options),
             platform=WINDOWS_PLATFORM,

@@ -22,11 +22,11 @@ class Comparison:
 
     sha256: str
     other_sha256: str
-    differences: tuple[str, ...]  # empty exactly when the bytes are the same
+    differences: tuple[str, ...]  # empty when the bytes (and the file names) are the same
 
     @property
     def identical(self) -> bool:
-        return self.sha256 == self.other_sha256
+        return self.sha256 == self.other_sha256 and not self.differences
 
 
 def compare_wheels(first: Path, second: Path) -> Comparison:
@@ -64,7 +64,9 @@ def _differences(a: zipfile.ZipFile, b: zipfile.ZipFile) -> list[str]:
         if x.CRC != y.CRC or x.file_size != y.file_size or a.read(name) != b.read(name):
             found.append(f"content: {name}")
         if x.external_attr != y.external_attr:
-            found.append(f"mode: {name} {x.external_attr >> 16:o} against {y.external_attr >> 16:o}")
+            found.append(
+                f"mode: {name} {x.external_attr >> 16:o} against {y.external_attr >> 16:o}"
+            )
         if x.date_time != y.date_time:
             found.append(f"date: {name} {x.date_time} against {y.date_time}")
     return found
