@@ -22,14 +22,8 @@ from wheel.wheelfile import WheelFile
 from mambawin import __version__
 from mambawin.archs import parse_archs
 from mambawin.builder.backends import Outcome
-from mambawin.builder.rebuild import (
-    MachineFacts,
-    Target,
-    command_line,
-    machine_differences,
-    read_target,
-    rebuild,
-)
+from mambawin.builder.rebuild import command_line, machine_differences, rebuild
+from mambawin.builder.rebuild_target import MachineFacts, Target, read_target
 from mambawin.builder.request import BuildRequest
 from mambawin.builder.results import BuildResult
 from mambawin.cli import app

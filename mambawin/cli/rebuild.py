@@ -82,11 +82,12 @@ def rebuild_command(
     from dataclasses import replace
 
     from mambawin.builder import rebuild
+    from mambawin.builder.rebuild_target import read_target
     from mambawin.builder.request import Tools
 
     obj: dict[str, Any] = ctx.obj if isinstance(ctx.obj, dict) else {}
     host = obj.get("host")
-    targets = [rebuild.read_target(wheel, host=host, jobs=jobs) for wheel in wheels]
+    targets = [read_target(wheel, host=host, jobs=jobs) for wheel in wheels]
     if windows_root is not None:
         targets = [
             replace(t, request=replace(t.request, windows_root=windows_root)) for t in targets

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from mambawin.builder.backends import Backend, NativeBackend, Outcome, refuse_fields
-from mambawin.builder.rebuild import MachineFacts, native_facts
+from mambawin.builder.rebuild import native_facts
+from mambawin.builder.rebuild_target import MachineFacts
 from mambawin.builder.request import CROSS_WINDOWS, NATIVE, WINDOWS_CHECK, BuildRequest, Tools
 from mambawin.dispatch.wine import CheckBackend, CrossBackend, cross_facts
 from mambawin.errors import UsageError

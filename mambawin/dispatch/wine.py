@@ -10,7 +10,8 @@ from mambawin import __version__
 from mambawin.archs import parse_archs
 from mambawin.builder.backends import DOES, Outcome, check_windows_root, cross_doctor_line
 from mambawin.builder.options import check_options, resolve_jobs
-from mambawin.builder.rebuild import MachineFacts, this_python
+from mambawin.builder.rebuild import this_python
+from mambawin.builder.rebuild_target import MachineFacts
 from mambawin.builder.request import CHECK_ARCHS, CROSS_WINDOWS, WINDOWS_CHECK, BuildRequest, Tools
 from mambawin.check.pipeline import CheckOptions, build_result, check_windows, plan_check
 from mambawin.cross.source import (
