@@ -185,6 +185,8 @@ def test_a_win_amd64_wheel_is_the_cross_build(tmp_path: Path) -> None:
     request = read_target(wheel, host=HOST).request
     assert request.platform == "win_amd64" and request.backend == "cross-windows"
     assert request.with_ is None  # the cross build makes one package
+    rooted = read_target(wheel, host=HOST, windows_root=tmp_path / "tc").request
+    assert rooted.windows_root == tmp_path / "tc"
     with pytest.raises(MachineDiffers, match="rebuild it on a win_amd64 machine"):
         read_target(wheel, host="macosx_14_0_arm64")
 

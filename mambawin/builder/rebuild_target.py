@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -69,9 +69,16 @@ class Target:
 # ---- the wheel's record → the request that made it ---------------------------------------------
 
 
-def read_target(wheel: Path, *, host: str | None = None, jobs: int | None = None) -> Target:
+def read_target(
+    wheel: Path,
+    *,
+    host: str | None = None,
+    jobs: int | None = None,
+    windows_root: Path | None = None,
+) -> Target:
     """The build that made wheel, from its provenance and file name (checked as a wheel first);
-    WheelError for a wheel mambawin did not build or whose record it would not have written."""
+    WheelError for a wheel mambawin did not build or whose record it would not have written.
+    jobs and windows_root: this machine's own, which cannot change the bytes."""
     with open_wheel(wheel) as (archive, info):
         provenance = provenance_in(archive, info)
     if provenance is None:
@@ -80,7 +87,10 @@ def read_target(wheel: Path, *, host: str | None = None, jobs: int | None = None
             "be rebuilt from its record"
         )
         raise WheelError(msg)
-    return target_of(wheel, info.file, provenance, host=host or platform_tag(), jobs=jobs)
+    target = target_of(wheel, info.file, provenance, host=host or platform_tag(), jobs=jobs)
+    if windows_root is None:
+        return target
+    return replace(target, request=replace(target.request, windows_root=windows_root))
 
 
 def target_of(

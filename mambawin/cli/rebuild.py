@@ -79,19 +79,13 @@ def rebuild_command(
     was built with, or nothing is built and each difference is named with its fix. Each wheel
     is rebuilt into a folder of mambawin's own and compared member by member. Exit 0 when every
     wheel is identical, 14 when one differs, 13 when this machine cannot give the same bytes."""
-    from dataclasses import replace
-
     from mambawin.builder import rebuild
     from mambawin.builder.rebuild_target import read_target
     from mambawin.builder.request import Tools
 
     obj: dict[str, Any] = ctx.obj if isinstance(ctx.obj, dict) else {}
     host = obj.get("host")
-    targets = [read_target(wheel, host=host, jobs=jobs) for wheel in wheels]
-    if windows_root is not None:
-        targets = [
-            replace(t, request=replace(t.request, windows_root=windows_root)) for t in targets
-        ]
+    targets = [read_target(w, host=host, jobs=jobs, windows_root=windows_root) for w in wheels]
     probe = obj.get("machine_facts") or _machine_facts(Tools(doctor=obj.get("doctor")))
     if plan_only:
         show_plan(rebuild.plan(targets, probe), as_json=as_json)
