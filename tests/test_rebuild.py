@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tarfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -472,3 +473,84 @@ def test_a_real_published_wheel_rebuilds_to_the_same_bytes(tmp_path: Path) -> No
     document = json.loads(result.stdout)
     assert result.exit_code == 0, document
     assert document["identical"] is True
+
+
+# ---- the real pipeline on a fake upstream: build, then rebuild from another cache folder ---------
+
+
+@pytest.fixture
+def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
+    """The fake causal-conv1d 0.1.0 built from its sdist on a file:// index (no nvcc: its
+    build_ext writes a placeholder), as `build --source-from index` does; and its doctor."""
+    from sdist_index import make_index, make_sdist, use_index
+    from test_build import RecordedDoctor
+    from test_build_causal_conv1d import TOOLCHAIN
+
+    from mambawin.builder import pipeline
+    from mambawin.builder.request import Tools
+    from mambawin.doctor.checks import DoctorReport
+
+    simple = make_index(tmp_path / "index", [make_sdist(tmp_path, "0.1.0")])
+    use_index(monkeypatch, simple.as_uri())
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    doctor = RecordedDoctor([DoctorReport((), True, parse_archs("90"), 2, TOOLCHAIN)])
+    request = BuildRequest(
+        ref="v0.1.0", package=CAUSAL_CONV1D, source_from="index", out=tmp_path / "published"
+    )
+    result = pipeline.build(request, tools=Tools(doctor=doctor))
+    assert result.wheel is not None
+    return result.wheel, doctor
+
+
+def test_a_built_wheel_rebuilds_to_its_bytes_from_another_cache_folder(
+    built: tuple[Path, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mambawin import dispatch
+    from mambawin.builder.request import Tools
+
+    wheel, doctor = built
+    published = wheel.read_bytes()
+    monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "a" / "much" / "longer" / "cache"))
+    tools = Tools(doctor=doctor)
+    target = read_target(wheel)
+    assert target.request.source_from == "index" and target.request.pin is not None
+    report = rebuild(
+        [target],
+        build=lambda r: dispatch.run(r, tools=tools),
+        probe=lambda r: dispatch.machine_facts(r, tools),
+        keep=tmp_path / "kept",
+    )
+    assert report.identical, report.to_json()
+    assert wheel.read_bytes() == published  # the published wheel is only read
+    assert (tmp_path / "kept" / wheel.name).read_bytes() == published
+
+
+def test_another_sdist_under_the_same_name_is_refused_before_the_build(
+    built: tuple[Path, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sdist_index import make_index, use_index
+
+    from mambawin import dispatch
+    from mambawin.builder.request import Tools
+
+    wheel, doctor = built
+    # the same file name, other bytes: a re-upload, or another index's file
+    (tmp_path / "re-uploaded").mkdir()
+    note = tmp_path / "re-uploaded" / "PKG-INFO"
+    note.write_text("Metadata-Version: 2.1\nName: causal_conv1d\nVersion: 0.1.0\n")
+    other = tmp_path / "re-uploaded" / "causal_conv1d-0.1.0.tar.gz"
+    with tarfile.open(other, "w:gz") as tar:
+        tar.add(note, "causal_conv1d-0.1.0/PKG-INFO")
+    simple = make_index(tmp_path / "other-index", [other])
+    use_index(monkeypatch, simple.as_uri())
+    monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    compiled: list[BuildRequest] = []
+    tools = Tools(doctor=doctor)
+
+    def build(request: BuildRequest) -> Outcome:
+        compiled.append(request)
+        return dispatch.run(request, tools=tools)
+
+    with pytest.raises(UpstreamError, match="another file under the same name"):
+        rebuild([read_target(wheel)], build=build, probe=lambda r: dispatch.machine_facts(r, tools))
+    assert compiled  # the build ran and its fetch refused the sdist, before any patch or compile
