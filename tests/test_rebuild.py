@@ -23,12 +23,12 @@ from wheel.wheelfile import WheelFile
 from mambawin import __version__
 from mambawin.archs import parse_archs
 from mambawin.builder.backends import Outcome
-from mambawin.builder.rebuild import command_line, machine_differences, rebuild
+from mambawin.builder.rebuild import RebuildReport, command_line, machine_differences, rebuild
 from mambawin.builder.rebuild_target import MachineFacts, Target, read_target
 from mambawin.builder.request import BuildRequest
 from mambawin.builder.results import BuildResult
 from mambawin.cli import app
-from mambawin.errors import MachineDiffers, RebuildDiffers, UpstreamError, WheelError
+from mambawin.errors import MachineDiffers, RebuildDiffers, UpstreamError, UsageError, WheelError
 from mambawin.fetch.pin import SourcePin
 from mambawin.fetch.simple_index import IndexFile
 from mambawin.fetch.upstream import Checkout
@@ -554,3 +554,47 @@ def test_another_sdist_under_the_same_name_is_refused_before_the_build(
     with pytest.raises(UpstreamError, match="another file under the same name"):
         rebuild([read_target(wheel)], build=build, probe=lambda r: dispatch.machine_facts(r, tools))
     assert compiled  # the build ran and its fetch refused the sdist, before any patch or compile
+
+
+def test_a_git_build_from_a_local_clone_rebuilds_with_repo_and_a_moved_tag_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import git
+    from test_build import RecordedDoctor
+    from test_build_causal_conv1d import TOOLCHAIN, fake
+
+    from mambawin import dispatch
+    from mambawin.builder import pipeline
+    from mambawin.builder.request import Tools
+    from mambawin.doctor.checks import DoctorReport
+
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    repo = fake(tmp_path, "fake_causal_conv1d")
+    tools = Tools(doctor=RecordedDoctor([DoctorReport((), True, parse_archs("90"), 2, TOOLCHAIN)]))
+    asked = BuildRequest(
+        repo=str(repo), ref="v0.1.0", package=CAUSAL_CONV1D, out=tmp_path / "published"
+    )
+    wheel = pipeline.build(asked, tools=tools).wheel
+    assert wheel is not None
+    with pytest.raises(UsageError, match="built from a local clone: pass --repo"):
+        read_target(wheel)
+    with pytest.raises(UsageError, match="the provenance would differ"):
+        read_target(wheel, repo="https://example.com/other/causal-conv1d")
+
+    def again(cache: str) -> RebuildReport:
+        monkeypatch.setenv("MAMBAWIN_CACHE_DIR", str(tmp_path / cache))
+        return rebuild(
+            [read_target(wheel, repo=str(repo))],
+            build=lambda r: dispatch.run(r, tools=tools),
+            probe=lambda r: dispatch.machine_facts(r, tools),
+        )
+
+    assert again("another/longer/cache").identical
+    moved = git.Repo(repo)
+    (repo / "NEW").write_text("a later commit\n")
+    moved.index.add(["NEW"])
+    actor = git.Actor("test", "test@example.invalid")
+    moved.index.commit("later", author=actor, committer=actor)
+    moved.create_tag("v0.1.0", force=True)
+    with pytest.raises(UpstreamError, match="the ref moved"):
+        again("third-cache")

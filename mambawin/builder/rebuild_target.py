@@ -22,11 +22,12 @@ from packaging.version import InvalidVersion, Version
 from mambawin.abi import ABIS, Abi
 from mambawin.archs import Arch, format_archs, parse_archs
 from mambawin.builder.request import CROSS_WINDOWS, NATIVE, BuildRequest, backend_for
-from mambawin.errors import MachineDiffers, MambawinError, WheelError
-from mambawin.fetch.git import check_ref
+from mambawin.errors import MachineDiffers, MambawinError, UsageError, WheelError
+from mambawin.fetch.git import check_not_option, check_ref
 from mambawin.fetch.pin import SourcePin
 from mambawin.packages import MAMBA, Package, get_package
 from mambawin.patch.registry import patch_ids
+from mambawin.secret_urls import LOCAL_REPOSITORY, public_repo
 from mambawin.wheel.info import open_wheel
 from mambawin.wheel.naming import WINDOWS, WheelFileName, platform_tag
 from mambawin.wheel.provenance import NO_LABEL, ZIP_EPOCHS, Provenance, provenance_in
@@ -75,10 +76,12 @@ def read_target(
     host: str | None = None,
     jobs: int | None = None,
     windows_root: Path | None = None,
+    repo: str | None = None,
 ) -> Target:
     """The build that made wheel, from its provenance and file name (checked as a wheel first);
     WheelError for a wheel mambawin did not build or whose record it would not have written.
-    jobs and windows_root: this machine's own, which cannot change the bytes."""
+    jobs and windows_root: this machine's own, which cannot change the bytes; repo: a clone to
+    fetch the pinned commit from, where the record names the same repository."""
     with open_wheel(wheel) as (archive, info):
         provenance = provenance_in(archive, info)
     if provenance is None:
@@ -87,7 +90,9 @@ def read_target(
             "be rebuilt from its record"
         )
         raise WheelError(msg)
-    target = target_of(wheel, info.file, provenance, host=host or platform_tag(), jobs=jobs)
+    target = target_of(
+        wheel, info.file, provenance, host=host or platform_tag(), jobs=jobs, repo=repo
+    )
     if windows_root is None:
         return target
     return replace(target, request=replace(target.request, windows_root=windows_root))
@@ -100,6 +105,7 @@ def target_of(
     *,
     host: str,
     jobs: int | None = None,
+    repo: str | None = None,
 ) -> Target:
     """The request a wheel's record and file name say made it (host: this machine's platform
     tag, which decides native or cross); every value the record gives is checked as mambawin
@@ -111,9 +117,11 @@ def target_of(
     pin, source_from = _pin(name, provenance)
     ref = _field(name, "ref", provenance.ref)
     _checked(name, "ref", lambda: check_ref(ref))
-    repo = None
     if source_from == "git":
-        repo = _repo(name, provenance.upstream_repo, package)
+        repo = _repo(name, provenance.upstream_repo, package, repo)
+    elif repo is not None:
+        msg = f"--repo: {name} was built from the package index's sdist, not git: drop --repo"
+        raise UsageError(msg)
     left_out = tuple(_patch_id(name, p, package) for p in provenance.left_out)
     in_effect = {p.get("id", "") for p in provenance.patches}
     keep_complex = (
@@ -232,9 +240,23 @@ def _pin(name: str, provenance: Provenance) -> tuple[SourcePin, str]:
     raise _refused(name, f"names a source of kind {kind!r}")
 
 
-def _repo(name: str, recorded: str, package: Package) -> str | None:
-    """The git repository, None for the package's own (so the command line stays short)."""
+def _repo(name: str, recorded: str, package: Package, given: str | None) -> str | None:
+    """The git repository to fetch the pinned commit from (None: the package's own, so the
+    command line stays short): the record's, or a clone given whose recorded form is the
+    record's (the provenance names the repository, so another one would give other bytes)."""
+    if given is not None:
+        check_not_option(given, "--repo")
+        if public_repo(given) != recorded:
+            msg = (
+                f"--repo {given} is recorded as {public_repo(given)!r} and {name} records "
+                f"{recorded!r}: the provenance would differ; pass a clone of that repository"
+            )
+            raise UsageError(msg)
+        return given
     repo = _field(name, "upstream_repo", recorded)
+    if repo == LOCAL_REPOSITORY:
+        msg = f"{name} was built from a local clone: pass --repo with a clone that holds its commit"
+        raise UsageError(msg)
     if repo.startswith("-") or any(c.isspace() for c in repo):
         raise _refused(name, f"has upstream_repo {repo!r}")
     return None if repo == package.default_repo else repo

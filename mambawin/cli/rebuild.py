@@ -54,6 +54,16 @@ def rebuild_command(
             show_default="$MAX_JOBS, else doctor's",
         ),
     ] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo",
+            rich_help_panel=MACHINE,
+            help="A clone to fetch the wheel's commit from (one the provenance names the same: "
+            "needed for a wheel built from a local clone).",
+            show_default="the repository the provenance names",
+        ),
+    ] = None,
     windows_root: Annotated[
         Path | None,
         typer.Option(
@@ -85,7 +95,9 @@ def rebuild_command(
 
     obj: dict[str, Any] = ctx.obj if isinstance(ctx.obj, dict) else {}
     host = obj.get("host")
-    targets = [read_target(w, host=host, jobs=jobs, windows_root=windows_root) for w in wheels]
+    targets = [
+        read_target(w, host=host, jobs=jobs, windows_root=windows_root, repo=repo) for w in wheels
+    ]
     probe = obj.get("machine_facts") or _machine_facts(Tools(doctor=obj.get("doctor")))
     if plan_only:
         show_plan(rebuild.plan(targets, probe), as_json=as_json)
