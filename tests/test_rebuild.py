@@ -348,9 +348,15 @@ def test_a_differing_rebuild_names_the_member(tmp_path: Path) -> None:
     assert only.kept == keep / target.wheel.name and only.kept.is_file()
 
 
-def test_a_machine_that_differs_builds_nothing(tmp_path: Path) -> None:
+def test_a_machine_that_differs_or_a_keep_that_is_a_file_builds_nothing(tmp_path: Path) -> None:
     def build(request: BuildRequest) -> Outcome:
         raise AssertionError("built on a machine that cannot give the same bytes")
+
+    (tmp_path / "a-file").write_text("mine\n")
+    with pytest.raises(UsageError, match="is not a folder"):
+        rebuild(
+            [_target(tmp_path)], build=build, probe=lambda r: MATCHING, keep=tmp_path / "a-file"
+        )
 
     with pytest.raises(MachineDiffers, match=r"pip install torch==2\.11\.0") as caught:
         rebuild([_target(tmp_path)], build=build, probe=lambda r: replace(MATCHING, torch="2.10.0"))

@@ -28,7 +28,7 @@ from mambawin.builder.rebuild_target import MachineFacts, Target
 from mambawin.builder.request import CROSS_WINDOWS, BuildRequest, Tools
 from mambawin.builder.results import BuildResult
 from mambawin.builder.workspace import publish
-from mambawin.errors import BuildError, MachineDiffers, RebuildDiffers, os_error
+from mambawin.errors import BuildError, MachineDiffers, RebuildDiffers, UsageError, os_error
 from mambawin.store.atomic import staging_dir
 from mambawin.store.owned import cache_dir
 from mambawin.wheel.compare import Comparison, compare_wheels
@@ -252,6 +252,9 @@ def rebuild(
 ) -> RebuildReport:
     """Check this machine against every wheel, then rebuild each into a folder of mambawin's own
     and compare it with the published one; keep: where the rebuilt wheels go (else removed)."""
+    if keep is not None and keep.exists() and not keep.is_dir():
+        # refused before the compile: the comparison would be lost with it
+        raise UsageError(f"--keep {keep} is not a folder: pass a folder for the rebuilt wheels")
     check_machine(targets, probe)
     done = []
     for target in targets:
