@@ -19,45 +19,19 @@ readable by the second user. Measured: docs/benchmarks.md "Same bytes from any f
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shlex
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
+from mambawin.wheel.compare import compare_wheels
+from mambawin.wheel.info import sha256_file
+
 LONGER = "a/much/longer/cache/folder/for/the/second/build"  # the second build's cache, under DIR
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def member_differences(first: Path, second: Path) -> list[str]:
-    """What differs between two wheels of one name, member by member (empty: the same members,
-    bytes and entries; the files may still differ in the archive's own layout)."""
-    with zipfile.ZipFile(first) as a, zipfile.ZipFile(second) as b:
-        entries_a = {i.filename: i for i in a.infolist()}
-        entries_b = {i.filename: i for i in b.infolist()}
-        found = [f"only in the first: {n}" for n in sorted(entries_a.keys() - entries_b.keys())]
-        found += [f"only in the second: {n}" for n in sorted(entries_b.keys() - entries_a.keys())]
-        if [n for n in entries_a if n in entries_b] != [n for n in entries_b if n in entries_a]:
-            found.append("member order")
-        for name in (n for n in entries_a if n in entries_b):
-            x, y = entries_a[name], entries_b[name]
-            if a.read(name) != b.read(name):
-                found.append(f"content: {name}")
-            if x.external_attr != y.external_attr:
-                found.append(
-                    f"mode: {name} {x.external_attr >> 16:o} against {y.external_attr >> 16:o}"
-                )
-            if x.date_time != y.date_time:
-                found.append(f"date: {name} {x.date_time} against {y.date_time}")
-    return found
 
 
 def compare(first: Path, second: Path) -> dict[str, Any]:
@@ -65,14 +39,14 @@ def compare(first: Path, second: Path) -> dict[str, Any]:
     wheels: dict[str, Any] = {}
     for wheel in sorted(first.glob("*.whl")):
         other = second / wheel.name
-        entry: dict[str, Any] = {"first": sha256(wheel)}
+        entry: dict[str, Any] = {"first": sha256_file(wheel)}
         if not other.is_file():
             entry["second"] = None
             entry["differences"] = ["no wheel of this name in the second folder"]
         else:
-            entry["second"] = sha256(other)
+            entry["second"] = sha256_file(other)
             same = entry["first"] == entry["second"]
-            entry["differences"] = [] if same else member_differences(wheel, other) or ["layout"]
+            entry["differences"] = [] if same else list(compare_wheels(wheel, other).differences)
         wheels[wheel.name] = entry
     missing = sorted({w.name for w in second.glob("*.whl")} - set(wheels))
     identical = bool(wheels) and not missing and all(not w["differences"] for w in wheels.values())

@@ -3,6 +3,9 @@
     python benchmarks/sass_groups.py groups --per-arch PER --grouped 80=G80 --grouped 86=G86 \
         [--arch sm_80 ...] [--same-internal-names] [--package P --version V --abi A --cuda 13.0 \
         --platform linux_x86_64 --evidence "docs/benchmarks.md §26"]
+    python benchmarks/sass_groups.py units --per-arch OBJS --grouped 80:86,89=G80 \
+        --grouped 86:89=G86 --package P --version V --abi A --cuda 13.0 \
+        --platform linux_x86_64 --evidence "docs/benchmarks.md §26" [--write TABLE]
     python benchmarks/sass_groups.py compare --reference A --candidate B --arch sm_86 ...
 
 PER is a binary built with one `-gencode arch=compute_XY,code=sm_XY` per arch (today's build);
@@ -13,8 +16,13 @@ grouped binary holds besides its own PTX arch, `groups` compares that arch's SAS
 with the per-arch binary's, and prints one JSON document: per (PTX arch, arch) the kernels, how
 many are identical and which differ; with --package ... the proof entries (mambawin's
 `patch.arch_groups.proof_entry`) for the pairs where every kernel is identical, ready for the proof
-table. `compare` is the same for two binaries and the archs named. Needs cuobjdump (PATH,
-CUDA_HOME, or `pip install nvidia-cuda-cuobjdump`). Measured: docs/benchmarks.md.
+table. `units` does it per compile unit: OBJS and each G<p> are folders of the build's objects
+(`<unit>.o`, a split part `<unit>_partK.o` counting for its unit), each G<p> compiled with
+`arch=compute_<p>,code=[sm_<p>,<archs>]`; a unit is proven for an arch when every kernel of
+every one of its objects is identical, and the proof entries name the units (one entry per PTX
+arch and set of archs); --write puts them into mambawin's proof table (replacing that package
+release's earlier entries). `compare` is the same for two binaries and the archs named. Needs
+cuobjdump (PATH, CUDA_HOME, or `pip install nvidia-cuda-cuobjdump`). Measured: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -151,6 +159,108 @@ def proofs(args: argparse.Namespace, pairs: list[dict[str, Any]]) -> list[dict[s
     return entries
 
 
+_PART = re.compile(r"_part\d+$")
+
+
+def unit_of(obj: Path) -> str:
+    """The upstream unit an object belongs to: `x_part2.o` is x's (split-units only moves
+    kernels between objects, tests/test_split_equivalence*.py)."""
+    return _PART.sub("", obj.stem)
+
+
+def _grouped_units(spec: str) -> tuple[str, tuple[str, ...], Path]:
+    head, sep, path = spec.partition("=")
+    ptx, colon, archs = head.partition(":")
+    served = tuple(a.strip() for a in archs.split(",") if a.strip())
+    if not sep or not colon or not ptx.isdigit() or not all(a.isdigit() for a in served):
+        raise argparse.ArgumentTypeError(f"--grouped wants PTX:ARCH,ARCH=FOLDER: {spec!r}")
+    return ptx, served, Path(path)
+
+
+def units(args: argparse.Namespace, cuobjdump: str) -> dict[str, Any]:
+    """Per (PTX arch, arch): each unit's kernels, and whether every one is identical."""
+    per = {o.name: o for o in sorted(args.per_arch.glob("*.o"))}
+    rows: list[dict[str, Any]] = []
+    for ptx, served, folder in args.grouped:
+        grouped = {o.name: o for o in sorted(folder.glob("*.o"))}
+        jobs = [(name, arch) for name in sorted(per.keys() & grouped.keys()) for arch in served]
+
+        def one(job: tuple[str, str], grouped: dict[str, Path] = grouped) -> dict[str, Any]:
+            name, arch = job
+            found = compare_binaries(
+                cuobjdump, per[name], grouped[name], f"sm_{arch}", same_internal_names=False
+            )
+            return {"object": name, "unit": unit_of(per[name]), **found.to_json()}
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            for row in pool.map(one, jobs):
+                rows.append({"ptx": ptx, **row})
+        missing = sorted(per.keys() ^ grouped.keys())
+        rows += [
+            {"ptx": ptx, "object": m, "missing_on_one_side": True, "same": False} for m in missing
+        ]
+    verdicts: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in rows:
+        if "unit" not in row:
+            continue
+        key = (row["ptx"], row["arch"].removeprefix("sm_"), row["unit"])
+        seen = verdicts.setdefault(key, {"kernels": 0, "same": True, "differing": 0})
+        seen["kernels"] += row["kernels"]
+        seen["differing"] += len(row["differing"]) + len(row["only_candidate"])
+        seen["same"] = seen["same"] and row["same"]
+    table = [{"ptx": p, "arch": a, "unit": u, **v} for (p, a, u), v in sorted(verdicts.items())]
+    report: dict[str, Any] = {"units": table, "objects": rows}
+    if args.package:
+        report["proofs"] = unit_proofs(args, table)
+    return report
+
+
+def unit_proofs(args: argparse.Namespace, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per PTX arch and set of archs: the units proven for exactly those archs."""
+    from mambawin.patch.arch_groups import proof_entry
+
+    proven: dict[tuple[str, str], set[str]] = {}
+    kernels: dict[tuple[str, str], int] = {}
+    for row in table:
+        key = (row["ptx"], row["unit"])
+        proven.setdefault(key, set())
+        if row["same"]:
+            proven[key].add(row["arch"])
+            kernels[key] = kernels.get(key, 0) + row["kernels"]
+    by_archs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for (ptx, unit), archs in proven.items():
+        if archs:
+            by_archs.setdefault((ptx, tuple(sorted(archs, key=int))), []).append(unit)
+    return [
+        proof_entry(
+            package=args.package,
+            version=args.version,
+            abi=args.abi,
+            cuda=args.cuda,
+            platform=args.platform,
+            ptx_arch=ptx,
+            archs=[ptx, *archs],
+            kernels=sum(kernels[(ptx, u)] for u in names),
+            evidence=args.evidence,
+            units=sorted(names),
+        )
+        for (ptx, archs), names in sorted(by_archs.items())
+    ]
+
+
+def write_table(path: Path, entries: list[dict[str, Any]]) -> None:
+    """The proof table with this package release's entries replaced by these."""
+    data = json.loads(path.read_text())
+    if entries:
+        first = entries[0]
+        same = ("package", "version", "abi", "cuda", "platform")
+        data["proofs"] = [
+            e for e in data["proofs"] if any(e.get(k) != first[k] for k in same)
+        ] + entries
+        data["proofs"].sort(key=lambda e: json.dumps(e, sort_keys=True))
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -160,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--arch", action="append", default=[], help="sm_86 ... (default 80 86 89 90)")
     for name in ("package", "version", "abi", "cuda", "platform", "evidence"):
         g.add_argument(f"--{name}", default="")
+    u = sub.add_parser("units")
+    u.add_argument("--per-arch", type=Path, required=True)
+    u.add_argument("--grouped", type=_grouped_units, action="append", required=True)
+    u.add_argument("--jobs", type=int, default=4)
+    u.add_argument("--write", type=Path, help="the proof table to put the entries into")
+    for name in ("package", "version", "abi", "cuda", "platform", "evidence"):
+        u.add_argument(f"--{name}", default="")
     c = sub.add_parser("compare")
     c.add_argument("--reference", type=Path, required=True)
     c.add_argument("--candidate", type=Path, required=True)
@@ -172,7 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         print("cuobjdump not found: pip install nvidia-cuda-cuobjdump", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="sass-groups-") as scratch:
-        if args.command == "groups":
+        if args.command == "units":
+            report = units(args, cuobjdump)
+            ok = bool(report["units"])
+            if args.write and report.get("proofs"):
+                write_table(args.write, report["proofs"])
+        elif args.command == "groups":
             args.arch = args.arch or ["sm_80", "sm_86", "sm_89", "sm_90"]
             report = groups(args, cuobjdump, Path(scratch))
             ok = all(p["kernels"] for p in report["pairs"])

@@ -70,6 +70,19 @@ class UnprovenReleases(MambawinError):
     exit_code = 12
 
 
+class MachineDiffers(MambawinError):
+    """`rebuild`: this machine cannot give a wheel's bytes (another torch, CUDA, compiler,
+    Python, mambawin or platform than the wheel's provenance records); nothing was built."""
+
+    exit_code = 13
+
+
+class RebuildDiffers(MambawinError):
+    """`rebuild`: a wheel rebuilt from its provenance is not byte for byte the published one."""
+
+    exit_code = 14
+
+
 class CommandError(MambawinError):
     """An external program failed; carries the command, exit code and output tail."""
 

@@ -16,8 +16,10 @@ from tests.test_verify import PROVENANCE, make_wheel
 PACKAGE = Path(__file__).resolve().parents[1] / "mambawin"
 PARSERS = {"from_dict", "provenance_in", "read_provenance"}
 # Where a record is read: a wheel opened (metadata, verify, index, the cross build's own wheel,
-# the resolver), the index's marker, an installed package's probe row, and the writer itself.
+# the resolver, a published wheel `rebuild` reads), the index's marker, an installed package's
+# probe row, and the writer itself.
 BOUNDARIES = {
+    "builder/rebuild_target.py",
     "cli/wheel.py",
     "cross/source.py",
     "index/inputs.py",

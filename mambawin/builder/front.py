@@ -29,6 +29,7 @@ from mambawin.builder.configure import DistInfo, SetupConfig, configure
 from mambawin.builder.workspace import copy_source
 from mambawin.errors import UsageError
 from mambawin.fetch import origin, upstream
+from mambawin.fetch.pin import SourcePin
 from mambawin.fetch.sdist import DEFAULT_SOURCE as DEFAULT_SOURCE  # every backend's default
 from mambawin.fetch.upstream import Checkout
 from mambawin.fetch.version_rules import read_file_version
@@ -85,6 +86,7 @@ class FrontRequest:
     # False patches the fetched tree in place (the native build's throwaway checkout).
     keep_stock: bool = True
     configure: Configure | None = None  # None: the backend's compile runs setup.py itself
+    pin: SourcePin | None = None  # the exact commit or sdist the fetch must give (rebuild)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ def backend_request(
     abi: Abi = DEFAULT_ABI,
     configure: Configure | None = None,
     groups: FrontEndChoice | None = None,
+    pin: SourcePin | None = None,
 ) -> FrontRequest:
     """The front's request for a wine backend, built here from the build's inputs and the
     backend's patch set, so a backend never speaks to fetch or patch itself. groups: how archs
@@ -132,6 +135,7 @@ def backend_request(
         source_from=source_from,
         patch=options,
         configure=configure,
+        pin=pin,
     )
 
 
@@ -158,7 +162,13 @@ def prepare(request: FrontRequest, work: Path, *, reporter: Reporter | None = No
     package = request.package
     with steps("fetch"):
         checkout = fetch(
-            request.repo, request.ref, work / "src", package, request.source, request.source_from
+            request.repo,
+            request.ref,
+            work / "src",
+            package,
+            request.source,
+            request.source_from,
+            request.pin,
         )
         epoch = wheel_epoch(checkout)
     steps.note(f"{package.name} {checkout.version} at {_origin(checkout)}")
@@ -219,11 +229,15 @@ def fetch(
     package: Package,
     source: Path | None = None,
     source_from: str = DEFAULT_SOURCE,
+    pin: SourcePin | None = None,
 ) -> Checkout:
-    """Check out repo at ref into dest (from git or the release's sdist, as source_from says),
-    or copy an existing source folder there (the user's tree is never edited)."""
+    """Check out repo at ref into dest (from git or the release's sdist, as source_from says;
+    the pinned commit or sdist, else refused), or copy an existing source folder there (the
+    user's tree is never edited)."""
     if source is None:
-        return origin.fetch_release(repo, ref, dest, package=package, source_from=source_from)
+        return origin.fetch_release(
+            repo, ref, dest, package=package, source_from=source_from, pin=pin
+        )
     described = upstream.describe(source, package)
     copy_source(source, dest)
     return upstream.Checkout(

@@ -13,6 +13,7 @@ from mambawin.builder import finals
 from mambawin.builder.compiler_cache import CacheStats
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.results import Prepared
+from mambawin.builder.setup_scan import planned_front_end
 from mambawin.builder.workspace import sha256_of
 from mambawin.errors import BuildError
 from mambawin.fetch.upstream import Checkout
@@ -134,7 +135,17 @@ def provenance(
         abi=abi,
         epoch=epoch,
         source=checkout.source_record,
+        shared_passes=shared_passes(patches),
     )
+
+
+def shared_passes(patches: PatchReport) -> tuple[str, ...]:
+    """The -gencode values of the passes that served several archs, as the record keeps them
+    (a rebuild reads them back as --arch-groups)."""
+    front = planned_front_end(patches)
+    if front is None:
+        return ()
+    return tuple(g for p in front.passes if len(p.archs) > 1 for g in p.gencode())
 
 
 def refuse_unstable(wheel: Path) -> None:

@@ -175,6 +175,7 @@ def companion_options(
         source=None,
         keep_complex=False,
         skip_patches=own_ids(options.skip_patches, CAUSAL_CONV1D),
+        pin=None,  # a pin names mamba-ssm's own source
     )
 
 

@@ -254,6 +254,7 @@ def _prepare_with(
         source_from=options.source_from,
         skip=options.skip_patches,
         keep_stock=False,
+        pin=options.pin,
     )
     fetched = front.prepare(request, staging, reporter=steps)
     for line in front_end_lines(planned_front_end(fetched.patches)):

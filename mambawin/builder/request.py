@@ -26,6 +26,7 @@ from mambawin.builder.results import CROSS_WINDOWS as CROSS_WINDOWS  # each back
 from mambawin.builder.results import NATIVE as NATIVE
 from mambawin.builder.results import WINDOWS_CHECK as WINDOWS_CHECK
 from mambawin.errors import UsageError
+from mambawin.fetch.pin import SourcePin
 from mambawin.fetch.sdist import DEFAULT_SOURCE, SOURCE_ENV
 from mambawin.packages import CAUSAL_CONV1D, MAMBA, PACKAGE_NAMES, Package, get_package
 from mambawin.patch.arch_groups import ARCH_GROUPS, PROVEN, ProofTable
@@ -426,6 +427,9 @@ class BuildRequest:
         ),
     )
     backend: str = NATIVE  # which backend runs it (backend_for; `check` names windows-check)
+    # The exact commit or sdist the fetch must give (`mambawin rebuild` pins the provenance's);
+    # no flag: a user's build takes what its ref names.
+    pin: SourcePin | None = None
 
     @property
     def upstream_repo(self) -> str:

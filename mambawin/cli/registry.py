@@ -36,6 +36,12 @@ COMMANDS: tuple[Entry, ...] = (
     Entry("verify", "verify", BUILD_PANEL, "Check wheels: metadata, install, kernels on the GPU."),
     Entry("bench", "verify", BUILD_PANEL, "Time the compiled selective scan on this GPU."),
     Entry(
+        "rebuild",
+        "rebuild",
+        BUILD_PANEL,
+        "Rebuild a published wheel from its provenance; compare the bytes.",
+    ),
+    Entry(
         "toolchain",
         "toolchain",
         BUILD_PANEL,

@@ -107,6 +107,7 @@ def windows_tree(
         # No SASS is proven for Windows builds yet: under proven every arch keeps its own pass
         # and the plan says why.
         groups=FrontEndChoice(options.arch_groups, toolchain.cuda_version() or "", WINDOWS),
+        pin=options.pin,
         configure=Configure(
             env=configure_env_of(options),
             platform=WINDOWS_PLATFORM,

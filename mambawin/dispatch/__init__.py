@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from mambawin.builder.backends import Backend, NativeBackend, Outcome, refuse_fields
+from mambawin.builder.rebuild import native_facts
+from mambawin.builder.rebuild_target import MachineFacts
 from mambawin.builder.request import CROSS_WINDOWS, NATIVE, WINDOWS_CHECK, BuildRequest, Tools
-from mambawin.dispatch.wine import CheckBackend, CrossBackend
+from mambawin.dispatch.wine import CheckBackend, CrossBackend, cross_facts
 from mambawin.errors import UsageError
 
 if TYPE_CHECKING:
@@ -48,6 +50,14 @@ def validate(request: BuildRequest) -> Backend:
     refuse_fields(request)
     chosen.check_inputs(request)
     return chosen
+
+
+def machine_facts(request: BuildRequest, tools: Tools | None = None) -> MachineFacts:
+    """What a build of request on this machine would record as its toolchain (its backend's
+    probes): what `rebuild` checks against a published wheel's provenance before any work."""
+    if request.backend == CROSS_WINDOWS:
+        return cross_facts(request)
+    return native_facts(request, tools)
 
 
 def judge(request: BuildRequest) -> str:

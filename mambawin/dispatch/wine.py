@@ -6,14 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mambawin import __version__
 from mambawin.archs import parse_archs
 from mambawin.builder.backends import DOES, Outcome, check_windows_root, cross_doctor_line
 from mambawin.builder.options import check_options, resolve_jobs
+from mambawin.builder.rebuild import this_python
+from mambawin.builder.rebuild_target import MachineFacts
 from mambawin.builder.request import CHECK_ARCHS, CROSS_WINDOWS, WINDOWS_CHECK, BuildRequest, Tools
 from mambawin.check.pipeline import CheckOptions, build_result, check_windows, plan_check
-from mambawin.cross.source import build_windows, check_cross, check_platform, plan_windows
+from mambawin.cross.source import (
+    build_windows,
+    check_cross,
+    check_platform,
+    plan_windows,
+    windows_compilers,
+)
 from mambawin.stage import timed
 from mambawin.toolchain import wine, wine_server
+from mambawin.toolchain.pytorch import package_version
 
 if TYPE_CHECKING:
     from mambawin.stage import Reporter
@@ -96,6 +106,20 @@ class CheckBackend:
         options = _check_options(request, given.launcher or wine_server.need_wine())
         report = check_windows(options, tools=given.wine, reporter=reporter)
         return Outcome((build_result(report),), report=report)
+
+
+def cross_facts(request: BuildRequest) -> MachineFacts:
+    """What a cross build on this machine records (`rebuild` checks it against the wheel's):
+    the Windows toolchain's torch headers, nvcc.exe and cl.exe, as windows_tree writes them."""
+    toolchain = wine.toolchain_at(check_windows_root(request.windows_root))
+    cuda = toolchain.cuda_version() or ""
+    return MachineFacts(
+        mambawin=__version__,
+        torch=package_version(toolchain.torch) if toolchain.torch else "",
+        cuda=cuda,
+        compiler=windows_compilers(toolchain.msvc_tools.name, cuda),
+        python=this_python(),
+    )
 
 
 def _wine_doctor(

@@ -14,6 +14,7 @@ from packaging.version import Version
 
 from mambawin.errors import MambawinError, UpstreamError, UsageError
 from mambawin.fetch import git, sdist
+from mambawin.fetch.pin import SourcePin
 from mambawin.fetch.sdist import IndexTools, SdistRef
 from mambawin.fetch.upstream import Checkout, check_dest, checkout, release_tags, version_at
 from mambawin.packages import Package
@@ -28,16 +29,33 @@ def fetch_release(
     package: Package,
     source_from: str = sdist.DEFAULT_SOURCE,
     tools: IndexTools | None = None,
+    pin: SourcePin | None = None,
 ) -> Checkout:
     """repo at ref from git, or the release's sdist from the package index (`source_from`:
     git, index, or auto: git first, the index when git cannot reach the release of the
-    package's own upstream). repo None is the package's own."""
+    package's own upstream). repo None is the package's own. pin: the exact commit or sdist
+    the tree must be (anything else is refused, an sdist before it is downloaded)."""
+    found = _fetch_release(repo, ref, dest, package, source_from, tools, pin)
+    if pin is not None:
+        pin.check(found)
+    return found
+
+
+def _fetch_release(
+    repo: str | None,
+    ref: str | None,
+    dest: Path | None,
+    package: Package,
+    source_from: str,
+    tools: IndexTools | None,
+    pin: SourcePin | None,
+) -> Checkout:
     url = repo or package.default_repo
     _judge_inputs(source_from, ref)
     check_dest(dest)
     if source_from == "index":
         _refuse_other_repo(repo, package)
-        return from_index(ref, dest, package=package, tools=tools)
+        return from_index(ref, dest, package=package, tools=tools, pin=pin)
     if source_from == "git":
         return checkout(url, ref, dest, package=package)
     try:
@@ -46,7 +64,7 @@ def fetch_release(
         if url != package.default_repo or (ref is not None and sdist.index_version(ref) is None):
             raise  # a fork, a branch or a commit: the index has no sdist of it
         failed = str(exc)
-    found = _or_index(failed, lambda: from_index(ref, dest, package=package, tools=tools))
+    found = _or_index(failed, lambda: from_index(ref, dest, package=package, tools=tools, pin=pin))
     file = found.sdist.filename if found.sdist else "?"
     why = f"git could not reach {ref or 'the newest release'} ({failed}); using the index's {file}"
     return replace(found, warnings=(why, *found.warnings))
@@ -76,12 +94,14 @@ def from_index(
     *,
     package: Package,
     tools: IndexTools | None = None,
+    pin: SourcePin | None = None,
 ) -> Checkout:
     """The release's sdist (ref `1.7.0` / `v1.7.0`, default the newest) from the package index
-    as pip is configured, cached, extracted into dest (default: a short cache path)."""
+    as pip is configured, cached, extracted into dest (default: a short cache path); with a pin
+    naming an sdist, that very file (by name and sha256) or an UpstreamError."""
     check_dest(dest)
     files, note = sdist.releases(package, tools)
-    found = sdist.pick(files, ref, package)
+    found = pin.pick(files) if pin and pin.sdist_file else sdist.pick(files, ref, package)
     archive = sdist.obtain(found, package, tools)
     target = dest if dest is not None else cache_dir() / "src" / f"sdist-{found.sha256[:10]}"
     epoch = sdist.reuse(archive, target)

@@ -63,6 +63,10 @@ class Provenance:
     # What the tree was made from: {"kind": "sdist", "file", "sha256", "index"} for a release's
     # sdist from the package index, {"kind": "git", "commit"} for a git checkout; {}: a folder.
     source: Mapping[str, str] = field(default_factory=dict)
+    # The -gencode values of nvcc front-end passes that served several archs (`--arch-groups
+    # proven` with a SASS proof), e.g. "arch=compute_80,code=[sm_80,sm_89]"; () when every arch
+    # had its own pass (and then not written, as in every record before grouping).
+    shared_passes: tuple[str, ...] = ()
     # The record as the wheel stores it, unknown keys kept ({} for one made here): what a rewrite
     # carries over and `metadata --json` and the index show verbatim.
     stored: Mapping[str, object] = field(default_factory=dict, compare=False, repr=False)
@@ -76,6 +80,9 @@ class Provenance:
         data["archs"] = list(self.archs)
         data["left_out"] = list(self.left_out)
         data["source"] = dict(self.source)
+        data["shared_passes"] = list(self.shared_passes)
+        if not self.shared_passes:
+            del data["shared_passes"]
         data["build_date"] = self.build_date or build_date()
         return {"schema": 1, **data}
 
@@ -92,6 +99,7 @@ class Provenance:
             requirements=tuple(_mappings(data.get("requirements"))),
             archs=tuple(str(x) for x in _items(data.get("archs"))),
             source=next(iter(_mappings([data.get("source")])), {}),
+            shared_passes=tuple(str(x) for x in _items(data.get("shared_passes"))),
             stored=dict(data),
         )
 
@@ -164,6 +172,7 @@ def record(
     abi: str,
     epoch: int | None,
     source: Mapping[str, str] | None = None,
+    shared_passes: tuple[str, ...] = (),
 ) -> Provenance:
     """The provenance of a build, written here for every backend (native, cross).
 
@@ -189,6 +198,7 @@ def record(
         mambawin_version=__version__,
         build_date=iso_date(epoch) if epoch is not None else "",
         source=dict(source or {}),
+        shared_passes=shared_passes,
     )
 
 
