@@ -14,49 +14,63 @@ child process (`python -m mambawin.verify.runners.smoke`) inside the install env
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from mambawin.errors import UsageError
 from mambawin.fetch.sdist import offline
+from mambawin.packages import MAMBA
 from mambawin.stage import Finished, QuietReporter, Reporter, Status, still_running
 from mambawin.toolchain import wine
+from mambawin.verify.board import Board
+from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.fit import fit_step, worst
-from mambawin.verify.gpu import gpu_steps
+from mambawin.verify.gpu import bench_step, gpu_blocker, plan_gpu, upstream_tests_step
+from mambawin.verify.kernel_cache import KernelCache
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels
-from mambawin.verify.report import StepResult, VerifyReport, named
+from mambawin.verify.planned import Planned, Step
+from mambawin.verify.report import StepResult, Target, VerifyReport, named
+from mambawin.verify.sandbox import InstallEnv
+from mambawin.verify.session import Job, Lane, Outcome, lanes
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
 from mambawin.verify.steps import (
     environment_check,
     install_step,
-    ops_step,
     pair_step,
+    plan_ops,
     requirements_step,
 )
 from mambawin.wheel.info import sha256_file
 
 
 def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> VerifyReport:
-    """Run every step in order; reporter sees each result as soon as it is known."""
+    """Run every step; reporter sees each result, in the documented order, as soon as it and
+    every step before it are known."""
     shown = reporter or QuietReporter()
+    began = time.monotonic()
     wheels = _check_options(options)
     hashes = {ref.path.name: sha256_file(ref.path) for ref in wheels}
     target = options.target or options.tools.probe_target(options.python)
-    steps: list[StepResult] = []
-    # Steps run one after another, each just before it is recorded, so the time since the last
-    # record is the step's own (what a user needs to budget a GPU machine's time).
-    clock = [time.monotonic()]
+    board = Board(step_finished, shown)
+    record = board.record
+    overlap = not options.serial
 
-    def record(result: StepResult) -> StepResult:
-        now = time.monotonic()
-        result = replace(result, seconds=round(now - clock[0], 2))
-        clock[0] = now
-        steps.append(result)
-        shown.finished(step_finished(result))
-        return result
+    def report(**profile: Any) -> VerifyReport:
+        wheel = str(options.wheel) if options.wheel else None
+        wall = round(time.monotonic() - began, 2)
+        return VerifyReport(
+            wheel,
+            target,
+            tuple(board.steps),
+            hashes,
+            {"wall_seconds": wall, "overlap": overlap, **profile},
+        )
 
     elsewhere = _foreign(wheels)
     with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
@@ -69,7 +83,7 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
                 # site-packages, never reaches pip: installing it could run or overwrite anything.
                 for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
                     record(StepResult(name, Status.SKIP, TAMPERED))
-                return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
+                return report()
             fits.append(
                 record(
                     StepResult(named("fit", package.project), Status.SKIP, _elsewhere(elsewhere))
@@ -84,27 +98,15 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
                 )
             )
             packages.append(package)
-        for ref in wheels or [None]:
-            record(
-                skipped("requirements", options, ref) or _resolving(options, ref, reporter=shown)
-            )
+        # pip resolves online while the wheels install and the GPU works; its results take
+        # their place in the order when they come.
+        board.later("requirements", lambda: _requirements(options, wheels, shown), overlap=overlap)
         if len(packages) == 2:
             record(pair_step(packages))
         if elsewhere is not None:
-            # A wheel cross-built for another platform: its files, imports, GPU code and
-            # requirements are checked above, a win_amd64 one is loaded under wine; what runs
-            # its kernels needs a machine of its platform.
-            for ref, package in zip(wheels, packages, strict=True):
-                work = Path(scratch) / f"load-{ref.label}"
-                record(
-                    skipped("load", options, ref)
-                    or options.tools.wine_load(
-                        ref.path, ref.project, package.provenance, work, options.windows_root
-                    )
-                )
-            for name in ("install", *(n for n in SKIPPABLE if n not in ("requirements", "load"))):
-                record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
-            return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
+            _elsewhere_steps(options, wheels, packages, Path(scratch), elsewhere, record)
+            board.drain()
+            return report()
         unloadable = _glibc_blocker(fits)
         install, env = (
             (StepResult("install", Status.SKIP, unloadable), None)
@@ -112,18 +114,151 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
             else install_step(options, Path(scratch), [p.project for p in packages])
         )
         record(install)
-        # Once for every step that imports upstream's Python: does this environment break the
-        # wheels' own requirements? Those steps then name the conflict instead of running.
-        environment = environment_check(options, install, env, [p.project for p in packages])
-        ops = skipped("ops", options) or ops_step(options, install, env, packages, environment)
-        if ops is not None:
-            record(ops)
-        for step in gpu_steps(
-            options, target, worst(fits), install, env, packages, Path(scratch), environment
-        ):
-            record(step)
-    wheel = str(options.wheel) if options.wheel else None
-    return VerifyReport(wheel, target, tuple(steps), hashes)
+        gpu = GpuPart(options, target, worst(fits), install, env, packages, Path(scratch))
+        return report(**gpu.run(board, hashes, shown))
+
+
+def _requirements(
+    options: VerifyOptions, wheels: tuple[WheelRef, ...], shown: Reporter
+) -> list[StepResult]:
+    """The requirements step of each wheel, each timed on its own."""
+    results = []
+    for ref in wheels or [None]:
+        began = time.monotonic()
+        result = skipped("requirements", options, ref) or _resolving(options, ref, reporter=shown)
+        results.append(replace(result, seconds=round(time.monotonic() - began, 2)))
+    return results
+
+
+def _elsewhere_steps(
+    options: VerifyOptions,
+    wheels: tuple[WheelRef, ...],
+    packages: list[WheelUnderTest],
+    scratch: Path,
+    elsewhere: str,
+    record: Callable[[StepResult], StepResult],
+) -> None:
+    """A wheel cross-built for another platform: its files, imports, GPU code and requirements
+    are checked, a win_amd64 one is loaded under wine; what runs its kernels needs a machine of
+    its platform."""
+    for ref, package in zip(wheels, packages, strict=True):
+        work = scratch / f"load-{ref.label}"
+        record(
+            skipped("load", options, ref)
+            or options.tools.wine_load(
+                ref.path, ref.project, package.provenance, work, options.windows_root
+            )
+        )
+    for name in ("install", *(n for n in SKIPPABLE if n not in ("requirements", "load"))):
+        record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
+
+
+@dataclass(frozen=True)
+class GpuPart:
+    """ops, the GPU steps, bench and upstream-tests, after the install."""
+
+    options: VerifyOptions
+    target: Target
+    fit: StepResult
+    install: StepResult
+    env: InstallEnv | None
+    packages: list[WheelUnderTest]
+    scratch: Path
+
+    def run(self, board: Board, hashes: Mapping[str, str], shown: Reporter) -> dict[str, Any]:
+        """Decide first which steps run (verify.gpu's skips and conflicts, exactly as when each
+        ran alone), then run the runners in sessions (verify.session) while upstream's tests
+        run beside them, each result recorded in its place; bench last, on a quiet GPU.
+        Returns the run's profile: the sessions' shared setup, the kernel caches."""
+        options, env = self.options, self.env
+        overlap = not options.serial
+        environment = environment_check(
+            options, self.install, env, [p.project for p in self.packages]
+        )
+        steps = self._plan(environment)
+        jobs = [s for s in steps if isinstance(s, Planned)]
+        tests = options.upstream_tests and self._blocker() is None and env is not None
+        cache = (
+            options.tools.kernel_cache(hashes, self.target)
+            if env is not None and (jobs or tests)
+            else None
+        )
+        if cache is not None and cache.folder is None:
+            shown.note(cache.summary())
+        run_env = _cached(env, cache)
+        for step in steps:  # every place first: a session's result may come at once
+            board.slot(step.name)
+            if isinstance(step, StepResult):
+                board.put(step.name, [step])
+        bench = options.bench and MAMBA.name in [p.project for p in self.packages]
+        if bench:
+            board.slot("bench")
+        sessions: list[Lane] = []
+        if run_env is not None:
+            for lane in lanes([p.job for p in jobs], options.serial):
+                work = self._session(run_env, lane, {p.name: p for p in jobs}, board, sessions)
+                board.background(work, overlap=overlap)
+        if options.upstream_tests:
+            conflict = environment.failure("upstream-tests")
+            board.later(
+                "upstream-tests",
+                lambda: [
+                    upstream_tests_step(
+                        options, self._blocker(), run_env, self.packages, self.scratch, conflict
+                    )
+                ],
+                overlap=overlap,
+            )
+        board.drain(but=("bench",))
+        if bench:
+            smoke = (board.filled("smoke") or [StepResult("smoke", Status.SKIP, "not run")])[0]
+            board.put("bench", [bench_step(options, smoke, run_env)])
+        return {
+            "sessions": [lane.to_json() for lane in sessions],
+            "kernel_cache": cache.to_json() if cache is not None else None,
+        }
+
+    def _plan(self, environment: EnvironmentCheck) -> list[Step]:
+        options = self.options
+        ops = skipped("ops", options) or plan_ops(
+            options, self.install, self.env, self.packages, environment
+        )
+        gpu = plan_gpu(
+            options, self.target, self.fit, self.install, self.env, self.packages, environment
+        )
+        return [*([ops] if ops is not None else []), *gpu]
+
+    def _blocker(self) -> str | None:
+        return gpu_blocker(self.target, self.fit, self.install)
+
+    def _session(
+        self,
+        env: InstallEnv,
+        jobs: list[Job],
+        planned: Mapping[str, Planned],
+        board: Board,
+        sessions: list[Lane],
+    ) -> Callable[[], None]:
+        """One lane's work: its session, each outcome posted as the step's result."""
+
+        def on_outcome(outcome: Outcome) -> None:
+            board.post(outcome.name, [planned[outcome.name].result(outcome)])
+
+        def work() -> None:
+            options = self.options
+            tools = options.tools
+            sessions.append(
+                tools.run_session(env, jobs, options.timeout, on_outcome, tools.run_module)
+            )
+
+        return work
+
+
+def _cached(env: InstallEnv | None, cache: KernelCache | None) -> InstallEnv | None:
+    """The install env with the kernel caches' variables (the session's and the tests')."""
+    if env is None or cache is None or not cache.env():
+        return env
+    return replace(env, env={**(env.env if env.env is not None else os.environ), **cache.env()})
 
 
 def _resolving(options: VerifyOptions, ref: WheelRef | None, *, reporter: Reporter) -> StepResult:
