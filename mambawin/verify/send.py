@@ -146,6 +146,7 @@ def command(options: VerifyOptions, report_name: str) -> str:
         ("--bench", options.bench),
         ("--upstream-tests", options.upstream_tests),
         ("--quick", bool(options.smoke_args)),
+        ("--serial", options.serial),
     )
     parts += [flag for flag, on in flags if on]
     if options.test_keyword:
@@ -179,6 +180,7 @@ def document(report: VerifyReport, ran: str, machine: Mapping[str, Any]) -> dict
                 {k: s[k] for k in ("name", "status", "summary", "seconds")} for s in verify["steps"]
             ],
             "first_error": first_error,
+            "profile": verify["profile"],
         },
         _home(),
     )
@@ -263,6 +265,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
             for s in doc["steps"]
         ),
     ]
+    lines += _profile_lines(doc.get("profile") or {})
     error = doc["first_error"]
     if error is not None:
         text = _shortened(error["text"])
@@ -296,6 +299,34 @@ def _shortened(text: str) -> str:
         return text
     kept = head.count("\n") + 1
     return f"{head}\n... ({len(lines) - kept} more lines: the whole text is in the JSON report)"
+
+
+def _profile_lines(profile: Mapping[str, Any]) -> list[str]:
+    """How the run went: its wall, whether steps overlapped, each GPU session's shared setup
+    (torch's import and CUDA's start, paid once for its steps) and the kernel caches."""
+    if not profile:
+        return []
+    how = "steps overlapped" if profile.get("overlap") else "one step at a time (--serial)"
+    lines = ["", f"Wall {_seconds(profile.get('wall_seconds'))} s, {how}."]
+    for lane in profile.get("sessions") or []:
+        steps = ", ".join(lane.get("steps") or [])
+        setup = lane.get("setup_seconds")
+        line = (
+            f"- GPU session ({steps}): setup {_seconds(setup)} s"
+            if setup is not None
+            else (f"- GPU steps ({steps}): each in its own process")
+        )
+        if lane.get("crashed"):
+            line += f"; the session ended early: {_cell(lane['crashed'])}"
+        if lane.get("alone") and setup is not None:
+            line += f"; run alone after: {', '.join(lane['alone'])}"
+        lines.append(line)
+    cache = profile.get("kernel_cache")
+    if cache:
+        state = ("warm" if cache.get("warm") else "cold") if cache.get("folder") else "not kept"
+        note = f": {_cell(cache['note'])}" if cache.get("note") else ""
+        lines.append(f"- Triton/inductor kernel caches: {state}{note}")
+    return lines
 
 
 def _gpu(machine: Mapping[str, Any]) -> str | None:
