@@ -456,3 +456,24 @@ def test_serial_runs_the_overlapping_work_in_place():
 def test_the_signal_name_is_given_for_a_killed_session():
     assert session._exit_reason(-signal.SIGSEGV, "boom").startswith("killed by signal 11 (SIGSEGV)")
     assert session._exit_reason(1, "") == "exit 1"
+
+
+def test_a_step_the_session_never_answered_fails_instead_of_waiting(tmp_path):
+    wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
+
+    def forgetful(env, jobs, timeout, on_outcome, run_module):
+        on_outcome(Outcome(jobs[0].name, report=REPORTS[jobs[0].name], seconds=1.0))
+        return session.Lane(tuple(j.name for j in jobs))
+
+    tools = replace(
+        INSTALLED,
+        wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
+        run_session=forgetful,
+    )
+    options = VerifyOptions(
+        wheel=wheel, target=H100, skip=frozenset({"requirements", "blocks"}), tools=tools
+    )
+    report = pipeline.verify(options)
+    assert report.step("smoke").status is Status.OK
+    calls = report.step("calls")
+    assert calls.status is Status.FAIL and "gave no result for calls" in calls.summary

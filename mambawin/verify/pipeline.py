@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mambawin.errors import UsageError
+from mambawin.errors import CommandError, UsageError
 from mambawin.fetch.sdist import offline
 from mambawin.packages import MAMBA
 from mambawin.stage import Finished, QuietReporter, Reporter, Status, still_running
@@ -239,17 +239,23 @@ class GpuPart:
         board: Board,
         sessions: list[Lane],
     ) -> Callable[[], None]:
-        """One lane's work: its session, each outcome posted as the step's result."""
+        """One lane's work: its session, each outcome posted as the step's result (a job the
+        session gave no outcome for fails, so the run never waits on it)."""
+        posted: set[str] = set()
 
         def on_outcome(outcome: Outcome) -> None:
-            board.post(outcome.name, [planned[outcome.name].result(outcome)])
+            if outcome.name in planned and outcome.name not in posted:
+                posted.add(outcome.name)
+                board.post(outcome.name, [planned[outcome.name].result(outcome)])
 
         def work() -> None:
             options = self.options
             tools = options.tools
-            sessions.append(
-                tools.run_session(env, jobs, options.timeout, on_outcome, tools.run_module)
-            )
+            lane = tools.run_session(env, jobs, options.timeout, on_outcome, tools.run_module)
+            sessions.append(lane)
+            for job in jobs:
+                missing = CommandError(f"the runner session gave no result for {job.name}")
+                on_outcome(Outcome(job.name, error=missing))
 
         return work
 
