@@ -14,6 +14,7 @@ most, each get a process (and a core) of their own. `--serial` puts every step i
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -200,8 +201,6 @@ class _Reader:
 
 def _exit_reason(returncode: int, last: str) -> str:
     """'killed by signal 11 (SIGSEGV): last line' or 'exit 1: last line'."""
-    import signal
-
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
