@@ -1,6 +1,6 @@
 """Verify's results, recorded in the documented step order whatever order they finish in.
 
-Work that overlaps (pip's online resolve, the GPU sessions, upstream's tests) runs in threads and
+Work that overlaps (pip's online resolve, the GPU workers, upstream's tests) runs in threads and
 posts its results here; the main thread records them (the Reporter sees each in order, as soon as
 every step before it is known). Each result keeps its own seconds, measured from its own start to
 its own end; a result that comes without them is timed on the main thread, from the last result
@@ -77,7 +77,7 @@ class Board:
         thread.start()
 
     def background(self, work: Callable[[], None], *, overlap: bool) -> None:
-        """work that posts its own results (a session): in a thread when steps overlap."""
+        """work that posts its own results (a worker): in a thread when steps overlap."""
         if not overlap:
             work()
             return
@@ -88,12 +88,12 @@ class Board:
             except BaseException as exc:
                 self._events.put(("", exc))
 
-        thread = threading.Thread(target=run, name="verify-session", daemon=True)
+        thread = threading.Thread(target=run, name="verify-worker", daemon=True)
         self._threads.append(thread)
         thread.start()
 
     def post(self, key: str, results: Sequence[StepResult]) -> None:
-        """Fill a slot from any thread (a session's result as it comes)."""
+        """Fill a slot from any thread (a worker's result as it comes)."""
         if threading.current_thread() is threading.main_thread():
             self.put(key, results)
         else:

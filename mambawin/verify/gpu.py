@@ -23,7 +23,7 @@ from mambawin.verify.planned import Planned, Step, error_details, failed, run_pl
 from mambawin.verify.report import StepResult, Target
 from mambawin.verify.runners.compile import summary_lines
 from mambawin.verify.sandbox import InstallEnv
-from mambawin.verify.session import Job
+from mambawin.verify.workers import Job
 
 # ---- kernels on the GPU ----------------------------------------------------------------------
 

@@ -37,7 +37,6 @@ from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels
 from mambawin.verify.planned import Planned, Step
 from mambawin.verify.report import StepResult, Target, VerifyReport, named
 from mambawin.verify.sandbox import InstallEnv
-from mambawin.verify.session import Job, Lane, Outcome, lanes
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
 from mambawin.verify.steps import (
     environment_check,
@@ -46,6 +45,7 @@ from mambawin.verify.steps import (
     plan_ops,
     requirements_step,
 )
+from mambawin.verify.workers import Job, Lane, Outcome, lanes
 from mambawin.wheel.info import sha256_file
 
 
@@ -167,9 +167,9 @@ class GpuPart:
 
     def run(self, board: Board, hashes: Mapping[str, str], shown: Reporter) -> dict[str, Any]:
         """Decide first which steps run (verify.gpu's skips and conflicts, exactly as when each
-        ran alone), then run the runners in sessions (verify.session) while upstream's tests
+        ran alone), then run the runners in workers (verify.workers) while upstream's tests
         run beside them, each result recorded in its place; bench last, on a quiet GPU.
-        Returns the run's profile: the sessions' shared setup, the kernel caches."""
+        Returns the run's profile: the workers' shared setup, the kernel caches."""
         options, env = self.options, self.env
         overlap = not options.serial
         environment = environment_check(
@@ -186,17 +186,17 @@ class GpuPart:
         if cache is not None and cache.folder is None:
             shown.note(cache.summary())
         run_env = _cached(env, cache)
-        for step in steps:  # every place first: a session's result may come at once
+        for step in steps:  # every place first: a worker's result may come at once
             board.slot(step.name)
             if isinstance(step, StepResult):
                 board.put(step.name, [step])
         bench = options.bench and MAMBA.name in [p.project for p in self.packages]
         if bench:
             board.slot("bench")
-        sessions: list[Lane] = []
+        workers: list[Lane] = []
         if run_env is not None:
             for lane in lanes([p.job for p in jobs], options.serial):
-                work = self._session(run_env, lane, {p.name: p for p in jobs}, board, sessions)
+                work = self._worker(run_env, lane, {p.name: p for p in jobs}, board, workers)
                 board.background(work, overlap=overlap)
         if options.upstream_tests:
             conflict = environment.failure("upstream-tests")
@@ -214,7 +214,7 @@ class GpuPart:
             smoke = (board.filled("smoke") or [StepResult("smoke", Status.SKIP, "not run")])[0]
             board.put("bench", [bench_step(options, smoke, run_env)])
         return {
-            "sessions": [lane.to_json() for lane in sessions],
+            "workers": [lane.to_json() for lane in workers],
             "kernel_cache": cache.to_json() if cache is not None else None,
         }
 
@@ -231,16 +231,16 @@ class GpuPart:
     def _blocker(self) -> str | None:
         return gpu_blocker(self.target, self.fit, self.install)
 
-    def _session(
+    def _worker(
         self,
         env: InstallEnv,
         jobs: list[Job],
         planned: Mapping[str, Planned],
         board: Board,
-        sessions: list[Lane],
+        workers: list[Lane],
     ) -> Callable[[], None]:
-        """One lane's work: its session, each outcome posted as the step's result (a job the
-        session gave no outcome for fails, so the run never waits on it)."""
+        """One lane's work: its worker, each outcome posted as the step's result (a job the
+        worker gave no outcome for fails, so the run never waits on it)."""
         posted: set[str] = set()
 
         def on_outcome(outcome: Outcome) -> None:
@@ -251,17 +251,17 @@ class GpuPart:
         def work() -> None:
             options = self.options
             tools = options.tools
-            lane = tools.run_session(env, jobs, options.timeout, on_outcome, tools.run_module)
-            sessions.append(lane)
+            lane = tools.run_worker(env, jobs, options.timeout, on_outcome, tools.run_module)
+            workers.append(lane)
             for job in jobs:
-                missing = CommandError(f"the runner session gave no result for {job.name}")
+                missing = CommandError(f"the runner worker gave no result for {job.name}")
                 on_outcome(Outcome(job.name, error=missing))
 
         return work
 
 
 def _cached(env: InstallEnv | None, cache: KernelCache | None) -> InstallEnv | None:
-    """The install env with the kernel caches' variables (the session's and the tests')."""
+    """The install env with the kernel caches' variables (the worker's and the tests')."""
     if env is None or cache is None or not cache.env():
         return env
     return replace(env, env={**(env.env if env.env is not None else os.environ), **cache.env()})

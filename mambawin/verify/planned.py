@@ -1,5 +1,5 @@
 """A step that runs a runner, planned before anything runs: verify decides first which steps
-run (skips, conflicts), then runs the planned ones together (verify.session) or one by one."""
+run (skips, conflicts), then runs the planned ones together (verify.workers) or one by one."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from mambawin.stage import Status
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.report import StepResult
 from mambawin.verify.sandbox import InstallEnv
-from mambawin.verify.session import Job, Outcome, run_alone
+from mambawin.verify.workers import Job, Outcome, run_alone
 
 
 @dataclass(frozen=True)
 class Planned:
     """A step that runs a runner: the job, and how its report (or its failure) becomes the
-    step's result. Where the job runs (a session, its own process) is the caller's choice."""
+    step's result. Where the job runs (a worker, its own process) is the caller's choice."""
 
     job: Job
     finish: Callable[[dict[str, Any]], StepResult]
@@ -43,7 +43,7 @@ Step = StepResult | Planned
 
 
 def run_planned(options: VerifyOptions, env: InstallEnv | None, step: Step) -> StepResult:
-    """A planned step run in its own process (`run_module`), as each step ran before sessions."""
+    """A planned step run in its own process (`run_module`), as each step ran before workers."""
     if isinstance(step, StepResult):
         return step
     assert env is not None  # a step is planned only with an install env

@@ -302,22 +302,22 @@ def _shortened(text: str) -> str:
 
 
 def _profile_lines(profile: Mapping[str, Any]) -> list[str]:
-    """How the run went: its wall, whether steps overlapped, each GPU session's shared setup
+    """How the run went: its wall, whether steps overlapped, each GPU worker's shared setup
     (torch's import and CUDA's start, paid once for its steps) and the kernel caches."""
     if not profile:
         return []
     how = "steps overlapped" if profile.get("overlap") else "one step at a time (--serial)"
     lines = ["", f"Wall {_seconds(profile.get('wall_seconds'))} s, {how}."]
-    for lane in profile.get("sessions") or []:
+    for lane in profile.get("workers") or []:
         steps = ", ".join(lane.get("steps") or [])
         setup = lane.get("setup_seconds")
         line = (
-            f"- GPU session ({steps}): setup {_seconds(setup)} s"
+            f"- GPU worker ({steps}): setup {_seconds(setup)} s"
             if setup is not None
             else (f"- GPU steps ({steps}): each in its own process")
         )
         if lane.get("crashed"):
-            line += f"; the session ended early: {_cell(lane['crashed'])}"
+            line += f"; the worker ended early: {_cell(lane['crashed'])}"
         if lane.get("alone") and setup is not None:
             line += f"; run alone after: {', '.join(lane['alone'])}"
         lines.append(line)

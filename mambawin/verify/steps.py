@@ -20,7 +20,7 @@ from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels, pair
 from mambawin.verify.planned import Planned, Step, error_details, failed, run_planned
 from mambawin.verify.report import StepResult, named
 from mambawin.verify.sandbox import InstallEnv
-from mambawin.verify.session import Job
+from mambawin.verify.workers import Job
 
 # ---- step 2: requirements resolve on the wheel's platform -----------------------------------
 

@@ -16,14 +16,14 @@ from mambawin.packages import (
     MAMBA,
     package_named,
 )
-from mambawin.verify import sandbox, session, upstream_tests
+from mambawin.verify import sandbox, upstream_tests, workers
 from mambawin.verify.kernel_cache import KernelCache, open_cache
 from mambawin.verify.report import Target
 from mambawin.verify.sandbox import InstallEnv
-from mambawin.verify.session import Lane
 from mambawin.verify.target import probe_target
 from mambawin.verify.upstream_tests import TestRun
 from mambawin.verify.wineload.step import load_step
+from mambawin.verify.workers import Lane
 from mambawin.wheel import gpucode
 from mambawin.wheel.gpucode import GpuCode, list_gpu_code
 from mambawin.wheel.info import WheelInfo
@@ -75,9 +75,9 @@ class Tools:
     run_module: Callable[[InstallEnv, str, Sequence[str], float], dict[str, Any]] = (
         sandbox.run_module
     )
-    # The GPU steps' runners in one child Python (verify.session); the verify.session.one_by_one
+    # The GPU steps' runners in one child Python (verify.workers); the verify.workers.one_by_one
     # fallback, or a fake, runs each through run_module instead.
-    run_session: Callable[..., Lane] = session.run_session
+    run_worker: Callable[..., Lane] = workers.run_worker
     # This run's Triton/inductor cache folder (verify.kernel_cache), by wheels, torch and GPU.
     kernel_cache: Callable[[Mapping[str, str], Target], KernelCache] = open_cache
     run_upstream_tests: Callable[..., list[TestRun]] = upstream_tests.run_all  # keywords too

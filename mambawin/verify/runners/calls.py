@@ -274,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The runner's report for its command line (what `verify.runners.session` calls)."""
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
     args = _parser().parse_args(argv)
     found = run_calls(args.device, args.api)
     for probe in found["probes"]:

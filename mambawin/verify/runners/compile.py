@@ -308,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The runner's report for its command line (what `verify.runners.session` calls)."""
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
     parser = _parser()
     args = parser.parse_args(argv)
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())

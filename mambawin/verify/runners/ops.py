@@ -217,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The runner's report for its command line (what `verify.runners.session` calls)."""
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
     return run(_parser().parse_args(argv).projects)
 
 

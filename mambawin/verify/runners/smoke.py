@@ -377,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The runner's report for its command line (what `verify.runners.session` calls)."""
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
     return run_config(parse_args(argv))
 
 

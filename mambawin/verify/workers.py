@@ -1,14 +1,14 @@
-"""The GPU steps' runners, run together in one child Python per lane (`runners.session`): torch
+"""The GPU steps' runners, run together in one child Python per lane (`runners.worker`): torch
 is imported and CUDA started once per lane instead of once per step.
 
 Each runner's result comes back on its own line as soon as it finishes, so verify records each
-step as it ends. A session that dies (a segfault in an extension, the time limit) fails the step
+step as it ends. A worker that dies (a segfault in an extension, the time limit) fails the step
 that was running, naming the crash; the steps it had not reached then run each in its own process
-(`run_module`), as they would without a session, so one crash costs one step.
+(`run_module`), as they would without a worker, so one crash costs one step.
 
-Steps are spread over LANES, one session each, run at the same time: Triton's and inductor's
+Steps are spread over LANES, one worker each, run at the same time: Triton's and inductor's
 kernel compiles are single-threaded in a process, so blocks and compile, the two that compile
-most, each get a process (and a core) of their own. `--serial` puts every step in one session.
+most, each get a process (and a core) of their own. `--serial` puts every step in one worker.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 
 from mambawin import proc
 from mambawin.errors import CommandError, CommandTimeout, MambawinError
-from mambawin.verify.runners.session import MARK
+from mambawin.verify.runners.worker import MARK
 from mambawin.verify.sandbox import InstallEnv
 
-SESSION = "mambawin.verify.runners.session"
-# Which steps share a session when steps overlap: the short ones together, each heavy compiler
+WORKER = "mambawin.verify.runners.worker"
+# Which steps share a worker when steps overlap: the short ones together, each heavy compiler
 # alone. A step not named here joins the first lane.
 LANES: tuple[tuple[str, ...], ...] = (("ops", "smoke", "conv", "calls"), ("blocks",), ("compile",))
 
@@ -52,18 +52,18 @@ class Outcome:
     name: str
     report: dict[str, Any] | None = None
     error: MambawinError | None = None
-    seconds: float | None = None  # the runner's own time (the session's setup not included)
-    alone: bool = False  # ran in its own process (no session, or after the session crashed)
+    seconds: float | None = None  # the runner's own time (the worker's setup not included)
+    alone: bool = False  # ran in its own process (no worker, or after the worker crashed)
 
 
 @dataclass
 class Lane:
-    """One session's facts for the report: its steps and its shared setup."""
+    """One worker's facts for the report: its steps and its shared setup."""
 
     steps: tuple[str, ...]
     setup_seconds: float | None = None
     torch: str | None = None
-    crashed: str | None = None  # why the session ended early, when it did
+    crashed: str | None = None  # why the worker ended early, when it did
     alone: list[str] = field(default_factory=list)  # steps run in their own process after
 
     def to_json(self) -> dict[str, Any]:
@@ -87,37 +87,37 @@ def lanes(jobs: Sequence[Job], serial: bool) -> list[list[Job]]:
     return [lane for lane in split if lane]
 
 
-def run_session(
+def run_worker(
     env: InstallEnv,
     jobs: Sequence[Job],
     timeout: float,
     on_outcome: Callable[[Outcome], None],
     run_module: RunModule,
 ) -> Lane:
-    """Run jobs in one session, each outcome handed to on_outcome as it comes; after a crash the
-    jobs not reached run each in its own process. timeout bounds each job (the session gets
+    """Run jobs in one worker, each outcome handed to on_outcome as it comes; after a crash the
+    jobs not reached run each in its own process. timeout bounds each job (the worker gets
     one timeout per job)."""
     lane = Lane(tuple(job.name for job in jobs))
     reading = _Reader(lane, on_outcome)
     plan = json.dumps([{"name": job.name, "args": list(job.args)} for job in jobs])
-    argv = [env.python, "-m", SESSION, "--json", "--plan", plan]
+    argv = [env.python, "-m", WORKER, "--json", "--plan", plan]
     try:
         done = proc.run(
             argv, env=env.env, timeout=timeout * len(jobs), check=False, on_line=reading.line
         )
         ended = None if done.returncode == 0 else _exit_reason(done.returncode, reading.last)
     except CommandTimeout:
-        ended = f"the session did not finish within {timeout * len(jobs):g} s and was stopped"
+        ended = f"the worker did not finish within {timeout * len(jobs):g} s and was stopped"
     except CommandError as exc:  # the interpreter could not even start
         ended = str(exc)
     finished = set(reading.finished)
     if ended is not None or finished != set(lane.steps):
-        lane.crashed = ended or "the session ended before every step had run"
+        lane.crashed = ended or "the worker ended before every step had run"
         for job in jobs:
             if job.name in finished:
                 continue
             if job.name == reading.running:
-                crash = CommandError(f"the runner session crashed while {job.name} ran: {ended}")
+                crash = CommandError(f"the runner worker crashed while {job.name} ran: {ended}")
                 on_outcome(Outcome(job.name, error=crash))
                 continue
             lane.alone.append(job.name)
@@ -132,8 +132,8 @@ def one_by_one(
     on_outcome: Callable[[Outcome], None],
     run_module: RunModule,
 ) -> Lane:
-    """Each job in its own process, as verify ran them before sessions (and as the jobs a
-    crashed session did not reach run)."""
+    """Each job in its own process, as verify ran them before workers (and as the jobs a
+    crashed worker did not reach run)."""
     for job in jobs:
         on_outcome(run_alone(env, job, timeout, run_module))
     return Lane(tuple(job.name for job in jobs), alone=[job.name for job in jobs])
@@ -155,7 +155,7 @@ def _since(began: float) -> float:
 
 
 class _Reader:
-    """Reads the session's lines: its setup, which runner runs, and each runner's result."""
+    """Reads the worker's lines: its setup, which runner runs, and each runner's result."""
 
     def __init__(self, lane: Lane, on_outcome: Callable[[Outcome], None]) -> None:
         self.lane = lane

@@ -1,9 +1,9 @@
-"""verify's GPU steps in sessions: which steps go to a session and with what arguments, each
-result streamed and recorded as its step ends, a crashed session (the running step fails, the
+"""verify's GPU steps in workers: which steps go to a worker and with what arguments, each
+result streamed and recorded as its step ends, a crashed worker (the running step fails, the
 rest run alone), the kernel caches' folders, and overlapping steps recorded in order.
 
-A session's child here is a small script standing in for `python` (no torch, no GPU): it prints
-what `mambawin.verify.runners.session` prints, and crashes where a test asks."""
+A worker's child here is a small script standing in for `python` (no torch, no GPU): it prints
+what `mambawin.verify.runners.worker` prints, and crashes where a test asks."""
 
 from __future__ import annotations
 
@@ -22,15 +22,15 @@ import pytest
 from mambawin.stage import Status
 from mambawin.store import owned
 from mambawin.store.cache_usage import usage
-from mambawin.verify import pipeline, sandbox, session
+from mambawin.verify import pipeline, sandbox, workers
 from mambawin.verify import upstream_tests as ut
 from mambawin.verify.board import Board
 from mambawin.verify.kernel_cache import FOLDER, KernelCache, key_of, open_cache
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.pipeline import step_finished
 from mambawin.verify.report import StepResult
-from mambawin.verify.runners import session as child
-from mambawin.verify.session import Job, Outcome, lanes, one_by_one, run_session
+from mambawin.verify.runners import worker as child
+from mambawin.verify.workers import Job, Outcome, lanes, one_by_one, run_worker
 from tests.fakes.reporter import RecordingReporter
 from tests.test_verify import H100, INSTALLED, STANDIN, code, make_wheel
 
@@ -58,9 +58,9 @@ REPORTS: dict[str, dict[str, Any]] = {
 
 STAND_IN = """
 import json, os, sys, time
-MARK = "@mambawin-session "
+MARK = "@mambawin-worker "
 argv = sys.argv[1:]
-log = os.environ.get("FAKE_SESSION_LOG")
+log = os.environ.get("FAKE_WORKER_LOG")
 if log:
     with open(log, "a") as f:
         f.write(json.dumps(argv) + "\\n")
@@ -85,14 +85,14 @@ for job in plan:
 
 @pytest.fixture
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An executable standing in for the install env's python: the session's lines, no torch."""
+    """An executable standing in for the install env's python: the worker's lines, no torch."""
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN, encoding="utf-8")
     python = tmp_path / "python"
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$@"\n', encoding="utf-8")
     python.chmod(0o755)
     monkeypatch.setenv("FAKE_REPORTS", json.dumps(REPORTS))
-    monkeypatch.setenv("FAKE_SESSION_LOG", str(tmp_path / "argv.log"))
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(tmp_path / "argv.log"))
     return python
 
 
@@ -105,23 +105,23 @@ def _alone(ran: list[str]):
     return run_module
 
 
-# ---- which steps go to a session -----------------------------------------------------------
+# ---- which steps go to a worker -----------------------------------------------------------
 
 
-def test_steps_are_decided_first_and_only_the_running_ones_reach_a_session(tmp_path):
+def test_steps_are_decided_first_and_only_the_running_ones_reach_a_worker(tmp_path):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     sent: list[list[tuple[str, tuple[str, ...]]]] = []
 
-    def fake_session(env, jobs, timeout, on_outcome, run_module):
+    def fake_worker(env, jobs, timeout, on_outcome, run_module):
         sent.append([(job.name, job.args) for job in jobs])
         for job in jobs:
             on_outcome(Outcome(job.name, report=REPORTS[job.name], seconds=1.0))
-        return session.Lane(tuple(job.name for job in jobs), setup_seconds=3.0)
+        return workers.Lane(tuple(job.name for job in jobs), setup_seconds=3.0)
 
     tools = replace(
         INSTALLED,
         wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
-        run_session=fake_session,
+        run_worker=fake_worker,
         run_module=lambda *a: pytest.fail("a step ran alone"),
     )
     options = VerifyOptions(
@@ -133,13 +133,13 @@ def test_steps_are_decided_first_and_only_the_running_ones_reach_a_session(tmp_p
     assert report.step("blocks").summary == "left out (--skip blocks)"
     assert report.step("compile").status == "skip"
     assert report.step("smoke").status == "ok" and report.step("smoke").seconds == 1.0
-    assert report.profile["sessions"][0]["setup_seconds"] == 3.0
+    assert report.profile["workers"][0]["setup_seconds"] == 3.0
     serial = pipeline.verify(replace(options, serial=True))
-    assert sent[-1] == sent[0]  # one session either way here: one lane holds both
+    assert sent[-1] == sent[0]  # one worker either way here: one lane holds both
     assert serial.profile["overlap"] is False
 
 
-def test_lanes_give_blocks_and_compile_their_own_session_unless_serial():
+def test_lanes_give_blocks_and_compile_their_own_worker_unless_serial():
     jobs = [Job(n, ("--json",)) for n in ("ops", "smoke", "conv", "calls", "blocks", "compile")]
     assert [[j.name for j in lane] for lane in lanes(jobs, serial=False)] == [
         ["ops", "smoke", "conv", "calls"],
@@ -161,7 +161,7 @@ def test_each_result_comes_as_its_step_ends_with_the_runners_own_seconds(stand_i
     env = sandbox.InstallEnv(str(stand_in), None)
     got: list[Outcome] = []
     jobs = [Job("smoke", ("--json", "--seed", "3")), Job("calls", ("--json",))]
-    lane = run_session(env, jobs, 60, got.append, _alone([]))
+    lane = run_worker(env, jobs, 60, got.append, _alone([]))
     assert [(o.name, o.seconds, o.alone) for o in got] == [
         ("smoke", 1.25, False),
         ("calls", 1.25, False),
@@ -169,7 +169,7 @@ def test_each_result_comes_as_its_step_ends_with_the_runners_own_seconds(stand_i
     assert got[0].report == REPORTS["smoke"]
     assert lane.setup_seconds == 2.5 and lane.torch == "2.11.0" and lane.crashed is None
     argv = json.loads((tmp_path / "argv.log").read_text().splitlines()[0])
-    assert argv[:4] == ["-m", "mambawin.verify.runners.session", "--json", "--plan"]
+    assert argv[:4] == ["-m", "mambawin.verify.runners.worker", "--json", "--plan"]
     assert json.loads(argv[4]) == [
         {"name": "smoke", "args": ["--json", "--seed", "3"]},
         {"name": "calls", "args": ["--json"]},
@@ -177,37 +177,37 @@ def test_each_result_comes_as_its_step_ends_with_the_runners_own_seconds(stand_i
 
 
 @posix_only
-def test_a_crashed_session_fails_the_running_step_and_the_rest_run_alone(stand_in, monkeypatch):
+def test_a_crashed_worker_fails_the_running_step_and_the_rest_run_alone(stand_in, monkeypatch):
     monkeypatch.setenv("FAKE_CRASH_AT", "conv")
     env = sandbox.InstallEnv(str(stand_in), None)
     got: list[Outcome] = []
     ran: list[str] = []
     jobs = [Job(n, ("--json",)) for n in ("smoke", "conv", "calls", "blocks")]
-    lane = run_session(env, jobs, 60, got.append, _alone(ran))
+    lane = run_worker(env, jobs, 60, got.append, _alone(ran))
     assert [o.name for o in got] == ["smoke", "conv", "calls", "blocks"]
     assert got[0].report == REPORTS["smoke"]
     crash = str(got[1].error)
     assert "crashed while conv ran" in crash and "signal 11 (SIGSEGV)" in crash
     assert "Segmentation fault in the extension" in crash  # the last thing it printed
-    assert ran == ["calls", "blocks"]  # each in its own process, as without sessions
+    assert ran == ["calls", "blocks"]  # each in its own process, as without workers
     assert got[2].alone and got[3].alone and got[2].seconds is not None
     assert lane.alone == ["calls", "blocks"] and "SIGSEGV" in (lane.crashed or "")
 
 
 @posix_only
-def test_a_runner_that_raises_fails_its_step_and_the_session_goes_on(stand_in):
+def test_a_runner_that_raises_fails_its_step_and_the_worker_goes_on(stand_in):
     env = sandbox.InstallEnv(str(stand_in), None)
     got: list[Outcome] = []
-    run_session(env, [Job("raise", ()), Job("calls", ())], 60, got.append, _alone([]))
+    run_worker(env, [Job("raise", ()), Job("calls", ())], 60, got.append, _alone([]))
     assert str(got[0].error) == "raise raised ValueError: boom" and not got[0].alone
     assert got[1].report == REPORTS["calls"]
 
 
-def test_a_session_that_cannot_start_runs_every_step_alone(tmp_path):
+def test_a_worker_that_cannot_start_runs_every_step_alone(tmp_path):
     env = sandbox.InstallEnv(str(tmp_path / "no-such-python"), None)
     ran: list[str] = []
     got: list[Outcome] = []
-    lane = run_session(env, [Job("smoke", ()), Job("calls", ())], 60, got.append, _alone(ran))
+    lane = run_worker(env, [Job("smoke", ()), Job("calls", ())], 60, got.append, _alone(ran))
     assert ran == ["smoke", "calls"] and all(o.report for o in got)
     assert "not found" in (lane.crashed or "")
 
@@ -221,7 +221,7 @@ def test_verify_records_a_crash_in_the_running_step_and_runs_the_rest(
     ran: list[str] = []
     tools = replace(
         INSTALLED,
-        run_session=run_session,  # the real one, against the stand-in python
+        run_worker=run_worker,  # the real one, against the stand-in python
         prepare_env=lambda wheels, python, scratch: sandbox.InstallEnv(str(stand_in), None),
         read_environment=lambda *a: {},
         wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
@@ -231,8 +231,8 @@ def test_verify_records_a_crash_in_the_running_step_and_runs_the_rest(
     report = pipeline.verify(options)
     smoke = report.step("smoke")
     assert smoke.status is Status.FAIL
-    assert smoke.summary.startswith("smoke runner failed: the runner session crashed while smoke")
-    assert ran == ["calls"]  # blocks has a session of its own: it ran there
+    assert smoke.summary.startswith("smoke runner failed: the runner worker crashed while smoke")
+    assert ran == ["calls"]  # blocks has a worker of its own: it ran there
     assert report.step("calls").status is Status.OK and report.step("blocks").status is Status.OK
 
 
@@ -242,7 +242,7 @@ def test_the_child_runs_every_runner_once_setup_and_sends_each_result():
 
     def load(name):
         def report(argv):
-            print("a runner's own stdout")  # must not reach the session's stdout
+            print("a runner's own stdout")  # must not reach the worker's stdout
             if name == "conv":
                 raise RuntimeError("CUDA error: an illegal memory access")
             return {"passed": True, "argv": list(argv)}
@@ -331,12 +331,12 @@ def test_the_cache_listing_names_the_kernel_caches():
     assert "kernel caches" in found[FOLDER]
 
 
-def test_the_session_and_the_tests_get_the_cache_variables(tmp_path):
+def test_the_worker_and_the_tests_get_the_cache_variables(tmp_path):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     seen: dict[str, Any] = {}
 
-    def fake_session(env, jobs, timeout, on_outcome, run_module):
-        seen["session"] = dict(env.env)
+    def fake_worker(env, jobs, timeout, on_outcome, run_module):
+        seen["worker"] = dict(env.env)
         return one_by_one(env, jobs, timeout, on_outcome, _alone([]))
 
     def tests(env, packages, folder, **kw):
@@ -346,7 +346,7 @@ def test_the_session_and_the_tests_get_the_cache_variables(tmp_path):
     tools = replace(
         INSTALLED,
         wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
-        run_session=fake_session,
+        run_worker=fake_worker,
         run_upstream_tests=tests,
         kernel_cache=lambda hashes, target: KernelCache(tmp_path / "kc", warm=True),
     )
@@ -354,7 +354,7 @@ def test_the_session_and_the_tests_get_the_cache_variables(tmp_path):
         wheel=wheel, target=H100, upstream_tests=True, skip=frozenset({"requirements"}), tools=tools
     )
     report = pipeline.verify(options)
-    for env in (seen["session"], seen["tests"]):
+    for env in (seen["worker"], seen["tests"]):
         assert env["TRITON_CACHE_DIR"] == str(tmp_path / "kc" / "triton")
         assert env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1"
     assert report.profile["kernel_cache"]["warm"] is True
@@ -369,15 +369,15 @@ def test_overlapping_steps_are_recorded_in_order_each_with_its_own_seconds(tmp_p
     events: list[str] = []
     started = threading.Event()
 
-    def fake_session(env, jobs, timeout, on_outcome, run_module):
+    def fake_worker(env, jobs, timeout, on_outcome, run_module):
         started.set()
         for job in jobs:
-            events.append(f"session {job.name}")
+            events.append(f"worker {job.name}")
             on_outcome(Outcome(job.name, report=REPORTS[job.name], seconds=0.5))
-        return session.Lane(tuple(j.name for j in jobs), setup_seconds=1.0)
+        return workers.Lane(tuple(j.name for j in jobs), setup_seconds=1.0)
 
     def tests(env, packages, folder, **kw):
-        assert started.wait(5)  # upstream's tests run while the sessions do
+        assert started.wait(5)  # upstream's tests run while the workers do
         time.sleep(0.3)
         events.append("tests")
         return [ut.TestRun("mamba-ssm", "tests/ops/test_selective_scan.py", "v2", passed=3)]
@@ -385,7 +385,7 @@ def test_overlapping_steps_are_recorded_in_order_each_with_its_own_seconds(tmp_p
     tools = replace(
         INSTALLED,
         wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
-        run_session=fake_session,
+        run_worker=fake_worker,
         run_upstream_tests=tests,
     )
     options = VerifyOptions(
@@ -453,22 +453,22 @@ def test_serial_runs_the_overlapping_work_in_place():
     assert thread == [threading.main_thread()] and [s.name for s in board.steps] == ["here"]
 
 
-def test_the_signal_name_is_given_for_a_killed_session():
-    assert session._exit_reason(-signal.SIGSEGV, "boom").startswith("killed by signal 11 (SIGSEGV)")
-    assert session._exit_reason(1, "") == "exit 1"
+def test_the_signal_name_is_given_for_a_killed_worker():
+    assert workers._exit_reason(-signal.SIGSEGV, "boom").startswith("killed by signal 11 (SIGSEGV)")
+    assert workers._exit_reason(1, "") == "exit 1"
 
 
-def test_a_step_the_session_never_answered_fails_instead_of_waiting(tmp_path):
+def test_a_step_the_worker_never_answered_fails_instead_of_waiting(tmp_path):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
 
     def forgetful(env, jobs, timeout, on_outcome, run_module):
         on_outcome(Outcome(jobs[0].name, report=REPORTS[jobs[0].name], seconds=1.0))
-        return session.Lane(tuple(j.name for j in jobs))
+        return workers.Lane(tuple(j.name for j in jobs))
 
     tools = replace(
         INSTALLED,
         wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
-        run_session=forgetful,
+        run_worker=forgetful,
     )
     options = VerifyOptions(
         wheel=wheel, target=H100, skip=frozenset({"requirements", "blocks"}), tools=tools

@@ -1,14 +1,14 @@
 """Several verify runners in one Python: torch is imported and CUDA started once, then each
 runner's own `report(argv)` is called in turn.
 
-`python -m mambawin.verify.runners.session --plan JSON` where JSON is a list of
+`python -m mambawin.verify.runners.worker --plan JSON` where JSON is a list of
 `{"name": "smoke", "args": [...]}`. Each line it prints for the parent
-(`verify.session`) starts with MARK and holds one JSON object, flushed at once:
+(`verify.workers`) starts with MARK and holds one JSON object, flushed at once:
 
 - `{"setup": {"seconds", "torch", "cuda"}}` once, after `import torch` and CUDA's start;
 - `{"start": NAME}` before a runner runs (so a crash names the runner that was running);
 - `{"step": NAME, "seconds", "report"}` when it returned, `{"step", "seconds", "error"}` when it
-  raised (that runner's failure, not the session's).
+  raised (that runner's failure, not the worker's).
 
 What the runners print on stdout goes to stderr, so only MARK lines carry results.
 """
@@ -26,8 +26,8 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-MARK = "@mambawin-session "
-# The runners a session may run: each module has `report(argv) -> dict`.
+MARK = "@mambawin-worker "
+# The runners a worker may run: each module has `report(argv) -> dict`.
 RUNNERS = ("ops", "smoke", "conv", "calls", "blocks", "compile", "bench")
 
 
