@@ -79,7 +79,11 @@ for job in plan:
     if job["name"] == "raise":
         send({"step": job["name"], "seconds": 0.1, "error": "raise raised ValueError: boom"})
         continue
-    send({"step": job["name"], "seconds": 1.25, "report": reports[job["name"]]})
+    results = argv[argv.index("--results") + 1]
+    path = os.path.join(results, job["name"] + ".json")
+    with open(path, "w") as f:
+        json.dump(reports[job["name"]], f)
+    send({"step": job["name"], "seconds": 1.25, "report_file": path})
 """
 
 
@@ -169,8 +173,9 @@ def test_each_result_comes_as_its_step_ends_with_the_runners_own_seconds(stand_i
     assert got[0].report == REPORTS["smoke"]
     assert lane.setup_seconds == 2.5 and lane.torch == "2.11.0" and lane.crashed is None
     argv = json.loads((tmp_path / "argv.log").read_text().splitlines()[0])
-    assert argv[:4] == ["-m", "mambawin.verify.runners.worker", "--json", "--plan"]
-    assert json.loads(argv[4]) == [
+    assert argv[:3] == ["-m", "mambawin.verify.runners.worker", "--json"]
+    assert "--results" in argv  # each report comes back in a file, not on the shared pipe
+    assert json.loads(argv[argv.index("--plan") + 1]) == [
         {"name": "smoke", "args": ["--json", "--seed", "3"]},
         {"name": "calls", "args": ["--json"]},
     ]
@@ -189,6 +194,7 @@ def test_a_crashed_worker_fails_the_running_step_and_the_rest_run_alone(stand_in
     crash = str(got[1].error)
     assert "crashed while conv ran" in crash and "signal 11 (SIGSEGV)" in crash
     assert "Segmentation fault in the extension" in crash  # the last thing it printed
+    assert got[1].seconds is not None  # from its start to the crash
     assert ran == ["calls", "blocks"]  # each in its own process, as without workers
     assert got[2].alone and got[3].alone and got[2].seconds is not None
     assert lane.alone == ["calls", "blocks"] and "SIGSEGV" in (lane.crashed or "")
@@ -477,3 +483,18 @@ def test_a_step_the_worker_never_answered_fails_instead_of_waiting(tmp_path):
     assert report.step("smoke").status is Status.OK
     calls = report.step("calls")
     assert calls.status is Status.FAIL and "gave no result for calls" in calls.summary
+
+
+def test_the_child_writes_each_report_to_a_file_and_names_it(tmp_path):
+    import io
+
+    stream = io.StringIO()
+    send = child.sender(stream, tmp_path)
+    send({"step": "conv", "seconds": 1.0, "report": {"passed": True, "cases": [1] * 5000}})
+    send({"start": "calls"})
+    first, second = stream.getvalue().splitlines()
+    message = json.loads(first.removeprefix(child.MARK))
+    assert message == {"step": "conv", "seconds": 1.0, "report_file": str(tmp_path / "conv.json")}
+    assert len(first) < 4096  # one write the pipe keeps whole
+    assert json.loads((tmp_path / "conv.json").read_text())["cases"] == [1] * 5000
+    assert json.loads(second.removeprefix(child.MARK)) == {"start": "calls"}

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mambawin import proc
@@ -100,16 +102,16 @@ def run_worker(
     lane = Lane(tuple(job.name for job in jobs))
     reading = _Reader(lane, on_outcome)
     plan = json.dumps([{"name": job.name, "args": list(job.args)} for job in jobs])
-    argv = [env.python, "-m", WORKER, "--json", "--plan", plan]
-    try:
-        done = proc.run(
-            argv, env=env.env, timeout=timeout * len(jobs), check=False, on_line=reading.line
-        )
-        ended = None if done.returncode == 0 else _exit_reason(done.returncode, reading.last)
-    except CommandTimeout:
-        ended = f"the worker did not finish within {timeout * len(jobs):g} s and was stopped"
-    except CommandError as exc:  # the interpreter could not even start
-        ended = str(exc)
+    limit = timeout * len(jobs)
+    with tempfile.TemporaryDirectory(prefix="mambawin-worker-") as results:
+        argv = [env.python, "-m", WORKER, "--json", "--results", results, "--plan", plan]
+        try:
+            done = proc.run(argv, env=env.env, timeout=limit, check=False, on_line=reading.line)
+            ended = None if done.returncode == 0 else _exit_reason(done.returncode, reading.last)
+        except CommandTimeout:
+            ended = f"the worker did not finish within {limit:g} s and was stopped"
+        except CommandError as exc:  # the interpreter could not even start
+            ended = str(exc)
     finished = set(reading.finished)
     if ended is not None or finished != set(lane.steps):
         lane.crashed = ended or "the worker ended before every step had run"
@@ -118,7 +120,7 @@ def run_worker(
                 continue
             if job.name == reading.running:
                 crash = CommandError(f"the runner worker crashed while {job.name} ran: {ended}")
-                on_outcome(Outcome(job.name, error=crash))
+                on_outcome(Outcome(job.name, error=crash, seconds=reading.running_for()))
                 continue
             lane.alone.append(job.name)
         one_by_one(env, [j for j in jobs if j.name in lane.alone], timeout, on_outcome, run_module)
@@ -161,8 +163,12 @@ class _Reader:
         self.lane = lane
         self.on_outcome = on_outcome
         self.running: str | None = None
+        self.started = 0.0  # when the running runner started (monotonic)
         self.finished: list[str] = []
         self.last = ""  # the last line that was no message: what a crash printed
+
+    def running_for(self) -> float | None:
+        return round(time.monotonic() - self.started, 2) if self.running else None
 
     def line(self, text: str) -> None:
         if not text.startswith(MARK):
@@ -180,7 +186,7 @@ class _Reader:
             self.lane.setup_seconds = setup.get("seconds")
             self.lane.torch = setup.get("torch")
         elif "start" in message:
-            self.running = str(message["start"])
+            self.running, self.started = str(message["start"]), time.monotonic()
         elif "step" in message:
             self._finished(message)
 
@@ -192,11 +198,22 @@ class _Reader:
         self.running = None
         seconds = message.get("seconds")
         report = message.get("report")
+        if "report_file" in message:
+            report = _read_report(str(message["report_file"]))
         if isinstance(report, dict):
             self.on_outcome(Outcome(name, report=report, seconds=seconds))
             return
         error = CommandError(str(message.get("error") or f"{name} returned no report"))
         self.on_outcome(Outcome(name, error=error, seconds=seconds))
+
+
+def _read_report(path: str) -> dict[str, Any] | None:
+    """A report the worker wrote to its results folder (None when unreadable: the step fails)."""
+    try:
+        found = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _exit_reason(returncode: int, last: str) -> str:

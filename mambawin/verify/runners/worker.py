@@ -7,7 +7,8 @@ runner's own `report(argv)` is called in turn.
 
 - `{"setup": {"seconds", "torch", "cuda"}}` once, after `import torch` and CUDA's start;
 - `{"start": NAME}` before a runner runs (so a crash names the runner that was running);
-- `{"step": NAME, "seconds", "report"}` when it returned, `{"step", "seconds", "error"}` when it
+- `{"step": NAME, "seconds", "report_file"}` when it returned (with --results DIR: the report is
+  in DIR/NAME.json; without, `"report"` holds it), `{"step", "seconds", "error"}` when it
   raised (that runner's failure, not the worker's).
 
 What the runners print on stdout goes to stderr, so only MARK lines carry results.
@@ -24,6 +25,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 MARK = "@mambawin-worker "
@@ -89,10 +91,18 @@ def load_runner(name: str) -> Callable[[Sequence[str]], dict[str, Any]]:
     return runner
 
 
-def sender(stream: TextIO) -> Callable[[dict[str, Any]], None]:
+def sender(stream: TextIO, results: Path | None = None) -> Callable[[dict[str, Any]], None]:
+    """Each message as one MARK line; with results, a report goes to results/NAME.json and the
+    line names the file: a short line is written to the pipe whole, where a report of 70 KB could
+    be cut by what an extension or a compile worker prints at the same time."""
+
     def send(message: dict[str, Any]) -> None:
-        # default=str as the runners' own JSON; Python's json writes inf as Infinity (read back
-        # by Python)
+        if results is not None and "report" in message:
+            path = results / f"{message['step']}.json"
+            # default=str as the runners' own JSON; Python's json writes inf as Infinity (read
+            # back by Python)
+            path.write_text(json.dumps(message.pop("report"), default=str), encoding="utf-8")
+            message["report_file"] = str(path)
         stream.write(MARK + json.dumps(message, default=str) + "\n")
         stream.flush()
 
@@ -102,10 +112,11 @@ def sender(stream: TextIO) -> Callable[[dict[str, Any]], None]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", required=True, help="the runners to run, as a JSON list")
+    parser.add_argument("--results", type=Path, help="write each report to DIR/NAME.json")
     parser.add_argument("--json", action="store_true", help="accepted: the output is JSON lines")
     args = parser.parse_args(argv)
     plan = json.loads(args.plan)
-    run_plan(plan, sender(sys.stdout), load=load_runner)
+    run_plan(plan, sender(sys.stdout, args.results), load=load_runner)
     return 0
 
 
