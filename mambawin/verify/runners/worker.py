@@ -45,8 +45,13 @@ def setup() -> dict[str, Any]:
 
 
 def release() -> None:
-    """What one runner left on the GPU goes before the next starts (its own memory peak)."""
+    """What one runner left goes before the next starts, as if each had a process of its own:
+    its GPU memory (the next one's peak is its own) and torch.compile's compiled frames (a
+    runner that compiles upstream's functions again meets no recompile limit of another's)."""
     gc.collect()
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()
