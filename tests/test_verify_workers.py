@@ -498,3 +498,61 @@ def test_the_child_writes_each_report_to_a_file_and_names_it(tmp_path):
     assert len(first) < 4096  # one write the pipe keeps whole
     assert json.loads((tmp_path / "conv.json").read_text())["cases"] == [1] * 5000
     assert json.loads(second.removeprefix(child.MARK)) == {"start": "calls"}
+
+
+def test_the_cli_serial_flag_runs_one_step_at_a_time(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mambawin.cli import app
+    from mambawin.verify.report import Target
+
+    wheel = make_wheel(tmp_path, provenance=None, files={"mamba_ssm/__init__.py": ""})
+    tools = replace(INSTALLED, probe_target=lambda python: Target("2.8.0", "12.8"))
+    real = pipeline.verify
+    seen: list[bool] = []
+
+    def core(options, reporter=None):
+        seen.append(options.serial)
+        return real(replace(options, tools=tools), reporter=reporter)
+
+    monkeypatch.setattr(pipeline, "verify", core)  # the CLI builds its options with real tools
+    for flags, serial in (([], False), (["--serial"], True)):
+        result = CliRunner().invoke(
+            app, ["verify", str(wheel), "--json", "--skip", "requirements", *flags]
+        )
+        data = json.loads(result.stdout)
+        assert data["profile"]["overlap"] is not serial
+        assert data["profile"]["wall_seconds"] >= 0
+    assert seen == [False, True]
+
+
+def test_the_markdown_report_gives_the_wall_each_workers_setup_and_the_caches():
+    from mambawin.verify import send
+    from mambawin.verify.report import VerifyReport
+
+    profile = {
+        "wall_seconds": 151.5,
+        "overlap": True,
+        "workers": [
+            {"steps": ["smoke", "calls"], "setup_seconds": 6.25, "crashed": None, "alone": []},
+            {
+                "steps": ["blocks"],
+                "setup_seconds": 5.5,
+                "crashed": "killed by signal 11 (SIGSEGV)",
+                "alone": [],
+            },
+        ],
+        "kernel_cache": {"folder": "/c/kernel-caches/x", "warm": True, "note": ""},
+    }
+    steps = (StepResult("smoke", "ok", "fine", seconds=3.0),)
+    report = VerifyReport("w.whl", H100, steps, {}, profile)
+    machine = {
+        k: None for k in ("os", "python", "torch", "cuda", "gpu", "capability", "driver", "glibc")
+    }
+    doc = send.document(report, "mambawin verify w.whl --serial", machine)
+    assert doc["profile"]["workers"][0]["setup_seconds"] == 6.25
+    text = send.markdown(doc)
+    assert "Wall 151.5 s, steps overlapped." in text
+    assert "- GPU worker (smoke, calls): setup 6.25 s" in text
+    assert "the worker ended early: killed by signal 11 (SIGSEGV)" in text
+    assert "- Triton/inductor kernel caches: warm" in text
