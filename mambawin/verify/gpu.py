@@ -1,6 +1,7 @@
-"""The steps that run kernels: smoke, conv, calls, blocks, compile, bench, upstream tests; each
-runs a runner module in the install environment (a child process), unless an earlier step rules it
-out."""
+"""The steps that run kernels: smoke, conv, calls, blocks, compile, bench, upstream tests. Each
+is planned first (`plan_*`: a result known without running, or the runner to run, verify.planned)
+and run in a worker beside the others (verify.pipeline) or, through the `*_step` functions, in a
+child process of its own."""
 
 from __future__ import annotations
 

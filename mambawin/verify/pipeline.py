@@ -7,9 +7,13 @@ the compiled kernels), blocks (Mamba/Mamba2 fast vs reference path), bench, and 
 (the packages' own tests from their upstream commit).
 
 Each step returns ok / fail / skip with a one-line reason. The fit step decides from the wheel's
-GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in a
-child process (`python -m mambawin.verify.runners.smoke`) inside the install environment
-(`verify.sandbox`), so a crash in the extension is reported instead of killing mambawin.
+GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in
+child processes inside the install environment (`verify.sandbox`), so a crash in the extension
+is reported instead of killing mambawin: the runners in workers (`verify.workers`: torch imported
+and CUDA started once per worker), upstream's tests beside them and pip's online resolve beside
+the install (`verify.board` records every result in the documented order, each with its own
+seconds), with Triton's and inductor's caches kept per wheels, torch and GPU
+(`verify.kernel_cache`).
 """
 
 from __future__ import annotations
