@@ -12,7 +12,10 @@ mambawin checkouts (a baseline commit's and today's) on one GPU machine.
 `run` runs `python -m mambawin verify WHEELHOUSE --upstream-tests --json EXTRA...` with the
 checkout on PYTHONPATH, in cache folders of its own (DIR/LABEL-caches unless --caches: mambawin's
 cache, Triton's and inductor's; a fresh run refuses a folder that is already there, --warm reuses
-it: the second verify of the same wheels), and writes DIR/LABEL.json: the wall, the verify's exit
+it: the second verify of the same wheels). Upstream's tests are read from mambawin's cached
+mirrors (or sdists): on a machine with no network, `--cache C` runs in the mambawin cache C that
+holds them, and a cold run first moves C/kernel-caches aside (to kernel-caches.before-LABEL, never
+deleted). It writes DIR/LABEL.json: the wall, the verify's exit
 code, and per step its status, seconds and case count (smoke's and conv's cases, calls' probes,
 blocks' blocks, compile's rows, ops' packages; upstream-tests per package: passed, failed,
 skipped, errors, expected failures), with the report's profile when it has one. stderr goes to
@@ -87,8 +90,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     caches = Path(args.caches).resolve() if args.caches else work / f"{args.label}-caches"
     if caches.exists() and not args.warm:
         sys.exit(f"{caches} already holds caches: pass --warm to reuse them, or another --label")
+    cache = Path(args.cache).resolve() if args.cache else caches / "mambawin"
+    if args.cache and not args.warm:
+        set_aside(cache, args.label)
     folders = {
-        "MAMBAWIN_CACHE_DIR": caches / "mambawin",
+        "MAMBAWIN_CACHE_DIR": cache,
         # the baseline keeps no kernel caches of its own: these stand for Triton's and
         # inductor's defaults, emptied (fresh) or reused (--warm) the same way
         "TRITON_CACHE_DIR": caches / "triton",
@@ -116,6 +122,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result = summarize(args.label, document, wall, done.returncode)
     (work / f"{args.label}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
+
+
+def set_aside(cache: Path, label: str) -> None:
+    """A cold run in a given mambawin cache (one that holds the upstream mirrors a machine with
+    no network needs): the kernel caches an earlier verify left there are moved aside, never
+    deleted, to kernel-caches.before-LABEL."""
+    kept = cache / "kernel-caches"
+    if not kept.exists():
+        return
+    aside = cache / f"kernel-caches.before-{label}"
+    if aside.exists():
+        sys.exit(f"{aside} is already there: move it away, or pass another --label")
+    kept.rename(aside)
 
 
 def compare(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
@@ -160,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--mambawin", required=True, help="the mambawin checkout to run")
     one.add_argument("--work", required=True, help="where LABEL.json, .log and caches go")
     one.add_argument("--caches", help="the run's cache folder (default WORK/LABEL-caches)")
+    one.add_argument(
+        "--cache",
+        help="mambawin's cache to run in (one holding the upstream mirrors, on a machine with no "
+        "network); a cold run moves its kernel-caches aside (default: fresh, in --caches)",
+    )
     one.add_argument("--warm", action="store_true", help="reuse --caches as an earlier run left it")
     one.add_argument("--python", default=sys.executable)
     one.add_argument("wheelhouse")

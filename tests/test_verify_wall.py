@@ -154,3 +154,18 @@ def test_a_run_times_the_verify_in_fresh_caches(
     ]
     assert ran["triton"] == str(work / "one-caches" / "triton")
     assert ran["path"].split(":")[0] == str(tmp_path)
+
+
+def test_a_cold_run_in_a_given_cache_moves_its_kernel_caches_aside(
+    verify_wall: ModuleType, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    (cache / "kernel-caches" / "k").mkdir(parents=True)
+    (cache / "mirrors").mkdir()
+    verify_wall.set_aside(cache, "new")
+    assert not (cache / "kernel-caches").exists()
+    assert (cache / "kernel-caches.before-new" / "k").is_dir()  # moved, not deleted
+    assert (cache / "mirrors").is_dir()
+    (cache / "kernel-caches").mkdir()
+    with pytest.raises(SystemExit, match="already there"):
+        verify_wall.set_aside(cache, "new")
