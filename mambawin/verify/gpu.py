@@ -16,7 +16,6 @@ from mambawin.packages import (
     MAMBA,
 )
 from mambawin.stage import Status
-from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.packages import WheelUnderTest
@@ -184,20 +183,6 @@ def _case_lines(report: Mapping[str, Any], setup: str) -> list[str]:
 def _worst_tensor(case: Mapping[str, Any]) -> str:
     name, err = max(case["errors"].items(), key=lambda kv: kv[1]["ratio"])
     return f"{name} off by {err['max_abs']:.3g} ({err['ratio']:.3g}x tolerance)"
-
-
-def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None) -> StepResult:
-    """Benchmark in the install env once the smoke test passed."""
-    if smoke.status is not Status.OK or env is None:
-        reason = f"smoke did not pass ({smoke.summary.split(';')[0]})"
-        return StepResult("bench", Status.SKIP, reason)
-    try:
-        data = options.tools.run_module(
-            env, "mambawin.verify.runners.bench", ["--json", *options.bench_args], options.timeout
-        )
-    except MambawinError as exc:
-        return StepResult("bench", Status.FAIL, f"benchmark failed: {exc}", error_details(exc))
-    return StepResult("bench", Status.OK, BenchReport.from_json(data).headline(), data)
 
 
 def conv_step(

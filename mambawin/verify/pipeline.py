@@ -31,10 +31,11 @@ from mambawin.fetch.sdist import offline
 from mambawin.packages import MAMBA
 from mambawin.stage import Finished, QuietReporter, Reporter, Status, still_running
 from mambawin.toolchain import wine
+from mambawin.verify.bench import bench_step
 from mambawin.verify.board import Board
 from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.fit import fit_step, worst
-from mambawin.verify.gpu import bench_step, gpu_blocker, plan_gpu, upstream_tests_step
+from mambawin.verify.gpu import gpu_blocker, plan_gpu, upstream_tests_step
 from mambawin.verify.kernel_cache import KernelCache
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels

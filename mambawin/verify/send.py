@@ -30,6 +30,7 @@ from mambawin.index.inputs import REPORT_KIND
 from mambawin.store import atomic
 from mambawin.userfile import kind_of
 from mambawin.verify.options import VerifyOptions
+from mambawin.verify.profile import profile_lines, seconds_text
 from mambawin.verify.report import StepResult, VerifyReport
 from mambawin.verify.seal import (
     SCHEMA,
@@ -260,12 +261,12 @@ def markdown(doc: Mapping[str, Any]) -> str:
         "| step | result | seconds | summary |",
         "|---|---|---|---|",
         *(
-            f"| {_cell(s['name'])} | {s['status']} | {_seconds(s['seconds'])}"
+            f"| {_cell(s['name'])} | {s['status']} | {seconds_text(s['seconds'])}"
             f" | {_cell(s['summary'])} |"
             for s in doc["steps"]
         ),
     ]
-    lines += _profile_lines(doc.get("profile") or {})
+    lines += profile_lines(doc.get("profile") or {}, _cell)
     error = doc["first_error"]
     if error is not None:
         text = _shortened(error["text"])
@@ -301,44 +302,12 @@ def _shortened(text: str) -> str:
     return f"{head}\n... ({len(lines) - kept} more lines: the whole text is in the JSON report)"
 
 
-def _profile_lines(profile: Mapping[str, Any]) -> list[str]:
-    """How the run went: its wall, whether steps overlapped, each GPU worker's shared setup
-    (torch's import and CUDA's start, paid once for its steps) and the kernel caches."""
-    if not profile:
-        return []
-    how = "steps overlapped" if profile.get("overlap") else "one step at a time (--serial)"
-    lines = ["", f"Wall {_seconds(profile.get('wall_seconds'))} s, {how}."]
-    for lane in profile.get("workers") or []:
-        steps = ", ".join(lane.get("steps") or [])
-        setup = lane.get("setup_seconds")
-        line = (
-            f"- GPU worker ({steps}): setup {_seconds(setup)} s"
-            if setup is not None
-            else (f"- GPU steps ({steps}): each in its own process")
-        )
-        if lane.get("crashed"):
-            line += f"; the worker ended early: {_cell(lane['crashed'])}"
-        if lane.get("alone") and setup is not None:
-            line += f"; run alone after: {', '.join(lane['alone'])}"
-        lines.append(line)
-    cache = profile.get("kernel_cache")
-    if cache:
-        state = ("warm" if cache.get("warm") else "cold") if cache.get("folder") else "not kept"
-        note = f": {_cell(cache['note'])}" if cache.get("note") else ""
-        lines.append(f"- Triton/inductor kernel caches: {state}{note}")
-    return lines
-
-
 def _gpu(machine: Mapping[str, Any]) -> str | None:
     if machine["gpu"] is None:
         return None
     return (
         f"{machine['gpu']} ({machine['capability']})" if machine["capability"] else machine["gpu"]
     )
-
-
-def _seconds(value: float | None) -> str:
-    return "" if value is None else f"{value:g}"
 
 
 def _cell(value: object) -> str:

@@ -320,16 +320,8 @@ def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
     # Both blocks unless the call names blocks or LM layers (then only those).
     blocks = args.block or ([] if args.lm else [b.name for b in BLOCKS])
-    return run(
-        blocks,
-        args.lm,
-        dtypes,
-        seqlen=args.seqlen,
-        batch=args.batch,
-        mode=args.mode,
-        iters=args.iters,
-        d_model=args.d_model,
-    )
+    shape = {"seqlen": args.seqlen, "batch": args.batch, "iters": args.iters}
+    return run(blocks, args.lm, dtypes, mode=args.mode, d_model=args.d_model, **shape)
 
 
 def _parser() -> argparse.ArgumentParser:
