@@ -418,7 +418,7 @@ def test_the_board_records_in_slot_order_whatever_finishes_first():
         def finished(self, item):
             seen.append(item.name)
 
-    board = Board(step_finished, Seen())
+    board = Board(step_finished, reporter=Seen())
     release = threading.Event()
     board.later(
         "slow",
@@ -436,7 +436,7 @@ def test_the_board_records_in_slot_order_whatever_finishes_first():
 def test_a_failure_inside_overlapping_work_reaches_the_caller():
     from mambawin.stage import QuietReporter
 
-    board = Board(step_finished, QuietReporter())
+    board = Board(step_finished, reporter=QuietReporter())
 
     def broken():
         raise KeyError("a bug")
@@ -449,7 +449,7 @@ def test_a_failure_inside_overlapping_work_reaches_the_caller():
 def test_serial_runs_the_overlapping_work_in_place():
     from mambawin.stage import QuietReporter
 
-    board = Board(step_finished, QuietReporter())
+    board = Board(step_finished, reporter=QuietReporter())
     thread = []
     board.later(
         "here",

@@ -22,7 +22,7 @@ from mambawin.verify.report import StepResult
 class Board:
     """Slots in the documented order; each filled by one or more results (per wheel)."""
 
-    def __init__(self, shown: Callable[[StepResult], Finished], reporter: Reporter) -> None:
+    def __init__(self, shown: Callable[[StepResult], Finished], *, reporter: Reporter) -> None:
         self.steps: list[StepResult] = []  # recorded, in order
         self._shown = shown
         self._reporter = reporter

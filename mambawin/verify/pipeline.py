@@ -62,7 +62,7 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
     wheels = _check_options(options)
     hashes = {ref.path.name: sha256_file(ref.path) for ref in wheels}
     target = options.target or options.tools.probe_target(options.python)
-    board = Board(step_finished, shown)
+    board = Board(step_finished, reporter=shown)
     record = board.record
     overlap = not options.serial
 
