@@ -30,7 +30,6 @@ class Board:
         self._ready: dict[str, list[StepResult]] = {}
         self._filled: dict[str, list[StepResult]] = {}
         self._events: queue.Queue[tuple[str, list[StepResult] | BaseException]] = queue.Queue()
-        self._threads: list[threading.Thread] = []
         self._mark = time.monotonic()
 
     def record(self, result: StepResult) -> StepResult:
@@ -73,7 +72,6 @@ class Board:
                 self._events.put((key, exc))
 
         thread = threading.Thread(target=run, name=f"verify-{key}", daemon=True)
-        self._threads.append(thread)
         thread.start()
 
     def background(self, work: Callable[[], None], *, overlap: bool) -> None:
@@ -89,7 +87,6 @@ class Board:
                 self._events.put(("", exc))
 
         thread = threading.Thread(target=run, name="verify-worker", daemon=True)
-        self._threads.append(thread)
         thread.start()
 
     def post(self, key: str, results: Sequence[StepResult]) -> None:

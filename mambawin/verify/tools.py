@@ -23,7 +23,7 @@ from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.target import probe_target
 from mambawin.verify.upstream_tests import TestRun
 from mambawin.verify.wineload.step import load_step
-from mambawin.verify.workers import Lane
+from mambawin.verify.workers import Job, Lane, Outcome, RunModule
 from mambawin.wheel import gpucode
 from mambawin.wheel.gpucode import GpuCode, list_gpu_code
 from mambawin.wheel.info import WheelInfo
@@ -77,7 +77,9 @@ class Tools:
     )
     # The GPU steps' runners in one child Python (verify.workers); the verify.workers.one_by_one
     # fallback, or a fake, runs each through run_module instead.
-    run_worker: Callable[..., Lane] = workers.run_worker
+    run_worker: Callable[
+        [InstallEnv, Sequence[Job], float, Callable[[Outcome], None], RunModule], Lane
+    ] = workers.run_worker
     # This run's Triton/inductor cache folder (verify.kernel_cache), by wheels, torch and GPU.
     kernel_cache: Callable[[Mapping[str, str], Target], KernelCache] = open_cache
     run_upstream_tests: Callable[..., list[TestRun]] = upstream_tests.run_all  # keywords too
