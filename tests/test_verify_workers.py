@@ -556,3 +556,18 @@ def test_the_markdown_report_gives_the_wall_each_workers_setup_and_the_caches():
     assert "- GPU worker (smoke, calls): setup 6.25 s" in text
     assert "the worker ended early: killed by signal 11 (SIGSEGV)" in text
     assert "- Triton/inductor kernel caches: warm" in text
+
+
+def test_a_windows_crash_is_named_by_its_status():
+    assert workers._exit_reason(0xC0000005, "") == "exit 0xC0000005 (access violation)"
+    assert workers._exit_reason(0xC0000409, "x") == "exit 0xC0000409: x"
+
+
+def test_an_installed_environment_keys_its_cache_by_what_is_installed(tmp_path):
+    def installed(version):
+        packages = {"mamba-ssm": {"version": version, "extension": "/site/selective_scan_cuda.so"}}
+        return replace(H100, installed_packages=packages)
+
+    first = open_cache({}, installed("2.3.2"), root=lambda: tmp_path)
+    assert first.folder == open_cache({}, installed("2.3.2"), root=lambda: tmp_path).folder
+    assert first.folder != open_cache({}, installed("2.3.3"), root=lambda: tmp_path).folder

@@ -217,13 +217,17 @@ def _read_report(path: str) -> dict[str, Any] | None:
 
 
 def _exit_reason(returncode: int, last: str) -> str:
-    """'killed by signal 11 (SIGSEGV): last line' or 'exit 1: last line'."""
+    """'killed by signal 11 (SIGSEGV): last line', 'exit 0xC0000005 (access violation)' (a
+    crash on Windows) or 'exit 1: last line'."""
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = "unknown"
         how = f"killed by signal {-returncode} ({name})"
+    elif returncode >= 0xC0000000:  # an NTSTATUS: Windows ended the process
+        how = f"exit {returncode:#010X}".replace("0X", "0x")
+        how += " (access violation)" if returncode == 0xC0000005 else ""
     else:
         how = f"exit {returncode}"
     return f"{how}: {last[:200]}" if last else how
