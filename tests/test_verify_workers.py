@@ -383,6 +383,7 @@ def test_overlapping_steps_are_recorded_in_order_each_with_its_own_seconds(tmp_p
         return workers.Lane(tuple(j.name for j in jobs), setup_seconds=1.0)
 
     def tests(env, packages, folder, **kw):
+        assert kw["together"] is True  # each package's pytest at once too
         assert started.wait(5)  # upstream's tests run while the workers do
         time.sleep(0.3)
         events.append("tests")
@@ -571,3 +572,28 @@ def test_an_installed_environment_keys_its_cache_by_what_is_installed(tmp_path):
     first = open_cache({}, installed("2.3.2"), root=lambda: tmp_path)
     assert first.folder == open_cache({}, installed("2.3.2"), root=lambda: tmp_path).folder
     assert first.folder != open_cache({}, installed("2.3.3"), root=lambda: tmp_path).folder
+
+
+def test_each_packages_upstream_tests_run_at_once_and_report_in_order(tmp_path):
+    from mambawin.verify.packages import WheelUnderTest
+
+    both = threading.Barrier(2, timeout=5)  # each waits for the other: they must run together
+
+    def run(env, project, provenance, folder, *, keyword=None, timeout=0.0):
+        both.wait()
+        if project == "mamba-ssm":
+            time.sleep(0.2)  # the longer file finishes last, and is still reported first
+        return ut.TestRun(project, ut.TEST_FILES[project], "v1", passed=1)
+
+    packages = [WheelUnderTest(name, "1.0") for name in ("mamba-ssm", "causal-conv1d")]
+    env = sandbox.InstallEnv("python", None)
+    runs = ut.run_all(env, packages, tmp_path, together=True, run=run)
+    assert [r.project for r in runs] == ["mamba-ssm", "causal-conv1d"]
+    alone: list[str] = []
+    ut.run_all(
+        env,
+        packages,
+        tmp_path,
+        run=lambda env, project, *a, **k: alone.append(project) or ut.TestRun(project, "f", "v"),
+    )
+    assert alone == ["mamba-ssm", "causal-conv1d"]  # --serial: one after the other

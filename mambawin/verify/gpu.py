@@ -308,8 +308,10 @@ def upstream_tests_step(
     packages: Sequence[WheelUnderTest],
     scratch: Path,
     conflict: StepResult | None = None,
+    together: bool = False,
 ) -> StepResult:
-    """The packages' own upstream tests against the installed wheels (pytest, junit XML)."""
+    """The packages' own upstream tests against the installed wheels (pytest, junit XML);
+    together: each package's file in its own pytest at the same time."""
     if blocker or env is None:
         return StepResult("upstream-tests", Status.SKIP, blocker or "install failed")
     if conflict is not None:
@@ -321,6 +323,7 @@ def upstream_tests_step(
             scratch / "upstream-tests",
             keyword=options.test_keyword,
             timeout=options.timeout,
+            together=together,
         )
     except MambawinError as exc:
         return StepResult("upstream-tests", Status.FAIL, str(exc), error_details(exc))

@@ -209,7 +209,13 @@ class GpuPart:
                 "upstream-tests",
                 lambda: [
                     upstream_tests_step(
-                        options, self._blocker(), run_env, self.packages, self.scratch, conflict
+                        options,
+                        self._blocker(),
+                        run_env,
+                        self.packages,
+                        self.scratch,
+                        conflict,
+                        together=overlap,
                     )
                 ],
                 overlap=overlap,
