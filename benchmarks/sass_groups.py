@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from mambawin.errors import CommandError
 from mambawin.wheel.gpucode import find_cuobjdump
 from mambawin.wheel.sass import SassComparison, compare_sass, sass_of
 
@@ -185,16 +186,20 @@ def units(args: argparse.Namespace, cuobjdump: str) -> dict[str, Any]:
         grouped = {o.name: o for o in sorted(folder.glob("*.o"))}
         jobs = [(name, arch) for name in sorted(per.keys() & grouped.keys()) for arch in served]
 
-        def one(job: tuple[str, str], grouped: dict[str, Path] = grouped) -> dict[str, Any]:
+        def one(job: tuple[str, str], grouped: dict[str, Path] = grouped) -> dict[str, Any] | None:
             name, arch = job
-            found = compare_binaries(
-                cuobjdump, per[name], grouped[name], f"sm_{arch}", same_internal_names=False
-            )
+            try:
+                found = compare_binaries(
+                    cuobjdump, per[name], grouped[name], f"sm_{arch}", same_internal_names=False
+                )
+            except CommandError as exc:
+                if "does not contain device code" in str(exc):
+                    return None  # a host unit (.cpp): no kernels to compare
+                raise
             return {"object": name, "unit": unit_of(per[name]), **found.to_json()}
 
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for row in pool.map(one, jobs):
-                rows.append({"ptx": ptx, **row})
+            rows += [{"ptx": ptx, **row} for row in pool.map(one, jobs) if row is not None]
         missing = sorted(per.keys() ^ grouped.keys())
         rows += [
             {"ptx": ptx, "object": m, "missing_on_one_side": True, "same": False} for m in missing

@@ -22,6 +22,7 @@ from mambawin.verify import fit, gpu, packages, pipeline, sandbox, static, steps
 from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.report import StepResult, Target, VerifyReport
 from mambawin.verify.tools import Tools
+from mambawin.verify.workers import one_by_one
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.provenance import PROVENANCE_NAME, Provenance
 from tests.binaries import MINIMAL_ELF
@@ -457,8 +458,10 @@ def test_parse_arch_accepts_fatbin_names():
 # ---- GPU steps after install (runner output recorded, no GPU needed) ------------------------
 
 
-# The sandbox as if pip had installed the wheel and its extension imported (no venv, no pip).
+# The sandbox as if pip had installed the wheel and its extension imported (no venv, no pip);
+# each runner through the run_module fake, in its own "process" (no real worker).
 INSTALLED = Tools(
+    run_worker=one_by_one,
     prepare_env=lambda wheels, python, scratch: sandbox.InstallEnv(sys.executable, None),
     import_check=lambda env, modules: {
         "extensions": {m: "site-packages" for m in modules},

@@ -261,6 +261,7 @@ def test_the_check_runs_once_and_json_keeps_its_shape(tmp_path):
         "summary",
         "steps",
         "sha256",
+        "profile",  # the run's wall, workers and kernel caches, beside the steps
     }
     tests = next(s for s in document["steps"] if s["name"] == "upstream-tests")
     assert tests["status"] == "fail" and tests["details"]["conflicts"][0]["line"] == LINE

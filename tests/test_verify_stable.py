@@ -25,6 +25,7 @@ from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, pair_problems
 from mambawin.verify.report import Target
 from mambawin.verify.tools import Tools
+from mambawin.verify.workers import one_by_one
 from mambawin.wheel import abi_audit
 from mambawin.wheel.gpucode import GpuCode
 from mambawin.wheel.imports import BinaryImports, ImportedSymbol, read_imports
@@ -580,6 +581,7 @@ def test_a_stable_wheel_without_a_gpu_runs_ops_after_install_and_passes(tmp_path
         prepare_env=lambda wheels, python, scratch: sandbox.InstallEnv(sys.executable, None),
         import_check=lambda env, modules: {"extensions": {}, "torch": "2.12.0+cu130"},
         run_module=run_module,
+        run_worker=one_by_one,
     )
     wheel = _stable_wheel(tmp_path, libraries["good"])
     no_gpu = replace(H200, gpu_name=None, capability=None)

@@ -76,6 +76,14 @@ def verify_command(
         typer.Option("--seed", min=0, max=2**32 - 1, help="Seed for the smoke inputs."),
     ] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer smoke cases.")] = False,
+    serial: Annotated[
+        bool,
+        typer.Option(
+            "--serial",
+            help="Run one step at a time: the GPU steps in one process, upstream's tests and "
+            "pip's resolve after them (each step's time as on a quiet machine; slower).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     report_file: Annotated[
         Path | None,
@@ -110,6 +118,7 @@ def verify_command(
         smoke_args=("--seqlens", "1,127,2049", "--per-length", "1") if quick else (),
         conv_args=("--seqlens", "1,128,1025", "--widths", "4") if quick else (),
         bench_args=("--quick",) if quick else (),
+        serial=serial,
     )
     report = core.verify(options, reporter=ConsoleReporter(details=step_details))
     if paths is not None and report_file is not None:

@@ -54,6 +54,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("envs", "team build environments (`build --spec`)"),
     ("team-logs", "team build logs (`build --spec`)"),
     ("sdists", "upstream sdists from the package index (`--source-from index`)"),
+    ("kernel-caches", "Triton and inductor kernel caches (`verify`)"),
     ("state", "mambawin's record of the folders it made"),
 )
 OTHER = "other (not a folder mambawin names)"

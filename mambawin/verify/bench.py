@@ -1,4 +1,5 @@
-"""`mambawin bench`: run the GPU benchmark runner in a throwaway environment holding the wheel."""
+"""`mambawin bench`: run the GPU benchmark runner in a throwaway environment holding the wheel;
+and verify's bench step (`verify --bench`), which runs it in verify's install environment."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mambawin.errors import UsageError
+from mambawin.errors import MambawinError, UsageError
+from mambawin.stage import Status
 from mambawin.verify.bench_report import BenchReport
-from mambawin.verify.sandbox import import_check, prepare_env, run_module
+from mambawin.verify.options import VerifyOptions
+from mambawin.verify.planned import error_details
+from mambawin.verify.report import StepResult
+from mambawin.verify.sandbox import InstallEnv, import_check, prepare_env, run_module
 
 
 @dataclass(frozen=True)
@@ -40,3 +45,17 @@ def bench(options: BenchOptions) -> BenchReport:
         args = ["--json", *(["--quick"] if options.quick else [])]
         data = run_module(env, "mambawin.verify.runners.bench", args, options.timeout)
         return BenchReport.from_json(data)
+
+
+def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None) -> StepResult:
+    """Benchmark in the install env once the smoke test passed."""
+    if smoke.status is not Status.OK or env is None:
+        reason = f"smoke did not pass ({smoke.summary.split(';')[0]})"
+        return StepResult("bench", Status.SKIP, reason)
+    try:
+        data = options.tools.run_module(
+            env, "mambawin.verify.runners.bench", ["--json", *options.bench_args], options.timeout
+        )
+    except MambawinError as exc:
+        return StepResult("bench", Status.FAIL, f"benchmark failed: {exc}", error_details(exc))
+    return StepResult("bench", Status.OK, BenchReport.from_json(data).headline(), data)

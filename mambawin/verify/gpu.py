@@ -1,10 +1,11 @@
-"""The steps that run kernels: smoke, conv, calls, blocks, compile, bench, upstream tests; each
-runs a runner module in the install environment (a child process), unless an earlier step rules it
-out."""
+"""The steps that run kernels: smoke, conv, calls, blocks, compile, bench, upstream tests. Each
+is planned first (`plan_*`: a result known without running, or the runner to run, verify.planned)
+and run in a worker beside the others (verify.pipeline) or, through the `*_step` functions, in a
+child process of its own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,65 +16,67 @@ from mambawin.packages import (
     MAMBA,
 )
 from mambawin.stage import Status
-from mambawin.verify.bench_report import BenchReport
 from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.packages import WheelUnderTest
+from mambawin.verify.planned import Planned, Step, error_details, failed, run_planned
 from mambawin.verify.report import StepResult, Target
 from mambawin.verify.runners.compile import summary_lines
 from mambawin.verify.sandbox import InstallEnv
-from mambawin.verify.steps import error_details
+from mambawin.verify.workers import Job
 
 # ---- kernels on the GPU ----------------------------------------------------------------------
 
 
-def gpu_steps(
+def plan_gpu(
     options: VerifyOptions,
     target: Target,
     fit: StepResult,
     install: StepResult,
     env: InstallEnv | None,
     packages: Sequence[WheelUnderTest],
-    scratch: Path,
     environment: EnvironmentCheck | None = None,
-) -> Iterator[StepResult]:
-    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks and compile (mamba-ssm), bench,
-    tests.
+) -> list[Step]:
+    """smoke (mamba-ssm), conv (causal-conv1d), calls, blocks and compile (mamba-ssm), in order;
+    each a result already known (skip, conflict) or a runner to run. bench and upstream-tests
+    are the caller's: bench waits for smoke's verdict, upstream-tests is no runner.
 
-    A step that imports upstream's Python (conv, calls, blocks, upstream-tests) fails naming the
-    conflict when the environment breaks a requirement of a package it imports; smoke and bench
-    call the compiled kernels alone and run, smoke's Mamba block part naming the conflict."""
+    A step that imports upstream's Python (conv, calls, blocks) fails naming the conflict when
+    the environment breaks a requirement of a package it imports; smoke calls the compiled
+    kernels alone and runs, its Mamba block part naming the conflict."""
     projects = [p.project for p in packages]
-    blocker = _gpu_blocker(target, fit, install)
+    blocker = gpu_blocker(target, fit, install)
     found = environment or EnvironmentCheck()
-    smoke = None
+    steps: list[Step] = []
     if MAMBA.name in projects:
-        smoke = skipped("smoke", options) or _name_block_conflict(
-            smoke_step(options, target, fit, install, env),
-            found.failure("Mamba block", [MAMBA.name]),
-        )
-        yield smoke
+        block = found.failure("Mamba block", [MAMBA.name])
+        smoke = plan_smoke(options, target, fit, install, env)
+        steps.append(skipped("smoke", options) or _naming(smoke, block))
     if CAUSAL_CONV1D.name in projects:
         conv = found.failure("conv", [CAUSAL_CONV1D.name])
-        yield skipped("conv", options) or conv_step(options, target, fit, install, env, conv)
+        steps.append(
+            skipped("conv", options) or plan_conv(options, target, fit, install, env, conv)
+        )
     calls = found.failure("calls")
-    yield skipped("calls", options) or runner_step("calls", options, blocker, env, calls)
+    steps.append(skipped("calls", options) or plan_runner("calls", options, blocker, env, calls))
     if MAMBA.name in projects:
         blocks = found.failure("blocks")
-        yield skipped("blocks", options) or runner_step("blocks", options, blocker, env, blocks)
-        compiled = found.failure("compile", [MAMBA.name])
-        yield skipped("compile", options) or compile_step(options, blocker, env, packages, compiled)
-    if options.bench and smoke is not None:
-        yield bench_step(options, smoke, env)
-    if options.upstream_tests:
-        yield upstream_tests_step(
-            options,
-            blocker,
-            env,
-            packages,
-            scratch,
-            found.failure("upstream-tests"),
+        steps.append(
+            skipped("blocks", options) or plan_runner("blocks", options, blocker, env, blocks)
         )
+        compiled = found.failure("compile", [MAMBA.name])
+        steps.append(
+            skipped("compile", options) or plan_compile(options, blocker, env, packages, compiled)
+        )
+    return steps
+
+
+def _naming(smoke: Step, conflict: StepResult | None) -> Step:
+    """smoke's result names the environment conflict in its Mamba block part."""
+    if isinstance(smoke, StepResult):
+        return smoke
+    finish = smoke.finish
+    return replace(smoke, finish=lambda report: _name_block_conflict(finish(report), conflict))
 
 
 def smoke_step(
@@ -84,12 +87,22 @@ def smoke_step(
     env: InstallEnv | None,
 ) -> StepResult:
     """The selective scan against the float64 reference, in the install env."""
-    return _runner_result(
+    return run_planned(options, env, plan_smoke(options, target, fit, install, env))
+
+
+def plan_smoke(
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+) -> Step:
+    return _plan_cases(
         "smoke", options.smoke_args, smoke_summary, options, target, fit, install, env
     )
 
 
-def _runner_result(
+def _plan_cases(
     name: str,
     extra: Sequence[str],
     summarize: Callable[[Mapping[str, Any]], str],
@@ -99,24 +112,22 @@ def _runner_result(
     install: StepResult,
     env: InstallEnv | None,
     conflict: StepResult | None = None,
-) -> StepResult:
-    """Run `python -m mambawin.verify.runners.<name>` in the install env, unless an earlier step
+) -> Step:
+    """The runner `mambawin.verify.runners.<name>` for the install env, unless an earlier step
     rules it out or the environment breaks a requirement of what it imports (`conflict`: that
     failure, EnvironmentCheck.failure); its JSON report's `passed` decides the step."""
-    reason = _gpu_blocker(target, fit, install)
+    reason = gpu_blocker(target, fit, install)
     if reason or env is None:
         return StepResult(name, Status.SKIP, reason or "install failed")
     if conflict is not None:
         return conflict
     args = ["--json", *(["--seed", str(options.seed)] if options.seed is not None else []), *extra]
-    try:
-        report = options.tools.run_module(
-            env, f"mambawin.verify.runners.{name}", args, options.timeout
-        )
-    except MambawinError as exc:
-        return StepResult(name, Status.FAIL, f"{name} runner failed: {exc}", error_details(exc))
-    status = Status.OK if report["passed"] else Status.FAIL
-    return StepResult(name, status, summarize(report), report)
+
+    def finish(report: dict[str, Any]) -> StepResult:
+        status = Status.OK if report["passed"] else Status.FAIL
+        return StepResult(name, status, summarize(report), report)
+
+    return Planned(Job(name, tuple(args)), finish, failed(name, f"{name} runner failed"))
 
 
 def _name_block_conflict(smoke: StepResult, conflict: StepResult | None) -> StepResult:
@@ -134,7 +145,7 @@ def _name_block_conflict(smoke: StepResult, conflict: StepResult | None) -> Step
     return replace(smoke, summary=smoke_summary(details), details=details)
 
 
-def _gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
+def gpu_blocker(target: Target, fit: StepResult, install: StepResult) -> str | None:
     if target.capability is None:
         return "no CUDA GPU visible: kernels not run (not verified on a GPU)"
     if fit.status is Status.FAIL:
@@ -174,20 +185,6 @@ def _worst_tensor(case: Mapping[str, Any]) -> str:
     return f"{name} off by {err['max_abs']:.3g} ({err['ratio']:.3g}x tolerance)"
 
 
-def bench_step(options: VerifyOptions, smoke: StepResult, env: InstallEnv | None) -> StepResult:
-    """Benchmark in the install env once the smoke test passed."""
-    if smoke.status is not Status.OK or env is None:
-        reason = f"smoke did not pass ({smoke.summary.split(';')[0]})"
-        return StepResult("bench", Status.SKIP, reason)
-    try:
-        data = options.tools.run_module(
-            env, "mambawin.verify.runners.bench", ["--json", *options.bench_args], options.timeout
-        )
-    except MambawinError as exc:
-        return StepResult("bench", Status.FAIL, f"benchmark failed: {exc}", error_details(exc))
-    return StepResult("bench", Status.OK, BenchReport.from_json(data).headline(), data)
-
-
 def conv_step(
     options: VerifyOptions,
     target: Target,
@@ -198,7 +195,18 @@ def conv_step(
 ) -> StepResult:
     """causal-conv1d's kernels against the float64 reference, in the install env (through
     upstream's causal_conv1d_fn, so an environment conflict fails it unrun)."""
-    return _runner_result(
+    return run_planned(options, env, plan_conv(options, target, fit, install, env, conflict))
+
+
+def plan_conv(
+    options: VerifyOptions,
+    target: Target,
+    fit: StepResult,
+    install: StepResult,
+    env: InstallEnv | None,
+    conflict: StepResult | None = None,
+) -> Step:
+    return _plan_cases(
         "conv", options.conv_args, conv_summary, options, target, fit, install, env, conflict
     )
 
@@ -221,23 +229,31 @@ def runner_step(
 ) -> StepResult:
     """The calls or blocks runner: ok / fail per item, skip when every item was skipped; the
     conflict's failure (EnvironmentCheck.failure) unrun when the environment breaks upstream."""
+    return run_planned(options, env, plan_runner(name, options, blocker, env, conflict))
+
+
+def plan_runner(
+    name: str,
+    options: VerifyOptions,
+    blocker: str | None,
+    env: InstallEnv | None,
+    conflict: StepResult | None = None,
+) -> Step:
     if blocker or env is None:
         return StepResult(name, Status.SKIP, blocker or "install failed")
     if conflict is not None:
         return conflict
-    try:
-        report = options.tools.run_module(
-            env, f"mambawin.verify.runners.{name}", ["--json"], options.timeout
-        )
-    except MambawinError as exc:
-        return StepResult(name, Status.FAIL, f"{name} runner failed: {exc}", error_details(exc))
-    key, label = _RUNNER_ITEMS[name]
-    items = report.get(key, [])
-    summary = "; ".join(f"{i[label]} {i['status']}: {i['reason']}" for i in items)
-    if not report.get("passed"):
-        return StepResult(name, Status.FAIL, summary, report)
-    status: Status = Status.OK if any(i["status"] == "ok" for i in items) else Status.SKIP
-    return StepResult(name, status, summary or "nothing to run", report)
+
+    def finish(report: dict[str, Any]) -> StepResult:
+        key, label = _RUNNER_ITEMS[name]
+        items = report.get(key, [])
+        summary = "; ".join(f"{i[label]} {i['status']}: {i['reason']}" for i in items)
+        if not report.get("passed"):
+            return StepResult(name, Status.FAIL, summary, report)
+        status: Status = Status.OK if any(i["status"] == "ok" for i in items) else Status.SKIP
+        return StepResult(name, status, summary or "nothing to run", report)
+
+    return Planned(Job(name, ("--json",)), finish, failed(name, f"{name} runner failed"))
 
 
 # Why a torch-ABI mamba-ssm gets no compile step: nothing of it is a torch op.
@@ -258,23 +274,31 @@ def compile_step(
     eager: graph breaks, largest error, compiled/eager time (stable-ABI mamba-ssm only).
 
     conflict: the environment breaks mamba-ssm's requirements; reported instead of running."""
+    return run_planned(options, env, plan_compile(options, blocker, env, packages, conflict))
+
+
+def plan_compile(
+    options: VerifyOptions,
+    blocker: str | None,
+    env: InstallEnv | None,
+    packages: Sequence[WheelUnderTest],
+    conflict: StepResult | None = None,
+) -> Step:
     if blocker or env is None:
         return StepResult("compile", Status.SKIP, blocker or "install failed")
     if not any(p.project == MAMBA.name and p.record.is_stable for p in packages):
         return StepResult("compile", Status.SKIP, TORCH_ABI_COMPILE)
     if conflict is not None:
         return conflict
-    try:
-        report = options.tools.run_module(
-            env, "mambawin.verify.runners.compile", ["--json"], options.timeout
-        )
-    except MambawinError as exc:
-        return StepResult(
-            "compile", Status.FAIL, f"compile runner failed: {exc}", error_details(exc)
-        )
-    summary = "; ".join(summary_lines(report)) or "nothing compiled"
-    status = Status.OK if report.get("passed") else Status.FAIL
-    return StepResult("compile", status, f"{summary} (torch {report.get('torch')})", report)
+
+    def finish(report: dict[str, Any]) -> StepResult:
+        # The compiled/eager times are informational (the verdict is graph breaks and errors);
+        # with steps overlapping they are taken while other work may use the GPU.
+        summary = "; ".join(summary_lines(report)) or "nothing compiled"
+        status = Status.OK if report.get("passed") else Status.FAIL
+        return StepResult("compile", status, f"{summary} (torch {report.get('torch')})", report)
+
+    return Planned(Job("compile", ("--json",)), finish, failed("compile", "compile runner failed"))
 
 
 def upstream_tests_step(
@@ -284,8 +308,10 @@ def upstream_tests_step(
     packages: Sequence[WheelUnderTest],
     scratch: Path,
     conflict: StepResult | None = None,
+    together: bool = False,
 ) -> StepResult:
-    """The packages' own upstream tests against the installed wheels (pytest, junit XML)."""
+    """The packages' own upstream tests against the installed wheels (pytest, junit XML);
+    together: each package's file in its own pytest at the same time."""
     if blocker or env is None:
         return StepResult("upstream-tests", Status.SKIP, blocker or "install failed")
     if conflict is not None:
@@ -297,6 +323,7 @@ def upstream_tests_step(
             scratch / "upstream-tests",
             keyword=options.test_keyword,
             timeout=options.timeout,
+            together=together,
         )
     except MambawinError as exc:
         return StepResult("upstream-tests", Status.FAIL, str(exc), error_details(exc))

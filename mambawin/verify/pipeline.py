@@ -7,56 +7,75 @@ the compiled kernels), blocks (Mamba/Mamba2 fast vs reference path), bench, and 
 (the packages' own tests from their upstream commit).
 
 Each step returns ok / fail / skip with a one-line reason. The fit step decides from the wheel's
-GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in a
-child process (`python -m mambawin.verify.runners.smoke`) inside the install environment
-(`verify.sandbox`), so a crash in the extension is reported instead of killing mambawin.
+GPU code and provenance whether it can run here *before* any kernel is launched. Kernels run in
+child processes inside the install environment (`verify.sandbox`), so a crash in the extension
+is reported instead of killing mambawin: the runners in workers (`verify.workers`: torch imported
+and CUDA started once per worker), upstream's tests beside them and pip's online resolve beside
+the install (`verify.board` records every result in the documented order, each with its own
+seconds), with Triton's and inductor's caches kept per wheels, torch and GPU
+(`verify.kernel_cache`).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from mambawin.errors import UsageError
+from mambawin.errors import CommandError, UsageError
 from mambawin.fetch.sdist import offline
+from mambawin.packages import MAMBA
 from mambawin.stage import Finished, QuietReporter, Reporter, Status, still_running
 from mambawin.toolchain import wine
+from mambawin.verify.bench import bench_step
+from mambawin.verify.board import Board
+from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.fit import fit_step, worst
-from mambawin.verify.gpu import gpu_steps
+from mambawin.verify.gpu import gpu_blocker, plan_gpu, upstream_tests_step
+from mambawin.verify.kernel_cache import KernelCache
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels
-from mambawin.verify.report import StepResult, VerifyReport, named
+from mambawin.verify.planned import Planned, Step
+from mambawin.verify.report import StepResult, Target, VerifyReport, named
+from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
 from mambawin.verify.steps import (
     environment_check,
     install_step,
-    ops_step,
     pair_step,
+    plan_ops,
     requirements_step,
 )
+from mambawin.verify.workers import Job, Lane, Outcome, lanes
 from mambawin.wheel.info import sha256_file
 
 
 def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> VerifyReport:
-    """Run every step in order; reporter sees each result as soon as it is known."""
+    """Run every step; reporter sees each result, in the documented order, as soon as it and
+    every step before it are known."""
     shown = reporter or QuietReporter()
+    began = time.monotonic()
     wheels = _check_options(options)
     hashes = {ref.path.name: sha256_file(ref.path) for ref in wheels}
     target = options.target or options.tools.probe_target(options.python)
-    steps: list[StepResult] = []
-    # Steps run one after another, each just before it is recorded, so the time since the last
-    # record is the step's own (what a user needs to budget a GPU machine's time).
-    clock = [time.monotonic()]
+    board = Board(step_finished, reporter=shown)
+    record = board.record
+    overlap = not options.serial
 
-    def record(result: StepResult) -> StepResult:
-        now = time.monotonic()
-        result = replace(result, seconds=round(now - clock[0], 2))
-        clock[0] = now
-        steps.append(result)
-        shown.finished(step_finished(result))
-        return result
+    def report(**profile: Any) -> VerifyReport:
+        wheel = str(options.wheel) if options.wheel else None
+        wall = round(time.monotonic() - began, 2)
+        return VerifyReport(
+            wheel,
+            target,
+            tuple(board.steps),
+            hashes,
+            {"wall_seconds": wall, "overlap": overlap, **profile},
+        )
 
     elsewhere = _foreign(wheels)
     with tempfile.TemporaryDirectory(prefix="mambawin-verify-") as scratch:
@@ -69,7 +88,7 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
                 # site-packages, never reaches pip: installing it could run or overwrite anything.
                 for name in ("fit", "install", "smoke", *(("bench",) if options.bench else ())):
                     record(StepResult(name, Status.SKIP, TAMPERED))
-                return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
+                return report()
             fits.append(
                 record(
                     StepResult(named("fit", package.project), Status.SKIP, _elsewhere(elsewhere))
@@ -84,27 +103,15 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
                 )
             )
             packages.append(package)
-        for ref in wheels or [None]:
-            record(
-                skipped("requirements", options, ref) or _resolving(options, ref, reporter=shown)
-            )
+        # pip resolves online while the wheels install and the GPU works; its results take
+        # their place in the order when they come.
+        board.later("requirements", lambda: _requirements(options, wheels, shown), overlap=overlap)
         if len(packages) == 2:
             record(pair_step(packages))
         if elsewhere is not None:
-            # A wheel cross-built for another platform: its files, imports, GPU code and
-            # requirements are checked above, a win_amd64 one is loaded under wine; what runs
-            # its kernels needs a machine of its platform.
-            for ref, package in zip(wheels, packages, strict=True):
-                work = Path(scratch) / f"load-{ref.label}"
-                record(
-                    skipped("load", options, ref)
-                    or options.tools.wine_load(
-                        ref.path, ref.project, package.provenance, work, options.windows_root
-                    )
-                )
-            for name in ("install", *(n for n in SKIPPABLE if n not in ("requirements", "load"))):
-                record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
-            return VerifyReport(str(options.wheel), target, tuple(steps), hashes)
+            _elsewhere_steps(options, wheels, packages, Path(scratch), elsewhere, record)
+            board.drain()
+            return report()
         unloadable = _glibc_blocker(fits)
         install, env = (
             (StepResult("install", Status.SKIP, unloadable), None)
@@ -112,18 +119,163 @@ def verify(options: VerifyOptions, *, reporter: Reporter | None = None) -> Verif
             else install_step(options, Path(scratch), [p.project for p in packages])
         )
         record(install)
-        # Once for every step that imports upstream's Python: does this environment break the
-        # wheels' own requirements? Those steps then name the conflict instead of running.
-        environment = environment_check(options, install, env, [p.project for p in packages])
-        ops = skipped("ops", options) or ops_step(options, install, env, packages, environment)
-        if ops is not None:
-            record(ops)
-        for step in gpu_steps(
-            options, target, worst(fits), install, env, packages, Path(scratch), environment
-        ):
-            record(step)
-    wheel = str(options.wheel) if options.wheel else None
-    return VerifyReport(wheel, target, tuple(steps), hashes)
+        gpu = GpuPart(options, target, worst(fits), install, env, packages, Path(scratch))
+        return report(**gpu.run(board, hashes, shown))
+
+
+def _requirements(
+    options: VerifyOptions, wheels: tuple[WheelRef, ...], shown: Reporter
+) -> list[StepResult]:
+    """The requirements step of each wheel, each timed on its own."""
+    results = []
+    for ref in wheels or [None]:
+        began = time.monotonic()
+        result = skipped("requirements", options, ref) or _resolving(options, ref, reporter=shown)
+        results.append(replace(result, seconds=round(time.monotonic() - began, 2)))
+    return results
+
+
+def _elsewhere_steps(
+    options: VerifyOptions,
+    wheels: tuple[WheelRef, ...],
+    packages: list[WheelUnderTest],
+    scratch: Path,
+    elsewhere: str,
+    record: Callable[[StepResult], StepResult],
+) -> None:
+    """A wheel cross-built for another platform: its files, imports, GPU code and requirements
+    are checked, a win_amd64 one is loaded under wine; what runs its kernels needs a machine of
+    its platform."""
+    for ref, package in zip(wheels, packages, strict=True):
+        work = scratch / f"load-{ref.label}"
+        record(
+            skipped("load", options, ref)
+            or options.tools.wine_load(
+                ref.path, ref.project, package.provenance, work, options.windows_root
+            )
+        )
+    for name in ("install", *(n for n in SKIPPABLE if n not in ("requirements", "load"))):
+        record(StepResult(name, Status.SKIP, _elsewhere(elsewhere)))
+
+
+@dataclass(frozen=True)
+class GpuPart:
+    """ops, the GPU steps, bench and upstream-tests, after the install."""
+
+    options: VerifyOptions
+    target: Target
+    fit: StepResult
+    install: StepResult
+    env: InstallEnv | None
+    packages: list[WheelUnderTest]
+    scratch: Path
+
+    def run(self, board: Board, hashes: Mapping[str, str], shown: Reporter) -> dict[str, Any]:
+        """Decide first which steps run (verify.gpu's skips and conflicts, exactly as when each
+        ran alone), then run the runners in workers (verify.workers) while upstream's tests
+        run beside them, each result recorded in its place; bench last, on a quiet GPU.
+        Returns the run's profile: the workers' shared setup, the kernel caches."""
+        options, env = self.options, self.env
+        overlap = not options.serial
+        environment = environment_check(
+            options, self.install, env, [p.project for p in self.packages]
+        )
+        steps = self._plan(environment)
+        jobs = [s for s in steps if isinstance(s, Planned)]
+        tests = options.upstream_tests and self._blocker() is None and env is not None
+        cache = (
+            options.tools.kernel_cache(hashes, self.target)
+            if env is not None and (jobs or tests)
+            else None
+        )
+        if cache is not None and cache.folder is None:
+            shown.note(cache.summary())
+        run_env = _cached(env, cache)
+        for step in steps:  # every place first: a worker's result may come at once
+            board.slot(step.name)
+            if isinstance(step, StepResult):  # known without running: it took no time
+                board.put(step.name, [replace(step, seconds=step.seconds or 0.0)])
+        bench = options.bench and MAMBA.name in [p.project for p in self.packages]
+        if bench:
+            board.slot("bench")
+        workers: list[Lane] = []
+        if run_env is not None:
+            for lane in lanes([p.job for p in jobs], options.serial):
+                work = self._worker(run_env, lane, {p.name: p for p in jobs}, board, workers)
+                board.background(work, overlap=overlap)
+        if options.upstream_tests:
+            conflict = environment.failure("upstream-tests")
+            board.later(
+                "upstream-tests",
+                lambda: [
+                    upstream_tests_step(
+                        options,
+                        self._blocker(),
+                        run_env,
+                        self.packages,
+                        self.scratch,
+                        conflict,
+                        together=overlap,
+                    )
+                ],
+                overlap=overlap,
+            )
+        board.drain(but=("bench",))
+        if bench:
+            smoke = (board.filled("smoke") or [StepResult("smoke", Status.SKIP, "not run")])[0]
+            board.put("bench", [bench_step(options, smoke, run_env)])
+        return {
+            "workers": [lane.to_json() for lane in workers],
+            "kernel_cache": cache.to_json() if cache is not None else None,
+        }
+
+    def _plan(self, environment: EnvironmentCheck) -> list[Step]:
+        options = self.options
+        ops = skipped("ops", options) or plan_ops(
+            options, self.install, self.env, self.packages, environment
+        )
+        gpu = plan_gpu(
+            options, self.target, self.fit, self.install, self.env, self.packages, environment
+        )
+        return [*([ops] if ops is not None else []), *gpu]
+
+    def _blocker(self) -> str | None:
+        return gpu_blocker(self.target, self.fit, self.install)
+
+    def _worker(
+        self,
+        env: InstallEnv,
+        jobs: list[Job],
+        planned: Mapping[str, Planned],
+        board: Board,
+        workers: list[Lane],
+    ) -> Callable[[], None]:
+        """One lane's work: its worker, each outcome posted as the step's result (a job the
+        worker gave no outcome for fails, so the run never waits on it)."""
+        posted: set[str] = set()
+
+        def on_outcome(outcome: Outcome) -> None:
+            if outcome.name in planned and outcome.name not in posted:
+                posted.add(outcome.name)
+                board.post(outcome.name, [planned[outcome.name].result(outcome)])
+
+        def work() -> None:
+            options = self.options
+            tools = options.tools
+            lane = tools.run_worker(env, jobs, options.timeout, on_outcome, tools.run_module)
+            workers.append(lane)
+            for job in jobs:
+                missing = CommandError(f"the runner worker gave no result for {job.name}")
+                on_outcome(Outcome(job.name, error=missing))
+
+        return work
+
+
+def _cached(env: InstallEnv | None, cache: KernelCache | None) -> InstallEnv | None:
+    """The install env with the kernel caches' variables (the worker's and the tests')."""
+    if env is None or cache is None or not cache.env():
+        return env
+    return replace(env, env={**(env.env if env.env is not None else os.environ), **cache.env()})
 
 
 def _resolving(options: VerifyOptions, ref: WheelRef | None, *, reporter: Reporter) -> StepResult:

@@ -55,6 +55,9 @@ class VerifyReport:
     # file name -> sha256 of each wheel verified: `mambawin index` shows a record beside a wheel
     # only when it names that wheel's bytes.
     sha256: Mapping[str, str] = field(default_factory=dict)
+    # How the run went: wall_seconds (the whole run), overlap, workers (each GPU worker's
+    # steps and shared setup seconds: torch's import and CUDA's start), kernel_cache.
+    profile: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -96,6 +99,7 @@ class VerifyReport:
                 "gpu_verified": self.gpu_verified,
                 "summary": self.summary(),
                 "steps": [{**asdict(s), "status": s.status.value} for s in self.steps],
+                "profile": dict(self.profile),
             }
         )
         return document

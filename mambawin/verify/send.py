@@ -30,6 +30,7 @@ from mambawin.index.inputs import REPORT_KIND
 from mambawin.store import atomic
 from mambawin.userfile import kind_of
 from mambawin.verify.options import VerifyOptions
+from mambawin.verify.profile import profile_lines, seconds_text
 from mambawin.verify.report import StepResult, VerifyReport
 from mambawin.verify.seal import (
     SCHEMA,
@@ -146,6 +147,7 @@ def command(options: VerifyOptions, report_name: str) -> str:
         ("--bench", options.bench),
         ("--upstream-tests", options.upstream_tests),
         ("--quick", bool(options.smoke_args)),
+        ("--serial", options.serial),
     )
     parts += [flag for flag, on in flags if on]
     if options.test_keyword:
@@ -179,6 +181,7 @@ def document(report: VerifyReport, ran: str, machine: Mapping[str, Any]) -> dict
                 {k: s[k] for k in ("name", "status", "summary", "seconds")} for s in verify["steps"]
             ],
             "first_error": first_error,
+            "profile": verify["profile"],
         },
         _home(),
     )
@@ -258,11 +261,12 @@ def markdown(doc: Mapping[str, Any]) -> str:
         "| step | result | seconds | summary |",
         "|---|---|---|---|",
         *(
-            f"| {_cell(s['name'])} | {s['status']} | {_seconds(s['seconds'])}"
+            f"| {_cell(s['name'])} | {s['status']} | {seconds_text(s['seconds'])}"
             f" | {_cell(s['summary'])} |"
             for s in doc["steps"]
         ),
     ]
+    lines += profile_lines(doc.get("profile") or {}, _cell)
     error = doc["first_error"]
     if error is not None:
         text = _shortened(error["text"])
@@ -304,10 +308,6 @@ def _gpu(machine: Mapping[str, Any]) -> str | None:
     return (
         f"{machine['gpu']} ({machine['capability']})" if machine["capability"] else machine["gpu"]
     )
-
-
-def _seconds(value: float | None) -> str:
-    return "" if value is None else f"{value:g}"
 
 
 def _cell(value: object) -> str:

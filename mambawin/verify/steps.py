@@ -17,8 +17,10 @@ from mambawin.stage import Status
 from mambawin.verify.conflicts import EnvironmentCheck, check_environment
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels, pair_problems
+from mambawin.verify.planned import Planned, Step, error_details, failed, run_planned
 from mambawin.verify.report import StepResult, named
 from mambawin.verify.sandbox import InstallEnv
+from mambawin.verify.workers import Job
 
 # ---- step 2: requirements resolve on the wheel's platform -----------------------------------
 
@@ -110,6 +112,18 @@ def ops_step(
     """A stable-ABI wheel's ops registered (schema, CUDA and Meta kernels) and upstream's public
     function traced by torch.compile(fullgraph=True); no GPU needed. None for torch-ABI wheels,
     whose pybind11 functions are no torch ops."""
+    step = plan_ops(options, install, env, packages, environment)
+    return None if step is None else run_planned(options, env, step)
+
+
+def plan_ops(
+    options: VerifyOptions,
+    install: StepResult,
+    env: InstallEnv | None,
+    packages: Sequence[WheelUnderTest],
+    environment: EnvironmentCheck | None = None,
+) -> Step | None:
+    """ops_step's runner, planned (verify.planned): None, a result known unrun, or the job."""
     stable = [p.project for p in packages if p.record.is_stable]
     if not stable:
         return None
@@ -118,15 +132,13 @@ def ops_step(
     conflict = (environment or EnvironmentCheck()).failure("ops", stable)
     if conflict is not None:
         return conflict  # the trace imports upstream's Python, which this environment breaks
-    try:
-        report = options.tools.run_module(
-            env, "mambawin.verify.runners.ops", ["--json", *stable], options.timeout
-        )
-    except MambawinError as exc:
-        return StepResult("ops", Status.FAIL, f"ops runner failed: {exc}", error_details(exc))
-    summary = "; ".join(_ops_line(found) for found in report.get("packages", []))
-    status = Status.OK if report.get("passed") else Status.FAIL
-    return StepResult("ops", status, f"{summary} (torch {report.get('torch')})", report)
+
+    def finish(report: dict[str, Any]) -> StepResult:
+        summary = "; ".join(_ops_line(found) for found in report.get("packages", []))
+        status = Status.OK if report.get("passed") else Status.FAIL
+        return StepResult("ops", status, f"{summary} (torch {report.get('torch')})", report)
+
+    return Planned(Job("ops", ("--json", *stable)), finish, failed("ops", "ops runner failed"))
 
 
 def _ops_line(found: Mapping[str, Any]) -> str:
@@ -142,8 +154,3 @@ def _ops_line(found: Mapping[str, Any]) -> str:
         line += f"; {found['untraced']}"
     problems = found.get("problems") or []
     return line + (f"; {'; '.join(problems)}" if problems else "")
-
-
-def error_details(exc: MambawinError) -> dict[str, Any]:
-    tail = getattr(exc, "tail", "")
-    return {"error": str(exc), "tail": tail} if tail else {"error": str(exc)}

@@ -6,7 +6,7 @@ environment holds and the wine loader. The real ones are the defaults; tests giv
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,14 @@ from mambawin.packages import (
     MAMBA,
     package_named,
 )
-from mambawin.verify import sandbox, upstream_tests
+from mambawin.verify import sandbox, upstream_tests, workers
+from mambawin.verify.kernel_cache import KernelCache, open_cache
 from mambawin.verify.report import Target
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.target import probe_target
 from mambawin.verify.upstream_tests import TestRun
 from mambawin.verify.wineload.step import load_step
+from mambawin.verify.workers import Job, Lane, Outcome, RunModule
 from mambawin.wheel import gpucode
 from mambawin.wheel.gpucode import GpuCode, list_gpu_code
 from mambawin.wheel.info import WheelInfo
@@ -73,6 +75,13 @@ class Tools:
     run_module: Callable[[InstallEnv, str, Sequence[str], float], dict[str, Any]] = (
         sandbox.run_module
     )
+    # The GPU steps' runners in one child Python (verify.workers); the verify.workers.one_by_one
+    # fallback, or a fake, runs each through run_module instead.
+    run_worker: Callable[
+        [InstallEnv, Sequence[Job], float, Callable[[Outcome], None], RunModule], Lane
+    ] = workers.run_worker
+    # This run's Triton/inductor cache folder (verify.kernel_cache), by wheels, torch and GPU.
+    kernel_cache: Callable[[Mapping[str, str], Target], KernelCache] = open_cache
     run_upstream_tests: Callable[..., list[TestRun]] = upstream_tests.run_all  # keywords too
     read_environment: Callable[[InstallEnv, Sequence[str], float], dict[str, Any]] = (
         sandbox.read_environment

@@ -12,7 +12,8 @@ as an expected failure only when the wheel's provenance lists the complex-remova
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -276,9 +277,18 @@ def run_all(
     *,
     keyword: str | None = None,
     timeout: float = 3600.0,
+    together: bool = False,
+    run: Callable[..., TestRun] = run_tests,
 ) -> list[TestRun]:
-    """Every package's tests, in order (mamba-ssm first)."""
-    return [
-        run_tests(env, p.project, p.provenance, folder, keyword=keyword, timeout=timeout)
-        for p in packages
-    ]
+    """Every package's tests, reported in order (mamba-ssm first); together: each package's
+    pytest at the same time (each in its own folder), so the longest file sets the wall."""
+
+    def one(package: WheelUnderTest) -> TestRun:
+        return run(
+            env, package.project, package.provenance, folder, keyword=keyword, timeout=timeout
+        )
+
+    if not together or len(packages) < 2:
+        return [one(p) for p in packages]
+    with ThreadPoolExecutor(max_workers=len(packages)) as pool:
+        return list(pool.map(one, packages))

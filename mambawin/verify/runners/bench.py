@@ -239,6 +239,18 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[BenchConfig, bool]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m mambawin.verify.runners.bench` (where the kernel imports)."""
     config, as_json = parse_args(argv)
+    found = bench_report(config)
+    if as_json:
+        print(json.dumps(found.to_json()))
+    return 0
+
+
+def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
+    return bench_report(parse_args(argv)[0]).to_json()
+
+
+def bench_report(config: BenchConfig) -> BenchReport:
     report = run_bench(config)
     for row in report.rows:
         print(
@@ -246,9 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"kernel {row.kernel_ms:.3f} ms, reference {row.reference_ms} ms",
             file=sys.stderr,
         )
-    if as_json:
-        print(json.dumps(report.to_json()))
-    return 0
+    return report
 
 
 if __name__ == "__main__":

@@ -241,6 +241,18 @@ def run_blocks(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: JSON on stdout with --json, errors per block and dtype on stderr."""
+    found = report(argv)
+    if _parser().parse_args(argv).json:
+        print(json.dumps(found, default=str))
+    return 0
+
+
+def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
+    return _report(_parser(), argv)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mambawin.verify.runners.blocks", description=__doc__
     )
@@ -250,6 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--block", action="append", default=[], choices=[b.name for b in BLOCKS])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--json", action="store_true")
+    return parser
+
+
+def _report(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
     if not dtypes or set(dtypes) - set(DTYPES) or args.seqlen < 1:
@@ -260,9 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for dtype, row in block.get("per_dtype", {}).items():
             errs = ", ".join(f"{k} {v['max_abs']:.2g}" for k, v in row.get("errors", {}).items())
             print(f"     {dtype}: {errs or row['reason']}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(report, default=str))
-    return 0
+    return report
 
 
 if __name__ == "__main__":

@@ -266,6 +266,23 @@ def run_calls(device: str = "cuda", apis: Sequence[str] = ()) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: JSON on stdout with --json, one line per probe on stderr."""
+    if _parser().parse_args(argv).json:
+        print(json.dumps(report(argv)))
+    else:
+        report(argv)
+    return 0
+
+
+def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
+    args = _parser().parse_args(argv)
+    found = run_calls(args.device, args.api)
+    for probe in found["probes"]:
+        print(f"{probe['status']:4} {probe['api']}: {probe['reason']}", file=sys.stderr)
+    return found
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mambawin.verify.runners.calls", description=__doc__
     )
@@ -278,13 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="only this API (repeatable)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
-    report = run_calls(args.device, args.api)
-    for probe in report["probes"]:
-        print(f"{probe['status']:4} {probe['api']}: {probe['reason']}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(report))
-    return 0
+    return parser
 
 
 if __name__ == "__main__":

@@ -301,6 +301,30 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    found = report(argv)
+    if _parser().parse_args(argv).json:
+        print(json.dumps(found, default=str))
+    return 0  # the verdict is the report's "passed", as for every runner
+
+
+def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    sizes = (args.seqlen, args.batch, args.iters, args.d_model)
+    if not dtypes or set(dtypes) - set(DTYPES) or min(sizes) < 1 or args.d_model % 64:
+        parser.error(
+            f"--dtypes from {', '.join(DTYPES)}; --seqlen, --batch, --iters >= 1; --d-model a "
+            "multiple of 64"
+        )
+    # Both blocks unless the call names blocks or LM layers (then only those).
+    blocks = args.block or ([] if args.lm else [b.name for b in BLOCKS])
+    shape = {"seqlen": args.seqlen, "batch": args.batch, "iters": args.iters}
+    return run(blocks, args.lm, dtypes, mode=args.mode, d_model=args.d_model, **shape)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mambawin.verify.runners.compile", description=__doc__.splitlines()[0]
     )
@@ -313,29 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mode", default="default", choices=MODES)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
-    sizes = (args.seqlen, args.batch, args.iters, args.d_model)
-    if not dtypes or set(dtypes) - set(DTYPES) or min(sizes) < 1 or args.d_model % 64:
-        parser.error(
-            f"--dtypes from {', '.join(DTYPES)}; --seqlen, --batch, --iters >= 1; --d-model a "
-            "multiple of 64"
-        )
-    # Both blocks unless the call names blocks or LM layers (then only those).
-    blocks = args.block or ([] if args.lm else [b.name for b in BLOCKS])
-    report = run(
-        blocks,
-        args.lm,
-        dtypes,
-        seqlen=args.seqlen,
-        batch=args.batch,
-        mode=args.mode,
-        iters=args.iters,
-        d_model=args.d_model,
-    )
-    if args.json:
-        print(json.dumps(report, default=str))
-    return 0  # the verdict is the report's "passed", as for every runner
+    return parser
 
 
 if __name__ == "__main__":

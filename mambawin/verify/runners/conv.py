@@ -315,10 +315,18 @@ def _ints(parser: argparse.ArgumentParser, text: str, flag: str) -> tuple[int, .
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: JSON on stdout with --json, a per-dtype summary on stderr."""
     config = parse_args(argv)
-    print(f"mambawin conv: seed {config.seed}", file=sys.stderr)
-    report = run_conv(config)
-    emit(report, config.json_output)
+    emit(run_config(config), config.json_output)
     return 0
+
+
+def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
+    return run_config(parse_args(argv))
+
+
+def run_config(config: ConvConfig) -> dict[str, Any]:
+    print(f"mambawin conv: seed {config.seed}", file=sys.stderr)
+    return run_conv(config)
 
 
 if __name__ == "__main__":

@@ -209,13 +209,20 @@ def run(projects: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("projects", nargs="+", choices=sorted(TRACES))
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    report = run(args.projects)
-    emit(report, args.json)
+    return parser
+
+
+def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
+    return run(_parser().parse_args(argv).projects)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    emit(report(argv), _parser().parse_args(argv).json)
     return 0  # the verdict is the report's "passed", as for every runner
 
 

@@ -372,10 +372,18 @@ def run_smoke(config: SmokeConfig, kernel: Any = None) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the smoke test; JSON on stdout with --json, a summary on stderr."""
     config = parse_args(argv)
-    print(f"mambawin smoke: seed {config.seed}", file=sys.stderr)
-    report = run_smoke(config)
-    emit(report, config.json_output)
+    emit(run_config(config), config.json_output)
     return 0
+
+
+def report(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The runner's report for its command line (what `verify.runners.worker` calls)."""
+    return run_config(parse_args(argv))
+
+
+def run_config(config: SmokeConfig) -> dict[str, Any]:
+    print(f"mambawin smoke: seed {config.seed}", file=sys.stderr)
+    return run_smoke(config)
 
 
 if __name__ == "__main__":
