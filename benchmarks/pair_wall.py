@@ -134,6 +134,14 @@ class BusyCores:
         }
 
 
+def cores() -> int:
+    """The cores this process may run on (a `taskset` narrows them), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -158,12 +166,12 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "label": args.label,
         "argv": argv[1:],
-        "cpus": os.cpu_count(),
+        "cpus": cores(),
         "wall_s": round(wall, 1),
         "pair": pair_summary(packages, args.jobs),
         "cpu_s": round(cpu, 1),
-        "cpu_over_cores_s": round(cpu / (os.cpu_count() or 1), 1),
-        "machine": busy.summary(os.cpu_count() or 1),
+        "cpu_over_cores_s": round(cpu / cores(), 1),
+        "machine": busy.summary(cores()),
         "packages": packages,
     }
 
@@ -199,7 +207,7 @@ def main() -> None:
     run.add_argument("--ref", default="v2.3.2.post1")
     run.add_argument("--conv-ref", default="v1.6.1.post4")
     run.add_argument("--arch", default="90")
-    run.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    run.add_argument("--jobs", type=int, default=cores())
     run.add_argument("--work", type=Path, default=Path("pair-wall-work"))
     run.add_argument("--cache", type=Path, help="reuse this cache folder (default: a fresh one)")
     run.add_argument("extra", nargs="*", help="more `mambawin build` options, after --")
