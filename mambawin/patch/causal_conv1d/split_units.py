@@ -118,7 +118,7 @@ def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[list[str]]:
     combos = list(dict.fromkeys(_types(m) for m in _INSTANCE.finditer(text)))
     if len(combos) < 2:
         raise ctx.drift(path, f"template void {unit}_cuda<float, at::Half>(...);")
-    passes = len(ctx.front_end().passes)
+    passes = ctx.front_end().split_passes
     parts = groups(combos, min(parts_for(unit, passes), len(combos)))
     names = [part_name(unit, k) for k in range(1, len(parts))]
     for k in range(len(parts), MAX_PARTS + 1):  # a re-patch with fewer parts

@@ -159,7 +159,7 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     listed = [m["unit"] for m in _SOURCE_LINE.finditer(setup) if m["unit"] in UNITS]
     if not listed:
         raise ctx.drift(SETUP, f'"{KERNELS}/selective_scan_bwd_fp32_real.cu",')
-    passes = len(ctx.front_end().passes)
+    passes = ctx.front_end().split_passes
     new_lines = {
         unit: split_unit(tree, ctx, unit, objects_for(kind(unit), passes)) for unit in listed
     }
