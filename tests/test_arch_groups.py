@@ -90,7 +90,7 @@ def test_the_trees_units_name_the_unproven_ones_and_parts_map_to_their_unit() ->
     front = plan_front_end(parse_archs("80;86;89;90"), KEY, FULL, units)
     assert list(front.table()) == [UNIT]  # the part is its unit's, not a unit of its own
     assert front.lines()[1] == (
-        f"selective_scan_fwd_bf16, selective_scan_fwd_fp16 keep a pass per arch: no SASS proof "
+        "selective_scan_fwd_bf16, selective_scan_fwd_fp16 keep a pass per arch: no SASS proof "
         "for them (mamba-ssm 2.2.4, torch ABI, CUDA 13.0)"
     )
     # The list names the unproven units; it never changes which are proven.
