@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from mambawin import proc
 from mambawin.archs import parse_archs
+from mambawin.builder.metadata import shared_passes
 from mambawin.builder.setup_scan import planned_front_end, planned_gencode, scan_setup
 from mambawin.errors import PatchError
 from mambawin.patch.arch_groups import GroupFacts, ProofTable, parse_proofs, proof_entry
@@ -577,3 +578,53 @@ def test_a_proof_of_a_unit_the_tree_does_not_list_names_the_listed_one(tmp_path:
     assert f"{UNIT} keeps a pass per arch: no SASS proof for it (mamba-ssm 2.2.4" in "\n".join(
         front.lines()
     )
+
+
+def test_the_provenance_names_each_proven_units_passes(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "a3")
+    facts = _proven(SHAPES["a3"])
+    extra = proof_entry(
+        "mamba-ssm",
+        "2.2.4",
+        "torch",
+        "13.0",
+        "linux_x86_64",
+        "80",
+        ["80", "89"],
+        2,
+        "§ test",
+        units=["a_unit"],
+    )
+    proofs = parse_proofs(json.dumps({"schema": 1, "proofs": [extra, *_entries(facts)]}))
+    report = apply_patches(
+        root,
+        PatchOptions(archs=GROUPED, groups=GroupFacts("13.0", "linux_x86_64", proofs)),
+        only=SETUP_IDS,
+    )
+    assert shared_passes(report) == (
+        "a_unit: arch=compute_80,code=[sm_80,sm_89], arch=compute_86,code=sm_86, "
+        "arch=compute_90,code=sm_90",
+        f"{UNIT}: arch=compute_80,code=[sm_80,sm_86,sm_89], arch=compute_90,code=sm_90",
+    )
+    off = apply_patches(
+        make_tree(tmp_path / "off", "a3"), PatchOptions(archs=GROUPED), only=SETUP_IDS
+    )
+    assert shared_passes(off) == ()
+
+
+def _entries(facts: GroupFacts) -> list[dict[str, Any]]:
+    return [
+        proof_entry(
+            p.key.package,
+            p.key.version,
+            p.key.abi,
+            p.key.cuda,
+            p.key.platform,
+            p.ptx_arch,
+            p.archs,
+            p.kernels,
+            p.evidence,
+            units=p.units,
+        )
+        for p in facts.proofs.proofs
+    ]
