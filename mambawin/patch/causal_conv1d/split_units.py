@@ -20,8 +20,9 @@ compiled in exactly one object, with the same flags and the same template argume
 untouched: a part is the unit's text, `#ifdef USE_ROCM` branches included.
 
 How many parts (PARTS): the 9 dtype combinations in contiguous groups, as many as nvcc's
-front-end passes call for (one pass per arch, or one per group of archs proven to share it:
-patch/arch_groups.py; cicc runs once per pass and is most of a unit's time). For one or two
+front-end passes call for (one pass per arch; where any unit is proven to share passes, the
+passes a proven unit gets: patch/arch_groups.py; cicc runs once per pass and is most of a unit's
+time). For one or two
 passes, which nvcc compiles single-threaded, bwd becomes 9 (one per combination, 19-32 s each on a
 busy H100 core). fwd stays whole: each unit costs ~7 s before any kernel (preprocessing, cudafe++
 and cicc over the headers, the host compile), and v1.5.4's fwd split in 3 took 34 s against about
