@@ -11,16 +11,20 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
+from test_build import TOOLCHAIN
 
 from mambawin.archs import parse_archs
 from mambawin.builder import nvcc_front
 from mambawin.builder.compiler_cache import CompilerCache
 from mambawin.builder.environment import EnvRequest, build_environment, nvcc_front_command
 from mambawin.builder.key import KeyInputs, build_key, front_table_digest, tree_digest
-from mambawin.builder.results import front_table
+from mambawin.builder.results import Prepared, front_table
+from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA
+from mambawin.patch.record import PatchReport
 
 POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="the fake nvcc is an sh script")
 WRAPPER = Path(nvcc_front.__file__)
@@ -164,6 +168,27 @@ def test_the_build_reads_the_trees_table(tmp_path: Path) -> None:
     assert front_table(tmp_path) is None
     table = _table(tmp_path, {"u": GROUPED})
     assert front_table(tmp_path) == table
+
+
+def test_the_compile_step_puts_the_wrapper_in_front_when_its_tree_has_a_table() -> None:
+    """Prepared.env_request, which compile_prepared and the pool build the environment from,
+    finds the table in the slot's tree (where the patched tree is compiled)."""
+    prepared = Prepared(
+        cast(Checkout, None),
+        cast(PatchReport, None),
+        parse_archs("80;86"),
+        TOOLCHAIN,
+        2,
+        1,
+        "key",
+        "mamba-slot",
+    )
+    env = build_environment(prepared.env_request(windows=False), base={"PATH": "/usr/bin"})
+    assert "PYTORCH_NVCC" not in env
+    table = _table(prepared.workspace.src, {"u": GROUPED})
+    env = build_environment(prepared.env_request(windows=False), base={"PATH": "/usr/bin"})
+    argv = shlex.split(env["PYTORCH_NVCC"])
+    assert argv[2:] == [str(WRAPPER), str(table), "--", "/fake/cuda/bin/nvcc"]
 
 
 # ---- the build key -------------------------------------------------------------------------
