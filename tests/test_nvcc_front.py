@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -220,3 +221,40 @@ def test_the_build_key_changes_with_the_table_which_the_tree_digest_leaves_out(
     assert digest and grouped != before
     _table(tmp_path, {"u": GROUPED[:1]})
     assert build_key(replace(inputs, front_table=front_table_digest(tmp_path))) != grouped
+
+
+@POSIX_ONLY
+def test_ninja_runs_the_composed_command_through_its_shell(tmp_path: Path) -> None:
+    """build.ninja gets `nvcc = $PYTORCH_NVCC` as torch writes it; ninja runs each unit's line
+    through /bin/sh, so the wrapper, the table and nvcc, spaces in their paths, must survive it."""
+    ninja = shutil.which("ninja") or str(Path(sys.executable).with_name("ninja"))
+    if not Path(ninja).is_file():
+        pytest.skip("no ninja on PATH or beside this Python")
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    table = _table(folder, {"causal_conv1d_fwd": GROUPED})
+    nvcc = folder / "fake nvcc"  # writes its arguments, one a line, to its -o file
+    nvcc.write_text(
+        '#!/bin/sh\nout=""; prev=""\nfor a in "$@"; do [ "$prev" = "-o" ] && out="$a"; '
+        'prev="$a"; done\nfor a in "$@"; do echo "$a"; done > "$out"\n',
+        encoding="utf-8",
+    )
+    nvcc.chmod(0o755)
+    command = nvcc_front_command(table, [str(nvcc)], windows=False)
+    flags = " ".join(f"-gencode {g}" for g in PER_ARCH)
+    (tmp_path / "build.ninja").write_text(
+        f"nvcc = {command}\n"
+        "rule cuda_compile\n"
+        f"  command = $nvcc -c $in -o $out {flags}\n"
+        "build fwd.o: cuda_compile csrc/causal_conv1d_fwd.cu\n"
+        "build upd.o: cuda_compile csrc/causal_conv1d_update.cu\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "csrc").mkdir()
+    for name in ("causal_conv1d_fwd", "causal_conv1d_update"):
+        (tmp_path / "csrc" / f"{name}.cu").write_text("", encoding="utf-8")
+    subprocess.run([ninja, "-C", str(tmp_path)], check=True, capture_output=True)
+    grouped = [a for g in GROUPED for a in ("-gencode", g)]
+    assert (tmp_path / "fwd.o").read_text().splitlines()[4:] == grouped
+    per_arch = [a for g in PER_ARCH for a in ("-gencode", g)]
+    assert (tmp_path / "upd.o").read_text().splitlines()[4:] == per_arch
