@@ -63,10 +63,9 @@ class Provenance:
     # What the tree was made from: {"kind": "sdist", "file", "sha256", "index"} for a release's
     # sdist from the package index, {"kind": "git", "commit"} for a git checkout; {}: a folder.
     source: Mapping[str, str] = field(default_factory=dict)
-    # Each compile unit that shared nvcc front-end passes (`--arch-groups proven` with a SASS
-    # proof for it) and its -gencode values, e.g. "causal_conv1d_fwd:
-    # arch=compute_80,code=[sm_80,sm_89], arch=compute_90,code=sm_90", sorted; () when every unit
-    # had a pass per arch (and then not written, as in every record before grouping).
+    # "<unit>: <gencode>, ..." per compile unit that shared nvcc front-end passes (a SASS proof
+    # for it under `--arch-groups proven`), sorted; () when every unit had a pass per arch (and
+    # then not written, as in every record before grouping).
     shared_passes: tuple[str, ...] = ()
     # The record as the wheel stores it, unknown keys kept ({} for one made here): what a rewrite
     # carries over and `metadata --json` and the index show verbatim.
