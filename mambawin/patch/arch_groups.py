@@ -197,7 +197,7 @@ def plan_front_end(
     candidates = sorted({*proofs.units_of(key), *(listed or ())})
     planned = {unit: _unit_passes(archs, key, proofs, unit) for unit in candidates}
     proven = tuple((u, p) for u, (p, _) in planned.items() if len(p) < len(default))
-    lines = _ptx_lines(archs, default) + _unproven_lines(
+    lines = _ptx_lines(archs) + _unproven_lines(
         archs, key, planned, listed is not None, {u for u, _ in proven}
     )
     return FrontEnd(default, proven, lines, key)
@@ -236,7 +236,8 @@ def _groupable(archs: tuple[Arch, ...]) -> list[Arch]:
     return out
 
 
-def _ptx_lines(archs: tuple[Arch, ...], default: Passes) -> tuple[str, ...]:
+def _ptx_lines(archs: tuple[Arch, ...]) -> tuple[str, ...]:
+    """Why an arch built with +PTX keeps its own pass in every unit."""
     asked = [a for a in _groupable(archs) if a.ptx]
     if not asked:
         return ()
