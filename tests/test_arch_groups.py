@@ -1,5 +1,6 @@
-"""Archs share one nvcc front-end pass only where a SASS proof says so (patch/arch_groups.py):
-the grouping rules, the proof table's shape, and the entry the proof script writes."""
+"""Archs share one nvcc front-end pass only in the compile units a SASS proof covers
+(patch/arch_groups.py): the grouping rules per unit, the lines the build says, the proof table's
+shape, and the entry the proof script writes."""
 
 from __future__ import annotations
 
@@ -10,18 +11,24 @@ import pytest
 
 from mambawin.archs import parse_archs
 from mambawin.patch.arch_groups import (
+    FrontEnd,
     ProofTable,
     group_key,
     parse_proofs,
     plan_front_end,
     proof_entry,
+    setup_units,
     shipped_proofs,
+    table_text,
+    unit_stem,
     with_proof,
 )
 
 LINUX = "linux_x86_64"
 KEY = group_key("mamba-ssm", "2.2.4", "torch", "13.0", LINUX)
 PROVEN = "SASS proven identical: mamba-ssm 2.2.4, CUDA 13.0, torch ABI"
+UNIT = "selective_scan_bwd_fp16_real"
+OTHER = "selective_scan_fwd_bf16"
 
 
 def table(*entries: dict[str, Any]) -> ProofTable:
@@ -41,30 +48,76 @@ def entry(
         "archs": archs,
         "kernels": 1188,
         "evidence": "docs/benchmarks.md §26",
+        "units": [UNIT],
     }
     return proof_entry(**(fields | changes))
 
 
+def passes_of(front: FrontEnd, unit: str = UNIT) -> tuple[str, ...]:
+    """The -gencode values unit is compiled with: its own where proven, else setup.py's."""
+    return tuple(front.table().get(unit, front.gencode()))
+
+
 FULL = table(entry())
+TODAY = ("arch=compute_80,code=sm_80", "arch=compute_86,code=sm_86", "arch=compute_89,code=sm_89")
 
 
-def test_proven_archs_share_the_lowest_ones_pass_and_a_new_major_keeps_its_own() -> None:
+def test_a_proven_unit_shares_the_lowest_pass_and_setup_py_keeps_one_pass_per_arch() -> None:
     front = plan_front_end(parse_archs("80;86;89;90"), KEY, FULL)
-    assert front.gencode() == (
-        "arch=compute_80,code=[sm_80,sm_86,sm_89]",
-        "arch=compute_90,code=sm_90",
-    )
+    assert front.gencode() == (*TODAY, "arch=compute_90,code=sm_90")  # setup.py: today's
+    assert front.table() == {
+        UNIT: ["arch=compute_80,code=[sm_80,sm_86,sm_89]", "arch=compute_90,code=sm_90"]
+    }
     assert front.lines() == (
-        f"front end: compute_80 for sm_80, sm_86, sm_89 ({PROVEN}); compute_90 for sm_90",
+        f"front end: compute_80 for sm_80, sm_86, sm_89 in 1 unit ({UNIT}) ({PROVEN}); "
+        "every other unit one pass per arch",
     )
+    assert front.split_passes == 2  # split-units counts a proven unit's passes
     assert front.targets == 4  # ptxas still runs per arch: nvcc's --threads is as before
-    assert front.to_json()["passes"][0] == {
+    unit = front.to_json()["units"][UNIT]
+    assert unit[0] == {
         "ptx_arch": "80",
         "archs": ["80", "86", "89"],
         "ptx": False,
         "gencode": ["arch=compute_80,code=[sm_80,sm_86,sm_89]"],
         "evidence": "docs/benchmarks.md §26",
     }
+    assert [p["gencode"] for p in front.to_json()["passes"]] == [[g] for g in front.gencode()]
+
+
+def test_the_trees_units_name_the_unproven_ones_and_parts_map_to_their_unit() -> None:
+    units = [f"{UNIT}_part2", UNIT, OTHER, "selective_scan_fwd_fp16"]
+    front = plan_front_end(parse_archs("80;86;89;90"), KEY, FULL, units)
+    assert list(front.table()) == [UNIT]  # the part is its unit's, not a unit of its own
+    assert front.lines()[1] == (
+        "selective_scan_fwd_bf16, selective_scan_fwd_fp16 keep a pass per arch: no SASS proof "
+        "for them (mamba-ssm 2.2.4, torch ABI, CUDA 13.0)"
+    )
+    # The list names the unproven units; it never changes which are proven.
+    assert plan_front_end(parse_archs("80;86;89;90"), KEY, FULL).table() == front.table()
+
+
+def test_each_unit_gets_only_the_archs_its_own_proofs_cover() -> None:
+    proofs = table(
+        entry(units=[UNIT, "selective_scan_fwd_fp16"]),
+        entry(("80", "89"), units=[OTHER]),  # fwd_bf16 differs at sm_86: proven for sm_89 only
+    )
+    front = plan_front_end(parse_archs("80;86;89"), KEY, proofs, [UNIT, OTHER])
+    assert passes_of(front) == ("arch=compute_80,code=[sm_80,sm_86,sm_89]",)
+    assert passes_of(front, OTHER) == (
+        "arch=compute_80,code=[sm_80,sm_89]",
+        "arch=compute_86,code=sm_86",
+    )
+    assert passes_of(front, "selective_scan_bwd_fp32_real") == TODAY  # unlisted: setup.py's
+    assert front.split_passes == 1  # the fewest a proven unit gets
+    assert front.lines() == (
+        "front end: compute_80 for sm_80, sm_86, sm_89 in 2 units "
+        f"(selective_scan_bwd_fp16_real, selective_scan_fwd_fp16) ({PROVEN}); compute_80 for "
+        f"sm_80, sm_89 in 1 unit (selective_scan_fwd_bf16) ({PROVEN}); every other unit one "
+        "pass per arch",
+        "selective_scan_fwd_bf16: sm_86 keeps its own pass: no SASS proof for it (mamba-ssm "
+        "2.2.4, torch ABI, CUDA 13.0)",
+    )
 
 
 @pytest.mark.parametrize(
@@ -80,17 +133,23 @@ def test_proven_archs_share_the_lowest_ones_pass_and_a_new_major_keeps_its_own()
 def test_a_proof_holds_only_for_its_exact_key(key: Any) -> None:
     archs = parse_archs("80;86;89")
     front = plan_front_end(archs, key, FULL)
-    assert front.gencode() == tuple(g for a in archs for g in a.gencode())
+    assert front.gencode() == TODAY and front.table() == {}
     why = f"no SASS proof for {key.unproven_text()}"
     assert front.unshared == (f"sm_86, sm_89 keep their own pass: {why}",)
+    listed = plan_front_end(archs, key, FULL, [UNIT])
+    assert listed.unshared == (
+        f"{UNIT} keeps a pass per arch: no SASS proof for it ({key.text()})",
+    )
 
 
 def test_the_unproven_line_names_the_release_abi_cuda_and_a_non_linux_platform() -> None:
-    conv = group_key("causal-conv1d", "1.6.2", "torch", "13.0.88", LINUX)
-    front = plan_front_end(parse_archs("80;86;89;90"), conv, ProofTable())
-    assert front.lines()[1] == (
-        "sm_86, sm_89 keep their own pass: no SASS proof for causal-conv1d 1.6.2 (torch ABI, "
-        "CUDA 13.0)"
+    conv = group_key("causal-conv1d", "1.5.0.post8", "torch", "13.0.88", LINUX)
+    front = plan_front_end(parse_archs("80;86;89;90"), conv, ProofTable(), ["causal_conv1d_update"])
+    assert front.lines() == (
+        "front end: compute_80 for sm_80; compute_86 for sm_86; compute_89 for sm_89; "
+        "compute_90 for sm_90",
+        "causal_conv1d_update keeps a pass per arch: no SASS proof for it (causal-conv1d "
+        "1.5.0.post8, torch ABI, CUDA 13.0)",
     )
     win = group_key("causal-conv1d", "1.6.2", "stable", "13.0", "win_amd64")
     assert plan_front_end(parse_archs("80;86"), win, FULL).unshared == (
@@ -99,48 +158,53 @@ def test_the_unproven_line_names_the_release_abi_cuda_and_a_non_linux_platform()
     )
 
 
-def test_without_proofs_or_with_grouping_off_the_gencode_is_todays() -> None:
+def test_without_proofs_or_with_grouping_off_every_unit_is_compiled_as_today() -> None:
     archs = parse_archs("80;86;8.9+PTX;90;90a")
     today = tuple(g for a in archs for g in a.gencode())
     assert plan_front_end(archs, KEY, ProofTable()).gencode() == today
-    off = plan_front_end(archs, KEY, None)
-    assert off.gencode() == today and off.unshared == ()  # off: nothing to explain
+    off = plan_front_end(archs, KEY, None, [UNIT])
+    assert off.gencode() == today and off.unshared == () and off.table() == {}
+    assert table_text(off) is None  # no table in the tree
+    assert off.split_passes == 5  # one per arch, as before
 
 
 def test_partial_proofs_group_what_they_cover_and_explain_the_rest() -> None:
     front = plan_front_end(parse_archs("80;86;89"), KEY, table(entry(("80", "86"))))
-    assert front.gencode() == ("arch=compute_80,code=[sm_80,sm_86]", "arch=compute_89,code=sm_89")
+    assert passes_of(front) == ("arch=compute_80,code=[sm_80,sm_86]", "arch=compute_89,code=sm_89")
     assert front.unshared == (
-        "sm_89 keeps its own pass: no SASS proof for mamba-ssm 2.2.4 (torch ABI, CUDA 13.0)",
+        f"{UNIT}: sm_89 keeps its own pass: no SASS proof for it (mamba-ssm 2.2.4, torch ABI, "
+        "CUDA 13.0)",
     )
 
 
 def test_an_arch_joins_the_lowest_pass_a_proof_covers_not_just_the_lowest_pass() -> None:
     front = plan_front_end(parse_archs("80;86;89"), KEY, table(entry(("86", "89"), "86")))
-    assert front.gencode() == ("arch=compute_80,code=sm_80", "arch=compute_86,code=[sm_86,sm_89]")
+    assert passes_of(front) == ("arch=compute_80,code=sm_80", "arch=compute_86,code=[sm_86,sm_89]")
     assert front.unshared == (
-        "sm_86 keeps its own pass: no SASS proof for mamba-ssm 2.2.4 (torch ABI, CUDA 13.0)",
+        f"{UNIT}: sm_86 keeps its own pass: no SASS proof for it (mamba-ssm 2.2.4, torch ABI, "
+        "CUDA 13.0)",
     )
 
 
 def test_a_proof_for_a_lower_ptx_arch_not_in_the_build_groups_nothing() -> None:
     front = plan_front_end(parse_archs("86;89"), KEY, FULL)  # proven from compute_80 only
+    assert front.table() == {}
     assert front.gencode() == ("arch=compute_86,code=sm_86", "arch=compute_89,code=sm_89")
 
 
 def test_suffixed_archs_never_group() -> None:
     front = plan_front_end(parse_archs("90;90a;100f;103f"), KEY, FULL)
     assert [p.archs for p in front.passes] == [(a,) for a in parse_archs("90;90a;100f;103f")]
-    assert front.unshared == ()  # nothing could have shared: no reason to give
+    assert front.unshared == () and front.table() == {}  # nothing could have shared
 
 
 def test_ptx_is_kept_in_the_pass_of_its_own_arch_and_a_ptx_arch_keeps_its_own_pass() -> None:
     host = plan_front_end(parse_archs("8.0+PTX;86;89"), KEY, FULL)
-    assert host.gencode() == ("arch=compute_80,code=[sm_80,sm_86,sm_89,compute_80]",)
-    assert host.lines()[0].startswith("front end: compute_80 for sm_80, sm_86, sm_89 +PTX (")
+    assert passes_of(host) == ("arch=compute_80,code=[sm_80,sm_86,sm_89,compute_80]",)
+    assert host.lines()[0].startswith("front end: compute_80 for sm_80, sm_86, sm_89 +PTX in 1")
     assert host.targets == 4
     joiner = plan_front_end(parse_archs("80;8.6+PTX;89"), KEY, FULL)
-    assert joiner.gencode() == (
+    assert passes_of(joiner) == (
         "arch=compute_80,code=[sm_80,sm_89]",
         "arch=compute_86,code=sm_86",
         "arch=compute_86,code=compute_86",
@@ -156,6 +220,28 @@ def test_one_arch_is_one_pass_as_today() -> None:
     assert front.lines() == ("front end: compute_90 for sm_90",)
 
 
+def test_unit_stems_of_setup_py_and_of_parts() -> None:
+    assert unit_stem("csrc/causal_conv1d_bwd_part3.cu") == "causal_conv1d_bwd"
+    assert unit_stem("csrc\\selective_scan\\selective_scan_fwd_bf16.cu") == OTHER
+    setup = (
+        'sources=["csrc/causal_conv1d.cpp", "csrc/causal_conv1d_fwd.cu",\n'
+        "'csrc/causal_conv1d_bwd.cu', \"csrc/causal_conv1d_bwd_part1.cu\",  # mambawin\n"
+        '"csrc/causal_conv1d_update.cu"]'
+    )
+    assert setup_units(setup) == ("causal_conv1d_bwd", "causal_conv1d_fwd", "causal_conv1d_update")
+
+
+def test_the_table_text_is_sorted_json_of_the_proven_units() -> None:
+    proofs = table(entry(units=[UNIT, "selective_scan_bwd_fp16_complex"]))
+    text = table_text(plan_front_end(parse_archs("80;86"), KEY, proofs))
+    assert text == (
+        "{\n"
+        '  "selective_scan_bwd_fp16_complex": [\n    "arch=compute_80,code=[sm_80,sm_86]"\n  ],\n'
+        '  "selective_scan_bwd_fp16_real": [\n    "arch=compute_80,code=[sm_80,sm_86]"\n  ]\n'
+        "}\n"
+    )
+
+
 def test_the_key_normalises_the_release_and_takes_cuda_major_minor() -> None:
     assert group_key("mamba-ssm", "v2.2.4", "torch", "13.0.88", LINUX) == KEY
     assert group_key("mamba-ssm", "2.2.4", "torch", "V13.0", LINUX) == KEY
@@ -168,7 +254,16 @@ def test_the_shipped_table_loads_and_is_empty() -> None:
 
 def test_proof_entry_writes_what_the_loader_reads_back() -> None:
     written = proof_entry(
-        "causal-conv1d", "v1.6.2", "stable", "13.0.88", LINUX, "80", ["89", "80", "86"], 5, "§26"
+        "causal-conv1d",
+        "v1.6.2",
+        "stable",
+        "13.0.88",
+        LINUX,
+        "80",
+        ["89", "80", "86"],
+        5,
+        "§26",
+        units=["causal_conv1d_fwd", "causal_conv1d_bwd_part2", "causal_conv1d_bwd"],
     )
     assert written == {
         "package": "causal-conv1d",
@@ -178,11 +273,13 @@ def test_proof_entry_writes_what_the_loader_reads_back() -> None:
         "platform": LINUX,
         "ptx_arch": "80",
         "archs": ["80", "86", "89"],
+        "units": ["causal_conv1d_bwd", "causal_conv1d_fwd"],  # a part is its unit's
         "kernels": 5,
         "evidence": "§26",
     }
     proof = table(written).proofs[0]
     assert (proof.ptx_arch, proof.archs, proof.kernels) == ("80", ("80", "86", "89"), 5)
+    assert proof.units == ("causal_conv1d_bwd", "causal_conv1d_fwd")
 
 
 @pytest.mark.parametrize(
@@ -195,6 +292,8 @@ def test_proof_entry_writes_what_the_loader_reads_back() -> None:
         ({"kernels": 0}, "kernels must be"),
         ({"cuda": "thirteen"}, "cuda must be major.minor"),
         ({"evidence": ""}, "non-empty strings"),
+        ({"units": []}, "units must name one or more"),
+        ({"units": ["csrc/x y.cu"]}, "units must name one or more"),
     ],
 )
 def test_a_bad_proof_is_refused_naming_what_is_wrong(changes: dict[str, Any], message: str) -> None:
@@ -215,6 +314,37 @@ def test_a_bad_table_is_refused(text: str) -> None:
         parse_proofs(text)
 
 
+@pytest.mark.parametrize(
+    ("units", "message"),
+    [
+        (None, "lacks units"),  # a whole-extension entry of before: refused, never guessed
+        ([], "units must name"),
+        (["b", "a"], "units must be sorted"),
+        (["a", "a"], "units must be sorted"),
+        (["a_part2"], "units must name"),
+    ],
+)
+def test_the_loader_refuses_an_entry_without_proper_units(units: Any, message: str) -> None:
+    raw = dict(entry())
+    if units is None:
+        del raw["units"]
+    else:
+        raw["units"] = units
+    with pytest.raises(ValueError, match=message):
+        table(raw)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"schema": 1, "proofs": 3}',
+    ],
+)
+def test_a_bad_table_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match=r"sass_groups\.json"):
+        parse_proofs(text)
+
+
 def test_with_proof_adds_an_entry_replaces_the_same_comparison_and_keeps_the_file_valid() -> None:
     empty = '{"schema": 1, "about": "kept", "proofs": []}'
     one = with_proof(empty, entry())
@@ -224,5 +354,8 @@ def test_with_proof_adds_an_entry_replaces_the_same_comparison_and_keeps_the_fil
     assert [p.kernels for p in parse_proofs(again).proofs] == [1200]  # replaced, not doubled
     other = with_proof(again, entry(abi="stable"))
     assert len(parse_proofs(other).proofs) == 2
+    # Another set of archs from the same PTX arch is another comparison (its own units).
+    third = with_proof(other, entry(("80", "89"), units=[OTHER]))
+    assert len(parse_proofs(third).proofs) == 3
     with pytest.raises(ValueError, match="kernels must be"):
         with_proof(one, entry() | {"kernels": 0})

@@ -29,8 +29,17 @@ FIXTURE = Path(__file__).parent / "fixtures" / "causal_conv1d"
 FOUR = "80;86;89;90"
 PER_ARCH = [f"arch=compute_{n},code=sm_{n}" for n in ("80", "86", "89", "90")]
 UNPROVEN = (
-    "sm_86, sm_89 keep their own pass: no SASS proof for causal-conv1d 1.6.0 (torch ABI, CUDA 13.0"
+    "causal_conv1d_bwd, causal_conv1d_fwd, causal_conv1d_update keep a pass per arch: no SASS "
+    "proof for them (causal-conv1d 1.6.0, torch ABI, CUDA 13.0"
 )
+GROUPED = ["arch=compute_80,code=[sm_80,sm_86,sm_89]", "arch=compute_90,code=sm_90"]
+SAID = [
+    "front end: compute_80 for sm_80, sm_86, sm_89 in 2 units (causal_conv1d_bwd, "
+    "causal_conv1d_fwd) (SASS proven identical: causal-conv1d 1.6.0, CUDA 13.0, torch ABI); every "
+    "other unit one pass per arch",
+    "causal_conv1d_update keeps a pass per arch: no SASS proof for it (causal-conv1d 1.6.0, torch "
+    "ABI, CUDA 13.0)",
+]
 runner = CliRunner()
 
 
@@ -47,9 +56,19 @@ def source(tmp_path: Path) -> Path:
 
 
 def proven(platform: str = platform_tag()) -> ProofTable:
-    """compute_80 proven for sm_80/86/89 of the fixture's release with the doctor's nvcc."""
+    """compute_80 proven for sm_80/86/89 in the fixture's fwd and bwd units (not update) of its
+    release with the doctor's nvcc."""
     entry = proof_entry(
-        "causal-conv1d", "1.6.0", "torch", "13.0", platform, "80", ["80", "86", "89"], 9, "§ t"
+        "causal-conv1d",
+        "1.6.0",
+        "torch",
+        "13.0",
+        platform,
+        "80",
+        ["80", "86", "89"],
+        9,
+        "§ t",
+        units=["causal_conv1d_bwd", "causal_conv1d_fwd"],
     )
     return parse_proofs(json.dumps({"schema": 1, "proofs": [entry]}))
 
@@ -71,23 +90,19 @@ def plan_of(
     return core.plan(options, tools=Tools(doctor=doctor, proofs=proofs))
 
 
-def test_the_plan_groups_proven_archs_and_says_so(
+def test_the_plan_groups_proven_units_and_says_so(
     source: Path, tmp_path: Path, doctor: RecordedDoctor
 ) -> None:
     plan = plan_of(source, tmp_path / "out", doctor, proofs=proven())
-    assert plan.gencode == [
-        "arch=compute_80,code=[sm_80,sm_86,sm_89]",
-        "arch=compute_90,code=sm_90",
-    ]
-    assert plan.nvcc_flags[:4] == ["-gencode", plan.gencode[0], "-gencode", plan.gencode[1]]
+    assert plan.gencode == PER_ARCH  # setup.py's: one pass per arch, every unit
     assert plan.nvcc_threads == 4  # ptxas still runs per arch
     assert plan.front_end is not None
-    assert plan.front_end["said"] == [
-        "front end: compute_80 for sm_80, sm_86, sm_89 (SASS proven identical: causal-conv1d "
-        "1.6.0, CUDA 13.0, torch ABI); compute_90 for sm_90"
-    ]
-    assert [p["archs"] for p in plan.front_end["passes"]] == [["80", "86", "89"], ["90"]]
-    # two passes: bwd splits as for one or two archs (9 parts, the unit included)
+    assert plan.front_end["said"] == SAID
+    units = plan.front_end["units"]
+    assert sorted(units) == ["causal_conv1d_bwd", "causal_conv1d_fwd"]
+    assert [p["gencode"][0] for p in units["causal_conv1d_bwd"]] == GROUPED
+    assert [p["archs"] for p in units["causal_conv1d_fwd"]] == [["80", "86", "89"], ["90"]]
+    # a proven unit's two passes: bwd splits as for one or two archs (9 parts, the unit included)
     assert sum("causal_conv1d_bwd" in u for u in plan.units) == 9
 
 
@@ -98,6 +113,7 @@ def test_without_a_proof_each_arch_keeps_its_pass_and_the_plan_says_why(
         plan = plan_of(source, tmp_path / "out", doctor, proofs=proofs)
         assert plan.gencode == PER_ARCH
         assert plan.front_end is not None and plan.front_end["said"][1].startswith(UNPROVEN)
+        assert plan.front_end["units"] == {}
         assert sum("causal_conv1d_bwd" in u for u in plan.units) == 3
 
 
@@ -110,10 +126,8 @@ def test_the_build_narrates_the_passes_where_it_patches(
         package=CAUSAL_CONV1D, source=source, archs=parse_archs(FOUR), out=tmp_path / "out"
     )
     core.plan(options, tools=Tools(doctor=doctor, proofs=proven()), reporter=recorder)
-    assert [n for n in recorder.notes if n.startswith("front end: ")] == [
-        "front end: compute_80 for sm_80, sm_86, sm_89 (SASS proven identical: causal-conv1d "
-        "1.6.0, CUDA 13.0, torch ABI); compute_90 for sm_90"
-    ]
+    assert [n for n in recorder.notes if n.startswith("front end: ")] == SAID[:1]
+    assert SAID[1] in recorder.notes
 
 
 def test_arch_groups_off_is_one_pass_per_arch_whatever_is_proven(
@@ -122,6 +136,7 @@ def test_arch_groups_off_is_one_pass_per_arch_whatever_is_proven(
     plan = plan_of(source, tmp_path / "out", doctor, proofs=proven(), arch_groups="off")
     assert plan.gencode == PER_ARCH
     assert plan.front_end is not None and plan.front_end["unshared"] == []
+    assert plan.front_end["units"] == {}
 
 
 def test_the_plan_prints_the_passes_and_its_json_carries_them(
@@ -170,7 +185,7 @@ def test_the_cross_build_asks_for_groups_but_windows_has_no_proof_yet() -> None:
     )
     assert request.patch is not None and request.patch.groups is not None
     front = request.patch.front_end("causal-conv1d", "1.6.0")
-    assert front.gencode() == tuple(PER_ARCH)
+    assert front.gencode() == tuple(PER_ARCH) and front.table() == {}
     assert front.unshared == (
         "sm_86, sm_89 keep their own pass: no SASS proof for causal-conv1d 1.6.0 (stable ABI, "
         "CUDA 13.0, win_amd64)",

@@ -164,6 +164,8 @@ def test_patched_kernels_equal_stock(upstream_repo: Path, tmp_path: Path, ref: s
 # v2.1.0 predates upstream's own CUDA 13 fix (v2.2.6); v2.3.2.post1 is the newest release.
 SASS_REFS = ("v2.1.0", "v2.3.2.post1")
 SASS_SOURCES = ("selective_scan_fwd_fp32.cu", "selective_scan_bwd_fp32_real.cu")
+
+
 def sass_of(cuobjdump: str, cubin: Path) -> dict[str, tuple[str, ...]]:
     return wheel_sass.sass_of(cuobjdump, cubin)
 

@@ -249,10 +249,20 @@ def test_split_objects_define_each_instantiation_once_and_behave_like_the_whole(
 def test_four_archs_in_two_front_end_passes_split_bwd_per_dtype_combination(
     tmp_path: Path,
 ) -> None:
-    """The part count follows nvcc's front-end passes: 80/86/89 proven to share compute_80's
-    (a table passed in) and 90 make two passes, so bwd splits as for two archs."""
+    """The part count follows the passes a proven unit gets: in bwd and fwd, 80/86/89 proven to
+    share compute_80's (a table passed in) and 90 make two passes, so bwd splits as for two
+    archs (causal_conv1d_update, unproven, keeps four: it is not split)."""
     entry = proof_entry(
-        "causal-conv1d", "1.6.1", "torch", "13.0", "linux_x86_64", "80", ["80", "86", "89"], 3, "§"
+        "causal-conv1d",
+        "1.6.1",
+        "torch",
+        "13.0",
+        "linux_x86_64",
+        "80",
+        ["80", "86", "89"],
+        3,
+        "§",
+        units=["causal_conv1d_bwd", "causal_conv1d_fwd"],
     )
     facts = GroupFacts(
         "13.0", "linux_x86_64", parse_proofs(json.dumps({"schema": 1, "proofs": [entry]}))

@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from mambawin import proc
 from mambawin.archs import parse_archs
+from mambawin.builder.metadata import shared_passes
 from mambawin.builder.setup_scan import planned_front_end, planned_gencode, scan_setup
 from mambawin.errors import PatchError
 from mambawin.patch.arch_groups import GroupFacts, ProofTable, parse_proofs, proof_entry
@@ -487,27 +488,41 @@ def test_the_binding_gets_no_debug_info_although_pythons_cflags_ask_for_it(
 GROUPED = parse_archs("80;86;89;90")
 
 
-def _proven(version: str, platform: str = "linux_x86_64") -> GroupFacts:
-    """A proof table of one entry, passed in: compute_80 serves sm_86 and sm_89 for version."""
+UNIT = "selective_scan_fwd_fp32"  # the one .cu unit the fixtures' setup.py lists
+TABLE = ".mambawin/front_end.json"
+TODAY = [f"arch=compute_{n},code=sm_{n}" for n in ("80", "86", "89", "90")]
+
+
+def _proven(version: str, platform: str = "linux_x86_64", unit: str = UNIT) -> GroupFacts:
+    """A proof table of one entry, passed in: compute_80 serves sm_86 and sm_89 in unit for
+    version."""
     entry = proof_entry(
-        "mamba-ssm", version, "torch", "13.0", platform, "80", ["80", "86", "89"], 7, "§ test"
+        "mamba-ssm",
+        version,
+        "torch",
+        "13.0",
+        platform,
+        "80",
+        ["80", "86", "89"],
+        7,
+        "§ test",
+        units=[unit],
     )
     proofs = parse_proofs(json.dumps({"schema": 1, "proofs": [entry]}))
     return GroupFacts("13.0.88", "linux_x86_64", proofs)
 
 
-def test_proven_archs_share_one_gencode_in_the_patched_setup_py(tmp_path: Path) -> None:
+def test_a_proven_unit_gets_its_passes_in_the_table_and_setup_py_stays_per_arch(
+    tmp_path: Path,
+) -> None:
     root = make_tree(tmp_path, "a3")
     patch(root, PatchOptions(archs=GROUPED, groups=_proven(SHAPES["a3"])))
-    assert gencode(nvcc_flags(run_setup(root))) == [
-        "arch=compute_80,code=[sm_80,sm_86,sm_89]",
-        "arch=compute_90,code=sm_90",
-    ]
+    assert gencode(nvcc_flags(run_setup(root))) == TODAY  # built without mambawin: as today
+    grouped = ["arch=compute_80,code=[sm_80,sm_86,sm_89]", "arch=compute_90,code=sm_90"]
+    assert json.loads((root / TABLE).read_text()) == {UNIT: grouped}
     record = json.loads((root / RECORD).read_text())
-    assert record["options"]["front_end"] == [
-        "arch=compute_80,code=[sm_80,sm_86,sm_89]",
-        "arch=compute_90,code=sm_90",
-    ]
+    assert record["options"]["front_end"] == {UNIT: grouped}
+    assert TABLE in record["files"]  # the record covers the table's bytes
     assert record["options"]["archs"] == "80;86;89;90"
 
 
@@ -527,26 +542,89 @@ def test_unproven_archs_give_todays_setup_py_and_record_byte_for_byte(
     patch(grouped, PatchOptions(archs=GROUPED, groups=groups))
     for rel in ("setup.py", RECORD):
         assert (grouped / rel).read_bytes() == (today / rel).read_bytes()
-    assert gencode(nvcc_flags(run_setup(grouped))) == [
-        f"arch=compute_{n},code=sm_{n}" for n in ("80", "86", "89", "90")
-    ]
+    assert gencode(nvcc_flags(run_setup(grouped))) == TODAY
+    assert not (grouped / TABLE).exists()
 
 
-def test_grouping_off_again_rewrites_the_block_per_arch(tmp_path: Path) -> None:
+def test_grouping_off_again_removes_the_table(tmp_path: Path) -> None:
     root = make_tree(tmp_path, "a3")
     patch(root, PatchOptions(archs=GROUPED, groups=_proven(SHAPES["a3"])))
+    assert (root / TABLE).is_file()
     assert patch(root, PatchOptions(archs=GROUPED))["arch-list"] == "applied"
-    assert len(gencode(nvcc_flags(run_setup(root)))) == 4
+    assert not (root / TABLE).exists()
+    assert gencode(nvcc_flags(run_setup(root))) == TODAY
     assert "front_end" not in json.loads((root / RECORD).read_text())["options"]
 
 
-def test_the_plan_reads_the_passes_the_patch_baked(tmp_path: Path) -> None:
+def test_the_plan_reads_the_passes_the_patch_planned(tmp_path: Path) -> None:
     root = make_tree(tmp_path, "a3")
     options = PatchOptions(archs=GROUPED, groups=_proven(SHAPES["a3"]))
     report = apply_patches(root, options, only=SETUP_IDS)
     scan = scan_setup(root)
     assert planned_gencode(report, scan) == tuple(gencode(nvcc_flags(run_setup(root))))
-    front = planned_front_end(report)
-    assert front is not None and [len(p.archs) for p in front.passes] == [3, 1]
+    front = planned_front_end(report, root)
+    assert front is not None and [len(p.archs) for p in dict(front.units)[UNIT]] == [3, 1]
+    assert front.table() == json.loads((root / TABLE).read_text())
     skipped = apply_patches(make_tree(tmp_path / "up", "a1"), PatchOptions(), only=SETUP_IDS)
     assert planned_front_end(skipped) is None  # no --arch: upstream's own list, no passes
+
+
+def test_a_proof_of_a_unit_the_tree_does_not_list_names_the_listed_one(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "a3")
+    options = PatchOptions(archs=GROUPED, groups=_proven(SHAPES["a3"], unit="other_unit"))
+    report = apply_patches(root, options, only=SETUP_IDS)
+    front = planned_front_end(report, root)
+    assert front is not None
+    assert f"{UNIT} keeps a pass per arch: no SASS proof for it (mamba-ssm 2.2.4" in "\n".join(
+        front.lines()
+    )
+
+
+def test_the_provenance_names_each_proven_units_passes(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, "a3")
+    facts = _proven(SHAPES["a3"])
+    extra = proof_entry(
+        "mamba-ssm",
+        "2.2.4",
+        "torch",
+        "13.0",
+        "linux_x86_64",
+        "80",
+        ["80", "89"],
+        2,
+        "§ test",
+        units=["a_unit"],
+    )
+    proofs = parse_proofs(json.dumps({"schema": 1, "proofs": [extra, *_entries(facts)]}))
+    report = apply_patches(
+        root,
+        PatchOptions(archs=GROUPED, groups=GroupFacts("13.0", "linux_x86_64", proofs)),
+        only=SETUP_IDS,
+    )
+    assert shared_passes(report) == (
+        "a_unit: arch=compute_80,code=[sm_80,sm_89], arch=compute_86,code=sm_86, "
+        "arch=compute_90,code=sm_90",
+        f"{UNIT}: arch=compute_80,code=[sm_80,sm_86,sm_89], arch=compute_90,code=sm_90",
+    )
+    off = apply_patches(
+        make_tree(tmp_path / "off", "a3"), PatchOptions(archs=GROUPED), only=SETUP_IDS
+    )
+    assert shared_passes(off) == ()
+
+
+def _entries(facts: GroupFacts) -> list[dict[str, Any]]:
+    return [
+        proof_entry(
+            p.key.package,
+            p.key.version,
+            p.key.abi,
+            p.key.cuda,
+            p.key.platform,
+            p.ptx_arch,
+            p.archs,
+            p.kernels,
+            p.evidence,
+            units=p.units,
+        )
+        for p in facts.proofs.proofs
+    ]

@@ -296,9 +296,19 @@ def test_launch_configs_follow_rocm_branches_wherever_a_tag_puts_them() -> None:
 
 
 def _grouped_context(version: str) -> PatchContext:
-    """Four archs, sm_80/86/89 proven to share compute_80's pass (a table passed in): two passes."""
+    """Four archs, sm_80/86/89 proven to share compute_80's pass in a bwd unit (a table passed
+    in): that unit gets two passes."""
     entry = proof_entry(
-        "mamba-ssm", version, "torch", "13.0", "linux_x86_64", "80", ["80", "86", "89"], 3, "§"
+        "mamba-ssm",
+        version,
+        "torch",
+        "13.0",
+        "linux_x86_64",
+        "80",
+        ["80", "86", "89"],
+        3,
+        "§",
+        units=["selective_scan_bwd_fp32_real"],
     )
     facts = GroupFacts(
         "13.0", "linux_x86_64", parse_proofs(json.dumps({"schema": 1, "proofs": [entry]}))
@@ -308,7 +318,8 @@ def _grouped_context(version: str) -> PatchContext:
 
 
 def test_the_split_counts_front_end_passes_not_archs(tmp_path: Path) -> None:
-    """Four archs in two passes split as finely as one or two archs: each unit does less work."""
+    """Four archs with a unit proven to share a pass (two passes) split as finely as one or two
+    archs: a proven unit does less work."""
     listings = {}
     for name, ctx in (
         ("one arch", context("90")),

@@ -166,9 +166,9 @@ def test_a_git_torch_wheel_maps_to_the_build_that_made_it(tmp_path: Path) -> Non
 def test_shared_passes_in_the_record_rebuild_with_proven_groups_and_none_with_off(
     tmp_path: Path,
 ) -> None:
-    """The record keeps the passes several archs shared; a rebuild asks for grouping only then,
-    so a wheel built when no proof applied rebuilds one pass per arch whatever the table holds."""
-    shared = ["arch=compute_80,code=[sm_80,sm_89]"]
+    """The record keeps each proven unit's passes; a rebuild asks for grouping only then, so a
+    wheel built when no proof applied rebuilds one pass per arch whatever the table holds."""
+    shared = ["causal_conv1d_fwd: arch=compute_80,code=[sm_80,sm_89]"]
     grouped = make_wheel(tmp_path, provenance(archs=["80", "89"], shared_passes=shared))
     assert read_target(grouped, host=HOST, jobs=8).request.arch_groups == "proven"
     read_back = Provenance.from_dict(provenance(shared_passes=shared))

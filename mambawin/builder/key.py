@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from mambawin.abi import DEFAULT_ABI
+from mambawin.patch.arch_groups import FRONT_TABLE
 
 # Build products and VCS data inside a source tree: never part of what gets compiled.
 _IGNORED_DIRS = frozenset({".git", "build", "dist", "__pycache__", ".mambawin"})
@@ -38,13 +39,20 @@ class KeyInputs:
     keep_complex: bool
     package: str = "mamba-ssm"  # two packages never share objects, even from one commit
     abi: str = DEFAULT_ABI  # a stable build compiles other flags (the patched tree differs too)
+    # sha256 of the tree's .mambawin/front_end.json ("" when none), which tree_digest leaves out
+    # with the rest of .mambawin/: a unit compiled from a shared pass is other bytes (its cubins'
+    # ELF flags name the virtual arch) even where its SASS is the same.
+    front_table: str = ""
 
 
 def _payload(inputs: KeyInputs) -> dict[str, object]:
-    """What the key hashes: a torch-ABI build's fields as before abi existed, so its keys stay."""
+    """What the key hashes: a torch-ABI build's fields as before abi existed, and a build with no
+    front-end table as before tables existed, so their keys stay."""
     data = asdict(inputs)
     if inputs.abi == DEFAULT_ABI:
         del data["abi"]
+    if not inputs.front_table:
+        del data["front_table"]
     return data
 
 
@@ -71,6 +79,12 @@ def tree_digest(root: Path) -> str:
         digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def front_table_digest(root: Path) -> str:
+    """sha256 of root's front-end table (patch/arch_groups.FRONT_TABLE); "" when it has none."""
+    table = root / FRONT_TABLE
+    return hashlib.sha256(table.read_bytes()).hexdigest() if table.is_file() else ""
 
 
 def _source_files(root: Path) -> Iterator[Path]:

@@ -140,12 +140,13 @@ def provenance(
 
 
 def shared_passes(patches: PatchReport) -> tuple[str, ...]:
-    """The -gencode values of the passes that served several archs, as the record keeps them
-    (a rebuild reads them back as --arch-groups)."""
+    """Each proven unit's front-end passes, `"<unit>: <gencode>[, <gencode>]"`, sorted, as the
+    record keeps them (a rebuild reads a non-empty list back as --arch-groups proven). A pure
+    function of the patch options, as the tree's .mambawin/front_end.json is."""
     front = planned_front_end(patches)
     if front is None:
         return ()
-    return tuple(g for p in front.passes if len(p.archs) > 1 for g in p.gencode())
+    return tuple(sorted(f"{unit}: {', '.join(g)}" for unit, g in front.table().items()))
 
 
 def refuse_unstable(wheel: Path) -> None:

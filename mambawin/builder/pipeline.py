@@ -26,7 +26,13 @@ from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stat
 from mambawin.builder.environment import build_environment
 from mambawin.builder.estimate import expected
 from mambawin.builder.kept import keep_limit
-from mambawin.builder.key import KeyInputs, build_key, slot_key, tree_digest
+from mambawin.builder.key import (
+    KeyInputs,
+    build_key,
+    front_table_digest,
+    slot_key,
+    tree_digest,
+)
 from mambawin.builder.options import BuildOptions, check_options, nvcc_threads, resolve_jobs
 from mambawin.builder.request import BuildRequest, Tools
 from mambawin.builder.results import BuildPlan, BuildResult, Prepared, patch_json, upstream_json
@@ -184,7 +190,7 @@ def plan(
         with steps("configure"):  # setup.py's text, never run: it needs torch and nvcc
             scan = scan_setup(fetched.tree)
             wheel = planned_wheel(fetched.tree, prepared, label, request)
-    front_end = planned_front_end(prepared.patches)
+            front_end = planned_front_end(prepared.patches, fetched.tree)
     gencode = planned_gencode(prepared.patches, scan)
     estimate = expected(
         [(prepared.package, request.keep_complex)], len(prepared.archs), prepared.jobs
@@ -257,7 +263,7 @@ def _prepare_with(
         pin=options.pin,
     )
     fetched = front.prepare(request, staging, reporter=steps)
-    for line in front_end_lines(planned_front_end(fetched.patches)):
+    for line in front_end_lines(planned_front_end(fetched.patches, fetched.tree)):
         steps.note(line)
     checkout = fetched.checkout
     inputs = _key_inputs(checkout, fetched.patches, archs, toolchain, options)
@@ -369,6 +375,7 @@ def _key_inputs(
         keep_complex=options.keep_complex,
         package=options.package.name,
         abi=options.abi,
+        front_table=front_table_digest(checkout.path),
     )
 
 
@@ -444,7 +451,7 @@ def _record(
         cache=stats.to_json() if stats else None,
         glibc=wheel_glibc(wheel),
         source=prepared.checkout.source_record,
-        front_end=front_end_json(planned_front_end(prepared.patches)),
+        front_end=front_end_json(planned_front_end(prepared.patches, prepared.workspace.src)),
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")

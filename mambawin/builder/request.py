@@ -222,15 +222,15 @@ class BuildRequest:
             metavar="|".join(ABIS),
         ),
     )
-    # proven: archs share one nvcc front-end pass where their SASS is proven identical; off: one
-    # pass per arch
+    # proven: in each compile unit proven to give the same SASS, archs share one nvcc front-end
+    # pass; off: one pass per arch
     arch_groups: str = field(
         default=PROVEN,
         metadata=option(
             "--arch-groups",
-            "proven: archs whose SASS is proven identical from one virtual arch share one nvcc "
-            "front-end pass (e.g. compute_80 for sm_80, sm_86, sm_89), the rest keep their own; "
-            "off: one pass per arch.",
+            "proven: in each compile unit whose SASS is proven identical from one virtual arch, "
+            "those archs share one nvcc front-end pass (e.g. compute_80 for sm_80, sm_86, sm_89); "
+            "every other unit keeps one pass per arch; off: one pass per arch everywhere.",
             BUILDS,
             panel=SPEED,
             metavar="|".join(ARCH_GROUPS),

@@ -16,12 +16,20 @@ from mambawin.builder.workspace import (
 )
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA, Package
+from mambawin.patch.arch_groups import FRONT_TABLE
 from mambawin.patch.record import PatchReport, PatchResult
 from mambawin.toolchain.native import Toolchain
 
 # Each backend's name, as BuildResult.backend carries it and builder/backends.py keys its table:
 # here, below the backends, so a backend names itself without importing its dispatcher.
 NATIVE, CROSS_WINDOWS, WINDOWS_CHECK = "native", "cross-windows", "windows-check"
+
+
+def front_table(tree: Path) -> Path | None:
+    """tree's front-end table (the proven units' passes, written by the arch-list patch), or None
+    when no unit is proven."""
+    table = tree / FRONT_TABLE
+    return table if table.is_file() else None
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ class Prepared:
             windows=windows,
             cache=self.cache,
             torch_link=link,
+            front_table=front_table(self.workspace.src),
         )
 
 

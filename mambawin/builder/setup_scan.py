@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.errors import BuildError
-from mambawin.patch.arch_groups import FrontEnd
+from mambawin.patch.arch_groups import FrontEnd, setup_units
 from mambawin.patch.base import MARK_BEGIN, MARK_END
 from mambawin.patch.record import IN_EFFECT, PatchReport
 from mambawin.patch.setup_py.arch_list import ID as ARCH_LIST
@@ -117,17 +117,30 @@ def _without_mambawin(text: str) -> str:
     return re.sub(block, "", text, flags=re.DOTALL)
 
 
-def planned_front_end(patches: PatchReport) -> FrontEnd | None:
-    """The front-end passes the arch-list patch baked into setup.py, as it planned them (the
-    patch options, the package and its release); None when it is not in effect."""
+def planned_front_end(patches: PatchReport, tree: Path | None = None) -> FrontEnd | None:
+    """The front-end passes the arch-list patch planned (the patch options, the package and its
+    release): one per arch in setup.py, and the proven units' own; None when it is not in
+    effect. tree: the patched tree, whose setup.py names the units that stay unproven."""
     if any(r.id == ARCH_LIST and r.status in IN_EFFECT for r in patches.results):
-        return patches.options.front_end(patches.package, patches.version)
+        return patches.options.front_end(patches.package, patches.version, _units(tree))
     return None
 
 
+def _units(tree: Path | None) -> tuple[str, ...] | None:
+    """The unit stems tree's setup.py lists; None when there is no tree or it cannot be read
+    (the proofs' units are spoken of then)."""
+    if tree is None:
+        return None
+    try:
+        return setup_units((tree / "setup.py").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
 def planned_gencode(patches: PatchReport, scan: SetupScan) -> tuple[str, ...]:
-    """The -gencode values nvcc will get: one per front-end pass when the arch-list patch is in
-    effect (it bakes them into setup.py), else upstream's own literal list."""
+    """The -gencode values setup.py gives nvcc: one per arch when the arch-list patch is in
+    effect (it bakes them into setup.py; a proven unit's own come from the tree's table), else
+    upstream's own literal list."""
     front = planned_front_end(patches)
     return front.gencode() if front is not None else scan.upstream_gencode
 

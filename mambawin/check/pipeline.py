@@ -243,7 +243,7 @@ def plan_check(options: CheckOptions, *, reporter: Reporter | None = None) -> Bu
             reuses_objects=False,
             local_version=None,
             package=options.package.name,
-            front_end=front_end_json(planned_front_end(front.patches)),
+            front_end=front_end_json(planned_front_end(front.patches, front.tree)),
         )
 
 

@@ -117,7 +117,7 @@ def windows_tree(
         else None,
     )
     with windows_front(request, "cross", ("objs",), reporter=reporter) as front:
-        for line in front_end_lines(planned_front_end(front.patches)):
+        for line in front_end_lines(planned_front_end(front.patches, front.tree)):
             timed(reporter).note(line)
         cuda = toolchain.cuda_version() or ""
         written = provenance(
@@ -165,7 +165,7 @@ def build_windows(
             local_version=prepared.provenance.label,
         )
         built = cross_build(cross, tools=tools, reporter=steps)
-        front_end = front_end_json(planned_front_end(prepared.front.patches))
+        front_end = front_end_json(planned_front_end(prepared.front.patches, prepared.front.tree))
     return build_result(options, built, steps.durations, front_end=front_end)
 
 
@@ -200,7 +200,7 @@ def plan_windows(
             local_version=label,
             package=options.package.name,
             wheel=wheel,
-            front_end=front_end_json(planned_front_end(front.patches)),
+            front_end=front_end_json(planned_front_end(front.patches, front.tree)),
         )
 
 

@@ -5,10 +5,17 @@ arch=compute_86,code=sm_86` for each of four archs parses and optimises every ke
 `-gencode arch=compute_80,code=[sm_80,sm_86,sm_89]` runs cicc once for compute_80 and ptxas once
 per real arch. Whether sm_86's SASS from compute_80's PTX is the SASS sm_86's own pass gives
 depends on the kernels (a `__CUDA_ARCH__` test, an intrinsic only the newer PTX has), the
-upstream release, the ABI's sources and the nvcc, so nothing is grouped on reasoning alone: an
-arch shares a lower arch's pass only where a proof says that, for this package, release, ABI,
-CUDA and platform, every kernel's SASS was compared and is identical (data/sass_groups.json, one
-entry per comparison; `proof_entry` writes one). Anything unproven keeps its own pass, as before.
+upstream release, the ABI's sources and the nvcc, so nothing is grouped on reasoning alone: in
+one compile unit, an arch shares a lower arch's pass only where a proof says that, for this
+package, release, ABI, CUDA and platform, every kernel of that unit was compared and its SASS is
+identical (data/sass_groups.json, one entry per comparison naming the units that passed;
+`proof_entry` writes one). Proofs are per unit because real ones are: in causal-conv1d
+1.5.0.post8 every kernel is the same from compute_80 for sm_86 and sm_89 except those of
+causal_conv1d_update.cu. Anything unproven keeps its own pass, as before.
+
+setup.py always gets one pass per arch (so a patched tree built without mambawin is the usual
+build); the proven units' passes go into the tree's .mambawin/front_end.json, which the build's
+nvcc wrapper (builder/nvcc_front.py) applies to each unit it compiles.
 
 Rules: only plain archs group (sm_90a/sm_100f code is tied to its own arch); a pass serves archs
 of its own major (compute_80 cannot use what sm_90 adds, so sm_90's SASS from it is another
@@ -24,69 +31,26 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from mambawin.archs import Arch
+from mambawin.patch.sass_proofs import DATA as DATA
+from mambawin.patch.sass_proofs import PROOF_PLATFORM as PROOF_PLATFORM
+from mambawin.patch.sass_proofs import GroupKey as GroupKey
+from mambawin.patch.sass_proofs import Proof as Proof
+from mambawin.patch.sass_proofs import ProofTable as ProofTable
+from mambawin.patch.sass_proofs import cuda_release as cuda_release
+from mambawin.patch.sass_proofs import group_key as group_key
+from mambawin.patch.sass_proofs import parse_proofs as parse_proofs
+from mambawin.patch.sass_proofs import proof_entry as proof_entry
+from mambawin.patch.sass_proofs import shipped_proofs as shipped_proofs
+from mambawin.patch.sass_proofs import unit_stem as unit_stem
+from mambawin.patch.sass_proofs import with_proof as with_proof
 
 PROVEN, OFF = "proven", "off"
 ARCH_GROUPS = (PROVEN, OFF)
-DATA = "sass_groups.json"  # in mambawin/patch/data/
-SCHEMA = 1
-PROOF_PLATFORM = "linux_x86_64"  # the one platform proofs are made on so far
-_ARCH = re.compile(r"^\d{2,3}$", re.ASCII)  # a plain arch, as nvcc packs it: 80, 86, 100
-_CUDA = re.compile(r"^\d+\.\d+$", re.ASCII)
-_FIELDS = ("package", "version", "abi", "cuda", "platform", "ptx_arch", "archs", "kernels")
-
-
-@dataclass(frozen=True)
-class GroupKey:
-    """What a proof holds for: the SASS of one package release, ABI, CUDA and platform."""
-
-    package: str
-    version: str  # upstream's version, exact (normalised by PEP 440)
-    abi: str  # torch | stable
-    cuda: str  # major.minor of the nvcc; "" when unknown (nothing is proven for it)
-    platform: str  # the wheel's platform tag, e.g. linux_x86_64
-
-    def proven_text(self) -> str:
-        """e.g. 'mamba-ssm 2.2.4, CUDA 13.0, torch ABI'."""
-        return f"{self.package} {self.version}, CUDA {self.cuda}, {self.abi} ABI{self._where()}"
-
-    def unproven_text(self) -> str:
-        """e.g. 'causal-conv1d 1.6.2 (torch ABI, CUDA 13.0)'."""
-        cuda = f"CUDA {self.cuda}" if self.cuda else "CUDA unknown"
-        return f"{self.package} {self.version} ({self.abi} ABI, {cuda}{self._where()})"
-
-    def _where(self) -> str:
-        return "" if self.platform == PROOF_PLATFORM else f", {self.platform}"
-
-
-@dataclass(frozen=True)
-class Proof:
-    """One comparison: every kernel's SASS of archs from ptx_arch's pass equals its own pass's."""
-
-    key: GroupKey
-    ptx_arch: str  # e.g. "80"
-    archs: tuple[str, ...]  # the real archs the pass serves, ptx_arch included
-    kernels: int  # kernels compared
-    evidence: str  # the docs/benchmarks.md section that shows it
-
-    def covers(self, key: GroupKey, ptx_arch: str, arch: str) -> bool:
-        return self.key == key and self.ptx_arch == ptx_arch and arch in self.archs
-
-
-@dataclass(frozen=True)
-class ProofTable:
-    """Every SASS proof mambawin knows."""
-
-    proofs: tuple[Proof, ...] = ()
-
-    def proof_for(self, key: GroupKey, ptx_arch: str, arch: str) -> Proof | None:
-        return next((p for p in self.proofs if p.covers(key, ptx_arch, arch)), None)
+_CU_SOURCE = re.compile(r"""["']([^"'\n]+)\.cu["']""")  # a .cu path in setup.py
+FRONT_TABLE = ".mambawin/front_end.json"  # in the patched tree: the proven units' passes
 
 
 @dataclass(frozen=True)
@@ -123,8 +87,7 @@ class FrontPass:
 
     def describe(self) -> str:
         served = ", ".join(a.sm for a in self.archs) + (" +PTX" if self.emits_ptx else "")
-        proven = f" (SASS proven identical: {self.proof.key.proven_text()})" if self.proof else ""
-        return f"{self.ptx.compute} for {served}{proven}"
+        return f"{self.ptx.compute} for {served}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -136,15 +99,33 @@ class FrontPass:
         }
 
 
+Passes = tuple[FrontPass, ...]
+
+
 @dataclass(frozen=True)
 class FrontEnd:
-    """The passes nvcc runs, and why each arch that could have shared one does not."""
+    """The passes nvcc runs: one per arch for every unit (what setup.py bakes), and fewer for
+    each unit whose SASS is proven the same from a shared pass; and why the rest do not share.
+    """
 
-    passes: tuple[FrontPass, ...]
-    unshared: tuple[str, ...] = ()  # one line per reason: 'sm_86, sm_89 keep their own pass: ...'
+    passes: Passes  # the default: one pass per arch, today's build
+    units: tuple[tuple[str, Passes], ...] = ()  # (unit stem, its passes), proven units only
+    unshared: tuple[str, ...] = ()  # one line per reason
+    key: GroupKey | None = None  # what the proofs were sought for (None: grouping off)
 
     def gencode(self) -> tuple[str, ...]:
-        return tuple(g for p in self.passes for g in p.gencode())
+        """The -gencode values setup.py bakes: one pass per arch, for every unit."""
+        return _gencode(self.passes)
+
+    def table(self) -> dict[str, list[str]]:
+        """{unit stem: its -gencode values} for each proven unit: .mambawin/front_end.json."""
+        return {unit: list(_gencode(passes)) for unit, passes in self.units}
+
+    @property
+    def split_passes(self) -> int:
+        """The passes split-units counts: the fewest a proven unit gets where a unit is proven
+        (those units do the less work a finer split serves), else one per arch."""
+        return min((len(p) for _, p in self.units), default=len(self.passes))
 
     @property
     def targets(self) -> int:
@@ -154,50 +135,141 @@ class FrontEnd:
         """What the build and its plan say: the passes, then each reason."""
         if not self.passes:
             return ()
-        return ("front end: " + "; ".join(p.describe() for p in self.passes), *self.unshared)
+        if not self.units:
+            return ("front end: " + "; ".join(p.describe() for p in self.passes), *self.unshared)
+        layouts: dict[Passes, list[str]] = {}
+        for unit, passes in self.units:
+            layouts.setdefault(passes, []).append(unit)
+        said = [_layout_text(passes, units, self.key) for passes, units in layouts.items()]
+        return (
+            "front end: " + "; ".join(said) + "; every other unit one pass per arch",
+            *self.unshared,
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"passes": [p.to_json() for p in self.passes], "unshared": list(self.unshared)}
+        return {
+            "passes": [p.to_json() for p in self.passes],
+            "units": {unit: [p.to_json() for p in passes] for unit, passes in self.units},
+            "unshared": list(self.unshared),
+        }
 
 
-def group_key(package: str, version: str, abi: str, cuda: str, platform: str) -> GroupKey:
-    """The key of a build: its release normalised by PEP 440, its CUDA as major.minor."""
-    return GroupKey(package, _version(version), abi, cuda_release(cuda), platform)
+def _gencode(passes: Passes) -> tuple[str, ...]:
+    return tuple(g for p in passes for g in p.gencode())
 
 
-def cuda_release(text: str) -> str:
-    """'13.0' of '13.0', '13.0.88' or 'V13.0.88'; '' when it is no version."""
-    try:
-        release = Version(text.strip().lstrip("vV")).release
-    except InvalidVersion:
-        return ""
-    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+def _layout_text(passes: Passes, units: list[str], key: GroupKey | None) -> str:
+    """'compute_80 for sm_80, sm_86 in 2 units (a, b) (SASS proven identical: ...)'."""
+    shared = "; ".join(p.describe() for p in passes if len(p.archs) > 1)
+    count = f"{len(units)} unit{'s' if len(units) > 1 else ''}"
+    proven = f" (SASS proven identical: {key.proven_text()})" if key else ""
+    return f"{shared} in {count} ({', '.join(units)}){proven}"
 
 
-def plan_front_end(archs: tuple[Arch, ...], key: GroupKey, proofs: ProofTable | None) -> FrontEnd:
-    """The front-end passes for archs (proofs None: one pass per arch, grouping off)."""
+def setup_units(setup_text: str) -> tuple[str, ...]:
+    """The unit stems a setup.py's text lists (every quoted `.cu` path), parts mapped to their
+    unit, sorted."""
+    return tuple(sorted({unit_stem(m) for m in _CU_SOURCE.findall(setup_text)}))
+
+
+def table_text(front: FrontEnd) -> str | None:
+    """FRONT_TABLE's text for front: {unit stem: [-gencode values]} of the proven units, sorted;
+    None when no unit is proven (the tree holds no table)."""
+    table = front.table()
+    return json.dumps(table, indent=2, sort_keys=True) + "\n" if table else None
+
+
+def plan_front_end(
+    archs: tuple[Arch, ...],
+    key: GroupKey,
+    proofs: ProofTable | None,
+    units: Iterable[str] | None = None,
+) -> FrontEnd:
+    """The front-end passes for archs (proofs None: one pass per arch, grouping off): one per
+    arch for every unit, and per unit the passes its proofs allow. units: the tree's unit stems
+    (parts map to theirs), so the unproven ones are named; None: the rest are spoken of as
+    'every other unit'. Which units are proven, and their passes, never depend on units."""
+    default = tuple(FrontPass(a, (a,), a.ptx) for a in sorted(archs))
+    if proofs is None:
+        return FrontEnd(default)
+    listed = None if units is None else sorted({unit_stem(u) for u in units})
+    # The proven units never depend on the list (the table is a function of the options).
+    candidates = sorted({*proofs.units_of(key), *(listed or ())})
+    planned = {unit: _unit_passes(archs, key, proofs, unit) for unit in candidates}
+    proven = tuple((u, p) for u, (p, _) in planned.items() if len(p) < len(default))
+    lines = _ptx_lines(archs) + _unproven_lines(
+        archs, key, planned, listed is not None, {u for u, _ in proven}
+    )
+    return FrontEnd(default, proven, lines, key)
+
+
+def _unit_passes(
+    archs: tuple[Arch, ...], key: GroupKey, proofs: ProofTable, unit: str
+) -> tuple[Passes, tuple[Arch, ...]]:
+    """unit's passes, and the archs that could have shared a lower pass but have no proof."""
     passes: list[FrontPass] = []
-    unshared: dict[str, list[Arch]] = {}
+    unproven: list[Arch] = []
     for arch in sorted(archs):
         hosts = _lower_passes(passes, arch)
-        if proofs is None or not hosts:
-            passes.append(FrontPass(arch, (arch,), arch.ptx))
-            continue
-        proven = [(h, p) for h in hosts if (p := proofs.proof_for(key, h.ptx.number, arch.number))]
+        proven = [
+            (h, p) for h in hosts if (p := proofs.proof_for(key, h.ptx.number, arch.number, unit))
+        ]
         if arch.ptx or not proven:
-            why = (
-                f"its PTX needs a {arch.compute} pass anyway"
-                if arch.ptx
-                else f"no SASS proof for {key.unproven_text()}"
-            )
-            unshared.setdefault(why, []).append(arch)
+            if hosts and not arch.ptx:
+                unproven.append(arch)
             passes.append(FrontPass(arch, (arch,), arch.ptx))
             continue
         host, proof = proven[0]
         joined = FrontPass(host.ptx, (*host.archs, arch), host.emits_ptx, host.proof or proof)
         passes[passes.index(host)] = joined
-    lines = tuple(_unshared_line(members, why) for why, members in unshared.items())
-    return FrontEnd(tuple(passes), lines)
+    return tuple(passes), tuple(unproven)
+
+
+def _groupable(archs: tuple[Arch, ...]) -> list[Arch]:
+    """The archs that have a lower plain arch of their major to share a pass with."""
+    singles: list[FrontPass] = []
+    out: list[Arch] = []
+    for arch in sorted(archs):
+        if _lower_passes(singles, arch):
+            out.append(arch)
+        singles.append(FrontPass(arch, (arch,), arch.ptx))
+    return out
+
+
+def _ptx_lines(archs: tuple[Arch, ...]) -> tuple[str, ...]:
+    """Why an arch built with +PTX keeps its own pass in every unit."""
+    asked = [a for a in _groupable(archs) if a.ptx]
+    if not asked:
+        return ()
+    return tuple(_unshared_line([a], f"its PTX needs a {a.compute} pass anyway") for a in asked)
+
+
+def _unproven_lines(
+    archs: tuple[Arch, ...],
+    key: GroupKey,
+    planned: Mapping[str, tuple[Passes, tuple[Arch, ...]]],
+    listed: bool,
+    proven: set[str],
+) -> tuple[str, ...]:
+    """Why each unit (or, without the tree's list, each arch) keeps passes it could share."""
+    groupable = [a for a in _groupable(archs) if not a.ptx]
+    if not groupable:
+        return ()
+    why = f"no SASS proof for it ({key.text()})"
+    lines: list[str] = []
+    whole = [u for u in planned if u not in proven]
+    if whole:
+        verb, it = ("keeps", "it") if len(whole) == 1 else ("keep", "them")
+        lines.append(
+            f"{', '.join(whole)} {verb} a pass per arch: no SASS proof for {it} ({key.text()})"
+        )
+    for unit in sorted(proven):
+        missing = planned[unit][1]
+        if missing:
+            lines.append(f"{unit}: " + _unshared_line(list(missing), why))
+    if not listed and not proven:  # no unit named anywhere: say it of the archs, as before
+        lines = [_unshared_line(groupable, f"no SASS proof for {key.unproven_text()}")]
+    return tuple(lines)
 
 
 def _lower_passes(passes: list[FrontPass], arch: Arch) -> list[FrontPass]:
@@ -215,99 +287,3 @@ def _unshared_line(archs: list[Arch], why: str) -> str:
     names = ", ".join(str(a) for a in archs)
     verb = "keeps its" if len(archs) == 1 else "keep their"
     return f"{names} {verb} own pass: {why}"
-
-
-# ---- the proofs, as data -----------------------------------------------------------------------
-
-
-def proof_entry(
-    package: str,
-    version: str,
-    abi: str,
-    cuda: str,
-    platform: str,
-    ptx_arch: str,
-    archs: Iterable[str],
-    kernels: int,
-    evidence: str,
-) -> dict[str, Any]:
-    """One entry of data/sass_groups.json's "proofs", checked as the loader checks it: what a
-    SASS comparison of ptx_arch's pass against each arch's own pass proved."""
-    entry = {
-        "package": package,
-        "version": _version(version),
-        "abi": abi,
-        "cuda": cuda_release(cuda) or cuda,
-        "platform": platform,
-        "ptx_arch": ptx_arch,
-        "archs": sorted(set(archs), key=int) if all(_ARCH.match(a) for a in archs) else list(archs),
-        "kernels": kernels,
-        "evidence": evidence,
-    }
-    _proof(entry, 0)  # refuses what the loader would
-    return entry
-
-
-def with_proof(text: str, entry: Mapping[str, Any]) -> str:
-    """sass_groups.json's text with entry added, replacing an entry for the same key and PTX
-    arch (a newer comparison of the same thing); the entries sorted, so the file diffs well."""
-    data = json.loads(text)
-    parse_proofs(text)  # the table as it stands must be valid
-    _proof(entry, len(data["proofs"]))
-    same = ("package", "version", "abi", "cuda", "platform", "ptx_arch")
-    kept = [e for e in data["proofs"] if any(e[f] != entry[f] for f in same)]
-    data["proofs"] = sorted([*kept, dict(entry)], key=lambda e: [str(e[f]) for f in same])
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-
-
-def parse_proofs(text: str) -> ProofTable:
-    """The table a sass_groups.json text holds; ValueError naming the first bad entry."""
-    data = json.loads(text)
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ValueError(f"{DATA}: not a schema {SCHEMA} proof table")
-    entries = data.get("proofs")
-    if not isinstance(entries, list):
-        raise ValueError(f'{DATA}: "proofs" is no list')
-    return ProofTable(tuple(_proof(e, i) for i, e in enumerate(entries)))
-
-
-@lru_cache(maxsize=1)
-def shipped_proofs() -> ProofTable:
-    """The proofs this mambawin ships (mambawin/patch/data/sass_groups.json)."""
-    text = resources.files("mambawin.patch").joinpath(f"data/{DATA}").read_text(encoding="utf-8")
-    return parse_proofs(text)
-
-
-def _proof(entry: object, index: int) -> Proof:
-    where = f"{DATA}: proof {index}"
-    if not isinstance(entry, Mapping):
-        raise ValueError(f"{where} is no object")
-    missing = [f for f in (*_FIELDS, "evidence") if f not in entry]
-    if missing:
-        raise ValueError(f"{where} lacks {', '.join(missing)}")
-    strings = ("package", "version", "abi", "cuda", "platform", "ptx_arch", "evidence")
-    if not all(isinstance(entry[f], str) and entry[f] for f in strings):
-        raise ValueError(f"{where}: {', '.join(strings)} must be non-empty strings")
-    archs, ptx = entry["archs"], entry["ptx_arch"]
-    if not isinstance(archs, list) or not all(isinstance(a, str) and _ARCH.match(a) for a in archs):
-        raise ValueError(f'{where}: archs must be plain archs like "86"')
-    if not _ARCH.match(ptx) or ptx not in archs or len(archs) < 2:
-        raise ValueError(f"{where}: ptx_arch must be one of two or more archs")
-    if any(a[:-1] != ptx[:-1] or int(a) < int(ptx) for a in archs):
-        raise ValueError(f"{where}: archs must share ptx_arch's major and not be below it")
-    if not _CUDA.match(entry["cuda"]):
-        raise ValueError(f"{where}: cuda must be major.minor, e.g. 13.0")
-    kernels = entry["kernels"]
-    if not isinstance(kernels, int) or isinstance(kernels, bool) or kernels < 1:
-        raise ValueError(f"{where}: kernels must be the number of kernels compared (>= 1)")
-    key = GroupKey(
-        entry["package"], _version(entry["version"]), entry["abi"], entry["cuda"], entry["platform"]
-    )
-    return Proof(key, ptx, tuple(archs), kernels, entry["evidence"])
-
-
-def _version(text: str) -> str:
-    try:
-        return str(Version(text))
-    except InvalidVersion:
-        return text

@@ -7,7 +7,7 @@ staged files only after every selected patch succeeded, so a failure leaves ever
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,13 +37,14 @@ class PatchOptions:
     # (patch/arch_groups.py); None: one pass per arch (`--arch-groups off`, or no nvcc known).
     groups: GroupFacts | None = None
 
-    def front_end(self, package: str, version: str) -> FrontEnd:
-        """The nvcc front-end passes these archs get for package's release version."""
+    def front_end(self, package: str, version: str, units: Iterable[str] | None = None) -> FrontEnd:
+        """The nvcc front-end passes these archs get for package's release version, per unit
+        (units: the tree's unit stems, to name the unproven ones; None: the proofs' units)."""
         facts = self.groups
         key = group_key(
             package, version, self.abi, facts.cuda if facts else "", facts.platform if facts else ""
         )
-        return plan_front_end(self.archs, key, facts.proofs if facts else None)
+        return plan_front_end(self.archs, key, facts.proofs if facts else None, units)
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,10 @@ class PatchContext:
     patch_id: str = ""
     package: str = MAMBA.name
 
-    def front_end(self) -> FrontEnd:
-        """The front-end passes the arch-list patch bakes into setup.py (arch_groups.py)."""
-        return self.options.front_end(self.package, str(self.version))
+    def front_end(self, units: Iterable[str] | None = None) -> FrontEnd:
+        """The front-end passes of this build (arch_groups.py): setup.py's one per arch, and
+        the proven units' own (units: the tree's unit stems; None: the proofs')."""
+        return self.options.front_end(self.package, str(self.version), units)
 
     def drift(self, path: str, anchor: str) -> PatchError:
         """The error for a missing anchor: names the patch, file, upstream version and anchor."""

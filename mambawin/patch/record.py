@@ -18,6 +18,7 @@ from mambawin.abi import DEFAULT_ABI
 from mambawin.archs import format_archs
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import MAMBA, Package
+from mambawin.patch.arch_groups import FRONT_TABLE
 from mambawin.patch.base import Outcome, Patch, PatchOptions, Tree
 from mambawin.userfile import parse_json
 
@@ -84,7 +85,7 @@ def record_bytes(
         **({} if package == MAMBA else {"package": package.name}),
         "upstream": {"version": upstream.version, "commit": upstream.commit},
         "options": _record_options(options, results, in_effect, old)
-        | _record_front_end(options, results, in_effect, old, (package.name, upstream.version)),
+        | _record_front_end(tree, results, in_effect, old),
         "patches": [p.id for p in patches if p.id in in_effect],
         "files": {rel: sha256(tree.render(rel) if tree.exists(rel) else None) for rel in files},
     }
@@ -95,7 +96,7 @@ def record_bytes(
 # it) keeps the value it was applied with, so the record says what the files hold.
 ARCH_LIST = "arch-list"
 _OPTION_OF = {ARCH_LIST: "archs", "nvcc-threads": "nvcc_threads"}
-FRONT_END = "front_end"  # the arch-list block's -gencode values, where archs share a pass
+FRONT_END = "front_end"  # the proven units' -gencode values (FRONT_TABLE), where any unit is
 
 
 def _record_options(
@@ -119,23 +120,21 @@ def _record_options(
 
 
 def _record_front_end(
-    options: PatchOptions,
+    tree: Tree,
     results: tuple[PatchResult, ...],
     in_effect: set[str],
     old: Mapping[str, Any],
-    release: tuple[str, str],
 ) -> dict[str, Any]:
-    """The shared front-end passes the arch-list block holds, only where archs share one (a
-    record of one pass per arch keeps its bytes); a block kept from an earlier run keeps its."""
+    """The proven units' front-end passes the arch-list patch wrote (FRONT_TABLE), only where a
+    unit is proven (a record of one pass per arch keeps its bytes); a block kept from an earlier
+    run keeps its."""
     if ARCH_LIST not in in_effect:
         return {}
     if not any(r.id == ARCH_LIST and r.status in IN_EFFECT for r in results):
         saved = old.get("options", {}).get(FRONT_END)
         return {} if saved is None else {FRONT_END: saved}
-    front = options.front_end(*release)
-    if all(len(p.archs) == 1 for p in front.passes):
-        return {}
-    return {FRONT_END: list(front.gencode())}
+    data = tree.render(FRONT_TABLE) if tree.exists(FRONT_TABLE) else None
+    return {} if data is None else {FRONT_END: json.loads(data)}
 
 
 def in_effect_ids(results: tuple[PatchResult, ...], old: Mapping[str, Any]) -> set[str]:

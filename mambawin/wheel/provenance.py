@@ -63,9 +63,9 @@ class Provenance:
     # What the tree was made from: {"kind": "sdist", "file", "sha256", "index"} for a release's
     # sdist from the package index, {"kind": "git", "commit"} for a git checkout; {}: a folder.
     source: Mapping[str, str] = field(default_factory=dict)
-    # The -gencode values of nvcc front-end passes that served several archs (`--arch-groups
-    # proven` with a SASS proof), e.g. "arch=compute_80,code=[sm_80,sm_89]"; () when every arch
-    # had its own pass (and then not written, as in every record before grouping).
+    # "<unit>: <gencode>, ..." per compile unit that shared nvcc front-end passes (a SASS proof
+    # for it under `--arch-groups proven`), sorted; () when every unit had a pass per arch (and
+    # then not written, as in every record before grouping).
     shared_passes: tuple[str, ...] = ()
     # The record as the wheel stores it, unknown keys kept ({} for one made here): what a rewrite
     # carries over and `metadata --json` and the index show verbatim.

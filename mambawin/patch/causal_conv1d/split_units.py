@@ -20,8 +20,9 @@ compiled in exactly one object, with the same flags and the same template argume
 untouched: a part is the unit's text, `#ifdef USE_ROCM` branches included.
 
 How many parts (PARTS): the 9 dtype combinations in contiguous groups, as many as nvcc's
-front-end passes call for (one pass per arch, or one per group of archs proven to share it:
-patch/arch_groups.py; cicc runs once per pass and is most of a unit's time). For one or two
+front-end passes call for (one pass per arch; where any unit is proven to share passes, the
+passes a proven unit gets: patch/arch_groups.py; cicc runs once per pass and is most of a unit's
+time). For one or two
 passes, which nvcc compiles single-threaded, bwd becomes 9 (one per combination, 19-32 s each on a
 busy H100 core). fwd stays whole: each unit costs ~7 s before any kernel (preprocessing, cudafe++
 and cicc over the headers, the host compile), and v1.5.4's fwd split in 3 took 34 s against about
@@ -118,7 +119,7 @@ def _split_unit(tree: Tree, ctx: PatchContext, unit: str) -> list[list[str]]:
     combos = list(dict.fromkeys(_types(m) for m in _INSTANCE.finditer(text)))
     if len(combos) < 2:
         raise ctx.drift(path, f"template void {unit}_cuda<float, at::Half>(...);")
-    passes = len(ctx.front_end().passes)
+    passes = ctx.front_end().split_passes
     parts = groups(combos, min(parts_for(unit, passes), len(combos)))
     names = [part_name(unit, k) for k in range(1, len(parts))]
     for k in range(len(parts), MAX_PARTS + 1):  # a re-patch with fewer parts

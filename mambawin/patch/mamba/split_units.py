@@ -26,7 +26,8 @@ becomes 4 objects, the two small configs sharing the unit, and fwd 2 (~20 s each
 of 25-40 s the pair's 16 jobs ran two rounds of long units and the second left cores idle; the
 fwd halves fill them (a model of the pool fed with one H200 run's unit times: a 77.5 s compile
 becomes 70.7 s for 2 % more work; docs/benchmarks.md §22). The count follows nvcc's front-end
-passes (one per arch, or one per group of archs proven to share it: patch/arch_groups.py), since
+passes (one per arch; where any unit is proven to share passes, the passes a proven unit gets:
+patch/arch_groups.py), since
 cicc runs once per pass and is most of a unit's time: with more than two passes nvcc's `--threads`
 already runs a unit's passes in parallel, so bwd becomes 2 and fwd stays whole (docs/benchmarks.md
 §12: 5 parts at four archs oversubscribed the cores); four archs in two passes get the finer split,
@@ -159,7 +160,7 @@ def transform(tree: Tree, ctx: PatchContext) -> Outcome:
     listed = [m["unit"] for m in _SOURCE_LINE.finditer(setup) if m["unit"] in UNITS]
     if not listed:
         raise ctx.drift(SETUP, f'"{KERNELS}/selective_scan_bwd_fp32_real.cu",')
-    passes = len(ctx.front_end().passes)
+    passes = ctx.front_end().split_passes
     new_lines = {
         unit: split_unit(tree, ctx, unit, objects_for(kind(unit), passes)) for unit in listed
     }

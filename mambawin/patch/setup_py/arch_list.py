@@ -9,10 +9,12 @@ architecture 'compute_53'"; upstream commit da71f21). Unmerged upstream PR #856 
 TORCH_CUDA_ARCH_LIST") parses the variable instead but drops +PTX; baking the list in wins
 regardless of what the environment or upstream does to TORCH_CUDA_ARCH_LIST.
 
-Archs whose SASS is proven identical from one virtual arch share one front-end pass
-(`arch=compute_80,code=[sm_80,sm_86]`: cicc once, ptxas per arch; patch/arch_groups.py); every
-other arch gets `arch=compute_XY,code=sm_XY` as before, so an unproven build's setup.py is the
-one a build without grouping writes.
+setup.py always gets one `arch=compute_XY,code=sm_XY` pass per arch, so a patched tree built
+without mambawin is the usual build. The units whose SASS is proven identical from a shared
+virtual arch (`arch=compute_80,code=[sm_80,sm_86]`: cicc once, ptxas per arch;
+patch/arch_groups.py) are listed with their passes in .mambawin/front_end.json, which mambawin's
+build applies per unit through its nvcc wrapper (builder/nvcc_front.py); the file is removed
+when no unit is proven.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import re
 from packaging.specifiers import SpecifierSet
 
 from mambawin.archs import format_archs
-from mambawin.patch.arch_groups import FrontEnd
+from mambawin.patch.arch_groups import FRONT_TABLE, FrontEnd, setup_units, table_text
 from mambawin.patch.base import (
     MARK_BEGIN,
     MARK_END,
@@ -42,7 +44,7 @@ ANCHOR = re.compile(r"^    # HACK: The compiler flag -D_GLIBCXX_USE_CXX11_ABI.*$
 
 
 def block(front: FrontEnd) -> str:
-    """setup.py lines replacing upstream's -gencode pairs with front's passes (+PTX as
+    """setup.py lines replacing upstream's -gencode pairs with one pass per arch (+PTX as
     code=compute_XX)."""
     archs = tuple(sorted(a for p in front.passes for a in p.archs))
     pairs = [f'        cc_flag += ["-gencode", "{value}"]\n' for value in front.gencode()]
@@ -58,13 +60,20 @@ def block(front: FrontEnd) -> str:
 
 
 def transform(tree: Tree, ctx: PatchContext) -> Outcome:
-    """Insert (or replace) the baked arch block before the `# HACK:` anchor of setup.py."""
+    """Insert (or replace) the baked arch block before the `# HACK:` anchor of setup.py, and
+    write (or remove) the proven units' passes."""
     text = tree.read(SETUP)
     anchor = find_line(text, ANCHOR)
     if anchor is None:
         raise ctx.drift(SETUP, "    # HACK: The compiler flag -D_GLIBCXX_USE_CXX11_ABI")
-    new, outcome = upsert_block(text, block(ctx.front_end()), ID, anchor)
+    front = ctx.front_end(setup_units(text))
+    new, outcome = upsert_block(text, block(front), ID, anchor)
     tree.write(SETUP, new)
+    table = table_text(front)
+    if table is not None:
+        tree.write(FRONT_TABLE, table)
+    elif tree.exists(FRONT_TABLE):  # an earlier run's, for archs or proofs that grouped
+        tree.delete(FRONT_TABLE)
     return outcome
 
 
@@ -80,7 +89,7 @@ PATCH = Patch(
     versions=SpecifierSet(">=1.0.0"),
     why="setup.py never reads TORCH_CUDA_ARCH_LIST (v2.3.2+ clears it); unmerged PR #856; "
     "nvcc 13 dropped sm<75 (upstream da71f21)",
-    files=(SETUP,),
+    files=(SETUP, FRONT_TABLE),
     transform=transform,
     skip_reason=_skip,
 )
