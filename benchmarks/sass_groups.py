@@ -1,8 +1,7 @@
 """Which archs can share one front-end pass: SASS kernel by kernel, per-arch build against grouped.
 
     python benchmarks/sass_groups.py groups --per-arch PER --grouped 80=G80 --grouped 86=G86 \
-        [--arch sm_80 ...] [--same-internal-names] [--package P --version V --abi A --cuda 13.0 \
-        --platform linux_x86_64 --evidence "docs/benchmarks.md §26"]
+        [--arch sm_80 ...] [--same-internal-names]
     python benchmarks/sass_groups.py units --per-arch OBJS --grouped 80:86,89=G80 \
         --grouped 86:89=G86 --package P --version V --abi A --cuda 13.0 \
         --platform linux_x86_64 --evidence "docs/benchmarks.md §26" [--write TABLE]
@@ -14,9 +13,8 @@ real arch). A binary is an extension module (.so/.pyd), an object, a wheel (its 
 modules, matched by member name) or a folder of wheels (matched by project). For every arch a
 grouped binary holds besides its own PTX arch, `groups` compares that arch's SASS of every kernel
 with the per-arch binary's, and prints one JSON document: per (PTX arch, arch) the kernels, how
-many are identical and which differ; with --package ... the proof entries (mambawin's
-`patch.arch_groups.proof_entry`) for the pairs where every kernel is identical, ready for the proof
-table. `units` does it per compile unit: OBJS and each G<p> are folders of the build's objects
+many are identical and which differ (a whole binary names no units, so it writes no proof).
+`units` does it per compile unit: OBJS and each G<p> are folders of the build's objects
 (`<unit>.o`, a split part `<unit>_partK.o` counting for its unit), each G<p> compiled with
 `arch=compute_<p>,code=[sm_<p>,<archs>]`; a unit is proven for an arch when every kernel of
 every one of its objects is identical, and the proof entries name the units (one entry per PTX
@@ -130,34 +128,7 @@ def groups(args: argparse.Namespace, cuobjdump: str, scratch: Path) -> dict[str,
             kernels = sum(r.get("kernels", 0) for r in rows)
             same = bool(rows) and all(r["same"] for r in rows)
             found.append({"ptx": ptx, "arch": arch, "kernels": kernels, "same": same, "rows": rows})
-    report: dict[str, Any] = {"pairs": found}
-    if args.package:
-        report["proofs"] = proofs(args, found)
-    return report
-
-
-def proofs(args: argparse.Namespace, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The proof entries for every (PTX arch, arch) whose kernels were all identical."""
-    from mambawin.patch.arch_groups import proof_entry
-
-    entries = []
-    for ptx in sorted({p["ptx"] for p in pairs}, key=int):
-        same = [p for p in pairs if p["ptx"] == ptx and p["same"]]
-        if same:
-            entries.append(
-                proof_entry(
-                    package=args.package,
-                    version=args.version,
-                    abi=args.abi,
-                    cuda=args.cuda,
-                    platform=args.platform,
-                    ptx_arch=ptx,
-                    archs=[ptx, *(p["arch"] for p in same)],
-                    kernels=sum(p["kernels"] for p in same),
-                    evidence=args.evidence,
-                )
-            )
-    return entries
+    return {"pairs": found}
 
 
 _PART = re.compile(r"_part\d+$")
@@ -273,8 +244,6 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--per-arch", type=Path, required=True)
     g.add_argument("--grouped", type=_ptx_arch, action="append", required=True)
     g.add_argument("--arch", action="append", default=[], help="sm_86 ... (default 80 86 89 90)")
-    for name in ("package", "version", "abi", "cuda", "platform", "evidence"):
-        g.add_argument(f"--{name}", default="")
     u = sub.add_parser("units")
     u.add_argument("--per-arch", type=Path, required=True)
     u.add_argument("--grouped", type=_grouped_units, action="append", required=True)

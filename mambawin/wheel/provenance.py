@@ -63,9 +63,8 @@ class Provenance:
     # What the tree was made from: {"kind": "sdist", "file", "sha256", "index"} for a release's
     # sdist from the package index, {"kind": "git", "commit"} for a git checkout; {}: a folder.
     source: Mapping[str, str] = field(default_factory=dict)
-    # "<unit>: <gencode>, ..." per compile unit that shared nvcc front-end passes (a SASS proof
-    # for it under `--arch-groups proven`), sorted; () when every unit had a pass per arch (and
-    # then not written, as in every record before grouping).
+    # "<unit>: <gencode>, ..." per unit whose archs shared nvcc front-end passes (a SASS proof),
+    # sorted; () when every unit had a pass per arch (then not written, as before grouping).
     shared_passes: tuple[str, ...] = ()
     # The record as the wheel stores it, unknown keys kept ({} for one made here): what a rewrite
     # carries over and `metadata --json` and the index show verbatim.
@@ -82,7 +81,7 @@ class Provenance:
         data["source"] = dict(self.source)
         data["shared_passes"] = list(self.shared_passes)
         if not self.shared_passes:
-            del data["shared_passes"]
+            del data["shared_passes"]  # a record without grouping keeps its bytes of before
         data["build_date"] = self.build_date or build_date()
         return {"schema": 1, **data}
 
@@ -121,9 +120,8 @@ class Provenance:
 
     @property
     def label(self) -> str | None:
-        """The local version label naming what the build is for, one rule for every backend:
-        `cu130.stable.torch2.10` (stable: CUDA and floor), `cu129torch2.8` (CUDA and torch);
-        None when the record lacks them."""
+        """The local version label, one rule for every backend: `cu130.stable.torch2.10` (stable:
+        CUDA and floor), `cu129torch2.8` (CUDA and torch); None when the record lacks them."""
         if not self.cuda_version:
             return None
         if self.is_stable:
