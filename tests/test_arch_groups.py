@@ -5,6 +5,7 @@ shape, and the entry the proof script writes."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,8 +249,19 @@ def test_the_key_normalises_the_release_and_takes_cuda_major_minor() -> None:
     assert group_key("mamba-ssm", "2.2.4", "torch", "not a version", LINUX).cuda == ""
 
 
-def test_the_shipped_table_loads_and_is_empty() -> None:
-    assert shipped_proofs() == ProofTable()
+def test_the_shipped_table_loads_and_each_proof_names_its_evidence() -> None:
+    """Every shipped proof is one the loader accepts, and the benchmarks section it cites holds
+    a row for each of its units (the comparison that proved it)."""
+    table = shipped_proofs()
+    assert table.proofs
+    benchmarks = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text()
+    for proof in table.proofs:
+        section = proof.evidence.rsplit("§", 1)[-1]
+        start = benchmarks.index(f"\n## {section}. ")
+        text = benchmarks[start : benchmarks.find("\n## ", start + 1)]
+        assert f"{proof.key.package} {proof.key.version}" in text, proof
+        for unit in proof.units:
+            assert f"| {unit} |" in text, (proof, unit)
 
 
 def test_proof_entry_writes_what_the_loader_reads_back() -> None:
