@@ -447,6 +447,26 @@ def test_a_failure_inside_overlapping_work_reaches_the_caller():
         board.drain()
 
 
+def test_drain_waits_for_a_worker_that_records_its_lane_after_its_last_result():
+    """A worker posts its last step's result, then records its lane for the profile: drain
+    returns only after that, so the profile names every worker (a run on an H200 lost the
+    blocks worker from its profile without this)."""
+    from mambawin.stage import QuietReporter
+
+    board = Board(step_finished, reporter=QuietReporter())
+    board.slot("blocks")
+    lanes: list[str] = []
+
+    def work() -> None:
+        board.post("blocks", [StepResult("blocks", Status.OK, "")])
+        time.sleep(0.3)
+        lanes.append("blocks")
+
+    board.background(work, overlap=True)
+    board.drain()
+    assert lanes == ["blocks"] and [s.name for s in board.steps] == ["blocks"]
+
+
 def test_serial_runs_the_overlapping_work_in_place():
     from mambawin.stage import QuietReporter
 

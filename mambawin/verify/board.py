@@ -31,6 +31,7 @@ class Board:
         self._filled: dict[str, list[StepResult]] = {}
         self._events: queue.Queue[tuple[str, list[StepResult] | BaseException]] = queue.Queue()
         self._mark = time.monotonic()
+        self._threads: list[threading.Thread] = []  # background work, joined by drain
 
     def record(self, result: StepResult) -> StepResult:
         """A result known now, on the main thread, in the next slot of its own."""
@@ -72,6 +73,7 @@ class Board:
                 self._events.put((key, exc))
 
         thread = threading.Thread(target=run, name=f"verify-{key}", daemon=True)
+        self._threads.append(thread)
         thread.start()
 
     def background(self, work: Callable[[], None], *, overlap: bool) -> None:
@@ -87,6 +89,7 @@ class Board:
                 self._events.put(("", exc))
 
         thread = threading.Thread(target=run, name="verify-worker", daemon=True)
+        self._threads.append(thread)
         thread.start()
 
     def post(self, key: str, results: Sequence[StepResult]) -> None:
@@ -104,6 +107,10 @@ class Board:
             if isinstance(value, BaseException):
                 raise value
             self.put(key, value)
+        # A worker's thread posts its last result before it records its lane (the profile):
+        # wait for the threads, so the profile names every worker that ran.
+        for thread in self._threads:
+            thread.join()
 
     def _flush(self) -> None:
         while self._slots and self._slots[0] in self._ready:
