@@ -39,8 +39,7 @@ def setup() -> dict[str, Any]:
 
     cuda = torch.cuda.is_available()
     if cuda:
-        torch.cuda.init()
-        torch.zeros(1, device="cuda")  # the context is made on first use, not by init alone
+        torch.zeros(1, device="cuda")  # CUDA starts and its context is made on first use
     return {"torch": torch.__version__, "cuda": torch.version.cuda if cuda else None}
 
 
