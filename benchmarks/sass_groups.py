@@ -1,25 +1,21 @@
 """Which archs can share one front-end pass: SASS kernel by kernel, per-arch build against grouped.
 
-    python benchmarks/sass_groups.py groups --per-arch PER --grouped 80=G80 --grouped 86=G86 \
-        [--arch sm_80 ...] [--same-internal-names]
     python benchmarks/sass_groups.py units --per-arch OBJS --grouped 80:86,89=G80 \
         --grouped 86:89=G86 --package P --version V --abi A --cuda 13.0 \
         --platform linux_x86_64 --evidence "docs/benchmarks.md §26" [--write TABLE]
     python benchmarks/sass_groups.py compare --reference A --candidate B --arch sm_86 ...
 
-PER is a binary built with one `-gencode arch=compute_XY,code=sm_XY` per arch (today's build);
-each G<p> one built with `-gencode arch=compute_<p>,code=[sm_<p>,...]` (one cicc pass, ptxas per
-real arch). A binary is an extension module (.so/.pyd), an object, a wheel (its extension
-modules, matched by member name) or a folder of wheels (matched by project). For every arch a
-grouped binary holds besides its own PTX arch, `groups` compares that arch's SASS of every kernel
-with the per-arch binary's, and prints one JSON document: per (PTX arch, arch) the kernels, how
-many are identical and which differ (a whole binary names no units, so it writes no proof).
-`units` does it per compile unit: OBJS and each G<p> are folders of the build's objects
+Each side is built with one `-gencode arch=compute_XY,code=sm_XY` per arch (today's build) or
+with `-gencode arch=compute_<p>,code=[sm_<p>,...]` (one cicc pass, ptxas per real arch).
+`units` compares per compile unit: OBJS and each G<p> are folders of the build's objects
 (`<unit>.o`, a split part `<unit>_partK.o` counting for its unit), each G<p> compiled with
 `arch=compute_<p>,code=[sm_<p>,<archs>]`; a unit is proven for an arch when every kernel of
 every one of its objects is identical, and the proof entries name the units (one entry per PTX
 arch and set of archs); --write puts them into mambawin's proof table (replacing that package
-release's earlier entries). `compare` is the same for two binaries and the archs named. Needs
+release's earlier entries). `compare` compares two binaries at the archs named: an extension
+module (.so/.pyd), an object, a wheel (its extension modules, matched by member name) or a folder
+of wheels (matched by project), printing per binary and arch the kernels, how many are identical
+and which differ (a whole binary names no units, so it proves nothing for the table). Needs
 cuobjdump (PATH, CUDA_HOME, or `pip install nvidia-cuda-cuobjdump`). Measured: docs/benchmarks.md.
 """
 
@@ -102,33 +98,6 @@ def compare_all(
         rows = list(pool.map(one, jobs))
     rows += [{"binary": label, "missing_on_one_side": True, "same": False} for label in missing]
     return rows
-
-
-def _ptx_arch(spec: str) -> tuple[str, Path]:
-    arch, sep, path = spec.partition("=")
-    if not sep or not arch.strip().isascii() or not arch.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"--grouped wants PTX_ARCH=PATH, e.g. 80=g80.so: {spec!r}")
-    return arch.strip(), Path(path)
-
-
-def groups(args: argparse.Namespace, cuobjdump: str, scratch: Path) -> dict[str, Any]:
-    """Per grouped binary, every arch it serves besides its PTX arch against the per-arch build."""
-    archs = [a.removeprefix("sm_") for a in args.arch]
-    found: list[dict[str, Any]] = []
-    for ptx, binary in args.grouped:
-        for arch in (a for a in archs if int(a) > int(ptx)):
-            rows = compare_all(
-                cuobjdump,
-                args.per_arch,
-                binary,
-                [f"sm_{arch}"],
-                same_internal_names=args.same_internal_names,
-                scratch=scratch / f"{ptx}-{arch}",
-            )
-            kernels = sum(r.get("kernels", 0) for r in rows)
-            same = bool(rows) and all(r["same"] for r in rows)
-            found.append({"ptx": ptx, "arch": arch, "kernels": kernels, "same": same, "rows": rows})
-    return {"pairs": found}
 
 
 _PART = re.compile(r"_part\d+$")
@@ -240,10 +209,6 @@ def write_table(path: Path, entries: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("groups")
-    g.add_argument("--per-arch", type=Path, required=True)
-    g.add_argument("--grouped", type=_ptx_arch, action="append", required=True)
-    g.add_argument("--arch", action="append", default=[], help="sm_86 ... (default 80 86 89 90)")
     u = sub.add_parser("units")
     u.add_argument("--per-arch", type=Path, required=True)
     u.add_argument("--grouped", type=_grouped_units, action="append", required=True)
@@ -255,8 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--reference", type=Path, required=True)
     c.add_argument("--candidate", type=Path, required=True)
     c.add_argument("--arch", action="append", required=True)
-    for p in (g, c):
-        p.add_argument("--same-internal-names", action="store_true")
+    c.add_argument("--same-internal-names", action="store_true")
     args = parser.parse_args(argv)
     cuobjdump = find_cuobjdump()
     if cuobjdump is None:
@@ -268,10 +232,6 @@ def main(argv: list[str] | None = None) -> int:
             ok = bool(report["units"])
             if args.write and report.get("proofs"):
                 write_table(args.write, report["proofs"])
-        elif args.command == "groups":
-            args.arch = args.arch or ["sm_80", "sm_86", "sm_89", "sm_90"]
-            report = groups(args, cuobjdump, Path(scratch))
-            ok = all(p["kernels"] for p in report["pairs"])
         else:
             rows = compare_all(
                 cuobjdump,
