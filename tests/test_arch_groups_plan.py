@@ -34,11 +34,13 @@ UNPROVEN = (
 )
 GROUPED = ["arch=compute_80,code=[sm_80,sm_86,sm_89]", "arch=compute_90,code=sm_90"]
 SAID = [
-    "front end: compute_80 for sm_80, sm_86, sm_89 in 2 units (causal_conv1d_bwd, "
-    "causal_conv1d_fwd) (SASS proven identical: causal-conv1d 1.6.0, CUDA 13.0, torch ABI); every "
-    "other unit one pass per arch",
+    "front end (SASS proven identical: causal-conv1d 1.6.0, CUDA 13.0, torch ABI): compute_80 for "
+    "sm_80, sm_86, sm_89 in 2 units (causal_conv1d_bwd, causal_conv1d_fwd); every other unit one "
+    "pass per arch",
     "causal_conv1d_update keeps a pass per arch: no SASS proof for it (causal-conv1d 1.6.0, torch "
     "ABI, CUDA 13.0)",
+    "causal_conv1d_bwd, causal_conv1d_fwd: sm_90 keeps its own pass: no SASS proof for it "
+    "(causal-conv1d 1.6.0, torch ABI, CUDA 13.0)",
 ]
 runner = CliRunner()
 
@@ -126,7 +128,7 @@ def test_the_build_narrates_the_passes_where_it_patches(
         package=CAUSAL_CONV1D, source=source, archs=parse_archs(FOUR), out=tmp_path / "out"
     )
     core.plan(options, tools=Tools(doctor=doctor, proofs=proven()), reporter=recorder)
-    assert [n for n in recorder.notes if n.startswith("front end: ")] == SAID[:1]
+    assert [n for n in recorder.notes if n.startswith("front end")] == SAID[:1]
     assert SAID[1] in recorder.notes
 
 
@@ -187,8 +189,8 @@ def test_the_cross_build_asks_for_groups_but_windows_has_no_proof_yet() -> None:
     front = request.patch.front_end("causal-conv1d", "1.6.0")
     assert front.gencode() == tuple(PER_ARCH) and front.table() == {}
     assert front.unshared == (
-        "sm_86, sm_89 keep their own pass: no SASS proof for causal-conv1d 1.6.0 (stable ABI, "
-        "CUDA 13.0, win_amd64)",
+        "sm_86, sm_89, sm_90 keep their own pass: no SASS proof for causal-conv1d 1.6.0 (stable "
+        "ABI, CUDA 13.0, win_amd64)",
     )
     choice = FrontEndChoice("off", "13.0", "win_amd64")
     off = backend_request(

@@ -52,7 +52,11 @@ REPORTS: dict[str, dict[str, Any]] = {
         "probes": [{"api": "selective_scan_fn", "status": "ok", "reason": "x"}],
     },
     "blocks": {"passed": True, "blocks": [{"block": "Mamba", "status": "ok", "reason": "match"}]},
-    "compile": {"passed": True, "rows": [], "torch": "2.11.0"},
+    "compile": {
+        "passed": True,
+        "rows": [{"model": "Mamba", "dtype": "bfloat16", "passed": True, "reason": "1 graph"}],
+        "torch": "2.11.0",
+    },
     "ops": {"passed": True, "torch": "2.11.0", "packages": []},
 }
 
@@ -71,19 +75,20 @@ def send(message):
     print(MARK + json.dumps(message), flush=True)
 send({"setup": {"seconds": 2.5, "torch": "2.11.0", "cuda": "13.0"}})
 for job in plan:
-    send({"start": job["name"]})
+    key = job.get("key", job["name"])
+    send({"start": key})
     print("some runner output on stdout", flush=True)
     if job["name"] == crash:
         print("Segmentation fault in the extension", file=sys.stderr, flush=True)
         os.kill(os.getpid(), 11)
     if job["name"] == "raise":
-        send({"step": job["name"], "seconds": 0.1, "error": "raise raised ValueError: boom"})
+        send({"step": key, "seconds": 0.1, "error": "raise raised ValueError: boom"})
         continue
     results = argv[argv.index("--results") + 1]
-    path = os.path.join(results, job["name"] + ".json")
+    path = os.path.join(results, key + ".json")
     with open(path, "w") as f:
         json.dump(reports[job["name"]], f)
-    send({"step": job["name"], "seconds": 1.25, "report_file": path})
+    send({"step": key, "seconds": 1.25, "report_file": path})
 """
 
 
@@ -119,8 +124,8 @@ def test_steps_are_decided_first_and_only_the_running_ones_reach_a_worker(tmp_pa
     def fake_worker(env, jobs, timeout, on_outcome, run_module):
         sent.append([(job.name, job.args) for job in jobs])
         for job in jobs:
-            on_outcome(Outcome(job.name, report=REPORTS[job.name], seconds=1.0))
-        return workers.Lane(tuple(job.name for job in jobs), setup_seconds=3.0)
+            on_outcome(Outcome(job.key, report=REPORTS[job.name], seconds=1.0))
+        return workers.Lane(tuple(job.key for job in jobs), setup_seconds=3.0)
 
     tools = replace(
         INSTALLED,
@@ -143,15 +148,21 @@ def test_steps_are_decided_first_and_only_the_running_ones_reach_a_worker(tmp_pa
     assert serial.profile["overlap"] is False
 
 
-def test_lanes_give_blocks_and_compile_their_own_worker_unless_serial():
-    jobs = [Job(n, ("--json",)) for n in ("ops", "smoke", "conv", "calls", "blocks", "compile")]
-    assert [[j.name for j in lane] for lane in lanes(jobs, serial=False)] == [
+def test_lanes_give_each_part_of_blocks_and_compile_its_own_worker_unless_serial():
+    parts = [Job("blocks", ("--json",), p) for p in ("Mamba-float32", "Mamba2-float32")]
+    jobs = [
+        *(Job(n, ("--json",)) for n in ("ops", "smoke", "conv", "calls")),
+        *parts,
+        Job("compile", ("--json",)),
+    ]
+    assert [[j.key for j in lane] for lane in lanes(jobs, serial=False)] == [
         ["ops", "smoke", "conv", "calls"],
-        ["blocks"],
+        ["blocks[Mamba-float32]"],
+        ["blocks[Mamba2-float32]"],
         ["compile"],
     ]
     assert [[j.name for j in lane] for lane in lanes(jobs, serial=True)] == [
-        ["ops", "smoke", "conv", "calls", "blocks", "compile"]
+        ["ops", "smoke", "conv", "calls", "blocks", "blocks", "compile"]
     ]
     assert lanes([Job("calls", ())], serial=False) == [[Job("calls", ())]]
     assert lanes([], serial=True) == []
@@ -379,8 +390,8 @@ def test_overlapping_steps_are_recorded_in_order_each_with_its_own_seconds(tmp_p
         started.set()
         for job in jobs:
             events.append(f"worker {job.name}")
-            on_outcome(Outcome(job.name, report=REPORTS[job.name], seconds=0.5))
-        return workers.Lane(tuple(j.name for j in jobs), setup_seconds=1.0)
+            on_outcome(Outcome(job.key, report=REPORTS[job.name], seconds=0.5))
+        return workers.Lane(tuple(j.key for j in jobs), setup_seconds=1.0)
 
     def tests(env, packages, folder, **kw):
         assert kw["together"] is True  # each package's pytest at once too
@@ -489,8 +500,8 @@ def test_a_step_the_worker_never_answered_fails_instead_of_waiting(tmp_path):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
 
     def forgetful(env, jobs, timeout, on_outcome, run_module):
-        on_outcome(Outcome(jobs[0].name, report=REPORTS[jobs[0].name], seconds=1.0))
-        return workers.Lane(tuple(j.name for j in jobs))
+        on_outcome(Outcome(jobs[0].key, report=REPORTS[jobs[0].name], seconds=1.0))
+        return workers.Lane(tuple(j.key for j in jobs))
 
     tools = replace(
         INSTALLED,
@@ -599,7 +610,8 @@ def test_each_packages_upstream_tests_run_at_once_and_report_in_order(tmp_path):
 
     both = threading.Barrier(2, timeout=5)  # each waits for the other: they must run together
 
-    def run(env, project, provenance, folder, *, keyword=None, timeout=0.0):
+    def run(env, project, provenance, folder, *, keyword=None, timeout=0.0, shards=1):
+        assert shards == 3  # each file as that many pytest processes
         both.wait()
         if project == "mamba-ssm":
             time.sleep(0.2)  # the longer file finishes last, and is still reported first
@@ -607,7 +619,7 @@ def test_each_packages_upstream_tests_run_at_once_and_report_in_order(tmp_path):
 
     packages = [WheelUnderTest(name, "1.0") for name in ("mamba-ssm", "causal-conv1d")]
     env = sandbox.InstallEnv("python", None)
-    runs = ut.run_all(env, packages, tmp_path, together=True, run=run)
+    runs = ut.run_all(env, packages, tmp_path, together=True, run=run, shards=3)
     assert [r.project for r in runs] == ["mamba-ssm", "causal-conv1d"]
     alone: list[str] = []
     ut.run_all(

@@ -17,12 +17,13 @@ setup.py always gets one pass per arch (so a patched tree built without mambawin
 build); the proven units' passes go into the tree's .mambawin/front_end.json, which the build's
 nvcc wrapper (builder/nvcc_front.py) applies to each unit it compiles.
 
-Rules: only plain archs group (sm_90a/sm_100f code is tied to its own arch); a pass serves archs
-of its own major (compute_80 cannot use what sm_90 adds, so sm_90's SASS from it is another
-program); a pass's PTX arch is its lowest member; an arch whose +PTX was asked keeps its own pass
-(its compute_XY pass runs anyway, so joining would save no front-end work), and a pass emits its
-PTX arch's PTX when that arch asked for it. With one pass per arch the gencode values are the
-ones a build without grouping gives, byte for byte.
+Rules: only plain archs group (sm_90a/sm_100f code is tied to its own arch); a pass may serve an
+arch of a higher major, but only where proven like any other (compute_80's PTX leaves out what
+sm_90 adds, yet in mamba-ssm's fp16 and fp32 units sm_90's SASS from it is its own pass's, kernel
+for kernel, while every bf16 unit differs); a pass's PTX arch is its lowest member; an arch whose
++PTX was asked keeps its own pass (its compute_XY pass runs anyway, so joining would save no
+front-end work), and a pass emits its PTX arch's PTX when that arch asked for it. With one pass
+per arch the gencode values are the ones a build without grouping gives, byte for byte.
 """
 
 from __future__ import annotations
@@ -140,9 +141,10 @@ class FrontEnd:
         layouts: dict[Passes, list[str]] = {}
         for unit, passes in self.units:
             layouts.setdefault(passes, []).append(unit)
-        said = [_layout_text(passes, units, self.key) for passes, units in layouts.items()]
+        said = [_layout_text(passes, units) for passes, units in layouts.items()]
+        proven = f" (SASS proven identical: {self.key.proven_text()})" if self.key else ""
         return (
-            "front end: " + "; ".join(said) + "; every other unit one pass per arch",
+            f"front end{proven}: " + "; ".join(said) + "; every other unit one pass per arch",
             *self.unshared,
         )
 
@@ -158,12 +160,11 @@ def _gencode(passes: Passes) -> tuple[str, ...]:
     return tuple(g for p in passes for g in p.gencode())
 
 
-def _layout_text(passes: Passes, units: list[str], key: GroupKey | None) -> str:
-    """'compute_80 for sm_80, sm_86 in 2 units (a, b) (SASS proven identical: ...)'."""
+def _layout_text(passes: Passes, units: list[str]) -> str:
+    """'compute_80 for sm_80, sm_86 in 2 units (a, b)'."""
     shared = "; ".join(p.describe() for p in passes if len(p.archs) > 1)
     count = f"{len(units)} unit{'s' if len(units) > 1 else ''}"
-    proven = f" (SASS proven identical: {key.proven_text()})" if key else ""
-    return f"{shared} in {count} ({', '.join(units)}){proven}"
+    return f"{shared} in {count} ({', '.join(units)})"
 
 
 def setup_units(setup_text: str) -> tuple[str, ...]:
@@ -226,7 +227,7 @@ def _unit_passes(
 
 
 def _groupable(archs: tuple[Arch, ...]) -> list[Arch]:
-    """The archs that have a lower plain arch of their major to share a pass with."""
+    """The archs that have a lower plain arch to share a pass with."""
     singles: list[FrontPass] = []
     out: list[Arch] = []
     for arch in sorted(archs):
@@ -263,24 +264,23 @@ def _unproven_lines(
         lines.append(
             f"{', '.join(whole)} {verb} a pass per arch: no SASS proof for {it} ({key.text()})"
         )
+    by_missing: dict[tuple[Arch, ...], list[str]] = {}
     for unit in sorted(proven):
-        missing = planned[unit][1]
-        if missing:
-            lines.append(f"{unit}: " + _unshared_line(list(missing), why))
+        if missing := planned[unit][1]:
+            by_missing.setdefault(missing, []).append(unit)
+    for missing, units in by_missing.items():
+        lines.append(f"{', '.join(units)}: " + _unshared_line(list(missing), why))
     if not listed and not proven:  # no unit named anywhere: say it of the archs, as before
         lines = [_unshared_line(groupable, f"no SASS proof for {key.unproven_text()}")]
     return tuple(lines)
 
 
 def _lower_passes(passes: list[FrontPass], arch: Arch) -> list[FrontPass]:
-    """The passes of lower plain archs of arch's major, lowest first: those it could share."""
+    """The passes of lower plain archs, lowest first: those it could share. Another major is no
+    bar by itself (compute_80's PTX is valid input for sm_90's ptxas); only a proof decides."""
     if arch.suffix:
         return []
-    return [
-        p
-        for p in passes
-        if not p.ptx.suffix and p.ptx.major == arch.major and p.ptx.minor < arch.minor
-    ]
+    return [p for p in passes if not p.ptx.suffix and p.ptx.capability < arch.capability]
 
 
 def _unshared_line(archs: list[Arch], why: str) -> str:

@@ -194,8 +194,8 @@ def _proof(entry: object, index: int) -> Proof:
         raise ValueError(f'{where}: archs must be plain archs like "86"')
     if not _ARCH.match(ptx) or ptx not in archs or len(archs) < 2:
         raise ValueError(f"{where}: ptx_arch must be one of two or more archs")
-    if any(a[:-1] != ptx[:-1] or int(a) < int(ptx) for a in archs):
-        raise ValueError(f"{where}: archs must share ptx_arch's major and not be below it")
+    if any(int(a) < int(ptx) for a in archs):
+        raise ValueError(f"{where}: archs must not be below ptx_arch")
     if not _CUDA.match(entry["cuda"]):
         raise ValueError(f"{where}: cuda must be major.minor, e.g. 13.0")
     units = entry["units"]

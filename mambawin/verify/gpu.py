@@ -21,8 +21,11 @@ from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.planned import Planned, Step, error_details, failed, run_planned
 from mambawin.verify.report import StepResult, Target
+from mambawin.verify.runners import blocks
+from mambawin.verify.runners import compile as compiled
 from mambawin.verify.runners.compile import summary_lines
 from mambawin.verify.sandbox import InstallEnv
+from mambawin.verify.upstream_tests import shard_count
 from mambawin.verify.workers import Job
 
 # ---- kernels on the GPU ----------------------------------------------------------------------
@@ -253,7 +256,15 @@ def plan_runner(
         status: Status = Status.OK if any(i["status"] == "ok" for i in items) else Status.SKIP
         return StepResult(name, status, summary or "nothing to run", report)
 
-    return Planned(Job(name, ("--json",)), finish, failed(name, f"{name} runner failed"))
+    if name != "blocks":
+        return Planned(Job(name, ("--json",)), finish, failed(name, f"{name} runner failed"))
+    return Planned(
+        Job(name, ("--json",)),
+        finish,
+        failed(name, f"{name} runner failed"),
+        tuple(Job(name, ("--json", *args), label) for label, args in blocks.parts()),
+        blocks.merge,
+    )
 
 
 # Why a torch-ABI mamba-ssm gets no compile step: nothing of it is a torch op.
@@ -298,7 +309,13 @@ def plan_compile(
         status = Status.OK if report.get("passed") else Status.FAIL
         return StepResult("compile", status, f"{summary} (torch {report.get('torch')})", report)
 
-    return Planned(Job("compile", ("--json",)), finish, failed("compile", "compile runner failed"))
+    return Planned(
+        Job("compile", ("--json",)),
+        finish,
+        failed("compile", "compile runner failed"),
+        tuple(Job("compile", ("--json", *args), label) for label, args in compiled.parts()),
+        compiled.merge,
+    )
 
 
 def upstream_tests_step(
@@ -311,7 +328,7 @@ def upstream_tests_step(
     together: bool = False,
 ) -> StepResult:
     """The packages' own upstream tests against the installed wheels (pytest, junit XML);
-    together: each package's file in its own pytest at the same time."""
+    together: each package's file in its own pytest processes (shard_count) at the same time."""
     if blocker or env is None:
         return StepResult("upstream-tests", Status.SKIP, blocker or "install failed")
     if conflict is not None:
@@ -324,6 +341,7 @@ def upstream_tests_step(
             keyword=options.test_keyword,
             timeout=options.timeout,
             together=together,
+            shards=shard_count() if together else 1,
         )
     except MambawinError as exc:
         return StepResult("upstream-tests", Status.FAIL, str(exc), error_details(exc))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -200,9 +201,10 @@ class GpuPart:
             board.slot("bench")
         workers: list[Lane] = []
         if run_env is not None:
-            for lane in lanes([p.job for p in jobs], options.serial):
-                work = self._worker(run_env, lane, {p.name: p for p in jobs}, board, workers)
-                board.background(work, overlap=overlap)
+            whole = options.serial
+            gather = Gather({p.name: p for p in jobs}, board, whole=whole)
+            for lane in lanes([j for p in jobs for j in p.jobs(whole=whole)], whole):
+                board.background(self._worker(run_env, lane, gather, workers), overlap=overlap)
         if options.upstream_tests:
             conflict = environment.failure("upstream-tests")
             board.later(
@@ -243,32 +245,48 @@ class GpuPart:
         return gpu_blocker(self.target, self.fit, self.install)
 
     def _worker(
-        self,
-        env: InstallEnv,
-        jobs: list[Job],
-        planned: Mapping[str, Planned],
-        board: Board,
-        workers: list[Lane],
+        self, env: InstallEnv, jobs: list[Job], gather: Gather, workers: list[Lane]
     ) -> Callable[[], None]:
-        """One lane's work: its worker, each outcome posted as the step's result (a job the
+        """One lane's work: its worker, each outcome gathered into its step's result (a job the
         worker gave no outcome for fails, so the run never waits on it)."""
-        posted: set[str] = set()
-
-        def on_outcome(outcome: Outcome) -> None:
-            if outcome.name in planned and outcome.name not in posted:
-                posted.add(outcome.name)
-                board.post(outcome.name, [planned[outcome.name].result(outcome)])
 
         def work() -> None:
             options = self.options
             tools = options.tools
-            lane = tools.run_worker(env, jobs, options.timeout, on_outcome, tools.run_module)
+            lane = tools.run_worker(env, jobs, options.timeout, gather.add, tools.run_module)
             workers.append(lane)
             for job in jobs:
-                missing = CommandError(f"the runner worker gave no result for {job.name}")
-                on_outcome(Outcome(job.name, error=missing))
+                missing = CommandError(f"the runner worker gave no result for {job.key}")
+                gather.add(Outcome(job.key, error=missing))
 
         return work
+
+
+class Gather:
+    """The jobs' outcomes, from every lane's thread, into their steps: a step's result is posted
+    once each of its jobs (the whole step, or each part) has one; a job's first outcome counts."""
+
+    def __init__(self, planned: Mapping[str, Planned], board: Board, *, whole: bool) -> None:
+        self._planned = planned
+        self._board = board
+        self._step = {j.key: p.name for p in planned.values() for j in p.jobs(whole=whole)}
+        self._keys = {p.name: [j.key for j in p.jobs(whole=whole)] for p in planned.values()}
+        self._got: dict[str, dict[str, Outcome]] = {name: {} for name in planned}
+        self._lock = threading.Lock()
+
+    def add(self, outcome: Outcome) -> None:
+        step = self._step.get(outcome.name)
+        if step is None:
+            return
+        with self._lock:
+            got = self._got[step]
+            if outcome.name in got:
+                return
+            got[outcome.name] = outcome
+            if len(got) < len(self._keys[step]):
+                return
+            ordered = [got[key] for key in self._keys[step]]
+        self._board.post(step, [self._planned[step].result_of(ordered)])
 
 
 def _cached(env: InstallEnv | None, cache: KernelCache | None) -> InstallEnv | None:

@@ -3,7 +3,7 @@ run (skips, conflicts), then runs the planned ones together (verify.workers) or 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -14,19 +14,45 @@ from mambawin.verify.report import StepResult
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.workers import Job, Outcome, run_alone
 
+Merge = Callable[[Sequence[dict[str, Any]]], dict[str, Any]]
+
 
 @dataclass(frozen=True)
 class Planned:
     """A step that runs a runner: the job, and how its report (or its failure) becomes the
-    step's result. Where the job runs (a worker, its own process) is the caller's choice."""
+    step's result. Where the job runs (a worker, its own process) is the caller's choice.
+
+    parts: the same cases as job, split over jobs that can run at once (a block and dtype each),
+    and merge: their reports, in parts' order, as the one report job would have given."""
 
     job: Job
     finish: Callable[[dict[str, Any]], StepResult]
     fail: Callable[[MambawinError], StepResult]
+    parts: tuple[Job, ...] = ()
+    merge: Merge | None = None
 
     @property
     def name(self) -> str:
         return self.job.name
+
+    def jobs(self, *, whole: bool) -> tuple[Job, ...]:
+        """The jobs to run: job alone when whole (--serial) or the step has no parts."""
+        return (self.job,) if whole or not self.parts or self.merge is None else self.parts
+
+    def result_of(self, outcomes: Sequence[Outcome]) -> StepResult:
+        """The step's result from its jobs' outcomes (one, or one per part). A part that failed
+        fails the step, naming the part; the seconds are the longest part's (they overlap)."""
+        if len(outcomes) == 1:
+            return self.result(outcomes[0])
+        broken = [o for o in outcomes if o.error is not None or o.report is None]
+        times = [o.seconds for o in outcomes if o.seconds is not None]
+        if broken:
+            why = "; ".join(f"{o.name}: {o.error or 'no report'}" for o in broken)
+            result = self.fail(MambawinError(why))
+        else:
+            assert self.merge is not None  # parts run only with a merge
+            result = self.finish(self.merge([o.report for o in outcomes if o.report is not None]))
+        return replace(result, seconds=max(times)) if times else result
 
     def result(self, outcome: Outcome) -> StepResult:
         """The step's result from what became of its job, with the runner's own seconds."""

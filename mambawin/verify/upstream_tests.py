@@ -11,6 +11,7 @@ as an expected failure only when the wheel's provenance lists the complex-remova
 
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,8 @@ from mambawin.packages import (
     MAMBA,
 )
 from mambawin.verify.packages import WheelUnderTest
+from mambawin.verify.runners.pytest_shard import ENV as SHARD_ENV
+from mambawin.verify.runners.pytest_shard import PLUGIN
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.wheel.provenance import Provenance
 
@@ -37,6 +40,7 @@ REPOS: Mapping[str, str] = {
     CAUSAL_CONV1D.name: "https://github.com/Dao-AILab/causal-conv1d",
 }
 COMPLEX_PATCH = "complex-removal"
+MAX_SHARDS = 4  # pytest processes per test file, at most (shard_count)
 # What the patched extension raises for complex weights (patch/mamba/complex_removal.MESSAGE).
 COMPLEX_MESSAGE = "complex weights (A) are not supported by this build"
 
@@ -186,8 +190,10 @@ def run_tests(
     *,
     keyword: str | None = None,
     timeout: float = 3600.0,
+    shards: int = 1,
 ) -> TestRun:
-    """Fetch, run and count one package's upstream tests in the install env."""
+    """Fetch, run and count one package's upstream tests in the install env; shards > 1: the
+    file's tests spread over that many pytest processes at once (runners.pytest_shard)."""
     source = source_of(project, provenance)
     made_from = (provenance or Provenance()).source
     if made_from.get("kind") == "sdist":  # built from the index's sdist: its own tests
@@ -199,43 +205,71 @@ def run_tests(
             return TestRun(project, TEST_FILES[project], source.rev, not_carried=str(exc))
     else:
         test_file = fetch_test_file(project, source, folder)
-    junit = test_file.parent / "junit.xml"
-    argv = [
-        env.python,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-c",
-        str(test_file.parent / "pytest.ini"),
-        f"--junitxml={junit}",
-        str(test_file),
-        *(["-k", keyword] if keyword else []),
-    ]
-    done = proc.run(argv, cwd=test_file.parent, env=env.env, timeout=timeout, check=False)
-    if not junit.is_file():
-        last = proc.reason(done.stdout + done.stderr, none="no output")
-        msg = (
-            f"pytest wrote no report for {TEST_FILES[project]} (exit {done.returncode}): "
-            f"{last} (is pytest installed there?)"
-        )
-        raise MambawinError(msg)
-    run = parse_junit(
-        junit.read_text(encoding="utf-8"),
-        project,
-        TEST_FILES[project],
-        source.rev,
-        complex_removed(provenance),
+    run = TestRun(
+        project, TEST_FILES[project], source.rev, complex_removed=complex_removed(provenance)
     )
+    for xml_text in _pytest(env, test_file, keyword, timeout, shards):
+        count_junit(run, xml_text)
     if keyword:
         run.keyword, run.note = keyword, f"subset -k {keyword!r}"
     return run
 
 
+def _pytest(
+    env: InstallEnv, test_file: Path, keyword: str | None, timeout: float, shards: int
+) -> list[str]:
+    """pytest's junit XML of test_file: one report, or one per shard (run at once)."""
+
+    def one(index: int) -> str:
+        junit = test_file.parent / ("junit.xml" if shards == 1 else f"junit-{index}.xml")
+        argv = [
+            env.python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *(("-p", PLUGIN) if shards > 1 else ()),
+            "-c",
+            str(test_file.parent / "pytest.ini"),
+            f"--junitxml={junit}",
+            str(test_file),
+            *(["-k", keyword] if keyword else []),
+        ]
+        base = env.env if env.env is not None else os.environ
+        run_env = {**base, SHARD_ENV: f"{index}/{shards}"} if shards > 1 else env.env
+        done = proc.run(argv, cwd=test_file.parent, env=run_env, timeout=timeout, check=False)
+        if not junit.is_file():
+            last = proc.reason(done.stdout + done.stderr, none="no output")
+            msg = (
+                f"pytest wrote no report for {test_file.name} (exit {done.returncode}): "
+                f"{last} (is pytest installed there?)"
+            )
+            raise MambawinError(msg)
+        return junit.read_text(encoding="utf-8")
+
+    if shards == 1:
+        return [one(0)]
+    with ThreadPoolExecutor(max_workers=shards) as pool:
+        return list(pool.map(one, range(shards)))
+
+
+def shard_count(cpus: int | None = None) -> int:
+    """How many pytest processes one test file runs as next to the GPU steps: one per four of
+    the CPUs this process may use, at most MAX_SHARDS (the cases are small GPU launches whose
+    cost is Python's; more processes than that wait on each other's CUDA calls)."""
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_SHARDS, (cpus or 1) // 4))
+
+
 def parse_junit(xml_text: str, project: str, file: str, rev: str, removed: bool) -> TestRun:
     """Count pytest's junit XML; complex failures are expected only when `removed`."""
-    run = TestRun(project, file, rev, complex_removed=removed)
+    return count_junit(TestRun(project, file, rev, complex_removed=removed), xml_text)
+
+
+def count_junit(run: TestRun, xml_text: str) -> TestRun:
+    """Add one junit XML report's cases to run's counts."""
     for case in ET.fromstring(xml_text).iter("testcase"):
         name = case.get("name", "?")
         failure = case.find("failure")
@@ -279,13 +313,21 @@ def run_all(
     timeout: float = 3600.0,
     together: bool = False,
     run: Callable[..., TestRun] = run_tests,
+    shards: int = 1,
 ) -> list[TestRun]:
     """Every package's tests, reported in order (mamba-ssm first); together: each package's
-    pytest at the same time (each in its own folder), so the longest file sets the wall."""
+    pytest at the same time (each in its own folder), so the longest file sets the wall, each
+    file as `shards` pytest processes."""
 
     def one(package: WheelUnderTest) -> TestRun:
         return run(
-            env, package.project, package.provenance, folder, keyword=keyword, timeout=timeout
+            env,
+            package.project,
+            package.provenance,
+            folder,
+            keyword=keyword,
+            timeout=timeout,
+            shards=shards if together else 1,
         )
 
     if not together or len(packages) < 2:

@@ -6,9 +6,11 @@ step as it ends. A worker that dies (a segfault in an extension, the time limit)
 that was running, naming the crash; the steps it had not reached then run each in its own process
 (`run_module`), as they would without a worker, so one crash costs one step.
 
-Steps are spread over LANES, one worker each, run at the same time: Triton's and inductor's
-kernel compiles are single-threaded in a process, so blocks and compile, the two that compile
-most, each get a process (and a core) of their own. `--serial` puts every step in one worker.
+Steps are spread over lanes, one worker each, run at the same time: the short steps share one
+(SHARED), and each job of the steps that compile most gets a worker (and a core) of its own:
+Triton's and inductor's kernel compiles are single-threaded in a process, so blocks and compile
+run as parts (a block and dtype each, verify.planned), one worker a part. `--serial` runs every
+step whole, one after another, in one worker.
 """
 
 from __future__ import annotations
@@ -28,30 +30,37 @@ from mambawin.verify.runners.worker import MARK
 from mambawin.verify.sandbox import InstallEnv
 
 WORKER = "mambawin.verify.runners.worker"
-# Which steps share a worker when steps overlap: the short ones together, each heavy compiler
-# alone. A step not named here joins the first lane.
-LANES: tuple[tuple[str, ...], ...] = (("ops", "smoke", "conv", "calls"), ("blocks",), ("compile",))
+# The steps that share one worker when steps overlap: the short ones. Any other job (a part of
+# blocks or compile) gets a worker of its own.
+SHARED = ("ops", "smoke", "conv", "calls")
 
 RunModule = Callable[[InstallEnv, str, Sequence[str], float], dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class Job:
-    """One runner to run: its step name (a module of verify.runners) and its arguments."""
+    """One runner to run: its step name (a module of verify.runners) and its arguments; part
+    names the share of the step's cases it runs when the step runs as several jobs."""
 
     name: str
     args: tuple[str, ...]
+    part: str = ""
 
     @property
     def module(self) -> str:
         return f"mambawin.verify.runners.{self.name}"
+
+    @property
+    def key(self) -> str:
+        """What names this job's outcome: the step, or `step[part]`."""
+        return f"{self.name}[{self.part}]" if self.part else self.name
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What became of one job: its report, or the error that stands for its failure."""
 
-    name: str
+    name: str  # the job's key
     report: dict[str, Any] | None = None
     error: MambawinError | None = None
     seconds: float | None = None  # the runner's own time (the worker's setup not included)
@@ -79,14 +88,13 @@ class Lane:
 
 
 def lanes(jobs: Sequence[Job], serial: bool) -> list[list[Job]]:
-    """The jobs split over LANES (in their order), or all in one lane when serial."""
+    """The SHARED steps' jobs in one lane, every other job in a lane of its own (in their
+    order), or all in one lane when serial."""
     if serial:
         return [list(jobs)] if jobs else []
-    split: list[list[Job]] = [[] for _ in LANES]
-    for job in jobs:
-        at = next((i for i, names in enumerate(LANES) if job.name in names), 0)
-        split[at].append(job)
-    return [lane for lane in split if lane]
+    shared = [job for job in jobs if job.name in SHARED]
+    alone = [[job] for job in jobs if job.name not in SHARED]
+    return [lane for lane in (shared, *alone) if lane]
 
 
 def run_worker(
@@ -99,9 +107,9 @@ def run_worker(
     """Run jobs in one worker, each outcome handed to on_outcome as it comes; after a crash the
     jobs not reached run each in its own process. timeout bounds each job (the worker gets
     one timeout per job)."""
-    lane = Lane(tuple(job.name for job in jobs))
+    lane = Lane(tuple(job.key for job in jobs))
     reading = _Reader(lane, on_outcome)
-    plan = json.dumps([{"name": job.name, "args": list(job.args)} for job in jobs])
+    plan = json.dumps([_planned(job) for job in jobs])
     limit = timeout * len(jobs)
     with tempfile.TemporaryDirectory(prefix="mambawin-worker-") as results:
         argv = [env.python, "-m", WORKER, "--json", "--results", results, "--plan", plan]
@@ -116,15 +124,20 @@ def run_worker(
     if ended is not None or finished != set(lane.steps):
         lane.crashed = ended or "the worker ended before every step had run"
         for job in jobs:
-            if job.name in finished:
+            if job.key in finished:
                 continue
-            if job.name == reading.running:
-                crash = CommandError(f"the runner worker crashed while {job.name} ran: {ended}")
-                on_outcome(Outcome(job.name, error=crash, seconds=reading.running_for()))
+            if job.key == reading.running:
+                crash = CommandError(f"the runner worker crashed while {job.key} ran: {ended}")
+                on_outcome(Outcome(job.key, error=crash, seconds=reading.running_for()))
                 continue
-            lane.alone.append(job.name)
-        one_by_one(env, [j for j in jobs if j.name in lane.alone], timeout, on_outcome, run_module)
+            lane.alone.append(job.key)
+        one_by_one(env, [j for j in jobs if j.key in lane.alone], timeout, on_outcome, run_module)
     return lane
+
+
+def _planned(job: Job) -> dict[str, Any]:
+    """A job as the worker's plan lists it (a part's key named, runners.worker)."""
+    return {"name": job.name, "args": list(job.args), **({"key": job.key} if job.part else {})}
 
 
 def one_by_one(
@@ -138,7 +151,7 @@ def one_by_one(
     crashed worker did not reach run)."""
     for job in jobs:
         on_outcome(run_alone(env, job, timeout, run_module))
-    return Lane(tuple(job.name for job in jobs), alone=[job.name for job in jobs])
+    return Lane(tuple(job.key for job in jobs), alone=[job.key for job in jobs])
 
 
 def run_alone(env: InstallEnv, job: Job, timeout: float, run_module: RunModule) -> Outcome:
@@ -148,8 +161,8 @@ def run_alone(env: InstallEnv, job: Job, timeout: float, run_module: RunModule) 
     try:
         report = run_module(env, job.module, list(job.args), timeout)
     except MambawinError as exc:
-        return Outcome(job.name, error=exc, seconds=_since(began), alone=True)
-    return Outcome(job.name, report=report, seconds=_since(began), alone=True)
+        return Outcome(job.key, error=exc, seconds=_since(began), alone=True)
+    return Outcome(job.key, report=report, seconds=_since(began), alone=True)
 
 
 def _since(began: float) -> float:

@@ -6,10 +6,12 @@ runner's own `report(argv)` is called in turn.
 (`verify.workers`) starts with MARK and holds one JSON object, flushed at once:
 
 - `{"setup": {"seconds", "torch", "cuda"}}` once, after `import torch` and CUDA's start;
-- `{"start": NAME}` before a runner runs (so a crash names the runner that was running);
-- `{"step": NAME, "seconds", "report_file"}` when it returned (with --results DIR: the report is
-  in DIR/NAME.json; without, `"report"` holds it), `{"step", "seconds", "error"}` when it
+- `{"start": KEY}` before a runner runs (so a crash names the runner that was running);
+- `{"step": KEY, "seconds", "report_file"}` when it returned (with --results DIR: the report is
+  in a file of DIR; without, `"report"` holds it), `{"step", "seconds", "error"}` when it
   raised (that runner's failure, not the worker's).
+
+KEY is the job's `"key"` (a step's part: `blocks[Mamba2-bfloat16]`), else its name.
 
 What the runners print on stdout goes to stderr, so only MARK lines carry results.
 """
@@ -21,6 +23,7 @@ import contextlib
 import gc
 import importlib
 import json
+import re
 import sys
 import time
 import traceback
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 MARK = "@mambawin-worker "
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")  # a key as a file name: `blocks[Mamba-float16]`
 # The runners a worker may run: each module has `report(argv) -> dict`.
 RUNNERS = ("ops", "smoke", "conv", "calls", "blocks", "compile", "bench")
 
@@ -70,7 +74,8 @@ def run_plan(
     send({"setup": {"seconds": round(time.monotonic() - began, 3), **facts}})
     for job in plan:
         name = str(job["name"])
-        send({"start": name})
+        key = str(job.get("key") or name)
+        send({"start": key})
         began = time.monotonic()
         try:
             with contextlib.redirect_stdout(sys.stderr):
@@ -83,7 +88,7 @@ def run_plan(
         else:
             result = {"report": report}
         seconds = round(time.monotonic() - began, 3)
-        send({"step": name, "seconds": seconds, **result})
+        send({"step": key, "seconds": seconds, **result})
         clean()
 
 
@@ -102,7 +107,7 @@ def sender(stream: TextIO, results: Path | None = None) -> Callable[[dict[str, A
 
     def send(message: dict[str, Any]) -> None:
         if results is not None and "report" in message:
-            path = results / f"{message['step']}.json"
+            path = results / f"{_SAFE.sub('_', str(message['step']))}.json"
             # default=str as the runners' own JSON; Python's json writes inf as Infinity (read
             # back by Python)
             path.write_text(json.dumps(message.pop("report"), default=str), encoding="utf-8")
