@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mambawin.errors import CommandError
+from mambawin.errors import CommandError, MambawinError
 from mambawin.stage import Status
 from mambawin.verify import upstream_tests as ut
 from mambawin.verify.planned import Planned
@@ -156,7 +156,7 @@ def test_a_test_file_run_as_shards_runs_each_case_once(tmp_path: Path) -> None:
     )
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     env = InstallEnv(sys.executable, {**os.environ, "PYTHONPATH": path})
-    reports = ut._pytest(env, test_file, None, 120, 3)
+    reports = ut._pytest(env, test_file, None, 120, 3, "tests/test_grid.py")
     names = [
         [case.get("name") for case in ET.fromstring(text).iter("testcase")] for text in reports
     ]
@@ -167,3 +167,15 @@ def test_a_test_file_run_as_shards_runs_each_case_once(tmp_path: Path) -> None:
         ut.count_junit(run, text)
     assert (run.passed, run.failed, run.skipped) == (9, 1, 1)
     assert run.failures[0].startswith("test_case[7]")
+
+
+def test_a_shard_that_writes_no_report_fails_the_file_in_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "tests"
+    folder.mkdir()
+    (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    # the file ends pytest at collection, before any report is written
+    (folder / "test_x.py").write_text("import os\n\nos._exit(3)\n", encoding="utf-8")
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = InstallEnv(sys.executable, {**os.environ, "PYTHONPATH": path})
+    with pytest.raises(MambawinError, match=r"pytest wrote no report for tests/test_x.py \(exit"):
+        ut._pytest(env, folder / "test_x.py", None, 120, 2, "tests/test_x.py")

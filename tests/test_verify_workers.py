@@ -419,6 +419,9 @@ def test_overlapping_steps_are_recorded_in_order_each_with_its_own_seconds(tmp_p
     assert report.step("blocks").seconds == 0.5
     assert report.profile["wall_seconds"] >= report.step("upstream-tests").seconds
     assert report.profile["overlap"] is True
+    parts = report.profile["parts"]  # each part's own seconds; the step took the longest
+    assert list(parts) == ["blocks"]  # a torch-ABI wheel: compile skipped, nothing ran
+    assert parts["blocks"]["blocks[Mamba2-bfloat16]"] == 0.5 and len(parts["blocks"]) == 6
 
 
 def test_the_board_records_in_slot_order_whatever_finishes_first():
@@ -574,6 +577,7 @@ def test_the_markdown_report_gives_the_wall_each_workers_setup_and_the_caches():
                 "alone": [],
             },
         ],
+        "parts": {"compile": {"compile[Mamba]": 40.5, "compile[Mamba2]": 61.0}},
         "kernel_cache": {"folder": "/c/kernel-caches/x", "warm": True, "note": ""},
     }
     steps = (StepResult("smoke", "ok", "fine", seconds=3.0),)
@@ -588,6 +592,7 @@ def test_the_markdown_report_gives_the_wall_each_workers_setup_and_the_caches():
     assert "- GPU worker (smoke, calls): setup 6.25 s" in text
     assert "the worker ended early: killed by signal 11 (SIGSEGV)" in text
     assert "- Triton/inductor kernel caches: warm" in text
+    assert "- compile in 2 parts at once: compile[Mamba] 40.5 s, compile[Mamba2] 61 s" in text
 
 
 def test_a_windows_crash_is_named_by_its_status():

@@ -200,9 +200,9 @@ class GpuPart:
         if bench:
             board.slot("bench")
         workers: list[Lane] = []
+        whole = options.serial
+        gather = Gather({p.name: p for p in jobs}, board, whole=whole)
         if run_env is not None:
-            whole = options.serial
-            gather = Gather({p.name: p for p in jobs}, board, whole=whole)
             for lane in lanes([j for p in jobs for j in p.jobs(whole=whole)], whole):
                 board.background(self._worker(run_env, lane, gather, workers), overlap=overlap)
         if options.upstream_tests:
@@ -228,6 +228,7 @@ class GpuPart:
             board.put("bench", [bench_step(options, smoke, run_env)])
         return {
             "workers": [lane.to_json() for lane in workers],
+            "parts": gather.parts(),
             "kernel_cache": cache.to_json() if cache is not None else None,
         }
 
@@ -287,6 +288,16 @@ class Gather:
                 return
             ordered = [got[key] for key in self._keys[step]]
         self._board.post(step, [self._planned[step].result_of(ordered)])
+
+    def parts(self) -> dict[str, dict[str, float | None]]:
+        """{step: {part's key: its runner's seconds}} of each step that ran as parts: which
+        part set the step's seconds (the report's profile)."""
+        with self._lock:
+            return {
+                step: {key: got[key].seconds for key in self._keys[step] if key in got}
+                for step, got in self._got.items()
+                if len(self._keys[step]) > 1
+            }
 
 
 def _cached(env: InstallEnv | None, cache: KernelCache | None) -> InstallEnv | None:

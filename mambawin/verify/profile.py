@@ -1,5 +1,5 @@
 """How a verify run went, as the `--report` Markdown shows it under the steps: the report's
-`profile` (verify.pipeline: wall_seconds, overlap, workers, kernel_cache)."""
+`profile` (verify.pipeline: wall_seconds, overlap, workers, parts, kernel_cache)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ def profile_lines(profile: Mapping[str, Any], cell: Callable[[object], str]) -> 
         if lane.get("alone") and setup is not None:
             line += f"; run alone after: {', '.join(lane['alone'])}"
         lines.append(line)
+    for step, parts in (profile.get("parts") or {}).items():
+        each = ", ".join(f"{key} {seconds_text(s)} s" for key, s in parts.items())
+        lines.append(f"- {step} in {len(parts)} parts at once: {each}")
     cache = profile.get("kernel_cache")
     if cache:
         state = ("warm" if cache.get("warm") else "cold") if cache.get("folder") else "not kept"

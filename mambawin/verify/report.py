@@ -56,7 +56,8 @@ class VerifyReport:
     # only when it names that wheel's bytes.
     sha256: Mapping[str, str] = field(default_factory=dict)
     # How the run went: wall_seconds (the whole run), overlap, workers (each GPU worker's
-    # steps and shared setup seconds: torch's import and CUDA's start), kernel_cache.
+    # steps and shared setup seconds: torch's import and CUDA's start), parts (each part's
+    # seconds, per step that ran as parts), kernel_cache.
     profile: Mapping[str, Any] = field(default_factory=dict)
 
     @property

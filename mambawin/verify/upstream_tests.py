@@ -208,7 +208,7 @@ def run_tests(
     run = TestRun(
         project, TEST_FILES[project], source.rev, complex_removed=complex_removed(provenance)
     )
-    for xml_text in _pytest(env, test_file, keyword, timeout, shards):
+    for xml_text in _pytest(env, test_file, keyword, timeout, shards, TEST_FILES[project]):
         count_junit(run, xml_text)
     if keyword:
         run.keyword, run.note = keyword, f"subset -k {keyword!r}"
@@ -216,9 +216,15 @@ def run_tests(
 
 
 def _pytest(
-    env: InstallEnv, test_file: Path, keyword: str | None, timeout: float, shards: int
+    env: InstallEnv,
+    test_file: Path,
+    keyword: str | None,
+    timeout: float,
+    shards: int,
+    shown: str,
 ) -> list[str]:
-    """pytest's junit XML of test_file: one report, or one per shard (run at once)."""
+    """pytest's junit XML of test_file (shown: its path in upstream's tree): one report, or one
+    per shard (run at once)."""
 
     def one(index: int) -> str:
         junit = test_file.parent / ("junit.xml" if shards == 1 else f"junit-{index}.xml")
@@ -242,7 +248,7 @@ def _pytest(
         if not junit.is_file():
             last = proc.reason(done.stdout + done.stderr, none="no output")
             msg = (
-                f"pytest wrote no report for {test_file.name} (exit {done.returncode}): "
+                f"pytest wrote no report for {shown} (exit {done.returncode}): "
                 f"{last} (is pytest installed there?)"
             )
             raise MambawinError(msg)
