@@ -340,6 +340,7 @@ def test_the_cli_the_spec_keys_the_runner_and_the_workflow_agree() -> None:
         "keep": ("einops",),
         "abi": "stable",
         "source_from": "index",
+        "arch_groups": "off",
     }
     assert set(changed) == keys  # a new spec key must get a non-default value here
     argv = backends.spec_args(changed)

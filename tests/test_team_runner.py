@@ -198,7 +198,7 @@ def test_package_and_requirement_flags() -> None:
 
     options = Options(drop=("tilelang",), keep=("x",))
     values = {f: getattr(options, f) for f in ("keep_complex", "skip_patches", "drop", "keep")}
-    defaults = {"abi": "torch", "source_from": "auto"}
+    defaults = {"abi": "torch", "source_from": "auto", "arch_groups": "proven"}
     assert spec_args({**values, **defaults}) == ["--drop", "tilelang", "--keep", "x"]
 
 

@@ -231,3 +231,30 @@ def test_a_bad_ci_table_is_one_line_naming_the_key(
 ) -> None:
     message = spec_error(GOOD + "[ci]\n" + table + "\n", tmp_path)
     assert expected in message, message
+
+
+def test_a_spec_turns_arch_groups_off_for_every_cell_and_refuses_other_values(
+    tmp_path: Path,
+) -> None:
+    """[options] arch_groups reaches each cell's build and the workflow's matrix, like every
+    option a spec may set; a value build would refuse is a spec error naming the key."""
+    from test_ci_github import TEAM
+
+    from mambawin.errors import SpecError
+    from mambawin.team import runner as team_runner
+    from mambawin.team.matrix import expand
+    from mambawin.team.spec_reader import parse_spec
+    from mambawin.team.workflow_steps import matrix_entry
+
+    spec = parse_spec(TEAM + '[options]\narch_groups = "off"\n', tmp_path / "team.toml")
+    cell = expand(spec)[0]
+    argv = team_runner.build_argv(cell, tmp_path / "python", spec, team_runner.RunOptions())
+    assert argv[argv.index("--arch-groups") + 1] == "off"
+    assert matrix_entry(cell, spec, "a")["arch_groups"] == "off"
+    default = parse_spec(TEAM, tmp_path / "team.toml")
+    argv = team_runner.build_argv(
+        expand(default)[0], tmp_path / "python", default, team_runner.RunOptions()
+    )
+    assert "--arch-groups" not in argv  # build's own default, unsaid
+    with pytest.raises(SpecError, match=r"options\.arch_groups: must be one of proven, off"):
+        parse_spec(TEAM + '[options]\narch_groups = "maybe"\n', tmp_path / "team.toml")

@@ -232,6 +232,7 @@ class BuildRequest:
             "those archs share one nvcc front-end pass (e.g. compute_80 for sm_80, sm_86, sm_89); "
             "every other unit keeps one pass per arch; off: one pass per arch everywhere.",
             BUILDS,
+            spec_key="arch_groups",
             panel=SPEED,
             metavar="|".join(ARCH_GROUPS),
             choices=ARCH_GROUPS,

@@ -297,6 +297,7 @@ def cell_request(cell: Cell, spec: Spec, backend: str = NATIVE) -> BuildRequest:
         keep=spec.options.keep,
         abi=cell.abi,
         source_from=spec.options.source_from,
+        arch_groups=spec.options.arch_groups,
     )
     if backend == CROSS_WINDOWS:
         return replace(request, platform=WINDOWS, backend=CROSS_WINDOWS)

@@ -112,6 +112,8 @@ class Options:
     abi: Abi = DEFAULT_ABI
     # Where every cell's upstream release comes from (build --source-from): git, index, auto.
     source_from: str = BuildOptions.source_from
+    # Whether proven units share nvcc front-end passes (build --arch-groups): proven, off.
+    arch_groups: str = BuildOptions.arch_groups
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,8 @@ class _Reader:
                 values[key] = tuple(self.strings(raw, where, empty_ok=True))
             else:
                 values[key] = self.string(raw, where)
+                if option.choices and values[key] not in option.choices:
+                    raise self.fail(where, f"must be one of {', '.join(option.choices)}")
         for index, patch_id in enumerate(values["skip_patches"]):
             if unknown_ids([patch_id], every_patch_id()):
                 raise self.fail(
