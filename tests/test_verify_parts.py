@@ -14,9 +14,9 @@ import pytest
 from mambawin.errors import CommandError, MambawinError
 from mambawin.stage import Status
 from mambawin.verify import upstream_tests as ut
-from mambawin.verify.planned import Planned
+from mambawin.verify.planned import Planned, in_parts
 from mambawin.verify.report import StepResult
-from mambawin.verify.runners import blocks, compile, pytest_shard
+from mambawin.verify.runners import blocks, compile, parts, pytest_shard
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.workers import Job, Outcome
 
@@ -35,15 +35,15 @@ def blocks_part(block: str, dtype: str, passed: bool = True) -> dict[str, object
 
 
 def test_blocks_parts_cover_every_block_and_dtype_once() -> None:
-    parts = blocks.parts()
-    assert len(parts) == len(blocks.BLOCKS) * 3
-    assert len({label for label, _ in parts}) == len(parts)
-    assert parts[0] == ("Mamba-float32", ("--block", "Mamba", "--dtypes", "float32"))
+    split = parts.BLOCKS.parts
+    assert len(split) == len(blocks.BLOCKS) * 3
+    assert len({label for label, _ in split}) == len(split)
+    assert split[0] == ("Mamba-float32", ("--block", "Mamba", "--dtypes", "float32"))
 
 
 def test_merged_blocks_parts_are_the_whole_runs_report() -> None:
     reports = [blocks_part(b.name, d) for b in blocks.BLOCKS for d in ("float32", "float16")]
-    merged = blocks.merge(reports)
+    merged = parts.merge_blocks(reports)
     assert merged["passed"] is True and merged["seqlen"] == 257
     assert [e["block"] for e in merged["blocks"]] == ["Mamba", "Mamba2"]
     whole = blocks.block_result(
@@ -55,7 +55,7 @@ def test_merged_blocks_parts_are_the_whole_runs_report() -> None:
 
 def test_one_failing_dtype_fails_its_block_and_the_merged_report() -> None:
     reports = [blocks_part("Mamba2", "float32"), blocks_part("Mamba2", "bfloat16", passed=False)]
-    merged = blocks.merge(reports)
+    merged = parts.merge_blocks(reports)
     assert merged["passed"] is False
     assert merged["blocks"][0]["status"] == "fail"
     assert merged["blocks"][0]["reason"] == "bfloat16: bfloat16 off"
@@ -64,25 +64,25 @@ def test_one_failing_dtype_fails_its_block_and_the_merged_report() -> None:
 def test_a_block_skipped_at_import_stays_one_skip() -> None:
     skip = {"block": "Mamba2", "status": "skip", "reason": "this mamba_ssm has no Mamba2"}
     reports = [{"device": "cuda", "seed": 0, "seqlen": 257, "blocks": [skip], "passed": True}] * 3
-    assert blocks.merge(reports)["blocks"] == [skip]
+    assert parts.merge_blocks(reports)["blocks"] == [skip]
 
 
 def test_compile_parts_are_one_block_each_and_merge_their_rows_in_order() -> None:
-    assert compile.parts() == tuple((b.name, ("--block", b.name)) for b in compile.BLOCKS)
+    assert parts.COMPILE.parts == tuple((b.name, ("--block", b.name)) for b in compile.BLOCKS)
     first = {"passed": True, "torch": "2.11", "rows": [{"model": "Mamba", "passed": True}]}
     second = {"passed": False, "torch": "2.11", "rows": [{"model": "Mamba2", "passed": False}]}
-    merged = compile.merge([first, second])
+    merged = parts.merge_compile([first, second])
     assert [r["model"] for r in merged["rows"]] == ["Mamba", "Mamba2"]
     assert merged["passed"] is False and merged["torch"] == "2.11"
 
 
 def planned() -> Planned:
-    return Planned(
+    two = parts.Split(parts.BLOCKS.parts[:2], parts.merge_blocks)
+    return in_parts(
         Job("blocks", ("--json",)),
         lambda report: StepResult("blocks", Status.OK, str(len(report["blocks"])), report),
         lambda exc: StepResult("blocks", Status.FAIL, f"blocks runner failed: {exc}"),
-        tuple(Job("blocks", ("--json", *args), label) for label, args in blocks.parts()[:2]),
-        blocks.merge,
+        two,
     )
 
 

@@ -11,18 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from mambawin.errors import MambawinError
-from mambawin.packages import (
-    CAUSAL_CONV1D,
-    MAMBA,
-)
+from mambawin.packages import CAUSAL_CONV1D, MAMBA
 from mambawin.stage import Status
 from mambawin.verify.conflicts import EnvironmentCheck
 from mambawin.verify.options import VerifyOptions, skipped
 from mambawin.verify.packages import WheelUnderTest
-from mambawin.verify.planned import Planned, Step, error_details, failed, run_planned
+from mambawin.verify.planned import Planned, Step, error_details, failed, in_parts, run_planned
 from mambawin.verify.report import StepResult, Target
-from mambawin.verify.runners import blocks
-from mambawin.verify.runners import compile as compiled
+from mambawin.verify.runners import parts
 from mambawin.verify.runners.compile import summary_lines
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.upstream_tests import shard_count
@@ -256,15 +252,9 @@ def plan_runner(
         status: Status = Status.OK if any(i["status"] == "ok" for i in items) else Status.SKIP
         return StepResult(name, status, summary or "nothing to run", report)
 
-    if name != "blocks":
-        return Planned(Job(name, ("--json",)), finish, failed(name, f"{name} runner failed"))
-    return Planned(
-        Job(name, ("--json",)),
-        finish,
-        failed(name, f"{name} runner failed"),
-        tuple(Job(name, ("--json", *args), label) for label, args in blocks.parts()),
-        blocks.merge,
-    )
+    fail = failed(name, f"{name} runner failed")
+    job = Job(name, ("--json",))
+    return in_parts(job, finish, fail, parts.BLOCKS if name == "blocks" else None)
 
 
 # Why a torch-ABI mamba-ssm gets no compile step: nothing of it is a torch op.
@@ -309,13 +299,8 @@ def plan_compile(
         status = Status.OK if report.get("passed") else Status.FAIL
         return StepResult("compile", status, f"{summary} (torch {report.get('torch')})", report)
 
-    return Planned(
-        Job("compile", ("--json",)),
-        finish,
-        failed("compile", "compile runner failed"),
-        tuple(Job("compile", ("--json", *args), label) for label, args in compiled.parts()),
-        compiled.merge,
-    )
+    fail = failed("compile", "compile runner failed")
+    return in_parts(Job("compile", ("--json",)), finish, fail, parts.COMPILE)
 
 
 def upstream_tests_step(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -40,7 +39,7 @@ from mambawin.verify.gpu import gpu_blocker, plan_gpu, upstream_tests_step
 from mambawin.verify.kernel_cache import KernelCache
 from mambawin.verify.options import SKIPPABLE, VerifyOptions, skipped
 from mambawin.verify.packages import WheelRef, WheelUnderTest, find_wheels
-from mambawin.verify.planned import Planned, Step
+from mambawin.verify.planned import Gather, Planned, Step
 from mambawin.verify.report import StepResult, Target, VerifyReport, named
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.static import TAMPERED, foreign_platform, glibc_need, static_steps, tampered
@@ -261,43 +260,6 @@ class GpuPart:
                 gather.add(Outcome(job.key, error=missing))
 
         return work
-
-
-class Gather:
-    """The jobs' outcomes, from every lane's thread, into their steps: a step's result is posted
-    once each of its jobs (the whole step, or each part) has one; a job's first outcome counts."""
-
-    def __init__(self, planned: Mapping[str, Planned], board: Board, *, whole: bool) -> None:
-        self._planned = planned
-        self._board = board
-        self._step = {j.key: p.name for p in planned.values() for j in p.jobs(whole=whole)}
-        self._keys = {p.name: [j.key for j in p.jobs(whole=whole)] for p in planned.values()}
-        self._got: dict[str, dict[str, Outcome]] = {name: {} for name in planned}
-        self._lock = threading.Lock()
-
-    def add(self, outcome: Outcome) -> None:
-        step = self._step.get(outcome.name)
-        if step is None:
-            return
-        with self._lock:
-            got = self._got[step]
-            if outcome.name in got:
-                return
-            got[outcome.name] = outcome
-            if len(got) < len(self._keys[step]):
-                return
-            ordered = [got[key] for key in self._keys[step]]
-        self._board.post(step, [self._planned[step].result_of(ordered)])
-
-    def parts(self) -> dict[str, dict[str, float | None]]:
-        """{step: {part's key: its runner's seconds}} of each step that ran as parts: which
-        part set the step's seconds (the report's profile)."""
-        with self._lock:
-            return {
-                step: {key: got[key].seconds for key in self._keys[step] if key in got}
-                for step, got in self._got.items()
-                if len(self._keys[step]) > 1
-            }
 
 
 def _cached(env: InstallEnv | None, cache: KernelCache | None) -> InstallEnv | None:

@@ -3,14 +3,17 @@ run (skips, conflicts), then runs the planned ones together (verify.workers) or 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from mambawin.errors import MambawinError
 from mambawin.stage import Status
+from mambawin.verify.board import Board
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.report import StepResult
+from mambawin.verify.runners.parts import Split
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.workers import Job, Outcome, run_alone
 
@@ -64,6 +67,20 @@ class Planned:
         return result if outcome.seconds is None else replace(result, seconds=outcome.seconds)
 
 
+def in_parts(
+    job: Job,
+    finish: Callable[[dict[str, Any]], StepResult],
+    fail: Callable[[MambawinError], StepResult],
+    split: Split | None,
+) -> Planned:
+    """A step whose runner runs as split's parts (each job's arguments, then its part's), or
+    whole when split is None."""
+    if split is None:
+        return Planned(job, finish, fail)
+    jobs = tuple(Job(job.name, (*job.args, *args), label) for label, args in split.parts)
+    return Planned(job, finish, fail, jobs, split.merge)
+
+
 # A step either known before anything runs (a skip, a conflict) or a runner to run.
 Step = StepResult | Planned
 
@@ -84,3 +101,40 @@ def failed(name: str, what: str) -> Callable[[MambawinError], StepResult]:
 def error_details(exc: MambawinError) -> dict[str, Any]:
     tail = getattr(exc, "tail", "")
     return {"error": str(exc), "tail": tail} if tail else {"error": str(exc)}
+
+
+class Gather:
+    """The jobs' outcomes, from every lane's thread, into their steps: a step's result is posted
+    once each of its jobs (the whole step, or each part) has one; a job's first outcome counts."""
+
+    def __init__(self, planned: Mapping[str, Planned], board: Board, *, whole: bool) -> None:
+        self._planned = planned
+        self._board = board
+        self._step = {j.key: p.name for p in planned.values() for j in p.jobs(whole=whole)}
+        self._keys = {p.name: [j.key for j in p.jobs(whole=whole)] for p in planned.values()}
+        self._got: dict[str, dict[str, Outcome]] = {name: {} for name in planned}
+        self._lock = threading.Lock()
+
+    def add(self, outcome: Outcome) -> None:
+        step = self._step.get(outcome.name)
+        if step is None:
+            return
+        with self._lock:
+            got = self._got[step]
+            if outcome.name in got:
+                return
+            got[outcome.name] = outcome
+            if len(got) < len(self._keys[step]):
+                return
+            ordered = [got[key] for key in self._keys[step]]
+        self._board.post(step, [self._planned[step].result_of(ordered)])
+
+    def parts(self) -> dict[str, dict[str, float | None]]:
+        """{step: {part's key: its runner's seconds}} of each step that ran as parts: which
+        part set the step's seconds (the report's profile)."""
+        with self._lock:
+            return {
+                step: {key: got[key].seconds for key in self._keys[step] if key in got}
+                for step, got in self._got.items()
+                if len(self._keys[step]) > 1
+            }

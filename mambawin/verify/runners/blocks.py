@@ -134,28 +134,6 @@ def block_result(name: str, fast: str, rows: dict[str, dict[str, Any]]) -> dict[
     return {"block": name, "status": status, "reason": reason, "fast_path": fast, "per_dtype": rows}
 
 
-def parts() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The runner's cases as parts that can run at once, each in a Python of its own (Triton
-    compiles a process's kernels one at a time): (label, arguments) for a block and a dtype."""
-    return tuple(
-        (f"{b.name}-{d}", ("--block", b.name, "--dtypes", d)) for b in BLOCKS for d in DTYPES
-    )
-
-
-def merge(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The parts' reports (in parts' order) as the report of one run of all their cases."""
-    entries: dict[str, dict[str, Any]] = {}
-    for report in reports:
-        for entry in report["blocks"]:
-            seen = entries.setdefault(entry["block"], entry)
-            if seen is not entry and "per_dtype" in seen and "per_dtype" in entry:
-                rows = {**seen["per_dtype"], **entry["per_dtype"]}
-                entries[entry["block"]] = block_result(entry["block"], seen["fast_path"], rows)
-    results = list(entries.values())
-    passed = all(r["status"] != "fail" for r in results)
-    return {**reports[0], "blocks": results, "passed": passed}
-
-
 def _import_failure(block: Block, exc: BaseException) -> dict[str, str]:
     """skip when triton or the block's module itself is absent (Mamba2 before v2.0), else fail:
     the package must import with what it requires (issue: tilelang/quack pulled in at import)."""

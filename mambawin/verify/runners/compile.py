@@ -279,18 +279,6 @@ def run(
     }
 
 
-def parts() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The default run's rows as parts that can run at once, each in a Python of its own
-    (inductor's and Triton's compiles of one process wait on each other): a block each."""
-    return tuple((b.name, ("--block", b.name)) for b in BLOCKS)
-
-
-def merge(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The parts' reports (in parts' order) as the report of one run of all their rows."""
-    rows = [row for report in reports for row in report["rows"]]
-    return {**reports[0], "rows": rows, "passed": bool(rows) and all(r["passed"] for r in rows)}
-
-
 def _shown(row: dict[str, Any]) -> dict[str, Any]:
     """row, after printing its line on stderr (a long run shows each result as it comes)."""
     print(summary_lines({"rows": [row]})[0], file=sys.stderr, flush=True)
