@@ -155,16 +155,24 @@ def test_lanes_give_each_part_of_blocks_and_compile_its_own_worker_unless_serial
         *parts,
         Job("compile", ("--json",)),
     ]
-    assert [[j.key for j in lane] for lane in lanes(jobs, serial=False)] == [
+    assert [[j.key for j in lane] for lane in lanes(jobs, serial=False, cpus=16)] == [
         ["ops", "smoke", "conv", "calls"],
         ["blocks[Mamba-float32]"],
         ["blocks[Mamba2-float32]"],
         ["compile"],
     ]
+    # fewer CPUs than lanes: the other jobs dealt over one lane per CPU beside the shared one
+    assert [[j.key for j in lane] for lane in lanes(jobs, serial=False, cpus=3)] == [
+        ["ops", "smoke", "conv", "calls"],
+        ["blocks[Mamba-float32]", "compile"],
+        ["blocks[Mamba2-float32]"],
+    ]
+    assert len(lanes(jobs, serial=False, cpus=1)) == 2  # never fewer than the shared one and one
     assert [[j.name for j in lane] for lane in lanes(jobs, serial=True)] == [
         ["ops", "smoke", "conv", "calls", "blocks", "blocks", "compile"]
     ]
     assert lanes([Job("calls", ())], serial=False) == [[Job("calls", ())]]
+    assert lanes([Job("blocks", ())], serial=False, cpus=8) == [[Job("blocks", ())]]
     assert lanes([], serial=True) == []
 
 

@@ -16,6 +16,7 @@ step whole, one after another, in one worker.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import tempfile
 import time
@@ -87,14 +88,25 @@ class Lane:
         }
 
 
-def lanes(jobs: Sequence[Job], serial: bool) -> list[list[Job]]:
+def lanes(jobs: Sequence[Job], serial: bool, cpus: int | None = None) -> list[list[Job]]:
     """The SHARED steps' jobs in one lane, every other job in a lane of its own (in their
-    order), or all in one lane when serial."""
+    order), or all in one lane when serial. With fewer CPUs than lanes (cpus: those this process
+    may use), the other jobs are dealt round-robin over one lane per CPU beside the shared one:
+    more compiling processes than CPUs would only wait on each other."""
     if serial:
         return [list(jobs)] if jobs else []
     shared = [job for job in jobs if job.name in SHARED]
-    alone = [[job] for job in jobs if job.name not in SHARED]
-    return [lane for lane in (shared, *alone) if lane]
+    others = [job for job in jobs if job.name not in SHARED]
+    count = min(max(1, (cpus or usable_cpus()) - 1), len(others))
+    dealt = [others[i::count] for i in range(count)]
+    return [lane for lane in (shared, *dealt) if lane]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def run_worker(
