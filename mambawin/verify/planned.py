@@ -1,5 +1,7 @@
 """A step that runs a runner, planned before anything runs: verify decides first which steps
-run (skips, conflicts), then runs the planned ones together (verify.workers) or one by one."""
+run (skips, conflicts), then runs the planned ones together (verify.workers) or one by one. A
+step may run as parts at once (`in_parts`, runners/parts.py); `Gather` turns its jobs' outcomes,
+from whichever worker each came, into the step's one result."""
 
 from __future__ import annotations
 
