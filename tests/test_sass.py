@@ -25,6 +25,17 @@ def test_padding_and_headerflags_are_not_instructions() -> None:
     assert len(a["_Z6scaleILi4EEvPf"]) == 4  # two instructions, each two encoding halves
 
 
+def test_where_a_fatbin_ends_is_not_part_of_its_last_kernel() -> None:
+    """Two builds that split the same kernels over other objects hold them in other fatbins: the
+    header of the next fatbin follows the last kernel of each, and must not count (a wheel-level
+    comparison of 057377b's two-object split against a four-object one saw 9 false differences)."""
+    text = (HERE / "a.txt").read_text()
+    head = text[: text.index("\t\tFunction")]
+    split = text.replace("\t\tFunction : _ZN43", head + "\t\tFunction : _ZN43", 1)
+    assert split.count("Fatbin elf code:") == 2
+    assert sass_per_kernel(split) == read("a.txt")
+
+
 def test_path_hashes_differ_unless_read_as_one_name() -> None:
     plain = compare_sass("sm_86", read("a.txt"), read("b.txt"))
     assert not plain.same and plain.identical == 1

@@ -26,8 +26,11 @@ def sass_per_kernel(text: str, *, same_internal_names: bool = False) -> Sass:
     """`cuobjdump -sass` output as {mangled kernel name: its instruction lines}.
 
     A line is `/*addr*/ OPCODE operands ; /* encoding */` (plus the encoding's second half), so
-    equal tuples mean the same instructions, operands and bits in the same order. Runs of spaces
-    become one: cuobjdump pads every line to the longest one in the whole file. With
+    equal tuples mean the same instructions, operands and bits in the same order; nothing else
+    counts (`.headerflags` names the virtual arch, and the next fatbin's header lines follow the
+    last kernel of each fatbin, so two builds that split the same kernels over other objects
+    would differ there). Runs of spaces become one: cuobjdump pads every line to the longest
+    one in the whole file. With
     same_internal_names, nvcc's path-derived `_INTERNAL_` hashes read as one name (for builds
     made in different folders by a compiler that hashed the path).
     """
@@ -36,9 +39,7 @@ def sass_per_kernel(text: str, *, same_internal_names: bool = False) -> Sass:
     parts = _FUNCTION.split(text)
     return {
         name: tuple(
-            " ".join(line.split())
-            for line in body.splitlines()
-            if line.strip() and not line.strip().startswith(".")
+            " ".join(line.split()) for line in body.splitlines() if line.strip().startswith("/*")
         )
         for name, body in zip(parts[1::2], parts[2::2], strict=True)
     }
