@@ -35,6 +35,13 @@ class Completed:
     stderr: str
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity where the OS tells it (taskset, a
+    container's cpuset), else the machine's count."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
 def which(program: str | Path, path: str | None = None) -> str | None:
     """Resolve a program like the OS would; an explicit path must exist and be a file."""
     text = str(program)

@@ -29,7 +29,6 @@ from mambawin.verify.packages import WheelUnderTest
 from mambawin.verify.runners.pytest_shard import ENV as SHARD_ENV
 from mambawin.verify.runners.pytest_shard import PLUGIN
 from mambawin.verify.sandbox import InstallEnv
-from mambawin.verify.workers import usable_cpus
 from mambawin.wheel.provenance import Provenance
 
 TEST_FILES: Mapping[str, str] = {
@@ -265,7 +264,7 @@ def shard_count(cpus: int | None = None) -> int:
     """How many pytest processes one test file runs as next to the GPU steps: one per four of
     the CPUs this process may use, at most MAX_SHARDS (the cases are small GPU launches whose
     cost is Python's; more processes than that wait on each other's CUDA calls)."""
-    return max(1, min(MAX_SHARDS, (cpus or usable_cpus()) // 4))
+    return max(1, min(MAX_SHARDS, (cpus or proc.usable_cpus()) // 4))
 
 
 def parse_junit(xml_text: str, project: str, file: str, rev: str, removed: bool) -> TestRun:

@@ -16,7 +16,6 @@ step whole, one after another, in one worker.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import tempfile
 import time
@@ -97,16 +96,9 @@ def lanes(jobs: Sequence[Job], serial: bool, cpus: int | None = None) -> list[li
         return [list(jobs)] if jobs else []
     shared = [job for job in jobs if job.name in SHARED]
     others = [job for job in jobs if job.name not in SHARED]
-    count = min(max(1, (cpus or usable_cpus()) - 1), len(others))
+    count = min(max(1, (cpus or proc.usable_cpus()) - 1), len(others))
     dealt = [others[i::count] for i in range(count)]
     return [lane for lane in (shared, *dealt) if lane]
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the OS tells it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def run_worker(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from mambawin import proc
 from mambawin.stage import Status
 from mambawin.store.owned import cache_dir
 from mambawin.toolchain.probe import Check, ProbeContext, output_of
@@ -49,8 +50,7 @@ class LocalSystem:
 
     def cpu_count(self) -> int:
         """CPUs this process may use."""
-        affinity = getattr(os, "sched_getaffinity", None)
-        return len(affinity(0)) if affinity else os.cpu_count() or 1
+        return proc.usable_cpus()
 
     def oem_codepage(self) -> int | None:
         """The OEM code page torch decodes cl's output with (Windows only)."""
