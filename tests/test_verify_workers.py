@@ -356,6 +356,17 @@ def test_the_cache_listing_names_the_kernel_caches():
     assert "kernel caches" in found[FOLDER]
 
 
+def with_tests(wheel: Path, **tools: Any) -> VerifyOptions:
+    """verify of wheel (an H100, its code sm_90) with upstream's tests, offline (no pip
+    resolve), with these collaborators."""
+    found = replace(
+        INSTALLED, wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"), **tools
+    )
+    return VerifyOptions(
+        wheel=wheel, target=H100, upstream_tests=True, skip=frozenset({"requirements"}), tools=found
+    )
+
+
 def test_the_worker_and_the_tests_get_the_cache_variables(tmp_path):
     wheel = make_wheel(tmp_path, files={"selective_scan_cuda.py": STANDIN})
     seen: dict[str, Any] = {}
@@ -368,17 +379,14 @@ def test_the_worker_and_the_tests_get_the_cache_variables(tmp_path):
         seen["tests"] = dict(env.env)
         return [ut.TestRun("mamba-ssm", "tests/ops/test_selective_scan.py", "v2", passed=3)]
 
-    tools = replace(
-        INSTALLED,
-        wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
-        run_worker=fake_worker,
-        run_upstream_tests=tests,
-        kernel_cache=lambda hashes, target: KernelCache(tmp_path / "kc", warm=True),
+    report = pipeline.verify(
+        with_tests(
+            wheel,
+            run_worker=fake_worker,
+            run_upstream_tests=tests,
+            kernel_cache=lambda hashes, target: KernelCache(tmp_path / "kc", warm=True),
+        )
     )
-    options = VerifyOptions(
-        wheel=wheel, target=H100, upstream_tests=True, skip=frozenset({"requirements"}), tools=tools
-    )
-    report = pipeline.verify(options)
     for env in (seen["worker"], seen["tests"]):
         assert env["TRITON_CACHE_DIR"] == str(tmp_path / "kc" / "triton")
         assert env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1"
@@ -408,16 +416,8 @@ def test_overlapping_steps_are_recorded_in_order_each_with_its_own_seconds(tmp_p
         events.append("tests")
         return [ut.TestRun("mamba-ssm", "tests/ops/test_selective_scan.py", "v2", passed=3)]
 
-    tools = replace(
-        INSTALLED,
-        wheel_gpu_code=lambda archive, info: (code("sm_90"), "GPU code sm_90"),
-        run_worker=fake_worker,
-        run_upstream_tests=tests,
-    )
-    options = VerifyOptions(
-        wheel=wheel, target=H100, upstream_tests=True, skip=frozenset({"requirements"}), tools=tools
-    )
     recorder = RecordingReporter()
+    options = with_tests(wheel, run_worker=fake_worker, run_upstream_tests=tests)
     report = pipeline.verify(options, reporter=recorder)
     names = [s.name for s in report.steps]
     assert names.index("requirements") < names.index("install")  # its documented place

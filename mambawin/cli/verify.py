@@ -80,8 +80,9 @@ def verify_command(
         bool,
         typer.Option(
             "--serial",
-            help="Run one step at a time: the GPU steps in one process, upstream's tests and "
-            "pip's resolve after them (each step's time as on a quiet machine; slower).",
+            help="Run one step at a time: the GPU steps whole in one process (blocks and "
+            "compile not split into parts), upstream's tests as one pytest per file and pip's "
+            "resolve after them (each step's time as on a quiet machine; slower).",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

@@ -30,7 +30,8 @@ class VerifyOptions:
     python: str = sys.executable
     windows_root: Path | None = None  # the load step's Windows toolchain (None: the cache's)
     timeout: float = 1800.0  # each runner's own limit (a worker gets one per runner it runs)
-    # One GPU worker, nothing overlapping: each step's time as on a quiet machine (--serial).
+    # One GPU worker, every step whole (no parts), nothing overlapping: each step's time as on
+    # a quiet machine (--serial).
     serial: bool = False
     tools: Tools = field(default_factory=Tools)  # the collaborators; tests pass fakes
 
