@@ -15,11 +15,9 @@ from mambawin.stage import Status
 from mambawin.verify.board import Board
 from mambawin.verify.options import VerifyOptions
 from mambawin.verify.report import StepResult
-from mambawin.verify.runners.parts import Split
+from mambawin.verify.runners.parts import Merge, Split
 from mambawin.verify.sandbox import InstallEnv
 from mambawin.verify.workers import Job, Outcome, run_alone
-
-Merge = Callable[[Sequence[dict[str, Any]]], dict[str, Any]]
 
 
 @dataclass(frozen=True)

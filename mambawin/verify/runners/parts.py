@@ -14,6 +14,7 @@ from mambawin.verify.runners import blocks, compile
 from mambawin.verify.runners.common import DTYPES
 
 Report = dict[str, Any]
+Merge = Callable[[Sequence[Report]], Report]  # the parts' reports, in order, as one report
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Split:
     reports (in parts' order)."""
 
     parts: tuple[tuple[str, tuple[str, ...]], ...]
-    merge: Callable[[Sequence[Report]], Report]
+    merge: Merge
 
 
 def merge_blocks(reports: Sequence[Report]) -> Report:
