@@ -17,7 +17,11 @@ step: both packages compile at once in one job pool since issue 27). And what th
 `cpu_s`, the CPU seconds (user + system) of everything the build ran, so cpu_s / cores is the
 work's limit in core-seconds (Σ unit seconds counts an nvcc `--threads 4` job's wall once, not
 its threads); and, on Linux, `busy_cores`: the cores busy in each twentieth of the wall, from
-/proc/stat (idle cores there are what a better schedule could still use). `compare` prints the
+/proc/stat (idle cores there are what a better schedule could still use). And `timeline`: per
+package, seconds after the pair's command started, when its ninja started and ended (from
+.ninja_log and its objects' mtimes), when the link wrote the extension, when
+bdist_wheel wrote its wheel and when the wheel reached --out, and each unit's [start, end]: what
+the cores did before the first unit, between units and after the last. `compare` prints the
 ratios of two such files (B over A) taken on one machine.
 The builds of one comparison run one after another on one machine (the device's calls are capped
 at ten minutes, so a long baseline may be its own call; the JSON files stay on the machine).
@@ -40,7 +44,7 @@ from typing import Any
 from parallel_limit import ninja_units
 
 
-def package_entry(result: dict[str, Any]) -> dict[str, Any]:
+def package_entry(result: dict[str, Any], started: float | None = None) -> dict[str, Any]:
     """One package's part of the pair: steps, units from ninja, Σ, longest, parallelism."""
     build_dir = Path(result["build_dir"]) / "build"
     units = ninja_units(build_dir) if result["units_compiled"] else []
@@ -59,6 +63,7 @@ def package_entry(result: dict[str, Any]) -> dict[str, Any]:
         "longest_started_s": {name: spans[name][0] for name, _ in units[:4] if name in spans},
         "outside_ninja_s": round(compile_wall - ninja_end, 1) if units else None,
         "units": units,
+        "timeline": timeline(build_dir, Path(result["wheel"]), started) if started else None,
         "wheel": result["wheel"],
         "sha256": hashlib.sha256(Path(result["wheel"]).read_bytes()).hexdigest(),
     }
@@ -73,6 +78,45 @@ def ninja_spans(build_dir: Path) -> dict[str, tuple[float, float]]:
             if len(fields) == 5:
                 spans[Path(fields[3]).name] = (int(fields[0]) / 1000, int(fields[1]) / 1000)
     return spans
+
+
+def timeline(build_dir: Path, wheel: Path, started: float) -> dict[str, Any]:
+    """What happened when, in seconds after `started` (time.time() as the pair's command began):
+    ninja's start and end, the link, bdist_wheel's wheel, the wheel in --out, and each unit."""
+    spans = ninja_spans(build_dir)
+    ends = ninja_ends(build_dir)
+    # ninja's own clock starts with ninja; an object's mtime is when it was written (at its end)
+    offsets = sorted(ends[name] - spans[name][1] for name in ends if name in spans)
+    if not offsets:
+        return {}
+    zero = offsets[len(offsets) // 2] - started
+
+    def at(paths: list[Path]) -> float | None:
+        return round(max(p.stat().st_mtime for p in paths) - started, 2) if paths else None
+
+    return {
+        "ninja_start": round(zero, 2),
+        "ninja_end": round(zero + max(end for _, end in spans.values()), 2),
+        "linked": at(list(build_dir.glob("lib.*/**/*.so"))),
+        "bdist_wheel": at(list(build_dir.parent.glob("dist/*.whl"))),
+        "wheel_out": at([wheel]),
+        "units": {
+            name: [round(zero + a, 2), round(zero + b, 2)]
+            for name, (a, b) in sorted(spans.items(), key=lambda kv: kv[1])
+        },
+    }
+
+
+def ninja_ends(build_dir: Path) -> dict[str, float]:
+    """object: the mtime of the file .ninja_log names (written as its unit ended), in seconds.
+    (.ninja_log's own third field is no clock: ninja records the manifest's mtime there.)"""
+    ends: dict[str, float] = {}
+    for log in build_dir.rglob(".ninja_log"):
+        for line in log.read_text(encoding="utf-8").splitlines()[1:]:
+            fields = line.split("\t")
+            if len(fields) == 5 and Path(fields[3]).is_file():
+                ends[Path(fields[3]).name] = Path(fields[3]).stat().st_mtime
+    return ends
 
 
 def pair_summary(packages: list[dict[str, Any]], jobs: int) -> dict[str, Any]:
@@ -155,14 +199,14 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     argv += ["--no-cache", "--json", "--out", str(args.work / "wheels" / args.label)]
     argv += args.extra
     env = {**os.environ, "MAMBAWIN_CACHE_DIR": str(cache)}
-    start, cpu = time.monotonic(), children_cpu()
+    start, cpu, started = time.monotonic(), children_cpu(), time.time()
     with BusyCores() as busy:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     wall, cpu = time.monotonic() - start, children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"pair build failed ({done.returncode}): {done.stderr[-3000:]}")
     builds = json.loads(done.stdout)["builds"]
-    packages = [package_entry(result) for result in builds]
+    packages = [package_entry(result, started) for result in builds]
     return {
         "label": args.label,
         "argv": argv[1:],
@@ -171,7 +215,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         "pair": pair_summary(packages, args.jobs),
         "cpu_s": round(cpu, 1),
         "cpu_over_cores_s": round(cpu / cores(), 1),
-        "machine": busy.summary(cores()),
+        "machine": busy.summary(cores(), parts=max(20, round(wall / 4))),
         "packages": packages,
     }
 

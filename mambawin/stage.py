@@ -110,6 +110,12 @@ class TimedSteps:
     def step(self, name: str) -> AbstractContextManager[None]:
         return self(name)
 
+    def through(self, reporter: Reporter) -> TimedSteps:
+        """These steps shown by another reporter, their seconds kept in the same record."""
+        other = TimedSteps(reporter)
+        other.durations = self.durations
+        return other
+
     def add(self, name: str, seconds: float) -> None:
         """Count seconds to step name (a step timed elsewhere: the pair's joint compile)."""
         self.durations[name] = round(self.durations.get(name, 0.0) + seconds, 1)

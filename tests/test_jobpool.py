@@ -214,6 +214,25 @@ def test_a_failure_in_the_pool_names_its_package(
     assert not out.exists() or not list(out.iterdir())
 
 
+def test_the_package_done_first_is_packed_while_the_other_compiles(
+    tmp_path: Path,
+    doctor: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """mamba-ssm's compile ends only once causal-conv1d's finished wheel waits in --out's
+    staging folder: it was packed in its own thread, not after both compiles."""
+    bin_dir = fake_ninja(tmp_path / "bin", "1.13.2")
+    out = tmp_path / "out"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_WAIT_FOR", str(out / ".mambawin-*" / "causal_conv1d-*.whl"))
+    result = runner.invoke(app, _pair(tmp_path, out), obj={"doctor": doctor})
+
+    assert result.exit_code == 0, result.output
+    builds = json.loads(result.stdout)["builds"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(Path(b["wheel"]).name for b in builds)
+    assert all({"build", "metadata", "record"} <= set(b["steps"]) for b in builds)
+
+
 def test_an_old_ninja_compiles_one_after_the_other(
     tmp_path: Path,
     doctor: object,

@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -77,9 +78,8 @@ def test_unchanged_members_keep_their_stored_bytes(tmp_path: Path) -> None:
     wheel = fast_wheel(tmp_path)
     fixed = rewrite_wheel(wheel, tmp_path / "out", local_version="cu130", date_epoch=EPOCH)
 
-    for name in (SO, "mamba_ssm/table.bin", "mamba_ssm/__init__.py"):
+    for name in (SO, "mamba_ssm/__init__.py"):
         assert stored_bytes(fixed, name) == stored_bytes(wheel, name), name
-    assert stored_bytes(fixed, "mamba_ssm/table.bin")[0] == zipfile.ZIP_STORED
     with zipfile.ZipFile(wheel) as archive:
         before = archive.getinfo(SO)
     with zipfile.ZipFile(fixed) as archive:
@@ -91,6 +91,34 @@ def test_unchanged_members_keep_their_stored_bytes(tmp_path: Path) -> None:
         zipfile.ZipInfo("x", date_time=after.date_time).date_time,
     )
     assert after.date_time != before.date_time  # dated like every member of the rewrite
+
+
+def test_a_stored_member_is_deflated_as_zipfile_deflates(tmp_path: Path) -> None:
+    """bdist_wheel stores a native build's members (build.cfg); the rewrite deflates them, a
+    member of one chunk or less into zipfile's own bytes."""
+    wheel = fast_wheel(tmp_path)
+    fixed = rewrite_wheel(wheel, tmp_path / "out", local_version="cu130", date_epoch=EPOCH)
+
+    table = bytes(range(256)) * 64
+    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS)
+    assert stored_bytes(fixed, "mamba_ssm/table.bin") == (
+        zipfile.ZIP_DEFLATED,
+        compressor.compress(table) + compressor.flush(),
+    )
+    with zipfile.ZipFile(fixed) as archive:
+        assert archive.read("mamba_ssm/table.bin") == table
+
+
+def test_a_stored_member_that_fails_its_crc_is_refused(tmp_path: Path) -> None:
+    wheel = fast_wheel(tmp_path)
+    _, stored = stored_bytes(wheel, "mamba_ssm/table.bin")
+    data = bytearray(wheel.read_bytes())
+    data[data.find(stored) + 100] ^= 0xFF
+    wheel.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    with pytest.raises(WheelError, match=r"member mamba_ssm/table\.bin is corrupt"):
+        rewrite_wheel(wheel, out, local_version="cu130")
+    assert not out.exists() or not list(out.iterdir())
 
 
 def test_record_is_right_for_raw_members_and_wheel_checks_it(tmp_path: Path) -> None:

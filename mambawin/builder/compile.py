@@ -63,11 +63,15 @@ def setup_command(workspace: Workspace) -> list[str]:
 
 
 def build_config(workspace: Workspace) -> Path:
-    """Write the distutils config that puts setuptools' build folder in the workspace."""
+    """Write the distutils config that puts setuptools' build folder in the workspace and has
+    bdist_wheel store its members: the metadata step deflates them on every CPU (wheel/writer.py)
+    where bdist_wheel would deflate the extension on one, at the end of the build."""
     config = workspace.root / "build.cfg"
     # Forward slashes: distutils reads this with configparser, where backslashes are literal.
     config.write_text(
-        f"[build]\nbuild_base = {workspace.build_base.as_posix()}\n", encoding="utf-8"
+        f"[build]\nbuild_base = {workspace.build_base.as_posix()}\n"
+        "[bdist_wheel]\ncompression = stored\n",
+        encoding="utf-8",
     )
     return config
 

@@ -103,7 +103,33 @@ class Started:
     steps: TimedSteps
 
     def finish(self, compiled: tuple[CompileResult, CacheStats | None]) -> BuildResult:
-        return _finish(self.options, self.prepared, compiled, self.label_choice, self.steps)
+        with ExitStack() as stack:
+            return self.stage(compiled, stack).publish()
+
+    def stage(
+        self,
+        compiled: tuple[CompileResult, CacheStats | None],
+        stack: ExitStack,
+        reporter: Reporter | None = None,
+    ) -> Staged:
+        """The metadata and record steps, the wheel left in a staging folder inside --out that
+        stack removes; reporter: who shows the steps (the steps' own reporter by default)."""
+        steps = self.steps.through(reporter) if reporter is not None else self.steps
+        return _stage(self.options, self.prepared, compiled, self.label_choice, steps, stack)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A build whose wheel is made and recorded, waiting in a staging folder inside --out."""
+
+    result: BuildResult
+    wheel: Path
+    out: Path
+
+    def publish(self) -> BuildResult:
+        """Move the wheel into --out (one rename): the build's last act."""
+        publish(self.wheel, self.out)
+        return self.result
 
 
 def start(
@@ -148,27 +174,29 @@ def check_inputs(options: BuildOptions) -> str | None:
     return label_choice
 
 
-def _finish(
+def _stage(
     options: BuildOptions,
     prepared: Prepared,
     outcome: tuple[CompileResult, CacheStats | None],
     label_choice: str | None,
     steps: TimedSteps,
-) -> BuildResult:
-    """Rewrite the wheel's metadata, write the record, and move the wheel into --out."""
+    stack: ExitStack,
+) -> Staged:
+    """Rewrite the wheel's metadata into a staging folder in --out, and write the record."""
     compiled, stats = outcome
     options.out.mkdir(parents=True, exist_ok=True)
-    with staging_dir(options.out, ".mambawin-") as out_staging:
-        with steps("metadata"):
-            fixed = metadata.rewrite(
-                compiled.wheel, out_staging, prepared, label_choice, options, stats
-            )
-        label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
-        named = planned_wheel(prepared.workspace.src, prepared, label, options)
-        if fixed.name != named:  # the plan, matrix and the workflow would have named another
-            steps.note(f"warning: the wheel is {fixed.name}, where `build --plan` names {named}")
-        with steps("record"):
-            return _record(fixed, options.out, prepared, (compiled, stats), steps.durations)
+    out_staging = stack.enter_context(staging_dir(options.out, ".mambawin-"))
+    with steps("metadata"):
+        fixed = metadata.rewrite(
+            compiled.wheel, out_staging, prepared, label_choice, options, stats
+        )
+    label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
+    named = planned_wheel(prepared.workspace.src, prepared, label, options)
+    if fixed.name != named:  # the plan, matrix and the workflow would have named another
+        steps.note(f"warning: the wheel is {fixed.name}, where `build --plan` names {named}")
+    with steps("record"):
+        result = _record(fixed, options.out, prepared, outcome, steps.durations)
+    return Staged(result, fixed, options.out)
 
 
 def plan(
@@ -432,7 +460,7 @@ def _record(
     compile_outcome: tuple[CompileResult, CacheStats | None],
     durations: dict[str, float],
 ) -> BuildResult:
-    """Write the build record next to the objects, then move the wheel into --out (last)."""
+    """Write the build record next to the objects (the wheel is moved into --out after it)."""
     compiled, stats = compile_outcome
     result = BuildResult(
         wheel=out_dir / wheel.name,
@@ -449,13 +477,12 @@ def _record(
         steps=durations,
         package=prepared.package.name,
         cache=stats.to_json() if stats else None,
-        glibc=wheel_glibc(wheel),
+        glibc=wheel_glibc(compiled.wheel),  # setup.py's wheel: the same extension, stored
         source=prepared.checkout.source_record,
         front_end=front_end_json(planned_front_end(prepared.patches, prepared.workspace.src)),
     )
     record = prepared.workspace.root / RECORD_NAME
     record.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
-    publish(wheel, out_dir)
     return result
 
 

@@ -3,7 +3,8 @@ compile steps at once in one job pool (jobserver.py: a FIFO per package and a br
 the threads, the joint progress, the failure that names its package).
 
 Each package is prepared in turn (doctor, fetch, patch, its build folder locked), then both
-compile, then each gets its metadata and record steps, mamba-ssm first. Where no jobserver can be
+compile, each followed at once by its metadata and record steps (its wheel staged in --out);
+when both are done, the wheels are moved into --out, mamba-ssm's first. Where no jobserver can be
 shared (no ninja >= 1.13, Windows, --jobs 1) they compile one after the other, as a note says.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sys
 from contextlib import ExitStack
 
+from mambawin.archs import Arch
 from mambawin.builder import jobserver, pipeline, together
 from mambawin.builder.compile import CompileResult
 from mambawin.builder.compiler_cache import CacheStats
@@ -19,6 +21,7 @@ from mambawin.builder.environment import build_environment
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.request import Tools
 from mambawin.builder.results import BuildResult, Prepared
+from mambawin.doctor.checks import DoctorReport
 from mambawin.stage import QuietReporter, Reporter, TimedSteps
 
 
@@ -33,8 +36,9 @@ def build_together(
     shown = reporter or QuietReporter()
     with ExitStack() as stack:
         given = tools or Tools()
+        doctor = once(given.doctor or pipeline.run_doctor)
         started = [
-            pipeline.start(o, TimedSteps(shown), stack, given.doctor, proofs=given.proofs)
+            pipeline.start(o, TimedSteps(shown), stack, doctor, proofs=given.proofs)
             for o in all_options
         ]
         slots = min(s.prepared.jobs for s in started)
@@ -49,16 +53,32 @@ def build_together(
             f"one job pool: {len(started)} packages compile at once, {slots} jobs in all "
             f"(at the start {' + '.join(map(str, start))})"
         )
+        # each package's staging folder in --out lives until every wheel is published
+        stages = [stack.enter_context(ExitStack()) for _ in started]
         with shown.step("build"):
-            outcomes = together.compile_all(
+            staged = together.compile_all(
                 [(s.prepared.package.name, s.steps) for s in started],
                 lambda i, to: _compile_in_pool(
                     started[i].prepared, servers[i], broker, i, reporter=to
                 ),
+                lambda i, compiled, to: started[i].stage(compiled, stages[i], to),
                 reporter=shown,
                 watch=lambda i, status: broker.update(i, status.done, status.total),
             )
-        return [s.finish(o) for s, o in zip(started, outcomes, strict=True)]
+        return [s.publish() for s in staged]
+
+
+def once(doctor: pipeline.Doctor) -> pipeline.Doctor:
+    """doctor, its report asked once per set of archs: both packages build with one toolchain,
+    and each probe run is ~0.3 s before any compile starts."""
+    reports: dict[tuple[Arch, ...], DoctorReport] = {}
+
+    def ask(archs: tuple[Arch, ...]) -> DoctorReport:
+        if archs not in reports:
+            reports[archs] = doctor(archs)
+        return reports[archs]
+
+    return ask
 
 
 def _compile_in_pool(

@@ -2,8 +2,11 @@
 
 Each package compiles in its own thread, into its own log; its notes are named by its package,
 the packages' ninja progress shows as one bar (units done of all units known so far), and each
-package's "build" step records its own compile time. A failure names its package; the other
-package compiles to its end first, so its objects are kept for the next build.
+package's "build" step records its own compile time. Then, in the same thread, what follows the
+compile (`then`: the wheel's metadata and record, not yet in --out), so that a package done
+first is packed while the other still compiles: on the GPU machine causal-conv1d's packing was
+1.2 s after mamba-ssm's, with every core idle (docs/benchmarks.md §28). A failure names its
+package; the other package compiles to its end first, so its objects are kept for the next build.
 """
 
 from __future__ import annotations
@@ -19,37 +22,50 @@ from mambawin.builder.compile import CompileFailed
 from mambawin.stage import COMPILE_STEP, Finished, NinjaStatus, Reporter, TimedSteps
 
 Outcome = TypeVar("Outcome")
+Final = TypeVar("Final")
 Compile = Callable[[int, Reporter], Outcome]  # (index of the package, its reporter) -> outcome
+Then = Callable[[int, Outcome, Reporter], Final]  # what follows package i's compile
 Watch = Callable[[int, NinjaStatus], None]  # package i's ninja finished a unit (the broker)
 
 
 def compile_all(
     packages: Sequence[tuple[str, TimedSteps]],
     compile_one: Compile[Outcome],
+    then: Then[Outcome, Final],
     *,
     reporter: Reporter,
     watch: Watch | None = None,
-) -> list[Outcome]:
-    """Run compile_one for every package at once; its outcomes in the packages' order."""
+) -> list[Final]:
+    """Run compile_one, then `then`, for every package at once; their results in the packages'
+    order."""
     joint = JointProgress(reporter.progress, len(packages), watch)
     with ThreadPoolExecutor(max_workers=len(packages), thread_name_prefix="compile") as pool:
         futures = [
-            pool.submit(_timed, steps, compile_one, i, NamedReporter(name, reporter, joint.part(i)))
+            pool.submit(
+                _one, steps, compile_one, then, i, NamedReporter(name, reporter, joint.part(i))
+            )
             for i, (name, steps) in enumerate(packages)
         ]
     _raise_first_failure([name for name, _ in packages], futures)
     return [future.result() for future in futures]
 
 
-def _timed(steps: TimedSteps, compile_one: Compile[Outcome], i: int, to: Reporter) -> Outcome:
+def _one(
+    steps: TimedSteps,
+    compile_one: Compile[Outcome],
+    then: Then[Outcome, Final],
+    i: int,
+    to: Reporter,
+) -> Final:
     start = time.monotonic()
     try:
-        return compile_one(i, to)
+        outcome = compile_one(i, to)
     finally:
         steps.add(COMPILE_STEP, time.monotonic() - start)
+    return then(i, outcome, to)
 
 
-def _raise_first_failure(names: list[str], futures: list[Future[Outcome]]) -> None:
+def _raise_first_failure(names: list[str], futures: list[Future[Final]]) -> None:
     """The first package's failure, its message named by the package (and any other's log)."""
     failed = [(name, exc) for name, f in zip(names, futures, strict=True) if (exc := f.exception())]
     if not failed:

@@ -1,12 +1,18 @@
 """Write a wheel: every entry dated, RECORD regenerated, unchanged members copied raw.
 
 The new wheel is written through `wheel.wheelfile.WheelFile`, so RECORD is regenerated. Members a
-rewrite does not change (the extension above all: 20-80 MB) are copied raw, their compressed bytes
+rewrite does not change (the extension above all: 20-85 MB) are copied raw, their compressed bytes
 as they are, instead of inflated and deflated again: deflating the extension was most of the
 metadata step (4.7 s of mamba-ssm's on the GPU machine). Their RECORD rows are the input's sha256
 rows, which open_wheel has just checked against their bytes; a member with another hash is read
 through once for its sha256. The rewrite (repack.py) and the cross backend's packing step both
 write through here.
+
+Every member of a wheel written here is deflated. One larger than DEFLATE_CHUNK is deflated on
+all usable CPUs (`deflate`): a native build's bdist_wheel stores its members (compile.py's
+build.cfg), and this writer deflates them, because bdist_wheel deflating mamba-ssm's 84 MB
+extension on one core was 4.2 s at the very end of the pair's four-arch build on the GPU machine
+(docs/benchmarks.md §28), with the other cores idle.
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ import zipfile
 import zlib
 from base64 import urlsafe_b64encode
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 
 from mambawin.errors import WheelError
+from mambawin.proc import usable_cpus
 from mambawin.store.atomic import write_through
 from mambawin.wheel.provenance import (
     ensure_replaceable,
@@ -33,11 +41,14 @@ from mambawin.wheel.provenance import (
 
 @dataclass(frozen=True)
 class RawMember:
-    """A member's bytes as stored (compressed) in its wheel, with what RECORD says of them."""
+    """A member's bytes as the new wheel stores them (compressed), with what RECORD and the ZIP
+    entry say of them."""
 
     stored: bytes
     sha256: str  # of the uncompressed bytes, as RECORD spells it (urlsafe base64, no padding)
     size: int  # uncompressed
+    crc: int  # of the uncompressed bytes
+    method: int = zipfile.ZIP_DEFLATED
 
 
 # New name, its bytes (or a member copied raw), the entry it came from.
@@ -54,6 +65,42 @@ _ENCRYPTED = 0x1
 
 
 _CHUNK = 1 << 20
+# Deflated in chunks of this size at once (one chunk: one stream, zipfile's own bytes). The size
+# is fixed, so the bytes never depend on the CPUs: each chunk is primed with the 32 KiB before it
+# (deflate's window) and ends on a byte boundary (a sync flush), as pigz does, so the chunks
+# joined are one valid deflate stream, within 0.1 % of one stream's size.
+DEFLATE_CHUNK = 1 << 20
+_WINDOW = 1 << 15
+
+
+def deflate(data: bytes) -> bytes:
+    """data as one raw deflate stream at zlib's default level, as zipfile deflates a member;
+    larger than DEFLATE_CHUNK, its chunks are compressed on all usable CPUs (zlib lets go of the
+    GIL while it compresses)."""
+    if len(data) <= DEFLATE_CHUNK:
+        return _chunk(memoryview(data), 0, last=True)
+    view = memoryview(data)
+    starts = range(0, len(data), DEFLATE_CHUNK)
+    with ThreadPoolExecutor(max_workers=min(usable_cpus(), len(starts))) as pool:
+        chunks = pool.map(lambda at: _chunk(view, at, last=at + DEFLATE_CHUNK >= len(data)), starts)
+        return b"".join(chunks)
+
+
+def _chunk(view: memoryview, at: int, *, last: bool) -> bytes:
+    """The chunk at `at` deflated, primed with the window before it; the last one finishes."""
+    level, method, raw = zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -zlib.MAX_WBITS
+    if at:
+        compressor = zlib.compressobj(level, method, raw, zdict=view[max(0, at - _WINDOW) : at])
+    else:
+        compressor = zlib.compressobj(level, method, raw)
+    body = compressor.compress(view[at : at + DEFLATE_CHUNK])
+    return body + compressor.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+def packed(data: bytes) -> RawMember:
+    """data deflated for a new wheel, with its sha256, size and CRC."""
+    digest = urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
+    return RawMember(deflate(data), digest, len(data), zlib.crc32(data))
 
 
 def raw_member(
@@ -63,8 +110,8 @@ def raw_member(
     recorded: tuple[str, str] | None = None,
 ) -> RawMember | None:
     """entry's stored bytes and sha256 (the checked RECORD row's, else read through once, its
-    CRC checked); None for a member that is encrypted or compressed in a way this copy does not
-    keep (it is then written anew)."""
+    CRC checked), a stored (uncompressed) member deflated; None for a member that is encrypted
+    or compressed in a way this copy does not keep (it is then written anew)."""
     if entry.flag_bits & _ENCRYPTED or entry.compress_type not in _RAW_METHODS:
         return None
     try:
@@ -88,7 +135,9 @@ def raw_member(
             "build or download the wheel again"
         )
         raise WheelError(msg)
-    return RawMember(stored, digest, entry.file_size)
+    if entry.compress_type == zipfile.ZIP_STORED:  # its CRC was checked with its sha256
+        stored = deflate(stored)
+    return RawMember(stored, digest, entry.file_size, entry.CRC)
 
 
 def _recorded_sha256(recorded: tuple[str, str] | None, entry: zipfile.ZipInfo) -> str | None:
@@ -133,6 +182,7 @@ class _DatedWheelFile(WheelFile):  # type: ignore[misc]
         """Add a member whose stored bytes are already made, as zipfile's own writestr would lay
         it out (zipfile has no public way to add compressed bytes as they are)."""
         entry.file_size, entry.compress_size = raw.size, len(raw.stored)
+        entry.compress_type, entry.CRC = raw.method, raw.crc
         entry.flag_bits = 0  # what ZipFile._open_to_write sets on a seekable file
         zip64 = entry.file_size * 1.05 > zipfile.ZIP64_LIMIT  # zipfile's own rule
         self._writecheck(entry)
@@ -160,8 +210,9 @@ def write_wheel(entries: Iterable[Entry], target: Path, date_time: DateTime | No
             out.date_time = date_time
             for name, data, original in entries:
                 entry = _zip_entry(name, original, date_time)
-                if isinstance(data, RawMember) and original is not None:
-                    entry.compress_type, entry.CRC = original.compress_type, original.CRC
+                if isinstance(data, bytes) and len(data) > DEFLATE_CHUNK:
+                    data = packed(data)  # on all CPUs; a smaller one as zipfile deflates it
+                if isinstance(data, RawMember):
                     out.write_raw(entry, data)
                 else:
                     out.writestr(entry, data)
