@@ -83,6 +83,21 @@ def test_the_broker_moves_tokens_a_build_can_no_longer_use() -> None:
         assert fifos() == (6, 8)
 
 
+def test_the_broker_waits_for_a_token_ninja_puts_back_after_its_line() -> None:
+    """ninja prints `[N/M]` before it releases the unit's token: the broker, called on the line,
+    still moves the token once it is back."""
+    with jobserver.job_servers(16, [10, 6]) as (mamba, conv):
+        broker = jobserver.Broker([mamba, conv], [10, 6])
+        broker.update(0, 1, 37)  # mamba-ssm has 36 units left: it wants every token
+        assert conv.take(99) == 5  # causal-conv1d's 5 tokens are all with running units
+        conv.give(1)  # one unit ended and its token is back,
+        late = threading.Timer(0.1, conv.give, args=(1,))  # the other's a moment later
+        late.start()
+        broker.update(1, 10, 14)  # 4 left, all running: its 2 spare tokens go to mamba-ssm
+        late.join()
+        assert (mamba.take(99), conv.take(99)) == (9 + 2, 0)
+
+
 def test_a_build_that_ends_without_ninja_hands_over_every_token() -> None:
     with jobserver.job_servers(16, [10, 6]) as (mamba, conv):
         broker = jobserver.Broker([mamba, conv], [10, 6])

@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -53,6 +55,9 @@ _LEADING_VERSION = re.compile(r"(\d+(?:\.\d+)+)")
 # (25-39 s), so it starts with 7 of 16: with 6, its last bwd parts waited 27-36 s for a job and
 # ended last (the broker moves tokens only once a package has fewer units left than jobs).
 LATER_SHARE = 7 / 16
+# How long the broker waits for a spare token its ninja has not put back yet: ninja writes the
+# unit's line first, then reads its deps file and writes its log, then releases the token.
+RELEASE_WAIT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -74,14 +79,20 @@ class JobServer:
         if count > 0:
             os.write(self.fd, b"+" * count)
 
-    def take(self, count: int) -> int:
-        """Take up to count tokens that sit in the FIFO now (none held by running jobs)."""
-        if count <= 0:
-            return 0
-        try:
-            return len(os.read(self.fd, count))
-        except BlockingIOError:
-            return 0
+    def take(self, count: int, wait_s: float = 0.0) -> int:
+        """Take up to count tokens that sit in the FIFO (none held by running jobs), waiting up
+        to wait_s for the rest to come back."""
+        taken, deadline = 0, time.monotonic() + wait_s
+        while taken < count:
+            try:
+                taken += len(os.read(self.fd, count - taken))
+                continue
+            except BlockingIOError:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                break
+        return taken
 
 
 def shares(slots: int, clients: int) -> list[int]:
@@ -112,7 +123,11 @@ class Broker:
             wanted = self._wanted(to) if to is not None else 0.0
             if to is None or spare <= 0 or wanted <= 0:
                 return
-            taken = self._servers[i].take(int(min(spare, wanted)))
+            # ninja prints a unit's `[N/M]` before it puts the unit's token back, so the tokens
+            # counted spare here may be a moment away: the broker took none of them before
+            # (measured: causal-conv1d's 2 spare jobs never reached mamba-ssm, whose last unit
+            # then started 36 s late; docs/benchmarks.md §28).
+            taken = self._servers[i].take(int(min(spare, wanted)), wait_s=RELEASE_WAIT_S)
             self._servers[to].give(taken)
             self._owned[i] -= taken
             self._owned[to] += taken
