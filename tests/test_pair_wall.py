@@ -47,3 +47,35 @@ def test_compare_prints_both_cpu_seconds(pair_wall: ModuleType) -> None:
 
     result = pair_wall.compare(run("a", 200.0, 2600.0), run("b", 100.0, 2200.0))
     assert result["wall_ratio"] == 0.5 and result["cpu_s"] == [2600.0, 2200.0]
+
+
+def test_the_timeline_puts_ninja_and_its_units_on_the_pairs_clock(
+    pair_wall: ModuleType, tmp_path: Path
+) -> None:
+    """ninja's own clock starts with ninja: the objects' mtimes (written as their units end) put
+    it on the pair's clock; the link, bdist_wheel's wheel and the wheel in --out follow."""
+    started = 1_800_000_000.0
+    build = tmp_path / "build"
+    temp, lib, dist = build / "temp.linux", build / "lib.linux", tmp_path / "dist"
+    for folder in (temp, lib, dist):
+        folder.mkdir(parents=True)
+    lines = ["# ninja log v7"]
+    for name, begin, end in (("a.o", 0, 40_000), ("b.o", 0, 55_500)):
+        obj = temp / name
+        obj.write_bytes(b"o")
+        os.utime(obj, (started + 7.5 + end / 1000,) * 2)  # ninja started 7.5 s into the pair
+        lines.append(f"{begin}\t{end}\t0\t{obj}\tfeed")
+    (temp / ".ninja_log").write_text("\n".join(lines) + "\n")
+    for path, at in ((lib / "x.so", 63.5), (dist / "x-1.whl", 64.0), (tmp_path / "out.whl", 65.0)):
+        path.write_bytes(b"x")
+        os.utime(path, (started + at,) * 2)
+
+    timeline = pair_wall.timeline(build, tmp_path / "out.whl", started)
+    assert timeline == {
+        "ninja_start": 7.5,
+        "ninja_end": 63.0,
+        "linked": 63.5,
+        "bdist_wheel": 64.0,
+        "wheel_out": 65.0,
+        "units": {"a.o": [7.5, 47.5], "b.o": [7.5, 63.0]},
+    }
