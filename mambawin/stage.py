@@ -110,7 +110,7 @@ class TimedSteps:
     def step(self, name: str) -> AbstractContextManager[None]:
         return self(name)
 
-    def through(self, reporter: Reporter) -> TimedSteps:
+    def through(self, *, reporter: Reporter) -> TimedSteps:
         """These steps shown by another reporter, their seconds kept in the same record."""
         other = TimedSteps(reporter)
         other.durations = self.durations

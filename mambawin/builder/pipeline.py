@@ -110,11 +110,12 @@ class Started:
         self,
         compiled: tuple[CompileResult, CacheStats | None],
         stack: ExitStack,
+        *,
         reporter: Reporter | None = None,
     ) -> Staged:
         """The metadata and record steps, the wheel left in a staging folder inside --out that
         stack removes; reporter: who shows the steps (the steps' own reporter by default)."""
-        steps = self.steps.through(reporter) if reporter is not None else self.steps
+        steps = self.steps.through(reporter=reporter) if reporter is not None else self.steps
         return _stage(self.options, self.prepared, compiled, self.label_choice, steps, stack)
 
 

@@ -61,7 +61,7 @@ def build_together(
                 lambda i, to: _compile_in_pool(
                     started[i].prepared, servers[i], broker, i, reporter=to
                 ),
-                lambda i, compiled, to: started[i].stage(compiled, stages[i], to),
+                lambda i, compiled, to: started[i].stage(compiled, stages[i], reporter=to),
                 reporter=shown,
                 watch=lambda i, status: broker.update(i, status.done, status.total),
             )
