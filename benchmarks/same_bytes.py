@@ -31,7 +31,9 @@ from typing import Any
 from mambawin.wheel.compare import compare_wheels
 from mambawin.wheel.info import sha256_file
 
-LONGER = "a/much/longer/cache/folder/for/the/second/build"  # the second build's cache, under DIR
+# The second build's cache, under DIR: longer than the first's, and outside the first build's
+# --out (DIR/a), which a second --user could not write into.
+LONGER = "second/a/much/longer/cache/folder/for/the/second/build"
 
 
 def compare(first: Path, second: Path) -> dict[str, Any]:

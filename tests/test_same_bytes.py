@@ -82,3 +82,12 @@ def test_the_second_build_runs_as_another_user_under_another_name(
     assert command[4].startswith("hostname 'other host' && su builder2 -s /bin/bash -c ")
     assert f"MAMBAWIN_CACHE_DIR={tmp_path / 'c2'}" in command[4]
     assert "--abi stable" in command[4] and "causal-conv1d==v1.6.1.post4" in command[4]
+
+
+def test_the_second_cache_is_in_neither_builds_out(same_bytes: ModuleType) -> None:
+    """The first build (the caller) makes DIR/a; a second --user could not write a cache inside
+    it (measured: `cannot use DIR/a/much: Permission denied`)."""
+    work = Path("/w")
+    second = work / same_bytes.LONGER
+    assert not second.is_relative_to(work / "a") and not second.is_relative_to(work / "b")
+    assert len(str(second)) > len(str(work / "c1"))
