@@ -22,7 +22,10 @@ package, seconds after the pair's command started, when its ninja started and en
 .ninja_log and its objects' mtimes), when the link wrote the extension, when
 bdist_wheel wrote its wheel and when the wheel reached --out, and each unit's [start, end]: what
 the cores did before the first unit, between units and after the last. `compare` prints the
-ratios of two such files (B over A) taken on one machine.
+ratios of two such files (B over A) taken on one machine; `rounds BASE_A NEW_A BASE_B NEW_B`
+reads two swapped rounds together (round a: the baseline on half 0, the new code on half 1;
+round b: the other way round): each round's ratio, the walls summed over both, each half's own
+ratio, and the CPU ratios.
 The builds of one comparison run one after another on one machine (the device's calls are capped
 at ten minutes, so a long baseline may be its own call; the JSON files stay on the machine).
 """
@@ -241,6 +244,28 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def rounds(
+    base_a: dict[str, Any], new_a: dict[str, Any], base_b: dict[str, Any], new_b: dict[str, Any]
+) -> dict[str, Any]:
+    """Two swapped rounds (a: the baseline on half 0 and the new code on half 1; b: the other way
+    round) read together: each round's ratio carries the halves' difference, one way in a and the
+    other in b; the walls summed over both rounds, and each half's own comparison, do not."""
+
+    def ratio(new: dict[str, Any], base: dict[str, Any], key: str = "wall_s") -> float:
+        return round(new[key] / base[key], 3)
+
+    return {
+        "round_a": ratio(new_a, base_a),
+        "round_b": ratio(new_b, base_b),
+        "both_rounds": round(
+            (new_a["wall_s"] + new_b["wall_s"]) / (base_a["wall_s"] + base_b["wall_s"]), 3
+        ),
+        "half_0": ratio(new_b, base_a),  # both builds on half 0
+        "half_1": ratio(new_a, base_b),  # both builds on half 1
+        "cpu": [ratio(new_a, base_a, "cpu_s"), ratio(new_b, base_b, "cpu_s")],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -258,7 +283,14 @@ def main() -> None:
     cmp = sub.add_parser("compare")
     cmp.add_argument("first", type=Path)
     cmp.add_argument("second", type=Path)
+    both = sub.add_parser("rounds")
+    for name in ("base_a", "new_a", "base_b", "new_b"):
+        both.add_argument(name, type=Path)
     args = parser.parse_args()
+    if args.command == "rounds":
+        files = (args.base_a, args.new_a, args.base_b, args.new_b)
+        print(json.dumps(rounds(*(json.loads(p.read_text(encoding="utf-8")) for p in files))))
+        return
     if args.command == "compare":
         first, second = (
             json.loads(p.read_text(encoding="utf-8")) for p in (args.first, args.second)

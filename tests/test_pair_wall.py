@@ -79,3 +79,19 @@ def test_the_timeline_puts_ninja_and_its_units_on_the_pairs_clock(
         "wheel_out": 65.0,
         "units": {"a.o": [7.5, 47.5], "b.o": [7.5, 63.0]},
     }
+
+
+def test_two_swapped_rounds_are_read_together(pair_wall: ModuleType) -> None:
+    """Round a: the baseline on half 0, the new code on half 1; round b the other way round. A
+    half 10 % slower for both shows in each round's ratio, not in the summed or per-half ones."""
+
+    def run(wall: float, cpu: float) -> dict[str, float]:
+        return {"wall_s": wall, "cpu_s": cpu}
+
+    slow = 1.1  # half 0
+    result = pair_wall.rounds(
+        run(200.0 * slow, 2800.0), run(140.0, 1960.0), run(200.0, 2800.0), run(140.0 * slow, 1960.0)
+    )
+    assert result["round_a"] == round(140 / 220, 3) and result["round_b"] == round(154 / 200, 3)
+    assert result["half_0"] == result["half_1"] == 0.7
+    assert result["both_rounds"] == 0.7 and result["cpu"] == [0.7, 0.7]
