@@ -234,12 +234,14 @@ def test_the_package_done_first_is_packed_while_the_other_compiles(
     doctor: object,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """mamba-ssm's compile ends only once causal-conv1d's finished wheel waits in --out's
-    staging folder: it was packed in its own thread, not after both compiles."""
+    """mamba-ssm's compile ends only once causal-conv1d's finished wheel waits in the staging
+    folder of causal-conv1d's build folder: it was packed in its own thread, not after both
+    compiles; --out sees it only when both are done."""
     bin_dir = fake_ninja(tmp_path / "bin", "1.13.2")
     out = tmp_path / "out"
+    staged = Path(os.environ["MAMBAWIN_CACHE_DIR"]) / "builds" / "*" / ".mambawin-*"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_WAIT_FOR", str(out / ".mambawin-*" / "causal_conv1d-*.whl"))
+    monkeypatch.setenv("FAKE_WAIT_FOR", str(staged / "causal_conv1d-*.whl"))
     result = runner.invoke(app, _pair(tmp_path, out), obj={"doctor": doctor})
 
     assert result.exit_code == 0, result.output

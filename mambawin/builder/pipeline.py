@@ -12,6 +12,7 @@ workspace under the cache and moved into --out with one rename at the very end.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import sysconfig
 from collections.abc import Callable
@@ -112,24 +113,38 @@ class Started:
         stack: ExitStack,
         *,
         reporter: Reporter | None = None,
+        in_out: bool = True,
     ) -> Staged:
-        """The metadata and record steps, the wheel left in a staging folder inside --out that
-        stack removes; reporter: who shows the steps (the steps' own reporter by default)."""
+        """The metadata and record steps, the wheel left in a staging folder that stack removes:
+        inside --out, else (in_out False: a pair's package packed while the other compiles, for
+        minutes) inside the build folder, so that a killed build leaves nothing in --out but for
+        the moment of publishing. reporter: who shows the steps (the steps' own by default)."""
         steps = self.steps.through(reporter=reporter) if reporter is not None else self.steps
-        return _stage(self.options, self.prepared, compiled, self.label_choice, steps, stack)
+        near = self.options.out if in_out else self.prepared.workspace.root
+        staging = stack.enter_context(staging_dir(near, ".mambawin-"))
+        staged = _stage(self.options, self.prepared, compiled, self.label_choice, steps, staging)
+        return Staged(staged.result, staged.wheel, staged.out, in_out)
 
 
 @dataclass(frozen=True)
 class Staged:
-    """A build whose wheel is made and recorded, waiting in a staging folder inside --out."""
+    """A build whose wheel is made and recorded, waiting in a staging folder."""
 
     result: BuildResult
     wheel: Path
     out: Path
+    in_out: bool = True  # its staging folder is inside --out
 
     def publish(self) -> BuildResult:
-        """Move the wheel into --out (one rename): the build's last act."""
-        publish(self.wheel, self.out)
+        """Move the wheel into --out with one rename, the build's last act: from its staging
+        folder there, else copied first into one."""
+        if self.in_out:
+            publish(self.wheel, self.out)
+            return self.result
+        with staging_dir(self.out, ".mambawin-") as near:
+            copy = near / self.wheel.name
+            shutil.copyfile(self.wheel, copy)
+            publish(copy, self.out)
         return self.result
 
 
@@ -181,16 +196,12 @@ def _stage(
     outcome: tuple[CompileResult, CacheStats | None],
     label_choice: str | None,
     steps: TimedSteps,
-    stack: ExitStack,
+    staging: Path,
 ) -> Staged:
-    """Rewrite the wheel's metadata into a staging folder in --out, and write the record."""
+    """Rewrite the wheel's metadata into the staging folder, and write the record."""
     compiled, stats = outcome
-    options.out.mkdir(parents=True, exist_ok=True)
-    out_staging = stack.enter_context(staging_dir(options.out, ".mambawin-"))
     with steps("metadata"):
-        fixed = metadata.rewrite(
-            compiled.wheel, out_staging, prepared, label_choice, options, stats
-        )
+        fixed = metadata.rewrite(compiled.wheel, staging, prepared, label_choice, options, stats)
     label = metadata.local_label(label_choice, metadata.provenance_of(prepared, options))
     named = planned_wheel(prepared.workspace.src, prepared, label, options)
     if fixed.name != named:  # the plan, matrix and the workflow would have named another

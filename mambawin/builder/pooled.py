@@ -3,9 +3,10 @@ compile steps at once in one job pool (jobserver.py: a FIFO per package and a br
 the threads, the joint progress, the failure that names its package).
 
 Each package is prepared in turn (doctor, fetch, patch, its build folder locked), then both
-compile, each followed at once by its metadata and record steps (its wheel staged in --out);
-when both are done, the wheels are moved into --out, mamba-ssm's first. Where no jobserver can be
-shared (no ninja >= 1.13, Windows, --jobs 1) they compile one after the other, as a note says.
+compile, each followed at once by its metadata and record steps (its wheel staged in its build
+folder); when both are done, the wheels are moved into --out, mamba-ssm's first. Where no
+jobserver can be shared (no ninja >= 1.13, Windows, --jobs 1) they compile one after the
+other, as a note says.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def build_together(
             f"one job pool: {len(started)} packages compile at once, {slots} jobs in all "
             f"(at the start {' + '.join(map(str, start))})"
         )
-        # each package's staging folder in --out lives until every wheel is published
+        # each package's staging folder (in its build folder) lives until every wheel is published
         stages = [stack.enter_context(ExitStack()) for _ in started]
         with shown.step("build"):
             staged = together.compile_all(
@@ -61,7 +62,9 @@ def build_together(
                 lambda i, to: _compile_in_pool(
                     started[i].prepared, servers[i], broker, i, reporter=to
                 ),
-                lambda i, compiled, to: started[i].stage(compiled, stages[i], reporter=to),
+                lambda i, compiled, to: started[i].stage(
+                    compiled, stages[i], reporter=to, in_out=False
+                ),
                 reporter=shown,
                 watch=lambda i, status: broker.update(i, status.done, status.total),
             )
