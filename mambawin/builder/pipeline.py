@@ -122,8 +122,10 @@ class Started:
         steps = self.steps.through(reporter=reporter) if reporter is not None else self.steps
         near = self.options.out if in_out else self.prepared.workspace.root
         staging = stack.enter_context(staging_dir(near, ".mambawin-"))
-        staged = _stage(self.options, self.prepared, compiled, self.label_choice, steps, staging)
-        return Staged(staged.result, staged.wheel, staged.out, in_out)
+        result, wheel = _stage(
+            self.options, self.prepared, compiled, self.label_choice, steps, staging
+        )
+        return Staged(result, wheel, self.options.out, in_out)
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class Staged:
     result: BuildResult
     wheel: Path
     out: Path
-    in_out: bool = True  # its staging folder is inside --out
+    in_out: bool  # its staging folder is inside --out
 
     def publish(self) -> BuildResult:
         """Move the wheel into --out with one rename, the build's last act: from its staging
@@ -197,8 +199,9 @@ def _stage(
     label_choice: str | None,
     steps: TimedSteps,
     staging: Path,
-) -> Staged:
-    """Rewrite the wheel's metadata into the staging folder, and write the record."""
+) -> tuple[BuildResult, Path]:
+    """Rewrite the wheel's metadata into the staging folder, and write the record; the result
+    and the wheel."""
     compiled, stats = outcome
     with steps("metadata"):
         fixed = metadata.rewrite(compiled.wheel, staging, prepared, label_choice, options, stats)
@@ -208,7 +211,7 @@ def _stage(
         steps.note(f"warning: the wheel is {fixed.name}, where `build --plan` names {named}")
     with steps("record"):
         result = _record(fixed, options.out, prepared, outcome, steps.durations)
-    return Staged(result, fixed, options.out)
+    return result, fixed
 
 
 def plan(

@@ -34,6 +34,7 @@ from wheel.wheelfile import WheelFile, get_zipinfo_datetime
 from mambawin.errors import WheelError
 from mambawin.proc import usable_cpus
 from mambawin.store.atomic import write_through
+from mambawin.wheel.info import record_digest
 from mambawin.wheel.provenance import (
     ensure_replaceable,
 )
@@ -41,14 +42,13 @@ from mambawin.wheel.provenance import (
 
 @dataclass(frozen=True)
 class RawMember:
-    """A member's bytes as the new wheel stores them (compressed), with what RECORD and the ZIP
+    """A member's bytes as the new wheel stores them (deflated), with what RECORD and the ZIP
     entry say of them."""
 
     stored: bytes
     sha256: str  # of the uncompressed bytes, as RECORD spells it (urlsafe base64, no padding)
     size: int  # uncompressed
     crc: int  # of the uncompressed bytes
-    method: int = zipfile.ZIP_DEFLATED
 
 
 # New name, its bytes (or a member copied raw), the entry it came from.
@@ -99,7 +99,7 @@ def _chunk(view: memoryview, at: int, *, last: bool) -> bytes:
 
 def packed(data: bytes) -> RawMember:
     """data deflated for a new wheel, with its sha256, size and CRC."""
-    digest = urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
+    digest = record_digest(data).removeprefix("sha256=")
     return RawMember(deflate(data), digest, len(data), zlib.crc32(data))
 
 
@@ -182,7 +182,7 @@ class _DatedWheelFile(WheelFile):  # type: ignore[misc]
         """Add a member whose stored bytes are already made, as zipfile's own writestr would lay
         it out (zipfile has no public way to add compressed bytes as they are)."""
         entry.file_size, entry.compress_size = raw.size, len(raw.stored)
-        entry.compress_type, entry.CRC = raw.method, raw.crc
+        entry.compress_type, entry.CRC = zipfile.ZIP_DEFLATED, raw.crc
         entry.flag_bits = 0  # what ZipFile._open_to_write sets on a seekable file
         zip64 = entry.file_size * 1.05 > zipfile.ZIP64_LIMIT  # zipfile's own rule
         self._writecheck(entry)
