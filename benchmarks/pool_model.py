@@ -4,13 +4,15 @@ at once, would have given with the same units.
     python benchmarks/pool_model.py W/newb.json [W/newa.json ...] [--shares 6 7 8]
 
 Reads `pair_wall.py build`'s JSON (each package's `timeline.units`: name -> [start, end]) and
-replays the pool as builder/jobserver.py runs it: each package starts with its share of the jobs
-and runs its units in the order they started, each taking the seconds it took; when a unit ends,
-the broker moves the tokens its package can no longer use (fewer units left than jobs) to the
-other package. Two ways of receiving them: `lazy`, as ninja 1.13 does (it asks the jobserver for
-tokens only when one of its own units ends), and `prompt` (at once). Prints, per file and share,
-each package's ninja span in both ways, next to the spans the build measured. A model: the
-units' seconds are the ones measured with the real schedule, so it shows what the order and the
+replays the pool as the FIFO jobserver of docs/benchmarks.md §28 ran it (since replaced by
+builder/job_pool.py, which hands a free job over at once): each package starts with its share
+of the jobs and runs its units in the order they started, each taking the seconds it took;
+when a unit ends, the broker moves the tokens its package can no longer use (fewer units left
+than jobs) to the other package. Two ways of receiving them: `lazy`, as ninja 1.13 does (it
+asks the jobserver for tokens only when one of its own units ends), and `prompt` (at once, as
+the job pool does now). Prints, per file and share, each package's ninja span in both ways,
+next to the spans the build measured. A model: the units' seconds are the ones measured with
+the real schedule, so it shows what the order and the
 hand-over cost, not what other durations would be.
 """
 

@@ -126,7 +126,8 @@ def _write_header(handle: TextIO, argv: list[str], cwd: Path, env: Mapping[str, 
     shown = (
         *(name for package in PACKAGES for name in package.force_vars),
         "MAX_JOBS",
-        "MAKEFLAGS",  # a pooled pair's jobserver (builder/jobserver.py)
+        "MAMBAWIN_JOB_POOL",  # a pooled pair's job pool (builder/job_pool.py)
+        "MAMBAWIN_JOB_PACKAGE",
         "NVCC_THREADS",
         "TORCH_CUDA_ARCH_LIST",
         "CUDA_HOME",

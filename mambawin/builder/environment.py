@@ -6,6 +6,7 @@ give a wheel with no kernels).
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import sysconfig
 from collections.abc import Callable, Mapping
@@ -74,10 +75,10 @@ def _with_paths_and_cache(env: dict[str, str], request: EnvRequest) -> dict[str,
         # itself; --no-cache means no cache, and stats would otherwise count nothing.
         env["TORCH_NO_COMPILER_WRAPPER"] = "1"
         env.pop("PYTORCH_NVCC", None)
-        return _with_front_table(env, request, [nvcc])
+        return _with_gate(_with_front_table(env, request, [nvcc]), request, [nvcc])
     env.update(launcher_env(request.cache, nvcc, request.windows))
     env = _with_front_table(env, request, [request.cache.path, nvcc])
-    return with_cache_on_path(env, request.cache)
+    return with_cache_on_path(_with_gate(env, request, [request.cache.path, nvcc]), request.cache)
 
 
 def nvcc_front_command(table: Path, nvcc: list[str], windows: bool) -> str:
@@ -86,6 +87,23 @@ def nvcc_front_command(table: Path, nvcc: list[str], windows: bool) -> str:
     wrapper = Path(__file__).with_name("nvcc_front.py")
     argv = [sys.executable, "-I", str(wrapper), str(table), "--", *nvcc]
     return proc.command_line(argv, windows=windows)
+
+
+def gate_command(inner: str) -> str:
+    """PYTORCH_NVCC with the job gate first (POSIX): this Python runs builder/job_gate.py by path
+    (isolated, standard library only), then the nvcc command it gates."""
+    gate = Path(__file__).with_name("job_gate.py")
+    return shlex.join([sys.executable, "-I", str(gate), "--"]) + " " + inner
+
+
+def _with_gate(env: dict[str, str], request: EnvRequest, nvcc: list[str]) -> dict[str, str]:
+    """env with every nvcc unit behind the job gate, on POSIX, whether the build is pooled or not:
+    ninja records each unit's command, and a command that changed between a build alone and the
+    pair would recompile every kept object."""
+    if request.windows:
+        return env
+    inner = env.get("PYTORCH_NVCC") or proc.command_line(nvcc, windows=False)
+    return {**env, "PYTORCH_NVCC": gate_command(inner)}
 
 
 def _with_front_table(env: dict[str, str], request: EnvRequest, nvcc: list[str]) -> dict[str, str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mambawin.archs import Arch, format_archs
-from mambawin.builder import front, jobserver, metadata, plan_facts
+from mambawin.builder import front, metadata, plan_facts
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.environment import build_environment
@@ -77,6 +77,7 @@ RECORD_NAME = "build.json"
 # What a build asks of the doctor: its report for the requested archs (the probes by default; a
 # recorded report in tests, passed in).
 Doctor = Callable[[tuple[Arch, ...]], DoctorReport]
+Pooled = Callable[[dict[str, str]], dict[str, str]]  # setup.py's env, in a shared job pool
 LOCK_NAME = "build.lock"  # held while a build writes its folder (mambawin.store.lock)
 
 
@@ -423,10 +424,10 @@ def _key_inputs(
 
 
 def compile_prepared(
-    prepared: Prepared, server: jobserver.JobServer | None = None, *, reporter: Reporter
+    prepared: Prepared, pooled: Pooled | None = None, *, reporter: Reporter
 ) -> tuple[CompileResult, CacheStats | None]:
     """Move the patched tree into its slot's workspace (unless there) and build the wheel there;
-    with a server, ninja takes its jobs from it."""
+    `pooled` gives setup.py the variables of a shared job pool (builder/job_pool.py)."""
     workspace = prepared.workspace
     if adopt_source(prepared.checkout.path, workspace, prepared.key, keep_limit()):
         finished = _finished(workspace, prepared.key)
@@ -439,8 +440,8 @@ def compile_prepared(
     env = build_environment(prepared.env_request(link=torch_link(workspace)))
     if prepared.epoch is not None:  # bdist_wheel dates its members by it
         env["SOURCE_DATE_EPOCH"] = str(prepared.epoch)
-    if server is not None:
-        env = server.client_env(env)
+    if pooled is not None:
+        env = pooled(env)
     cache = prepared.cache
     counting = cache is not None and zero_stats(cache, env)
     result = compile_wheel(workspace, env, reporter.progress)

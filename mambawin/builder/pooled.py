@@ -1,12 +1,11 @@
 """`build --with`: the mamba-ssm + causal-conv1d pair through the pipeline's steps, with both
-compile steps at once in one job pool (jobserver.py: a FIFO per package and a broker; together.py:
+compile steps at once in one job pool (job_pool.py: every nvcc unit asks it for a job; together.py:
 the threads, the joint progress, the failure that names its package).
 
 Each package is prepared in turn (doctor, fetch, patch, its build folder locked), then both
 compile, each followed at once by its metadata and record steps (its wheel staged in its build
-folder); when both are done, the wheels are moved into --out, mamba-ssm's first. Where no
-jobserver can be shared (no ninja >= 1.13, Windows, --jobs 1) they compile one after the
-other, as a note says.
+folder); when both are done, the wheels are moved into --out, mamba-ssm's first. Where no pool
+can be shared (Windows, --jobs 1) they compile one after the other, as a note says.
 """
 
 from __future__ import annotations
@@ -15,10 +14,9 @@ import sys
 from contextlib import ExitStack
 
 from mambawin.archs import Arch
-from mambawin.builder import jobserver, pipeline, together
+from mambawin.builder import job_pool, pipeline, together
 from mambawin.builder.compile import CompileResult
 from mambawin.builder.compiler_cache import CacheStats
-from mambawin.builder.environment import build_environment
 from mambawin.builder.options import BuildOptions
 from mambawin.builder.request import Tools
 from mambawin.builder.results import BuildResult, Prepared
@@ -33,7 +31,7 @@ def build_together(
     reporter: Reporter | None = None,
 ) -> list[BuildResult]:
     """Build several packages (the --with pair) with their compile steps at once, under one
-    limit of jobs (jobserver.py); one after the other where no jobserver can be shared."""
+    limit of jobs (job_pool.py); one after the other where no pool can be shared."""
     shown = reporter or QuietReporter()
     with ExitStack() as stack:
         given = tools or Tools()
@@ -43,13 +41,12 @@ def build_together(
             for o in all_options
         ]
         slots = min(s.prepared.jobs for s in started)
-        why_not = _why_not_pooled(started[0].prepared, slots, len(started))
+        why_not = _why_not_pooled(slots, len(started))
         if why_not is not None:
             shown.note(f"the packages compile one after the other: {why_not}")
             return [pipeline.build_started(s) for s in started]
-        start = jobserver.shares(slots, len(started))
-        servers = stack.enter_context(jobserver.job_servers(slots, start))
-        broker = jobserver.Broker(servers, start)
+        start = job_pool.shares(slots, len(started))
+        pool = stack.enter_context(job_pool.job_pool(slots, start))
         shown.note(
             f"one job pool: {len(started)} packages compile at once, {slots} jobs in all "
             f"(at the start {' + '.join(map(str, start))})"
@@ -59,14 +56,12 @@ def build_together(
         with shown.step("build"):
             staged = together.compile_all(
                 [(s.prepared.package.name, s.steps) for s in started],
-                lambda i, to: _compile_in_pool(
-                    started[i].prepared, servers[i], broker, i, reporter=to
-                ),
+                lambda i, to: _compile_in_pool(started[i].prepared, pool, i, reporter=to),
                 lambda i, compiled, to: started[i].stage(
                     compiled, stages[i], reporter=to, in_out=False
                 ),
                 reporter=shown,
-                watch=lambda i, status: broker.update(i, status.done, status.total),
+                watch=lambda i, status: pool.finished(i, status.done, status.unit),
             )
         return [s.publish() for s in staged]
 
@@ -85,24 +80,18 @@ def once(doctor: pipeline.Doctor) -> pipeline.Doctor:
 
 
 def _compile_in_pool(
-    prepared: Prepared,
-    server: jobserver.JobServer,
-    broker: jobserver.Broker,
-    index: int,
-    *,
-    reporter: Reporter,
+    prepared: Prepared, pool: job_pool.PoolServer, index: int, *, reporter: Reporter
 ) -> tuple[CompileResult, CacheStats | None]:
     try:
-        return pipeline.compile_prepared(prepared, server, reporter=reporter)
-    finally:  # its ninja has ended (or never ran: a reused wheel): its tokens can all go
-        broker.update(index, 0, 0)
+        return pipeline.compile_prepared(
+            prepared, lambda env: pool.client_env(env, index), reporter=reporter
+        )
+    finally:  # its ninja has ended (or never ran: a reused wheel): its share can all go
+        pool.ended(index)
 
 
-def _why_not_pooled(prepared: Prepared, slots: int, builds: int) -> str | None:
-    """Why the builds cannot share a jobserver, judged by the ninja their setup.py would run."""
-    if slots < builds:  # each ninja runs one job of its own: two would pass --jobs 1
+def _why_not_pooled(slots: int, builds: int) -> str | None:
+    """Why the builds cannot share a job pool."""
+    if slots < builds:  # each package needs a job of its own
         return f"{slots} job leaves none for a second package at the same time"
-    if sys.platform == "win32":
-        return jobserver.why_not_pooled("", windows=True)
-    env = build_environment(prepared.env_request(windows=False))
-    return jobserver.why_not_pooled(env.get("PATH", ""), windows=False)
+    return job_pool.why_not_pooled(windows=sys.platform == "win32")
