@@ -37,13 +37,15 @@ import os
 import re
 import selectors
 import socket
+import stat
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from mambawin.builder.job_gate import GO, PACKAGE_VAR, POOL_VAR
 
@@ -54,6 +56,9 @@ LATER_SHARE = 7 / 16
 # How long a package's first units may take to reach the socket before the pool ranks what came:
 # each gate is a Python start (~30 ms; more with 30 starting at once on a busy machine).
 SETTLE_S = 1.0
+# A file the pool appends each unit's ask, go and end to (JSON lines, seconds since the epoch):
+# what benchmarks/pair_wall.py reads to tell a unit's compile from its wait at the gate.
+TRACE_VAR = "MAMBAWIN_JOB_POOL_TRACE"
 HOST_RULE = "compile"  # torch's rule for host units ($cxx); its nvcc rule is cuda_compile
 _BUILD = re.compile(
     r"^build (?P<out>(?:\$.|[^$:\n])+): (?P<rule>\S+) (?P<ins>(?:\$.|[^$|\n])+)", re.MULTILINE
@@ -235,8 +240,9 @@ class PoolServer:
     """The pool's socket: a thread that reads the gates' requests, answers "go" as Policy says,
     and takes a job back when its gate's connection ends."""
 
-    def __init__(self, policy: Policy, path: Path) -> None:
-        self.path, self._policy = path, policy
+    def __init__(self, policy: Policy, path: Path, trace: TextIO | None = None) -> None:
+        self.path, self._policy, self._trace = path, policy, trace
+        self._units: dict[socket.socket, tuple[int, str]] = {}  # what each gate compiles
         self._lock = threading.Lock()
         self._selector = selectors.DefaultSelector()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -299,6 +305,7 @@ class PoolServer:
             with self._lock:
                 granted = self._policy.grants(time.monotonic())
             for conn in granted:
+                self._note("go", conn)  # type: ignore[arg-type]
                 self._send_go(conn)  # type: ignore[arg-type]
 
     def _accept(self) -> None:
@@ -330,6 +337,8 @@ class PoolServer:
             self._drop(conn)
             return
         i, cwd, output = request
+        self._units[conn] = (i, output)
+        self._note("ask", conn)
         with self._lock:
             self._policy.asked(i, conn, output, lambda: read_manifest(Path(cwd)), time.monotonic())
 
@@ -340,12 +349,23 @@ class PoolServer:
             self._drop(conn)
 
     def _drop(self, conn: socket.socket) -> None:
+        self._note("end", conn)
+        self._units.pop(conn, None)
         self._requests.pop(conn, None)
         with suppress(KeyError, ValueError):
             self._selector.unregister(conn)
         conn.close()
         with self._lock:
             self._policy.gone(conn)
+
+    def _note(self, event: str, conn: socket.socket) -> None:
+        if self._trace is None or conn not in self._units:
+            return
+        i, output = self._units[conn]
+        line = {"t": round(time.time(), 3), "event": event, "package": i, "output": output}
+        with suppress(OSError, ValueError):
+            self._trace.write(json.dumps(line) + "\n")
+            self._trace.flush()
 
 
 def _request(line: bytes, packages: int) -> tuple[int, str, str] | None:
@@ -362,9 +382,26 @@ def _request(line: bytes, packages: int) -> tuple[int, str, str] | None:
 def job_pool(slots: int, start: Sequence[int]) -> Iterator[PoolServer]:
     """The pair's pool of `slots` jobs (package i starting with start[i]), its socket in a
     private temporary folder; closed and removed on exit."""
-    with tempfile.TemporaryDirectory(prefix="mambawin-jobs-") as folder:
-        server = PoolServer(Policy(slots, start, ninja_jobs=slots), Path(folder) / "pool")
-        try:
-            yield server
-        finally:
-            server.close()
+    with ExitStack() as stack:
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="mambawin-jobs-"))
+        trace = _trace(os.environ.get(TRACE_VAR), stack)
+        server = PoolServer(Policy(slots, start, ninja_jobs=slots), Path(folder) / "pool", trace)
+        stack.callback(server.close)
+        yield server
+
+
+def _trace(path: str | None, stack: ExitStack) -> TextIO | None:
+    """The trace file to append to, or None when none is asked for or it is no regular file that
+    can be opened (a benchmark's aid: the build goes on without it). Never follows a link, never
+    blocks on a FIFO."""
+    if not path:
+        return None
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return stack.enter_context(os.fdopen(fd, "a", encoding="utf-8"))
