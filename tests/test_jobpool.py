@@ -14,6 +14,7 @@ import os
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -24,9 +25,9 @@ import pytest
 from test_build_causal_conv1d import doctor, fake  # noqa: F401 (a fixture)
 from typer.testing import CliRunner
 
-from mambawin.builder import job_gate, job_pool
+from mambawin.builder import job_gate, job_policy, job_pool
 from mambawin.builder.environment import gate_command
-from mambawin.builder.job_pool import Edge, Policy
+from mambawin.builder.job_policy import Edge, Policy
 from mambawin.builder.together import JointProgress
 from mambawin.cli import app
 from mambawin.stage import NinjaStatus
@@ -37,9 +38,9 @@ GATE = Path(job_gate.__file__)
 
 
 def test_each_build_starts_with_its_share_of_the_jobs() -> None:
-    assert job_pool.shares(16, 2) == [9, 7]
-    assert job_pool.shares(7, 2) == [4, 3]
-    assert job_pool.shares(16, 1) == [16]
+    assert job_policy.shares(16, 2) == [9, 7]
+    assert job_policy.shares(7, 2) == [4, 3]
+    assert job_policy.shares(16, 1) == [16]
 
 
 def _edges(name: str, count: int, host_at: int | None = None) -> list[Edge]:
@@ -73,7 +74,7 @@ def test_a_free_job_goes_at_once_to_the_package_that_can_use_it() -> None:
     _ask(policy, 1, "c", range(7), _edges("c", 7), 0.0)
     assert len(policy.grants(0.0)) == 16
     policy.gone("c0")  # causal-conv1d has nothing left to start
-    policy.finished(1, 1, "c0.cu")
+    policy.finished(1, "c0.cu")
     assert policy.grants(1.0) == ["m9"]
     policy.gone("m0")  # mamba-ssm's own job goes back to it, its next unit in order
     assert policy.grants(2.0) == ["m10"]
@@ -107,13 +108,13 @@ def test_first_units_wait_until_all_have_asked_or_the_settle_time() -> None:
     policy.asked(0, "m3", "/b/m3.o", lambda: manifest, 0.0)
     policy.asked(0, "m2", "/b/m2.o", lambda: manifest, 0.0)
     assert policy.grants(0.01) == []  # 4 of its first units can start; 2 asked
-    assert policy.deadline() == job_pool.SETTLE_S
+    assert policy.deadline() == job_policy.SETTLE_S
     policy.asked(0, "m0", "/b/m0.o", lambda: manifest, 0.02)
     policy.asked(0, "m1", "/b/m1.o", lambda: manifest, 0.02)
     assert policy.grants(0.03) == ["m0", "m1"]
     late = Policy(2, [2], ninja_jobs=4)
     late.asked(0, "m3", "/b/m3.o", lambda: manifest, 0.0)
-    assert late.grants(job_pool.SETTLE_S) == ["m3"]  # the others never came: it waits no more
+    assert late.grants(job_policy.SETTLE_S) == ["m3"]  # the others never came: it waits no more
 
 
 def test_a_running_host_unit_counts_as_one_of_its_package_jobs() -> None:
@@ -124,10 +125,10 @@ def test_a_running_host_unit_counts_as_one_of_its_package_jobs() -> None:
     _ask(policy, 0, "m", range(3), manifest, 0.0)
     assert policy.grants(0.0) == ["m0", "m1", "m2"]
     policy.gone("m0")
-    policy.finished(0, 1, "m0.cu")  # ninja starts m3 (the host unit) and m4
+    policy.finished(0, "m0.cu")  # ninja starts m3 (the host unit) and m4
     _ask(policy, 0, "m", range(4, 5), manifest, 1.0)
     assert policy.used(0) == 3 and policy.grants(1.0) == []  # m1, m2 and the g++
-    policy.finished(0, 2, "m3.cpp")
+    policy.finished(0, "m3.cpp")
     assert policy.grants(2.0) == ["m4"]
 
 
@@ -158,11 +159,31 @@ def test_the_manifest_gives_the_units_ninja_will_run_in_order(tmp_path: Path) ->
         f"build {tmp_path}/bind.o: compile /src/csrc/bind.cpp\n",
         encoding="utf-8",
     )
-    assert job_pool.read_manifest(tmp_path) == [
+    assert job_policy.read_manifest(tmp_path) == [
         Edge(f"{tmp_path}/a b.o", "a b.cu", True),
         Edge(f"{tmp_path}/bind.o", "bind.cpp", False),
     ]
-    assert job_pool.read_manifest(tmp_path / "none") == []
+    assert job_policy.read_manifest(tmp_path / "none") == []
+
+
+def test_a_trace_is_appended_to_a_file_and_never_to_a_fifo_or_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace, fifo, link = tmp_path / "trace.jsonl", tmp_path / "fifo", tmp_path / "link"
+    os.mkfifo(fifo)
+    link.symlink_to(trace)
+    for target in (fifo, link, tmp_path / "no" / "folder", trace):
+        monkeypatch.setenv(job_pool.TRACE_VAR, str(target))
+        with job_pool.job_pool(1, [1]) as pool:  # a FIFO would block here if it were opened
+            gate = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            gate.connect(str(pool.path))
+            gate.sendall(b'{"package": 0, "cwd": "/nowhere", "output": "/b/x.o"}\n')
+            gate.settimeout(5)
+            assert gate.recv(16) == job_gate.GO
+            gate.close()
+    events = [json.loads(line)["event"] for line in trace.read_text().splitlines()]
+    assert events == ["ask", "go", "end"]  # once: the link and the FIFO were not written
+    assert link.is_symlink() and stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
 def test_only_posix_pools() -> None:
@@ -274,7 +295,7 @@ def test_two_real_ninjas_never_run_more_jobs_than_the_pool(tmp_path: Path) -> No
                         status = line.split("]", 1)[0].lstrip("[").split("/")
                         if len(status) == 2 and status[0].isdigit():
                             unit = line.rsplit(" -o ", 1)[0].rsplit("/", 1)[-1]
-                            pool.finished(i, int(status[0]), unit)
+                            pool.finished(i, unit)
                 pool.ended(i)
                 assert run.returncode == 0
 

@@ -14,7 +14,7 @@ import sys
 from contextlib import ExitStack
 
 from mambawin.archs import Arch
-from mambawin.builder import job_pool, pipeline, together
+from mambawin.builder import job_policy, job_pool, pipeline, together
 from mambawin.builder.compile import CompileResult
 from mambawin.builder.compiler_cache import CacheStats
 from mambawin.builder.options import BuildOptions
@@ -45,7 +45,7 @@ def build_together(
         if why_not is not None:
             shown.note(f"the packages compile one after the other: {why_not}")
             return [pipeline.build_started(s) for s in started]
-        start = job_pool.shares(slots, len(started))
+        start = job_policy.shares(slots, len(started))
         pool = stack.enter_context(job_pool.job_pool(slots, start))
         shown.note(
             f"one job pool: {len(started)} packages compile at once, {slots} jobs in all "
@@ -61,7 +61,7 @@ def build_together(
                     compiled, stages[i], reporter=to, in_out=False
                 ),
                 reporter=shown,
-                watch=lambda i, status: pool.finished(i, status.done, status.unit),
+                watch=lambda i, status: pool.finished(i, status.unit),
             )
         return [s.publish() for s in staged]
 
