@@ -31,7 +31,7 @@ from mambawin.builder.compiler_cache import (
     parse_ccache_stats,
     parse_sccache_stats,
 )
-from mambawin.builder.environment import EnvRequest, build_environment
+from mambawin.builder.environment import EnvRequest, build_environment, gate_command
 from mambawin.builder.request import Tools
 from mambawin.doctor.probes import tools
 from mambawin.errors import ToolchainError
@@ -114,10 +114,12 @@ def test_no_cache_means_torch_wraps_nothing_either() -> None:
     # torch 2.6+ puts a ccache/sccache from PATH in front of the compilers by itself.
     request = EnvRequest(parse_archs("90"), 2, 1, MAMBA, "/cuda", windows=False)
     env = build_environment(request, base={"PATH": "/usr/bin", "PYTORCH_NVCC": "stale nvcc"})
-    assert env["TORCH_NO_COMPILER_WRAPPER"] == "1" and "PYTORCH_NVCC" not in env
+    # the stale value is gone: only the job gate (every POSIX build's) stands before nvcc
+    assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"
+    assert env["PYTORCH_NVCC"] == gate_command("/cuda/bin/nvcc")
     cache = CompilerCache.from_path("/tools/sccache")
     cached = build_environment(replace(request, cache=cache), base={"PATH": "/usr/bin"})
-    assert cached["PYTORCH_NVCC"] == "/tools/sccache /cuda/bin/nvcc"
+    assert cached["PYTORCH_NVCC"] == gate_command("/tools/sccache /cuda/bin/nvcc")
     assert "TORCH_NO_COMPILER_WRAPPER" not in cached
     assert cached["PATH"].split(os.pathsep)[-1] == "/tools"  # last: shadows nothing
 
@@ -165,7 +167,8 @@ def test_build_counts_hits_and_records_them(
     )
 
     seen = json.loads(dump.read_text())
-    assert seen["PYTORCH_NVCC"] == f"{fake} /fake/cuda/bin/nvcc"
+    nvcc = f"{fake} /fake/cuda/bin/nvcc"
+    assert seen["PYTORCH_NVCC"] == (nvcc if sys.platform == "win32" else gate_command(nvcc))
     assert (fake.parent / "calls").read_text() == "zeroed\n"  # counters reset before compiling
     assert result.cache is not None and (result.cache["hits"], result.cache["misses"]) == (3, 3)
     assert "sccache: 3 hits, 3 misses" in recorder.notes
@@ -204,7 +207,7 @@ def test_no_cache_option_leaves_it_out(
         reporter=Recorder(),
         tools=Tools(doctor=doctor),
     )
-    assert "PYTORCH_NVCC" not in json.loads(dump.read_text())
+    assert json.loads(dump.read_text())["PYTORCH_NVCC"] == gate_command("/fake/cuda/bin/nvcc")
     assert result.cache is None and not (fake.parent / "calls").exists()
 
 

@@ -181,6 +181,11 @@ def test_a_trace_is_appended_to_a_file_and_never_to_a_fifo_or_through_a_link(
             gate.settimeout(5)
             assert gate.recv(16) == job_gate.GO
             gate.close()
+            deadline = time.monotonic() + 5  # the pool notes the end once it reads the close
+            while target == trace and time.monotonic() < deadline:
+                if trace.read_text().count("\n") == 3:
+                    break
+                time.sleep(0.01)
     events = [json.loads(line)["event"] for line in trace.read_text().splitlines()]
     assert events == ["ask", "go", "end"]  # once: the link and the FIFO were not written
     assert link.is_symlink() and stat.S_ISFIFO(fifo.lstat().st_mode)

@@ -18,7 +18,7 @@ import pytest
 from test_build import TOOLCHAIN
 
 from mambawin.archs import parse_archs
-from mambawin.builder import nvcc_front
+from mambawin.builder import job_gate, nvcc_front
 from mambawin.builder.compiler_cache import CompilerCache
 from mambawin.builder.environment import EnvRequest, build_environment, nvcc_front_command
 from mambawin.builder.key import KeyInputs, build_key, front_table_digest, tree_digest
@@ -29,6 +29,7 @@ from mambawin.patch.record import PatchReport
 
 POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="the fake nvcc is an sh script")
 WRAPPER = Path(nvcc_front.__file__)
+GATE = Path(job_gate.__file__)
 GROUPED = ["arch=compute_80,code=[sm_80,sm_86,sm_89]", "arch=compute_90,code=sm_90"]
 PER_ARCH = ["arch=compute_80,code=sm_80", "arch=compute_86,code=sm_86"]
 
@@ -139,19 +140,29 @@ def _env(tmp_path: Path, cache: CompilerCache | None, table: Path | None) -> dic
     return build_environment(request, base={"PATH": "/usr/bin", "PYTORCH_NVCC": "stale"})
 
 
+def _ungated(command: str) -> list[str]:
+    """PYTORCH_NVCC's words after the job gate every POSIX build puts first."""
+    argv = shlex.split(command)
+    assert argv[:4] == [sys.executable, "-I", str(GATE), "--"]
+    return argv[4:]
+
+
 def test_without_a_table_pytorch_nvcc_is_as_before(tmp_path: Path) -> None:
-    assert "PYTORCH_NVCC" not in _env(tmp_path, None, None)
+    assert _ungated(_env(tmp_path, None, None)["PYTORCH_NVCC"]) == ["/cuda dir/bin/nvcc"]
     cache = CompilerCache("sccache", "/opt/sccache")
-    assert _env(tmp_path, cache, None)["PYTORCH_NVCC"] == "/opt/sccache '/cuda dir/bin/nvcc'"
+    assert _ungated(_env(tmp_path, cache, None)["PYTORCH_NVCC"]) == [
+        "/opt/sccache",
+        "/cuda dir/bin/nvcc",
+    ]
 
 
 def test_a_table_puts_the_wrapper_in_front_of_nvcc_and_the_cache(tmp_path: Path) -> None:
     table = tmp_path / "a folder" / "front_end.json"
-    plain = shlex.split(_env(tmp_path, None, table)["PYTORCH_NVCC"])
+    plain = _ungated(_env(tmp_path, None, table)["PYTORCH_NVCC"])
     assert plain == [sys.executable, "-I", str(WRAPPER), str(table), "--", "/cuda dir/bin/nvcc"]
     cache = CompilerCache("sccache", "/opt/sccache")
     env = _env(tmp_path, cache, table)
-    assert shlex.split(env["PYTORCH_NVCC"])[3:] == [
+    assert _ungated(env["PYTORCH_NVCC"])[3:] == [
         str(table),
         "--",
         "/opt/sccache",
@@ -185,10 +196,10 @@ def test_the_compile_step_puts_the_wrapper_in_front_when_its_tree_has_a_table() 
         "mamba-slot",
     )
     env = build_environment(prepared.env_request(windows=False), base={"PATH": "/usr/bin"})
-    assert "PYTORCH_NVCC" not in env
+    assert _ungated(env["PYTORCH_NVCC"]) == ["/fake/cuda/bin/nvcc"]
     table = _table(prepared.workspace.src, {"u": GROUPED})
     env = build_environment(prepared.env_request(windows=False), base={"PATH": "/usr/bin"})
-    argv = shlex.split(env["PYTORCH_NVCC"])
+    argv = _ungated(env["PYTORCH_NVCC"])
     assert argv[2:] == [str(WRAPPER), str(table), "--", "/fake/cuda/bin/nvcc"]
 
 
