@@ -191,6 +191,28 @@ def test_a_trace_is_appended_to_a_file_and_never_to_a_fifo_or_through_a_link(
     assert link.is_symlink() and stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
+def test_a_pool_that_breaks_ends_its_gates_rather_than_hang_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(self: Policy, now: float) -> list[object]:
+        raise RuntimeError("a bug in the policy")
+
+    monkeypatch.setattr(Policy, "grants", broken)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the thread's traceback
+    with job_pool.job_pool(2, [1, 1]) as pool:
+        for _ in range(2):  # the first gate as the pool breaks, the next after
+            gate = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            gate.settimeout(5)  # a hang would raise TimeoutError, which is not caught here
+            try:
+                gate.connect(str(pool.path))
+                gate.sendall(b'{"package": 0, "cwd": "/nowhere", "output": "/b/x.o"}\n')
+                answer = gate.recv(16)
+            except (ConnectionResetError, BrokenPipeError, ConnectionRefusedError):
+                answer = b""
+            assert answer == b""  # closed or refused: the gate fails with its one line
+            gate.close()
+
+
 def test_only_posix_pools() -> None:
     assert job_pool.why_not_pooled(windows=False) is None
     assert "POSIX only" in str(job_pool.why_not_pooled(windows=True))

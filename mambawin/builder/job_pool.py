@@ -104,6 +104,17 @@ class PoolServer:
             self._wake_w.send(b"!")
 
     def _serve(self) -> None:
+        try:
+            self._loop()
+        except Exception:
+            # A gate waits for "go" with no timeout: closing every connection (and the socket new
+            # gates would reach) makes each fail with its one line, so the build stops, not hangs.
+            for conn in [self._listener, *self._units, *self._requests]:
+                with suppress(OSError):
+                    conn.close()
+            raise
+
+    def _loop(self) -> None:
         while not self._stopping:
             with self._lock:
                 deadline = self._policy.deadline()
