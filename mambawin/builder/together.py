@@ -1,4 +1,4 @@
-"""Several packages' compile steps at once (`build --with`'s pair in one job pool, jobserver.py).
+"""Several packages' compile steps at once (`build --with`'s pair in one job pool, job_pool.py).
 
 Each package compiles in its own thread, into its own log; its notes are named by its package,
 the packages' ninja progress shows as one bar (units done of all units known so far), and each
