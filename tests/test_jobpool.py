@@ -166,13 +166,15 @@ def test_the_manifest_gives_the_units_ninja_will_run_in_order(tmp_path: Path) ->
     assert job_policy.read_manifest(tmp_path / "none") == []
 
 
-def test_a_trace_is_appended_to_a_file_and_never_to_a_fifo_or_through_a_link(
+def test_a_trace_is_a_new_file_and_never_written_where_something_stands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trace, fifo, link = tmp_path / "trace.jsonl", tmp_path / "fifo", tmp_path / "link"
+    mine = tmp_path / "mine.log"
+    mine.write_text("a user's file\n", encoding="utf-8")
     os.mkfifo(fifo)
     link.symlink_to(trace)
-    for target in (fifo, link, tmp_path / "no" / "folder", trace):
+    for target in (fifo, link, mine, tmp_path / "no" / "folder", trace):
         monkeypatch.setenv(job_pool.TRACE_VAR, str(target))
         with job_pool.job_pool(1, [1]) as pool:  # a FIFO would block here if it were opened
             gate = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -189,6 +191,7 @@ def test_a_trace_is_appended_to_a_file_and_never_to_a_fifo_or_through_a_link(
     events = [json.loads(line)["event"] for line in trace.read_text().splitlines()]
     assert events == ["ask", "go", "end"]  # once: the link and the FIFO were not written
     assert link.is_symlink() and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert mine.read_text(encoding="utf-8") == "a user's file\n"
 
 
 def test_a_pool_that_breaks_ends_its_gates_rather_than_hang_them(

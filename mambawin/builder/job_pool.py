@@ -38,7 +38,7 @@ from typing import TextIO
 from mambawin.builder.job_gate import GO, PACKAGE_VAR, POOL_VAR
 from mambawin.builder.job_policy import Policy, read_manifest
 
-# A file the pool appends each unit's ask, go and end to (JSON lines, seconds since the epoch):
+# A new file the pool writes each unit's ask, go and end to (JSON lines, seconds since the epoch):
 # what a benchmark reads to tell a unit's compile from its wait at the gate.
 TRACE_VAR = "MAMBAWIN_JOB_POOL_TRACE"
 
@@ -216,12 +216,12 @@ def job_pool(slots: int, start: Sequence[int]) -> Iterator[PoolServer]:
 
 
 def _trace(path: str | None, stack: ExitStack) -> TextIO | None:
-    """The trace file to append to, or None when none is asked for or it is no regular file that
-    can be opened (a benchmark's aid: the build goes on without it). Never follows a link, never
-    blocks on a FIFO."""
+    """The trace file, made new, or None when none is asked for or it cannot be made (a
+    benchmark's aid: the build goes on without it). Something already at the path (a file, a link,
+    a FIFO) is never written or opened: mambawin changes no file it did not make."""
     if not path:
         return None
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
         fd = os.open(path, flags, 0o644)
     except OSError:
@@ -229,4 +229,4 @@ def _trace(path: str | None, stack: ExitStack) -> TextIO | None:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         return None
-    return stack.enter_context(os.fdopen(fd, "a", encoding="utf-8"))
+    return stack.enter_context(os.fdopen(fd, "w", encoding="utf-8"))

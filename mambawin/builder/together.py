@@ -25,7 +25,7 @@ Outcome = TypeVar("Outcome")
 Final = TypeVar("Final")
 Compile = Callable[[int, Reporter], Outcome]  # (index of the package, its reporter) -> outcome
 Then = Callable[[int, Outcome, Reporter], Final]  # what follows package i's compile
-Watch = Callable[[int, NinjaStatus], None]  # package i's ninja finished a unit (the broker)
+Watch = Callable[[int, NinjaStatus], None]  # package i's ninja finished a unit (the job pool)
 
 
 def compile_all(
