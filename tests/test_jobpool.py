@@ -259,7 +259,13 @@ def test_a_gate_without_its_pool_fails_with_one_line(tmp_path: Path) -> None:
 
 def test_the_pool_refuses_a_request_that_is_not_one(tmp_path: Path) -> None:
     with job_pool.job_pool(2, [1, 1]) as pool:
-        for line in (b"not json\n", b'{"package": 7, "cwd": "/", "output": ""}\n'):
+        for line in (
+            b"not json\n",
+            b"[1, 2]\n",
+            b'{"package": 7, "cwd": "/", "output": ""}\n',
+            b'{"package": "-1", "cwd": "/", "output": ""}\n',
+            '{"package": "\u0661", "cwd": "/", "output": ""}\n'.encode(),  # an Arabic-Indic 1
+        ):
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             conn.connect(str(pool.path))
             conn.sendall(line)

@@ -194,13 +194,16 @@ class PoolServer:
 
 
 def _request(line: bytes, packages: int) -> tuple[int, str, str] | None:
-    """A gate's request line as (package, cwd, output), or None when it is not one."""
+    """A gate's request line as (package, cwd, output), or None when it is not one (the package
+    as ASCII digits only: int() would read "١" as 1)."""
     try:
         data = json.loads(line)
-        i, cwd, output = int(data["package"]), str(data["cwd"]), str(data["output"])
-    except (ValueError, KeyError, TypeError):
+        package, cwd, output = str(data["package"]), str(data["cwd"]), str(data["output"])
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    return (i, cwd, output) if 0 <= i < packages else None
+    if not (package.isascii() and package.isdigit()) or int(package) >= packages:
+        return None
+    return int(package), cwd, output
 
 
 @contextmanager
