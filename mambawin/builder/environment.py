@@ -6,7 +6,6 @@ give a wheel with no kernels).
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import sysconfig
 from collections.abc import Callable, Mapping
@@ -93,7 +92,7 @@ def gate_command(inner: str) -> str:
     """PYTORCH_NVCC with the job gate first (POSIX): this Python runs builder/job_gate.py by path
     (isolated, standard library only), then the nvcc command it gates."""
     gate = Path(__file__).with_name("job_gate.py")
-    return shlex.join([sys.executable, "-I", str(gate), "--"]) + " " + inner
+    return proc.command_line([sys.executable, "-I", str(gate), "--"], windows=False) + " " + inner
 
 
 def _with_gate(env: dict[str, str], request: EnvRequest, nvcc: list[str]) -> dict[str, str]:

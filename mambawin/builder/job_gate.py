@@ -67,7 +67,7 @@ def main(args: Sequence[str]) -> int:
         return 2
     command = list(args[1:])
     pool = os.environ.get(POOL_VAR)
-    if not pool or os.name != "posix":
+    if not pool:
         return _become(command)
     # ninja stops a build with SIGINT to each unit's process group: die of it as the compiler
     # does (the pool sees the connection end), not with a traceback in ninja's output.
@@ -91,17 +91,12 @@ def main(args: Sequence[str]) -> int:
 
 
 def _become(command: list[str]) -> int:
-    if os.name == "posix":
-        try:
-            os.execvp(command[0], command)
-        except OSError as exc:
-            print(f"job_gate: cannot run {command[0]}: {exc}", file=sys.stderr)
-            return 127
+    """Run command in this process's place (the gate is put in front of nvcc on POSIX only)."""
     try:
-        return subprocess.call(command)
+        os.execvp(command[0], command)
     except OSError as exc:
         print(f"job_gate: cannot run {command[0]}: {exc}", file=sys.stderr)
-        return 127
+    return 127
 
 
 if __name__ == "__main__":
