@@ -1,4 +1,4 @@
-"""The mamba-ssm + causal-conv1d pair's build wall, per unit and per step, as issue 17 measures it.
+"""The mamba-ssm + causal-conv1d pair's build wall, per unit and per step.
 
     python benchmarks/pair_wall.py build --label unsplit --mamba-repo M --conv-repo C \
         --ref v2.3.2.post1 --conv-ref v1.6.1.post4 --arch 90 --jobs 16 --work DIR \
@@ -13,7 +13,7 @@ build folder's .ninja_log, Σ unit seconds, the longest unit, parallelism (Σ / 
 the longest units started (seconds after their ninja started), the build step outside ninja
 (torch's import, the link, bdist_wheel) and the wheel's sha256; for the pair, Σ of both
 packages' units over --jobs cores (the work's limit) and the compile span (the longest build
-step: both packages compile at once in one job pool since issue 27). And what the machine did:
+step: both packages compile at once in one job pool). And what the machine did:
 `cpu_s`, the CPU seconds (user + system) of everything the build ran, so cpu_s / cores is the
 work's limit in core-seconds (Σ unit seconds counts an nvcc `--threads 4` job's wall once, not
 its threads); and, on Linux, `busy_cores`: the cores busy in each twentieth of the wall, from
@@ -25,7 +25,10 @@ the cores did before the first unit, between units and after the last. `compare`
 ratios of two such files (B over A) taken on one machine; `rounds BASE_A NEW_A BASE_B NEW_B`
 reads two swapped rounds together (round a: the baseline on half 0, the new code on half 1;
 round b: the other way round): each round's ratio, the walls summed over both, each half's own
-ratio, and the CPU ratios.
+ratio, and the CPU ratios. `series DIR [DIR ...]` reads many such rounds at once: every
+`base<N><a|b>.json` with its `new<N><a|b>.json` (a round named with `w`, a throwaway warm-up, is
+left out): each round's ratio, how many the new code won, the walls summed per layout (a, b) and
+over all, and the CPU seconds summed.
 The builds of one comparison run one after another on one machine (the device's calls are capped
 at ten minutes, so a long baseline may be its own call; the JSON files stay on the machine).
 """
@@ -36,6 +39,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -266,6 +270,41 @@ def rounds(
     }
 
 
+_ROUND = re.compile(r"base(?P<round>\d+(?P<layout>[ab]))\.json")
+
+
+def series(folders: list[Path]) -> dict[str, Any]:
+    """Every swapped round in folders (see the module docstring), each folder one call."""
+    rows = []
+    for folder in folders:
+        for base_file in sorted(folder.glob("base*.json")):
+            match = _ROUND.fullmatch(base_file.name)
+            new_file = folder / f"new{match['round']}.json" if match else None
+            if match is None or new_file is None or not new_file.is_file():
+                continue
+            base, new = (json.loads(p.read_text(encoding="utf-8")) for p in (base_file, new_file))
+            rows.append((f"{folder.name}/{match['round']}", match["layout"], base, new))
+    if not rows:
+        raise SystemExit(
+            "no base<N><a|b>.json with its new<N><a|b>.json in " + ", ".join(map(str, folders))
+        )
+
+    def summed(layouts: str, key: str = "wall_s") -> float | None:
+        picked = [(b[key], n[key]) for _, layout, b, n in rows if layout in layouts]
+        return round(sum(n for _, n in picked) / sum(b for b, _ in picked), 3) if picked else None
+
+    ratios = {name: round(n["wall_s"] / b["wall_s"], 3) for name, _, b, n in rows}
+    return {
+        "rounds": ratios,
+        "new_faster": sum(r < 1 for r in ratios.values()),
+        "of": len(ratios),
+        "summed": summed("ab"),
+        "summed_a": summed("a"),
+        "summed_b": summed("b"),
+        "cpu_summed": summed("ab", "cpu_s"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -286,7 +325,12 @@ def main() -> None:
     both = sub.add_parser("rounds")
     for name in ("base_a", "new_a", "base_b", "new_b"):
         both.add_argument(name, type=Path)
+    many = sub.add_parser("series")
+    many.add_argument("folders", type=Path, nargs="+")
     args = parser.parse_args()
+    if args.command == "series":
+        print(json.dumps(series(args.folders), indent=2))
+        return
     if args.command == "rounds":
         files = (args.base_a, args.new_a, args.base_b, args.new_b)
         print(json.dumps(rounds(*(json.loads(p.read_text(encoding="utf-8")) for p in files))))

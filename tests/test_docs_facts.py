@@ -1,9 +1,9 @@
 """What a user reads is true and says nothing of our own process.
 
-- No internal issue number ("issue 27", "issues 28, 29") in README.md, docs/*.md, the patch
-  catalogue (`mambawin patches`), any command's help, any string mambawin prints or writes into
-  a patched tree. Upstream's references (`state-spaces/mamba#986`, `PR #93`) are facts about
-  upstream and stay.
+- No internal issue number ("issue 27", "issues 28, 29") in README.md, CHANGELOG.md, docs/*.md,
+  the patch catalogue (`mambawin patches`), any command's help, any string mambawin prints or
+  writes into a patched tree. Upstream's references (`state-spaces/mamba#986`, `PR #93`) are
+  facts about upstream and stay.
 - Each measured figure README quotes (62.6 s, 0.474×, 1.8 GB) is one docs/benchmarks.md records.
 - Claims that were once stale stay fixed: the C++ standard is read from torch's headers, both
   packages have a stable port, the toolchain's size is the one measured.
@@ -25,7 +25,7 @@ from mambawin.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 ISSUE = re.compile(r"\bissues? #?\d+|\bissues? \d+(?:, \d+)*", re.IGNORECASE)
-USER_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+USER_DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def issue_numbers(text: str) -> list[str]:

@@ -95,3 +95,38 @@ def test_two_swapped_rounds_are_read_together(pair_wall: ModuleType) -> None:
     assert result["round_a"] == round(140 / 220, 3) and result["round_b"] == round(154 / 200, 3)
     assert result["half_0"] == result["half_1"] == 0.7
     assert result["both_rounds"] == 0.7 and result["cpu"] == [0.7, 0.7]
+
+
+def test_a_series_of_rounds_leaves_out_the_warm_up_and_a_lone_file(
+    pair_wall: ModuleType, tmp_path: Path
+) -> None:
+    """Each call's folder holds base<N><a|b>.json with new<N><a|b>.json; a warm-up round (`w`) and
+    a baseline without its new run are not rounds."""
+    import json
+
+    def write(folder: Path, name: str, wall: float, cpu: float) -> None:
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.json").write_text(json.dumps({"wall_s": wall, "cpu_s": cpu}))
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    write(one, "base1w", 100.0, 1000.0)  # warm-up: left out
+    write(one, "new1w", 10.0, 100.0)
+    write(one, "base2a", 100.0, 1000.0)
+    write(one, "new2a", 90.0, 1000.0)
+    write(one, "base3b", 100.0, 1000.0)
+    write(one, "new3b", 104.0, 1040.0)
+    write(two, "base1a", 50.0, 500.0)
+    write(two, "new1a", 46.0, 460.0)
+    write(two, "base2b", 70.0, 700.0)  # no new2b.json: left out
+    result = pair_wall.series([one, two])
+    assert result["rounds"] == {"one/2a": 0.9, "one/3b": 1.04, "two/1a": 0.92}
+    assert (result["new_faster"], result["of"]) == (2, 3)
+    assert result["summed"] == round(240 / 250, 3)
+    assert result["summed_a"] == round(136 / 150, 3) and result["summed_b"] == 1.04
+    assert result["cpu_summed"] == round(2500 / 2500, 3)
+
+
+def test_a_series_with_no_round_says_where_it_looked(pair_wall: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as stop:
+        pair_wall.series([tmp_path])
+    assert str(stop.value) == f"no base<N><a|b>.json with its new<N><a|b>.json in {tmp_path}"
