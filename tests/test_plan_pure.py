@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -24,6 +24,7 @@ from mambawin.builder import estimate
 from mambawin.builder import pipeline as core
 from mambawin.builder.front import Configure, Front, configure_front
 from mambawin.builder.options import BuildOptions
+from mambawin.builder.pair import pair_estimate
 from mambawin.builder.plan_facts import ASSUMED_CUDA, ASSUMED_TORCH
 from mambawin.builder.request import Tools
 from mambawin.builder.setup_scan import scan_setup
@@ -32,6 +33,7 @@ from mambawin.doctor.checks import Check, DoctorReport
 from mambawin.errors import BuildError
 from mambawin.fetch.upstream import Checkout
 from mambawin.packages import CAUSAL_CONV1D, MAMBA
+from mambawin.patch.arch_groups import FrontEnd, FrontPass
 from mambawin.patch.base import PatchOptions
 from mambawin.patch.record import PatchReport
 from mambawin.stage import Status
@@ -231,6 +233,35 @@ def test_the_estimate_meets_the_measured_pair_and_scales_with_jobs() -> None:
     two = estimate.expected(both, 1, 2, 16).seconds
     assert two > 5 * estimate.expected(both, 1, 16, 16).seconds
     assert estimate.expected(both, 1, 16, 2).seconds == two  # 16 jobs on 2 cores: 2 at a time
+
+
+def test_archs_sharing_a_front_end_pass_count_as_less_work() -> None:
+    a80, a86, a89, a90 = parse_archs("80;86;89;90")
+    one_pass = (FrontPass(a80, (a80, a86, a89, a90), emits_ptx=False),)
+    two_passes = (FrontPass(a80, (a80, a86, a89), False), FrontPass(a90, (a90,), False))
+    front = FrontEnd(
+        passes=tuple(FrontPass(a, (a,), False) for a in (a80, a86, a89, a90)),
+        units=(("u", one_pass), ("w", two_passes)),
+    )
+    sources = ["csrc/x.cpp", "csrc/u_part1.cu", "csrc/u_part2.cu", "csrc/v.cu", "csrc/w.cu"]
+    share = estimate.PTXAS_SHARE
+    # u's parts: one pass serving 4 archs; v: unproven, one pass per arch; w: 2 passes, 4 archs.
+    assert estimate.arch_passes(front, sources, 4) == pytest.approx(
+        ((1 + 3 * share) * 2 + 4 + (2 + 2 * share)) / 4
+    )
+    assert estimate.arch_passes(None, sources, 4) == 4.0  # grouping off or not in effect
+    assert estimate.arch_passes(front, ["csrc/v.cu"], 4) == 4.0  # no proven unit in the build
+    both = [(MAMBA, False), (CAUSAL_CONV1D, False)]
+    grouped = estimate.expected(both, 4, 16, 16, passes=[2.5, 2.1])
+    assert grouped.seconds < estimate.expected(both, 4, 16, 16).seconds
+    assert grouped.to_json()["arch_passes"] == 2.5 and grouped.to_json()["archs"] == 4
+    # the pair's plan: each package's own work, from its plan's estimate
+    plans = [
+        SimpleNamespace(package=p.name, archs="80;86;89;90", jobs=16, estimate={"arch_passes": n})
+        for p, n in ((MAMBA, 2.5), (CAUSAL_CONV1D, 2.1))
+    ]
+    paired = pair_estimate(plans)  # type: ignore[arg-type]
+    assert paired.seconds == estimate.expected(both, 4, 16, passes=[2.5, 2.1]).seconds
 
 
 def test_a_build_whose_name_differs_from_the_plan_says_so(

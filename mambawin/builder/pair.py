@@ -225,7 +225,8 @@ def pair_estimate(plans: list[BuildPlan]) -> Estimate:
     """The pair's expected wall time: both packages in one pool of jobs (builder/estimate.py)."""
     packages = [(get_package(p.package), False) for p in plans]
     archs = max(len(p.archs.split(";")) for p in plans)
-    return expected(packages, archs, min(p.jobs for p in plans))
+    passes = [float((p.estimate or {}).get("arch_passes", archs)) for p in plans]
+    return expected(packages, archs, min(p.jobs for p in plans), passes=passes)
 
 
 def pair_time(plans: list[Any]) -> str:

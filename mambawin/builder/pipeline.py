@@ -25,7 +25,7 @@ from mambawin.builder import front, metadata, plan_facts
 from mambawin.builder.compile import CompileResult, compile_wheel
 from mambawin.builder.compiler_cache import CacheStats, CompilerCache, read_stats, zero_stats
 from mambawin.builder.environment import build_environment
-from mambawin.builder.estimate import expected
+from mambawin.builder.estimate import arch_passes, expected
 from mambawin.builder.kept import keep_limit
 from mambawin.builder.key import (
     KeyInputs,
@@ -236,8 +236,12 @@ def plan(
             wheel = planned_wheel(fetched.tree, prepared, label, request)
             front_end = planned_front_end(prepared.patches, fetched.tree)
     gencode = planned_gencode(prepared.patches, scan)
+    archs = len(prepared.archs)
     estimate = expected(
-        [(prepared.package, request.keep_complex)], len(prepared.archs), prepared.jobs
+        [(prepared.package, request.keep_complex)],
+        archs,
+        prepared.jobs,
+        passes=[arch_passes(front_end, scan.sources, archs)],
     )
     return BuildPlan(
         upstream=upstream_json(prepared.checkout),

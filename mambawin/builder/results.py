@@ -95,7 +95,7 @@ class BuildPlan:
     facts: list[dict[str, Any]] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)  # doctor checks that failed or skipped
     # The expected wall time from measured builds (builder/estimate.py): {seconds, jobs, archs,
-    # basis}; None where not estimated.
+    # arch_passes, cores, basis}; None where not estimated.
     estimate: dict[str, Any] | None = None
     # nvcc's front-end passes (setup_scan.front_end_json): {passes: [{ptx_arch, archs, ptx,
     # gencode, evidence}], unshared, said}; None where setup.py keeps upstream's own list.
