@@ -5,6 +5,7 @@ tests/test_cross_windows.py (-m windows_toolchain)."""
 
 from __future__ import annotations
 
+import os
 import time
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -429,6 +430,45 @@ def test_a_unit_that_does_not_compile_stops_the_build_before_any_link(tmp_path: 
     with pytest.raises(BuildError, match=r"csrc/demo_kernel\.cu does not compile .*1 of 2"):
         pipeline.cross_build(cross_options(tmp_path), tools=WineTools(runner=fake))
     assert not [c for c in fake.calls if Path(c[1]).stem == "link"]
+
+
+class EnvWine(FakeWine):
+    """Also keeps each compiler call's environment."""
+
+    def __init__(self, link_output: str, broken: str = "") -> None:
+        super().__init__(link_output, broken)
+        self.envs: dict[str, Mapping[str, str]] = {}
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> proc.Completed:
+        self.envs[Path(argv[1]).stem] = dict(env)
+        return super().__call__(argv, env, cwd)
+
+
+@pytest.mark.parametrize(
+    ("cuda_version", "user", "appended"),
+    [
+        (13000, "", "--objdir-as-tempdir --frandom-seed=mambawin"),
+        (13000, "-Xptxas=-O3", "-Xptxas=-O3 --objdir-as-tempdir --frandom-seed=mambawin"),
+        (13000, "--frandom-seed=mine", "--frandom-seed=mine --objdir-as-tempdir"),  # the user's
+        (12040, "", "--objdir-as-tempdir"),  # --frandom-seed came with nvcc 12.9
+    ],
+)
+def test_nvcc_exe_gets_the_flags_for_the_same_object_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuda_version: int, user: str, appended: str
+) -> None:
+    """Windows' nvcc.exe names internal device symbols `_INTERNAL_…_cu_<random>_<pid>` as
+    Linux's does (two cross builds of causal-conv1d in two folders differed there,
+    docs/benchmarks.md §31), and reads NVCC_APPEND_FLAGS under wine too."""
+    options = cross_options(tmp_path)
+    header = options.toolchain.cuda / "include" / "cuda.h"
+    header.parent.mkdir(parents=True, exist_ok=True)
+    header.write_text(f"#define CUDA_VERSION {cuda_version}\n")
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", user)
+    fake = EnvWine(LINK_OUTPUT, broken="demo.cpp")  # stop after the compile step
+    with pytest.raises(BuildError, match="does not compile"):
+        pipeline.cross_build(options, tools=WineTools(runner=fake))
+    assert fake.envs["nvcc"]["NVCC_APPEND_FLAGS"] == appended
+    assert os.environ["NVCC_APPEND_FLAGS"] == user  # mambawin's own environment is untouched
 
 
 def test_a_cpp_symbol_in_the_objects_stops_the_build_before_the_import_libraries(

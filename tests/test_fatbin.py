@@ -247,6 +247,26 @@ def test_cuobjdump_without_device_code_is_empty_and_its_failure_is_one_line(
         list_gpu_code(tmp_path / "broken.so")
 
 
+@unix_only
+def test_a_pe_image_linux_cuobjdump_cannot_read_is_read_by_the_parser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linux's cuobjdump says a cross-built .pyd "does not contain device code" (it reads ELF
+    only), and verify's static step then failed a good Windows wheel for holding none."""
+    fake_tool(
+        tmp_path / "cuda",
+        "echo \"cuobjdump info    : File '$3' does not contain device code\" >&2; exit 255\n",
+    )
+    monkeypatch.setenv("PATH", str(tmp_path / "cuda" / "bin"))
+    pyd = tmp_path / "causal_conv1d_cuda_stable.pyd"
+    pyd.write_bytes(synthetic_pe({b".nv_fatb": hand_made_fatbin((2, 90, 0x11))}))
+    assert list_gpu_code(pyd) == GpuCode(("sm_90",), (), "fatbin")
+    assert list_gpu_code(pyd, method="cuobjdump") == GpuCode((), (), "cuobjdump")  # as asked
+    plain = tmp_path / "plain.pyd"
+    plain.write_bytes(synthetic_pe({b".text": b"\xc3" * 64}))
+    assert list_gpu_code(plain) == GpuCode((), (), "fatbin")  # neither finds any
+
+
 def test_asking_for_cuobjdump_when_there_is_none_is_a_toolchain_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -136,18 +136,24 @@ RANDOM_SEED = "--frandom-seed=mambawin"  # nvcc 12.9+
 
 
 def _reproducible_objects(request: EnvRequest, env: Mapping[str, str]) -> dict[str, str]:
-    """Flags that make nvcc write the same object for the same unit (in any folder, with the
-    compiler-flags patch's path maps; tests/test_build_paths_slow.py).
+    return reproducible_nvcc(request.cuda_version, env)
+
+
+def reproducible_nvcc(cuda_version: str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """Flags that make nvcc (cuda_version's) write the same object for the same unit (in any
+    folder, with the compiler-flags patch's path maps; tests/test_build_paths_slow.py): the
+    NVCC_APPEND_FLAGS to set in env, or {} when there is nothing to add.
 
     nvcc names its temporary files `tmpxft_<pid>_…`, and those names land in the object (the
     module id, the file symbol); it also draws random numbers for the names of internal-linkage
     device symbols (`_INTERNAL_…_cu_<random>_<pid>`). `--objdir-as-tempdir` puts the temporary
     files beside the object, named after it; `--frandom-seed` fixes the numbers (one seed for
     every unit is safe: those names also carry the unit's file name, and the module id strings
-    are file-local). Measured with nvcc 13.0 on the GPU machine (docs/benchmarks.md §12). nvcc
-    reads NVCC_APPEND_FLAGS itself; the user's own flags there are kept."""
+    are file-local). Measured with nvcc 13.0 on the GPU machine (docs/benchmarks.md §12), and
+    with Windows' nvcc.exe 13.0 under wine, which reads NVCC_APPEND_FLAGS too (§31). The user's
+    own flags there are kept."""
     try:
-        version = Version(request.cuda_version or "")
+        version = Version(cuda_version or "")
     except InvalidVersion:
         return {}
     wanted = [

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mambawin.archs import Arch
 from mambawin.builder.configure import SetupConfig
+from mambawin.builder.environment import reproducible_nvcc
 from mambawin.cross.audit import Audit, audit_library
 from mambawin.cross.link import link_library, make_import_libraries, unresolved_symbols
 from mambawin.cross.pack import LIBRARY_SUFFIX, library_name, pack_wheel
@@ -147,6 +148,9 @@ def _compile(options: CrossOptions, tools: WineTools, reporter: Reporter) -> lis
     objects = claim(options.work, "cross-objects") / "objs"
     remove_tree(objects)  # ours; an old object must never pass for a new one
     commands = windows_commands(options.config, options.tree, options.toolchain, objects)
+    env = dict(os.environ)
+    # nvcc.exe's temporary names and internal symbol names: the same object from any folder
+    env.update(reproducible_nvcc(options.toolchain.cuda_version(), env))
     units = compile_all(
         commands,
         options.toolchain,
@@ -155,6 +159,7 @@ def _compile(options: CrossOptions, tools: WineTools, reporter: Reporter) -> lis
         jobs=options.jobs,
         runner=tools.runner,
         on_done=lambda unit, done, total: reporter.finished(unit_finished(unit, done, total)),
+        base_env=env,
     )
     failed = next((u for u in units if u.status != "ok"), None)
     if failed is not None:

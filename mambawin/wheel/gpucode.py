@@ -4,7 +4,8 @@ cuobjdump is asked first when it can be found (PATH, CUDA_HOME/CUDA_PATH, or the
 `nvidia-cuda-cuobjdump` pip package). Without it the fatbin headers are read in pure Python from the
 ELF section `.nv_fatbin` (Linux .so) or the PE section `.nv_fatb` (Windows .pyd; PE section names
 are cut to 8 characters). The layout is reverse-engineered (docs/windows.md, "Fatbin layout"), so
-cuobjdump wins whenever both are available.
+cuobjdump wins whenever both are available, but for a PE image where it finds nothing: Linux's
+cuobjdump reads ELF only, so a cross-built .pyd is read by the parser there.
 """
 
 from __future__ import annotations
@@ -77,7 +78,12 @@ def list_gpu_code(
         raise WheelError(msg)
     tool = find_cuobjdump() if method != "fatbin" else None
     if tool:
-        return _with_cuobjdump(tool, binary)
+        code = _with_cuobjdump(tool, binary)
+        if code.sass or code.ptx or method == "cuobjdump" or not _is_pe(binary):
+            return code
+        # Linux's cuobjdump reads ELF only: it says a cross-built .pyd "does not contain device
+        # code" (cuobjdump 13.0). The parser reads a PE image's .nv_fatb sections.
+        return read_fatbin(binary)
     if method == "cuobjdump":
         msg = (
             "cuobjdump not found (PATH, CUDA_HOME/bin or pip): install the CUDA toolkit's "
@@ -242,6 +248,14 @@ def _with_cuobjdump(tool: str, binary: Path) -> GpuCode:
         raise WheelError(msg)
     sass, ptx = parse_cuobjdump(done.stdout)
     return GpuCode(sass, ptx, "cuobjdump")
+
+
+def _is_pe(binary: Path) -> bool:
+    try:
+        with binary.open("rb") as file:
+            return file.read(2) == b"MZ"
+    except OSError:
+        return False
 
 
 def _cuda_roots() -> Iterator[Path]:
