@@ -5,6 +5,7 @@ causal-conv1d, served by a static index over file:// or a local http server; pip
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tarfile
 import types
@@ -115,6 +116,26 @@ def test_a_hostile_archive_is_refused_before_anything_is_extracted(
         sdist.extract(archive, tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "escape.txt").exists()
+
+
+@pytest.mark.parametrize("data_filter", [True, False], ids=["data-filter", "no-data-filter"])
+def test_an_sdist_extracts_with_safe_modes_and_the_callers_owner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_filter: bool
+) -> None:
+    """A Python without tarfile's "data" filter (Debian 12's 3.11.2; it came with 3.11.4)
+    failed every sdist extraction with a TypeError; without the filter tarfile would also give
+    the archive's owner and set-uid bits to what it writes."""
+    if not data_filter:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    odd = tarfile.TarInfo("causal_conv1d-0.1.0/run.sh")
+    odd.size, odd.mode, odd.uid, odd.gid, odd.uname = 1, 0o4777, 4321, 4321, "nobody-here"
+    archive = make_sdist(tmp_path, "0.1.0", extra=[odd])
+    assert sdist.extract(archive, tmp_path / "out") == EPOCH  # the newest member's time
+    script = tmp_path / "out" / "run.sh"
+    assert script.read_bytes() == b"x"
+    assert script.stat().st_mode & 0o7777 == 0o755  # no set-uid, no group/other write
+    assert (script.stat().st_uid, script.stat().st_gid) == (os.getuid(), os.getgid())
+    assert (tmp_path / "out" / "setup.py").is_file()
 
 
 def test_an_index_over_http_with_credentials_keeps_them_out_of_the_record(

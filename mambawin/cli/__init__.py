@@ -7,11 +7,49 @@ command is used (cli/registry.py lists them), so `mambawin --help` stays quick.
 
 from __future__ import annotations
 
-from mambawin.cli.app import app
+import os
+import sys
+from contextlib import suppress
+
+from mambawin.cli.app import app, say_error
+from mambawin.errors import os_error
 
 __all__ = ["app", "main"]
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    code: int | str | None = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code
+    except OSError as exc:  # stdout refused --version's or --help's text, outside any command
+        _drop_stdout()
+        code = _say_stdout_error(exc)
+    sys.exit(_with_stdout_written(code))
+
+
+def _with_stdout_written(code: int | str | None) -> int | str | None:
+    """code, once what stdout still buffers is written. When it cannot be (a full disk, a pipe
+    closed early), stdout goes to the null device: Python's own flush at exit would fail again
+    with exit 120 and an "Exception ignored" traceback. A command that had succeeded then says
+    so in one line and exits with the OS error's code; one that failed has said why already."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        _drop_stdout()
+        if code in (0, None):
+            return _say_stdout_error(exc)
+    return code
+
+
+def _drop_stdout() -> None:
+    with suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _say_stdout_error(exc: OSError) -> int:
+    error = os_error(OSError(exc.errno, exc.strerror, "stdout"), "write the result to")
+    say_error(str(error))
+    return error.exit_code

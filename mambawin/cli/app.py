@@ -40,7 +40,7 @@ def print_json(document: Any) -> None:
 def fail_json(message: str, exit_code: int, **extra: Any) -> typer.Exit:
     """Under --json a failure is a JSON document too: {"error": ..., "exit_code": ...}; stderr
     ends with the same `error:` line as without --json."""
-    _say_error(message)
+    say_error(message)
     return _error_document(message, exit_code, extra)
 
 
@@ -50,7 +50,7 @@ def _error_document(message: str, exit_code: int, extra: dict[str, Any]) -> type
     return typer.Exit(exit_code)
 
 
-def _say_error(message: str) -> None:
+def say_error(message: str) -> None:
     """The one red line on stderr; the message is text, not rich markup (it may hold '[').
 
     A value the user typed may hold a line break (`--cuda $'13.0\\n'`, a path): it is shown
@@ -98,7 +98,7 @@ def _one_error_shape(ctx: Any) -> Iterator[None]:
         raise  # `mambawin ci` alone: the help is the answer
     except _CLICK.ClickException as exc:
         message = _usage_line(exc)
-        _say_error(message)
+        say_error(message)
         if ctx.meta.get(_JSON_META):
             raise _error_document(message, UsageError.exit_code, {}) from None
         raise typer.Exit(UsageError.exit_code) from None
@@ -333,7 +333,7 @@ def command(
             except MambawinError as exc:
                 if _state["debug"]:
                     console.print_exception()
-                _say_error(str(exc))
+                say_error(str(exc))
                 if kw.get("as_json"):
                     # stdout itself may be what failed (a full disk): the line above then stands
                     with suppress(OSError):

@@ -11,6 +11,7 @@ sdist give the same bytes).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -185,6 +186,29 @@ def read_member(
         raise UpstreamError(f"{filename} cannot be read for {rel}: fetch it again") from None
 
 
+def _extract_all(tar: tarfile.TarFile, members: list[tarfile.TarInfo], tmp: Path) -> None:
+    """members into tmp, each already checked. tarfile's "data" filter (Python 3.12, and 3.11.4
+    and 3.10.12 on) also keeps the archive's owner and odd modes out; a Python without it
+    (Debian 12's 3.11.2) gets copies of the members with what that filter would leave."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(tmp, members=members, filter="data")
+        return
+    tar.extractall(tmp, members=[_as_data(m) for m in members])
+
+
+def _as_data(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    # As root, tarfile would give each file the archive's owner; the "data" filter never does.
+    # Its modes: no set-uid/set-gid/sticky bits and no group or other write; a file always
+    # readable and writable by its owner.
+    kept = copy.copy(member)
+    kept.uname = kept.gname = ""
+    if hasattr(os, "getuid"):
+        kept.uid, kept.gid = os.getuid(), os.getgid()
+    mode = member.mode & 0o755
+    kept.mode = mode | 0o700 if member.isdir() else mode | 0o600
+    return kept
+
+
 def extract(archive: Path, target: Path) -> int | None:
     """The sdist's one top folder's contents into target (new or empty), refusing links,
     devices, absolute paths and `..`; the newest member's mtime, the wheel's date."""
@@ -200,7 +224,7 @@ def extract(archive: Path, target: Path) -> int | None:
                 top = _top_folder(members, archive.name)
                 for member in members:
                     _check_member(member, archive.name)
-                tar.extractall(tmp, members=members, filter="data")
+                _extract_all(tar, members, tmp)
         except (tarfile.TarError, EOFError, OSError) as exc:
             msg = f"cannot extract {archive}: {exc}; delete it from the cache and run again"
             raise UpstreamError(msg) from None
