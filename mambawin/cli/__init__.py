@@ -24,7 +24,11 @@ def main() -> None:
         app()
     except SystemExit as exc:
         code = exc.code
-    except OSError as exc:  # stdout refused --version's or --help's text, outside any command
+    except OSError as exc:  # outside any command: stdout refused --version's or --help's text
+        if exc.filename is not None:  # not stdout: a file named, as a command's error names it
+            error = os_error(exc)
+            say_error(str(error))
+            sys.exit(error.exit_code)
         _drop_stdout()
         code = _say_stdout_error(exc)
     sys.exit(_with_stdout_written(code))
