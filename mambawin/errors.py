@@ -129,6 +129,7 @@ _OS_HINTS = {
     errno.ENOENT: "check that the path exists",
     errno.EEXIST: "something already stands there; remove it or choose another path",
     errno.ELOOP: "the path runs through a symlink loop; fix the link",
+    errno.EPIPE: "the program reading it stopped before the end; let it read everything",
 }
 
 
