@@ -58,7 +58,7 @@ def build_environment(
     for name in request.package.scrubbed_vars:
         env.pop(name, None)
     env.update(_package_variables(request))
-    env.update(_reproducible_objects(request, env))
+    env.update(reproducible_nvcc(request.cuda_version, env))
     env["PATH"] = _scripts_first(env.get("PATH", ""))
     return _with_paths_and_cache(env, request)
 
@@ -133,10 +133,6 @@ def _package_variables(request: EnvRequest) -> dict[str, str]:
 
 OBJDIR_AS_TEMPDIR = "--objdir-as-tempdir"  # nvcc 12.0+
 RANDOM_SEED = "--frandom-seed=mambawin"  # nvcc 12.9+
-
-
-def _reproducible_objects(request: EnvRequest, env: Mapping[str, str]) -> dict[str, str]:
-    return reproducible_nvcc(request.cuda_version, env)
 
 
 def reproducible_nvcc(cuda_version: str | None, env: Mapping[str, str]) -> dict[str, str]:

@@ -25,12 +25,7 @@ def main() -> None:
     except SystemExit as exc:
         code = exc.code
     except OSError as exc:  # outside any command: stdout refused --version's or --help's text
-        if exc.filename is not None:  # not stdout: a file named, as a command's error names it
-            error = os_error(exc)
-            say_error(str(error))
-            sys.exit(error.exit_code)
-        _drop_stdout()
-        code = _say_stdout_error(exc)
+        code = _say_os_error(exc)
     sys.exit(_with_stdout_written(code))
 
 
@@ -42,18 +37,24 @@ def _with_stdout_written(code: int | str | None) -> int | str | None:
     try:
         sys.stdout.flush()
     except OSError as exc:
-        _drop_stdout()
         if code in (0, None):
-            return _say_stdout_error(exc)
+            return _say_os_error(exc)
+        _drop_stdout()
     return code
+
+
+def _say_os_error(exc: OSError) -> int:
+    """The one line for an OSError outside any command, and its exit code. One that names no
+    file is stdout's (nothing else here writes without a name): stdout then goes nowhere."""
+    action = "use"
+    if exc.filename is None:
+        _drop_stdout()
+        exc, action = OSError(exc.errno, exc.strerror, "stdout"), "write the result to"
+    error = os_error(exc, action)
+    say_error(str(error))
+    return error.exit_code
 
 
 def _drop_stdout() -> None:
     with suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def _say_stdout_error(exc: OSError) -> int:
-    error = os_error(OSError(exc.errno, exc.strerror, "stdout"), "write the result to")
-    say_error(str(error))
-    return error.exit_code

@@ -26,6 +26,7 @@ from mambawin.errors import CommandError, ToolchainError, WheelError
 from mambawin.wheel.info import WheelInfo, open_wheel, read_member
 
 Method = Literal["cuobjdump", "fatbin"]
+_ELF_MAGIC, _PE_MAGIC = b"\x7fELF", b"MZ"
 
 FATBIN_MAGIC = 0xBA55ED50
 _MAGIC = struct.pack("<I", FATBIN_MAGIC)
@@ -147,9 +148,9 @@ def read_fatbin(binary: Path) -> GpuCode:
 def fatbin_sections(name: str, data: bytes) -> list[bytes]:
     """The bytes of the fatbin section(s); the whole file when a known binary has none by name."""
     try:
-        if data[:4] == b"\x7fELF":
+        if data[:4] == _ELF_MAGIC:
             sections = _elf_sections(data, _ELF_SECTION)
-        elif data[:2] == b"MZ":
+        elif data[:2] == _PE_MAGIC:
             sections = _pe_sections(data, _PE_SECTION)
         else:
             msg = f"{name} is neither an ELF (.so) nor a PE (.pyd) file: pass a built extension"
@@ -253,7 +254,7 @@ def _with_cuobjdump(tool: str, binary: Path) -> GpuCode:
 def _is_pe(binary: Path) -> bool:
     try:
         with binary.open("rb") as file:
-            return file.read(2) == b"MZ"
+            return file.read(2) == _PE_MAGIC
     except OSError:
         return False
 
